@@ -1,0 +1,34 @@
+# The README's first two commands: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+ARGS ?=
+
+.PHONY: run test bench install install-test lint clean
+
+$(BIN)/cann-exporter: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	@touch $@
+
+install: $(BIN)/cann-exporter
+
+$(VENV)/.test-deps: $(BIN)/cann-exporter
+	$(BIN)/pip install --quiet -e '.[test]'
+	@touch $@
+
+install-test: $(VENV)/.test-deps
+
+# Starts the exporter on :9435; without npu-smi on PATH it runs the built-in simulator.
+run: install
+	$(BIN)/cann-exporter serve $(ARGS)
+
+test: install-test
+	$(BIN)/python -m pytest -q $(ARGS)
+
+bench: install-test
+	$(BIN)/python -m benchmarks $(ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,2 @@
+def main(argv=None) -> int:  # replaced below
+    return 0
