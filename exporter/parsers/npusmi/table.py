@@ -1,9 +1,264 @@
-"""Parser for the `npu-smi info` overview table (device rows and process section)."""
+"""Parser for the `npu-smi info` overview table (device rows and process section).
+
+The table has been 80, 86, 93, 94, 98, 106, 116 and 99 characters wide (FORMATS.md §1), so
+nothing here uses character offsets: each row is split on ``|`` into cells, and the values of
+a cell are matched to the header names printed in the same cell of the section's header rows.
+
+Decisions (see also the tests):
+- A text without the ``| npu-smi X   Version: Y |`` line is a scrape failure (``garbled``),
+  as FORMATS.md §4 asks; ``require_version=False`` accepts author-trimmed excerpts.
+- Identity values (NPU id, chip id, pid) that do not read as integers raise ``garbled``:
+  the row's values could not be attributed to a chip. Any other unreadable value is None.
+- A chip cut between its two rows raises ``truncated`` (the output was cut, and a silently
+  dropped chip would read as a missing NPU). A text that ends after complete chips, with or
+  without the closing border, parses.
+"""
 
 from __future__ import annotations
 
-from exporter.parsers.npusmi.records import InfoTable, NpuSmiError
+import re
+from dataclasses import dataclass, field
+
+from exporter.parsers.npusmi.errors import check_output
+from exporter.parsers.npusmi.records import InfoChip, InfoProcess, InfoTable, NpuSmiError
+
+# One header cell's names: a cell holds one or more names, most of them single words; these
+# few contain a space. Longest alternatives first so "Process id" does not eat "... in container".
+_HEADER_NAME_RE = re.compile(
+    r"Process id in container|Process id|Process name|Process memory\(MB\)|NPU ID|NPU Util\(%\)|\S+"
+)
+_VERSION_RE = re.compile(r"npu-smi\s+(\S+)\s+Version:\s*(\S+)")
+_BORDER_RE = re.compile(r"\+[-=+]+")  # also a border cut short at the end of the output
+_IDLE_RE = re.compile(r"No running processes found in NPU\s+(\S+)")
+_PAIR_SEP_RE = re.compile(r"\s*/\s*")  # "29954/ 65536", "0    / 0" -> "29954/65536", "0/0"
+_DRIVER_WARNING = "The driver package may not be completely installed"
+# Bounded digit counts: int() rejects >4300 digits with ValueError, and plain int()/float()
+# would also accept "1_0", "nan" or non-ASCII digits that npu-smi never prints.
+_INT_RE = re.compile(r"[0-9]{1,18}")
+_FLOAT_RE = re.compile(r"-?[0-9]{1,15}(?:\.[0-9]{1,15})?")
+PLACEHOLDERS = frozenset({"-", "--", "NA", "N/A"})
+
+Header = tuple[tuple[str, ...], ...]  # per cell, the header names printed in it
+Values = dict[str, "str | None"]
 
 
-def parse_info(text: str) -> InfoTable:
-    raise NpuSmiError("garbled", "parse_info not implemented yet")
+def to_int(value: str | None) -> int | None:
+    """An integer as npu-smi prints it; None for placeholders, blanks and anything unreadable."""
+    return int(value) if value is not None and _INT_RE.fullmatch(value) else None
+
+
+def to_float(value: str | None) -> float | None:
+    """A decimal as npu-smi prints it; None for placeholders, blanks and anything unreadable."""
+    return float(value) if value is not None and _FLOAT_RE.fullmatch(value) else None
+
+
+def _pair(value: str | None) -> tuple[int | None, int | None]:
+    """`used/total` (already joined by _values) -> (used, total)."""
+    if value is None or "/" not in value:
+        return None, None
+    used, total = value.split("/", 1)
+    return to_int(used), to_int(total)
+
+
+def _cells(line: str) -> list[str] | None:
+    """The cells of a `| a | b |` row, or None when the line is not a closed row."""
+    if len(line) < 2 or not (line.startswith("|") and line.endswith("|")):
+        return None
+    return line[1:-1].split("|")
+
+
+def _header(cells: list[str]) -> Header:
+    return tuple(tuple(_HEADER_NAME_RE.findall(cell)) for cell in cells)
+
+
+def _values(header: Header, cells: list[str]) -> Values | None:
+    """Each header name -> its value in this row; None when the row's cells do not fit."""
+    if len(cells) != len(header):
+        return None
+    values: Values = {}
+    for names, cell in zip(header, cells):
+        if len(names) == 1:
+            # A cell with one column holds one value, which may contain spaces (process names).
+            values[names[0]] = cell.strip() or None
+        elif names:
+            tokens: list[str | None] = list(_PAIR_SEP_RE.sub("/", cell).split())
+            if len(tokens) != len(names):
+                tokens = [None] * len(names)  # cannot tell which value is missing
+            values.update(zip(names, tokens))
+    return values
+
+
+def _text(value: str | None) -> str | None:
+    return None if value is None or value in PLACEHOLDERS else value
+
+
+def _first(values: Values, *names: str) -> str | None:
+    return next((values[name] for name in names if values.get(name) is not None), None)
+
+
+def _identity(value: str | None, what: str, row: list[str]) -> int:
+    number = to_int(value)
+    if number is None:
+        raise NpuSmiError("garbled", f"unreadable {what} {value!r} in row {'|'.join(row)!r}")
+    return number
+
+
+def _has(header: Header, name: str) -> bool:
+    return any(name in names for names in header)
+
+
+def _is_device_header(header: Header) -> bool:
+    return bool(header and header[0] and header[0][0] in ("NPU", "NPU ID") and _has(header, "Health"))
+
+
+def _is_process_header(header: Header) -> bool:
+    return bool(header and header[0] and header[0][0] in ("NPU", "NPU ID") and _has(header, "Process id"))
+
+
+def _chip(head1: Header, head2: Header, row1: list[str], row2: list[str]) -> InfoChip:
+    v1, v2 = _values(head1, row1), _values(head2, row2)
+    if v1 is None or v2 is None:
+        raise NpuSmiError("garbled", f"chip rows do not match the header: {'|'.join(row1)!r}")
+    hugepages = _pair(v1.get("Hugepages-Usage(page)"))
+    memory = _pair(v2.get("Memory-Usage(MB)"))
+    hbm = _pair(v2.get("HBM-Usage(MB)"))
+    return InfoChip(
+        npu_id=_identity(_first(v1, "NPU", "NPU ID"), "NPU id", row1),
+        # 950 V2 prints no chip cell: one chip per NPU.
+        chip_id=_identity(v2.get("Chip"), "chip id", row2) if _has(head2, "Chip") else 0,
+        name=v1.get("Name") or "",
+        health=_text(v1.get("Health")),
+        power_watts=to_float(v1.get("Power(W)")),
+        temperature_celsius=to_float(v1.get("Temp(C)")),
+        hugepages_used=hugepages[0],
+        hugepages_total=hugepages[1],
+        bus_id=_text(v2.get("Bus-Id")),
+        aicore_percent=to_float(v2.get("AICore(%)")),
+        npu_util_percent=to_float(v2.get("NPU Util(%)")),
+        memory_used_mb=memory[0],
+        memory_total_mb=memory[1],
+        hbm_used_mb=hbm[0],
+        hbm_total_mb=hbm[1],
+        phy_id=to_int(v2.get("Phy-ID")),
+        logic_id=to_int(v2.get("Device")),
+    )
+
+
+def _process(header: Header, row: list[str]) -> InfoProcess | int:
+    """A process row, or the NPU id of an idle row printed as `| 2 | NA | NA | ...`."""
+    values = _values(header, row)
+    if values is None:
+        raise NpuSmiError("garbled", f"process row does not match the header: {'|'.join(row)!r}")
+    npu_id = _identity(_first(values, "NPU", "NPU ID"), "NPU id", row)
+    pid = values.get("Process id")
+    if pid is None or pid in PLACEHOLDERS:
+        return npu_id
+    return InfoProcess(
+        npu_id=npu_id,
+        chip_id=_identity(values.get("Chip"), "chip id", row) if _has(header, "Chip") else None,
+        pid=_identity(pid, "pid", row),
+        name=values.get("Process name") or "",
+        memory_mb=to_int(values.get("Process memory(MB)")),
+        container_pid=to_int(values.get("Process id in container")),
+    )
+
+
+@dataclass
+class _Reader:
+    """Walks the table rows after the version line; one section (device or process) at a time."""
+
+    section: str | None = None                # "device" | "process"
+    device_header: tuple[Header, Header] | None = None
+    pending_header: Header | None = None      # device header row 1, waiting for row 2
+    process_header: Header | None = None
+    block: list[list[str]] = field(default_factory=list)  # chip rows since the last border
+    seen_device_header: bool = False
+    chips: list[InfoChip] = field(default_factory=list)
+    processes: list[InfoProcess] | None = None
+    idle: list[int] = field(default_factory=list)
+
+    def border(self) -> None:
+        if self.pending_header is not None:
+            raise NpuSmiError("garbled", "device header row 1 without row 2")
+        if self.block:
+            raise NpuSmiError("garbled", f"chip with one row: {'|'.join(self.block[0])!r}")
+
+    def row(self, cells: list[str]) -> None:
+        header = _header(cells)
+        if self.pending_header is not None:
+            self._device_header(self.pending_header, header)
+        elif _is_device_header(header):
+            self.border()
+            self.pending_header = header
+        elif _is_process_header(header):
+            self.border()
+            self.section, self.process_header = "process", header
+            self.processes = self.processes or []
+        elif len(cells) == 1 and (idle := _IDLE_RE.search(cells[0])):
+            self.border()
+            self.idle.append(_identity(idle.group(1), "NPU id", cells))
+            # 950 V2 excerpts print this row without a process header (info__950PR__25.7.rc1.6).
+            self.section = "process"
+            self.processes = self.processes or []
+        elif self.section == "device" and self.device_header is not None:
+            self.block.append(cells)
+            if len(self.block) == 2:
+                self.chips.append(_chip(*self.device_header, *self.block))
+                self.block = []
+        elif self.section == "process" and self.process_header is not None:
+            item = _process(self.process_header, cells)
+            if isinstance(item, int):
+                self.idle.append(item)
+            else:
+                assert self.processes is not None
+                self.processes.append(item)
+        else:
+            raise NpuSmiError("garbled", f"row outside any table section: {'|'.join(cells)!r}")
+
+    def _device_header(self, row1: Header, row2: Header) -> None:
+        if len(row1) != len(row2):
+            raise NpuSmiError("garbled", "device header rows have different cell counts")
+        self.pending_header = None
+        self.section, self.device_header, self.seen_device_header = "device", (row1, row2), True
+
+    def finish(self) -> None:
+        if self.pending_header is not None or self.block:
+            raise NpuSmiError("truncated", "output ends inside a chip's header or rows")
+        if not self.seen_device_header:
+            raise NpuSmiError("garbled", "no device table header")
+
+
+def parse_info(text: str, *, require_version: bool = True) -> InfoTable:
+    """Parse `npu-smi info`. Raises only NpuSmiError (npu-smi's own errors, garbled, truncated)."""
+    check_output(text)
+    lines = [line.strip() for line in text.splitlines()]
+    # Skip anything before the version line: shell prompts, echoed env vars, markdown fences.
+    start, versions = next(
+        ((i, match) for i, line in enumerate(lines) if line.startswith("|") and (match := _VERSION_RE.search(line))),
+        (0, None),
+    )
+    if versions is None and require_version:
+        raise NpuSmiError("garbled", "no 'npu-smi ... Version:' header line")
+    if versions is not None:
+        start += 1
+    reader = _Reader()
+    # Other lines (the driver warning, "+ cmd" shell traces, stray notes) are not table lines.
+    table_lines = [line for line in lines[start:] if line.startswith("|") or _BORDER_RE.fullmatch(line)]
+    for index, line in enumerate(table_lines):
+        if _BORDER_RE.fullmatch(line):
+            reader.border()
+        elif (cells := _cells(line)) is not None:
+            reader.row(cells)
+        else:
+            # A row without its closing "|": cut output when last, else not a table we know.
+            last = index == len(table_lines) - 1
+            raise NpuSmiError("truncated" if last else "garbled", f"unterminated table line {line!r}")
+    reader.finish()
+    return InfoTable(
+        tool_version=versions.group(1) if versions else None,
+        driver_version=versions.group(2) if versions else None,
+        chips=tuple(reader.chips),
+        processes=None if reader.processes is None else tuple(reader.processes),
+        idle_npus=tuple(reader.idle),
+        driver_warning=_DRIVER_WARNING in text,
+    )

@@ -1,0 +1,287 @@
+"""Settings from one YAML file, `CANN_EXPORTER_*` environment variables and flags.
+
+Every option is declared once in OPTIONS; the YAML keys, flags, environment names, help
+texts and validation all come from that table. Precedence: flag > environment > file >
+default. :func:`build_settings` is pure and lists every bad entry at once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from exporter.sources.npusmi import DETAIL_KINDS
+
+ENV_PREFIX = "CANN_EXPORTER_"
+SCENARIOS = ("healthy", "underutilized", "sawtooth", "degraded", "idle")
+MODELS = ("910b3", "a3", "310p-duo")
+LOG_FORMATS = ("logfmt", "json")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class ConfigError(Exception):
+    """Bad configuration; ``problems`` names every bad key."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+# --- value parsers (raise ValueError with a message) ----------------------------------------
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(value: Any) -> float:
+    """`10s`, `1.5m`, `500ms`, `2h` or a number of seconds; must be > 0."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a duration like 10s, got {value!r}")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    else:
+        match = _DURATION.match(str(value))
+        if not match:
+            raise ValueError(f"expected a duration like 10s, 1m or 500ms, got {value!r}")
+        seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    if seconds <= 0:
+        raise ValueError(f"must be greater than zero, got {value!r}")
+    return seconds
+
+
+def parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def parse_positive_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a positive integer, got {value!r}")
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"expected a positive integer, got {value!r}") from None
+    if number <= 0:
+        raise ValueError(f"expected a positive integer, got {value!r}")
+    return number
+
+
+def parse_listen(value: Any) -> tuple[str, int]:
+    """`HOST:PORT`, `:PORT` (all interfaces) or `[v6]:PORT`."""
+    text = str(value).strip()
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected HOST:PORT or :PORT, got {value!r}")
+    return host.strip("[]"), int(port)
+
+
+def parse_text(value: Any) -> str:
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool) or not str(value).strip():
+        raise ValueError(f"expected a non-empty string, got {value!r}")
+    return str(value).strip()
+
+
+def choice(*allowed: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = str(value).strip()
+        if text not in allowed:
+            raise ValueError(f"expected one of {', '.join(allowed)}, got {value!r}")
+        return text
+    return parse
+
+
+def subset(*allowed: str) -> Callable[[Any], tuple[str, ...]]:
+    """A YAML list or a comma-separated string, each item in ``allowed``."""
+    def parse(value: Any) -> tuple[str, ...]:
+        items = value if isinstance(value, list) else [v for v in str(value).split(",") if v.strip()]
+        out = tuple(str(item).strip() for item in items)
+        bad = [item for item in out if item not in allowed]
+        if bad:
+            raise ValueError(f"unknown {', '.join(bad)}; expected any of {', '.join(allowed)}")
+        return out
+    return parse
+
+
+def optional_scenario(value: Any) -> str | None:
+    """A scenario name, `auto` (simulate only when npu-smi is missing), or off."""
+    if value is None or value is False or str(value).strip().lower() in ("", "off", "false", "none"):
+        return None
+    return choice("auto", *SCENARIOS)(value)
+
+
+# --- the option table -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Option:
+    key: str                 # dotted YAML key
+    parse: Callable[[Any], Any]
+    default: Any
+    help: str
+    flag: str | None = None  # default: --<key with _ as ->
+    metavar: str | None = None
+
+    @property
+    def flag_name(self) -> str:
+        return self.flag or "--" + self.key.replace("_", "-")
+
+    @property
+    def env_name(self) -> str:
+        return ENV_PREFIX + re.sub(r"[.\-]", "_", self.key).upper()
+
+
+@dataclass(frozen=True)
+class CollectorSpec:
+    """One entry of the registration table: name, enabled by default, what it renders."""
+
+    name: str
+    default_enabled: bool
+    help: str
+
+
+COLLECTORS = (
+    CollectorSpec("devices", True, "per-chip metrics from npu-smi"),
+    CollectorSpec("processes", True, "per-process device memory from the npu-smi process table"),
+    CollectorSpec("self", True, "the exporter's own health and build metrics"),
+)
+
+OPTIONS = (
+    Option("listen", parse_listen, ":9435", "address to serve /metrics on, HOST:PORT or :PORT", metavar="HOST:PORT"),
+    Option("log.format", choice(*LOG_FORMATS), "logfmt", "log line format: logfmt or json"),
+    Option("log.level", choice(*LOG_LEVELS), "info", "minimum log level"),
+    Option("max_age", parse_duration, "180s", "data older than this is not served (must exceed the detail interval)", metavar="DURATION"),
+    Option("npu_smi.path", parse_text, "npu-smi", "npu-smi binary (name on PATH or a path)", flag="--npu-smi", metavar="PATH"),
+    Option("npu_smi.timeout", parse_duration, "10s", "kill an npu-smi call after this long", metavar="DURATION"),
+    Option("npu_smi.interval", parse_duration, "10s", "how often `npu-smi info` reads every chip", metavar="DURATION"),
+    Option("npu_smi.detail_interval", parse_duration, "60s", "how often the per-card `-t` details are read", metavar="DURATION"),
+    Option("npu_smi.inventory_interval", parse_duration, "1h", "how often `info -m` and board ids are re-read (also on chip-set change)", metavar="DURATION"),
+    Option("npu_smi.details", subset(*DETAIL_KINDS), "usages,common,ecc", "per-card `-t` queries: " + ",".join(DETAIL_KINDS), metavar="LIST"),
+    Option("npu_smi.board", parse_bool, True, "read `-t board -c` per chip at inventory time (die ids)"),
+    Option("npu_smi.max_concurrency", parse_positive_int, 4, "npu-smi calls running at once", metavar="N"),
+    Option("npu_smi.max_output_bytes", parse_positive_int, 4 << 20, "larger npu-smi outputs are discarded", metavar="BYTES"),
+    Option("simulator.scenario", optional_scenario, None, "use the built-in simulator: " + ", ".join(SCENARIOS) + ", or auto (only when npu-smi is missing)", flag="--simulate", metavar="SCENARIO"),
+    Option("simulator.model", choice(*MODELS), "910b3", "simulated node model: " + ", ".join(MODELS), flag="--simulate.model"),
+) + tuple(
+    Option(f"collector.{c.name}", parse_bool, c.default_enabled, f"enable the {c.name} collector ({c.help})")
+    for c in COLLECTORS
+)
+
+OPTIONS_BY_KEY = {o.key: o for o in OPTIONS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    listen_host: str
+    listen_port: int
+    log_format: str
+    log_level: str
+    max_age: float
+    npu_smi_path: str
+    npu_smi_timeout: float
+    npu_smi_interval: float
+    npu_smi_detail_interval: float
+    npu_smi_inventory_interval: float
+    npu_smi_details: tuple[str, ...]
+    npu_smi_board: bool
+    npu_smi_max_concurrency: int
+    npu_smi_max_output_bytes: int
+    simulator_scenario: str | None
+    simulator_model: str
+    collectors: frozenset[str]
+
+
+def flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested YAML mapping -> dotted keys. Option values that are lists stay lists."""
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and dotted not in OPTIONS_BY_KEY:
+            out.update(flatten(value, dotted + "."))
+        else:
+            out[dotted] = value
+    return out
+
+
+def load_yaml(text: str, origin: str = "config") -> dict[str, Any]:
+    """Parse a config file's text; problems are ConfigError naming the file."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"{origin}: not valid YAML: {exc}"]) from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise ConfigError([f"{origin}: the top level must be a mapping of keys"])
+    return flatten(doc)
+
+
+def build_settings(
+    file_values: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+    origin: str = "config",
+) -> Settings:
+    """Merge defaults < file < environment < flags and validate every value."""
+    problems: list[str] = []
+    raw: dict[str, tuple[Any, str]] = {o.key: (o.default, "default") for o in OPTIONS}
+    for key, value in (file_values or {}).items():
+        if key not in OPTIONS_BY_KEY:
+            problems.append(f"{origin}: unknown key {key!r}")
+        else:
+            raw[key] = (value, f"{origin}: {key}")
+    env = env or {}
+    for option in OPTIONS:
+        if option.env_name in env:
+            raw[option.key] = (env[option.env_name], option.env_name)
+    for key, value in (flags or {}).items():
+        if value is not None:
+            raw[key] = (value, OPTIONS_BY_KEY[key].flag_name)
+
+    values: dict[str, Any] = {}
+    for key, (value, where) in raw.items():
+        try:
+            values[key] = OPTIONS_BY_KEY[key].parse(value)
+        except ValueError as exc:
+            problems.append(f"{where}: {exc}")
+    if not problems:
+        problems += _cross_checks(values)
+    if problems:
+        raise ConfigError(problems)
+    return Settings(
+        listen_host=values["listen"][0],
+        listen_port=values["listen"][1],
+        log_format=values["log.format"],
+        log_level=values["log.level"],
+        max_age=values["max_age"],
+        npu_smi_path=values["npu_smi.path"],
+        npu_smi_timeout=values["npu_smi.timeout"],
+        npu_smi_interval=values["npu_smi.interval"],
+        npu_smi_detail_interval=values["npu_smi.detail_interval"],
+        npu_smi_inventory_interval=values["npu_smi.inventory_interval"],
+        npu_smi_details=values["npu_smi.details"],
+        npu_smi_board=values["npu_smi.board"],
+        npu_smi_max_concurrency=values["npu_smi.max_concurrency"],
+        npu_smi_max_output_bytes=values["npu_smi.max_output_bytes"],
+        simulator_scenario=values["simulator.scenario"],
+        simulator_model=values["simulator.model"],
+        collectors=frozenset(c.name for c in COLLECTORS if values[f"collector.{c.name}"]),
+    )
+
+
+def _cross_checks(values: Mapping[str, Any]) -> list[str]:
+    problems = []
+    if values["npu_smi.timeout"] > values["npu_smi.interval"] * 10:
+        problems.append("npu_smi.timeout: should not exceed ten sampling intervals")
+    slowest = values["npu_smi.detail_interval"] if values["npu_smi.details"] else values["npu_smi.interval"]
+    if values["max_age"] <= slowest:
+        problems.append(f"max_age: must exceed the slowest sampling interval ({slowest:g}s), or that data would always be dropped")
+    return problems

@@ -1,0 +1,77 @@
+"""Metric names, types, labels and help texts: defined once, used by collectors,
+generators, docs and tests (the metric contract of DESIGN.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CHIP_LABELS = ("npu", "chip", "device")
+HEALTH_STATES = ("OK", "Warning", "Alarm", "Critical", "Unknown")
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str              # full exposition name (counters end in _total)
+    kind: str              # gauge, counter, histogram
+    help: str
+    labels: tuple[str, ...] = ()
+
+    @property
+    def family_name(self) -> str:
+        """Name handed to prometheus_client, which appends `_total` to counters itself."""
+        return self.name.removesuffix("_total") if self.kind == "counter" else self.name
+
+
+def _chip(name: str, help: str, *extra: str, kind: str = "gauge") -> MetricSpec:
+    return MetricSpec(name, kind, help, CHIP_LABELS + extra)
+
+
+# --- devices (npu-smi) -------------------------------------------------------------------
+DEVICE_INFO = _chip("npu_device_info", "Chip identity; value 1.", "model", "bus_id", "phy_id", "vdie_id")
+DRIVER_INFO = MetricSpec("npu_driver_info", "gauge", "npu-smi and driver versions; value 1.", ("version", "tool_version"))
+DEVICES = MetricSpec("npu_devices", "gauge", "Chips seen in the latest npu-smi overview.")
+UP = _chip("npu_up", "1 if the latest read of this chip succeeded, else 0.")
+HEALTH = _chip("npu_health", "Chip health as a stateset: 1 for the current state.", "state")
+AICORE = _chip("npu_aicore_utilization_ratio", "AI Core busy share (device utilization), 0..1.")
+AIVECTOR = _chip("npu_aivector_utilization_ratio", "AI Vector core busy share, 0..1.")
+AICUBE = _chip("npu_aicube_utilization_ratio", "AI Cube core busy share, 0..1.")
+AICPU = _chip("npu_aicpu_utilization_ratio", "AI CPU busy share, 0..1.")
+CTRLCPU = _chip("npu_ctrlcpu_utilization_ratio", "Control CPU busy share, 0..1.")
+NPU_UTIL = _chip("npu_utilization_ratio", "Overall NPU utilization as npu-smi reports it, 0..1.")
+HBM_USED = _chip("npu_hbm_used_bytes", "HBM in use, bytes.")
+HBM_TOTAL = _chip("npu_hbm_total_bytes", "HBM capacity, bytes.")
+HBM_BW = _chip("npu_hbm_bandwidth_utilization_ratio", "HBM bandwidth utilization, 0..1.")
+MEM_USED = _chip("npu_memory_used_bytes", "DDR memory in use, bytes.")
+MEM_TOTAL = _chip("npu_memory_total_bytes", "DDR memory capacity, bytes.")
+DDR_BW = _chip("npu_ddr_bandwidth_utilization_ratio", "DDR bandwidth utilization, 0..1.")
+HUGEPAGES_USED = _chip("npu_hugepages_used", "Huge pages in use, pages.")
+HUGEPAGES_TOTAL = _chip("npu_hugepages_total", "Huge pages available, pages.")
+POWER = _chip("npu_power_watts", "Power draw, watts (card power on 310P, die 0 on A3).")
+TEMPERATURE = _chip("npu_temperature_celsius", "Chip temperature, degrees Celsius.")
+HBM_TEMPERATURE = _chip("npu_hbm_temperature_celsius", "HBM temperature, degrees Celsius.")
+AICORE_FREQ = _chip("npu_aicore_frequency_hertz", "Current AI Core clock, hertz.")
+AICORE_RATED_FREQ = _chip("npu_aicore_rated_frequency_hertz", "Rated AI Core clock, hertz.")
+VOLTAGE = _chip("npu_voltage_volts", "Chip voltage, volts.")
+ECC_ERRORS = _chip("npu_ecc_errors_total", "ECC errors counted by the chip.", "memory", "type", kind="counter")
+PROCESS_MEMORY = _chip("npu_process_memory_bytes", "Device memory held by a process, bytes.", "pid", "process")
+POD_INFO = _chip("npu_pod_info", "Pod the chip is allocated to (kubelet pod-resources); value 1.", "namespace", "pod", "container")
+
+DEVICE_METRICS = (
+    DEVICE_INFO, DRIVER_INFO, DEVICES, UP, HEALTH, AICORE, AIVECTOR, AICUBE, AICPU, CTRLCPU, NPU_UTIL,
+    HBM_USED, HBM_TOTAL, HBM_BW, MEM_USED, MEM_TOTAL, DDR_BW, HUGEPAGES_USED, HUGEPAGES_TOTAL, POWER,
+    TEMPERATURE, HBM_TEMPERATURE, AICORE_FREQ, AICORE_RATED_FREQ, VOLTAGE, ECC_ERRORS, PROCESS_MEMORY,
+)
+
+# --- self ------------------------------------------------------------------------------
+BUILD_INFO = MetricSpec("cann_exporter_build_info", "gauge", "Exporter build; value 1.", ("version", "python_version"))
+SIMULATED = MetricSpec("cann_exporter_simulated", "gauge", "1 when the data comes from the built-in simulator.", ("scenario", "model"))
+SOURCE_SUCCESS = MetricSpec("cann_exporter_source_success", "gauge", "1 if the source's latest run succeeded.", ("source",))
+SOURCE_DURATION = MetricSpec("cann_exporter_source_duration_seconds", "gauge", "Duration of the source's latest run, seconds.", ("source",))
+SOURCE_ERRORS = MetricSpec("cann_exporter_source_errors_total", "counter", "Source failures by reason.", ("source", "reason"))
+SOURCE_LAST_SUCCESS = MetricSpec("cann_exporter_source_last_success_timestamp_seconds", "gauge", "Unix time of the source's latest successful run.", ("source",))
+SOURCE_RUNS = MetricSpec("cann_exporter_source_runs_total", "counter", "Runs of the source.", ("source",))
+STALE_DROPPED = MetricSpec("cann_exporter_stale_chips", "gauge", "Chips whose data is older than max age and is not served.")
+
+SELF_METRICS = (BUILD_INFO, SIMULATED, SOURCE_SUCCESS, SOURCE_DURATION, SOURCE_ERRORS, SOURCE_LAST_SUCCESS, SOURCE_RUNS, STALE_DROPPED)
+
+ALL_METRICS = DEVICE_METRICS + (POD_INFO,) + SELF_METRICS

@@ -1,0 +1,149 @@
+"""The one bounded subprocess runner every command-line source goes through.
+
+npu-smi and hccn_tool can hang for minutes on an unhealthy device, so every call has a
+timeout after which the whole process group is killed and reaped, output is capped,
+concurrency is bounded, and no shell is ever involved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+
+class RunError(Exception):
+    """A call that produced no usable output. ``reason`` is a self-metric label."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class RunResult:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    duration_seconds: float
+
+    @property
+    def output(self) -> str:
+        """stdout and stderr together: npu-smi prints its errors on either."""
+        return self.stdout if not self.stderr else f"{self.stdout}\n{self.stderr}"
+
+
+class CommandRunner:
+    """Runs argv lists with a per-call timeout, an output cap and a concurrency bound."""
+
+    def __init__(
+        self,
+        timeout: float = 10.0,
+        max_concurrency: int = 4,
+        max_output_bytes: int = 4 << 20,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.timeout = timeout
+        self.max_output_bytes = max_output_bytes
+        self.env = env
+        self._slots = asyncio.Semaphore(max_concurrency)
+
+    async def run(self, argv: Sequence[str], timeout: float | None = None) -> RunResult:
+        """Run ``argv`` to completion; raise RunError on spawn failure, timeout or oversize output."""
+        limit = self.timeout if timeout is None else timeout
+        async with self._slots:
+            start = time.monotonic()
+            proc = await self._spawn(argv)
+            try:
+                stdout, stderr = await asyncio.wait_for(self._read_capped(proc), limit)
+                returncode = await asyncio.wait_for(proc.wait(), limit)
+            except asyncio.TimeoutError:
+                await _kill_group(proc)
+                raise RunError("timeout", f"{argv[0]} did not finish within {limit:g}s") from None
+            except RunError:
+                await _kill_group(proc)
+                raise
+            except BaseException:  # cancellation included: never leave the child behind
+                await _kill_group(proc)
+                raise
+            return RunResult(tuple(argv), returncode, _decode(stdout), _decode(stderr), time.monotonic() - start)
+
+    async def stream_lines(self, argv: Sequence[str], line_timeout: float | None = None) -> AsyncIterator[str]:
+        """Yield stdout lines of a long-running command (e.g. `npu-smi info watch`).
+
+        Killing happens when the consumer stops iterating, when a line takes longer than
+        ``line_timeout`` (RunError 'timeout') or when the command exits ('exited').
+        Does not hold a concurrency slot: it is one long-lived child, not a burst.
+        """
+        proc = await self._spawn(argv)
+        assert proc.stdout is not None
+        try:
+            while True:
+                try:
+                    raw = await asyncio.wait_for(proc.stdout.readline(), line_timeout)
+                except asyncio.TimeoutError:
+                    raise RunError("timeout", f"{argv[0]} printed nothing for {line_timeout:g}s") from None
+                except ValueError:  # line longer than the stream limit
+                    raise RunError("output_too_large", f"{argv[0]} printed an over-long line") from None
+                if not raw:
+                    code = await proc.wait()
+                    raise RunError("exited", f"{argv[0]} exited with status {code}")
+                yield _decode(raw).rstrip("\r\n")
+        finally:
+            await _kill_group(proc)
+
+    async def _spawn(self, argv: Sequence[str]) -> asyncio.subprocess.Process:
+        if not argv:
+            raise RunError("not_found", "empty command")
+        try:
+            return await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # own process group, so a timeout kills grandchildren too
+                env=self.env,
+                limit=min(self.max_output_bytes, 1 << 20),
+            )
+        except FileNotFoundError:
+            raise RunError("not_found", f"{argv[0]}: no such file") from None
+        except PermissionError:
+            raise RunError("permission_denied", f"{argv[0]}: permission denied") from None
+        except OSError as exc:
+            raise RunError("spawn_failed", f"{argv[0]}: {exc.strerror or exc}") from None
+
+    async def _read_capped(self, proc: asyncio.subprocess.Process) -> tuple[bytes, bytes]:
+        assert proc.stdout is not None and proc.stderr is not None
+        return await asyncio.gather(
+            _read_limited(proc.stdout, self.max_output_bytes),
+            _read_limited(proc.stderr, self.max_output_bytes),
+        )
+
+
+async def _read_limited(stream: asyncio.StreamReader, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await stream.read(65536):
+        size += len(chunk)
+        if size > limit:
+            raise RunError("output_too_large", f"output exceeded {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL the child's whole process group and reap the child (no zombie)."""
+    # Also when the leader already exited: children it left in the group may still run.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        await asyncio.shield(proc.wait())
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
