@@ -253,7 +253,7 @@ class NpuSmiSource:
     async def _board(self, key: ChipKey) -> Failure | None:
         npu, chip = key
         try:
-            board = p.parse_board((await self._run("info", "-t", "board", "-i", str(npu), "-c", str(chip))).output)
+            board = p.parse_board((await self._run("info", "-t", "board", "-i", str(npu), "-c", str(chip))).output, npu_id=npu)
         except (RunError, p.NpuSmiError) as exc:
             return Failure(f"board -i {npu} -c {chip}", exc.reason, str(exc))
         self._boards[key] = board
@@ -262,7 +262,7 @@ class NpuSmiSource:
     async def _detail(self, kind: str, npu: int) -> Failure | None:
         try:
             text = (await self._run("info", "-t", kind, "-i", str(npu))).output
-            records = _DETAIL_PARSERS[kind](text)
+            records = _DETAIL_PARSERS[kind](text, npu_id=npu)
         except (RunError, p.NpuSmiError) as exc:
             return Failure(f"{kind} -i {npu}", exc.reason, str(exc))
         now = self.clock()

@@ -16,6 +16,9 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 
+_REAP_SECONDS = 5.0  # bound on draining/reaping a killed child (a setsid grandchild could hold a pipe)
+
+
 class RunError(Exception):
     """A call that produced no usable output. ``reason`` is a self-metric label."""
 
@@ -119,10 +122,15 @@ class CommandRunner:
 
     async def _read_capped(self, proc: asyncio.subprocess.Process) -> tuple[bytes, bytes]:
         assert proc.stdout is not None and proc.stderr is not None
-        return await asyncio.gather(
-            _read_limited(proc.stdout, self.max_output_bytes),
-            _read_limited(proc.stderr, self.max_output_bytes),
-        )
+        readers = [asyncio.ensure_future(_read_limited(s, self.max_output_bytes)) for s in (proc.stdout, proc.stderr)]
+        try:
+            out, err = await asyncio.gather(*readers)
+            return out, err
+        finally:
+            # Stop the sibling reader too, so the kill path can drain the pipes alone.
+            for reader in readers:
+                reader.cancel()
+            await asyncio.gather(*readers, return_exceptions=True)
 
 
 async def _read_limited(stream: asyncio.StreamReader, limit: int) -> bytes:
@@ -137,12 +145,25 @@ async def _read_limited(stream: asyncio.StreamReader, limit: int) -> bytes:
 
 
 async def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    """SIGKILL the child's whole process group and reap the child (no zombie)."""
+    """SIGKILL the child's whole process group, drain its pipes and reap it (no zombie).
+
+    asyncio reports the exit only once the pipes reach EOF, and a reader that stopped
+    early leaves them paused: draining what is left is what lets wait() return.
+    """
     # Also when the leader already exited: children it left in the group may still run.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        await asyncio.shield(proc.wait())
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(_drain(stream), _REAP_SECONDS)
+    with contextlib.suppress(ProcessLookupError, asyncio.TimeoutError):
+        await asyncio.wait_for(asyncio.shield(proc.wait()), _REAP_SECONDS)
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    while await stream.read(65536):
+        pass
 
 
 def _decode(data: bytes) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from exporter.parsers.npusmi.errors import check_output
 from exporter.parsers.npusmi.records import (
@@ -98,7 +99,7 @@ def _str(value: str) -> str | None:
     return None if value.casefold() in _PLACEHOLDERS else value
 
 
-_Convert = Callable[[str], object]
+_Convert = Callable[[str], Any]
 _Spec = dict[str, tuple[str, _Convert]]   # normalised key -> (record field, converter)
 
 
@@ -107,9 +108,9 @@ def _spec(*entries: tuple[str, _Convert, Sequence[str]]) -> _Spec:
     return {_norm(label): (field, convert) for field, convert, labels in entries for label in labels}
 
 
-def _apply(lines: Iterable[_Line], spec: _Spec) -> dict[str, object]:
+def _apply(lines: Iterable[_Line], spec: _Spec) -> dict[str, Any]:
     """Record fields found in ``lines``; the first spelling seen wins."""
-    fields: dict[str, object] = {}
+    fields: dict[str, Any] = {}
     for line in lines:
         if line.key in spec:
             field, convert = spec[line.key]
@@ -169,7 +170,7 @@ def _split_chips(lines: Iterable[_Line]) -> _Blocks:
 
 
 def _implicit_chip(blocks: _Blocks, has_data: Callable[[list[_Line]], bool]) -> list[tuple[int, list[_Line]]]:
-    """The chip blocks, where a output without any Chip ID line (950 V2) is chip 0.
+    """The chip blocks, where an output without any Chip ID line (950 V2) is chip 0.
 
     The trailing block of an output that has Chip ID lines was cut short and is dropped;
     without Chip ID lines, data can only be attributed when the card has one chip.
@@ -179,13 +180,11 @@ def _implicit_chip(blocks: _Blocks, has_data: Callable[[list[_Line]], bool]) -> 
     return [(0, blocks.tail)]
 
 
-def _per_chip(
-    text: str, what: str, spec: _Spec, npu_id: int | None, extra_keys: frozenset[str] = frozenset()
-) -> tuple[int, list[tuple[int, list[_Line]]]]:
+def _per_chip(text: str, what: str, spec: _Spec, npu_id: int | None) -> tuple[int, list[tuple[int, list[_Line]]]]:
     """Shared front half of the per-chip parsers: errors, structure, NPU id, chip blocks."""
     check_output(text)
     lines = _lines(text)
-    known = spec.keys() | extra_keys
+    known = spec.keys()
     if not any(line.key in known or line.key in _HEADER_KEYS or line.key == _CHIP_ID for line in lines):
         raise _garbled(what)
     blocks = _split_chips(lines)
@@ -361,10 +360,10 @@ def parse_common(text: str, *, npu_id: int | None = None) -> CommonInfo:
     mcu = next((block for name, block in others if name == "mcu"), [])
     if not chips and not mcu:
         raise _truncated("`-t common`")
+    npu = _resolve_npu_id(printed_npu, npu_id)
     return CommonInfo(
-        npu_id=_resolve_npu_id(printed_npu, npu_id),
-        chips=tuple(ChipCommon(npu_id=_resolve_npu_id(printed_npu, npu_id), chip_id=chip,
-                               **_apply(block, _COMMON_SPEC)) for chip, block in chips),
+        npu_id=npu,
+        chips=tuple(ChipCommon(npu_id=npu, chip_id=chip, **_apply(block, _COMMON_SPEC)) for chip, block in chips),
         **_apply(mcu, _MCU_SPEC),
     )
 
@@ -442,11 +441,12 @@ def parse_temp(text: str, *, npu_id: int | None = None) -> TempInfo:
     """
     check_output(text)
     lines = _lines(text)
-    sensors = [sensor for line in lines if (sensor := _board_sensor(line)) is not None]
+    blocks = _split_chips(lines)
+    # Sensors live in the MCU block after the last Chip ID (the whole output on 950).
+    sensors = [sensor for line in blocks.tail if (sensor := _board_sensor(line)) is not None]
     known = _TEMP_SPEC.keys() | _HEADER_KEYS | {_CHIP_ID}
     if not sensors and not any(line.key in known for line in lines):
         raise _garbled("`-t temp`")
-    blocks = _split_chips(lines)
     chips = _implicit_chip(blocks, lambda block: any(line.key in _CHIP_TEMP_KEYS for line in block))
     if not chips and not sensors:
         raise _truncated("`-t temp`")
@@ -503,10 +503,9 @@ def parse_health(text: str, *, npu_id: int | None = None, chip_id: int | None = 
     chips: list[tuple[int | None, list[_Line]]] = list(blocks.chips)
     if not chips:
         chips = [(chip_id, blocks.tail)]
-    npu = _resolve_npu_id(blocks.npu_id, npu_id)
-    return tuple(
+    records = tuple(
         ChipHealth(
-            npu_id=npu,
+            npu_id=_resolve_npu_id(blocks.npu_id, npu_id),
             chip_id=chip,
             status=_str(next((line.value for line in block if line.key == _HEALTH_STATUS), "")),
             error_codes=_error_codes(block),
@@ -514,11 +513,10 @@ def parse_health(text: str, *, npu_id: int | None = None, chip_id: int | None = 
         )
         for chip, block in chips
         if any(line.key in _HEALTH_KEYS for line in block)
-    ) or _raise(_truncated("`-t health`"))
-
-
-def _raise(error: NpuSmiError) -> tuple[ChipHealth, ...]:
-    raise error
+    )
+    if not records:
+        raise _truncated("`-t health`")
+    return records
 
 
 # --- -t board [-c] -----------------------------------------------------------------------
@@ -567,7 +565,7 @@ def parse_board(text: str, *, npu_id: int | None = None) -> BoardInfo:
 # "Process id:3233241 Process name:VLLMWorker_TP     Process memory(MB):55844": no space
 # after the colons, the name padded to 17 and possibly empty (another PID namespace).
 _PROC_RE = re.compile(
-    r"Process id:\s*([0-9]{1,18})\s+Process name:(.*?)\s*Process memory\(MB\):\s*(\S*)",
+    r"Process id\s*:\s*([0-9]{1,18})\s+Process name\s*:(.*?)\s*Process memory\(MB\)\s*:\s*(\S*)",
     re.IGNORECASE | re.ASCII,
 )
 _NO_PROCESS = "no process in device"

@@ -93,8 +93,8 @@ class ChipMapEntry:
 
     @property
     def is_chip(self) -> bool:
-        """False for Mcu and CPU rows, which have no logic id."""
-        return self.logic_id is not None
+        """False for the Mcu and CPU (3559) rows. 950 prints no logic id for its chips."""
+        return self.chip_name.strip().lower() not in ("mcu", "3559")
 
 
 @dataclass(frozen=True)

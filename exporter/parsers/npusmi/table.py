@@ -39,7 +39,7 @@ _FLOAT_RE = re.compile(r"-?[0-9]{1,15}(?:\.[0-9]{1,15})?")
 PLACEHOLDERS = frozenset({"-", "--", "NA", "N/A"})
 
 Header = tuple[tuple[str, ...], ...]  # per cell, the header names printed in it
-Values = dict[str, "str | None"]
+Values = dict[str, str | None]
 
 
 def to_int(value: str | None) -> int | None:
@@ -177,7 +177,8 @@ class _Reader:
     processes: list[InfoProcess] | None = None
     idle: list[int] = field(default_factory=list)
 
-    def border(self) -> None:
+    def end_block(self) -> None:
+        """A border or a new section: nothing may be left half-read."""
         if self.pending_header is not None:
             raise NpuSmiError("garbled", "device header row 1 without row 2")
         if self.block:
@@ -188,14 +189,14 @@ class _Reader:
         if self.pending_header is not None:
             self._device_header(self.pending_header, header)
         elif _is_device_header(header):
-            self.border()
+            self.end_block()
             self.pending_header = header
         elif _is_process_header(header):
-            self.border()
+            self.end_block()
             self.section, self.process_header = "process", header
             self.processes = self.processes or []
         elif len(cells) == 1 and (idle := _IDLE_RE.search(cells[0])):
-            self.border()
+            self.end_block()
             self.idle.append(_identity(idle.group(1), "NPU id", cells))
             # 950 V2 excerpts print this row without a process header (info__950PR__25.7.rc1.6).
             self.section = "process"
@@ -246,7 +247,7 @@ def parse_info(text: str, *, require_version: bool = True) -> InfoTable:
     table_lines = [line for line in lines[start:] if line.startswith("|") or _BORDER_RE.fullmatch(line)]
     for index, line in enumerate(table_lines):
         if _BORDER_RE.fullmatch(line):
-            reader.border()
+            reader.end_block()
         elif (cells := _cells(line)) is not None:
             reader.row(cells)
         else:

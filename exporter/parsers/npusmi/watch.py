@@ -30,7 +30,7 @@ _KNOWN = sorted((_NPU, _CHIP, *_VALUE_COLUMNS), key=len, reverse=True)
 # Known names first; then any other "<words>(<unit>)", so a column added by a newer build is
 # still counted (and ignored) instead of shifting every later value.
 _HEADER_RE = re.compile("|".join(map(re.escape, _KNOWN)) + r"|[^\s()][^()]*?\([^()\s]*\)")
-_DATA_RE = re.compile(r"[0-9]+\s")  # a data row starts with the NPU id
+_DATA_RE = re.compile(r"[0-9]+(?:\s|$)")  # a data row starts with the NPU id
 
 
 def _header_columns(line: str) -> tuple[str, ...]:
@@ -66,7 +66,7 @@ class WatchParser:
             # Set again on every header: a restarted npu-smi may print other columns (-s).
             self._columns = _header_columns(text)
             return None
-        if not _DATA_RE.match(text + " "):
+        if not _DATA_RE.match(text):
             # Blank lines, shell prompts, "DrvMngGetConsoleLogLevel failed" (the dcmi error
             # follows on the next line) and warnings carry no sample.
             return None

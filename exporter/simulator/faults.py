@@ -1,0 +1,115 @@
+"""Fault injection: the ways a real npu-smi misbehaves, on demand.
+
+A spec is a comma-separated list of ``[scope:]kind[=value]``, e.g. ``usages:hang`` or
+``slow=3,truncate``. ``scope`` names one command (``info`` = the overview table, ``m``,
+``l``, ``watch``, ``version``, or a ``-t`` type such as ``usages``); without it the fault
+hits every command. Kinds:
+
+- ``hang``: start a ``sleep`` child (same process group, same stdout) and sleep forever,
+  so only a process-group kill ends the call and closes the pipe.
+- ``slow=SECONDS``: answer after a delay.
+- ``exit=CODE``: the normal output, then exit CODE.
+- ``error-8005`` / ``error-8020``: the dcmi init failure texts, non-zero exit.
+- ``garbage``: random bytes (not valid UTF-8) instead of the output.
+- ``truncate``: the normal output cut in the middle of a line, at about 60 %.
+- ``huge``: the normal output repeated to at least 8 MiB.
+- ``flap``: the NPU holding logic id 0 is gone on odd minutes of the clock.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+FAULT_KINDS = ("hang", "slow", "exit", "error-8005", "error-8020", "garbage", "truncate", "huge", "flap")
+HUGE_BYTES = 8 * 1024 * 1024
+
+# Accepted spellings of a scope -> the command key npusmi.py assigns.
+_SCOPE_ALIASES = {
+    "table": "info", "overview": "info", "-m": "m", "map": "m", "-l": "l", "list": "l",
+    "v": "version", "-v": "version",
+}
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    value: float | None = None
+    scope: str | None = None
+
+    def applies_to(self, key: str) -> bool:
+        return self.scope is None or self.scope == key
+
+    @property
+    def dcmi_code(self) -> int | None:
+        return -int(self.kind.split("-")[1]) if self.kind.startswith("error-") else None
+
+
+def parse_faults(spec: str | None) -> tuple[Fault, ...]:
+    """Parse a fault spec; raises ValueError naming the bad entry."""
+    faults = []
+    for item in filter(None, (part.strip() for part in (spec or "").split(","))):
+        scope, _, body = item.rpartition(":")
+        kind, _, raw = body.partition("=")
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault {kind!r} in {item!r}; kinds: {', '.join(FAULT_KINDS)}")
+        needs_value = kind in ("slow", "exit")
+        if needs_value != bool(raw):
+            raise ValueError(f"fault {item!r}: {'slow/exit take =VALUE' if needs_value else 'takes no value'}")
+        try:
+            value = float(raw) if raw else None
+        except ValueError:
+            raise ValueError(f"fault {item!r}: {raw!r} is not a number") from None
+        faults.append(Fault(kind, value, _SCOPE_ALIASES.get(scope, scope) or None))
+    return tuple(faults)
+
+
+def first(faults: tuple[Fault, ...], kind: str) -> Fault | None:
+    return next((f for f in faults if f.kind == kind), None)
+
+
+def is_flap_down(t: float) -> bool:
+    """Odd minutes of the clock: the flapping NPU is absent."""
+    return int(t // 60) % 2 == 1
+
+
+def hang_forever() -> None:
+    """Block like a wedged npu-smi: a child holds stdout open, so killing only us is not enough."""
+    sleeper = shutil.which("sleep")
+    argv = [sleeper, "1000000"] if sleeper else [sys.executable, "-c", "import time; time.sleep(1e6)"]
+    subprocess.Popen(argv, stdin=subprocess.DEVNULL)  # noqa: S603 - fixed argv
+    while True:
+        time.sleep(3600)
+
+
+def garbage(seed: int, t: float) -> bytes:
+    """A few KiB of printable noise, stray table borders and invalid UTF-8."""
+    rng = random.Random(f"{seed}:{int(t)}:garbage")
+    pieces = []
+    for _ in range(64):
+        choice = rng.random()
+        if choice < 0.4:
+            pieces.append(bytes(rng.randrange(256) for _ in range(rng.randrange(8, 64))))
+        elif choice < 0.7:
+            pieces.append("".join(rng.choice("|+=-: 0123456789abcdefNPU\t") for _ in range(40)).encode() + b"\n")
+        else:
+            pieces.append(b"\xff\xfe\x00" + rng.randbytes(16) + b"\n")
+    return b"".join(pieces)
+
+
+def truncate(data: bytes) -> bytes:
+    """Cut inside a line (never on a newline), as a killed or crashed npu-smi leaves it."""
+    cut = max(1, int(len(data) * 0.6))
+    while cut < len(data) and data[cut - 1:cut] == b"\n":
+        cut += 1
+    return data[:cut]
+
+
+def huge(data: bytes) -> bytes:
+    if not data:
+        return data
+    return data * (HUGE_BYTES // len(data) + 1)

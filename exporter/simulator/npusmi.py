@@ -1,0 +1,324 @@
+"""The simulator executable: answers npu-smi's command line with npu-smi's text.
+
+    python -m exporter.simulator [--model M] [--scenario S] [--seed N] [--time T]
+                                 [--fault F] [--processes N] [--] <npu-smi args>
+
+Simulator options come first (defaults from CANN_SIM_MODEL, CANN_SIM_SCENARIO,
+CANN_SIM_SEED, CANN_SIM_TIME, CANN_SIM_FAULT, CANN_SIM_PROCESSES), so a wrapper script can
+stand in for `npu-smi` unchanged. CANN_SIM_TIME / --time freeze the clock (epoch seconds).
+Supported: `-v`, `info`, `info -h`, `info -m`, `info -l`,
+`info -t usages|common|memory|power|temp|health|ecc|board|proc-mem -i N [-c C]`,
+`info watch [-i N] [-c C] [-d 1..100] [-s ptaicmbnu] [--count N]` (--count is ours).
+
+Output goes to stdout, as npu-smi's printf does. Exit codes are not captured from real
+hardware: 0 on success, EXIT_INVALID for bad arguments/ids, EXIT_DCMI for dcmi errors.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from exporter.simulator import faults as faultlib
+from exporter.simulator import render
+from exporter.simulator.faults import Fault
+from exporter.simulator.models import MODEL_NAMES, get_model
+from exporter.simulator.scenarios import SCENARIOS, NodeState, flap_npu_id, simulate, without_npu
+
+EXIT_OK = 0
+EXIT_INVALID = 1
+EXIT_DCMI = 255
+EXIT_SIMULATOR_USAGE = 2   # our own options were wrong (not an npu-smi behaviour)
+
+_SIM_FLAGS = {
+    "--model": "model", "--scenario": "scenario", "--seed": "seed", "--time": "time",
+    "--fault": "fault", "--processes": "processes",
+}
+_ENV = {
+    "model": "CANN_SIM_MODEL", "scenario": "CANN_SIM_SCENARIO", "seed": "CANN_SIM_SEED",
+    "time": "CANN_SIM_TIME", "fault": "CANN_SIM_FAULT", "processes": "CANN_SIM_PROCESSES",
+}
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    model: str = "910b3"
+    scenario: str = "healthy"
+    seed: int = 0
+    time: float | None = None      # None: the wall clock
+    fault: str = ""
+    processes: int | None = None   # processes per busy chip (None: the model's default)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One parsed npu-smi invocation; ``key`` is what a fault scope matches."""
+
+    key: str                       # info, m, l, watch, version, help, or a -t type
+    npu_id: int | None = None
+    chip_id: int | None = None
+    delay: int = 1
+    letters: str | None = None
+    count: int | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    text: str
+    code: int = EXIT_OK
+
+
+def parse_sim_options(argv: Sequence[str], env: Mapping[str, str]) -> tuple[SimOptions, list[str]]:
+    """Split our leading options (flags beat env vars) from the npu-smi arguments."""
+    raw = {field: env[name] for field, name in _ENV.items() if env.get(name)}
+    args = list(argv)
+    while args:
+        head = args[0]
+        if head == "--":
+            args.pop(0)
+            break
+        flag, eq, inline = head.partition("=")
+        if flag not in _SIM_FLAGS:
+            break
+        args.pop(0)
+        if not eq:
+            if not args:
+                raise ValueError(f"{flag} needs a value")
+            inline = args.pop(0)
+        raw[_SIM_FLAGS[flag]] = inline
+    return _options(raw), args
+
+
+def _options(raw: Mapping[str, str]) -> SimOptions:
+    defaults = SimOptions()
+    try:
+        options = SimOptions(
+            model=raw.get("model", defaults.model),
+            scenario=raw.get("scenario", defaults.scenario),
+            seed=int(raw.get("seed", defaults.seed)),
+            time=float(raw["time"]) if "time" in raw else None,
+            fault=raw.get("fault", ""),
+            processes=int(raw["processes"]) if "processes" in raw else None,
+        )
+    except ValueError as exc:
+        raise ValueError(f"bad simulator option: {exc}") from None
+    if options.model not in MODEL_NAMES:
+        raise ValueError(f"unknown model {options.model!r}; choose from {', '.join(MODEL_NAMES)}")
+    if options.scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {options.scenario!r}; choose from {', '.join(SCENARIOS)}")
+    faultlib.parse_faults(options.fault)
+    return options
+
+
+# --- npu-smi's own command line --------------------------------------------------------------
+
+def parse_command(args: Sequence[str]) -> Command | Result:
+    """npu-smi argv (after our options) -> a Command, or the usage error npu-smi would print."""
+    if not args or args[0] in ("-h", "--help"):
+        return Result(render.USAGE_TOP + "\n", EXIT_OK if args else EXIT_INVALID)
+    if args[0] == "-v":
+        return Command("version")
+    if args[0] != "info":
+        return Result(render.USAGE_TOP + "\n", EXIT_INVALID)
+    rest = list(args[1:])
+    if not rest:
+        return Command("info")
+    if rest[0] in ("-h", "--help"):
+        return Command("help")
+    if rest[0] in ("-m", "-l") and len(rest) == 1:
+        return Command(rest[0][1:])
+    if rest[0] == "proc":
+        return Result("This device does not support querying proc.\n", EXIT_INVALID)
+    if rest[0] == "watch":
+        return _parse_watch(rest[1:])
+    return _parse_type_query(rest)
+
+
+def _pairs(args: Sequence[str]) -> dict[str, str] | None:
+    """`-x value` pairs; None if the shape is wrong (odd count, repeated or bare words)."""
+    if len(args) % 2:
+        return None
+    pairs = dict(zip(args[::2], args[1::2]))
+    return pairs if len(pairs) * 2 == len(args) else None
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return None if text is None else int(text)
+    except ValueError:
+        return None
+
+
+def _param_error(flag: str) -> Result:
+    return Result(f"Error parameter of {flag}\n{render.USAGE_INFO}\n", EXIT_INVALID)
+
+
+def _parse_type_query(args: Sequence[str]) -> Command | Result:
+    pairs = _pairs(args)
+    if pairs is None or not set(pairs) <= {"-t", "-i", "-c"} or "-t" not in pairs:
+        return Result(render.USAGE_INFO + "\n", EXIT_INVALID)
+    if pairs["-t"] not in render.RENDERERS:
+        return Result(render.INVALID_TYPE, EXIT_INVALID)
+    npu_id, chip_id = _int(pairs.get("-i")), _int(pairs.get("-c"))
+    if npu_id is None:
+        return _param_error("-i")
+    if "-c" in pairs and chip_id is None:
+        return _param_error("-c")
+    return Command(pairs["-t"], npu_id=npu_id, chip_id=chip_id)
+
+
+def _parse_watch(args: Sequence[str]) -> Command | Result:
+    pairs = _pairs(args)
+    if pairs is None or not set(pairs) <= {"-i", "-c", "-d", "-s", "--count"}:
+        return Result(render.USAGE_INFO + "\n", EXIT_INVALID)
+    npu_id, chip_id = _int(pairs.get("-i")), _int(pairs.get("-c"))
+    delay, count = _int(pairs.get("-d", "1")), _int(pairs.get("--count"))
+    letters = pairs.get("-s")
+    for flag, bad in (("-i", "-i" in pairs and npu_id is None), ("-c", "-c" in pairs and chip_id is None),
+                      ("-d", delay is None or not 1 <= delay <= 100),
+                      ("-s", letters is not None and (not letters or set(letters) - set("ptaicmbnu"))),
+                      ("--count", "--count" in pairs and (count is None or count < 0))):
+        if bad:
+            return _param_error(flag)
+    return Command("watch", npu_id=npu_id, chip_id=chip_id, delay=delay, letters=letters, count=count)
+
+
+def execute(command: Command, state: NodeState) -> Result:
+    """Answer a non-streaming command from one state (pure)."""
+    if command.key == "version":
+        return Result(render.render_version(state))
+    if command.key == "help":
+        return Result(render.INFO_HELP)
+    if command.key == "info":
+        return Result(render.render_info(state))
+    if command.key == "m":
+        return Result(render.render_chip_map(state))
+    if command.key == "l":
+        return Result(render.render_card_list(state))
+    error = _check_ids(command, state, allow_mcu=command.key == "board")
+    if error is not None:
+        return error
+    failure = state.failure(command.key, command.npu_id)
+    if failure is not None:
+        return Result(render.dcmi_error(failure.code), EXIT_DCMI)
+    return Result(render.RENDERERS[command.key](state, command.npu_id, command.chip_id))
+
+
+def _check_ids(command: Command, state: NodeState, allow_mcu: bool = False) -> Result | None:
+    if command.npu_id is None:
+        return None
+    if state.card(command.npu_id) is None:
+        return Result(render.INVALID_CARD_ID, EXIT_INVALID)
+    chips = {chip.chip_id for chip in state.chips_of(command.npu_id)}
+    if allow_mcu:
+        chips.add(state.model.chips_per_npu)
+    if command.chip_id is not None and command.chip_id not in chips:
+        return _param_error("-c")
+    return None
+
+
+# --- running ------------------------------------------------------------------------------
+
+def _state(options: SimOptions, t: float, faults: tuple[Fault, ...]) -> NodeState:
+    model = get_model(options.model, options.processes)
+    state = simulate(model, options.scenario, t, options.seed)
+    if faultlib.first(faults, "flap") and faultlib.is_flap_down(t):
+        state = without_npu(state, flap_npu_id(model))
+    return state
+
+
+def _transform(data: bytes, faults: tuple[Fault, ...], options: SimOptions, t: float) -> bytes:
+    if faultlib.first(faults, "garbage"):
+        return faultlib.garbage(options.seed, t)
+    if faultlib.first(faults, "truncate"):
+        data = faultlib.truncate(data)
+    if faultlib.first(faults, "huge"):
+        data = faultlib.huge(data)
+    return data
+
+
+def _before_output(faults: tuple[Fault, ...]) -> Result | None:
+    """Faults that act before any output: hang, delay, dcmi failure."""
+    if faultlib.first(faults, "hang"):
+        faultlib.hang_forever()
+    slow = faultlib.first(faults, "slow")
+    if slow:
+        time.sleep(slow.value)
+    for fault in faults:
+        if fault.dcmi_code is not None:
+            return Result(render.dcmi_error(fault.dcmi_code), EXIT_DCMI)
+    return None
+
+
+def _exit_code(code: int, faults: tuple[Fault, ...]) -> int:
+    forced = faultlib.first(faults, "exit")
+    return int(forced.value) if forced else code
+
+
+def _write(out, data: bytes) -> None:
+    out.write(data)
+    out.flush()
+
+
+def run(options: SimOptions, args: Sequence[str], out) -> int:
+    """Parse, apply faults, answer. ``out`` is a binary stream (sys.stdout.buffer)."""
+    command = parse_command(args)
+    if isinstance(command, Result):
+        _write(out, command.text.encode())
+        return command.code
+    faults = tuple(f for f in faultlib.parse_faults(options.fault) if f.applies_to(command.key))
+    t0 = time.time() if options.time is None else options.time
+    early = _before_output(faults)
+    if early is not None:
+        _write(out, early.text.encode())
+        return _exit_code(early.code, faults)
+    if command.key == "watch":
+        return _watch(command, options, faults, out)
+    result = execute(command, _state(options, t0, faults))
+    _write(out, _transform(result.text.encode(), faults, options, t0))
+    return _exit_code(result.code, faults)
+
+
+def _watch(command: Command, options: SimOptions, faults: tuple[Fault, ...], out) -> int:
+    """Header once, then one round of rows every ``delay`` seconds, each flushed."""
+    t0 = time.time() if options.time is None else options.time
+    state = _state(options, t0, faults)
+    error = _check_ids(command, state)
+    if error is not None:
+        _write(out, error.text.encode())
+        return error.code
+    letters = render.watch_letters(state.model, command.letters)
+    header = render.render_watch_header(state.model, letters)
+    rounds = itertools.count() if command.count is None else range(command.count)
+    for index in rounds:
+        if index:
+            time.sleep(command.delay)
+            # A frozen clock still advances by the delay, so rows keep moving.
+            t = time.time() if options.time is None else t0 + index * command.delay
+            state = _state(options, t, faults)
+        else:
+            t = t0
+        rows = render.render_watch_rows(state, letters, command.npu_id, command.chip_id)
+        _write(out, _transform((header if index == 0 else "").encode() + rows.encode(), faults, options, t))
+    return _exit_code(EXIT_OK, faults)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        options, rest = parse_sim_options(args, os.environ)
+    except ValueError as exc:
+        print(f"npu-smi simulator: {exc}", file=sys.stderr)
+        return EXIT_SIMULATOR_USAGE
+    try:
+        return run(options, rest, sys.stdout.buffer)
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): stop quietly, as a killed npu-smi would.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,513 @@
+"""Pure renderers: NodeState -> the exact text npu-smi prints.
+
+Layouts follow Huawei's printer (npu_info_print.c, quoted in
+../shared/fixtures/npu-smi/FORMATS.md) and are checked byte for byte against the real
+fixtures in tests/fixtures/npu-smi: the printf field widths are kept as Python format
+specs so a 5-digit `used` touches the slash (`59189/ 65536`) exactly as on hardware.
+Callers validate ids first; every renderer returns text ending in a newline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from exporter.simulator.models import FAMILY_310P, FAMILY_910_93, NodeModel
+from exporter.simulator.scenarios import CardState, ChipState, NodeState
+
+USAGE_INFO = "Usage: npu-smi info <watch|proc|-h|-m|-l|-t type> [Options...]"
+USAGE_TOP = "Usage: npu-smi <Command|-h|-v>"
+INVALID_CARD_ID = f"Invalid card id.\nError parameter of -i\n{USAGE_INFO}\n"
+INVALID_TYPE = "Error parameter of -t\n"
+NO_CARD = "There is no NPU card on this server.\n"
+
+# First line depends on who runs npu-smi; the container/root form is the common one.
+_DCMI_PREFIX = "DrvMngGetConsoleLogLevel failed. (g_conLogLevel=3)\n"
+_DCMI_TEXTS = {
+    -8005: "dcmi module initialize failed. ret is -8005\n",
+    -8020: "dcmi model initialized failed, because the device is used. ret is -8020\n",
+}
+
+# The 23.0.rc2 help text (info-h__910B1__23.0.rc2__1), printed for `info -h`.
+INFO_HELP = f"""{USAGE_INFO}
+
+Commands:
+       watch          Show all device's status in scrolling format
+       proc           Show device's matrix process status in scrolling format
+       -h, --help     Show this help text and exit
+       -m             Show all device's mapping information
+       -l             Show all device's topology information
+       -t type        Show information for type
+                      type: board, flash, memory, usages, sensors, temp, power, volt, mac-addr,
+                            common, health, product, ecc, ip, sys-time, i2c_check, work-mode,
+                            ecc-enable, p2p-enable, ssh-enable, license, customized-info,
+                            device-share, nve-level, aicpu-config, pcie-err, mcu-monitor,
+                            err-count, boot-area, vnpu-mode, info-vnpu, vnpu-svm, cpu-num-cfg,
+                            first-power-on-date, proc-mem, phyid-remap, vnpu-cfg-recover, key-manage,
+                            template-info, pkcs-enable, p2p-mem-cfg, pwm-mode, pwm-duty-ratio,
+                            boot-select, topo.
+
+Options:
+       -i %d          Card ID
+       -c %d          Chip ID
+       -p %d          Chip Physical ID
+"""
+
+
+def dcmi_error(code: int) -> str:
+    """The two-line dcmi init failure (error-dcmi-init-* fixtures)."""
+    return _DCMI_PREFIX + _DCMI_TEXTS.get(code, f"dcmi module initialize failed. ret is {code}\n")
+
+
+def render_version(state: NodeState) -> str:
+    return f"npu-smi version: {state.model.tool_version}\n"
+
+
+def _text(lines: Iterable[str]) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+def _is_910(model: NodeModel) -> bool:
+    """910B and A3 share the HBM table and the 910-only keys."""
+    return model.family != FAMILY_310P
+
+
+def _num(value: float | None) -> str:
+    """`%.1f`, or npu-smi's NA for a value it could not read."""
+    return "NA" if value is None else f"{value:.1f}"
+
+
+# --- npu-smi info: the overview table ----------------------------------------------------
+
+_HBM_RULE = "+" + "-" * 96 + "+"
+_HBM_COLS = "+---------------------------+---------------+----------------------------------------------------+"
+_HBM_EQ = "+===========================+===============+====================================================+"
+_HBM_HEAD1 = "| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|"
+_HBM_HEAD2 = "| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |"
+_A3_HEAD2 = "| Chip  Phy-ID              | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |"
+_HBM_PROC_HEAD = "| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |"
+
+_DDR_RULE = "+" + "-" * 104 + "+"
+_DDR_COLS = "+-------------------------------+-----------------+------------------------------------------------------+"
+_DDR_EQ = "+===============================+=================+======================================================+"
+_DDR_HEAD1 = "| NPU     Name                  | Health          | Power(W)     Temp(C)           Hugepages-Usage(page) |"
+_DDR_HEAD2 = "| Chip    Device                | Bus-Id          | AICore(%)    Memory-Usage(MB)                        |"
+_DDR_PROC_HEAD = "| NPU     Chip                  | Process id      | Process name             | Process memory(MB)        |"
+
+
+def render_info(state: NodeState) -> str:
+    """`npu-smi info`: 98 wide on 910B/A3, 106 wide on 310P (cards print processes too)."""
+    if _is_910(state.model):
+        return _text(_info_hbm(state))
+    return _text(_info_ddr(state))
+
+
+def _info_hbm(state: NodeState) -> list[str]:
+    model = state.model
+    lines = [
+        _HBM_RULE,
+        f"| npu-smi {model.tool_version:<24} Version: {model.driver_version:<52} |",
+        _HBM_COLS, _HBM_HEAD1,
+        _A3_HEAD2 if model.family == FAMILY_910_93 else _HBM_HEAD2,
+        _HBM_EQ,
+    ]
+    for npu_id in state.npu_ids:
+        chips = state.chips_of(npu_id)
+        for index, chip in enumerate(chips):
+            lines += _hbm_rows(model, chip)
+            # A3 dies of one NPU are split by a full-width rule, NPUs by the === line.
+            lines.append(_HBM_RULE if index < len(chips) - 1 else _HBM_EQ)
+    lines += [_HBM_COLS, _HBM_PROC_HEAD, _HBM_EQ]
+    for npu_id in state.npu_ids:
+        rows = [f"| {p.npu_id:<7d} {p.chip_id:<18d}| {p.pid:<13d} | {p.name:<24} | {p.memory_mb:<23d} |"
+                for chip in state.chips_of(npu_id) for p in state.processes_of(npu_id, chip.chip_id)]
+        lines += rows or [f"| No running processes found in NPU {npu_id:<7d}{'':54}|"]
+        lines.append(_HBM_EQ)
+    return lines
+
+
+def _hbm_rows(model: NodeModel, chip: ChipState) -> list[str]:
+    power = "-" if chip.power_watts is None else f"{chip.power_watts:.1f}"
+    first = (f"| {chip.npu_id:<5d} {chip.name:<20}| {chip.health:<13} | {power:<11} "
+             f"{chip.temperature_celsius:<17d} {chip.hugepages_used:<5d}/ {chip.hugepages_total:<13d} |")
+    ident = f"{chip.chip_id:<5d} {chip.phy_id:<20d}" if model.family == FAMILY_910_93 else f"{chip.chip_id:<26d}"
+    second = (f"| {ident}| {chip.bus_id:<13} | {chip.aicore_percent:<11d} "
+              f"{chip.ddr_used_mb:<5d}/ {chip.ddr_total_mb:<10d} {chip.hbm_used_mb:<5d}/ {chip.hbm_total_mb:<13d} |")
+    return [first, second]
+
+
+def _info_ddr(state: NodeState) -> list[str]:
+    model = state.model
+    lines = [
+        _DDR_RULE,
+        f"| npu-smi {model.tool_version:<40} Version: {model.driver_version:<44} |",
+        _DDR_COLS, _DDR_HEAD1, _DDR_HEAD2, _DDR_EQ,
+    ]
+    for npu_id in state.npu_ids:
+        chips = state.chips_of(npu_id)
+        for index, chip in enumerate(chips):
+            lines += [
+                f"| {chip.npu_id:<7d} {chip.name:<22}| {chip.health:<15} | {'NA':<12} "
+                f"{chip.temperature_celsius:<17d} {chip.hugepages_used:<6d}/ {chip.hugepages_total:<13d} |",
+                f"| {chip.chip_id:<7d} {chip.logic_id:<22d}| {chip.bus_id:<15} | {chip.aicore_percent:<12d} "
+                f"{chip.ddr_used_mb:<5d}/ {chip.ddr_total_mb:<32d} |",
+            ]
+            # Chips of one card are split by a line with column breaks, cards by ===.
+            lines.append(_DDR_COLS if index < len(chips) - 1 else _DDR_EQ)
+    lines += [_DDR_COLS, _DDR_PROC_HEAD, _DDR_EQ]
+    for npu_id in state.npu_ids:
+        rows = [f"| {p.npu_id:<7d} {p.chip_id:<22d}| {p.pid:<15d} | {p.name:<24} | {p.memory_mb:<25d} |"
+                for chip in state.chips_of(npu_id) for p in state.processes_of(npu_id, chip.chip_id)]
+        lines += rows or [f"| No running processes found in NPU {npu_id:<7d}{'':62}|"]
+        lines.append(_DDR_EQ)
+    return lines
+
+
+# --- npu-smi info -m / -l -----------------------------------------------------------------
+
+def render_chip_map(state: NodeState) -> str:
+    """`-m`: `\\t%-30s ` columns; header and Mcu rows keep their trailing padding."""
+    if not state.cards:
+        return NO_CARD
+    a3 = state.model.family == FAMILY_910_93
+    head = ("NPU ID", "Chip ID", "Chip Logic ID") + (("Chip Phy-ID",) if a3 else ()) + ("Chip Name",)
+    lines = ["\t" + " ".join(f"{h:<30}" for h in head)]
+    for card in state.cards:
+        for chip in state.chips_of(card.npu_id):
+            ids = (chip.npu_id, chip.chip_id, chip.logic_id) + ((chip.phy_id,) if a3 else ())
+            lines.append("\t" + "".join(f"{i:<30d} " for i in ids) + state.model.map_name)
+        mcu = (str(card.npu_id), str(state.model.chips_per_npu), "-") + (("-",) if a3 else ()) + ("Mcu",)
+        lines.append("\t" + " ".join(f"{c:<30}" for c in mcu))
+    return _text(lines)
+
+
+def render_card_list(state: NodeState) -> str:
+    """`-l`: servers of the 910 family omit Product Name and Serial Number."""
+    if not state.cards:
+        return NO_CARD
+    lines = [_kv("Total Count", len(state.cards)), ""]
+    for card in state.cards:
+        lines.append(_kv("NPU ID", card.npu_id))
+        if not (_is_910(state.model) and state.model.is_server):
+            lines += [_kv("Product Name", state.model.board.product_name), _kv("Serial Number", card.serial_number)]
+        lines += [_kv("Chip Count", card.chip_count), ""]
+    return _text(lines)
+
+
+# --- npu-smi info -t <type> -i <id> [-c <chip>] -------------------------------------------
+
+def _kv(key: str, value: object, width: int = 30) -> str:
+    return f"\t{key:<{width}} : {value}"
+
+
+def _selected(state: NodeState, npu_id: int, chip_id: int | None) -> tuple[ChipState, ...]:
+    return tuple(c for c in state.chips_of(npu_id) if chip_id is None or c.chip_id == chip_id)
+
+
+def _blocks(state: NodeState, npu_id: int, chip_id: int | None, body, width: int = 30) -> str:
+    """The common shape: NPU ID, Chip Count, blank, then per chip its fields, `Chip ID`, blank."""
+    card = state.card(npu_id)
+    lines = [_kv("NPU ID", npu_id, width), _kv("Chip Count", card.chip_count, width), ""]
+    for chip in _selected(state, npu_id, chip_id):
+        lines += body(chip)
+        lines += [_kv("Chip ID", chip.chip_id, width), ""]
+    return _text(lines)
+
+
+def render_usages(state: NodeState, npu_id: int, chip_id: int | None = None) -> str:
+    return _blocks(state, npu_id, chip_id, lambda chip: _usages_fields(state.model, chip))
+
+
+def _usages_fields(model: NodeModel, chip: ChipState) -> list[str]:
+    if not _is_910(model):
+        return [
+            _kv("DDR Capacity(MB)", chip.ddr_total_mb),
+            _kv("DDR Usage Rate(%)", chip.ddr_usage_percent),
+            _kv("DDR Hugepages Total(page)", chip.hugepages_total),
+            _kv("DDR Hugepages Usage Rate(%)", 0),
+            _kv("Aicore Usage Rate(%)", chip.aicore_percent),
+            _kv("Aicpu Usage Rate(%)", chip.aicpu_percent),
+            _kv("Ctrlcpu Usage Rate(%)", chip.ctrlcpu_percent),
+            _kv("Vectorcore Usage Rate(%)", chip.aivector_percent),
+            _kv("DDR Bandwidth Usage Rate(%)", chip.ddr_bandwidth_percent),
+        ] + [_kv(f"DVPP {unit} Usage Rate(%)", 0) for unit in ("VDEC", "VPC", "VENC", "JPEGE", "JPEGD")]
+    return [
+        _kv("DDR Capacity(MB)", 0),  # HBM-only chips: npu-smi prints the DDR keys as 0
+        _kv("DDR Usage Rate(%)", 0),
+        _kv("DDR Hugepages Total(page)", 0),
+        _kv("DDR Hugepages Usage Rate(%)", 0),
+        _kv("HBM Capacity(MB)", chip.hbm_total_mb),
+        _kv("HBM Usage Rate(%)", chip.hbm_usage_percent),
+        _kv("Aicore Usage Rate(%)", chip.aicore_percent),
+        _kv("Aivector Usage Rate(%)", chip.aivector_percent),
+        _kv("Aicpu Usage Rate(%)", chip.aicpu_percent),
+        _kv("Ctrlcpu Usage Rate(%)", chip.ctrlcpu_percent),
+        _kv("DDR Bandwidth Usage Rate(%)", chip.ddr_bandwidth_percent),
+        _kv("HBM Bandwidth Usage Rate(%)", chip.hbm_bandwidth_percent),
+        _kv("NPU Utilization(%)", chip.npu_util_percent),
+        _kv("Aicube Usage Rate(%)", chip.aicube_percent),
+    ]
+
+
+def render_common(state: NodeState, npu_id: int, chip_id: int | None = None) -> str:
+    """`-t common`: `Chip ID` opens each block; the MCU block closes the card (310P: card power)."""
+    model, card = state.model, state.card(npu_id)
+    lines = [_kv("NPU ID", npu_id), _kv("Chip Count", card.chip_count)]
+    for chip in _selected(state, npu_id, chip_id):
+        lines += ["", _kv("Chip ID", chip.chip_id), _kv("Memory Usage Rate(%)", chip.ddr_usage_percent)]
+        if _is_910(model):
+            lines.append(_kv("HBM Usage Rate(%)", chip.hbm_usage_percent))
+        lines += [
+            _kv("Aicore Usage Rate(%)", chip.aicore_percent),
+            _kv("Aicore Freq(MHZ)", chip.aicore_freq_mhz),
+            _kv("Aicore curFreq(MHZ)", chip.aicore_cur_freq_mhz),
+        ]
+        if _is_910(model):
+            lines.append(_kv("Aicore Count", model.aicore_count))
+        lines.append(_kv("Temperature(C)", chip.temperature_celsius))
+        if _is_910(model):
+            lines.append(_kv("NPU Real-time Power(W)", _num(chip.power_watts)))
+    if chip_id is None:
+        lines += ["", _kv("Chip Name", "mcu"), _kv("Temperature(C)", card.mcu_temperature_celsius)]
+        if not _is_910(model):
+            lines.append(_kv("NPU Real-time Power(W)", _num(card.power_watts)))
+    return _text(lines)
+
+
+def render_memory(state: NodeState, npu_id: int, chip_id: int | None = None) -> str:
+    model = state.model
+
+    def fields(chip: ChipState) -> list[str]:
+        if not _is_910(model):
+            return [_kv("Total DDR Capacity(MB)", model.ddr_physical_mb),
+                    _kv("DDR Capacity(MB)", chip.ddr_total_mb),
+                    _kv("DDR Clock Speed(MHz)", model.ddr_clock_mhz)]
+        return [
+            _kv("DDR Capacity(MB)", 0),
+            _kv("DDR Clock Speed(MHz)", 0),
+            _kv("HBM Capacity(MB)", chip.hbm_total_mb),
+            _kv("HBM Clock Speed(MHz)", model.hbm_clock_mhz),
+            _kv("HBM Temperature(C)", chip.hbm_temperature_celsius),
+            _kv("HBM Manufacturer ID", f"0x{model.hbm_manufacturer_id:X}"),
+        ]
+
+    return _blocks(state, npu_id, chip_id, fields)
+
+
+def render_power(state: NodeState, npu_id: int, chip_id: int | None = None) -> str:
+    """Chips that print no power of their own (A3 die 1, 310P) read NA."""
+    return _blocks(state, npu_id, chip_id, lambda chip: [_kv("NPU Real-time Power(W)", _num(chip.power_watts))])
+
+
+def render_temp(state: NodeState, npu_id: int, chip_id: int | None = None) -> str:
+    """`-t temp`: the chip key has a space before (C); the MCU lists the board's LM75 sensors."""
+    key = "NPU Temperature (C)" if state.model.is_server else "Temperature (C)"
+    text = _blocks(state, npu_id, chip_id, lambda chip: [_kv(key, chip.temperature_celsius)])
+    if chip_id is not None:
+        return text
+    card = state.card(npu_id)
+    sensors = [f"\t{name:<8}{' (C)':<22} : {value}" for name, value in card.board_sensors]
+    return text + _text(sensors + [_kv("Chip Name", "MCU"), ""])
+
+
+def render_health(state: NodeState, npu_id: int, chip_id: int | None = None) -> str:
+    """With -c: the three lines of info-t-health fixtures; without: one block per chip."""
+    if chip_id is not None:
+        return _text(_health_fields(_selected(state, npu_id, chip_id)[0]))
+    return _blocks(state, npu_id, None, _health_fields)
+
+
+def _health_fields(chip: ChipState) -> list[str]:
+    if not chip.error_codes:
+        return [_kv("Health Status", chip.health), _kv("Error Code", "NA"), _kv("Error Information", "NA")]
+    lines = [_kv("Health Status", chip.health), _kv("Error Code", " ".join(chip.error_codes)),
+             _kv("Error Information", chip.error_information[0])]
+    for info in chip.error_information[1:]:
+        lines += ["", _kv(" ", info)]  # printf("\n\t%-30s : %s\n", " ", ...)
+    return lines
+
+
+def render_ecc(state: NodeState, npu_id: int, chip_id: int | None = None) -> str:
+    """`-t ecc`: keys padded to 40; 910B/A3 print two DDR lines then HBM, 310P cards DDR only."""
+
+    def fields(chip: ChipState) -> list[str]:
+        ecc = chip.ecc
+        lines = [_kv("DDR Single Bit Error Count", ecc.ddr_single_bit, 40),
+                 _kv("DDR Double Bit Error Count", ecc.ddr_double_bit, 40)]
+        if not _is_910(state.model):
+            return lines + [
+                _kv("DDR Single Bit Aggregate Total Err Cnt", ecc.ddr_single_bit_aggregate, 40),
+                _kv("DDR Double Bit Aggregate Total Err Cnt", ecc.ddr_double_bit_aggregate, 40),
+                _kv("DDR Single Bit Isolated Pages Count", ecc.ddr_single_bit_isolated_pages, 40),
+                _kv("DDR Double Bit Isolated Pages Count", ecc.ddr_double_bit_isolated_pages, 40),
+                _kv("DDR Single Bit Next-Isolated Pages Count", 0, 40),
+                _kv("DDR Double Bit Next-Isolated Pages Count", 0, 40),
+            ]
+        return lines + [
+            _kv("HBM Single Bit Error Count", ecc.hbm_single_bit, 40),
+            _kv("HBM Double Bit Error Count", ecc.hbm_double_bit, 40),
+            _kv("HBM Single Bit Aggregate Total Err Cnt", ecc.hbm_single_bit_aggregate, 40),
+            _kv("HBM Double Bit Aggregate Total Err Cnt", ecc.hbm_double_bit_aggregate, 40),
+            _kv("HBM Single Bit Isolated Pages Count", ecc.hbm_single_bit_isolated_pages, 40),
+            _kv("HBM Double Bit Isolated Pages Count", ecc.hbm_double_bit_isolated_pages, 40),
+        ]
+
+    return _blocks(state, npu_id, chip_id, fields, width=40)
+
+
+def render_proc_mem(state: NodeState, npu_id: int, chip_id: int | None = None) -> str:
+    """`-t proc-mem`: process lines have no space after the colons; name field 17 + 1."""
+
+    def fields(chip: ChipState) -> list[str]:
+        procs = state.processes_of(npu_id, chip.chip_id)
+        return [f"\tProcess id:{p.pid:<7d} Process name:{p.name:<17} Process memory(MB):{p.memory_mb}"
+                for p in procs] or ["\tNo process in device."]
+
+    return _blocks(state, npu_id, chip_id, fields)
+
+
+def render_board(state: NodeState, npu_id: int, chip_id: int | None = None) -> str:
+    """`-t board`: the card; with -c a chip (or the Mcu, at chip id = chips per NPU)."""
+    model, card = state.model, state.card(npu_id)
+    if chip_id is None:
+        return _text(_board_card(model, card, state.chips_of(npu_id)[0]))
+    if chip_id == model.chips_per_npu:
+        return _text(_board_mcu(model, npu_id, chip_id))
+    return _text(_board_chip(model, _selected(state, npu_id, chip_id)[0]))
+
+
+def _board_card(model: NodeModel, card: CardState, first: ChipState) -> list[str]:
+    board = model.board
+    lines = [
+        _kv("NPU ID", card.npu_id),
+        _kv("Product Name", board.product_name),
+        _kv("Model", board.model),
+        _kv("Manufacturer", board.manufacturer),
+        _kv("Serial Number", card.serial_number),
+        _kv("Software Version", model.driver_version),
+        _kv("Firmware Version", board.firmware_version),
+        _kv("Compatibility", "OK"),
+        _kv("Board ID", f"0x{board.board_id:02x}"),
+    ]
+    if board.main_board_id is not None:
+        lines.append(_kv("Main Board ID", f"0x{board.main_board_id:02x}"))
+    lines += [
+        _kv("PCB ID", board.pcb_id),
+        _kv("BOM ID", board.bom_id),
+        _kv("PCIe Bus Info", first.bus_id),
+        _kv("Slot ID", card.slot_id),
+        _kv("Class ID", "NA"),
+        _kv("PCI Vendor ID", "0x19E5"),
+        _kv("PCI Device ID", f"0x{board.pci_device_id:04X}"),
+        _kv("Subsystem Vendor ID", f"0x{board.subsystem_vendor_id:04X}"),
+        _kv("Subsystem Device ID", f"0x{board.subsystem_device_id:04X}"),
+        _kv("Chip Count", card.chip_count),
+    ]
+    if not _is_910(model):
+        lines.append(_kv("Chip Fault", 0))  # card boards (print_npu_card_info)
+    return lines
+
+
+def _board_chip(model: NodeModel, chip: ChipState) -> list[str]:
+    board = model.board
+    lines = [_kv("NPU ID", chip.npu_id)]
+    if board.npu_name is not None:
+        lines.append(_kv("NPU Name", board.npu_name))
+    lines.append(_kv("Chip ID", chip.chip_id))
+    if model.family != FAMILY_910_93:
+        lines.append(_kv("Chip Type", "Ascend"))
+    lines += [_kv("Chip Name", model.chip_name), _kv("Chip Version", board.chip_version),
+              _kv("Board ID", f"0x{board.board_id:02x}")]
+    if _is_910(model):
+        lines += [_kv("PCB ID", "NA"), _kv("BOM ID", board.bom_id),
+                  _kv("VDie ID", chip.vdie_id), _kv("NDie ID", chip.ndie_id)]
+    else:
+        lines.append(_kv("Die ID", chip.vdie_id))
+    return lines + [
+        _kv("Chip Position ID", chip.chip_id),
+        _kv("PCIe Bus Info", chip.bus_id),
+        _kv("Firmware Version", board.firmware_version),
+    ]
+
+
+def _board_mcu(model: NodeModel, npu_id: int, chip_id: int) -> list[str]:
+    return [
+        _kv("NPU ID", npu_id),
+        _kv("Chip ID", chip_id),
+        _kv("Chip Name", "mcu"),
+        _kv("Board ID", f"0x{model.board.board_id:02x}"),
+        _kv("PCB ID", "NA"),
+        _kv("BOM ID", model.board.bom_id),
+        _kv("Chip Position ID", chip_id),
+        _kv("Firmware Version", model.board.firmware_version),
+    ]
+
+
+RENDERERS = {
+    "usages": render_usages,
+    "common": render_common,
+    "memory": render_memory,
+    "power": render_power,
+    "temp": render_temp,
+    "health": render_health,
+    "ecc": render_ecc,
+    "board": render_board,
+    "proc-mem": render_proc_mem,
+}
+
+
+# --- npu-smi info watch ---------------------------------------------------------------------
+
+# (-s letter, header); columns after "Memory BW(%)" are printed as " %-12s".
+WATCH_COLUMNS = (
+    ("p", "Pwr(W)"), ("t", "Temp(C)"), ("a", "AI Core(%)"), ("i", "AI Cpu(%)"),
+    ("c", "Ctrl Cpu(%)"), ("m", "Memory(%)"), ("b", "Memory BW(%)"),
+    ("n", "NPU Util(%)"), ("u", "AI Cube(%)"),
+)
+_WIDE_FROM = 7
+
+
+def watch_letters(model: NodeModel, selection: str | None = None) -> str:
+    """The columns shown, in npu-smi's order: 910B/A3 builds add NPU Util and AI Cube."""
+    supported = "ptaicmbnu" if _is_910(model) else "ptaicmb"
+    return "".join(letter for letter in supported if selection is None or letter in selection)
+
+
+def render_watch_header(model: NodeModel, letters: str) -> str:
+    cells = "".join(_watch_cell(i, header) for i, (letter, header) in enumerate(WATCH_COLUMNS) if letter in letters)
+    return f"{'NpuID(Idx)':<12}{'ChipId(Idx)':<12}{cells}\n"
+
+
+def render_watch_rows(state: NodeState, letters: str, npu_id: int | None = None, chip_id: int | None = None) -> str:
+    """One round of rows; every cell `%-12s`, so each row ends in spaces."""
+    rows = []
+    for chip in state.chips:
+        if (npu_id is not None and chip.npu_id != npu_id) or (chip_id is not None and chip.chip_id != chip_id):
+            continue
+        values = _watch_values(state.model, chip)
+        cells = "".join(_watch_cell(i, values[letter]) for i, (letter, _) in enumerate(WATCH_COLUMNS) if letter in letters)
+        rows.append(f"{chip.npu_id:<12d}{chip.chip_id:<12d}{cells}")
+    return _text(rows)
+
+
+def _watch_cell(index: int, value: str) -> str:
+    return f" {value:<12}" if index >= _WIDE_FROM else f"{value:<12}"
+
+
+def _watch_values(model: NodeModel, chip: ChipState) -> dict[str, str]:
+    """Memory(%) / Memory BW(%) are HBM on 910B/A3 and DDR elsewhere."""
+    if chip.power_watts is not None:
+        power = f"{chip.power_watts:.1f}"
+    else:
+        power = "-" if model.family == FAMILY_910_93 else "NA"
+    hbm = _is_910(model)
+    return {
+        "p": power,
+        "t": str(chip.temperature_celsius),
+        "a": str(chip.aicore_percent),
+        "i": str(chip.aicpu_percent),
+        "c": str(chip.ctrlcpu_percent),
+        "m": str(chip.hbm_usage_percent if hbm else chip.ddr_usage_percent),
+        "b": str(chip.hbm_bandwidth_percent if hbm else chip.ddr_bandwidth_percent),
+        "n": str(chip.npu_util_percent),
+        "u": str(chip.aicube_percent),
+    }
