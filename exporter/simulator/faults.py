@@ -81,7 +81,7 @@ def hang_forever() -> None:
     """Block like a wedged npu-smi: a child holds stdout open, so killing only us is not enough."""
     sleeper = shutil.which("sleep")
     argv = [sleeper, "1000000"] if sleeper else [sys.executable, "-c", "import time; time.sleep(1e6)"]
-    subprocess.Popen(argv, stdin=subprocess.DEVNULL)  # noqa: S603 - fixed argv
+    subprocess.Popen(argv, stdin=subprocess.DEVNULL)  # stdout/stderr inherited on purpose
     while True:
         time.sleep(3600)
 

@@ -21,6 +21,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from typing import BinaryIO
 from dataclasses import dataclass
 
 from exporter.simulator import faults as faultlib
@@ -259,12 +260,12 @@ def _exit_code(code: int, faults: tuple[Fault, ...]) -> int:
     return int(forced.value) if forced else code
 
 
-def _write(out, data: bytes) -> None:
+def _write(out: BinaryIO, data: bytes) -> None:
     out.write(data)
     out.flush()
 
 
-def run(options: SimOptions, args: Sequence[str], out) -> int:
+def run(options: SimOptions, args: Sequence[str], out: BinaryIO) -> int:
     """Parse, apply faults, answer. ``out`` is a binary stream (sys.stdout.buffer)."""
     command = parse_command(args)
     if isinstance(command, Result):
@@ -283,7 +284,7 @@ def run(options: SimOptions, args: Sequence[str], out) -> int:
     return _exit_code(result.code, faults)
 
 
-def _watch(command: Command, options: SimOptions, faults: tuple[Fault, ...], out) -> int:
+def _watch(command: Command, options: SimOptions, faults: tuple[Fault, ...], out: BinaryIO) -> int:
     """Header once, then one round of rows every ``delay`` seconds, each flushed."""
     t0 = time.time() if options.time is None else options.time
     state = _state(options, t0, faults)

@@ -9,7 +9,7 @@ Callers validate ids first; every renderer returns text ending in a newline.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from exporter.simulator.models import FAMILY_310P, FAMILY_910_93, NodeModel
 from exporter.simulator.scenarios import CardState, ChipState, NodeState
@@ -203,7 +203,8 @@ def _selected(state: NodeState, npu_id: int, chip_id: int | None) -> tuple[ChipS
     return tuple(c for c in state.chips_of(npu_id) if chip_id is None or c.chip_id == chip_id)
 
 
-def _blocks(state: NodeState, npu_id: int, chip_id: int | None, body, width: int = 30) -> str:
+def _blocks(state: NodeState, npu_id: int, chip_id: int | None,
+            body: Callable[[ChipState], list[str]], width: int = 30) -> str:
     """The common shape: NPU ID, Chip Count, blank, then per chip its fields, `Chip ID`, blank."""
     card = state.card(npu_id)
     lines = [_kv("NPU ID", npu_id, width), _kv("Chip Count", card.chip_count, width), ""]
@@ -484,7 +485,8 @@ def render_watch_rows(state: NodeState, letters: str, npu_id: int | None = None,
         if (npu_id is not None and chip.npu_id != npu_id) or (chip_id is not None and chip.chip_id != chip_id):
             continue
         values = _watch_values(state.model, chip)
-        cells = "".join(_watch_cell(i, values[letter]) for i, (letter, _) in enumerate(WATCH_COLUMNS) if letter in letters)
+        cells = "".join(_watch_cell(i, values[letter])
+                        for i, (letter, _) in enumerate(WATCH_COLUMNS) if letter in letters)
         rows.append(f"{chip.npu_id:<12d}{chip.chip_id:<12d}{cells}")
     return _text(rows)
 

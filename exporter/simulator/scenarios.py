@@ -244,6 +244,11 @@ def _clamp_percent(value: float) -> int:
     return max(0, min(100, round(value)))
 
 
+def _share(util: float, factor: float, jitter: float, t: float, period: float, *key: object) -> int:
+    """A unit's busy percent: a share of the AI Core load plus its own noise, 0 when idle."""
+    return _clamp_percent(util * factor + jitter * (util / 100.0) * _smooth(t, period, *key))
+
+
 def _percent(used: int | None, total: int | None) -> int | None:
     if used is None or not total:
         return None
@@ -342,7 +347,8 @@ def _ecc(model: NodeModel, plan: ScenarioPlan, spec: ChipSpec, t: float, seed: i
 
 # --- assembling the state ---------------------------------------------------------------
 
-def _chip_power(model: NodeModel, scenario: str, plan: ScenarioPlan, spec: ChipSpec, t: float, seed: int) -> float | None:
+def _chip_power(model: NodeModel, scenario: str, plan: ScenarioPlan, spec: ChipSpec,
+                t: float, seed: int) -> float | None:
     """What npu-smi prints in this chip's row: A3 die 0 carries the card, die 1 and 310P print none."""
     if model.family == FAMILY_310P or (model.family == FAMILY_910_93 and spec.chip_id != 0):
         return None
@@ -368,17 +374,17 @@ def _chip_state(model: NodeModel, scenario: str, plan: ScenarioPlan, spec: ChipS
         power_watts=_chip_power(model, scenario, plan, spec, t, seed),
         temperature_celsius=temperature,
         aicore_percent=_clamp_percent(util),
-        aivector_percent=_clamp_percent(util * 0.45 + 3.0 * load * _smooth(t, 11.0, seed, lid, "vec")),
-        aicube_percent=None if is_310p else _clamp_percent(util * 0.95 + 2.0 * load * _smooth(t, 9.0, seed, lid, "cube")),
-        aicpu_percent=_clamp_percent(2.0 * load + load * _smooth(t, 13.0, seed, lid, "aicpu")),
+        aivector_percent=_share(util, 0.45, 3.0, t, 11.0, seed, lid, "vec"),
+        aicube_percent=None if is_310p else _share(util, 0.95, 2.0, t, 9.0, seed, lid, "cube"),
+        aicpu_percent=_share(util, 0.02, 1.0, t, 13.0, seed, lid, "aicpu"),
         ctrlcpu_percent=_clamp_percent(3.0 + 8.0 * load + 2.0 * _smooth(t, 6.0, seed, lid, "ctrl")),
         npu_util_percent=None if is_310p else _clamp_percent(util + 1.5 * load),
         hbm_used_mb=None if is_310p else used,
         hbm_total_mb=spec.hbm_total_mb,
         ddr_used_mb=used if is_310p else 0,
         ddr_total_mb=spec.ddr_total_mb,
-        hbm_bandwidth_percent=None if is_310p else _clamp_percent(util * 0.55 + 3.0 * load * _smooth(t, 8.0, seed, lid, "hbmbw")),
-        ddr_bandwidth_percent=_clamp_percent(util * 0.5 + 3.0 * load * _smooth(t, 8.0, seed, lid, "ddrbw")) if is_310p else 0,
+        hbm_bandwidth_percent=None if is_310p else _share(util, 0.55, 3.0, t, 8.0, seed, lid, "hbmbw"),
+        ddr_bandwidth_percent=_share(util, 0.5, 3.0, t, 8.0, seed, lid, "ddrbw") if is_310p else 0,
         hugepages_used=0, hugepages_total=0,
         aicore_freq_mhz=model.aicore_freq_mhz,
         aicore_cur_freq_mhz=model.aicore_freq_mhz if util >= 1.0 else model.aicore_idle_freq_mhz,

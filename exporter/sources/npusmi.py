@@ -177,8 +177,8 @@ class NpuSmiSource:
             npu_utilization_ratio=_ratio(chip.npu_util_percent),
             hbm_used_bytes=_bytes(chip.hbm_used_mb),
             hbm_total_bytes=_bytes(chip.hbm_total_mb),
-            memory_used_bytes=_bytes(chip.memory_used_mb),
-            memory_total_bytes=_bytes(chip.memory_total_mb),
+            memory_used_bytes=_bytes(chip.memory_used_mb) if _has_ddr(chip) else None,
+            memory_total_bytes=_bytes(chip.memory_total_mb) if _has_ddr(chip) else None,
             hugepages_used=chip.hugepages_used,
             hugepages_total=chip.hugepages_total,
             power_watts=chip.power_watts,
@@ -197,8 +197,9 @@ class NpuSmiSource:
                 aicpu_utilization_ratio=_ratio(usages.aicpu_percent),
                 ctrlcpu_utilization_ratio=_ratio(usages.ctrlcpu_percent),
                 hbm_bandwidth_utilization_ratio=_ratio(usages.hbm_bandwidth_percent),
-                ddr_bandwidth_utilization_ratio=_ratio(usages.ddr_bandwidth_percent),
             )
+            if sample.memory_total_bytes is not None:
+                changes["ddr_bandwidth_utilization_ratio"] = _ratio(usages.ddr_bandwidth_percent)
             if sample.npu_utilization_ratio is None:
                 changes["npu_utilization_ratio"] = _ratio(usages.npu_util_percent)
         common = fresh.get("common")
@@ -212,7 +213,10 @@ class NpuSmiSource:
             changes["hbm_temperature_celsius"] = memory.hbm_temperature_celsius
         ecc = fresh.get("ecc")
         if isinstance(ecc, p.ChipEcc):
-            changes["ecc"] = _ecc_counts(ecc)
+            counts = _ecc_counts(ecc)
+            if sample.memory_total_bytes is None:
+                counts = tuple(c for c in counts if c.memory != "ddr")
+            changes["ecc"] = counts
         card_power = self._card_power.get(key[0])
         if sample.power_watts is None and key[1] == _first_chip(self._known, key[0]) and card_power:
             if now - card_power.at <= self.settings.max_age:
@@ -294,6 +298,11 @@ _DETAIL_PARSERS: dict[str, Callable[[str], Iterable[object] | p.CommonInfo]] = {
     "ecc": p.parse_ecc,
     "memory": p.parse_memory,
 }
+
+
+def _has_ddr(chip: p.InfoChip) -> bool:
+    """910B/A3/950 print DDR as `0 / 0` (they have none): that is absence, not an empty DDR."""
+    return bool(chip.memory_total_mb)
 
 
 def _first_chip(known: dict[ChipKey, p.InfoChip], npu: int) -> int:

@@ -63,7 +63,8 @@ def test_degraded_usages_fail_with_dcmi_8005():
     done = sim("--scenario", "degraded", "--time", str(T0), "info", "-t", "usages", "-i", "5")
     assert done.returncode == EXIT_DCMI
     assert done.stdout.decode() == render.dcmi_error(-8005)
-    assert sim("--scenario", "degraded", "--time", str(T0), "info", "-t", "usages", "-i", "7").returncode == EXIT_INVALID
+    missing = sim("--scenario", "degraded", "--time", str(T0), "info", "-t", "usages", "-i", "7")
+    assert missing.returncode == EXIT_INVALID
 
 
 def test_bad_simulator_options_are_reported_on_stderr():
@@ -172,3 +173,11 @@ def test_option_and_fault_parsing():
                                                             ("truncate", None, "m")]
     with pytest.raises(ValueError):
         parse_faults("slow")
+
+
+def test_simulator_imports_nothing_else_from_exporter():
+    code = ("import sys, exporter.simulator.npusmi, exporter.simulator.__init__; "
+            "print(sorted(m for m in sys.modules if m.startswith('exporter') and m != 'exporter' "
+            "and not m.startswith('exporter.simulator')))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, timeout=10)
+    assert done.stdout == b"[]\n", done.stderr

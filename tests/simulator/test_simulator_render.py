@@ -194,7 +194,8 @@ def test_health_is_byte_exact(fixture_text):
     assert render.render_health(_npu0(), 0, 0) == fixture_text("info-t-health__910A__23.0.x__1")
     alarm = _npu0(health="Alarm", error_codes=("A4025021", "8C03A000", "8C084E00"), error_information=(
         "ascend_monitor adda heart beat lost error",
-        "node type=process-manager, sensor type=General Software, event state=The process start failed or exit abnormally",
+        "node type=process-manager, sensor type=General Software, "
+        "event state=The process start failed or exit abnormally",
         "node type=adda, sensor type=Heartbeat Sensor, event state=Heartbeat Lost.",
     ))
     assert render.render_health(alarm, 0, 0) == fixture_text("info-t-health__910A__23.0.7__2")
