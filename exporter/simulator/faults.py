@@ -14,6 +14,8 @@ hits every command. Kinds:
 - ``truncate``: the normal output cut in the middle of a line, at about 60 %.
 - ``huge``: the normal output repeated to at least 8 MiB.
 - ``flap``: the NPU holding logic id 0 is gone on odd minutes of the clock.
+- ``gone=NPU``: that NPU id is gone from every output (a chip that disappears; remove the
+  fault and it comes back).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-FAULT_KINDS = ("hang", "slow", "exit", "error-8005", "error-8020", "garbage", "truncate", "huge", "flap")
+FAULT_KINDS = ("hang", "slow", "exit", "error-8005", "error-8020", "garbage", "truncate", "huge", "flap", "gone")
 HUGE_BYTES = 8 * 1024 * 1024
 
 # Accepted spellings of a scope -> the command key npusmi.py assigns.
@@ -57,9 +59,9 @@ def parse_faults(spec: str | None) -> tuple[Fault, ...]:
         kind, _, raw = body.partition("=")
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault {kind!r} in {item!r}; kinds: {', '.join(FAULT_KINDS)}")
-        needs_value = kind in ("slow", "exit")
+        needs_value = kind in ("slow", "exit", "gone")
         if needs_value != bool(raw):
-            raise ValueError(f"fault {item!r}: {'slow/exit take =VALUE' if needs_value else 'takes no value'}")
+            raise ValueError(f"fault {item!r}: {'slow/exit/gone take =VALUE' if needs_value else 'takes no value'}")
         try:
             value = float(raw) if raw else None
         except ValueError:

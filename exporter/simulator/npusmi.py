@@ -4,7 +4,8 @@
                                  [--fault F] [--processes N] [--] <npu-smi args>
 
 Simulator options come first (defaults from CANN_SIM_MODEL, CANN_SIM_SCENARIO,
-CANN_SIM_SEED, CANN_SIM_TIME, CANN_SIM_FAULT, CANN_SIM_PROCESSES), so a wrapper script can
+CANN_SIM_SEED, CANN_SIM_TIME, CANN_SIM_FAULT, CANN_SIM_PROCESSES; CANN_SIM_FAULT_FILE names a
+file whose fault spec is re-read on every call), so a wrapper script can
 stand in for `npu-smi` unchanged. CANN_SIM_TIME / --time freeze the clock (epoch seconds).
 Supported: `-v`, `info`, `info -h`, `info -m`, `info -l`,
 `info -t usages|common|memory|power|temp|health|ecc|board|proc-mem -i N [-c C]`,
@@ -76,6 +77,14 @@ class Result:
 def parse_sim_options(argv: Sequence[str], env: Mapping[str, str]) -> tuple[SimOptions, list[str]]:
     """Split our leading options (flags beat env vars) from the npu-smi arguments."""
     raw = {field: env[name] for field, name in _ENV.items() if env.get(name)}
+    fault_file = env.get("CANN_SIM_FAULT_FILE")
+    if fault_file:
+        # Re-read on every call, so a test can change faults under a running exporter.
+        try:
+            with open(fault_file, encoding="utf-8") as handle:
+                raw["fault"] = ",".join(filter(None, [raw.get("fault", ""), handle.read().strip()]))
+        except FileNotFoundError:
+            pass
     args = list(argv)
     while args:
         head = args[0]
@@ -229,6 +238,9 @@ def _state(options: SimOptions, t: float, faults: tuple[Fault, ...]) -> NodeStat
     state = simulate(model, options.scenario, t, options.seed)
     if faultlib.first(faults, "flap") and faultlib.is_flap_down(t):
         state = without_npu(state, flap_npu_id(model))
+    for fault in faults:
+        if fault.kind == "gone" and fault.value is not None:
+            state = without_npu(state, int(fault.value))
     return state
 
 

@@ -1,0 +1,186 @@
+"""`cann-exporter serve` as a real process on the simulator, with faults injected under it.
+
+Faults go through CANN_SIM_FAULT_FILE, which the simulator re-reads on every call, so one
+running exporter sees npu-smi hang, print garbage, lose a chip and recover. Every wait is
+a bounded poll of /metrics, never a fixed sleep that timing luck could break.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import free_port
+
+pytestmark = pytest.mark.e2e
+
+
+class Exporter:
+    def __init__(self, args: list[str], tmp_path: Path, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.fault_file = tmp_path / "faults"
+        self.log_path = tmp_path / "exporter.log"
+        environment = {**os.environ, "CANN_SIM_FAULT_FILE": str(self.fault_file), **(env or {})}
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "exporter", "serve", "--listen", f"127.0.0.1:{self.port}", *args],
+            stdout=self._log, stderr=subprocess.STDOUT, env=environment,
+        )
+
+    def get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=timeout) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def metrics(self) -> dict[tuple[str, frozenset], float]:
+        status, text = self.get("/metrics")
+        assert status == 200
+        return {
+            (s.name, frozenset(s.labels.items())): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples
+        }
+
+    def wait_for(self, condition: Callable[[dict], bool], deadline: float = 45.0) -> dict:
+        """Poll /metrics until ``condition`` holds (bounded)."""
+        end = time.monotonic() + deadline
+        while True:
+            assert self.proc.poll() is None, self.log_path.read_text()
+            try:
+                found = self.metrics()
+                if condition(found):
+                    return found
+            except OSError:
+                pass
+            if time.monotonic() > end:
+                raise AssertionError(f"condition not met in {deadline}s; log:\n{self.log_path.read_text()[-3000:]}")
+            time.sleep(0.2)
+
+    def fault(self, spec: str) -> None:
+        self.fault_file.write_text(spec)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
+
+
+def value(found: dict, name: str, **labels: str) -> float | None:
+    matches = [v for (n, ls), v in found.items() if n == name and set(labels.items()) <= ls]
+    assert len(matches) <= 1, (name, labels, matches)
+    return matches[0] if matches else None
+
+
+def values(found: dict, name: str, key: str) -> dict[str, float]:
+    return {dict(ls)[key]: v for (n, ls), v in found.items() if n == name}
+
+
+@pytest.fixture
+def start(tmp_path):
+    started: list[Exporter] = []
+
+    def run(*args: str, env: dict[str, str] | None = None) -> Exporter:
+        exporter = Exporter(list(args), tmp_path, env)
+        started.append(exporter)
+        return exporter
+
+    yield run
+    for exporter in started:
+        exporter.stop()
+
+
+FAST = ["--npu-smi.interval", "1s", "--npu-smi.detail-interval", "2s", "--npu-smi.timeout", "3s", "--max-age", "8s"]
+
+
+def test_serves_the_simulator_and_becomes_ready(start):
+    exporter = start("--simulate", "underutilized", *FAST)
+    found = exporter.wait_for(lambda f: value(f, "npu_devices") == 8 and len(values(f, "npu_aicpu_utilization_ratio", "device")) == 8)
+    assert exporter.get("/readyz")[0] == 200
+    assert exporter.get("/healthz")[0] == 200
+    util = values(found, "npu_aicore_utilization_ratio", "device")
+    assert {d for d, v in util.items() if v < 0.6} == {"1", "4"}  # the scenario's documented chips
+    assert all(v > 0.85 for d, v in util.items() if d not in ("1", "4"))
+    assert value(found, "cann_exporter_simulated", scenario="underutilized", model="910b3") == 1
+
+
+def test_degraded_node(start):
+    exporter = start("--simulate", "degraded", *FAST)
+    found = exporter.wait_for(
+        lambda f: (value(f, "cann_exporter_source_errors_total", source="npu_smi_details", reason="dcmi_init_failed") or 0) >= 2
+    )
+    assert value(found, "npu_devices") == 7                         # NPU 7 is missing
+    assert value(found, "npu_health", device="2", state="Critical") == 1
+    # -t usages/-t common fail for NPU 5 only: its overview values stay, its details are absent.
+    assert value(found, "npu_aicore_utilization_ratio", npu="5") is not None
+    assert value(found, "npu_aicpu_utilization_ratio", npu="5") is None
+    assert value(found, "npu_aicpu_utilization_ratio", npu="4") is not None
+
+
+def test_faults_under_a_running_exporter(start):
+    exporter = start("--simulate", "healthy", *FAST, "--npu-smi.details=usages")
+    exporter.wait_for(lambda f: value(f, "npu_devices") == 8)
+
+    # npu-smi hangs: killed at the timeout (with the child it started), serving continues.
+    exporter.fault("info:hang")
+    found = exporter.wait_for(lambda f: (value(f, "cann_exporter_source_errors_total", source="npu_smi_info", reason="timeout") or 0) >= 2)
+    assert value(found, "cann_exporter_source_success", source="npu_smi_info") == 0
+    # Stale data ages out: after max age no chip is served as up.
+    found = exporter.wait_for(lambda f: set(values(f, "npu_up", "npu").values()) == {0.0}, deadline=30)
+    assert values(found, "npu_aicore_utilization_ratio", "npu") == {}
+    hung = [p for p in psutil.Process(exporter.proc.pid).children(recursive=True) if "sleep" in " ".join(p.cmdline())]
+    assert len(hung) <= 1  # at most the call in flight; killed ones do not pile up
+
+    # Garbage, then a truncated table: counted by reason.
+    exporter.fault("info:garbage")
+    exporter.wait_for(lambda f: (value(f, "cann_exporter_source_errors_total", source="npu_smi_info", reason="garbled") or 0) >= 1)
+
+    # Recovery is automatic.
+    exporter.fault("")
+    exporter.wait_for(lambda f: set(values(f, "npu_up", "npu").values()) == {1.0} and value(f, "cann_exporter_source_success", source="npu_smi_info") == 1)
+
+    # A chip disappears: it is reported down, the others stay correct; then it comes back.
+    exporter.fault("gone=3")
+    found = exporter.wait_for(lambda f: value(f, "npu_devices") == 7)
+    assert value(found, "npu_up", npu="3") == 0
+    assert value(found, "npu_aicore_utilization_ratio", npu="3") is None
+    assert len(values(found, "npu_aicore_utilization_ratio", "npu")) == 7
+    exporter.fault("")
+    exporter.wait_for(lambda f: value(f, "npu_devices") == 8 and value(f, "npu_up", npu="3") == 1)
+
+    # Each failure state was logged once, not once per cycle.
+    log = exporter.log_path.read_text()
+    assert log.count('subject=info reason=timeout') == 1
+    assert log.count('subject=info reason=garbled') == 1
+    assert "source recovered" in log
+    # No zombies or leftover npu-smi children once healthy again.
+    zombies = [p for p in psutil.Process(exporter.proc.pid).children(recursive=True) if p.status() == psutil.STATUS_ZOMBIE]
+    assert zombies == []
+
+
+def test_scrape_does_not_wait_on_a_hung_npu_smi(start):
+    exporter = start("--simulate", "healthy", "--npu-smi.interval", "1s", "--npu-smi.timeout", "10s", "--npu-smi.details=")
+    exporter.wait_for(lambda f: value(f, "npu_devices") == 8)
+    exporter.fault("info:hang")
+    children = lambda: psutil.Process(exporter.proc.pid).children(recursive=True)  # noqa: E731
+    end = time.monotonic() + 30
+    while not any("sleep" in " ".join(p.cmdline()) for p in children()):  # a call is now hanging
+        assert time.monotonic() < end
+        time.sleep(0.1)
+    # The hung call holds for up to 10 s; a scrape that waited on it would miss this 5 s timeout.
+    status, text = exporter.get("/metrics", timeout=5.0)
+    assert status == 200
+    assert "npu_up" in text
