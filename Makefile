@@ -22,7 +22,7 @@ install-test: $(VENV)/.test-deps
 
 # Starts the exporter on :9435; without npu-smi on PATH it runs the built-in simulator.
 run: install
-	$(BIN)/cann-exporter serve $(ARGS)
+	$(BIN)/cann-exporter serve --simulate auto $(ARGS)
 
 test: install-test
 	$(BIN)/python -m pytest -q $(ARGS)

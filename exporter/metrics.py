@@ -75,3 +75,12 @@ STALE_DROPPED = MetricSpec("cann_exporter_stale_chips", "gauge", "Chips whose da
 SELF_METRICS = (BUILD_INFO, SIMULATED, SOURCE_SUCCESS, SOURCE_DURATION, SOURCE_ERRORS, SOURCE_LAST_SUCCESS, SOURCE_RUNS, STALE_DROPPED)
 
 ALL_METRICS = DEVICE_METRICS + (POD_INFO,) + SELF_METRICS
+
+
+def markdown_table(specs: tuple[MetricSpec, ...] | None = None) -> str:
+    """The metric reference (docs/metrics.md) from the specs above."""
+    rows = ["| metric | type | labels | help |", "|---|---|---|---|"]
+    for spec in ALL_METRICS if specs is None else specs:
+        labels = ", ".join(f"`{name}`" for name in spec.labels)
+        rows.append(f"| `{spec.name}` | {spec.kind} | {labels} | {spec.help} |")
+    return "\n".join(rows) + "\n"

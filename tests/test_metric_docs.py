@@ -1,0 +1,43 @@
+"""docs/metrics.md is generated from exporter/metrics.py (one source of truth) and current."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from exporter.assembly import assemble
+from exporter.config import build_settings
+from exporter.metrics import ALL_METRICS, markdown_table
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
+HEADER = "# Metric reference\n\nGenerated from `exporter/metrics.py`; do not edit by hand.\n\n"
+
+
+def test_metrics_doc_is_current():
+    expected = HEADER + markdown_table()
+    if os.environ.get("UPDATE_GOLDENS"):
+        DOC.write_text(expected)
+    assert DOC.read_text() == expected
+
+
+def test_names_follow_the_contract():
+    names = [spec.name for spec in ALL_METRICS]
+    assert len(names) == len(set(names))
+    for spec in ALL_METRICS:
+        assert spec.name.startswith(("npu_", "cann_exporter_")), spec.name
+        if spec.kind == "counter":
+            assert spec.name.endswith("_total"), spec.name
+        elif spec.name.endswith("_total"):
+            assert spec.name == "npu_hugepages_total", spec.name  # a gauge by DESIGN.md's contract
+        assert "job" not in spec.labels and "instance" not in spec.labels, spec.name
+
+
+def test_every_described_metric_is_in_the_contract():
+    """What the collectors describe at registration is exactly what metrics.py declares."""
+    exporter = assemble(build_settings(flags={"simulator.scenario": "healthy"}))
+    registry: CollectorRegistry = exporter.registry
+    described = {name for collector in registry._collector_to_names for name in registry._collector_to_names[collector]}
+    declared = {spec.name for spec in ALL_METRICS} | {spec.name.removesuffix("_total") for spec in ALL_METRICS}
+    assert described and described <= declared | {f"{n}_created" for n in declared}
