@@ -74,7 +74,6 @@ STALE_DROPPED = MetricSpec("cann_exporter_stale_chips", "gauge", "Chips whose da
 
 SELF_METRICS = (BUILD_INFO, SIMULATED, SOURCE_SUCCESS, SOURCE_DURATION, SOURCE_ERRORS, SOURCE_LAST_SUCCESS, SOURCE_RUNS, STALE_DROPPED)
 
-ALL_METRICS = DEVICE_METRICS + (POD_INFO,) + SELF_METRICS
 
 
 def markdown_table(specs: tuple[MetricSpec, ...] | None = None) -> str:
@@ -84,3 +83,44 @@ def markdown_table(specs: tuple[MetricSpec, ...] | None = None) -> str:
         labels = ", ".join(f"`{name}`" for name in spec.labels)
         rows.append(f"| `{spec.name}` | {spec.kind} | {labels} | {spec.help} |")
     return "\n".join(rows) + "\n"
+
+# --- training jobs (hooks ingest, POST /api/v1/steps) -------------------------------------
+JOB_LABELS = ("job_name", "rank")
+# Step phases a hook may report; anything else is rejected by the ingest (the client maps
+# unknown names to "other" before sending).
+JOB_PHASES = ("data", "h2d", "compute", "communication", "d2h", "framework", "other")
+# Iteration time spans milliseconds (small models) to minutes (huge pipelines); roughly
+# x1.5-2 apart so histogram_quantile p50/p99 stay within ~25% anywhere in that range.
+JOB_DURATION_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.4, 0.6, 1.0, 1.5, 2.5, 4.0, 6.0, 10.0, 20.0, 60.0, 300.0,
+)
+
+JOB_INFO = MetricSpec("npu_job_info", "gauge", "Training process reporting through the hooks; value 1. `device` is the chip logic id (joins npu_device_info).", JOB_LABELS + ("device", "world_size", "framework", "pid"))
+JOB_ITERATION_DURATION = MetricSpec("npu_job_iteration_duration_seconds", "histogram", "Iteration (training step) duration, seconds.", JOB_LABELS)
+JOB_ITERATIONS = MetricSpec("npu_job_iterations_total", "counter", "Iterations (training steps) completed.", JOB_LABELS)
+JOB_SAMPLES = MetricSpec("npu_job_samples_total", "counter", "Samples processed, as reported with each step.", JOB_LABELS)
+JOB_PHASE_SECONDS = MetricSpec("npu_job_phase_seconds_total", "counter", "Time spent in each phase of the iterations, seconds.", JOB_LABELS + ("phase",))
+JOB_LAST_ITERATION = MetricSpec("npu_job_last_iteration_timestamp_seconds", "gauge", "Unix time the latest iteration ended (stall detection).", JOB_LABELS)
+JOB_MEMORY_ALLOCATED = MetricSpec("npu_job_memory_allocated_bytes", "gauge", "Device memory held by the framework's allocator (torch memory_allocated), bytes.", JOB_LABELS)
+JOB_MEMORY_MAX_ALLOCATED = MetricSpec("npu_job_memory_max_allocated_bytes", "gauge", "Peak of npu_job_memory_allocated_bytes since the process started (torch max_memory_allocated), bytes.", JOB_LABELS)
+
+JOB_METRICS = (
+    JOB_INFO, JOB_ITERATION_DURATION, JOB_ITERATIONS, JOB_SAMPLES, JOB_PHASE_SECONDS, JOB_LAST_ITERATION,
+    JOB_MEMORY_ALLOCATED, JOB_MEMORY_MAX_ALLOCATED,
+)
+
+# --- ingest self-metrics -----------------------------------------------------------------
+INGEST_REJECT_REASONS = (
+    "unauthorized", "content_type", "too_large", "malformed_json", "invalid", "unknown_phase",
+    "out_of_range", "bad_label", "too_many_jobs", "too_many_ranks",
+)
+INGEST_REQUESTS = MetricSpec("cann_exporter_ingest_requests_total", "counter", "Batches accepted on POST /api/v1/steps.")
+INGEST_STEPS = MetricSpec("cann_exporter_ingest_steps_total", "counter", "Steps accepted on POST /api/v1/steps.")
+INGEST_REJECTED = MetricSpec("cann_exporter_ingest_rejected_total", "counter", "Batches rejected on POST /api/v1/steps, by reason.", ("reason",))
+INGEST_DROPPED = MetricSpec("cann_exporter_ingest_client_dropped_steps_total", "counter", "Steps the hook clients reported dropping (buffer full, exporter unreachable).")
+INGEST_EXPIRED = MetricSpec("cann_exporter_ingest_expired_total", "counter", "Job ranks removed after their TTL without reports.")
+INGEST_RANKS = MetricSpec("cann_exporter_ingest_ranks", "gauge", "Job ranks currently held by the ingest store.")
+
+INGEST_METRICS = (INGEST_REQUESTS, INGEST_STEPS, INGEST_REJECTED, INGEST_DROPPED, INGEST_EXPIRED, INGEST_RANKS)
+
+ALL_METRICS = DEVICE_METRICS + (POD_INFO,) + SELF_METRICS + JOB_METRICS + INGEST_METRICS

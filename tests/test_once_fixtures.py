@@ -9,6 +9,7 @@ The full exposition of each case is also compared with tests/golden/<fixture>.pr
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -216,3 +217,23 @@ def test_once_through_the_console_script(replay_npu_smi, tmp_path):
     assert missing.returncode == 1
     assert "no chip could be read" in missing.stderr
     assert 'cann_exporter_source_errors_total{reason="not_found",source="npu_smi_info"} 1.0' in missing.stdout
+
+
+def promtool() -> str:
+    path = shutil.which("promtool")
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("promtool missing: .ci/run installs the Debian prometheus package")
+        pytest.skip("promtool not installed (Debian package prometheus)")
+    return path
+
+
+def test_golden_expositions_pass_promtool_check_metrics():
+    """Prometheus' own linter over every golden exposition (naming, units, help texts)."""
+    tool = promtool()
+    for golden in sorted(GOLDEN.glob("*.prom")):
+        proc = subprocess.run([tool, "check", "metrics"], input=golden.read_text(), capture_output=True, text=True, timeout=60)
+        problems = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+        # npu_hugepages_total is a gauge by the DESIGN.md contract; promtool flags the suffix.
+        problems = [line for line in problems if not line.startswith("npu_hugepages_total ")]
+        assert proc.returncode in (0, 3) and problems == [], (golden.name, problems)
