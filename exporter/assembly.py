@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry
 
 from exporter.collectors.devices import DeviceCollector
+from exporter.collectors.jobs import JobCollector
 from exporter.collectors.self import SelfCollector
 from exporter.config import Settings
+from exporter.ingest import IngestLimits, IngestStore
 from exporter.sampler import Sampler, SnapshotStore, Task
 from exporter.sources.health import HealthRegistry
 from exporter.sources.npusmi import NpuSmiSettings, NpuSmiSource
@@ -26,6 +28,8 @@ class Exporter:
     registry: CollectorRegistry
     sampler: Sampler
     npu_smi: NpuSmiSource
+    ingest: IngestStore | None = None     # training-hook steps (POST /api/v1/steps); None when disabled
+    ingest_token: str | None = None
 
 
 def simulator_command(scenario: str, model: str) -> tuple[str, ...]:
@@ -50,7 +54,17 @@ def resolve_npu_smi(settings: Settings) -> tuple[tuple[str, ...], tuple[str, str
     return (settings.npu_smi_path,), None
 
 
-def assemble(settings: Settings) -> Exporter:
+def build_ingest(settings: Settings) -> IngestStore:
+    limits = IngestLimits(
+        max_jobs=settings.ingest_max_jobs,
+        max_ranks=settings.ingest_max_ranks,
+        max_body_bytes=settings.ingest_max_body_bytes,
+    )
+    return IngestStore(ttl=settings.ingest_ttl, finished_ttl=settings.ingest_finished_ttl, limits=limits)
+
+
+def assemble(settings: Settings, *, ingest: bool = True) -> Exporter:
+    """``ingest=False`` leaves the hooks ingest out (the `once` command has no server)."""
     command, simulated = resolve_npu_smi(settings)
     health = HealthRegistry()
     runner = CommandRunner(
@@ -88,8 +102,15 @@ def assemble(settings: Settings) -> Exporter:
         )
     if "self" in settings.collectors:
         registry.register(SelfCollector(store, settings.max_age))
+    ingest_store = build_ingest(settings) if ingest and settings.ingest_enabled else None
+    if ingest_store is not None:
+        registry.register(JobCollector(ingest_store))
+        log.info(
+            "training-hook ingest enabled",
+            extra={"path": "/api/v1/steps", "token": settings.ingest_token is not None, "ttl": settings.ingest_ttl},
+        )
     log.info(
         "collectors enabled",
         extra={"collectors": ",".join(sorted(settings.collectors)), "npu_smi": " ".join(command)},
     )
-    return Exporter(store, registry, sampler, npu_smi)
+    return Exporter(store, registry, sampler, npu_smi, ingest_store, settings.ingest_token)

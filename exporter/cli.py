@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter import __version__
-from exporter.config import OPTIONS, ConfigError, Settings, build_settings, load_yaml, parse_bool
+from exporter.config import OPTIONS, ConfigError, Settings, build_settings, load_ingest_token, load_yaml, parse_bool
 
 log = logging.getLogger("exporter")
 
@@ -61,7 +61,7 @@ def load_settings(args: argparse.Namespace, env: Mapping[str, str]) -> Settings:
             raise ConfigError([f"{args.config}: cannot read: {exc.strerror}"]) from None
         file_values = load_yaml(text, origin)
     flags = {option.key: getattr(args, option.key, None) for option in OPTIONS}
-    return build_settings(file_values, env, flags, origin=origin)
+    return load_ingest_token(build_settings(file_values, env, flags, origin=origin))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -106,7 +106,7 @@ def _once(settings: Settings) -> int:
 
     from exporter.assembly import assemble
 
-    exporter = assemble(settings)
+    exporter = assemble(settings, ingest=False)
     snapshot = asyncio.run(exporter.sampler.run_once())
     sys.stdout.write(generate_latest(exporter.registry).decode())
     if not any(chip.up for chip in snapshot.devices.chips):
@@ -122,7 +122,10 @@ def _serve(settings: Settings) -> int:
     from exporter.server import create_app
 
     exporter = assemble(settings)
-    app = create_app(exporter.registry, exporter.store, background=[exporter.sampler.run_forever])
+    app = create_app(
+        exporter.registry, exporter.store, background=[exporter.sampler.run_forever],
+        ingest=exporter.ingest, ingest_token=exporter.ingest_token,
+    )
     host = settings.listen_host or None
     log.info("listening", extra={"address": f"{settings.listen_host}:{settings.listen_port}", "version": __version__})
     try:

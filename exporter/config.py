@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -112,6 +113,13 @@ def subset(*allowed: str) -> Callable[[Any], tuple[str, ...]]:
     return parse
 
 
+def optional_text(value: Any) -> str | None:
+    """A non-empty string, or unset (None or the empty string)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return parse_text(value)
+
+
 def optional_scenario(value: Any) -> str | None:
     """A scenario name, `auto` (simulate only when npu-smi is missing), or off."""
     if value is None or value is False or str(value).strip().lower() in ("", "off", "false", "none"):
@@ -170,6 +178,14 @@ OPTIONS = (
     Option("npu_smi.max_output_bytes", parse_positive_int, 4 << 20, "larger npu-smi outputs are discarded", metavar="BYTES"),
     Option("simulator.scenario", optional_scenario, None, "use the built-in simulator: " + ", ".join(SCENARIOS) + ", or auto (only when npu-smi is missing)", flag="--simulate", metavar="SCENARIO"),
     Option("simulator.model", choice(*MODELS), "910b3", "simulated node model: " + ", ".join(MODELS), flag="--simulate.model"),
+    Option("ingest.enabled", parse_bool, True, "accept training-hook steps on POST /api/v1/steps (npu_job_* metrics)"),
+    Option("ingest.token", optional_text, None, "bearer token the hooks must send (prefer ingest.token_file or the environment: flags show in ps)", metavar="TOKEN"),
+    Option("ingest.token_file", optional_text, None, "file holding the bearer token (e.g. a mounted Kubernetes secret)", metavar="PATH"),
+    Option("ingest.ttl", parse_duration, "30m", "a job rank that stops reporting is dropped after this (keep it above the stall alert window)", metavar="DURATION"),
+    Option("ingest.finished_ttl", parse_duration, "60s", "a job rank whose hook closed is dropped after this", metavar="DURATION"),
+    Option("ingest.max_jobs", parse_positive_int, 64, "distinct job_name values held at once; more are rejected (429)", metavar="N"),
+    Option("ingest.max_ranks", parse_positive_int, 32, "ranks held per job; more are rejected (429)", metavar="N"),
+    Option("ingest.max_body_bytes", parse_positive_int, 1 << 20, "larger POST bodies are rejected (413)", metavar="BYTES"),
 ) + tuple(
     Option(f"collector.{c.name}", parse_bool, c.default_enabled, f"enable the {c.name} collector ({c.help})")
     for c in COLLECTORS
@@ -197,6 +213,14 @@ class Settings:
     simulator_scenario: str | None
     simulator_model: str
     collectors: frozenset[str]
+    ingest_enabled: bool = True
+    ingest_token: str | None = None        # from ingest.token, or read from ingest_token_file
+    ingest_token_file: str | None = None
+    ingest_ttl: float = 1800.0
+    ingest_finished_ttl: float = 60.0
+    ingest_max_jobs: int = 64
+    ingest_max_ranks: int = 32
+    ingest_max_body_bytes: int = 1 << 20
 
 
 def flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
@@ -274,7 +298,28 @@ def build_settings(
         simulator_scenario=values["simulator.scenario"],
         simulator_model=values["simulator.model"],
         collectors=frozenset(c.name for c in COLLECTORS if values[f"collector.{c.name}"]),
+        ingest_enabled=values["ingest.enabled"],
+        ingest_token=values["ingest.token"],
+        ingest_token_file=values["ingest.token_file"],
+        ingest_ttl=values["ingest.ttl"],
+        ingest_finished_ttl=values["ingest.finished_ttl"],
+        ingest_max_jobs=values["ingest.max_jobs"],
+        ingest_max_ranks=values["ingest.max_ranks"],
+        ingest_max_body_bytes=values["ingest.max_body_bytes"],
     )
+
+
+def load_ingest_token(settings: Settings) -> Settings:
+    """Settings with the token read from ``ingest.token_file`` (I/O, so outside build_settings)."""
+    if settings.ingest_token_file is None:
+        return settings
+    try:
+        token = Path(settings.ingest_token_file).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"ingest.token_file: cannot read {settings.ingest_token_file}: {exc}"]) from None
+    if not token:
+        raise ConfigError([f"ingest.token_file: {settings.ingest_token_file} is empty"])
+    return replace(settings, ingest_token=token)
 
 
 def _cross_checks(values: Mapping[str, Any]) -> list[str]:
@@ -284,4 +329,6 @@ def _cross_checks(values: Mapping[str, Any]) -> list[str]:
     slowest = values["npu_smi.detail_interval"] if values["npu_smi.details"] else values["npu_smi.interval"]
     if values["max_age"] <= slowest:
         problems.append(f"max_age: must exceed the slowest sampling interval ({slowest:g}s), or that data would always be dropped")
+    if values["ingest.token"] is not None and values["ingest.token_file"] is not None:
+        problems.append("ingest.token, ingest.token_file: set one or the other, not both")
     return problems

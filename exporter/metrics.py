@@ -124,3 +124,29 @@ INGEST_RANKS = MetricSpec("cann_exporter_ingest_ranks", "gauge", "Job ranks curr
 INGEST_METRICS = (INGEST_REQUESTS, INGEST_STEPS, INGEST_REJECTED, INGEST_DROPPED, INGEST_EXPIRED, INGEST_RANKS)
 
 ALL_METRICS = DEVICE_METRICS + (POD_INFO,) + SELF_METRICS + JOB_METRICS + INGEST_METRICS
+
+# --- profiles (finished profiler exports; latest per job_name/rank wins) -----------------
+PROFILE_LABELS = ("job_name", "rank")
+
+
+def _profile(name: str, help: str, *extra: str) -> MetricSpec:
+    return MetricSpec(name, "gauge", help, PROFILE_LABELS + extra)
+
+
+PROFILE_STEP_DURATION = _profile("npu_profile_step_duration_seconds", "Mean device step time (Computing + Communication(Not Overlapped) + Free) in the latest profile, seconds.")
+PROFILE_COMPUTE = _profile("npu_profile_compute_ratio", "Share of the step the NPU spent computing (Computing / step), 0..1.")
+PROFILE_COMMUNICATION = _profile("npu_profile_communication_ratio", "Share of the step in communication not overlapped by computing, 0..1.")
+PROFILE_IDLE = _profile("npu_profile_idle_ratio", "Share of the step the NPU was idle (Free; includes memory copies), 0..1.")
+PROFILE_MEMCPY = _profile("npu_profile_memcpy_ratio", "Share of the step spent in memory copies (MEMCPY_ASYNC tasks), 0..1.")
+PROFILE_MEMCPY_KIND = _profile("npu_profile_memcpy_kind_ratio", "Memory-copy share of the step by kind (h2d, d2h, d2d, h2d_d2h = PCIe direction not recorded, other), 0..1.", "kind")
+PROFILE_FRAMEWORK = _profile("npu_profile_framework_overhead_ratio", "Host-side share of the step before device work starts (Preparing / host step), 0..1.")
+PROFILE_TOP3 = _profile("npu_profile_top3_operator_ratio", "Share of device kernel time taken by the 3 most expensive operator types (communication excluded), 0..1.")
+PROFILE_MAX_OPERATOR = _profile("npu_profile_max_operator_ratio", "Share of device kernel time taken by the most expensive operator type (communication excluded), 0..1.")
+PROFILE_OPERATOR = _profile("npu_profile_operator_time_ratio", "Share of device kernel time of the top-k operator types, by rank position 1..k, 0..1.", "op_type", "position")
+PROFILE_LAST_UPDATE = _profile("npu_profile_last_update_timestamp_seconds", "Unix time the latest profile of this job and rank was produced.")
+
+PROFILE_METRICS = (
+    PROFILE_STEP_DURATION, PROFILE_COMPUTE, PROFILE_COMMUNICATION, PROFILE_IDLE, PROFILE_MEMCPY, PROFILE_MEMCPY_KIND,
+    PROFILE_FRAMEWORK, PROFILE_TOP3, PROFILE_MAX_OPERATOR, PROFILE_OPERATOR, PROFILE_LAST_UPDATE,
+)
+ALL_METRICS = ALL_METRICS + PROFILE_METRICS

@@ -12,6 +12,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from exporter import __version__
+from exporter.api import STEPS_PATH
+from exporter.api.steps import openapi_handler, steps_handler
+from exporter.ingest import IngestStore
 from exporter.sampler import SnapshotStore
 
 REGISTRY = web.AppKey("registry", CollectorRegistry)
@@ -52,8 +55,18 @@ async def landing(request: web.Request) -> web.Response:
     return web.Response(text=_LANDING.format(version=__version__), content_type="text/html")
 
 
-def create_app(registry: CollectorRegistry, store: SnapshotStore, background: Sequence[BackgroundTask] = ()) -> web.Application:
-    """The exporter's web app; ``background`` coroutines run for the app's lifetime."""
+def create_app(
+    registry: CollectorRegistry,
+    store: SnapshotStore,
+    background: Sequence[BackgroundTask] = (),
+    *,
+    ingest: IngestStore | None = None,
+    ingest_token: str | None = None,
+) -> web.Application:
+    """The exporter's web app; ``background`` coroutines run for the app's lifetime.
+
+    With an ``ingest`` store, training hooks may POST steps (bearer ``ingest_token`` if set).
+    """
     app = web.Application(client_max_size=1 << 20)
     app[REGISTRY] = registry
     app[STORE] = store
@@ -61,6 +74,9 @@ def create_app(registry: CollectorRegistry, store: SnapshotStore, background: Se
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/", landing)
+    if ingest is not None:
+        app.router.add_post(STEPS_PATH, steps_handler(ingest, ingest_token))
+        app.router.add_get("/api/v1/openapi.yaml", openapi_handler())
     for task in background:
         app.cleanup_ctx.append(_background(task))
     return app

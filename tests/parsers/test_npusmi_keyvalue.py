@@ -197,10 +197,14 @@ def test_usages_310_memory_keys():
     ),)
 
 
-def test_usages_cut_short_drops_the_incomplete_block():
+def test_usages_cut_short_is_truncated():
     text = load("info-t-usages__310P-300IDuo__unknown__1")
     cut = text[: text.rindex("Chip ID")]           # chip 1 lost its closing "Chip ID : 1"
-    assert [u.chip_id for u in parse_usages(cut)] == [0]
+    with pytest.raises(NpuSmiError) as caught:     # "Chip Count : 2" announced two blocks
+        parse_usages(cut)
+    assert caught.value.reason == "truncated"
+    # A query for one chip (-c 0) may print fewer blocks than the card's Chip Count.
+    assert [u.chip_id for u in parse_usages(cut, chip_id=0)] == [0]
 
 
 # --- -t common -----------------------------------------------------------------------------

@@ -11,6 +11,17 @@ it. Ascend 950 (NPU_SMI_V2) prints neither Chip Count nor Chip ID: its one block
 
 Some outputs never name their NPU (`-t health -i N -c C`, cut-short copies): those parsers
 take the `-i` id the caller used as the keyword ``npu_id``; the text's own NPU ID wins.
+
+Truncation: a whole-card answer prints ``Chip Count : k`` and then k chip blocks, each closed
+by its Chip ID line (npu-smi's show_ascend_card_info), so fewer complete blocks than announced
+is a cut output (``truncated``). Not a cut:
+- a query for one chip (keyword ``chip_id``, the `-c` id): npu-smi itself prints the chip's
+  fields only, the simulator prints one block under the card's Chip Count;
+- fewer blocks followed by the MCU/CPU block ("Chip Name" line): the printer finished its chip
+  loop and skipped a chip that does not support the type;
+- one complete block with nothing after it: the simulator's `-c` answer, which callers also
+  parse without ``chip_id`` (tests/simulator/test_roundtrip.py). A card output cut right after
+  its first block reads the same, so for it this gap remains.
 """
 
 from __future__ import annotations
@@ -127,6 +138,35 @@ def _truncated(what: str) -> NpuSmiError:
     return NpuSmiError("truncated", f"{what} output has no complete chip block")
 
 
+# "Failed to query npu chip: 1 info." follows that chip's Chip ID line; the MCU has its own.
+_QUERY_FAILED_RE = re.compile(r"failed to query", re.IGNORECASE)
+
+
+def _check_chip_count(what: str, chip_count: int | None, found: int, chip_id: int | None, *,
+                      loop_ended: bool, lone_block_whole: bool) -> None:
+    """Raise ``truncated`` when fewer chip blocks than ``Chip Count`` were printed.
+
+    ``loop_ended``: the MCU/CPU block ("Chip Name") follows the chips, so npu-smi finished its
+    chip loop and skipped any chip missing. ``lone_block_whole``: a single block is closed by
+    its Chip ID line and nothing follows it, as in a `-c` answer of the simulator.
+    """
+    if chip_count is None or found >= chip_count or chip_id is not None or loop_ended:
+        return
+    if found == 1 and lone_block_whole:
+        return
+    raise NpuSmiError("truncated", f"{what} output has {found} complete chip block(s) of the {chip_count} "
+                                   "its Chip Count announces")
+
+
+def _check_blocks(what: str, blocks: _Blocks, found: int, chip_id: int | None) -> None:
+    """_check_chip_count for outputs whose blocks end with Chip ID; ``blocks.tail`` follows them."""
+    _check_chip_count(
+        what, blocks.chip_count, found, chip_id,
+        loop_ended=any(line.key == _CHIP_NAME for line in blocks.tail),
+        lone_block_whole=all(_QUERY_FAILED_RE.match(line.raw) for line in blocks.tail),
+    )
+
+
 def _resolve_npu_id(printed: int | None, given: int | None) -> int:
     if printed is not None:
         return printed
@@ -169,18 +209,21 @@ def _split_chips(lines: Iterable[_Line]) -> _Blocks:
     return _Blocks(npu_id, chip_count, chips, current)
 
 
-def _implicit_chip(blocks: _Blocks, has_data: Callable[[list[_Line]], bool]) -> list[tuple[int, list[_Line]]]:
-    """The chip blocks, where an output without any Chip ID line (950 V2) is chip 0.
+def _implicit_chip(blocks: _Blocks, has_data: Callable[[list[_Line]], bool],
+                   chip_id: int | None) -> list[tuple[int, list[_Line]]]:
+    """The chip blocks, where an output without Chip Count and Chip ID lines is one chip.
 
-    The trailing block of an output that has Chip ID lines was cut short and is dropped;
-    without Chip ID lines, data can only be attributed when the card has one chip.
+    That is 950 V2 (one chip per NPU: chip 0) and npu-smi's own `-c` answer (the chip queried).
+    With a Chip Count line the output is a card answer whose trailing block, without its
+    Chip ID line, was cut short: it is dropped (and _check_chip_count reports the cut).
     """
-    if blocks.chips or not has_data(blocks.tail) or blocks.chip_count not in (None, 1):
+    if blocks.chips or not has_data(blocks.tail) or blocks.chip_count is not None:
         return blocks.chips
-    return [(0, blocks.tail)]
+    return [(0 if chip_id is None else chip_id, blocks.tail)]
 
 
-def _per_chip(text: str, what: str, spec: _Spec, npu_id: int | None) -> tuple[int, list[tuple[int, list[_Line]]]]:
+def _per_chip(text: str, what: str, spec: _Spec, npu_id: int | None,
+              chip_id: int | None) -> tuple[int, list[tuple[int, list[_Line]]]]:
     """Shared front half of the per-chip parsers: errors, structure, NPU id, chip blocks."""
     check_output(text)
     lines = _lines(text)
@@ -188,9 +231,10 @@ def _per_chip(text: str, what: str, spec: _Spec, npu_id: int | None) -> tuple[in
     if not any(line.key in known or line.key in _HEADER_KEYS or line.key == _CHIP_ID for line in lines):
         raise _garbled(what)
     blocks = _split_chips(lines)
-    chips = _implicit_chip(blocks, lambda block: any(line.key in known for line in block))
+    chips = _implicit_chip(blocks, lambda block: any(line.key in known for line in block), chip_id)
     if not chips:
         raise _truncated(what)
+    _check_blocks(what, blocks, len(chips), chip_id)
     return _resolve_npu_id(blocks.npu_id, npu_id), chips
 
 
@@ -299,9 +343,9 @@ _USAGES_SPEC = _spec(
 )
 
 
-def parse_usages(text: str, *, npu_id: int | None = None) -> tuple[ChipUsages, ...]:
-    """`npu-smi info -t usages -i N`: one record per chip."""
-    npu, chips = _per_chip(text, "`-t usages`", _USAGES_SPEC, npu_id)
+def parse_usages(text: str, *, npu_id: int | None = None, chip_id: int | None = None) -> tuple[ChipUsages, ...]:
+    """`npu-smi info -t usages -i N [-c C]`: one record per chip; pass ``chip_id=C`` with `-c`."""
+    npu, chips = _per_chip(text, "`-t usages`", _USAGES_SPEC, npu_id, chip_id)
     return tuple(ChipUsages(npu_id=npu, chip_id=chip, **_apply(block, _USAGES_SPEC)) for chip, block in chips)
 
 
@@ -325,7 +369,7 @@ _MCU_SPEC = _spec(
 )
 
 
-def parse_common(text: str, *, npu_id: int | None = None) -> CommonInfo:
+def parse_common(text: str, *, npu_id: int | None = None, chip_id: int | None = None) -> CommonInfo:
     """`npu-smi info -t common -i N`: chip blocks (opened by Chip ID) and the MCU block.
 
     The MCU block ("Chip Name : mcu") repeats Temperature(C): it is kept apart so that it never
@@ -355,11 +399,13 @@ def parse_common(text: str, *, npu_id: int | None = None) -> CommonInfo:
             others.append((line.value.casefold(), current))
         else:
             current.append(line)
-    if not chips and chip_count in (None, 1) and any(line.key in _COMMON_SPEC for line in leading):
-        chips = [(0, leading)]                       # 950 V2: no Chip ID line
+    if not chips and chip_count is None and any(line.key in _COMMON_SPEC for line in leading):
+        chips = [(0 if chip_id is None else chip_id, leading)]  # 950 V2 or a `-c` answer: no Chip ID line
     mcu = next((block for name, block in others if name == "mcu"), [])
     if not chips and not mcu:
         raise _truncated("`-t common`")
+    # Chip ID opens a block here, so a lone block is never known to be whole.
+    _check_chip_count("`-t common`", chip_count, len(chips), chip_id, loop_ended=bool(others), lone_block_whole=False)
     npu = _resolve_npu_id(printed_npu, npu_id)
     return CommonInfo(
         npu_id=npu,
@@ -380,18 +426,18 @@ _MEMORY_SPEC = _spec(
 )
 
 
-def parse_memory(text: str, *, npu_id: int | None = None) -> tuple[ChipMemory, ...]:
+def parse_memory(text: str, *, npu_id: int | None = None, chip_id: int | None = None) -> tuple[ChipMemory, ...]:
     """`npu-smi info -t memory -i N`: one record per chip."""
-    npu, chips = _per_chip(text, "`-t memory`", _MEMORY_SPEC, npu_id)
+    npu, chips = _per_chip(text, "`-t memory`", _MEMORY_SPEC, npu_id, chip_id)
     return tuple(ChipMemory(npu_id=npu, chip_id=chip, **_apply(block, _MEMORY_SPEC)) for chip, block in chips)
 
 
 _POWER_SPEC = _spec(("power_watts", _float, ["NPU Real-time Power(W)"]))
 
 
-def parse_power(text: str, *, npu_id: int | None = None) -> tuple[ChipPower, ...]:
+def parse_power(text: str, *, npu_id: int | None = None, chip_id: int | None = None) -> tuple[ChipPower, ...]:
     """`npu-smi info -t power -i N`: one record per chip."""
-    npu, chips = _per_chip(text, "`-t power`", _POWER_SPEC, npu_id)
+    npu, chips = _per_chip(text, "`-t power`", _POWER_SPEC, npu_id, chip_id)
     return tuple(ChipPower(npu_id=npu, chip_id=chip, **_apply(block, _POWER_SPEC)) for chip, block in chips)
 
 
@@ -412,9 +458,9 @@ _ECC_SPEC = _spec(
 )
 
 
-def parse_ecc(text: str, *, npu_id: int | None = None) -> tuple[ChipEcc, ...]:
+def parse_ecc(text: str, *, npu_id: int | None = None, chip_id: int | None = None) -> tuple[ChipEcc, ...]:
     """`npu-smi info -t ecc -i N`: one record per chip (keys are padded to 40, not 30)."""
-    npu, chips = _per_chip(text, "`-t ecc`", _ECC_SPEC, npu_id)
+    npu, chips = _per_chip(text, "`-t ecc`", _ECC_SPEC, npu_id, chip_id)
     return tuple(ChipEcc(npu_id=npu, chip_id=chip, **_apply(block, _ECC_SPEC)) for chip, block in chips)
 
 
@@ -433,7 +479,7 @@ def _board_sensor(line: _Line) -> tuple[str, float | None] | None:
     return (name, _float(line.value)) if name else None
 
 
-def parse_temp(text: str, *, npu_id: int | None = None) -> TempInfo:
+def parse_temp(text: str, *, npu_id: int | None = None, chip_id: int | None = None) -> TempInfo:
     """`npu-smi info -t temp -i N`: chip temperatures, then the MCU's board sensors.
 
     The MCU block comes after the last Chip ID and ends with "Chip Name : MCU"; every
@@ -447,9 +493,13 @@ def parse_temp(text: str, *, npu_id: int | None = None) -> TempInfo:
     known = _TEMP_SPEC.keys() | _HEADER_KEYS | {_CHIP_ID}
     if not sensors and not any(line.key in known for line in lines):
         raise _garbled("`-t temp`")
-    chips = _implicit_chip(blocks, lambda block: any(line.key in _CHIP_TEMP_KEYS for line in block))
+    chips = _implicit_chip(blocks, lambda block: any(line.key in _CHIP_TEMP_KEYS for line in block), chip_id)
     if not chips and not sensors:
         raise _truncated("`-t temp`")
+    _check_blocks("`-t temp`", blocks, len(chips), chip_id)
+    # A card answer's MCU block ends with "Chip Name : MCU" (show_ascend_card_mcu_info).
+    if sensors and blocks.chip_count is not None and not any(line.key == _CHIP_NAME for line in blocks.tail):
+        raise NpuSmiError("truncated", "`-t temp` output ends inside the MCU block")
     return TempInfo(
         npu_id=_resolve_npu_id(blocks.npu_id, npu_id),
         chips=tuple((chip, _apply(block, _TEMP_SPEC).get("temperature")) for chip, block in chips),
@@ -502,7 +552,11 @@ def parse_health(text: str, *, npu_id: int | None = None, chip_id: int | None = 
     blocks = _split_chips(lines)
     chips: list[tuple[int | None, list[_Line]]] = list(blocks.chips)
     if not chips:
+        if blocks.chip_count is not None:           # a card answer cut before its first Chip ID
+            raise _truncated("`-t health`")
         chips = [(chip_id, blocks.tail)]
+    else:
+        _check_blocks("`-t health`", blocks, len(chips), chip_id)
     records = tuple(
         ChipHealth(
             npu_id=_resolve_npu_id(blocks.npu_id, npu_id),
@@ -571,8 +625,8 @@ _PROC_RE = re.compile(
 _NO_PROCESS = "no process in device"
 
 
-def parse_proc_mem(text: str, *, npu_id: int | None = None) -> tuple[ProcMemEntry, ...]:
-    """`npu-smi info -t proc-mem -i N`: every process line; idle chips give nothing."""
+def parse_proc_mem(text: str, *, npu_id: int | None = None, chip_id: int | None = None) -> tuple[ProcMemEntry, ...]:
+    """`npu-smi info -t proc-mem -i N [-c C]`: every process line; idle chips give nothing."""
     check_output(text)
     lines = _lines(text)
 
@@ -582,9 +636,10 @@ def parse_proc_mem(text: str, *, npu_id: int | None = None) -> tuple[ProcMemEntr
     if not has_data(lines) and not any(line.key in _HEADER_KEYS or line.key == _CHIP_ID for line in lines):
         raise _garbled("`-t proc-mem`")
     blocks = _split_chips(lines)
-    chips = _implicit_chip(blocks, has_data)
+    chips = _implicit_chip(blocks, has_data, chip_id)
     if not chips:
         raise _truncated("`-t proc-mem`")
+    _check_blocks("`-t proc-mem`", blocks, len(chips), chip_id)
     npu = _resolve_npu_id(blocks.npu_id, npu_id)
     return tuple(
         ProcMemEntry(npu_id=npu, chip_id=chip, pid=int(match.group(1)),

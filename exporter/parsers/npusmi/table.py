@@ -10,8 +10,22 @@ Decisions (see also the tests):
 - Identity values (NPU id, chip id, pid) that do not read as integers raise ``garbled``:
   the row's values could not be attributed to a chip. Any other unreadable value is None.
 - A chip cut between its two rows raises ``truncated`` (the output was cut, and a silently
-  dropped chip would read as a missing NPU). A text that ends after complete chips, with or
-  without the closing border, parses.
+  dropped chip would read as a missing NPU).
+- A text cut on a line boundary after complete rows also raises ``truncated``. The rules
+  follow npu-smi's printer (print_total_info*, FORMATS.md 1.3-1.4) and were checked against
+  every collected capture; the captures that forced an exception are named where it is made:
+  - the output ends with a border, never with a row: each NPU block of the device table ends
+    with ``+===`` and so does the process section (after each NPU's rows on the NPU/Chip
+    layout, after the last row on 950 V2);
+  - a border or row cut mid-line is truncation: a last border shorter than the table's other
+    borders (or not ending in ``+``), a last row with fewer cells than the row above it;
+  - on the NPU/Chip layout (every family but 950) every NPU of the device table appears in the
+    process section, with rows or "No running processes found in NPU n";
+  - the process section is required on Atlas A2 (910B1-4, 910B2C), A3 (Phy-ID column) and 950
+    tables from 22.x on. It may be absent on 20.x/21.x tables, 310/310P/310B tables (printed
+    only on some boards; never in vNPU containers) and first-generation 910.
+  ``partial=True`` (and ``require_version=False`` on a text without the version line) reads an
+  excerpt trimmed by its author: only the chip-level checks above the first rule apply.
 """
 
 from __future__ import annotations
@@ -28,10 +42,11 @@ _HEADER_NAME_RE = re.compile(
     r"Process id in container|Process id|Process name|Process memory\(MB\)|NPU ID|NPU Util\(%\)|\S+"
 )
 _VERSION_RE = re.compile(r"npu-smi\s+(\S+)\s+Version:\s*(\S+)")
-_BORDER_RE = re.compile(r"\+[-=+]+")  # also a border cut short at the end of the output
+_BORDER_RE = re.compile(r"\+[-=+]*")  # also a border cut short at the end of the output
 _IDLE_RE = re.compile(r"No running processes found in NPU\s+(\S+)")
 _PAIR_SEP_RE = re.compile(r"\s*/\s*")  # "29954/ 65536", "0    / 0" -> "29954/65536", "0/0"
 _DRIVER_WARNING = "The driver package may not be completely installed"
+_A2_NAME_RE = re.compile(r"910B[0-9]")  # Atlas A2: 910B1-4, 910B2C (first-gen 910 prints plain "910B")
 # Bounded digit counts: int() rejects >4300 digits with ValueError, and plain int()/float()
 # would also accept "1_0", "nan" or non-ASCII digits that npu-smi never prints.
 _INT_RE = re.compile(r"[0-9]{1,18}")
@@ -176,6 +191,9 @@ class _Reader:
     chips: list[InfoChip] = field(default_factory=list)
     processes: list[InfoProcess] | None = None
     idle: list[int] = field(default_factory=list)
+    chip_border: str | None = None            # the border printed right after the last chip's rows
+    process_rows: int = 0                     # process and idle rows of the process section
+    previous_cells: int = 0                   # cell count of the row above the current line
 
     def end_block(self) -> None:
         """A border or a new section: nothing may be left half-read."""
@@ -184,7 +202,13 @@ class _Reader:
         if self.block:
             raise NpuSmiError("garbled", f"chip with one row: {'|'.join(self.block[0])!r}")
 
+    def border(self, line: str) -> None:
+        self.end_block()
+        if self.section == "device" and self.chips and self.chip_border is None:
+            self.chip_border = line
+
     def row(self, cells: list[str]) -> None:
+        self.previous_cells = len(cells)
         header = _header(cells)
         if self.pending_header is not None:
             self._device_header(self.pending_header, header)
@@ -201,11 +225,12 @@ class _Reader:
             # 950 V2 excerpts print this row without a process header (info__950PR__25.7.rc1.6).
             self.section = "process"
             self.processes = self.processes or []
+            self.process_rows += 1
         elif self.section == "device" and self.device_header is not None:
             self.block.append(cells)
             if len(self.block) == 2:
                 self.chips.append(_chip(*self.device_header, *self.block))
-                self.block = []
+                self.block, self.chip_border = [], None
         elif self.section == "process" and self.process_header is not None:
             item = _process(self.process_header, cells)
             if isinstance(item, int):
@@ -213,6 +238,7 @@ class _Reader:
             else:
                 assert self.processes is not None
                 self.processes.append(item)
+            self.process_rows += 1
         else:
             raise NpuSmiError("garbled", f"row outside any table section: {'|'.join(cells)!r}")
 
@@ -228,9 +254,76 @@ class _Reader:
         if not self.seen_device_header:
             raise NpuSmiError("garbled", "no device table header")
 
+    def check_complete(self, last_line: str, tool_version: str) -> None:
+        """A whole output, not one cut on a line boundary (the rules of the module docstring)."""
+        assert self.device_header is not None
+        if self.processes is None:
+            if not self.chips:
+                raise NpuSmiError("truncated", "output ends after the device table header")
+            if self._needs_process_section(tool_version):
+                raise NpuSmiError("truncated", "output ends before the process section")
+            border = self.chip_border
+            if border is None:
+                raise NpuSmiError("truncated", "output ends after a chip's rows, before its border")
+            # A card of 310/310P chips separates its chips with a column-break border, which is
+            # also the first line of the process section; info__310P3__22.0.4__1 ends with it
+            # (its author cut the rest), so on those tables it cannot be told from a cut card.
+            if "=" not in border and not (self._ddr_only and border.count("+") > 2):
+                raise NpuSmiError("truncated", f"output ends inside an NPU block (last border {border!r})")
+            return
+        if not _BORDER_RE.fullmatch(last_line):
+            raise NpuSmiError("truncated", "output ends after a process row, before its border")
+        if not self.process_rows:
+            raise NpuSmiError("truncated", "output ends after the process section header")
+        # npu-smi closes every NPU's process rows with "+===". info__910B2C__23.0.2.1__1 was
+        # trimmed to 2 NPUs by its author and closed with a "+---" line npu-smi never prints
+        # there: an edited table, so only a "+===" ending promises every NPU.
+        # 950 V2 lists only some NPUs (info__950PR__25.7.rc1__1 lists NPU 0 of 0-2).
+        if "=" in last_line and not self._v2:
+            listed = {p.npu_id for p in self.processes or ()} | set(self.idle)
+            missing = sorted({c.npu_id for c in self.chips} - listed)
+            if missing:
+                raise NpuSmiError("truncated", f"process section ends before NPU {missing[0]}")
 
-def parse_info(text: str, *, require_version: bool = True) -> InfoTable:
-    """Parse `npu-smi info`. Raises only NpuSmiError (npu-smi's own errors, garbled, truncated)."""
+    @property
+    def _v2(self) -> bool:
+        """950 layouts: the first column is "NPU ID" (no chip column)."""
+        assert self.device_header is not None
+        return self.device_header[0][0][0] == "NPU ID"
+
+    @property
+    def _ddr_only(self) -> bool:
+        """310/310P/310B tables: Memory-Usage (DDR) and no HBM-Usage column."""
+        assert self.device_header is not None
+        return not _has(self.device_header[1], "HBM-Usage(MB)")
+
+    def _needs_process_section(self, tool_version: str) -> bool:
+        """Whether npu-smi always prints the process section after this device table.
+
+        Not on 20.x/21.x (no capture of those shows one), nor on 310/310P/310B tables (printed
+        only on card and server boards, never in vNPU containers, and trimmed from four of the
+        seven 310P captures), nor on first-generation 910 (info__910-1stgen-Name910B__24.1.0__1
+        was trimmed by its author and cannot be told from a cut output).
+        """
+        major = re.match(r"[0-9]+", tool_version)
+        if major is None or int(major.group()) < 22:
+            return False
+        assert self.device_header is not None
+        return (self._v2 or _has(self.device_header[1], "Phy-ID")
+                or any(_A2_NAME_RE.fullmatch(c.name) for c in self.chips))
+
+
+def _is_cut_row(cells: list[str], previous_cells: int) -> bool:
+    """A last row closed by one of its inner "|": fewer cells than the row above it."""
+    return len(cells) < previous_cells and not (len(cells) == 1 and _IDLE_RE.search(cells[0]))
+
+
+def parse_info(text: str, *, require_version: bool = True, partial: bool = False) -> InfoTable:
+    """Parse `npu-smi info`. Raises only NpuSmiError (npu-smi's own errors, garbled, truncated).
+
+    ``partial=True`` accepts an excerpt its author trimmed on a line boundary (see the module
+    docstring); a text without its version line, accepted by ``require_version=False``, is one.
+    """
     check_output(text)
     lines = [line.strip() for line in text.splitlines()]
     # Skip anything before the version line: shell prompts, echoed env vars, markdown fences.
@@ -240,21 +333,31 @@ def parse_info(text: str, *, require_version: bool = True) -> InfoTable:
     )
     if versions is None and require_version:
         raise NpuSmiError("garbled", "no 'npu-smi ... Version:' header line")
+    # The widest border so far (the top border comes before the version line).
+    widest = max((len(line) for line in lines[:start] if _BORDER_RE.fullmatch(line)), default=0)
     if versions is not None:
         start += 1
     reader = _Reader()
     # Other lines (the driver warning, "+ cmd" shell traces, stray notes) are not table lines.
     table_lines = [line for line in lines[start:] if line.startswith("|") or _BORDER_RE.fullmatch(line)]
     for index, line in enumerate(table_lines):
+        last = index == len(table_lines) - 1
         if _BORDER_RE.fullmatch(line):
-            reader.end_block()
+            # A border cut mid-line: npu-smi prints every border of a table at the same width.
+            if last and (not line.endswith("+") or len(line) < widest):
+                raise NpuSmiError("truncated", f"output ends inside a border line {line!r}")
+            widest = max(widest, len(line))
+            reader.border(line)
         elif (cells := _cells(line)) is not None:
+            if last and _is_cut_row(cells, reader.previous_cells):
+                raise NpuSmiError("truncated", f"output ends inside a table row {line!r}")
             reader.row(cells)
         else:
             # A row without its closing "|": cut output when last, else not a table we know.
-            last = index == len(table_lines) - 1
             raise NpuSmiError("truncated" if last else "garbled", f"unterminated table line {line!r}")
     reader.finish()
+    if versions is not None and not partial:
+        reader.check_complete(table_lines[-1], versions.group(1))
     return InfoTable(
         tool_version=versions.group(1) if versions else None,
         driver_version=versions.group(2) if versions else None,

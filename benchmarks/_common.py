@@ -1,0 +1,320 @@
+"""Helpers shared by the exporter benchmarks: processes, ports, HTTP, percentiles, results.
+
+Everything here is bounded: every wait has a deadline, every process started is stopped
+(terminate, then kill) when its context exits, also on errors. Only 127.0.0.1 is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import math
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+
+# What Prometheus 2.x sends on a scrape (scrape.go acceptHeader, gzip on by default).
+PROMETHEUS_HEADERS = {
+    "Accept": "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+              "text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+    "Accept-Encoding": "gzip",
+    "User-Agent": "Prometheus/2.45.0",
+}
+PLAIN_HEADERS = {"Accept-Encoding": "identity", "User-Agent": "cann-exporter-bench"}
+
+
+class BenchError(RuntimeError):
+    """A benchmark could not measure what it set out to (the runner notes it and moves on)."""
+
+
+# --- ports and processes ------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+class Process:
+    """A child process with its output in a temporary log file; ``stop()`` always reaps it."""
+
+    def __init__(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self._log = tempfile.NamedTemporaryFile(prefix=f"bench-{name}-", suffix=".log", delete=False)
+        self.popen = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=dict(env) if env is not None else None,
+            cwd=REPO,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = Path(self._log.name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def check_alive(self) -> None:
+        if not self.alive():
+            raise BenchError(f"{self.name} exited with status {self.popen.returncode}:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(10)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.popen.wait(5)
+        self._log.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self._log.name)
+
+
+@contextlib.contextmanager
+def started(name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Iterator[Process]:
+    proc = Process(name, argv, env)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def wait_until(what: str, check: Callable[[], bool], timeout: float, every: float = 0.1,
+               procs: Sequence[Process] = ()) -> float:
+    """Poll ``check`` until true; seconds waited. BenchError on timeout or a process dying."""
+    start = time.monotonic()
+    deadline = start + timeout
+    while True:
+        for proc in procs:
+            proc.check_alive()
+        try:
+            if check():
+                return time.monotonic() - start
+        except (OSError, http.client.HTTPException):
+            pass
+        if time.monotonic() >= deadline:
+            tails = "".join(f"\n--- {p.name} log ---\n{p.log_tail()}" for p in procs)
+            raise BenchError(f"timed out after {timeout:g}s waiting for {what}{tails}")
+        time.sleep(every)
+
+
+# --- HTTP -----------------------------------------------------------------------------------------
+
+class Client:
+    """One keep-alive HTTP/1.1 connection to 127.0.0.1:port (http.client, no pooling layers)."""
+
+    def __init__(self, port: int, timeout: float = 10.0) -> None:
+        self.port = port
+        self.timeout = timeout
+        self.reconnects = 0
+        self._conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
+
+    def get(self, path: str, headers: Mapping[str, str] | None = None) -> tuple[int, dict[str, str], bytes, float]:
+        """(status, headers, body, seconds from sending the request to the last body byte)."""
+        for attempt in (0, 1):
+            try:
+                start = time.perf_counter()
+                self._conn.request("GET", path, headers=dict(headers or PLAIN_HEADERS))
+                response = self._conn.getresponse()
+                body = response.read()
+                elapsed = time.perf_counter() - start
+                if response.will_close:
+                    self._reset()
+                return response.status, {k.lower(): v for k, v in response.getheaders()}, body, elapsed
+            except (ConnectionError, http.client.HTTPException):
+                self._reset()
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def text(self, path: str) -> str:
+        status, _, body, _ = self.get(path)
+        if status != 200:
+            raise http.client.HTTPException(f"GET {path}: HTTP {status}")
+        return body.decode("utf-8", errors="replace")
+
+    def _reset(self) -> None:
+        self.reconnects += 1
+        self._conn.close()
+        self._conn = http.client.HTTPConnection(HOST, self.port, timeout=self.timeout)
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    """(labels, value) of every sample of the metric ``name`` in exposition text."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = []
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                out.append((dict(sample.labels), float(sample.value)))
+    return out
+
+
+def sample_value(text: str, name: str, **labels: str) -> float | None:
+    for got, value in samples(text, name):
+        if all(got.get(k) == v for k, v in labels.items()):
+            return value
+    return None
+
+
+def count_samples(text: str) -> int:
+    return sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+
+
+# --- the exporter and node_exporter as real processes ----------------------------------------------
+
+SIM_MODEL, SIM_PROCESSES_PER_DIE, EXPECTED_CHIPS, EXPECTED_PROCESSES = "a3", 4, 16, 64
+
+
+def exporter_argv(port: int, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "exporter", "serve", "--simulate", "healthy", "--simulate.model", SIM_MODEL,
+            "--listen", f"{HOST}:{port}", *extra]
+
+
+def exporter_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CANN_EXPORTER_", "CANN_SIM_"))}
+    env["CANN_SIM_PROCESSES"] = str(SIM_PROCESSES_PER_DIE)
+    return env
+
+
+def wait_exporter_complete(proc: Process, client: Client, timeout: float = 90.0) -> dict[str, float]:
+    """Wait for /readyz, then until the details and all 16 chips / 64 processes are served."""
+    timings = {"readyz_seconds": wait_until("/readyz", lambda: client.get("/readyz")[0] == 200, timeout, procs=[proc])}
+
+    def complete() -> bool:
+        text = client.text("/metrics")
+        details = sample_value(text, "cann_exporter_source_runs_total", source="npu_smi_details") or 0
+        up = [v for _, v in samples(text, "npu_up")]
+        return (
+            details >= 1
+            and len(up) == EXPECTED_CHIPS and all(v == 1 for v in up)
+            and len(samples(text, "npu_aivector_utilization_ratio")) == EXPECTED_CHIPS
+            and len(samples(text, "npu_process_memory_bytes")) == EXPECTED_PROCESSES
+        )
+
+    timings["complete_seconds"] = timings["readyz_seconds"] + wait_until(
+        "all details (16 chips, 64 processes)", complete, timeout, every=0.2, procs=[proc])
+    return timings
+
+
+def node_exporter_binary(notes: list[str]) -> str:
+    """The node_exporter binary; installs the Debian package once if it is missing and we are root."""
+    for name in ("prometheus-node-exporter", "node_exporter"):
+        found = shutil.which(name)
+        if found:
+            return found
+    if os.environ.get("BENCH_NO_APT") or not shutil.which("apt-get") or os.geteuid() != 0:
+        raise BenchError("prometheus-node-exporter not found; install it: apt-get install -y prometheus-node-exporter")
+    notes.append("prometheus-node-exporter was missing; installed with apt-get before measuring")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for argv in (["apt-get", "install", "-y", "prometheus-node-exporter"],
+                 ["sh", "-c", "apt-get update && apt-get install -y prometheus-node-exporter"]):
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300, check=True)
+            break
+    found = shutil.which("prometheus-node-exporter")
+    if not found:
+        raise BenchError("apt-get install -y prometheus-node-exporter failed")
+    return found
+
+
+def node_exporter_version(binary: str) -> str:
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10)
+    except (subprocess.SubprocessError, OSError):
+        return "unknown"
+    text = (out.stdout or out.stderr).strip().splitlines()
+    return text[0] if text else "unknown"
+
+
+def node_exporter_argv(binary: str, port: int) -> list[str]:
+    """The package's default collectors, listening on 127.0.0.1 only."""
+    return [binary, f"--web.listen-address={HOST}:{port}"]
+
+
+# --- numbers ---------------------------------------------------------------------------------------
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default), q in 0..100."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    low, high = math.floor(pos), math.ceil(pos)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def ratio(value: float | None, baseline: float | None) -> float | None:
+    if value is None or baseline is None or baseline == 0 or math.isnan(value) or math.isnan(baseline):
+        return None
+    return value / baseline
+
+
+def figure(name: str, value: float | None, unit: str, *, baseline_name: str = "", baseline: float | None = None,
+           goal: str = "", meets_goal: bool | None = None, ratio_value: float | None = None, note: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "value": value, "unit": unit}
+    if baseline_name:
+        out["baseline_name"] = baseline_name
+        out["baseline"] = baseline
+        out["ratio"] = ratio_value if ratio_value is not None else ratio(value, baseline)
+    if goal:
+        out["goal"] = goal
+        out["meets_goal"] = meets_goal
+    if note:
+        out["note"] = note
+    return out
+
+
+def rounded(value: Any, digits: int = 4) -> Any:
+    """Round floats (recursively) to ``digits`` significant digits for readable reports."""
+    if isinstance(value, float):
+        if value == 0 or math.isnan(value) or math.isinf(value):
+            return value
+        return round(value, max(0, digits - 1 - int(math.floor(math.log10(abs(value))))))
+    if isinstance(value, dict):
+        return {k: rounded(v, digits) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [rounded(v, digits) for v in value]
+    return value
+
+
+def main(run: Callable[[], dict[str, Any]]) -> None:
+    """`python -m benchmarks.<name>`: run one benchmark, print its figures and the raw JSON."""
+    result = run()
+    print(f"== {result.get('title', '')}")
+    for fig in result.get("figures", []):
+        line = f"{fig['name']}: {fig.get('value')} {fig.get('unit', '')}"
+        if "baseline" in fig:
+            line += f" | {fig['baseline_name']}: {fig['baseline']} | ratio {fig.get('ratio')}"
+        if "goal" in fig:
+            line += f" | goal {fig['goal']}: {'met' if fig.get('meets_goal') else 'NOT met'}"
+        print(line)
+    print(json.dumps(result, indent=2, default=str))

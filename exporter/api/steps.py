@@ -1,0 +1,75 @@
+"""`POST /api/v1/steps`: authenticate, bound the body, validate (pure), fold into the store.
+
+Every rejection is a JSON `{"error": message, "reason": reason}` with a 4xx status and is
+counted by reason; a rejected batch changes nothing else.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from exporter.api import OPENAPI_PATH
+from exporter.ingest import IngestError, IngestStore, parse_batch
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def check_token(header: str | None, token: str | None) -> None:
+    if token is None:
+        return
+    scheme, _, given = (header or "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+        raise IngestError(401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <ingest.token>)")
+
+
+def check_content_type(content_type: str) -> None:
+    if content_type != "application/json":
+        raise IngestError(415, "content_type", f"Content-Type must be application/json, got {content_type or 'none'!r}")
+
+
+async def read_bounded(request: web.Request, limit: int) -> bytes:
+    """The body, or 413 as soon as it is known to exceed ``limit`` (Content-Length or streamed)."""
+    too_large = IngestError(413, "too_large", f"body exceeds {limit} bytes (ingest.max_body_bytes); send smaller batches")
+    if request.content_length is not None and request.content_length > limit:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def error_response(exc: IngestError) -> web.Response:
+    headers = {"WWW-Authenticate": 'Bearer realm="cann-exporter"'} if exc.status == 401 else None
+    return web.json_response({"error": exc.message, "reason": exc.reason}, status=exc.status, headers=headers)
+
+
+def steps_handler(store: IngestStore, token: str | None, clock: Callable[[], float] = time.time) -> Handler:
+    async def post_steps(request: web.Request) -> web.Response:
+        try:
+            check_token(request.headers.get("Authorization"), token)
+            check_content_type(request.content_type)
+            body = await read_bounded(request, store.limits.max_body_bytes)
+            # From here on nothing awaits: validation and the store update are one step.
+            batch = parse_batch(body, store.limits, clock())
+            accepted = store.accept(batch)
+        except IngestError as exc:
+            store.reject(exc.reason)
+            return error_response(exc)
+        return web.json_response({"accepted": accepted})
+    return post_steps
+
+
+def openapi_handler() -> Handler:
+    """Serves the API's OpenAPI document (read once, at startup)."""
+    text = OPENAPI_PATH.read_text(encoding="utf-8")
+
+    async def openapi(request: web.Request) -> web.Response:
+        return web.Response(text=text, content_type="application/yaml")
+    return openapi

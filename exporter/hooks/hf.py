@@ -1,0 +1,66 @@
+"""HuggingFace transformers adapter: a TrainerCallback reporting every optimizer step.
+
+    from exporter.hooks.hf import CannExporterCallback
+    trainer = Trainer(..., callbacks=[CannExporterCallback(job_name="llama-sft")])
+
+Steps are timed on the device (see exporter.hooks.torch); samples per step are
+per_device_train_batch_size x gradient_accumulation_steps of this process. The callback
+never reads a loss or any device tensor, so it adds no synchronisation.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+try:
+    from transformers import TrainerCallback
+except ImportError as exc:  # pragma: no cover - exercised only without transformers
+    raise ImportError("exporter.hooks.hf needs transformers (pip install transformers)") from exc
+
+from exporter.hooks.torch import TorchMonitor
+
+__all__ = ["CannExporterCallback"]
+
+
+def _job_name(args: Any) -> str | None:
+    if getattr(args, "run_name", None):
+        return str(args.run_name)
+    output_dir = getattr(args, "output_dir", None)
+    return os.path.basename(os.path.normpath(output_dir)) if output_dir else None
+
+
+class CannExporterCallback(TrainerCallback):  # type: ignore[misc]
+    def __init__(self, job_name: str | None = None, monitor: TorchMonitor | None = None, **monitor_kwargs: Any) -> None:
+        self.job_name = job_name
+        self.monitor = monitor
+        self._owned = monitor is None
+        self._monitor_kwargs = monitor_kwargs
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.monitor is None:
+            kw = {"framework": "transformers", **self._monitor_kwargs}
+            kw.setdefault("rank", getattr(args, "process_index", None))
+            kw.setdefault("world_size", getattr(args, "world_size", None))
+            kw.setdefault("device", getattr(args, "device", None))
+            self.monitor = TorchMonitor(self.job_name or _job_name(args), **kw)
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.monitor is not None:
+            self.monitor.begin_step()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.monitor is not None:
+            samples = getattr(args, "per_device_train_batch_size", None)
+            if samples is not None:
+                samples *= getattr(args, "gradient_accumulation_steps", 1) or 1
+            self.monitor.end_step(samples)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.monitor is None:
+            return
+        if self._owned:
+            self.monitor.close()
+            self.monitor = None
+        else:
+            self.monitor.flush()

@@ -1,0 +1,88 @@
+"""Who is reporting: job name, rank, world size and chip, from arguments or the launcher's env."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+# Same character set the exporter accepts; anything else becomes "_" so a job name with
+# spaces or unicode is still admitted rather than rejected batch after batch.
+_ODD = re.compile(r"[^A-Za-z0-9_.:@/+-]")
+_MAX_LABEL = 128
+
+
+@dataclass(frozen=True)
+class Identity:
+    job_name: str
+    rank: int
+    world_size: int
+    device: str | None       # chip logic id (npu-smi `info -m`), None when unknown
+    framework: str
+    pid: int
+
+
+def clean_label(text: str, fallback: str) -> str:
+    text = _ODD.sub("_", text.strip())[:_MAX_LABEL]
+    if not text or not text[0].isalnum():
+        text = (fallback + text)[:_MAX_LABEL]
+    return text
+
+
+def _int_env(env: Mapping[str, str], *names: str) -> int | None:
+    for name in names:
+        value = env.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def default_job_name(env: Mapping[str, str]) -> str:
+    named = env.get("CANN_EXPORTER_JOB_NAME") or env.get("JOB_NAME")
+    if named:
+        return named
+    script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return os.path.splitext(script)[0] or "python"
+
+
+def resolve_device(local_rank: int | None, env: Mapping[str, str]) -> str | None:
+    """The chip logic id this process drives.
+
+    torch_npu/MindSpore number the chips listed in ASCEND_RT_VISIBLE_DEVICES from 0; the
+    process with LOCAL_RANK i uses the i-th of them (all chips when the variable is unset).
+    """
+    visible = [v.strip() for v in env.get("ASCEND_RT_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if visible:
+        index = local_rank or 0
+        return visible[index] if index < len(visible) and visible[index].isdigit() else None
+    if local_rank is not None:
+        return str(local_rank)
+    device_id = env.get("DEVICE_ID", "").strip()  # MindSpore/HCCL launchers
+    return device_id if device_id.isdigit() else None
+
+
+def resolve_identity(
+    job_name: str | None = None,
+    rank: int | None = None,
+    world_size: int | None = None,
+    device: int | str | None = None,
+    framework: str = "python",
+    env: Mapping[str, str] | None = None,
+) -> Identity:
+    """Arguments win; then torchrun's RANK/WORLD_SIZE/LOCAL_RANK, then Ascend's RANK_ID/RANK_SIZE."""
+    env = os.environ if env is None else env
+    rank = rank if rank is not None else _int_env(env, "RANK", "RANK_ID", "OMPI_COMM_WORLD_RANK") or 0
+    world_size = world_size if world_size is not None else _int_env(env, "WORLD_SIZE", "RANK_SIZE", "OMPI_COMM_WORLD_SIZE") or 1
+    local_rank = _int_env(env, "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK")
+    if device is None:
+        device = resolve_device(local_rank, env)
+    return Identity(
+        job_name=clean_label(job_name or default_job_name(env), "job_"),
+        rank=max(0, int(rank)),
+        world_size=max(int(world_size), int(rank) + 1, 1),  # the exporter rejects rank >= world_size
+        device=None if device is None or not str(device).isdigit() else str(device),
+        framework=clean_label(framework, "f_")[:32],
+        pid=os.getpid(),
+    )

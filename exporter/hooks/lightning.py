@@ -1,0 +1,85 @@
+"""PyTorch Lightning adapter: a Callback reporting every training batch.
+
+    from exporter.hooks.lightning import CannExporterCallback
+    trainer = lightning.Trainer(callbacks=[CannExporterCallback(job_name="vit-b16")])
+
+Batches are timed on the device (see exporter.hooks.torch). Samples come from
+``batch_size_fn(batch)`` when given, else from the leading dimension of the batch's first
+tensor (reading a shape never synchronises).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+try:
+    from lightning.pytorch import Callback
+except ImportError:  # the older package name
+    try:
+        from pytorch_lightning import Callback
+    except ImportError as exc:  # pragma: no cover - exercised only without lightning
+        raise ImportError("exporter.hooks.lightning needs lightning (pip install lightning)") from exc
+
+from exporter.hooks.torch import TorchMonitor
+
+__all__ = ["CannExporterCallback", "batch_size"]
+
+
+def batch_size(batch: Any) -> int | None:
+    """Leading dimension of the first tensor found in a tensor, sequence or mapping."""
+    shape = getattr(batch, "shape", None)
+    if shape is not None:
+        return int(shape[0]) if len(shape) else None
+    if isinstance(batch, dict):
+        batch = list(batch.values())
+    if isinstance(batch, (list, tuple)):
+        for item in batch:
+            found = batch_size(item)
+            if found is not None:
+                return found
+    return None
+
+
+class CannExporterCallback(Callback):  # type: ignore[misc]
+    def __init__(
+        self,
+        job_name: str | None = None,
+        batch_size_fn: Callable[[Any], int | None] | None = None,
+        monitor: TorchMonitor | None = None,
+        **monitor_kwargs: Any,
+    ) -> None:
+        self.job_name = job_name
+        self.batch_size_fn = batch_size_fn or batch_size
+        self.monitor = monitor
+        self._owned = monitor is None
+        self._monitor_kwargs = monitor_kwargs
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        if self.monitor is None:
+            kw = {"framework": "lightning", **self._monitor_kwargs}
+            kw.setdefault("rank", trainer.global_rank)
+            kw.setdefault("world_size", trainer.world_size)
+            kw.setdefault("device", trainer.strategy.root_device)
+            self.monitor = TorchMonitor(self.job_name, **kw)
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        if self.monitor is not None:
+            self.monitor.begin_step()
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self.monitor is not None:
+            try:
+                samples = self.batch_size_fn(batch)
+            except Exception:
+                samples = None
+            self.monitor.end_step(samples)
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        if self.monitor is None:
+            return
+        if self._owned:
+            self.monitor.close()
+            self.monitor = None
+        else:
+            self.monitor.flush()

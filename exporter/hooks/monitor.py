@@ -1,0 +1,518 @@
+"""The in-loop client: a few attribute writes per step, everything else on a daemon thread.
+
+The training thread only reads ``perf_counter`` and appends a tuple to a bounded deque
+(append and popleft are atomic under the GIL, so no lock is taken on the hot path). A
+background thread turns batches into JSON and POSTs them; when the exporter is down or slow
+it drops (and counts) what does not fit and retries with backoff. After ``fork()`` the
+child starts with an empty buffer and no thread, so nothing is sent twice and no lock
+inherited from the parent is ever waited on.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import math
+import os
+import random
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Mapping
+from time import perf_counter as _perf
+from typing import Any
+
+from exporter.hooks.identity import Identity, resolve_identity
+from exporter.hooks.transport import NotSent, Transport
+
+log = logging.getLogger("exporter.hooks")
+
+PHASES = ("data", "h2d", "compute", "communication", "d2h", "framework", "other")
+DEFAULT_URL = "http://127.0.0.1:9435"
+_PHASE_SET = frozenset(PHASES)
+_MAX_SECONDS = 86_400.0          # the exporter rejects longer steps/phases as absurd
+_MAX_SAMPLES = 10**9
+
+# (end perf_counter, duration seconds, samples, {phase: seconds})
+Event = tuple[float, float, Any, dict]
+
+
+class _Step:
+    """Reused for every step: ``with mon.step(samples=n):`` allocates nothing but the phase dict."""
+
+    __slots__ = ("_mon", "samples", "_t0")
+
+    def __init__(self, mon: Monitor) -> None:
+        self._mon = mon
+        self.samples: Any = None
+        self._t0: float | None = None
+
+    def __enter__(self) -> _Step:
+        self._mon._acc = {}
+        self._t0 = _perf()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        t1 = _perf()
+        if exc_type is None:  # a step that raised did not complete
+            mon = self._mon
+            buf = mon._buf
+            n = len(buf)
+            if n < mon._capacity:
+                buf.append((t1, t1 - self._t0, self.samples, mon._acc))  # type: ignore[operator]
+                if n == mon._wake_at:
+                    mon._wake.set()
+                if not mon._running:
+                    mon._start()
+            else:
+                mon._dropped += 1
+        return False
+
+
+class _Phase:
+    """One per phase name, reused; phases add up within the enclosing step."""
+
+    __slots__ = ("_mon", "_name", "_t0")
+
+    def __init__(self, mon: Monitor, name: str) -> None:
+        self._mon = mon
+        self._name = name
+        self._t0 = 0.0
+
+    def __enter__(self) -> _Phase:
+        self._t0 = _perf()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        seconds = _perf() - self._t0
+        acc = self._mon._acc
+        acc[self._name] = acc.get(self._name, 0.0) + seconds
+        return False
+
+
+class _Null:
+    """What a disabled monitor hands out."""
+
+    samples: Any = None
+
+    def __enter__(self) -> _Null:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        return False
+
+
+_NULL = _Null()
+_MONITORS: weakref.WeakSet[Monitor] = weakref.WeakSet()
+
+
+class Monitor:
+    """Reports training steps of one process (one rank) to the node's exporter.
+
+    >>> mon = Monitor(job_name="bert-large")
+    >>> with mon.step(samples=32):
+    ...     with mon.phase("h2d"): ...
+    ...     with mon.phase("compute"): ...
+    >>> mon.close()
+
+    Rank, world size and chip come from RANK/WORLD_SIZE/LOCAL_RANK/ASCEND_RT_VISIBLE_DEVICES
+    unless given. The endpoint is ``url``, else $CANN_EXPORTER_URL, else the node-local
+    exporter. Nothing here raises into the training loop or blocks it; see :meth:`stats`.
+    One Monitor per training thread; phases do not nest.
+    """
+
+    def __init__(
+        self,
+        job_name: str | None = None,
+        *,
+        url: str | None = None,
+        token: str | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        device: int | str | None = None,
+        framework: str = "python",
+        buffer_size: int = 20_000,
+        batch_size: int = 2_000,
+        flush_interval: float = 1.0,
+        heartbeat_interval: float = 30.0,
+        timeout: float = 2.0,
+        max_backoff: float = 30.0,
+        enabled: bool | None = None,
+    ) -> None:
+        env = os.environ
+        self.identity: Identity = resolve_identity(job_name, rank, world_size, device, framework, env)
+        self.url = url or env.get("CANN_EXPORTER_URL") or DEFAULT_URL
+        self._token = token if token is not None else _env_token(env)
+        if enabled is None:
+            enabled = env.get("CANN_EXPORTER_HOOKS", "on").strip().lower() not in ("0", "off", "false", "no")
+        self.enabled = enabled
+        self.batch_size = max(1, batch_size)
+        self.flush_interval = flush_interval
+        self.heartbeat_interval = heartbeat_interval
+        self.timeout = timeout
+        self.max_backoff = max_backoff
+        self._buffer_size = max(1, buffer_size)
+        self._step_cm = _Step(self)
+        self._phase_cms: dict[Any, _Phase] = {}
+        self._closed = False
+        self._owner_pid = os.getpid()
+        self._fresh_state()
+        if not enabled:
+            self.step = lambda samples=None: _NULL  # type: ignore[method-assign]
+            self.phase = lambda name: _NULL  # type: ignore[method-assign]
+        _MONITORS.add(self)
+
+    # --- state that a fork child must not inherit -----------------------------------------
+    def _fresh_state(self) -> None:
+        self._buf: deque[Event] = deque()
+        self._capacity = self._buffer_size if self.enabled and not self._closed else 0
+        self._wake_at = self.batch_size
+        self._acc: dict[str, float] = {}
+        self._dropped = 0                # written by the training thread only (buffer full)
+        self._send_dropped = 0           # written by the sender thread only
+        self._dropped_acked = 0          # dropped counts the exporter has been told about
+        self._sent = 0
+        self._send_errors = 0
+        self._last_error: str | None = None
+        self._memory: tuple[int | None, int | None] | None = None
+        self._memory_sent: tuple[int | None, int | None] | None = None
+        self._pending: list[dict[str, Any]] | None = None  # encoded steps awaiting a retry
+        self._busy = False
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._running = not self.enabled  # disabled: never start a thread
+        self._transport: Transport | None = None
+        self._failing = False
+        self._backoff = 0.0
+        self._last_post = 0.0
+
+    def _after_fork_in_child(self) -> None:
+        self.identity = Identity(**{**self.identity.__dict__, "pid": os.getpid()})
+        self._fresh_state()
+
+    # --- the hot path -----------------------------------------------------------------------
+    def step(self, samples: Any = None) -> _Step | _Null:
+        """Context manager timing one training step; ``samples`` is the batch size (an int)."""
+        cm = self._step_cm
+        cm.samples = samples
+        return cm
+
+    def phase(self, name: str) -> _Phase:
+        """Context manager adding its duration to phase ``name`` of the current step.
+
+        One of data, h2d, compute, communication, d2h, framework, other; any other name
+        is reported as "other".
+        """
+        try:
+            return self._phase_cms[name]
+        except (KeyError, TypeError):
+            return self._new_phase(name)
+
+    def _new_phase(self, name: Any) -> _Phase:
+        phase = name if isinstance(name, str) and name in _PHASE_SET else "other"
+        cm = _Phase(self, phase)
+        try:
+            self._phase_cms[name] = cm
+        except TypeError:  # unhashable name: works, just not cached
+            pass
+        return cm
+
+    def begin_step(self) -> None:
+        """Callback-style start of a step (framework adapters)."""
+        self._step_cm.__enter__()
+
+    def end_step(self, samples: Any = None) -> None:
+        """Callback-style end of the step begun by :meth:`begin_step`; ignored without one."""
+        cm = self._step_cm
+        if cm._t0 is None:
+            return
+        cm.samples = samples
+        cm.__exit__(None, None, None)
+        cm._t0 = None
+
+    def record_step(
+        self,
+        seconds: float,
+        samples: Any = None,
+        phases: Mapping[str, float] | None = None,
+        end: float | None = None,
+    ) -> None:
+        """Report a step the loop timed itself; ``end`` is its unix end time (default now)."""
+        try:
+            t1 = _perf() if end is None else end - (time.time() - _perf())
+            event = (t1, seconds, samples, dict(phases) if phases else {})
+        except Exception:  # bad phases mapping or end: count it, never raise
+            self._dropped += 1
+            return
+        buf = self._buf
+        n = len(buf)
+        if n < self._capacity:
+            buf.append(event)
+            if n == self._wake_at:
+                self._wake.set()
+            if not self._running:
+                self._start()
+        else:
+            self._dropped += 1
+
+    def record_memory(self, allocated_bytes: int | None = None, max_allocated_bytes: int | None = None) -> None:
+        """Latest allocator figures (sent with the next batch)."""
+        self._memory = (allocated_bytes, max_allocated_bytes)
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def _start(self) -> None:
+        if self._running or self._closed:
+            return
+        self._running = True
+        try:
+            self._thread = threading.Thread(target=self._run, name="cann-exporter-hooks", daemon=True)
+            self._thread.start()
+        except Exception as exc:  # e.g. interpreter shutting down: stay silent and inert
+            self._capacity = 0
+            self._last_error = f"cannot start sender: {exc}"
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Ask the sender to send what is buffered now; True when the buffer emptied in time."""
+        if self._thread is None:
+            return not self._buf
+        self._wake.set()
+        deadline = time.monotonic() + timeout
+        while self._unsent() and time.monotonic() < deadline and self._thread.is_alive():
+            time.sleep(0.005)
+        return not self._unsent()
+
+    def _unsent(self) -> bool:
+        return bool(self._buf or self._pending or self._busy)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Send what is buffered (bounded by ``timeout``) and stop. Later steps are ignored."""
+        if self._closed:
+            return
+        self._closed = True
+        self._capacity = 0
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            self._stop.set()
+            self._wake.set()
+            thread.join(timeout)
+
+    def __enter__(self) -> Monitor:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.close()
+
+    def stats(self) -> dict[str, Any]:
+        """Counters for the curious (and tests): sent, dropped, buffered, errors."""
+        return {
+            "sent": self._sent,
+            "dropped": self._dropped + self._send_dropped,
+            "buffered": len(self._buf) + len(self._pending or ()),
+            "send_errors": self._send_errors,
+            "last_error": self._last_error,
+        }
+
+    # --- the sender thread ----------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._transport = Transport(self.url, self._token, self.timeout)
+        except ValueError as exc:
+            log.warning("cann-exporter hooks disabled: %s", exc)
+            self._capacity = 0
+            return
+        while True:
+            if self._failing:
+                self._stop.wait(self._backoff)
+            else:
+                self._wake.wait(self.flush_interval)
+                self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                self._flush_once(final=False)
+            except Exception as exc:  # a bug here must not kill reporting for good
+                self._note_failure(f"internal error: {exc!r}")
+        try:
+            self._flush_once(final=True)
+        except Exception as exc:
+            self._last_error = f"final flush: {exc!r}"
+        self._transport.close()
+
+    def _flush_once(self, final: bool) -> None:
+        """Send everything buffered now, in batches; stop at the first failure."""
+        self._busy = True
+        try:
+            self._drain(final)
+        finally:
+            self._busy = False
+
+    def _drain(self, final: bool) -> None:
+        owner = self._owner_pid == os.getpid()  # a fork child never marks the job finished
+        budget = len(self._buf) + self.batch_size  # bounded even if the loop outruns us
+        sent_any = sent_final = False
+        while budget > 0 and (self._pending or self._buf):
+            if self._pending is None:
+                taken = self._take(self.batch_size)
+                budget -= len(taken)
+                steps = self._steps_json(taken)
+                if not steps:
+                    continue
+                self._pending = steps
+            last = final and owner and not self._buf
+            if not self._send(self._pending, final=last):
+                return
+            self._pending = None
+            sent_any, sent_final = True, last
+        if final and owner and not sent_final:
+            self._send([], final=True)
+        elif not sent_any and time.monotonic() - self._last_post >= self.heartbeat_interval:
+            self._send([], final=False)  # keeps a stuck-but-alive rank visible (stall alerts)
+
+    def _take(self, count: int) -> list[Event]:
+        buf, out = self._buf, []
+        popleft = buf.popleft
+        for _ in range(min(count, len(buf))):
+            out.append(popleft())
+        return out
+
+    def _steps_json(self, events: list[Event]) -> list[dict[str, Any]]:
+        offset = time.time() - _perf()  # perf_counter -> unix time, fresh for every batch
+        steps = [step for step in (_step_json(e, offset) for e in events) if step is not None]
+        self._send_dropped += len(events) - len(steps)  # unusable values (NaN, negative, ...)
+        return steps
+
+    def _send(self, steps: list[dict[str, Any]], final: bool) -> bool:
+        """POST one batch. On failure a batch that surely did not arrive stays pending."""
+        body, dropped = self._encode(steps, final)
+        assert self._transport is not None
+        self._last_post = time.monotonic()
+        try:
+            reply = self._transport.post(body)
+        except NotSent as exc:
+            self._note_failure(f"exporter unreachable at {self.url}: {exc}")
+            return False
+        except Exception as exc:  # timeout or reset mid-request: the batch may or may not have landed
+            self._give_up(steps)
+            self._note_failure(f"sending to {self.url} failed: {exc!r}")
+            return False
+        if reply.status == 200:
+            self._sent += len(steps)
+            self._dropped_acked += dropped
+            self._memory_sent = self._memory
+            self._note_success()
+            return True
+        self._give_up(steps)
+        if reply.status == 413 and self.batch_size > 1:
+            self.batch_size = max(1, self.batch_size // 2)
+        self._note_failure(f"exporter rejected a batch ({reply.status}): {reply.body[:300].decode(errors='replace')}")
+        return False
+
+    def _give_up(self, steps: list[dict[str, Any]]) -> None:
+        self._send_dropped += len(steps)
+        if self._pending is steps:
+            self._pending = None
+
+    def _encode(self, steps: list[dict[str, Any]], final: bool) -> tuple[bytes, int]:
+        dropped = max(0, self._dropped + self._send_dropped - self._dropped_acked)
+        ident = self.identity
+        doc: dict[str, Any] = {
+            "job_name": ident.job_name, "rank": ident.rank, "world_size": ident.world_size,
+            "framework": ident.framework, "pid": ident.pid, "dropped": dropped, "steps": steps,
+        }
+        if ident.device is not None:
+            doc["device"] = ident.device
+        if final:
+            doc["final"] = True
+        memory = self._memory
+        if memory is not None and memory != self._memory_sent:
+            names = ("allocated_bytes", "max_allocated_bytes")
+            doc["memory"] = {k: _count(v, 1 << 50) for k, v in zip(names, memory) if _count(v, 1 << 50) is not None}
+        return json.dumps(doc, separators=(",", ":")).encode(), dropped
+
+    def _note_failure(self, message: str) -> None:
+        self._send_errors += 1
+        self._last_error = message
+        if not self._failing:
+            log.warning("cann-exporter hooks: %s; dropping what does not fit and retrying with backoff", message)
+        self._failing = True
+        base = self.flush_interval if self._backoff == 0 else self._backoff * 2
+        self._backoff = min(self.max_backoff, base) * random.uniform(0.8, 1.2)
+
+    def _note_success(self) -> None:
+        if self._failing:
+            log.info("cann-exporter hooks: exporter reachable again at %s", self.url)
+        self._failing = False
+        self._backoff = 0.0
+
+
+def _count(value: Any, limit: int = _MAX_SAMPLES) -> int | None:
+    """A non-negative integer count from an int-like value, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        value = int(value) if value.is_integer() else None
+    try:
+        number = value.__index__() if value is not None else None
+    except Exception:
+        return None
+    return number if number is not None and 0 <= number <= limit else None
+
+
+def _seconds(value: Any) -> float | None:
+    try:
+        seconds = float(value)
+    except Exception:
+        return None
+    return seconds if math.isfinite(seconds) and 0.0 <= seconds <= _MAX_SECONDS else None
+
+
+def _step_json(event: Event, offset: float) -> dict[str, Any] | None:
+    t1, duration, samples, phases = event
+    seconds = _seconds(duration)
+    if seconds is None:
+        return None
+    step: dict[str, Any] = {"end": round(t1 + offset, 6), "duration": seconds}
+    if samples is not None:
+        count = _count(samples)
+        if count is not None:
+            step["samples"] = count
+    if phases:
+        clean: dict[str, float] = {}
+        for name, value in phases.items():
+            value = _seconds(value)
+            if value is not None:
+                key = name if name in _PHASE_SET else "other"
+                clean[key] = clean.get(key, 0.0) + value
+        if clean:
+            step["phases"] = clean
+    return step
+
+
+def _env_token(env: Mapping[str, str]) -> str | None:
+    token = env.get("CANN_EXPORTER_INGEST_TOKEN")
+    path = env.get("CANN_EXPORTER_INGEST_TOKEN_FILE")
+    if not token and path:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                token = fh.read().strip()
+        except OSError as exc:
+            log.warning("cann-exporter hooks: cannot read token file %s: %s", path, exc)
+    return token or None
+
+
+def _after_fork_in_child() -> None:
+    for mon in list(_MONITORS):
+        mon._after_fork_in_child()
+
+
+def _close_all_at_exit() -> None:
+    # Bounded: at most ~1 s per monitor even when the exporter is slow or gone.
+    for mon in list(_MONITORS):
+        mon.close(timeout=1.0)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(_close_all_at_exit)

@@ -1,0 +1,280 @@
+"""PyTorch adapter: step and phase times on the device's own clock, never a synchronize.
+
+On an NPU (torch_npu) or CUDA device each step and phase records a pair of timing events
+on the current stream; they are resolved with the non-blocking ``query()`` at the start
+of later steps and reported through :class:`~exporter.hooks.Monitor.record_step`. Until
+then the host runs ahead as usual. On the CPU, host time is the device time and the plain
+Monitor is used. Allocator figures (``memory_allocated``/``max_memory_allocated``, host-side
+counters) are read at most every ``memory_interval`` seconds.
+
+    from exporter.hooks.torch import TorchMonitor
+    mon = TorchMonitor(job_name="resnet50")
+    for x, y in loader:
+        with mon.step(samples=len(x)):
+            with mon.phase("h2d"):
+                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            with mon.phase("compute"):
+                loss = loss_fn(model(x), y); loss.backward(); opt.step()
+    mon.close()
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from dataclasses import dataclass, field
+from time import perf_counter as _perf
+from typing import Any
+
+try:
+    import torch
+except ImportError as exc:  # pragma: no cover - exercised only without torch
+    raise ImportError("exporter.hooks.torch needs PyTorch (pip install torch); exporter.hooks.Monitor works without it") from exc
+
+from exporter.hooks.monitor import Monitor
+
+__all__ = ["TorchMonitor", "device_backend"]
+
+
+def device_backend(device: Any = None) -> tuple[str, Any]:
+    """("npu", torch.npu) / ("cuda", torch.cuda) / ("cpu", None) for ``device`` or the best available."""
+    kind = torch.device(device).type if device is not None else None
+    if kind in (None, "npu"):
+        npu = getattr(torch, "npu", None)  # present once torch_npu is imported
+        if npu is not None and _available(npu):
+            return "npu", npu
+    if kind in (None, "cuda") and _available(torch.cuda):
+        return "cuda", torch.cuda
+    return "cpu", None
+
+
+def _available(module: Any) -> bool:
+    try:
+        return bool(module.is_available())
+    except Exception:
+        return False
+
+
+def device_label(kind: str, index: int | None, env: Any = None) -> str | None:
+    """The chip logic id for framework device ``index`` (NPU ids are relative to ASCEND_RT_VISIBLE_DEVICES)."""
+    if index is None:
+        return None
+    env = os.environ if env is None else env
+    name = "ASCEND_RT_VISIBLE_DEVICES" if kind == "npu" else "CUDA_VISIBLE_DEVICES"
+    visible = [v.strip() for v in env.get(name, "").split(",") if v.strip()]
+    if visible:
+        return visible[index] if index < len(visible) and visible[index].isdigit() else None
+    return str(index)
+
+
+@dataclass
+class _Pending:
+    start: Any
+    end: Any
+    samples: Any
+    host_seconds: float
+    phases: list[tuple[str, Any, Any]] = field(default_factory=list)
+
+
+class _DeviceStep:
+    __slots__ = ("_tm", "samples")
+
+    def __init__(self, tm: TorchMonitor) -> None:
+        self._tm = tm
+        self.samples: Any = None
+
+    def __enter__(self) -> _DeviceStep:
+        self._tm.begin_step()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if exc_type is None:
+            self._tm.end_step(self.samples)
+        else:
+            self._tm._abandon()
+        return False
+
+
+class _DevicePhase:
+    __slots__ = ("_tm", "_name", "_start")
+
+    def __init__(self, tm: TorchMonitor, name: str) -> None:
+        self._tm = tm
+        self._name = name
+        self._start: Any = None
+
+    def __enter__(self) -> _DevicePhase:
+        self._start = self._tm._record()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        current = self._tm._current
+        if current is not None and self._start is not None:
+            end = self._tm._record()
+            if end is not None:
+                current.phases.append((self._name, self._start, end))
+        return False
+
+
+class TorchMonitor:
+    """Monitor for PyTorch loops; same ``step``/``phase``/``close`` as :class:`Monitor`."""
+
+    def __init__(
+        self,
+        job_name: str | None = None,
+        *,
+        monitor: Monitor | None = None,
+        device: Any = None,
+        backend: Any = None,
+        memory_interval: float = 30.0,
+        max_pending: int = 128,
+        **monitor_kwargs: Any,
+    ) -> None:
+        if backend is not None:
+            self.kind, self.backend = "custom", backend
+        else:
+            self.kind, self.backend = device_backend(device)
+        if monitor is None:
+            monitor_kwargs.setdefault("framework", "pytorch")
+            if "device" not in monitor_kwargs and self.backend is not None:
+                monitor_kwargs["device"] = device_label(self.kind, self._device_index(device))
+            monitor = Monitor(job_name, **monitor_kwargs)
+        self.monitor = monitor
+        self.memory_interval = memory_interval
+        self.max_pending = max(1, max_pending)
+        self._pending: deque[_Pending] = deque()
+        self._free: list[Any] = []
+        self._current: _Pending | None = None
+        self._host_t0 = 0.0
+        self._next_memory = 0.0
+        self._step_cm = _DeviceStep(self)
+        self._phase_cms: dict[str, _DevicePhase] = {}
+
+    def _device_index(self, device: Any) -> int | None:
+        try:
+            if device is not None and torch.device(device).index is not None:
+                return torch.device(device).index
+            return int(self.backend.current_device())
+        except Exception:
+            return None
+
+    # --- the loop-facing API ----------------------------------------------------------------
+    def step(self, samples: Any = None) -> Any:
+        if self.backend is None:
+            return self.monitor.step(samples)
+        cm = self._step_cm
+        cm.samples = samples
+        return cm
+
+    def phase(self, name: str) -> Any:
+        if self.backend is None:
+            return self.monitor.phase(name)
+        cm = self._phase_cms.get(name)
+        if cm is None:
+            cm = self._phase_cms[name] = _DevicePhase(self, name)
+        return cm
+
+    def begin_step(self) -> None:
+        if self.backend is None:
+            self.monitor.begin_step()
+            return
+        self._resolve()
+        self._current = _Pending(self._record(), None, None, 0.0)
+        self._host_t0 = _perf()
+
+    def end_step(self, samples: Any = None) -> None:
+        if self.backend is None:
+            self.monitor.end_step(samples)
+        else:
+            current, self._current = self._current, None
+            if current is not None:
+                current.end = self._record()
+                current.samples = samples
+                current.host_seconds = _perf() - self._host_t0
+                if current.start is None or current.end is None:  # no events here: host time
+                    self._report(current, resolved=False)
+                else:
+                    self._pending.append(current)
+                if len(self._pending) > self.max_pending:  # device far behind or hung: host time
+                    self._report(self._pending.popleft(), resolved=False)
+        self._maybe_memory()
+
+    def _abandon(self) -> None:
+        self._current = None
+
+    # --- events -----------------------------------------------------------------------------
+    def _record(self) -> Any:
+        try:
+            event = self._free.pop() if self._free else self.backend.Event(enable_timing=True)
+            event.record()
+            return event
+        except Exception:  # never let timing break the step
+            return None
+
+    def _resolve(self) -> None:
+        """Report every finished step, oldest first; stop at the first unfinished one."""
+        pending = self._pending
+        try:
+            while pending and pending[0].end.query():
+                self._report(pending.popleft(), resolved=True)
+        except Exception:  # a broken event: fall back to host time rather than lose steps
+            while pending:
+                self._report(pending.popleft(), resolved=False)
+
+    def _report(self, item: _Pending, resolved: bool) -> None:
+        try:
+            if resolved:
+                seconds = item.start.elapsed_time(item.end) / 1000.0  # elapsed_time is in ms
+                phases: dict[str, float] = {}
+                for name, a, b in item.phases:
+                    phases[name] = phases.get(name, 0.0) + a.elapsed_time(b) / 1000.0
+            else:
+                seconds, phases = item.host_seconds, {}
+        except Exception:
+            seconds, phases = item.host_seconds, {}
+        self.monitor.record_step(seconds, samples=item.samples, phases=phases)
+        if resolved:
+            self._free.append(item.start)
+            self._free.append(item.end)
+            self._free.extend(e for _, a, b in item.phases for e in (a, b))
+            del self._free[4 * self.max_pending:]
+
+    def _maybe_memory(self) -> None:
+        if self.backend is None or self.memory_interval <= 0:
+            return
+        now = _perf()
+        if now < self._next_memory:
+            return
+        self._next_memory = now + self.memory_interval
+        try:  # allocator bookkeeping on the host: no device round trip
+            self.monitor.record_memory(int(self.backend.memory_allocated()), int(self.backend.max_memory_allocated()))
+        except Exception:
+            self.memory_interval = 0.0  # not supported here: stop asking
+
+    # --- lifecycle --------------------------------------------------------------------------
+    def flush(self, timeout: float = 5.0) -> bool:
+        self._drain_pending()
+        return self.monitor.flush(timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Wait for the last steps' events (outside the loop, so a wait is fine), then close."""
+        self._drain_pending()
+        self.monitor.close(timeout)
+
+    def _drain_pending(self) -> None:
+        while self._pending:
+            item = self._pending.popleft()
+            try:
+                item.end.synchronize()
+                self._report(item, resolved=True)
+            except Exception:
+                self._report(item, resolved=False)
+
+    def stats(self) -> dict[str, Any]:
+        return {**self.monitor.stats(), "unresolved": len(self._pending)}
+
+    def __enter__(self) -> TorchMonitor:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.close()

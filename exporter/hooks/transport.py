@@ -1,0 +1,93 @@
+"""One keep-alive HTTP connection to the exporter, used only by the sender thread."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+STEPS_PATH = "/api/v1/steps"
+
+
+class NotSent(Exception):
+    """The request never reached the exporter (refused, no route): safe to send again."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: bytes
+
+
+def steps_url(base: str) -> tuple[str, str, int, str]:
+    """scheme, host, port and path of the steps endpoint for a base URL like http://127.0.0.1:9435."""
+    parts = urlsplit(base if "://" in base else "http://" + base)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"expected an http(s) URL, got {base!r}")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    path = parts.path.rstrip("/")
+    return parts.scheme, parts.hostname, port, path if path.endswith(STEPS_PATH) else path + STEPS_PATH
+
+
+class Transport:
+    def __init__(self, url: str, token: str | None, timeout: float) -> None:
+        self.scheme, self.host, self.port, self.path = steps_url(url)
+        self.timeout = timeout
+        self.headers = {"Content-Type": "application/json", "Connection": "keep-alive"}
+        if token:
+            self.headers["Authorization"] = f"Bearer {token}"
+        self._conn: http.client.HTTPConnection | None = None
+
+    def _connect(self) -> http.client.HTTPConnection:
+        cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
+        conn = cls(self.host, self.port, timeout=self.timeout)
+        try:
+            conn.connect()
+        except OSError as exc:  # refused, unreachable, DNS: nothing was sent
+            conn.close()
+            raise NotSent(str(exc)) from exc
+        return conn
+
+    def post(self, body: bytes) -> Reply:
+        """POST ``body``; NotSent when it surely did not arrive, other OSError/HTTPException when unsure."""
+        reused = self._conn is not None
+        if self._conn is None:
+            self._conn = self._connect()
+        try:
+            return self._exchange(self._conn, body)
+        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+            self.close()
+            if not reused:
+                raise
+            # A kept-alive connection the exporter closed meanwhile (restart, idle timeout):
+            # the request did not get through; retry once on a fresh connection.
+            self._conn = self._connect()
+            try:
+                return self._exchange(self._conn, body)
+            except Exception:
+                self.close()
+                raise exc from None
+        except Exception:
+            self.close()
+            raise
+
+    def _exchange(self, conn: http.client.HTTPConnection, body: bytes) -> Reply:
+        conn.request("POST", self.path, body=body, headers=self.headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        if resp.will_close:
+            self.close()
+        return Reply(resp.status, data)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except OSError:
+                pass
+            self._conn = None
+
+
+def is_timeout(exc: BaseException) -> bool:
+    return isinstance(exc, (socket.timeout, TimeoutError))

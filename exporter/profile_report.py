@@ -1,0 +1,184 @@
+"""`cann-exporter profile PATH`: the profile indicators of one export (or a directory of them)
+with the tuning guide's verdict per indicator, as a terminal table or `--json`.
+
+Exit codes: 0 when at least one profile was reported, 2 when PATH holds no readable profile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from exporter import metrics as m
+from exporter.metrics import MetricSpec
+from exporter.parsers.profiles import ProfileParseError, ProfileSummary, load_profile, summarize, summary_to_dict
+from exporter.sources.profiles import ProfileRef, find_profiles
+from exporter.thresholds import Indicator, ThresholdError, Thresholds, load_thresholds
+
+EXIT_OK, EXIT_NO_PROFILE = 0, 2
+_OUTPUT_DIRS = ("ASCEND_PROFILER_OUTPUT", "mindstudio_profiler_output")
+
+
+@dataclass(frozen=True)
+class _Row:
+    title: str
+    field: str
+    spec: MetricSpec | None          # links the row to the threshold table via its metric
+
+
+_ROWS = (
+    _Row("step duration", "step_duration_seconds", m.PROFILE_STEP_DURATION),
+    _Row("compute share", "compute_ratio", m.PROFILE_COMPUTE),
+    _Row("communication (not overlapped)", "communication_ratio", m.PROFILE_COMMUNICATION),
+    _Row("idle (Free)", "idle_ratio", m.PROFILE_IDLE),
+    _Row("memory copy", "memcpy_ratio", m.PROFILE_MEMCPY),
+    _Row("framework overhead", "framework_overhead_ratio", m.PROFILE_FRAMEWORK),
+    _Row("top-3 operators", "top3_operator_ratio", m.PROFILE_TOP3),
+    _Row("most expensive operator", "max_operator_ratio", m.PROFILE_MAX_OPERATOR),
+    _Row("communication wait", "communication_wait_ratio", None),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", metavar="PATH", help="a profiler export (*_ascend_pt, *_ascend_ms, PROF_*) or a directory of them")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--top", type=_positive_int, default=5, metavar="K", help="operator types to list (default: 5)")
+    parser.add_argument("--per-step", action="store_true", help="also report every step on its own")
+    parser.add_argument("--thresholds", metavar="FILE", default=None, help="threshold table (default: the packaged one)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        table = load_thresholds(getattr(args, "thresholds", None))
+    except ThresholdError as exc:
+        print(f"cann-exporter profile: bad threshold table: {exc}", file=err)
+        return EXIT_NO_PROFILE
+    path = _profile_root(Path(args.path))
+    refs, problems = ([], [f"{args.path}: no such file or directory"]) if not path.exists() else _find(path)
+    summaries: list[ProfileSummary] = []
+    for ref in refs:
+        found, problem = _read(ref, getattr(args, "top", 5), getattr(args, "per_step", False))
+        summaries += found
+        problems += [problem] if problem else []
+    for problem in problems:
+        print(f"cann-exporter profile: {problem}", file=err)
+    if not summaries:
+        if not problems or refs:
+            print(f"cann-exporter profile: no readable profile under {args.path} "
+                  "(looked for *_ascend_pt, *_ascend_ms, PROF_*, cluster_step_trace_time.csv)", file=err)
+        return EXIT_NO_PROFILE
+    if getattr(args, "json", False):
+        json.dump(_json(summaries, problems, table), out, indent=2)
+        out.write("\n")
+    else:
+        out.write(render(summaries, table))
+    return EXIT_OK
+
+
+def _profile_root(path: Path) -> Path:
+    """Accept the output directory itself (ASCEND_PROFILER_OUTPUT etc.) as its export."""
+    return path.parent if path.name in _OUTPUT_DIRS else path
+
+
+def _find(path: Path) -> tuple[list[ProfileRef], list[str]]:
+    refs, failures = find_profiles(path)
+    return refs, [f.message for f in failures]
+
+
+def _read(ref: ProfileRef, top: int, per_step: bool) -> tuple[list[ProfileSummary], str | None]:
+    try:
+        data = load_profile(ref.path, ref.producer, ref.job_name)
+        return [s for d in data for s in summarize(d, top, per_step)], None
+    except ProfileParseError as exc:
+        return [], f"{ref.path}: skipped ({exc.reason}): {exc.message}"
+    except Exception as exc:  # a parser bug: say so, without a traceback
+        return [], f"{ref.path}: skipped (internal error): {exc!r}"
+
+
+def _indicator(row: _Row, table: Thresholds) -> Indicator | None:
+    found = table.for_metric(row.spec.name) if row.spec else ()
+    return found[0] if found else None
+
+
+# --- terminal table ---------------------------------------------------------------------------
+
+
+def render(summaries: list[ProfileSummary], table: Thresholds) -> str:
+    return "\n".join(_render_one(s, table) for s in summaries)
+
+
+def _render_one(summary: ProfileSummary, table: Thresholds) -> str:
+    lines = [_heading(summary), f"{'indicator':<32}{'value':>10}  {'healthy':<9}{'abnormal':<10}verdict"]
+    for row in _ROWS:
+        value = getattr(summary, row.field)
+        indicator = _indicator(row, table)
+        lines.append(_line(row.title, value, row.field, indicator))
+        if row.field == "memcpy_ratio":
+            lines += [f"  {kind:<30}{_percent(ratio):>10}" for kind, ratio in summary.memcpy_kind_ratios]
+    lines += _operators(summary)
+    lines += [f"note: {issue}" for issue in summary.issues]
+    return "\n".join(lines) + "\n"
+
+
+def _heading(summary: ProfileSummary) -> str:
+    rank = "?" if summary.rank is None else str(summary.rank)
+    steps = ", ".join(map(str, summary.steps)) if summary.steps else "whole capture"
+    parts = [f"job {summary.job_name}", f"rank {rank}", summary.producer] + ([summary.level] if summary.level else [])
+    return f"== {' · '.join(parts)} · steps {steps} ({summary.step_count})\n   {summary.path}"
+
+
+def _line(title: str, value: float | None, field: str, indicator: Indicator | None) -> str:
+    text = "n/a" if value is None else (f"{value * 1000:.2f} ms" if field.endswith("_seconds") else _percent(value))
+    healthy = indicator.healthy_text() if indicator else ""
+    abnormal = indicator.abnormal_text() if indicator else ""
+    verdict = indicator.verdict(value) if indicator and value is not None else ""
+    return f"{title:<32}{text:>10}  {healthy:<9}{abnormal:<10}{verdict}".rstrip()
+
+
+def _percent(value: float) -> str:
+    return f"{value * 100:.1f}%"
+
+
+def _operators(summary: ProfileSummary) -> list[str]:
+    if not summary.top_operators:
+        return []
+    lines = [f"top operator types (share of device kernel time, communication excluded; from {summary.operator_source}):"]
+    for position, op in enumerate(summary.top_operators, start=1):
+        lines.append(f"  {position:>2}  {op.op_type:<40}{_percent(op.ratio):>8}  {op.time_us:>12.1f} us  x{op.count}")
+    if summary.longest_kernel and summary.longest_kernel_seconds is not None:
+        lines.append(f"longest kernel: {summary.longest_kernel} ({summary.longest_kernel_seconds * 1e6:.1f} us)")
+    return lines
+
+
+# --- JSON -------------------------------------------------------------------------------------------
+
+
+def _json(summaries: list[ProfileSummary], problems: list[str], table: Thresholds) -> dict[str, Any]:
+    profiles = []
+    for summary in summaries:
+        item = summary_to_dict(summary)
+        verdicts = {}
+        for row in _ROWS:
+            indicator, value = _indicator(row, table), getattr(summary, row.field)
+            if indicator is not None and value is not None:
+                verdicts[row.field] = {"indicator": indicator.id, "verdict": indicator.verdict(value),
+                                       "healthy": indicator.healthy, "abnormal": indicator.abnormal,
+                                       "direction": indicator.direction}
+        item["verdicts"] = verdicts
+        profiles.append(item)
+    return {"profiles": profiles, "problems": problems}

@@ -1,0 +1,98 @@
+"""Ingest options, the token file, assembly and the OpenAPI document agree with the code."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from exporter import metrics as m
+from exporter.api import OPENAPI_PATH
+from exporter.assembly import assemble
+from exporter.collectors.jobs import JobCollector
+from exporter.config import ConfigError, build_settings, load_ingest_token
+from exporter.hooks import PHASES
+from exporter.ingest import IngestError, IngestLimits, parse_batch
+
+
+def test_defaults():
+    s = build_settings()
+    assert s.ingest_enabled and s.ingest_token is None
+    assert (s.ingest_ttl, s.ingest_finished_ttl) == (1800, 60)
+    assert (s.ingest_max_jobs, s.ingest_max_ranks, s.ingest_max_body_bytes) == (64, 32, 1 << 20)
+
+
+def test_options_from_env_and_flags():
+    s = build_settings(
+        env={"CANN_EXPORTER_INGEST_TTL": "5m", "CANN_EXPORTER_INGEST_TOKEN": "t0k"},
+        flags={"ingest.max_jobs": "8", "ingest.enabled": False},
+    )
+    assert (s.ingest_ttl, s.ingest_token, s.ingest_max_jobs, s.ingest_enabled) == (300, "t0k", 8, False)
+
+
+def test_bad_values_are_named():
+    with pytest.raises(ConfigError) as info:
+        build_settings(flags={"ingest.ttl": "forever", "ingest.max_ranks": "0", "ingest.token": "a", "ingest.token_file": "/x"})
+    text = "\n".join(info.value.problems)
+    assert "--ingest.ttl" in text and "--ingest.max-ranks" in text
+
+
+def test_token_and_token_file_are_exclusive():
+    with pytest.raises(ConfigError) as info:
+        build_settings(flags={"ingest.token": "a", "ingest.token_file": "/x"})
+    assert "not both" in info.value.problems[0]
+
+
+def test_token_file(tmp_path):
+    path = tmp_path / "token"
+    path.write_text("s3cret\n")
+    s = load_ingest_token(build_settings(flags={"ingest.token_file": str(path)}))
+    assert s.ingest_token == "s3cret"
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_ingest_token(build_settings(flags={"ingest.token_file": str(tmp_path / "missing")}))
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(ConfigError, match="empty"):
+        load_ingest_token(build_settings(flags={"ingest.token_file": str(tmp_path / "empty")}))
+
+
+def test_assembly_builds_the_store_and_registers_the_collector():
+    settings = build_settings(flags={"simulator.scenario": "healthy", "ingest.max_jobs": "3", "ingest.ttl": "2m", "ingest.token": "t"})
+    exporter = assemble(settings)
+    assert exporter.ingest is not None and exporter.ingest_token == "t"
+    assert exporter.ingest.limits.max_jobs == 3 and exporter.ingest.ttl == 120
+    assert any(isinstance(c, JobCollector) for c in exporter.registry._collector_to_names)
+    assert assemble(settings, ingest=False).ingest is None
+    assert assemble(build_settings(flags={"simulator.scenario": "healthy", "ingest.enabled": False})).ingest is None
+
+
+def test_the_hooks_phase_list_is_the_contract():
+    assert PHASES == m.JOB_PHASES
+
+
+def test_openapi_document_matches_the_validator():
+    doc = yaml.safe_load(OPENAPI_PATH.read_text())
+    assert doc["openapi"].startswith("3.")
+    schemas = doc["components"]["schemas"]
+    assert set(schemas["Step"]["properties"]["phases"]["properties"]) == set(m.JOB_PHASES)
+    assert set(schemas["Error"]["properties"]["reason"]["enum"]) == set(m.INGEST_REJECT_REASONS)
+    assert schemas["Batch"]["properties"]["steps"]["maxItems"] == IngestLimits().max_steps
+    post = doc["paths"]["/api/v1/steps"]["post"]
+    assert {"200", "400", "401", "413", "415", "429"} <= set(post["responses"])
+    # The documented example is itself a valid batch.
+    example = post["requestBody"]["content"]["application/json"]["example"]
+    end = example["steps"][0]["end"]
+    batch = parse_batch(json.dumps(example).encode(), IngestLimits(), now=end + 1)
+    assert batch.job_name == example["job_name"]
+    # and every field the validator knows is documented
+    with pytest.raises(IngestError):
+        parse_batch(json.dumps({**example, "undocumented": 1}).encode(), IngestLimits(), now=end + 1)
+    assert set(schemas["Batch"]["properties"]) == {"job_name", "rank", "world_size", "device", "framework", "pid", "dropped", "final", "memory", "steps"}
+
+
+def test_openapi_is_package_data():
+    import tomllib
+    from pathlib import Path
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    assert "api/*.yaml" in pyproject["tool"]["setuptools"]["package-data"]["exporter"]

@@ -1,0 +1,228 @@
+"""Bad input: skipped or partly used, with a clear message and a reason; never a crash."""
+
+from __future__ import annotations
+
+import builtins
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+import exporter.parsers.profiles as profiles
+from exporter.parsers.profiles import (
+    Limits,
+    ProfileParseError,
+    iter_json_array,
+    load_profile,
+    read_communication,
+    read_kernels,
+    read_profiler_info,
+    read_step_trace,
+    read_trace,
+    summarize,
+)
+
+from .builders import Copy, Kernel, Step, torch_profile, write
+from .conftest import PT_LEVEL1, build, fixture_path
+
+approx = pytest.approx
+OUT = "ASCEND_PROFILER_OUTPUT"
+
+
+def sample_bytes(name: str) -> bytes:
+    return fixture_path(name).read_bytes()
+
+
+def reasons(issues) -> set[str]:
+    return {i.reason for i in issues}
+
+
+# --- CSV ---------------------------------------------------------------------------------------
+
+
+def test_csv_cut_mid_row_keeps_complete_rows() -> None:
+    raw = sample_bytes("pt_level1_kernel_details.csv").decode()
+    cut = raw[: raw.rindex("hcom_allReduce__586_3_1") + 30]  # inside the last row
+    table = read_kernels(io.StringIO(cut, newline=""), "kernel_details.csv")
+    assert table.rows == 29
+    assert reasons(table.issues) == {"truncated"}
+    assert "1 short (cut) rows skipped" in table.issues[0].message
+    assert table.steps[0].communication_us == approx(79089.52 + 2281.105 + 2402.388)  # 3 of the 4 HCCL rows
+
+
+def test_missing_duration_column_is_a_clear_error() -> None:
+    text = "Step Id,Name,Type,Accelerator Core,Start Time(us)\n1,a,A,AI_CORE,1.0\n"
+    with pytest.raises(ProfileParseError) as err:
+        read_kernels(io.StringIO(text), "kernel_details.csv")
+    assert err.value.reason == "missing_columns"
+    assert "Duration(us)" in err.value.message and "kernel_details.csv" in err.value.message
+
+
+def test_na_in_numeric_columns_skips_those_rows() -> None:
+    text = ("Step Id,Name,Type,Accelerator Core,Duration(us),Wait Time(us)\n"
+            "1,a,A,AI_CORE,N/A,N/A\n1,b,B,AI_CORE,30.0,N/A\n1,c,C,AI_CORE,nan,0\n1,d,D,AI_CORE,10.0,2.5\n")
+    table = read_kernels(io.StringIO(text))
+    (step,) = table.steps
+    assert step.compute_us == 30.0 + 10.0 and step.wait_us == 2.5
+    assert reasons(table.issues) == {"bad_value"} and "2 rows" in table.issues[0].message
+    with pytest.raises(ProfileParseError) as err:
+        read_kernels(io.StringIO("Name,Duration(us)\na,N/A\n"))
+    assert err.value.reason == "bad_value"
+
+
+def test_na_in_step_trace_drops_the_row() -> None:
+    text = "Step,Computing,Communication(Not Overlapped),Free\n1,N/A,1,1\n2,10,0,5\n"
+    table = read_step_trace(io.StringIO(text))
+    assert [r.step for r in table.rows] == [2] and reasons(table.issues) == {"bad_value"}
+
+
+def test_crlf_lf_and_trailing_tabs_read_alike() -> None:
+    lines = ["Step Id,Name,Type,Accelerator Core,Start Time(us),Duration(us)",
+             "3,a,A,AI_CORE,1736408883704643.212\t,12.5\t", '3,b,B,AI_CORE,"1736408883704700.000\t",7.5 ']
+    for newline in ("\r\n", "\n"):
+        (step,) = read_kernels(io.StringIO(newline.join(lines) + newline, newline="")).steps
+        assert (step.step, step.compute_us, [o.op_type for o in step.op_types]) == (3, 12.5 + 7.5, ["A", "B"])
+
+
+def test_header_only_empty_and_garbage() -> None:
+    assert read_kernels(io.StringIO("Name,Duration(us)\n")).steps == ()
+    for text, reason in (("", "empty"), ("\x00\x01\x02garbage", "missing_columns"), ("a,b\n1,2\n", "missing_columns")):
+        with pytest.raises(ProfileParseError) as err:
+            read_kernels(io.StringIO(text))
+        assert err.value.reason == reason
+
+
+def test_nul_bytes_and_overlong_fields_lose_only_their_line() -> None:
+    text = "Name,Duration(us)\na,1.0\nb\x00,2.0\nc," + "9" * 200_000 + "\nd,4.0\n"
+    table = read_kernels(io.StringIO(text))
+    assert table.steps[0].compute_us in (1.0 + 4.0, 1.0 + 2.0 + 4.0)  # NUL is legal for csv on some Pythons
+    assert "malformed" in reasons(table.issues)
+
+
+# --- JSON --------------------------------------------------------------------------------------------
+
+
+def test_trace_cut_mid_way_uses_events_before_the_cut() -> None:
+    raw = sample_bytes("pt_level1_trace_view_excerpt.json").decode()
+    cut = raw[: raw.index('"name": "MEMCPY_ASYNC", "pid": 3170820512, "tid": 2, "ts": "1736408883745588.991"') + 20]
+    trace = read_trace(io.StringIO(cut))
+    assert [m.duration_us for m in trace.memcpy] == [840.07675]  # the second copy was past the cut
+    assert reasons(trace.issues) == {"truncated"}
+    assert "cut short" in trace.issues[0].message
+
+
+def test_json_streaming_across_chunk_boundaries() -> None:
+    events = [{"ph": "X", "name": f"e{i}", "ts": str(i), "dur": 1.0, "args": {"s": "x" * (i % 50)}} for i in range(500)]
+    import json
+
+    text = json.dumps(events)
+    assert list(iter_json_array(io.StringIO(text), "t.json", chunk=7)) == events
+    assert list(iter_json_array(io.StringIO(" [ ] "), "t.json")) == []
+
+
+@pytest.mark.parametrize("text,reason", [
+    ("", "empty"), ("[", "truncated"), ('[{"a": 1}, {"b": ', "truncated"), ('[{"a": "x', "truncated"),
+    ("{not json", "malformed"), ("42", "malformed"), ('[{"a": 1} {"b": 2}, ???]', "malformed"),
+    ("[" * 100_000, "malformed"),
+])
+def test_json_errors_have_reasons(text: str, reason: str) -> None:
+    with pytest.raises(ProfileParseError) as err:
+        list(iter_json_array(io.StringIO(text), "t.json")) if text.startswith("[") else read_trace(io.StringIO(text))
+    assert err.value.reason == reason
+
+
+def test_trace_with_a_bad_event_keeps_the_good_ones() -> None:
+    trace = read_trace(io.StringIO('[{"ph": "X", "name": "MEMCPY_ASYNC", "ts": "1", "dur": 2.0}, 17, ???]'))
+    assert [m.duration_us for m in trace.memcpy] == [2.0]
+    assert reasons(trace.issues) == {"malformed", "bad_value"}  # `17` is not an event; `???` is not JSON
+
+
+def test_small_json_cut_or_wrong_shape() -> None:
+    raw = sample_bytes("pt_level1_communication.json").decode()
+    with pytest.raises(ProfileParseError) as err:
+        read_communication(raw[:2000])
+    assert err.value.reason == "truncated"
+    with pytest.raises(ProfileParseError) as err:
+        read_profiler_info("[1, 2]")
+    assert err.value.reason == "malformed"
+
+
+# --- whole profiles ---------------------------------------------------------------------------------
+
+
+def test_broken_files_become_issues_rest_still_used(tmp_path: Path) -> None:
+    path = build(tmp_path / "r_ascend_pt", PT_LEVEL1)
+    write(path / OUT / "kernel_details.csv", "Step Id,Name\n50,x\n")             # no duration column
+    raw = sample_bytes("pt_level1_trace_view_excerpt.json")
+    write(path / OUT / "trace_view.json", raw[: len(raw) // 2])                   # cut mid-way
+    write(path / OUT / "communication.json", b"{\"step50\": {")                   # cut
+    (data,) = load_profile(path, "torch_npu", "job")
+    assert reasons(data.issues) == {"missing_columns", "truncated"}
+    (summary,) = summarize(data)
+    e2e = 8873.756000000001 + 101963.203 + 25744.050000000003
+    assert summary.compute_ratio == approx(8873.756000000001 / e2e)             # step_trace still used
+    assert summary.operator_source == "op_statistic"                             # fallback for the op shares
+    assert any("kernel_details.csv" in i for i in summary.issues)
+
+
+def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As root chmod does not stop reads, so the open itself is made to fail."""
+    path = build(tmp_path / "r_ascend_pt", PT_LEVEL1)
+
+    def deny(file, *args, **kwargs):
+        if str(file).endswith("kernel_details.csv"):
+            raise PermissionError(13, "Permission denied", str(file))
+        return builtins.open(file, *args, **kwargs)
+
+    monkeypatch.setattr(profiles, "open", deny, raising=False)
+    (data,) = load_profile(path, "torch_npu", "job")
+    (issue,) = [i for i in data.issues if i.reason == "unreadable"]
+    assert issue.message == "kernel_details.csv: cannot read: Permission denied"
+    assert data.steps and data.kernels is None
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_unreadable_file_by_mode(tmp_path: Path) -> None:
+    path = build(tmp_path / "r_ascend_pt", PT_LEVEL1)
+    (path / OUT / "kernel_details.csv").chmod(0)
+    (data,) = load_profile(path, "torch_npu", "job")
+    assert "unreadable" in reasons(data.issues)
+
+
+def test_two_gigabyte_trace_is_skipped_by_size(tmp_path: Path) -> None:
+    path = torch_profile(tmp_path / "r_ascend_pt", steps=[Step(1, 80.0, 0.0, 20.0)], trace=False)
+    with open(path / OUT / "trace_view.json", "wb") as f:
+        f.truncate(2_000_000_000)  # sparse: costs no disk, and must never be read
+    (data,) = load_profile(path, "torch_npu", "job", Limits(max_trace_bytes=1 << 30))
+    (issue,) = data.issues
+    assert issue.reason == "too_large" and issue.message.startswith("trace_view.json: 1907 MiB is over the 1024 MiB limit")
+    (summary,) = summarize(data)
+    assert summary.compute_ratio == 0.8 and summary.memcpy_ratio is None
+
+
+def test_huge_csv_over_the_limit(tmp_path: Path) -> None:
+    path = torch_profile(tmp_path / "r_ascend_pt", steps=[Step(1, 80.0, 0.0, 20.0)],
+                         kernels=[Kernel(1, "a", "A", "AI_CORE", 1.0)] * 50, trace=False)
+    (data,) = load_profile(path, "torch_npu", "job", Limits(max_csv_bytes=1024))
+    assert {i.reason for i in data.issues} == {"too_large"}
+    assert all("over the" in i.message for i in data.issues)
+
+
+def test_directory_without_any_profile_data(tmp_path: Path) -> None:
+    path = tmp_path / "r_ascend_pt"
+    write(path / OUT / "analyse.done", "")
+    with pytest.raises(ProfileParseError) as err:
+        load_profile(path, "torch_npu", "job")
+    assert err.value.reason == "no_data" and "r_ascend_pt" in err.value.message
+    write(path / OUT / "ascend_pytorch_profiler_0.db", b"SQLite format 3\x00")
+    with pytest.raises(ProfileParseError) as err:
+        load_profile(path, "torch_npu", "job")
+    assert err.value.reason == "unsupported" and "DB export" in err.value.message
+
+
+def test_copies_without_step_boundaries_are_not_split_by_step(tmp_path: Path) -> None:
+    steps = [Step(1, 50.0, 0.0, 50.0), Step(2, 50.0, 0.0, 50.0)]
+    path = torch_profile(tmp_path / "r_ascend_pt", steps=steps, copies=[Copy(1.0, 20.0)])
+    whole, first, _ = summarize(load_profile(path, "torch_npu", "job")[0], per_step=True)
+    assert whole.memcpy_ratio == approx(20.0 / 200.0) and first.memcpy_ratio is None
