@@ -35,8 +35,9 @@ _PHASE_SET = frozenset(PHASES)
 _MAX_SECONDS = 86_400.0          # the exporter rejects longer steps/phases as absurd
 _MAX_SAMPLES = 10**9
 
-# (end perf_counter, duration seconds, samples, {phase: seconds})
-Event = tuple[float, float, Any, dict]
+# (end perf_counter, duration seconds, samples, {phase: seconds}); record_step(end=...)
+# appends the caller's unix end time as a fifth item, sent as given.
+Event = tuple
 
 
 class _Step:
@@ -56,12 +57,13 @@ class _Step:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         t1 = _perf()
+        t0, self._t0 = self._t0, None  # so a stray end_step() cannot reuse it
         if exc_type is None:  # a step that raised did not complete
             mon = self._mon
             buf = mon._buf
             n = len(buf)
             if n < mon._capacity:
-                buf.append((t1, t1 - self._t0, self.samples, mon._acc))  # type: ignore[operator]
+                buf.append((t1, t1 - t0, self.samples, mon._acc))  # type: ignore[operator]
                 if n == mon._wake_at:
                     mon._wake.set()
                 if not mon._running:
@@ -231,7 +233,6 @@ class Monitor:
             return
         cm.samples = samples
         cm.__exit__(None, None, None)
-        cm._t0 = None
 
     def record_step(
         self,
@@ -242,8 +243,9 @@ class Monitor:
     ) -> None:
         """Report a step the loop timed itself; ``end`` is its unix end time (default now)."""
         try:
-            t1 = _perf() if end is None else end - (time.time() - _perf())
-            event = (t1, seconds, samples, dict(phases) if phases else {})
+            event: Event = (_perf(), seconds, samples, dict(phases) if phases else {})
+            if end is not None:
+                event += (float(end),)
         except Exception:  # bad phases mapping or end: count it, never raise
             self._dropped += 1
             return
@@ -428,8 +430,10 @@ class Monitor:
             doc["final"] = True
         memory = self._memory
         if memory is not None and memory != self._memory_sent:
-            names = ("allocated_bytes", "max_allocated_bytes")
-            doc["memory"] = {k: _count(v, 1 << 50) for k, v in zip(names, memory) if _count(v, 1 << 50) is not None}
+            counts = zip(("allocated_bytes", "max_allocated_bytes"), (_count(v, 1 << 50) for v in memory))
+            clean = {name: count for name, count in counts if count is not None}
+            if clean:
+                doc["memory"] = clean
         return json.dumps(doc, separators=(",", ":")).encode(), dropped
 
     def _note_failure(self, message: str) -> None:
@@ -470,11 +474,12 @@ def _seconds(value: Any) -> float | None:
 
 
 def _step_json(event: Event, offset: float) -> dict[str, Any] | None:
-    t1, duration, samples, phases = event
+    t1, duration, samples, phases = event[:4]
     seconds = _seconds(duration)
-    if seconds is None:
+    end = event[4] if len(event) > 4 else round(t1 + offset, 6)
+    if seconds is None or not math.isfinite(end):
         return None
-    step: dict[str, Any] = {"end": round(t1 + offset, 6), "duration": seconds}
+    step: dict[str, Any] = {"end": end, "duration": seconds}
     if samples is not None:
         count = _count(samples)
         if count is not None:

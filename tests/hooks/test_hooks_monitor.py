@@ -7,7 +7,7 @@ import math
 import textwrap
 
 import pytest
-from conftest import Sink, free_port, run_script, wait_until
+from hooks_helpers import Sink, free_port, run_script, wait_until
 
 from exporter.hooks import PHASES, Monitor, resolve_identity
 from exporter.hooks.transport import steps_url
@@ -23,11 +23,12 @@ def monitor(sink: Sink, **kwargs) -> Monitor:
 def test_imports_only_the_standard_library():
     proc = run_script(textwrap.dedent("""
         import sys
+        before = set(sys.modules)
         import exporter.hooks
         from exporter.hooks import Monitor
         Monitor("x", url="http://127.0.0.1:9").close()
         outside = sorted(
-            name for name in sys.modules
+            name for name in set(sys.modules) - before
             if name.split(".")[0] not in sys.stdlib_module_names
             and not (name == "exporter" or name.startswith("exporter.hooks"))
         )
@@ -219,11 +220,11 @@ def test_exporter_down_keeps_the_loop_going_and_counts_drops():
         with mon.step(samples=1):
             with mon.phase("compute"):
                 pass
-    stats = mon.stats()
-    assert stats["dropped"] >= 1000 - 100 - 2000  # everything beyond the buffer (+ one pending batch)
-    assert stats["dropped"] + stats["buffered"] + stats["sent"] == 1000
     mon.close(timeout=2)
-    assert mon.stats()["send_errors"] >= 1 and "unreachable" in mon.stats()["last_error"]
+    stats = mon.stats()
+    assert stats["sent"] == 0 and stats["dropped"] + stats["buffered"] == 1000
+    assert stats["buffered"] <= 200  # the bounded buffer plus at most one batch kept for the retry
+    assert stats["send_errors"] >= 1 and "unreachable" in stats["last_error"]
 
 
 def test_exporter_that_comes_up_later_gets_the_buffered_steps():
@@ -265,7 +266,7 @@ def test_rejected_batches_are_dropped_and_reported(sink):
     sink.status = 200
     mon.record_step(0.1)
     mon.close()
-    assert sink.batches[-1]["dropped"] == 1 or any(b["dropped"] == 1 for b in sink.batches)
+    assert any(b["dropped"] == 1 for b in sink.batches)
     assert len(sink.steps()) == 1
 
 
@@ -372,7 +373,7 @@ if __name__ == "__main__":
     with mp.get_context("fork").Pool(2) as pool:
         sent = pool.map(work, range(8), chunksize=1)
     mon.close(timeout=10)
-    print(json.dumps({{"sent": sum(sent) >= 8, "stats": mon.stats()}}))
+    print(json.dumps({{"stats": mon.stats()}}))
 """
 
 

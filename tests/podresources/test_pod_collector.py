@@ -19,7 +19,7 @@ from exporter.snapshot import ChipSample
 from exporter.sources.podresources import PodAttribution, PodResourcesSettings, PodResourcesSource
 from exporter.sources.podresources_pb import api_pb2 as pb
 
-from conftest import FakeKubelet, container, pod
+from kubelet_fake import FakeKubelet, container, pod
 
 
 def chip(npu: int, idx: int, device: int | None, phy: int | None = None) -> ChipSample:

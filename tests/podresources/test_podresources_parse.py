@@ -17,7 +17,7 @@ from exporter.sources.podresources import (
 )
 from exporter.sources.podresources_pb import api_pb2 as pb
 
-from conftest import container, pod
+from kubelet_fake import container, pod
 
 ROOT = Path(__file__).resolve().parents[2]
 

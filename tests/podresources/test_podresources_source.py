@@ -19,7 +19,7 @@ from exporter.sources.podresources import (
 )
 from exporter.sources.podresources_pb import api_pb2 as pb
 
-from conftest import FakeKubelet, container, pod
+from kubelet_fake import FakeKubelet, container, pod
 
 TRAIN = pb.ListPodResourcesResponse(
     pod_resources=[

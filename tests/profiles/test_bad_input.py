@@ -96,6 +96,10 @@ def test_header_only_empty_and_garbage() -> None:
 def test_nul_bytes_and_overlong_fields_lose_only_their_line() -> None:
     text = "Name,Duration(us)\na,1.0\nb\x00,2.0\nc," + "9" * 200_000 + "\nd,4.0\n"
     table = read_kernels(io.StringIO(text))
+    assert table.steps[0].compute_us == 1.0 + 2.0 + 4.0
+    assert reasons(table.issues) == {"bad_value"}  # the 200,000-digit "duration" is no duration
+    quoted = 'Name,Duration(us)\na,1.0\n"b\x00",2.0\n"c,' + "9" * 200_000 + '",3\nd,4.0\n'
+    table = read_kernels(io.StringIO(quoted))  # quotes: the csv module reads, its field limit applies
     assert table.steps[0].compute_us in (1.0 + 4.0, 1.0 + 2.0 + 4.0)  # NUL is legal for csv on some Pythons
     assert "malformed" in reasons(table.issues)
 

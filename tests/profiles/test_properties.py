@@ -90,3 +90,27 @@ def test_odd_event_shapes() -> None:
            ' {"ph": "X", "name": "MEMCPY_ASYNC", "pid": 1, "ts": "nan", "dur": "1e999"}, {"ph": "X", "name": "ProfilerStep#x", "ts": 1}]'
     trace = read_trace(io.StringIO(text))
     assert trace.events == 4 and trace.host_steps == () and trace.memcpy == ()
+
+
+NAMES = st.text(alphabet='abAB_,"\n\r 0123', min_size=1, max_size=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(1, 3), NAMES, st.sampled_from(["MatMul", "Add", "N/A", "a,b", 'q"t']),
+                               st.sampled_from(["AI_CORE", "HCCL"]), st.integers(0, 10_000), NAMES), max_size=30))
+def test_split_fast_path_agrees_with_the_csv_module(rows) -> None:
+    """Whatever quoting csv.writer needed, the totals are those of the rows written."""
+    import csv
+
+    out = io.StringIO(newline="")
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(["Step Id", "Name", "Type", "Accelerator Core", "Duration(us)", "Input Shapes"])
+    for step, name, op_type, core, duration, shapes in rows:
+        writer.writerow([step, name, op_type, core, duration / 4, shapes])
+    table = read_kernels(io.StringIO(out.getvalue(), newline=""))
+    assert table.rows == len(rows) and table.issues == ()
+    for step in {r[0] for r in rows}:
+        (got,) = [s for s in table.steps if s.step == step]
+        mine = [r for r in rows if r[0] == step]
+        assert got.compute_us + got.communication_us == sum(r[4] / 4 for r in mine)
+        assert got.communication_us == sum(r[4] / 4 for r in mine if r[3] == "HCCL" or r[1].startswith("hcom_"))

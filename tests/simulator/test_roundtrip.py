@@ -307,10 +307,19 @@ def _cut(text: str, keep_lines: int) -> str:
     return "".join(text.splitlines(keepends=True)[:keep_lines])
 
 
-@pytest.mark.xfail(reason="parser gap (reported): a table cut on a line boundary after a complete "
-                          "row reads as a whole table", strict=False)
-@pytest.mark.parametrize("model", MODEL_NAMES)
-@pytest.mark.parametrize("where", ["before the process section", "inside the process section"])
+# 310P tables may lack the process section (printed only on some boards; four of the seven
+# verbatim 310P captures, e.g. info__310P3__25.2.3__1, end where this cut does): the one case
+# the parser cannot tell from a whole table.
+_310P_CUT_BEFORE_PROCESSES = pytest.mark.xfail(
+    reason="parser limit (reported): a 310P table cut before its process section reads like the "
+           "verbatim 310P captures without one", strict=True)
+
+
+@pytest.mark.parametrize(("where", "model"), [
+    pytest.param(where, model, id=f"{where}-{model}", marks=[_310P_CUT_BEFORE_PROCESSES] if (
+        where, model) == ("before the process section", "310p-duo") else [])
+    for where in ("before the process section", "inside the process section") for model in MODEL_NAMES
+])
 def test_info_cut_on_a_line_boundary_is_truncated(model, where):
     state = simulate(MODELS[model], "healthy", T0)
     text = render.render_info(state)
@@ -320,7 +329,6 @@ def test_info_cut_on_a_line_boundary_is_truncated(model, where):
         parse_info(_cut(text, keep))
 
 
-@pytest.mark.xfail(reason="parser gap (reported): fewer chip blocks than 'Chip Count' is accepted", strict=False)
 def test_usages_missing_a_chip_block_is_truncated():
     state = simulate(MODELS["a3"], "healthy", T0)
     with pytest.raises(NpuSmiError):

@@ -138,35 +138,6 @@ def _truncated(what: str) -> NpuSmiError:
     return NpuSmiError("truncated", f"{what} output has no complete chip block")
 
 
-# "Failed to query npu chip: 1 info." follows that chip's Chip ID line; the MCU has its own.
-_QUERY_FAILED_RE = re.compile(r"failed to query", re.IGNORECASE)
-
-
-def _check_chip_count(what: str, chip_count: int | None, found: int, chip_id: int | None, *,
-                      loop_ended: bool, lone_block_whole: bool) -> None:
-    """Raise ``truncated`` when fewer chip blocks than ``Chip Count`` were printed.
-
-    ``loop_ended``: the MCU/CPU block ("Chip Name") follows the chips, so npu-smi finished its
-    chip loop and skipped any chip missing. ``lone_block_whole``: a single block is closed by
-    its Chip ID line and nothing follows it, as in a `-c` answer of the simulator.
-    """
-    if chip_count is None or found >= chip_count or chip_id is not None or loop_ended:
-        return
-    if found == 1 and lone_block_whole:
-        return
-    raise NpuSmiError("truncated", f"{what} output has {found} complete chip block(s) of the {chip_count} "
-                                   "its Chip Count announces")
-
-
-def _check_blocks(what: str, blocks: _Blocks, found: int, chip_id: int | None) -> None:
-    """_check_chip_count for outputs whose blocks end with Chip ID; ``blocks.tail`` follows them."""
-    _check_chip_count(
-        what, blocks.chip_count, found, chip_id,
-        loop_ended=any(line.key == _CHIP_NAME for line in blocks.tail),
-        lone_block_whole=all(_QUERY_FAILED_RE.match(line.raw) for line in blocks.tail),
-    )
-
-
 def _resolve_npu_id(printed: int | None, given: int | None) -> int:
     if printed is not None:
         return printed
@@ -220,6 +191,35 @@ def _implicit_chip(blocks: _Blocks, has_data: Callable[[list[_Line]], bool],
     if blocks.chips or not has_data(blocks.tail) or blocks.chip_count is not None:
         return blocks.chips
     return [(0 if chip_id is None else chip_id, blocks.tail)]
+
+
+# "Failed to query npu chip: 1 info." follows that chip's Chip ID line; the MCU has its own.
+_QUERY_FAILED_RE = re.compile(r"failed to query", re.IGNORECASE)
+
+
+def _check_chip_count(what: str, chip_count: int | None, found: int, chip_id: int | None, *,
+                      loop_ended: bool, lone_block_whole: bool) -> None:
+    """Raise ``truncated`` when fewer chip blocks than ``Chip Count`` were printed.
+
+    ``loop_ended``: the MCU/CPU block ("Chip Name") follows the chips, so npu-smi finished its
+    chip loop and skipped any chip missing. ``lone_block_whole``: a single block is closed by
+    its Chip ID line and nothing follows it, as in a `-c` answer of the simulator.
+    """
+    if chip_count is None or found >= chip_count or chip_id is not None or loop_ended:
+        return
+    if found == 1 and lone_block_whole:
+        return
+    raise NpuSmiError("truncated", f"{what} output has {found} complete chip block(s) of the {chip_count} "
+                                   "its Chip Count announces")
+
+
+def _check_blocks(what: str, blocks: _Blocks, found: int, chip_id: int | None) -> None:
+    """_check_chip_count for outputs whose blocks end with Chip ID; ``blocks.tail`` follows them."""
+    _check_chip_count(
+        what, blocks.chip_count, found, chip_id,
+        loop_ended=any(line.key == _CHIP_NAME for line in blocks.tail),
+        lone_block_whole=all(_QUERY_FAILED_RE.match(line.raw) for line in blocks.tail),
+    )
 
 
 def _per_chip(text: str, what: str, spec: _Spec, npu_id: int | None,
@@ -391,9 +391,9 @@ def parse_common(text: str, *, npu_id: int | None = None, chip_id: int | None = 
             chip_count = _int(line.value) if chip_count is None else chip_count
         elif line.key == _CHIP_ID:
             current = []
-            chip_id = _int(line.value)
-            if chip_id is not None:
-                chips.append((chip_id, current))
+            printed_chip = _int(line.value)
+            if printed_chip is not None:
+                chips.append((printed_chip, current))
         elif line.key == _CHIP_NAME:
             current = []
             others.append((line.value.casefold(), current))
@@ -404,7 +404,10 @@ def parse_common(text: str, *, npu_id: int | None = None, chip_id: int | None = 
     mcu = next((block for name, block in others if name == "mcu"), [])
     if not chips and not mcu:
         raise _truncated("`-t common`")
-    # Chip ID opens a block here, so a lone block is never known to be whole.
+    # Chip ID (and Chip Name) open a block here: as the last line they are a cut output, and a
+    # lone block is never known to be whole.
+    if lines[-1].key in (_CHIP_ID, _CHIP_NAME):
+        raise NpuSmiError("truncated", f"`-t common` output ends after {lines[-1].raw!r}")
     _check_chip_count("`-t common`", chip_count, len(chips), chip_id, loop_ended=bool(others), lone_block_whole=False)
     npu = _resolve_npu_id(printed_npu, npu_id)
     return CommonInfo(

@@ -18,14 +18,16 @@ Decisions (see also the tests):
     with ``+===`` and so does the process section (after each NPU's rows on the NPU/Chip
     layout, after the last row on 950 V2);
   - a border or row cut mid-line is truncation: a last border shorter than the table's other
-    borders (or not ending in ``+``), a last row with fewer cells than the row above it;
+    borders (or not ending in ``+``), a last row narrower than the borders or with fewer cells
+    than the row above it;
   - on the NPU/Chip layout (every family but 950) every NPU of the device table appears in the
     process section, with rows or "No running processes found in NPU n";
   - the process section is required on Atlas A2 (910B1-4, 910B2C), A3 (Phy-ID column) and 950
     tables from 22.x on. It may be absent on 20.x/21.x tables, 310/310P/310B tables (printed
     only on some boards; never in vNPU containers) and first-generation 910.
   ``partial=True`` (and ``require_version=False`` on a text without the version line) reads an
-  excerpt trimmed by its author: only the chip-level checks above the first rule apply.
+  excerpt its author trimmed on a line boundary: the rules on how a whole output ends are
+  skipped, a line cut in the middle is still ``truncated``.
 """
 
 from __future__ import annotations
@@ -310,12 +312,14 @@ class _Reader:
             return False
         assert self.device_header is not None
         return (self._v2 or _has(self.device_header[1], "Phy-ID")
-                or any(_A2_NAME_RE.fullmatch(c.name) for c in self.chips))
+                or any(_A2_NAME_RE.match(c.name) for c in self.chips))
 
 
-def _is_cut_row(cells: list[str], previous_cells: int) -> bool:
-    """A last row closed by one of its inner "|": fewer cells than the row above it."""
-    return len(cells) < previous_cells and not (len(cells) == 1 and _IDLE_RE.search(cells[0]))
+def _is_cut_row(line: str, cells: list[str], previous_cells: int, widest: int) -> bool:
+    """A last row closed by one of its inner "|": fewer cells than the row above it, or narrower
+    than the borders (npu-smi pads rows to the table width; 950 V2 process rows are one short)."""
+    idle = len(cells) == 1 and _IDLE_RE.search(cells[0])
+    return len(line) < widest - 1 or (len(cells) < previous_cells and not idle)
 
 
 def parse_info(text: str, *, require_version: bool = True, partial: bool = False) -> InfoTable:
@@ -349,7 +353,7 @@ def parse_info(text: str, *, require_version: bool = True, partial: bool = False
             widest = max(widest, len(line))
             reader.border(line)
         elif (cells := _cells(line)) is not None:
-            if last and _is_cut_row(cells, reader.previous_cells):
+            if last and _is_cut_row(line, cells, reader.previous_cells, widest):
                 raise NpuSmiError("truncated", f"output ends inside a table row {line!r}")
             reader.row(cells)
         else:

@@ -1,0 +1,198 @@
+"""End to end: real PyTorch loops with the hook against a real `cann-exporter serve` process.
+
+Loopback only; every wait is a bounded poll of /metrics, never a fixed sleep.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import time
+import urllib.request
+
+import pytest
+from hooks_helpers import run_script, wait_until
+
+from exporter.hooks import Monitor
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.e2e
+
+
+def tiny_model() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    return model, torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+def train_step(model, opt, x, y) -> None:
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+
+def test_iterations_and_phase_sums_match_what_the_loop_recorded(start_exporter):
+    exporter = start_exporter()
+    model, opt = tiny_model()
+    data = [(torch.randn(8, 16), torch.randn(8, 1)) for _ in range(5)]
+
+    # A loop that times itself: the exporter must hold exactly these sums.
+    mon = Monitor("e2e-exact", url=exporter.url, rank=0, world_size=1, device=2, flush_interval=0.05)
+    totals = {"data": 0.0, "compute": 0.0}
+    duration_sum = 0.0
+    steps = 40
+    for i in range(steps):
+        t0 = time.perf_counter()
+        x, y = data[i % len(data)]
+        t1 = time.perf_counter()
+        train_step(model, opt, x, y)
+        t2 = time.perf_counter()
+        phases = {"data": t1 - t0, "compute": t2 - t1}
+        mon.record_step(t2 - t0, samples=len(x), phases=phases)
+        totals["data"] += phases["data"]
+        totals["compute"] += phases["compute"]
+        duration_sum += t2 - t0
+    mon.close()
+
+    key = {"job_name": "e2e-exact", "rank": "0"}
+    exporter.wait_value("npu_job_iterations_total", steps, **key)
+    assert exporter.value("npu_job_samples_total", **key) == steps * 8
+    assert exporter.value("npu_job_iteration_duration_seconds_count", **key) == steps
+    assert exporter.value("npu_job_iteration_duration_seconds_sum", **key) == pytest.approx(duration_sum, rel=1e-9)
+    for phase, total in totals.items():
+        assert exporter.value("npu_job_phase_seconds_total", phase=phase, **key) == pytest.approx(total, rel=1e-9)
+    assert exporter.value("npu_job_info", device="2", world_size="1", framework="python", **key) == 1
+    # The job's `device` joins the chip metrics (the simulator serves logic ids 0..7).
+    assert exporter.value("npu_device_info", device="2") == 1
+    assert exporter.value("cann_exporter_ingest_client_dropped_steps_total") == 0
+
+
+def test_context_manager_loop(start_exporter):
+    exporter = start_exporter()
+    model, opt = tiny_model()
+    from exporter.hooks.torch import TorchMonitor
+
+    mon = TorchMonitor("e2e-with", url=exporter.url, flush_interval=0.05)
+    outer = 0.0
+    for _ in range(30):
+        x, y = torch.randn(4, 16), torch.randn(4, 1)
+        t0 = time.perf_counter()
+        with mon.step(samples=len(x)):
+            with mon.phase("h2d"):
+                x, y = x.to("cpu"), y.to("cpu")
+            with mon.phase("compute"):
+                train_step(model, opt, x, y)
+        outer += time.perf_counter() - t0
+    mon.close()
+    key = {"job_name": "e2e-with", "rank": "0"}
+    exporter.wait_value("npu_job_iterations_total", 30, **key)
+    assert exporter.value("npu_job_samples_total", **key) == 120
+    compute = exporter.value("npu_job_phase_seconds_total", phase="compute", **key)
+    h2d = exporter.value("npu_job_phase_seconds_total", phase="h2d", **key)
+    total = exporter.value("npu_job_iteration_duration_seconds_sum", **key)
+    assert 0 < h2d + compute <= total <= outer
+    assert exporter.value("npu_job_info", framework="pytorch", **key) == 1
+
+
+def test_exporter_killed_mid_run_does_not_disturb_the_loop(start_exporter):
+    exporter = start_exporter()
+    model, opt = tiny_model()
+    mon = Monitor("e2e-kill", url=exporter.url, flush_interval=0.02, max_backoff=0.2, timeout=1.0)
+    key = {"job_name": "e2e-kill", "rank": "0"}
+    completed = 0
+    sent_before = None
+    for i in range(300):
+        x, y = torch.randn(4, 16), torch.randn(4, 1)
+        with mon.step(samples=4):
+            with mon.phase("compute"):
+                train_step(model, opt, x, y)
+        completed += 1
+        if i == 99:
+            wait_until(lambda: (exporter.value("npu_job_iterations_total", **key) or 0) >= 50, what="first steps arrive")
+            exporter.kill()
+            sent_before = mon.stats()["sent"]  # what the old process acknowledged
+        if i == 199:
+            exporter.start()                  # same port: an exporter restart
+    assert completed == 300
+    mon.flush(timeout=10)
+    mon.close(timeout=10)
+    stats = mon.stats()
+    assert stats["sent"] + stats["dropped"] == 300 and stats["buffered"] == 0
+    assert stats["sent"] > sent_before         # reporting resumed after the restart
+    exporter.wait_value("npu_job_iterations_total", stats["sent"] - sent_before, **key)
+    assert exporter.value("cann_exporter_ingest_client_dropped_steps_total") == stats["dropped"]
+
+
+FORK_LOOP = """
+import json, os, sys, time
+import torch
+from exporter.hooks import Monitor
+
+mon = Monitor("e2e-fork", url="{url}", flush_interval=0.01)
+data = torch.utils.data.TensorDataset(torch.randn(256, 16), torch.randn(256, 1))
+loader = torch.utils.data.DataLoader(data, batch_size=16, num_workers=2, multiprocessing_context="fork", persistent_workers=False)
+model = torch.nn.Linear(16, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+steps = 0
+for epoch in range(3):                      # new DataLoader workers are forked every epoch
+    for x, y in loader:
+        with mon.step(samples=len(x)):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad(); loss.backward(); opt.step()
+        steps += 1
+pid = os.fork()                             # a child that reports steps of its own
+if pid == 0:
+    for _ in range(10):
+        with mon.step(samples=1):
+            pass
+    mon.close(timeout=10)
+    os._exit(0)
+deadline = time.monotonic() + 30
+while not os.waitpid(pid, os.WNOHANG)[0]:
+    assert time.monotonic() < deadline, "forked child hung"
+    time.sleep(0.01)
+mon.close(timeout=10)
+print(json.dumps({{"steps": steps, "stats": mon.stats()}}))
+"""
+
+
+def test_forked_workers_neither_duplicate_nor_deadlock(start_exporter):
+    exporter = start_exporter()
+    proc = run_script(FORK_LOOP.format(url=exporter.url), timeout=90)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["steps"] == 48 and result["stats"]["dropped"] == 0
+    key = {"job_name": "e2e-fork", "rank": "0"}
+    exporter.wait_value("npu_job_iterations_total", 48 + 10, **key)
+    assert exporter.value("npu_job_samples_total", **key) == 3 * 256 + 10
+
+
+def post(url: str, doc: dict) -> int:
+    request = urllib.request.Request(url + "/api/v1/steps", data=json.dumps(doc).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5) as resp:
+        return resp.status
+
+
+def test_ttl_expiry_removes_series(start_exporter):
+    exporter = start_exporter("--ingest.ttl", "2s", "--ingest.finished-ttl", "1s")
+    # A job that simply stops (a crash): gone after the TTL.
+    assert post(exporter.url, {"job_name": "crashed", "rank": 0, "steps": [{"duration": 0.5}]}) == 200
+    # A job that closed its Monitor: gone after the finished TTL.
+    closed = Monitor("closed", url=exporter.url, flush_interval=0.05)
+    closed.record_step(0.5, phases={"h2d": 0.1})
+    closed.close()
+    # A job that is alive but not stepping (stuck): kept by the client's heartbeat.
+    stuck = Monitor("stuck", url=exporter.url, flush_interval=0.05, heartbeat_interval=0.3)
+    stuck.record_step(0.5)
+    try:
+        jobs = lambda: {dict(ls)["job_name"] for (n, ls) in exporter.samples() if n == "npu_job_info"}  # noqa: E731
+        wait_until(lambda: jobs() == {"crashed", "closed", "stuck"}, what="three jobs reported")
+        wait_until(lambda: jobs() == {"stuck"}, deadline=20, what="expired jobs removed")
+        found = exporter.samples()
+        assert not [n for (n, ls) in found if n.startswith("npu_job_") and dict(ls).get("job_name") != "stuck"]
+        assert exporter.value("cann_exporter_ingest_expired_total") == 2
+        assert exporter.value("npu_job_iterations_total", job_name="stuck") == 1
+    finally:
+        stuck.close()
