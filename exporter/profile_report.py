@@ -91,7 +91,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
 
 def _profile_root(path: Path) -> Path:
-    """Accept the output directory itself (ASCEND_PROFILER_OUTPUT etc.) as its export."""
+    """Accept the output directory (ASCEND_PROFILER_OUTPUT etc.) or a file in it as its export."""
+    if path.is_file() and path.parent.name in _OUTPUT_DIRS:
+        path = path.parent
     return path.parent if path.name in _OUTPUT_DIRS else path
 
 

@@ -156,8 +156,8 @@ def _indicator(entry: Any, where: str, problems: list[str]) -> Indicator | None:
     if len(problems) > start:
         return None
     return Indicator(
-        id=ident, title=text["title"] or "", description=text["description"] or "", direction=direction,
-        healthy=healthy, abnormal=abnormal, window=window, severity=severity, alert=text["alert"],
+        id=str(ident), title=text["title"] or "", description=text["description"] or "", direction=str(direction),
+        healthy=healthy, abnormal=abnormal, window=str(window), severity=str(severity), alert=text["alert"],
         note=text["note"], source=text["source"] or "", **lists,
     )
 

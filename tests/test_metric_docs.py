@@ -40,4 +40,5 @@ def test_every_described_metric_is_in_the_contract():
     registry: CollectorRegistry = exporter.registry
     described = {name for collector in registry._collector_to_names for name in registry._collector_to_names[collector]}
     declared = {spec.name for spec in ALL_METRICS} | {spec.name.removesuffix("_total") for spec in ALL_METRICS}
-    assert described and described <= declared | {f"{n}_created" for n in declared}
+    suffixes = ("_created", "_bucket", "_sum", "_count")
+    assert described and described <= declared | {f"{n}{s}" for n in declared for s in suffixes}

@@ -36,7 +36,7 @@ class JobCollector:
         for r in ranks:
             key = [r.job_name, str(r.rank)]
             info.add_metric(key + [r.device, str(r.world_size), r.framework, r.pid], 1)
-            duration.add_metric(key, list(zip(_BUCKET_BOUNDS, r.cumulative_buckets)), r.duration_sum)
+            duration.add_metric(key, list(zip(_BUCKET_BOUNDS, r.cumulative_buckets, strict=True)), r.duration_sum)
             iterations.add_metric(key, r.iterations)
             if r.samples is not None:
                 samples.add_metric(key, r.samples)

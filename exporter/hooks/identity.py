@@ -8,9 +8,11 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-# Same character set the exporter accepts; anything else becomes "_" so a job name with
+# Same character sets the exporter accepts; anything else becomes "_" so a job name with
 # spaces or unicode is still admitted rather than rejected batch after batch.
-_ODD = re.compile(r"[^A-Za-z0-9_.:@/+-]")
+_ODD_JOB = re.compile(r"[^A-Za-z0-9_.:@/+-]")
+_ODD_FRAMEWORK = re.compile(r"[^A-Za-z0-9_.+-]")
+_DEVICE = re.compile(r"[0-9]{1,5}")
 _MAX_LABEL = 128
 
 
@@ -24,8 +26,8 @@ class Identity:
     pid: int
 
 
-def clean_label(text: str, fallback: str) -> str:
-    text = _ODD.sub("_", text.strip())[:_MAX_LABEL]
+def clean_label(text: str, fallback: str, odd: re.Pattern[str] = _ODD_JOB) -> str:
+    text = odd.sub("_", str(text).strip())[:_MAX_LABEL]
     if not text or not text[0].isalnum():
         text = (fallback + text)[:_MAX_LABEL]
     return text
@@ -34,7 +36,7 @@ def clean_label(text: str, fallback: str) -> str:
 def _int_env(env: Mapping[str, str], *names: str) -> int | None:
     for name in names:
         value = env.get(name, "").strip()
-        if value.isdigit():
+        if value.isascii() and value.isdigit():
             return int(value)
     return None
 
@@ -56,11 +58,11 @@ def resolve_device(local_rank: int | None, env: Mapping[str, str]) -> str | None
     visible = [v.strip() for v in env.get("ASCEND_RT_VISIBLE_DEVICES", "").split(",") if v.strip()]
     if visible:
         index = local_rank or 0
-        return visible[index] if index < len(visible) and visible[index].isdigit() else None
+        return visible[index] if index < len(visible) and _DEVICE.fullmatch(visible[index]) else None
     if local_rank is not None:
         return str(local_rank)
     device_id = env.get("DEVICE_ID", "").strip()  # MindSpore/HCCL launchers
-    return device_id if device_id.isdigit() else None
+    return device_id if _DEVICE.fullmatch(device_id) else None
 
 
 def resolve_identity(
@@ -82,7 +84,7 @@ def resolve_identity(
         job_name=clean_label(job_name or default_job_name(env), "job_"),
         rank=max(0, int(rank)),
         world_size=max(int(world_size), int(rank) + 1, 1),  # the exporter rejects rank >= world_size
-        device=None if device is None or not str(device).isdigit() else str(device),
-        framework=clean_label(framework, "f_")[:32],
+        device=str(device) if device is not None and _DEVICE.fullmatch(str(device)) else None,
+        framework=clean_label(framework, "f_", _ODD_FRAMEWORK),
         pid=os.getpid(),
     )

@@ -32,8 +32,12 @@ log = logging.getLogger("exporter.hooks")
 PHASES = ("data", "h2d", "compute", "communication", "d2h", "framework", "other")
 DEFAULT_URL = "http://127.0.0.1:9435"
 _PHASE_SET = frozenset(PHASES)
-_MAX_SECONDS = 86_400.0          # the exporter rejects longer steps/phases as absurd
+# The exporter rejects a whole batch for one value outside its limits, so the sender
+# checks each step against the same limits and drops (and counts) only that step.
+_MAX_SECONDS = 86_400.0          # longer steps/phases are absurd
 _MAX_SAMPLES = 10**9
+_MAX_END_AGE = 86_000.0          # an `end` older than about a day, or more than
+_MAX_END_AHEAD = 290.0           # ~5 minutes ahead, is replaced by the recording time
 
 # (end perf_counter, duration seconds, samples, {phase: seconds}); record_step(end=...)
 # appends the caller's unix end time as a fifth item, sent as given.
@@ -430,7 +434,7 @@ class Monitor:
             doc["final"] = True
         memory = self._memory
         if memory is not None and memory != self._memory_sent:
-            counts = zip(("allocated_bytes", "max_allocated_bytes"), (_count(v, 1 << 50) for v in memory))
+            counts = zip(("allocated_bytes", "max_allocated_bytes"), (_count(v, 1 << 50) for v in memory), strict=True)
             clean = {name: count for name, count in counts if count is not None}
             if clean:
                 doc["memory"] = clean
@@ -476,9 +480,11 @@ def _seconds(value: Any) -> float | None:
 def _step_json(event: Event, offset: float) -> dict[str, Any] | None:
     t1, duration, samples, phases = event[:4]
     seconds = _seconds(duration)
-    end = event[4] if len(event) > 4 else round(t1 + offset, 6)
-    if seconds is None or not math.isfinite(end):
+    if seconds is None:
         return None
+    end = round(t1 + offset, 6)
+    if len(event) > 4 and end - _MAX_END_AGE <= event[4] <= end + _MAX_END_AHEAD:
+        end = event[4]
     step: dict[str, Any] = {"end": end, "duration": seconds}
     if samples is not None:
         count = _count(samples)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import encodings.idna  # noqa: F401 - loaded now: a lazy codec import in a thread (or a fork child) can fail (bpo-29288)
 import http.client
-import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -87,7 +87,3 @@ class Transport:
             except OSError:
                 pass
             self._conn = None
-
-
-def is_timeout(exc: BaseException) -> bool:
-    return isinstance(exc, (socket.timeout, TimeoutError))

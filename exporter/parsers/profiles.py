@@ -22,9 +22,10 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, fields, replace
+from functools import partial
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 # --- errors, issues, limits ------------------------------------------------------------------
 
@@ -58,8 +59,8 @@ class Issue:
 class Limits:
     """Caps that keep one bad or giant export from stalling the exporter."""
 
-    max_csv_bytes: int = 8 << 30        # streamed, so this only bounds the time spent
-    max_trace_bytes: int = 2 << 30      # trace_view.json / msprof_*.json, streamed
+    max_csv_bytes: int = 8 << 30        # streamed (~150 MB/s), so this only bounds the time spent
+    max_trace_bytes: int = 1 << 30      # trace_view.json / msprof_*.json, streamed (~90 MB/s)
     max_json_bytes: int = 64 << 20      # small JSON files loaded whole (communication, info)
     max_json_event_bytes: int = 16 << 20
     max_memcpy_events: int = 2_000_000
@@ -197,9 +198,10 @@ class _Table:
                 yield from self.rows()
                 return
             if len(parts) <= cut or line[-1:] not in "\r\n":
-                parts = self._odd_line(line, parts, cut)
-                if parts is None:
-                    continue
+                odd = self._odd_line(line, parts, cut)
+                if odd is not None:
+                    yield odd
+                continue
             yield parts
 
     def _odd_line(self, line: str, parts: list[str], cut: int) -> list[str] | None:
@@ -285,11 +287,10 @@ def read_step_trace(lines: Iterable[str], name: str = "step_trace_time.csv") -> 
     for row in table.rows():
         if i_type is not None and row[i_type].strip() != "rank":
             continue  # cluster file: Type=stage rows are maxima over a PP group, not a rank
-        values = [_float(row[i]) for i in need]
-        if None in values:
+        computing, not_overlapped, free = (_float(row[i]) for i in need)
+        if computing is None or not_overlapped is None or free is None:
             bad += 1
             continue
-        computing, not_overlapped, free = values  # type: ignore[misc]
         extra = {key: _float(row[i]) if i is not None else None for key, i in optional.items()}
         rows.append(StepTime(
             step=_int(row[i_step]) if i_step is not None else None,
@@ -511,7 +512,13 @@ class ApiStat:
     count: int | None
 
 
-def read_api_statistic(lines: Iterable[str], name: str = "api_statistic.csv") -> tuple[tuple[ApiStat, ...], tuple[Issue, ...]]:
+@dataclass(frozen=True)
+class ApiStatistic:
+    items: tuple[ApiStat, ...]                   # by time, largest first
+    issues: tuple[Issue, ...] = ()
+
+
+def read_api_statistic(lines: Iterable[str], name: str = "api_statistic.csv") -> ApiStatistic:
     table = _Table(lines, name)
     i_api, i_time = table.require("API Name"), table.require("Time(us)")
     i_level, i_count = table.column("Level"), table.column("Count")
@@ -528,7 +535,7 @@ def read_api_statistic(lines: Iterable[str], name: str = "api_statistic.csv") ->
             count=_int(row[i_count]) if i_count is not None else None,
         ))
     items.sort(key=lambda a: (-a.time_us, a.api))
-    return tuple(items), table.issues(bad)
+    return ApiStatistic(tuple(items), table.issues(bad))
 
 
 @dataclass(frozen=True)
@@ -569,7 +576,13 @@ class Iteration:
     data_aug_bound_us: float | None
 
 
-def read_msprof_step_trace(lines: Iterable[str], name: str = "step_trace.csv") -> tuple[tuple[Iteration, ...], tuple[Issue, ...]]:
+@dataclass(frozen=True)
+class IterationTable:
+    items: tuple[Iteration, ...]
+    issues: tuple[Issue, ...] = ()
+
+
+def read_msprof_step_trace(lines: Iterable[str], name: str = "step_trace.csv") -> IterationTable:
     table = _Table(lines, name)
     i_time = table.require("Iteration Time(us)")
     i_id, i_aug = table.column("Iteration ID"), table.column("Data Aug Bound(us)")
@@ -584,11 +597,16 @@ def read_msprof_step_trace(lines: Iterable[str], name: str = "step_trace.csv") -
             time_us,
             _float(row[i_aug]) if i_aug is not None else None,
         ))
-    return tuple(items), table.issues(bad)
+    return IterationTable(tuple(items), table.issues(bad))
 
 
 def _frozen_map(values: Mapping[str, float]) -> Mapping[str, float]:
     return MappingProxyType(dict(values))
+
+
+def _dict(value: object) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one (wrong shapes read as absent)."""
+    return value if isinstance(value, dict) else {}
 
 
 # --- JSON: streamed trace events -------------------------------------------------------------
@@ -596,7 +614,11 @@ def _frozen_map(values: Mapping[str, float]) -> Mapping[str, float]:
 _WS = " \t\r\n"
 
 
-def iter_json_array(handle: TextIO, name: str, chunk: int = 1 << 20, max_item: int = 16 << 20) -> Iterator[Any]:
+class _Reader(Protocol):
+    def read(self, size: int = -1, /) -> str: ...
+
+
+def iter_json_array(handle: _Reader, name: str, chunk: int = 1 << 20, max_item: int = 16 << 20) -> Iterator[Any]:
     """Items of a top-level JSON array, decoded one at a time from ``chunk``-sized reads.
 
     Raises ProfileParseError("truncated") when the file ends inside the array (a cut
@@ -795,7 +817,7 @@ class _TraceAcc:
             if len(self.memcpy) >= self.limits.max_memcpy_events:
                 self.dropped_memcpy += 1
                 return
-            args = event.get("args") if isinstance(event.get("args"), dict) else {}
+            args = _dict(event.get("args"))
             self.memcpy.append((pid, start, duration, memcpy_kind(args.get("Task Type"), args.get("operation"))))
         elif name.startswith("ProfilerStep#"):
             step = _int(name.removeprefix("ProfilerStep#"))
@@ -907,7 +929,10 @@ def _sum_overlaps(device: int | None, items: list[OverlapTotals]) -> OverlapTota
     # Slices are consecutive: the first slice's lead idle and the last slice's tail idle stay.
     return OverlapTotals(
         device,
-        *(sum(getattr(i, f) for i in items) for f in ("computing_us", "communication_us", "communication_not_overlapped_us", "free_us")),
+        computing_us=sum(i.computing_us for i in items),
+        communication_us=sum(i.communication_us for i in items),
+        communication_not_overlapped_us=sum(i.communication_not_overlapped_us for i in items),
+        free_us=sum(i.free_us for i in items),
         lead_free_us=items[0].lead_free_us,
         tail_free_us=items[-1].tail_free_us,
     )
@@ -962,9 +987,8 @@ def read_profiler_info(text: str, name: str = "profiler_info.json") -> ProfilerI
     data = _loads(text, name)
     if not isinstance(data, dict):
         raise ProfileParseError("malformed", f"{name}: expected a JSON object")
-    config = data.get("config") if isinstance(data.get("config"), dict) else {}
-    experimental = config.get("experimental_config") if isinstance(config.get("experimental_config"), dict) else {}
-    end = data.get("end_info") if isinstance(data.get("end_info"), dict) else {}
+    experimental = _dict(_dict(data.get("config")).get("experimental_config"))
+    end = _dict(data.get("end_info"))
     rank = _int(data.get("rank_id"))
     end_ns = _int(end.get("collectionTimeEnd"))
     level = experimental.get("_profiler_level")
@@ -1086,14 +1110,6 @@ class _Collect:
         self.issues.extend(getattr(result, "issues", ()) or ())
         return result
 
-    def pair(self, parse: Callable[[], tuple[Any, tuple[Issue, ...]]]) -> Any:
-        result = self.run(parse)
-        if result is None:
-            return ()
-        items, issues = result
-        self.issues.extend(issues)
-        return items
-
 
 def _file(directory: Path, name: str) -> Path | None:
     path = directory / name
@@ -1114,16 +1130,17 @@ def _load_framework(path: Path, producer: str, job_name: str, limits: Limits) ->
     step_table = collect.run(lambda: _read_csv(steps, read_step_trace, limits)) if steps else None
     kernel_table = collect.run(lambda: _read_csv(kernels, read_kernels, limits)) if kernels else None
     trace_data = collect.run(lambda: _read_trace(trace, limits)) if trace else None
+    api_table = collect.run(lambda: _read_csv(api, read_api_statistic, limits)) if api else None
     data = ProfileData(
         path=str(path), producer=producer, job_name=job or job_name,
-        rank=info.rank if info else _rank_from_name(path),
+        rank=info.rank if info and info.rank is not None else _rank_from_name(path),
         level=info.level if info else None,
         finished_at=(info.collection_end if info else None) or _newest_mtime(out),
         steps=step_table.rows if step_table else (),
         kernels=kernel_table,
         op_statistic=collect.run(lambda: _read_csv(op_stat, read_op_statistic, limits)) if op_stat else None,
         trace=trace_data,
-        api=collect.pair(lambda: _read_csv(api, read_api_statistic, limits)) if api else (),
+        api=api_table.items if api_table else (),
         communication=(collect.run(lambda: _read_small_json(comm, read_communication, limits)) or ()) if comm else (),
     )
     device = next((r.device_id for r in data.steps if r.device_id is not None), None)
@@ -1178,15 +1195,19 @@ def _slices(directory: Path, prefix: str, suffix: str = ".csv") -> list[Path]:
 
 def _load_msprof(path: Path, producer: str, job_name: str, limits: Limits) -> ProfileData:
     out, collect = output_dir(path, producer), _Collect()
-    kernels = merge_kernel_tables(
-        t for t in (collect.run(lambda p=p: _read_csv(p, read_kernels, limits)) for p in _slices(out, "op_summary")) if t
-    )
-    op_stats = [t for t in (collect.run(lambda p=p: _read_csv(p, read_op_statistic, limits)) for p in _slices(out, "op_statistic")) if t]
+
+    def each(prefix: str, reader: Callable[[Iterable[str], str], Any]) -> list[Any]:
+        """Parse every slice of one kind; failed slices become issues."""
+        results = (collect.run(partial(_read_csv, p, reader, limits)) for p in _slices(out, prefix))
+        return [r for r in results if r is not None]
+
+    kernels = merge_kernel_tables(each("op_summary", read_kernels))
+    op_stats: list[OpStatistic] = each("op_statistic", read_op_statistic)
     op_stat = OpStatistic(_merge_op_types(o for t in op_stats for o in t.op_types), op_stats[0].device_id) if op_stats else None
-    tasks = [t for t in (collect.run(lambda p=p: _read_csv(p, read_task_time, limits)) for p in _slices(out, "task_time")) if t]
-    traces = [t for t in (collect.run(lambda p=p: _read_trace(p, limits)) for p in _slices(out, "msprof", ".json")) if t]
-    iterations = [i for p in _slices(out, "step_trace") for i in collect.pair(lambda p=p: _read_csv(p, read_msprof_step_trace, limits))]
-    api = [a for p in _slices(out, "api_statistic") for a in collect.pair(lambda p=p: _read_csv(p, read_api_statistic, limits))]
+    tasks: list[TaskTime] = each("task_time", read_task_time)
+    traces = [t for t in (collect.run(partial(_read_trace, p, limits)) for p in _slices(out, "msprof", ".json")) if t]
+    iterations = [i for table in each("step_trace", read_msprof_step_trace) for i in table.items]
+    api = [a for table in each("api_statistic", read_api_statistic) for a in table.items]
     trace = merge_traces(traces)
     device = next((d for d in (kernels.device_id if kernels else None, op_stat.device_id if op_stat else None,
                                tasks[0].device_id if tasks else None) if d is not None), None)
@@ -1458,7 +1479,7 @@ def summary_from_dict(data: Mapping[str, Any]) -> ProfileSummary:
 
 
 __all__ = [
-    "ApiStat", "CommunicationStep", "Issue", "Iteration", "KernelTable", "Limits", "MemcpyTask", "OpStatistic",
+    "ApiStat", "ApiStatistic", "CommunicationStep", "IterationTable", "Issue", "Iteration", "KernelTable", "Limits", "MemcpyTask", "OpStatistic",
     "OpTypeTime", "OperatorShare", "OverlapTotals", "PRODUCERS", "ProfileData", "ProfileParseError",
     "ProfileSummary", "ProfilerInfo", "StepKernels", "StepTime", "StepTraceTable", "TaskTime", "TraceData",
     "iter_json_array", "load_profile", "memcpy_kind", "merge_kernel_tables", "merge_traces", "op_type_from_name",

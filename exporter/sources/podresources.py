@@ -26,6 +26,7 @@ for ``ttl`` seconds, after which attribution degrades to none rather than going 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import re
@@ -198,9 +199,9 @@ def _status_reason(code: object, details: str) -> str:
 async def list_pod_resources(socket: str, timeout: float, max_message_bytes: int = 16 << 20) -> object:
     """One ``List`` call over a fresh channel; the response message or PodResourcesError.
 
-    A channel per call (as dcgm-exporter does): the kubelet restarts, recreates its socket,
-    and a long-lived channel would sit in reconnect back-off; a unix connect costs
-    microseconds. ``timeout`` bounds the whole call, connection included.
+    A channel per call: when the kubelet restarts it recreates its socket, and a long-lived
+    channel would sit in reconnect back-off; a unix connect costs microseconds (a whole call
+    ~2 ms). ``timeout`` bounds the whole call, connection included.
     """
     import grpc
     import grpc.aio
@@ -219,7 +220,10 @@ async def list_pod_resources(socket: str, timeout: float, max_message_bytes: int
         # Raw bytes in, decoded here: a corrupt answer becomes our `garbled`, not a grpc log line.
         call = channel.unary_unary(LIST_METHOD, request_serializer=api_pb2.ListPodResourcesRequest.SerializeToString)
         try:
-            raw = await call(api_pb2.ListPodResourcesRequest(), timeout=timeout)
+            # gRPC's deadline covers connecting too; the outer bound is only a safety net.
+            raw = await asyncio.wait_for(call(api_pb2.ListPodResourcesRequest(), timeout=timeout), timeout + 1.0)
+        except asyncio.TimeoutError:
+            raise PodResourcesError("timeout", f"List: no answer within {timeout:g}s") from None
         except grpc.aio.AioRpcError as exc:
             details = exc.details() or ""
             raise PodResourcesError(_status_reason(exc.code(), details), f"List: {exc.code().name}: {details}") from None

@@ -143,9 +143,7 @@ def list_export(ref: ProfileRef) -> Listing | None:
     info = {n: s for n, s in root_files.items() if n.startswith("profiler_info") or n == "profiler_metadata.json"}
     both = sorted(files.items()) + sorted(("../" + n, s) for n, s in info.items())
     digest = hashlib.sha1(repr(both).encode()).hexdigest()
-    names = _DATA_FILES[ref.producer]
-    has_data = any(size > 0 and (name in names or any(name.startswith(p) for p in names if p.endswith("_")))
-                   for name, (size, _) in files.items())
+    has_data = any(size > 0 and _is_data_file(name, ref.producer) for name, (size, _) in files.items())
     return Listing(
         fingerprint=digest,
         newest_mtime=max((m for _, m in files.values()), default=0.0) / 1e9,
@@ -153,6 +151,11 @@ def list_export(ref: ProfileRef) -> Listing | None:
         has_data=has_data,
         has_info=any(n.startswith("profiler_info") for n in info),
     )
+
+
+def _is_data_file(name: str, producer: str) -> bool:
+    """Exact names, or prefixes (ending in `_`) for msprof's timestamped/sliced files."""
+    return any(name == p or (p.endswith("_") and name.startswith(p)) for p in _DATA_FILES[producer])
 
 
 def _stat_files(directory: Path) -> dict[str, tuple[int, int]]:
@@ -222,9 +225,10 @@ class ProfileSource:
     async def refresh(self) -> None:
         start = time.monotonic()
         failures: list[Failure] = []
-        if not self._loaded:
-            self._loaded = True
-            failures += await asyncio.to_thread(self._load_state)
+        if not self._loaded and self.settings.state_file is not None:
+            self._entries, problems = await asyncio.to_thread(read_state_file, Path(self.settings.state_file))
+            failures += problems
+        self._loaded = True
         scan = await asyncio.to_thread(self._scan, list(self._entries))
         failures += scan.failures
         tried: list[str] = []
@@ -237,7 +241,7 @@ class ProfileSource:
             changed = True
         self._latest = latest_per_rank(s for entry in self._entries.values() for s in entry.summaries)
         if changed and self.settings.state_file is not None:
-            failures += await asyncio.to_thread(self._save_state)
+            failures += await asyncio.to_thread(write_state_file, Path(self.settings.state_file), render_state(self._entries))
         self.health[self.NAME].record(time.monotonic() - start, failures, tried + [str(d) for d in self.settings.directories])
 
     # --- steps of a run (the blocking ones run in a thread) ------------------------------------
@@ -301,30 +305,6 @@ class ProfileSource:
             del self._seen[key]
         return bool(scan.gone)
 
-    # --- state file ------------------------------------------------------------------------------
-
-    def _load_state(self) -> list[Failure]:
-        path = self.settings.state_file
-        if path is None or not Path(path).exists():
-            return []
-        try:
-            self._entries = parse_state(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError, ProfileParseError) as exc:
-            return [Failure(str(path), "state_file", f"{path}: ignoring unreadable state file: {exc}")]
-        return []
-
-    def _save_state(self) -> list[Failure]:
-        path = Path(self.settings.state_file)  # type: ignore[arg-type]
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(render_state(self._entries), encoding="utf-8")
-            os.replace(tmp, path)  # atomic: a crash never leaves half a state file
-        except OSError as exc:
-            return [Failure(str(path), "state_file", f"{path}: cannot write state: {exc.strerror or exc}")]
-        return []
-
-
 def latest_per_rank(summaries: Iterable[ProfileSummary]) -> tuple[ProfileSummary, ...]:
     """One summary per (job_name, rank): the most recently produced export wins."""
     best: dict[tuple[str, int | None], ProfileSummary] = {}
@@ -334,6 +314,27 @@ def latest_per_rank(summaries: Iterable[ProfileSummary]) -> tuple[ProfileSummary
         if old is None or (summary.finished_at or 0.0, summary.path) > (old.finished_at or 0.0, old.path):
             best[key] = summary
     return tuple(best[k] for k in sorted(best, key=lambda k: (k[0], k[1] is None, k[1] or 0)))
+
+
+def read_state_file(path: Path) -> tuple[dict[str, _Entry], list[Failure]]:
+    """What a previous run parsed; an unreadable state file is reported and then replaced."""
+    if not path.exists():
+        return {}, []
+    try:
+        return parse_state(path.read_text(encoding="utf-8")), []
+    except (OSError, ValueError, ProfileParseError) as exc:
+        return {}, [Failure(str(path), "state_file", f"{path}: ignoring unreadable state file: {exc}")]
+
+
+def write_state_file(path: Path, text: str) -> list[Failure]:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)  # atomic: a crash never leaves half a state file
+    except OSError as exc:
+        return [Failure(str(path), "state_file", f"{path}: cannot write state: {exc.strerror or exc}")]
+    return []
 
 
 def render_state(entries: dict[str, _Entry]) -> str:

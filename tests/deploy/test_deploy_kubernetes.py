@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deploy_tools import K8S, ROOT, kustomize, promtool_check_config, run, tool
+from deploy_tools import K8S, ROOT, kustomize, promtool_check_config, require_module, run, tool
 
-kubernetes_validate = pytest.importorskip("kubernetes_validate")
+kubernetes_validate = require_module("kubernetes_validate", "pip install kubernetes-validate")
 
 # Oldest schema bundled with kubernetes-validate and the newest: the manifests use nothing newer.
 K8S_VERSIONS = ("1.25.0", kubernetes_validate.latest_version())

@@ -6,12 +6,14 @@ Loopback only; every wait is a bounded poll of /metrics, never a fixed sleep.
 from __future__ import annotations
 
 import json
-import textwrap
+import os
+import subprocess
+import sys
 import time
 import urllib.request
 
 import pytest
-from hooks_helpers import run_script, wait_until
+from hooks_helpers import ROOT, run_script, wait_until
 
 from exporter.hooks import Monitor
 
@@ -196,3 +198,18 @@ def test_ttl_expiry_removes_series(start_exporter):
         assert exporter.value("npu_job_iterations_total", job_name="stuck") == 1
     finally:
         stuck.close()
+
+
+def test_the_example_script(start_exporter):
+    exporter = start_exporter()
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "train_with_hooks.py"), "--url", exporter.url, "--steps", "40", "--log-every", "20",
+         "--job-name", "example"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "hook sent 40, dropped 0" in proc.stdout
+    key = {"job_name": "example", "rank": "0"}
+    exporter.wait_value("npu_job_iterations_total", 40, **key)
+    phases = {dict(ls)["phase"] for (n, ls) in exporter.samples() if n == "npu_job_phase_seconds_total"}
+    assert phases == {"data", "h2d", "compute", "d2h"}

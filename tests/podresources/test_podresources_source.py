@@ -226,3 +226,77 @@ async def test_dead_kubelet_left_its_socket_behind(sock_dir: Path) -> None:
     assert time.monotonic() - started < 2.5
     assert dict(status(health).errors) == {"unavailable": 1}
     assert source.attributions() == ()
+
+
+def test_non_root_cannot_reach_a_root_only_socket() -> None:
+    """Why the DaemonSet runs as uid 0 (without capabilities): the kubelet's socket is root-only,
+    and connect() on a unix socket needs write permission on it."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to switch to an unprivileged uid")
+    directory = Path(tempfile.mkdtemp(prefix="klt", dir="/tmp"))
+    kubelet = FakeKubelet(directory / "kubelet.sock")
+    try:
+        directory.chmod(0o755)                # searchable: the refusal must come from the socket itself
+        kubelet.start()
+        kubelet.socket.chmod(0o755)           # what the kubelet's umask gives its socket
+        code = (
+            "import asyncio\n"
+            "from exporter.sources.podresources import list_pod_resources, PodResourcesError\n"
+            f"try: asyncio.run(list_pod_resources({str(kubelet.socket)!r}, 2.0))\n"
+            "except PodResourcesError as e: print(e.reason, e)\n"
+            "else: print('connected')\n"
+        )
+        root = Path(__file__).resolve().parents[2]
+        proc = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", code],
+            capture_output=True, text=True, timeout=30, cwd="/", env={**os.environ, "PYTHONPATH": str(root)},
+        )
+        if not proc.stdout:
+            pytest.skip(f"the unprivileged uid cannot run this Python here: {proc.stderr.strip()[-200:]}")
+        assert proc.stdout.startswith("permission_denied List: UNAVAILABLE"), proc.stdout + proc.stderr
+    finally:
+        kubelet.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+async def test_hung_kubelet_that_accepts_but_never_speaks(sock_dir: Path) -> None:
+    """A socket that accepts connections and then says nothing (a wedged kubelet)."""
+    import socket as socketlib
+    import threading
+
+    path = sock_dir / "kubelet.sock"
+    server = socketlib.socket(socketlib.AF_UNIX)
+    server.bind(str(path))
+    server.listen(8)
+    held: list[socketlib.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        source, health = make_source(path, timeout=0.5)
+        started = time.monotonic()
+        await source.refresh()
+        assert time.monotonic() - started < 2.0
+        assert dict(status(health).errors) == {"timeout": 1}
+        assert source.attributions() == ()
+    finally:
+        stop.set()
+        thread.join(5)
+        for conn in held:
+            conn.close()
+        server.close()

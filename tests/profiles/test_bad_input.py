@@ -198,7 +198,7 @@ def test_two_gigabyte_trace_is_skipped_by_size(tmp_path: Path) -> None:
     path = torch_profile(tmp_path / "r_ascend_pt", steps=[Step(1, 80.0, 0.0, 20.0)], trace=False)
     with open(path / OUT / "trace_view.json", "wb") as f:
         f.truncate(2_000_000_000)  # sparse: costs no disk, and must never be read
-    (data,) = load_profile(path, "torch_npu", "job", Limits(max_trace_bytes=1 << 30))
+    (data,) = load_profile(path, "torch_npu", "job")  # default limit: 1 GiB
     (issue,) = data.issues
     assert issue.reason == "too_large" and issue.message.startswith("trace_view.json: 1907 MiB is over the 1024 MiB limit")
     (summary,) = summarize(data)

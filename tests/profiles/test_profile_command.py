@@ -59,6 +59,14 @@ def test_per_step_and_output_dir_as_path(tmp_path: Path) -> None:
     assert [p["steps"] for p in json.loads(out)["profiles"]] == [[1, 2], [1], [2]]
 
 
+def test_a_file_of_the_export_reports_its_export(tmp_path: Path) -> None:
+    path = build(tmp_path / "resnet" / "r0_ascend_pt", PT_LEVEL1)
+    code, out, _ = invoke(str(path / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"), "--json")
+    assert code == 0 and json.loads(out)["profiles"][0]["path"] == str(path)
+    code, _, err = invoke(str(tmp_path / "resnet" / "r0_ascend_pt" / "profiler_info_0.json"))
+    assert code == 2 and "cannot list" in err
+
+
 def test_directory_without_profile_exits_2(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     code, out, err = invoke(str(tmp_path / "empty"))

@@ -9,6 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporter.parsers.profiles import (
+    ApiStatistic,
+    IterationTable,
     KernelTable,
     OpStatistic,
     ProfileParseError,
@@ -44,7 +46,7 @@ CSV_TEXT = st.one_of(
 )
 CSV_READERS = [
     (read_step_trace, StepTraceTable), (read_kernels, KernelTable), (read_op_statistic, OpStatistic),
-    (read_task_time, TaskTime), (read_api_statistic, tuple), (read_msprof_step_trace, tuple),
+    (read_task_time, TaskTime), (read_api_statistic, ApiStatistic), (read_msprof_step_trace, IterationTable),
 ]
 JSON_TEXT = st.one_of(
     st.text(alphabet='[]{}",:0123456789.-eEtruefalsn \n\\ph"XMnamets', max_size=300),

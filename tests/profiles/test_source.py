@@ -13,7 +13,7 @@ import exporter.sources.profiles as source_module
 from exporter.sources.health import HealthRegistry
 from exporter.sources.profiles import ProfileSource, ProfileSourceSettings, find_profiles
 
-from .builders import Kernel, Step, torch_profile, write
+from .builders import Step, torch_profile, write
 from .conftest import MSPROF, PT_LEVEL1, build
 
 OUT = "ASCEND_PROFILER_OUTPUT"

@@ -1,0 +1,113 @@
+"""Ingest throughput on loopback: training steps per second into a real exporter, with batching.
+
+The exporter runs as its own process on 127.0.0.1 (simulator, default settings). Two
+measurements, one after the other, on the 2 cores:
+
+- hooks -> exporter: one Monitor records STEPS steps (samples and two phases each) as fast
+  as the loop can; its sender thread batches and POSTs them. Throughput = steps /
+  (first step -> the exporter's /metrics counting all of them). Goal >= 20,000 steps/s.
+- exporter alone: pre-encoded batches of BATCH steps POSTed back to back on one
+  keep-alive connection for SECONDS; accepted steps per second (the server's ceiling).
+
+    python -m benchmarks.ingest_throughput    (env BENCH_INGEST_STEPS, BENCH_INGEST_SECONDS)
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import time
+from typing import Any
+
+from benchmarks import _common as c
+
+STEPS = int(os.environ.get("BENCH_INGEST_STEPS", "200000"))
+SECONDS = float(os.environ.get("BENCH_INGEST_SECONDS", "5"))
+BATCH = 2000
+GOAL = 20_000.0
+
+
+def _iterations(client: c.Client, job: str) -> float:
+    return c.sample_value(client.text("/metrics"), "npu_job_iterations_total", job_name=job, rank="0") or 0.0
+
+
+def through_hooks(url: str, client: c.Client, proc: c.Process, steps: int = STEPS) -> dict[str, Any]:
+    from exporter.hooks import Monitor
+
+    job = "bench-hooks"
+    mon = Monitor(job, url=url, buffer_size=steps + 1, batch_size=BATCH, flush_interval=0.05)
+    start = time.perf_counter()
+    for _ in range(steps):
+        with mon.step(samples=32):
+            with mon.phase("h2d"):
+                pass
+            with mon.phase("compute"):
+                pass
+    produced = time.perf_counter() - start
+    mon.flush(timeout=120)
+    c.wait_until(f"{steps} steps on /metrics", lambda: _iterations(client, job) >= steps, 120, every=0.02, procs=[proc])
+    elapsed = time.perf_counter() - start
+    mon.close()
+    stats = mon.stats()
+    if stats["dropped"]:
+        raise c.BenchError(f"the client dropped {stats['dropped']} steps")
+    return {"steps": steps, "seconds": elapsed, "steps_per_second": steps / elapsed,
+            "loop_seconds": produced, "batches_of": BATCH, "client": stats}
+
+
+def server_alone(port: int, seconds: float = SECONDS) -> dict[str, Any]:
+    conn = http.client.HTTPConnection(c.HOST, port, timeout=30)
+    headers = {"Content-Type": "application/json"}
+    accepted = posts = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        end = time.time()
+        steps = [{"end": end, "duration": 0.05, "samples": 32, "phases": {"h2d": 0.005, "compute": 0.04}}] * BATCH
+        body = json.dumps({"job_name": "bench-server", "rank": 0, "steps": steps}, separators=(",", ":")).encode()
+        conn.request("POST", "/api/v1/steps", body=body, headers=headers)
+        resp = conn.getresponse()
+        answer = resp.read()
+        if resp.status != 200:
+            raise c.BenchError(f"POST answered {resp.status}: {answer[:200]!r}")
+        accepted += json.loads(answer)["accepted"]
+        posts += 1
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return {"steps": accepted, "posts": posts, "seconds": elapsed, "steps_per_second": accepted / elapsed,
+            "body_bytes": len(body)}
+
+
+def run() -> dict[str, Any]:
+    port = c.free_port()
+    argv = [*c.exporter_argv(port), "--npu-smi.details="]
+    with c.started("exporter", argv, c.exporter_env()) as proc:
+        client = c.Client(port)
+        c.wait_until("/healthz", lambda: client.get("/healthz")[0] == 200, 60, procs=[proc])
+        hooks = through_hooks(f"http://{c.HOST}:{port}", client, proc)
+        server = server_alone(port)
+        client.close()
+    rate = hooks["steps_per_second"]
+    return {
+        "title": "Ingest throughput on loopback (POST /api/v1/steps, batches of 2,000 steps)",
+        "summary": (
+            f"{rate:,.0f} steps/s from a Monitor into the exporter, end to end; "
+            f"the exporter alone accepts {server['steps_per_second']:,.0f} steps/s."
+        ),
+        "figures": [
+            c.figure("hooks -> exporter, steps/s", round(rate), "steps/s", goal=f">= {GOAL:,.0f}", meets_goal=rate >= GOAL),
+            c.figure("exporter alone, steps/s", round(server["steps_per_second"]), "steps/s"),
+        ],
+        "raw": c.rounded({"hooks": hooks, "server_alone": server}),
+        "notes": [
+            f"{hooks['steps']:,} steps through one Monitor (2 phases + samples each); time from the first step "
+            "until the exporter's /metrics counted all of them; nothing dropped.",
+            f"Server alone: pre-encoded {BATCH}-step batches on one keep-alive connection for {SECONDS:g} s.",
+            "Client, its sender thread and the exporter share the machine's 2 cores.",
+        ],
+        "command": "python -m benchmarks.ingest_throughput",
+    }
+
+
+if __name__ == "__main__":
+    c.main(run)
