@@ -113,4 +113,4 @@ def assemble(settings: Settings, *, ingest: bool = True) -> Exporter:
         "collectors enabled",
         extra={"collectors": ",".join(sorted(settings.collectors)), "npu_smi": " ".join(command)},
     )
-    return Exporter(store, registry, sampler, npu_smi, ingest_store, settings.ingest_token)
+    return Exporter(store, registry, sampler, npu_smi, ingest=ingest_store, ingest_token=settings.ingest_token)

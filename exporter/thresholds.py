@@ -1,6 +1,9 @@
 """The health-threshold table (thresholds.yaml beside this file): load, validate, judge.
 
-Alert rules, dashboards and the `diagnose`/`profile` verdicts all read this one table.
+Alert rules, dashboards and the `diagnose`/`profile` verdicts all read this one table:
+``indicators`` (the tuning guide's health table), ``alerts`` (the contract alerts, each with
+its threshold, windows and severity, taken from an indicator unless set) and the
+``alerting``/``recording`` settings of the generated rules.
 :func:`parse_thresholds` is pure and lists every bad entry at once.
 """
 
@@ -22,6 +25,16 @@ DIRECTIONS = ("lower_is_better", "higher_is_better")
 SEVERITIES = ("info", "warning", "critical")
 _WINDOW = re.compile(r"^\d+(ms|s|m|h|d)$")
 _ID = re.compile(r"^[a-z][a-z0-9_]*$")
+_ALERT = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_seconds(text: str) -> float:
+    """Seconds of a Prometheus duration of one unit (``90s``, ``10m``, ``1d``)."""
+    match = re.match(r"^(\d+)(ms|s|m|h|d)$", text)
+    if not match:
+        raise ValueError(f"not a duration: {text!r}")
+    return int(match.group(1)) * _DURATION_UNITS[match.group(2)]
 
 
 class ThresholdError(Exception):
@@ -81,9 +94,47 @@ def _num(value: float) -> str:
 
 
 @dataclass(frozen=True)
+class AlertSpec:
+    """One contract alert, resolved: values not set in its entry come from its indicator."""
+
+    alert: str                         # contract name (DESIGN.md), e.g. NPULowUtilization
+    severity: str
+    window: str                        # alert `for:` ("0m": fires at once)
+    threshold: float | None = None     # in the unit of the alert's metric
+    range: str | None = None           # range of avg_over_time / rate in the expression
+    indicator: str | None = None       # id of the health-table row it derives from
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def param(self, name: str, default: Any = None) -> Any:
+        return dict(self.params).get(name, default)
+
+
+@dataclass(frozen=True)
+class AlertingSettings:
+    runbook_url: str = "docs/runbooks.md"
+    exporter_selector: str = 'job=~".*cann-exporter.*"'
+    profile_max_age: str = "1d"
+
+
+@dataclass(frozen=True)
+class RecordingSettings:
+    quantiles: tuple[float, ...] = (0.1, 0.5, 0.9)
+    rollup_interval: str = "1m"
+
+
+@dataclass(frozen=True)
 class Thresholds:
     version: int
     indicators: tuple[Indicator, ...]
+    alerts: tuple[AlertSpec, ...] = ()
+    alerting: AlertingSettings = AlertingSettings()
+    recording: RecordingSettings = RecordingSettings()
+
+    def alert(self, name: str) -> AlertSpec:
+        for spec in self.alerts:
+            if spec.alert == name:
+                return spec
+        raise KeyError(name)
 
     def __getitem__(self, indicator_id: str) -> Indicator:
         for indicator in self.indicators:
@@ -121,9 +172,118 @@ def parse_thresholds(data: Any, origin: str = "thresholds") -> Thresholds:
             indicators.append(indicator)
     ids = [i.id for i in indicators]
     problems += [f"{origin}: duplicate indicator id {i!r}" for i in sorted({i for i in ids if ids.count(i) > 1})]
+    by_id = {i.id: i for i in indicators}
+    alerts = []
+    raw_alerts = data.get("alerts", [])
+    if not isinstance(raw_alerts, list):
+        problems.append(f"{origin}: alerts: expected a list")
+        raw_alerts = []
+    for index, entry in enumerate(raw_alerts):
+        spec = _alert(entry, f"{origin}: alerts[{index}]", by_id, problems)
+        if spec is not None:
+            alerts.append(spec)
+    names = [a.alert for a in alerts]
+    problems += [f"{origin}: duplicate alert {n!r}" for n in sorted({n for n in names if names.count(n) > 1})]
+    alerting = _alerting(data.get("alerting", {}), f"{origin}: alerting", problems)
+    recording = _recording(data.get("recording", {}), f"{origin}: recording", problems)
     if problems:
         raise ThresholdError(problems)
-    return Thresholds(1, tuple(indicators))
+    return Thresholds(1, tuple(indicators), tuple(alerts), alerting, recording)
+
+
+def _alert(entry: Any, where: str, indicators: Mapping[str, Indicator], problems: list[str]) -> AlertSpec | None:
+    if not isinstance(entry, Mapping):
+        problems.append(f"{where}: expected a mapping")
+        return None
+    start = len(problems)
+    name = entry.get("alert")
+    if not isinstance(name, str) or not _ALERT.match(name):
+        problems.append(f"{where}: alert: expected a CamelCase alert name, got {name!r}")
+    else:
+        where = f"{where} ({name})"
+    known = {"alert", "indicator", "threshold", "window", "range", "severity", "params"}
+    problems += [f"{where}: unknown key {key!r}" for key in entry if key not in known]
+    indicator = None
+    if entry.get("indicator") is not None:
+        indicator = indicators.get(entry["indicator"])
+        if indicator is None:
+            problems.append(f"{where}: indicator: no indicator {entry['indicator']!r} in the table")
+    threshold = _bound(entry, "threshold", where, problems) if "threshold" in entry else None
+    if threshold is None and indicator is not None:
+        threshold = indicator.abnormal if indicator.abnormal is not None else indicator.healthy
+    window = entry.get("window", indicator.window if indicator else None)
+    if not isinstance(window, str) or not _WINDOW.match(window):
+        problems.append(f"{where}: window: expected a duration like 10m, got {window!r}")
+    range_ = entry.get("range")
+    if range_ is not None and (not isinstance(range_, str) or not _WINDOW.match(range_) or duration_seconds(range_) == 0):
+        problems.append(f"{where}: range: expected a duration like 5m, got {range_!r}")
+    severity = entry.get("severity", indicator.severity if indicator else None)
+    if severity not in SEVERITIES:
+        problems.append(f"{where}: severity: expected one of {', '.join(SEVERITIES)}, got {severity!r}")
+    params = entry.get("params", {}) or {}
+    values: list[tuple[str, Any]] = []
+    if not isinstance(params, Mapping):
+        problems.append(f"{where}: params: expected a mapping")
+    else:
+        for key, value in params.items():
+            if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
+                values.append((str(key), tuple(value)))
+            elif isinstance(value, str) and _WINDOW.match(value):
+                values.append((str(key), value))
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                values.append((str(key), float(value)))
+            else:
+                problems.append(f"{where}: params.{key}: expected a number, a duration or a list of texts, got {value!r}")
+    if len(problems) > start:
+        return None
+    return AlertSpec(
+        alert=str(name), severity=str(severity), window=str(window), threshold=threshold, range=range_,
+        indicator=indicator.id if indicator else None, params=tuple(values),
+    )
+
+
+def _alerting(data: Any, where: str, problems: list[str]) -> AlertingSettings:
+    default = AlertingSettings()
+    if not isinstance(data, Mapping):
+        problems.append(f"{where}: expected a mapping")
+        return default
+    problems += [f"{where}: unknown key {key!r}" for key in data if key not in ("runbook_url", "exporter_selector", "profile_max_age")]
+    values = {}
+    for key in ("runbook_url", "exporter_selector"):
+        if key in data:
+            if not isinstance(data[key], str) or not data[key].strip():
+                problems.append(f"{where}: {key}: expected text, got {data[key]!r}")
+            else:
+                values[key] = data[key].strip()
+    if "profile_max_age" in data:
+        if not isinstance(data["profile_max_age"], str) or not _WINDOW.match(data["profile_max_age"]):
+            problems.append(f"{where}: profile_max_age: expected a duration like 1d, got {data['profile_max_age']!r}")
+        else:
+            values["profile_max_age"] = data["profile_max_age"]
+    return AlertingSettings(**values)
+
+
+def _recording(data: Any, where: str, problems: list[str]) -> RecordingSettings:
+    default = RecordingSettings()
+    if not isinstance(data, Mapping):
+        problems.append(f"{where}: expected a mapping")
+        return default
+    problems += [f"{where}: unknown key {key!r}" for key in data if key not in ("quantiles", "rollup_interval")]
+    values: dict[str, Any] = {}
+    if "quantiles" in data:
+        q = data["quantiles"]
+        if not isinstance(q, list) or not q or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1 for v in q):
+            problems.append(f"{where}: quantiles: expected a list of numbers between 0 and 1, got {q!r}")
+        else:
+            values["quantiles"] = tuple(float(v) for v in q)
+    if "rollup_interval" in data:
+        r = data["rollup_interval"]
+        if not isinstance(r, str) or not _WINDOW.match(r) or duration_seconds(r) == 0:
+            problems.append(f"{where}: rollup_interval: expected a duration like 1m, got {r!r}")
+        else:
+            values["rollup_interval"] = r
+    return RecordingSettings(**values)
 
 
 def _indicator(entry: Any, where: str, problems: list[str]) -> Indicator | None:

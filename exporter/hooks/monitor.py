@@ -478,25 +478,36 @@ def _seconds(value: Any) -> float | None:
 
 
 def _step_json(event: Event, offset: float) -> dict[str, Any] | None:
-    t1, duration, samples, phases = event[:4]
-    seconds = _seconds(duration)
-    if seconds is None:
-        return None
-    end = round(t1 + offset, 6)
+    """One buffered event as the API's step object; None when its duration is unusable.
+
+    Plain floats and ints take the fast path (this runs for every step on the sender thread).
+    """
+    duration = event[1]
+    if type(duration) is not float or not 0.0 <= duration <= _MAX_SECONDS:  # NaN fails too
+        duration = _seconds(duration)
+        if duration is None:
+            return None
+    end = round(event[0] + offset, 6)
     if len(event) > 4 and end - _MAX_END_AGE <= event[4] <= end + _MAX_END_AHEAD:
         end = event[4]
-    step: dict[str, Any] = {"end": end, "duration": seconds}
+    step: dict[str, Any] = {"end": end, "duration": duration}
+    samples = event[2]
     if samples is not None:
-        count = _count(samples)
-        if count is not None:
-            step["samples"] = count
+        if type(samples) is not int or not 0 <= samples <= _MAX_SAMPLES:
+            samples = _count(samples)
+        if samples is not None:
+            step["samples"] = samples
+    phases = event[3]
     if phases:
         clean: dict[str, float] = {}
         for name, value in phases.items():
-            value = _seconds(value)
-            if value is not None:
-                key = name if name in _PHASE_SET else "other"
-                clean[key] = clean.get(key, 0.0) + value
+            if type(value) is not float or not 0.0 <= value <= _MAX_SECONDS:
+                value = _seconds(value)
+                if value is None:
+                    continue
+            if name not in _PHASE_SET:
+                name = "other"
+            clean[name] = clean[name] + value if name in clean else value
         if clean:
             step["phases"] = clean
     return step

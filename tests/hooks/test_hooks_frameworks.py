@@ -13,6 +13,7 @@ from hooks_helpers import ROOT
 
 
 def test_transformers_trainer_callback(sink, tmp_path):
+    pytest.importorskip("torch")
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
     import torch
@@ -44,6 +45,7 @@ def test_transformers_trainer_callback(sink, tmp_path):
 
 
 def test_lightning_callback(sink, tmp_path):
+    pytest.importorskip("torch")
     pytest.importorskip("lightning")
     import lightning
     import torch

@@ -91,8 +91,15 @@ def test_openapi_document_matches_the_validator():
 
 
 def test_openapi_is_package_data():
-    import tomllib
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     from pathlib import Path
 
     pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     assert "api/*.yaml" in pyproject["tool"]["setuptools"]["package-data"]["exporter"]
+
+
+def test_serve_with_an_unreadable_token_file_exits_2(tmp_path, capsys):
+    from exporter.cli import main
+
+    assert main(["serve", "--ingest.token-file", str(tmp_path / "missing")]) == 2
+    assert "ingest.token_file" in capsys.readouterr().err
