@@ -37,9 +37,11 @@ class Sampler:
         store: SnapshotStore,
         simulated: tuple[str, str] | None = None,
         clock: Callable[[], float] = time.time,
+        profiles: Callable[[], tuple] = tuple,
     ) -> None:
         self.tasks = tasks
         self.devices = devices
+        self.profiles = profiles
         self.health = health
         self.store = store
         self.simulated = simulated
@@ -87,4 +89,5 @@ class Sampler:
             sources=self.health.statuses(),
             ready=self._done >= {t.name for t in self.tasks[:1]},
             simulated=self.simulated,
+            profiles=self.profiles(),
         )

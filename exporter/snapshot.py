@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
 
 @dataclass(frozen=True)
@@ -98,4 +98,4 @@ class Snapshot:
     sources: tuple[SourceStatus, ...] = ()
     ready: bool = False                          # every enabled source has run at least once
     simulated: tuple[str, str] | None = None     # (scenario, model) when running on the simulator
-    extra: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
+    profiles: tuple[Any, ...] = ()               # parsers.profiles.ProfileSummary, latest per job and rank

@@ -1,0 +1,447 @@
+"""Prometheus alerting and recording rules from the threshold table: pure functions, plain data.
+
+Every number an expression compares with, and every window, comes from the table
+(exporter/thresholds.yaml); the PromQL shapes live here, one builder per contract alert.
+Label conventions: the exporter's series carry `npu`, `chip`, `device` (chips) or
+`job_name`, `rank` (training jobs); Prometheus adds the target labels `job` and `instance`.
+Joins and aggregations name `job` and `instance` explicitly so that any further target
+labels (a ServiceMonitor's `pod`, `service`, ...) never split a node or a cluster.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from exporter.thresholds import AlertSpec, Thresholds, duration_seconds
+
+CHIP = "job, instance, npu, chip, device"          # one chip
+NODE = "job, instance"                             # one node (exporter target)
+JOB = "job, instance, job_name, rank"              # one training process
+IN_USE_SOURCES = ("process", "pod", "job")
+
+# Window names `windows=` may override (besides any duration-valued alert param by its name).
+WINDOW_KEYS = ("window", "range", "profile_max_age", "rollup_interval")
+
+
+class GenerateError(Exception):
+    """The table asks for something the generator cannot produce."""
+
+
+# --- windows override (test variants) ---------------------------------------------------------
+def with_windows(table: Thresholds, windows: Mapping[str, str] | None) -> Thresholds:
+    """The table with durations replaced by name: ``window`` (every alert's `for:`, except
+    alerts that fire at once), ``range``, ``profile_max_age``, ``rollup_interval``, or the
+    name of a duration param (``baseline``, ``lookback``). For tests on short time scales."""
+    if not windows:
+        return table
+    for key, value in windows.items():
+        duration_seconds(value)  # raises ValueError on a bad duration
+    alerts = []
+    for spec in table.alerts:
+        changes: dict[str, Any] = {}
+        if "window" in windows and duration_seconds(spec.window) > 0:
+            changes["window"] = windows["window"]
+        if "range" in windows and spec.range is not None:
+            changes["range"] = windows["range"]
+        params = tuple((k, windows.get(k, v) if isinstance(v, str) else v) for k, v in spec.params)
+        alerts.append(dataclasses.replace(spec, params=params, **changes))
+    alerting = table.alerting
+    if "profile_max_age" in windows:
+        alerting = dataclasses.replace(alerting, profile_max_age=windows["profile_max_age"])
+    recording = table.recording
+    if "rollup_interval" in windows:
+        recording = dataclasses.replace(recording, rollup_interval=windows["rollup_interval"])
+    return dataclasses.replace(table, alerts=tuple(alerts), alerting=alerting, recording=recording)
+
+
+# --- shared expression pieces -----------------------------------------------------------------
+def num(value: float) -> str:
+    """A threshold as PromQL prints it: 0.6, 85, 600."""
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:g}"
+
+
+def pct(value: float) -> str:
+    return f"{num(value * 100)}%"
+
+
+def in_use_chips(sources: tuple[str, ...] = IN_USE_SOURCES) -> str:
+    """One series (value 1) per chip in use, labelled job, instance, device."""
+    parts = {
+        "process": "group by (job, instance, device) (npu_process_memory_bytes)",
+        "pod": "group by (job, instance, device) (npu_pod_info)",
+        "job": "group by (job, instance, device) (npu_job_info)",
+    }
+    unknown = [s for s in sources if s not in parts]
+    if unknown or not sources:
+        raise GenerateError(f"NPULowUtilization: params.in_use: expected some of {', '.join(parts)}, got {list(sources)}")
+    return "\n  or ".join(parts[s] for s in sources)
+
+
+def profile_fresh(expr: str, max_age: str) -> str:
+    """``expr`` (a profile gauge) unless that job/rank's latest profile is older than ``max_age``."""
+    return (f"{expr}\nunless on ({JOB})\n  (time() - npu_profile_last_update_timestamp_seconds > "
+            f"{num(duration_seconds(max_age))})")
+
+
+def job_phase_share(phases: str, range_: str, offset: str = "") -> str:
+    """Share of iteration time spent in ``phases`` (regex), from the hooks' counters."""
+    off = f" offset {offset}" if offset else ""
+    return (f"sum without (phase) (rate(npu_job_phase_seconds_total{{phase=~\"{phases}\"}}[{range_}]{off}))\n"
+            f"  / rate(npu_job_iteration_duration_seconds_sum[{range_}]{off})")
+
+
+def mean_iteration(range_: str, offset: str = "") -> str:
+    off = f" offset {offset}" if offset else ""
+    return (f"rate(npu_job_iteration_duration_seconds_sum[{range_}]{off})\n"
+            f"  / rate(npu_job_iteration_duration_seconds_count[{range_}]{off})")
+
+
+def _indent(expr: str, by: str = "  ") -> str:
+    return "\n".join(by + line for line in expr.splitlines())
+
+
+CHIP_TEXT = "chip {{ $labels.device }} (NPU {{ $labels.npu }} chip {{ $labels.chip }}) on {{ $labels.instance }}"
+JOB_TEXT = "job {{ $labels.job_name }} rank {{ $labels.rank }} on {{ $labels.instance }}"
+
+
+# --- alert builders: spec + table -> (expr, summary, description) ------------------------------
+Built = tuple[str, str, str]
+
+
+def _low_utilization(spec: AlertSpec, table: Thresholds) -> Built:
+    ind = table[spec.indicator] if spec.indicator else None
+    sources = spec.param("in_use", IN_USE_SOURCES)
+    expr = (f"avg_over_time(npu_aicore_utilization_ratio[{spec.range}]) < {num(spec.threshold)}\n"
+            f"and on (job, instance, device)\n(\n  {in_use_chips(tuple(sources))}\n)")
+    healthy = f" (healthy: {ind.healthy_text()})" if ind and ind.healthy is not None else ""
+    return (expr, f"NPU {CHIP_TEXT} is in use but below {pct(spec.threshold)} utilization",
+            f"The AI Core utilization of {CHIP_TEXT} averaged {{{{ $value | humanizePercentage }}}} over "
+            f"{spec.range}, below {pct(spec.threshold)} for {spec.window}{healthy}, while a process, pod or "
+            f"training job uses the chip.")
+
+
+def _unstable(spec: AlertSpec, table: Thresholds) -> Built:
+    mean_below = spec.param("mean_below", table[spec.indicator].healthy if spec.indicator else 0.85)
+    expr = (f"stddev_over_time(npu_aicore_utilization_ratio[{spec.range}]) > {num(spec.threshold)}\n"
+            f"and\navg_over_time(npu_aicore_utilization_ratio[{spec.range}]) < {num(mean_below)}")
+    return (expr, f"NPU {CHIP_TEXT} utilization swings in a saw-tooth",
+            f"The AI Core utilization of {CHIP_TEXT} swings by a standard deviation of "
+            f"{{{{ $value | humanizePercentage }}}} over {spec.range} (above {pct(spec.threshold)}) around a mean "
+            f"below {pct(mean_below)}, for {spec.window}: the task stream stops and restarts.")
+
+
+def _hot_operator(spec: AlertSpec, table: Thresholds) -> Built:
+    hot = profile_fresh(f"npu_profile_max_operator_ratio > {num(spec.threshold)}", table.alerting.profile_max_age)
+    expr = (f"(\n{_indent(hot)}\n)\n* on ({JOB}) group_left (op_type)\n"
+            f"  (0 * npu_profile_operator_time_ratio{{position=\"1\"}} + 1)\n"
+            f"or on ({JOB})\n(\n{_indent(hot)}\n)")
+    return (expr, f"One operator type dominates the device time of {JOB_TEXT}",
+            f"In the latest profile of {JOB_TEXT}, operator type {{{{ $labels.op_type }}}} takes "
+            f"{{{{ $value | humanizePercentage }}}} of device kernel time (above {pct(spec.threshold)}).")
+
+
+def _top_operators(spec: AlertSpec, table: Thresholds) -> Built:
+    expr = profile_fresh(f"npu_profile_top3_operator_ratio > {num(spec.threshold)}", table.alerting.profile_max_age)
+    return (expr, f"Three operator types dominate the device time of {JOB_TEXT}",
+            f"In the latest profile of {JOB_TEXT}, the three most expensive operator types take "
+            f"{{{{ $value | humanizePercentage }}}} of device kernel time (healthy: < {pct(spec.threshold)}).")
+
+
+def _memcpy(spec: AlertSpec, table: Thresholds) -> Built:
+    ind = table[spec.indicator] if spec.indicator else None
+    hooks = f"(\n{_indent(job_phase_share('h2d|d2h', spec.range))}\n) > {num(spec.threshold)}"
+    profile = profile_fresh(f"npu_profile_memcpy_ratio > {num(spec.threshold)}", table.alerting.profile_max_age)
+    expr = f"{hooks}\nor on ({JOB})\n(\n{_indent(profile)}\n)"
+    healthy = f" (healthy: {ind.healthy_text()})" if ind and ind.healthy is not None else ""
+    return (expr, f"Memory copies take a large share of the steps of {JOB_TEXT}",
+            f"{JOB_TEXT[0].upper()}{JOB_TEXT[1:]} spends {{{{ $value | humanizePercentage }}}} of its step time in "
+            f"host-device memory copies (H2D + D2H), above {pct(spec.threshold)}{healthy}.")
+
+
+def _framework(spec: AlertSpec, table: Thresholds) -> Built:
+    baseline = spec.param("baseline", "1d")
+    factor = 1 + float(spec.param("increase", 0.5))
+    now, before = job_phase_share("framework", spec.range), job_phase_share("framework", spec.range, baseline)
+    hooks = (f"(\n{_indent(now)}\n) > {num(spec.threshold)}\nunless\n(\n{_indent(now)}\n)\n"
+             f"<= {num(factor)} * (\n{_indent(before)}\n)")
+    prof = "npu_profile_framework_overhead_ratio"
+    profile = profile_fresh(f"{prof} > {num(spec.threshold)}\nunless {prof} <= {num(factor)} * ({prof} offset {baseline})",
+                            table.alerting.profile_max_age)
+    expr = f"(\n{_indent(hooks)}\n)\nor on ({JOB})\n(\n{_indent(profile)}\n)"
+    return (expr, f"Host-side framework overhead is high for {JOB_TEXT}",
+            f"{JOB_TEXT[0].upper()}{JOB_TEXT[1:]} spends {{{{ $value | humanizePercentage }}}} of its step time in "
+            f"the framework on the host, above {pct(spec.threshold)} and more than {num(factor)}x its share "
+            f"{baseline} earlier (or no baseline).")
+
+
+def _idle_gaps(spec: AlertSpec, table: Thresholds) -> Built:
+    hooks = (f"1 - rate(npu_job_iteration_duration_seconds_sum[{spec.range}]) > {num(spec.threshold)}\n"
+             f"and rate(npu_job_iterations_total[{spec.range}]) > 0")
+    profile = profile_fresh(f"npu_profile_idle_ratio > {num(spec.threshold)}", table.alerting.profile_max_age)
+    expr = f"(\n{_indent(hooks)}\n)\nor on ({JOB})\n(\n{_indent(profile)}\n)"
+    return (expr, f"The device idles between the steps of {JOB_TEXT}",
+            f"{JOB_TEXT[0].upper()}{JOB_TEXT[1:]} leaves the device idle {{{{ $value | humanizePercentage }}}} of "
+            f"the time (between iterations, or Free time in its latest profile), above {pct(spec.threshold)}.")
+
+
+def _stalled(spec: AlertSpec, table: Thresholds) -> Built:
+    expr = f"time() - npu_job_last_iteration_timestamp_seconds > {num(spec.threshold)}"
+    return (expr, f"Training {JOB_TEXT} has stalled",
+            f"{JOB_TEXT[0].upper()}{JOB_TEXT[1:]} still reports through the hooks but has not finished an "
+            f"iteration for {{{{ $value | humanizeDuration }}}} (threshold {num(spec.threshold)}s).")
+
+
+def _regression(spec: AlertSpec, table: Thresholds) -> Built:
+    baseline = spec.param("baseline", "1d")
+    expr = (f"(\n{_indent(mean_iteration(spec.range))}\n)\n/\n(\n{_indent(mean_iteration(spec.range, baseline))}\n)\n"
+            f"- 1 > {num(spec.threshold)}")
+    return (expr, f"Iterations of {JOB_TEXT} are slower than {baseline} ago",
+            f"The mean iteration time of {JOB_TEXT} over {spec.range} is {{{{ $value | humanizePercentage }}}} "
+            f"above the same job's {baseline} earlier (threshold {pct(spec.threshold)}).")
+
+
+def _unhealthy(spec: AlertSpec, table: Thresholds) -> Built:
+    states = "|".join(spec.param("states", ("Alarm", "Critical")))
+    expr = f"npu_health{{state=~\"{states}\"}} == 1"
+    return (expr, f"NPU {CHIP_TEXT} reports health {{{{ $labels.state }}}}",
+            f"npu-smi reports the health of {CHIP_TEXT} as {{{{ $labels.state }}}} for {spec.window}.")
+
+
+def _missing(spec: AlertSpec, table: Thresholds) -> Built:
+    lookback = spec.param("lookback", "1h")
+    expr = f"max_over_time(npu_devices[{lookback}]) - npu_devices > 0"
+    return (expr, "NPU chips are missing on {{ $labels.instance }}",
+            f"{{{{ $labels.instance }}}} reports {{{{ $value }}}} NPU chip(s) fewer than it did within the last "
+            f"{lookback}, for {spec.window}.")
+
+
+def _temperature(spec: AlertSpec, table: Thresholds) -> Built:
+    expr = f"npu_temperature_celsius > {num(spec.threshold)}"
+    return (expr, f"NPU {CHIP_TEXT} is hot",
+            f"The temperature of {CHIP_TEXT} is {{{{ $value }}}} °C, above {num(spec.threshold)} °C for {spec.window}.")
+
+
+def _hbm_full(spec: AlertSpec, table: Thresholds) -> Built:
+    expr = f"npu_hbm_used_bytes / npu_hbm_total_bytes > {num(spec.threshold)}"
+    return (expr, f"HBM of NPU {CHIP_TEXT} is almost full",
+            f"{{{{ $value | humanizePercentage }}}} of the HBM of {CHIP_TEXT} is in use, above "
+            f"{pct(spec.threshold)} for {spec.window}.")
+
+
+def _ecc(spec: AlertSpec, table: Thresholds) -> Built:
+    expr = f"increase(npu_ecc_errors_total{{type=\"double_bit\"}}[{spec.range}]) > {num(spec.threshold)}"
+    return (expr, f"Uncorrectable ECC errors on NPU {CHIP_TEXT}",
+            f"{CHIP_TEXT[0].upper()}{CHIP_TEXT[1:]} counted {{{{ $value | humanize }}}} new double-bit ECC "
+            f"error(s) in its {{{{ $labels.memory }}}} memory within {spec.range}.")
+
+
+def _source_failing(spec: AlertSpec, table: Thresholds) -> Built:
+    expr = "cann_exporter_source_success == 0"
+    return (expr, "cann-exporter source {{ $labels.source }} is failing on {{ $labels.instance }}",
+            f"The {{{{ $labels.source }}}} source of the exporter on {{{{ $labels.instance }}}} has failed for "
+            f"{spec.window}; its metrics are stale or missing (see cann_exporter_source_errors_total by reason).")
+
+
+def _exporter_down(spec: AlertSpec, table: Thresholds) -> Built:
+    sel = table.alerting.exporter_selector
+    expr = f"up{{{sel}}} == 0\nor\nabsent(up{{{sel}}})"
+    return (expr, "cann-exporter is down{{ with $labels.instance }} on {{ . }}{{ end }}",
+            f"Prometheus cannot scrape the NPU exporter{{{{ with $labels.instance }}}} on {{{{ . }}}}{{{{ end }}}} "
+            f"(or finds no target matching up{{{sel}}}) for {spec.window}: no NPU metrics and no NPU alerts from it.")
+
+
+BUILDERS: dict[str, Callable[[AlertSpec, Thresholds], Built]] = {
+    "NPULowUtilization": _low_utilization,
+    "NPUUtilizationUnstable": _unstable,
+    "NPUHotOperator": _hot_operator,
+    "NPUTopOperatorsDominant": _top_operators,
+    "NPUMemcpyHigh": _memcpy,
+    "NPUFrameworkOverheadHigh": _framework,
+    "NPUIdleGapsHigh": _idle_gaps,
+    "NPUTrainingStalled": _stalled,
+    "NPUIterationTimeRegression": _regression,
+    "NPUUnhealthy": _unhealthy,
+    "NPUMissing": _missing,
+    "NPUTemperatureHigh": _temperature,
+    "NPUHBMAlmostFull": _hbm_full,
+    "NPUECCDoubleBitErrors": _ecc,
+    "CANNExporterSourceFailing": _source_failing,
+    "CANNExporterDown": _exporter_down,
+}
+CONTRACT_ALERTS = tuple(BUILDERS)
+
+GROUPS = (
+    ("cann-exporter-npu", ("NPULowUtilization", "NPUUtilizationUnstable", "NPUUnhealthy", "NPUMissing",
+                           "NPUTemperatureHigh", "NPUHBMAlmostFull", "NPUECCDoubleBitErrors")),
+    ("cann-exporter-training", ("NPUHotOperator", "NPUTopOperatorsDominant", "NPUMemcpyHigh",
+                                "NPUFrameworkOverheadHigh", "NPUIdleGapsHigh", "NPUTrainingStalled",
+                                "NPUIterationTimeRegression")),
+    ("cann-exporter-self", ("CANNExporterSourceFailing", "CANNExporterDown")),
+)
+# Thresholds that need a value for the expression to make sense.
+_NEEDS_THRESHOLD = {name for name in CONTRACT_ALERTS} - {"NPUUnhealthy", "NPUMissing", "CANNExporterSourceFailing", "CANNExporterDown"}
+_NEEDS_RANGE = {"NPULowUtilization", "NPUUtilizationUnstable", "NPUMemcpyHigh", "NPUFrameworkOverheadHigh",
+                "NPUIdleGapsHigh", "NPUIterationTimeRegression", "NPUECCDoubleBitErrors"}
+
+
+def runbook_url(table: Thresholds, alert: str) -> str:
+    return f"{table.alerting.runbook_url}#{alert.lower()}"
+
+
+def alert_rule(spec: AlertSpec, table: Thresholds) -> dict[str, Any]:
+    builder = BUILDERS.get(spec.alert)
+    if builder is None:
+        raise GenerateError(f"alert {spec.alert}: not a contract alert; the generator knows {', '.join(CONTRACT_ALERTS)}")
+    if spec.alert in _NEEDS_THRESHOLD and spec.threshold is None:
+        raise GenerateError(f"alert {spec.alert}: needs a threshold (set one, or an indicator with a bound)")
+    if spec.alert in _NEEDS_RANGE and spec.range is None:
+        raise GenerateError(f"alert {spec.alert}: needs a range")
+    expr, summary, description = builder(spec, table)
+    rule: dict[str, Any] = {"alert": spec.alert, "expr": expr + "\n"}
+    if duration_seconds(spec.window) > 0:
+        rule["for"] = spec.window
+    rule["labels"] = {"severity": spec.severity}
+    rule["annotations"] = {"summary": summary, "description": description, "runbook_url": runbook_url(table, spec.alert)}
+    return rule
+
+
+def alerts(table: Thresholds, *, windows: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The alerting rule file (``{"groups": [...]}``) for every alert in the table."""
+    table = with_windows(table, windows)
+    specs = {spec.alert: spec for spec in table.alerts}
+    unknown = sorted(set(specs) - set(CONTRACT_ALERTS))
+    if unknown:
+        raise GenerateError(f"alerts {', '.join(unknown)}: not contract alerts; the generator knows {', '.join(CONTRACT_ALERTS)}")
+    groups = []
+    for name, members in GROUPS:
+        rules = [alert_rule(specs[m], table) for m in members if m in specs]
+        if rules:
+            groups.append({"name": name, "rules": rules})
+    return {"groups": groups}
+
+
+# --- recording rules ------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Record:
+    record: str
+    expr: str
+    help: str
+    labels: tuple[tuple[str, str], ...] = ()
+
+    def rule(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"record": self.record, "expr": self.expr if "\n" not in self.expr else self.expr + "\n"}
+        if self.labels:
+            out["labels"] = dict(self.labels)
+        return out
+
+
+UTIL = "npu_aicore_utilization_ratio"
+
+
+def _pod_chips(value: str) -> str:
+    """``value`` (per chip) once per (chip, namespace) the kubelet allocated it to."""
+    return f"{value}\n  * on ({CHIP}) group_right\n  group by ({CHIP}, namespace) (npu_pod_info)"
+
+
+def _levels(window: str, quantiles: tuple[float, ...]) -> list[Record]:
+    """Utilization averages and quantiles over the chips of a node, a namespace, the cluster."""
+    chip = f"chip:{UTIL}:avg{window}"
+    out = [
+        Record(f"instance:{UTIL}:avg{window}", f"avg by ({NODE}) ({chip})", f"mean AI Core utilization of a node's chips, {window} averages"),
+        Record(f"namespace:{UTIL}:avg{window}", f"avg by (namespace) (\n  {_pod_chips(chip)}\n)",
+               f"mean AI Core utilization of the chips allocated to a namespace (kubelet), {window} averages"),
+        Record(f"cluster:{UTIL}:avg{window}", f"avg by () ({chip})", f"mean AI Core utilization of every chip, {window} averages"),
+        Record(f"cluster:{UTIL}_in_use:avg{window}",
+               f"avg by () (\n  {chip}\n  and on ({CHIP}) chip:npu_in_use:bool == 1\n)",
+               f"mean AI Core utilization of the chips in use, {window} averages"),
+    ]
+    for q in quantiles:
+        label = (("quantile", num(q)),)
+        out += [
+            Record(f"instance:{UTIL}:quantile_avg{window}", f"quantile by ({NODE}) ({num(q)}, {chip})",
+                   f"quantiles of a node's chip utilization ({window} averages)", label),
+            Record(f"namespace:{UTIL}:quantile_avg{window}", f"quantile by (namespace) (\n  {num(q)},\n  {_pod_chips(chip)}\n)",
+                   f"quantiles of a namespace's chip utilization ({window} averages)", label),
+            Record(f"cluster:{UTIL}:quantile_avg{window}", f"quantile by () ({num(q)}, {chip})",
+                   f"quantiles of every chip's utilization ({window} averages)", label),
+        ]
+    return out
+
+
+def recording_specs(table: Thresholds) -> list[tuple[str, str | None, list[Record]]]:
+    """(group name, interval, records) of the recording rules."""
+    low = table.alert("NPULowUtilization") if "NPULowUtilization" in {a.alert for a in table.alerts} else None
+    threshold = low.threshold if low and low.threshold is not None else 0.6
+    sources = tuple(low.param("in_use", IN_USE_SOURCES)) if low else IN_USE_SOURCES
+    quantiles = table.recording.quantiles
+    in_use = {
+        "process": f"group by ({CHIP}) (npu_process_memory_bytes)",
+        "pod": f"group by ({CHIP}) (npu_pod_info)",
+        "job": (f"group by (job, instance, device) (npu_job_info)\n"
+                f"  * on (job, instance, device) group_left (npu, chip)\n  group by ({CHIP}) (npu_up)"),
+    }
+    in_use_expr = "\nor\n".join(in_use[s] for s in sources) + f"\nor\n0 * group by ({CHIP}) (npu_up)"
+    chips = [
+        Record(f"chip:{UTIL}:avg5m", f"avg_over_time({UTIL}[5m])", "AI Core utilization of each chip, 5m average"),
+        Record("chip:npu_in_use:bool", in_use_expr,
+               f"1 when the chip is in use ({', '.join(sources)}: a process holds memory on it, a pod has it "
+               "allocated, a training job reports on it), else 0"),
+        Record("chip:npu_hbm_usage:ratio", "npu_hbm_used_bytes / npu_hbm_total_bytes", "HBM used / total of each chip"),
+        Record("instance:npu_chips:count", f"count by ({NODE}) (npu_up)", "chips a node reports"),
+        Record("instance:npu_chips_in_use:sum", f"sum by ({NODE}) (chip:npu_in_use:bool)", "chips in use on a node"),
+        Record("instance:npu_chips_low_utilization:sum",
+               f"sum by ({NODE}) (\n  (chip:{UTIL}:avg5m < bool {num(threshold)})\n  * on ({CHIP}) chip:npu_in_use:bool\n)",
+               f"chips in use whose 5m utilization is below {pct(threshold)} (NPULowUtilization's bound)"),
+        Record("instance:npu_hbm_headroom_bytes:sum", f"sum by ({NODE}) (npu_hbm_total_bytes - npu_hbm_used_bytes)", "free HBM on a node"),
+        Record("instance:npu_hbm_usage:ratio", f"sum by ({NODE}) (npu_hbm_used_bytes) / sum by ({NODE}) (npu_hbm_total_bytes)", "HBM used / total of a node"),
+        Record("namespace:npu_chips:count", f"count by (namespace) (group by ({CHIP}, namespace) (npu_pod_info))", "chips allocated to a namespace (kubelet)"),
+        Record("cluster:npu_chips:count", "count by () (npu_up)", "chips in the cluster"),
+        Record("cluster:npu_chips_in_use:sum", "sum by () (chip:npu_in_use:bool)", "chips in use in the cluster"),
+        Record("cluster:npu_chips_low_utilization:sum", "sum by () (instance:npu_chips_low_utilization:sum)",
+               f"chips in use below {pct(threshold)} in the cluster"),
+        Record("cluster:npu_allocation:ratio", "cluster:npu_chips_in_use:sum / cluster:npu_chips:count", "share of the cluster's chips in use"),
+        Record("cluster:npu_hbm_headroom_bytes:sum", "sum by () (instance:npu_hbm_headroom_bytes:sum)", "free HBM in the cluster"),
+    ] + _levels("5m", quantiles)
+    rollups = [
+        Record(f"chip:{UTIL}:avg1h", f"avg_over_time({UTIL}[1h])", "AI Core utilization of each chip, 1h average"),
+        Record(f"chip:{UTIL}:avg1d", f"avg_over_time(chip:{UTIL}:avg1h[1d])", "AI Core utilization of each chip, daily average"),
+        Record("chip:npu_in_use:avg1d", "avg_over_time(chip:npu_in_use:bool[1d])", "share of the last day each chip was in use"),
+        Record("chip:npu_hbm_usage:max1d", "max_over_time(chip:npu_hbm_usage:ratio[1d])", "peak HBM used / total of each chip over the last day"),
+        Record(f"instance:{UTIL}:avg1d", f"avg by ({NODE}) (chip:{UTIL}:avg1d)", "mean chip utilization of a node, daily"),
+        Record(f"namespace:{UTIL}:avg1d", f"avg by (namespace) (\n  {_pod_chips(f'chip:{UTIL}:avg1d')}\n)",
+               "mean utilization of a namespace's chips, daily"),
+        Record(f"cluster:{UTIL}:avg1d", f"avg by () (chip:{UTIL}:avg1d)", "mean chip utilization of the cluster, daily"),
+        Record("instance:npu_idle_chip_hours:sum1d", f"24 * sum by ({NODE}) (1 - chip:npu_in_use:avg1d)",
+               "chip-hours of the last day with nothing on the chip (no process, pod or job)"),
+        Record("cluster:npu_idle_chip_hours:sum1d", "sum by () (instance:npu_idle_chip_hours:sum1d)", "idle chip-hours of the cluster, last day"),
+        Record("instance:npu_unused_chip_hours:sum1d", f"24 * sum by ({NODE}) (1 - chip:{UTIL}:avg1d)",
+               "chip-hours of the last day the AI Cores were not busy (idle and underused chips)"),
+        Record("namespace:npu_unused_chip_hours:sum1d", f"24 * sum by (namespace) (\n  {_pod_chips(f'(1 - chip:{UTIL}:avg1d)')}\n)",
+               "chip-hours of the last day a namespace's allocated chips were not busy"),
+        Record("cluster:npu_unused_chip_hours:sum1d", "sum by () (instance:npu_unused_chip_hours:sum1d)", "unused chip-hours of the cluster, last day"),
+        Record("cluster:npu_chips_in_use:avg1d", "avg_over_time(cluster:npu_chips_in_use:sum[1d])", "mean chips in use over the last day"),
+        Record("cluster:npu_hbm_usage:max1d", "max by () (chip:npu_hbm_usage:max1d)", "peak HBM use of any chip over the last day"),
+    ] + [r for r in _levels("1h", quantiles) if "in_use" not in r.record]
+    return [
+        ("cann-exporter-capacity-5m", None, chips),
+        ("cann-exporter-capacity-rollups", table.recording.rollup_interval, rollups),
+    ]
+
+
+def recording_rules(table: Thresholds, *, windows: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The recording rule file: capacity-planning aggregates per chip, node, namespace, cluster."""
+    table = with_windows(table, windows)
+    groups = []
+    for name, interval, records in recording_specs(table):
+        group: dict[str, Any] = {"name": name}
+        if interval:
+            group["interval"] = interval
+        group["rules"] = [r.rule() for r in records]
+        groups.append(group)
+    return {"groups": groups}
+
+
+def record_names(table: Thresholds) -> list[str]:
+    return sorted({r.record for _, _, records in recording_specs(table) for r in records})
