@@ -6,17 +6,22 @@ import logging
 import shutil
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
 from exporter.collectors.devices import DeviceCollector
 from exporter.collectors.jobs import JobCollector
+from exporter.collectors.pods import PodCollector
+from exporter.collectors.profiles import ProfileCollector
 from exporter.collectors.self import SelfCollector
 from exporter.config import Settings
 from exporter.ingest import IngestLimits, IngestStore
 from exporter.sampler import Sampler, SnapshotStore, Task
 from exporter.sources.health import HealthRegistry
 from exporter.sources.npusmi import NpuSmiSettings, NpuSmiSource
+from exporter.sources.podresources import PodResourcesSettings, PodResourcesSource, in_kubernetes
+from exporter.sources.profiles import ProfileSource, ProfileSourceSettings
 from exporter.sources.runner import CommandRunner
 
 log = logging.getLogger("exporter")
@@ -63,16 +68,14 @@ def build_ingest(settings: Settings) -> IngestStore:
     return IngestStore(ttl=settings.ingest_ttl, finished_ttl=settings.ingest_finished_ttl, limits=limits)
 
 
-def assemble(settings: Settings, *, ingest: bool = True) -> Exporter:
-    """``ingest=False`` leaves the hooks ingest out (the `once` command has no server)."""
+def build_npu_smi(settings: Settings, health: HealthRegistry) -> tuple[NpuSmiSource, tuple[str, str] | None]:
     command, simulated = resolve_npu_smi(settings)
-    health = HealthRegistry()
     runner = CommandRunner(
         timeout=settings.npu_smi_timeout,
         max_concurrency=settings.npu_smi_max_concurrency,
         max_output_bytes=settings.npu_smi_max_output_bytes,
     )
-    npu_smi = NpuSmiSource(
+    source = NpuSmiSource(
         NpuSmiSettings(
             command=command,
             timeout=settings.npu_smi_timeout,
@@ -86,9 +89,60 @@ def assemble(settings: Settings, *, ingest: bool = True) -> Exporter:
         runner,
         health,
     )
+    return source, simulated
+
+
+def build_profiles(settings: Settings, health: HealthRegistry) -> ProfileSource | None:
+    if not settings.profiles_dirs:
+        return None
+    return ProfileSource(
+        ProfileSourceSettings(
+            directories=tuple(Path(d) for d in settings.profiles_dirs),
+            state_file=Path(settings.profiles_state_file) if settings.profiles_state_file else None,
+            interval=settings.profiles_interval,
+            settle_seconds=settings.profiles_settle,
+            top_k=settings.profiles_top_k,
+        ),
+        health,
+    )
+
+
+def build_pods(settings: Settings, health: HealthRegistry) -> PodResourcesSource | None:
+    enabled = settings.podresources_enabled
+    if enabled is None:
+        enabled = in_kubernetes()
+    if not enabled:
+        return None
+    return PodResourcesSource(
+        PodResourcesSettings(
+            socket=settings.podresources_socket,
+            timeout=settings.podresources_timeout,
+            interval=settings.podresources_interval,
+            ttl=settings.podresources_ttl,
+            resources=settings.podresources_resources,
+        ),
+        health,
+    )
+
+
+def assemble(settings: Settings, *, ingest: bool = True) -> Exporter:
+    """``ingest=False`` leaves the hooks ingest out (the `once` command has no server)."""
+    health = HealthRegistry()
+    npu_smi, simulated = build_npu_smi(settings, health)
+    profiles = build_profiles(settings, health)
+    pods = build_pods(settings, health)
     store = SnapshotStore()
-    tasks = [Task(name, interval, run) for name, interval, run in npu_smi.tasks()]
-    sampler = Sampler(tasks, npu_smi.part, health, store, simulated=simulated)
+
+    # npu-smi first: readiness waits on the first task only.
+    tasks = [Task(*task) for task in npu_smi.tasks()]
+    if profiles:
+        tasks.append(Task(*profiles.task()))
+    if pods:
+        tasks += [Task(*task) for task in pods.tasks()]
+    sampler = Sampler(
+        tasks, npu_smi.part, health, store, simulated=simulated,
+        profiles=profiles.summaries if profiles else tuple,
+    )
 
     registry = CollectorRegistry(auto_describe=True)
     if settings.collectors & {"devices", "processes"}:
@@ -102,6 +156,10 @@ def assemble(settings: Settings, *, ingest: bool = True) -> Exporter:
         )
     if "self" in settings.collectors:
         registry.register(SelfCollector(store, settings.max_age))
+    if profiles:
+        registry.register(ProfileCollector(lambda: store.current.profiles))
+    if pods:
+        registry.register(PodCollector(pods, lambda: store.current.devices.chips, match_on=settings.podresources_device_id))
     ingest_store = build_ingest(settings) if ingest and settings.ingest_enabled else None
     if ingest_store is not None:
         registry.register(JobCollector(ingest_store))
@@ -111,6 +169,11 @@ def assemble(settings: Settings, *, ingest: bool = True) -> Exporter:
         )
     log.info(
         "collectors enabled",
-        extra={"collectors": ",".join(sorted(settings.collectors)), "npu_smi": " ".join(command)},
+        extra={
+            "collectors": ",".join(sorted(settings.collectors)),
+            "npu_smi": " ".join(npu_smi.settings.command),
+            "profiles": ",".join(settings.profiles_dirs) or "off",
+            "podresources": settings.podresources_socket if pods else "off",
+        },
     )
     return Exporter(store, registry, sampler, npu_smi, ingest=ingest_store, ingest_token=settings.ingest_token)

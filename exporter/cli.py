@@ -1,4 +1,4 @@
-"""Command line: serve, once, check-config. Thin: parse, build settings, hand over."""
+"""Command line: serve, once, check-config, profile. Thin: parse, build settings, hand over."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from exporter import __version__
+from exporter import __version__, profile_report
 from exporter.config import OPTIONS, ConfigError, Settings, build_settings, load_ingest_token, load_yaml, parse_bool
 
 log = logging.getLogger("exporter")
@@ -33,6 +33,8 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
             group.add_argument(option.flag_name, action=argparse.BooleanOptionalAction, **kwargs)
         elif option.key == "simulator.scenario":
             group.add_argument(option.flag_name, nargs="?", const="healthy", metavar=option.metavar, **kwargs)
+        elif option.repeatable:
+            group.add_argument(option.flag_name, action="append", metavar=option.metavar, **kwargs)
         else:
             group.add_argument(option.flag_name, metavar=option.metavar, **kwargs)
 
@@ -47,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source_options(once)
     check = commands.add_parser("check-config", help="validate a configuration file")
     check.add_argument("file", metavar="FILE")
+    profile_report.add_arguments(commands.add_parser("profile", help="indicators and verdicts of a torch_npu/msprof profile"))
     return parser
 
 
@@ -71,6 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "check-config":
         return _check_config(args.file)
+    if args.command == "profile":
+        return profile_report.run(args)
     try:
         settings = load_settings(args, os.environ)
     except ConfigError as exc:

@@ -120,6 +120,28 @@ def optional_text(value: Any) -> str | None:
     return parse_text(value)
 
 
+def text_list(value: Any) -> tuple[str, ...]:
+    """A YAML list or a comma-separated string of non-empty items."""
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    out = tuple(str(item).strip() for item in items if str(item).strip())
+    if not out:
+        raise ValueError("expected at least one item")
+    return out
+
+
+def path_list(value: Any) -> tuple[str, ...]:
+    """Directories: a YAML list, repeated flags, or a comma-separated string; may be empty."""
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    return tuple(str(item).strip() for item in items if str(item).strip())
+
+
+def auto_bool(value: Any) -> bool | None:
+    """true, false, or auto (None: decided at start from the environment)."""
+    if str(value).strip().lower() == "auto":
+        return None
+    return parse_bool(value)
+
+
 def optional_scenario(value: Any) -> str | None:
     """A scenario name, `auto` (simulate only when npu-smi is missing), or off."""
     if value is None or value is False or str(value).strip().lower() in ("", "off", "false", "none"):
@@ -137,6 +159,7 @@ class Option:
     help: str
     flag: str | None = None  # default: --<key with _ as ->
     metavar: str | None = None
+    repeatable: bool = False  # the flag may be given several times (a list)
 
     @property
     def flag_name(self) -> str:
@@ -186,6 +209,18 @@ OPTIONS = (
     Option("ingest.max_jobs", parse_positive_int, 64, "distinct job_name values held at once; more are rejected (429)", metavar="N"),
     Option("ingest.max_ranks", parse_positive_int, 32, "ranks held per job; more are rejected (429)", metavar="N"),
     Option("ingest.max_body_bytes", parse_positive_int, 1 << 20, "larger POST bodies are rejected (413)", metavar="BYTES"),
+    Option("profiles.dirs", path_list, (), "directories where torch_npu/msprof/MindSpore profiles land (repeatable)", flag="--profile-dir", metavar="DIR", repeatable=True),
+    Option("profiles.state_file", optional_text, None, "remembers which profiles were parsed across restarts (default: in memory only)", flag="--profile-state-file", metavar="PATH"),
+    Option("profiles.interval", parse_duration, "30s", "how often the profile directories are scanned", metavar="DURATION"),
+    Option("profiles.settle", parse_duration, "30s", "an export without a finished marker must be untouched this long", metavar="DURATION"),
+    Option("profiles.top_k", parse_positive_int, 5, "operator types reported per profile", metavar="N"),
+    Option("podresources.enabled", auto_bool, "auto", "attribute chips to pods via the kubelet pod-resources API: auto (inside Kubernetes), true, false"),
+    Option("podresources.socket", parse_text, "/var/lib/kubelet/pod-resources/kubelet.sock", "kubelet pod-resources socket", metavar="PATH"),
+    Option("podresources.timeout", parse_duration, "3s", "bound on one List call", metavar="DURATION"),
+    Option("podresources.interval", parse_duration, "15s", "how often the kubelet is asked", metavar="DURATION"),
+    Option("podresources.ttl", parse_duration, "60s", "an answer is used this long; then attribution is dropped", metavar="DURATION"),
+    Option("podresources.resources", text_list, "huawei.com/Ascend910,huawei.com/Ascend310P,huawei.com/Ascend310", "device-plugin resource names (virtual slices <name>-* included)", metavar="LIST"),
+    Option("podresources.device_id", choice("physical", "logic"), "physical", "what the number ending a device id is: the chip's physical id (Ascend device plugin) or its logic id"),
 ) + tuple(
     Option(f"collector.{c.name}", parse_bool, c.default_enabled, f"enable the {c.name} collector ({c.help})")
     for c in COLLECTORS
@@ -221,6 +256,18 @@ class Settings:
     ingest_max_jobs: int = 64
     ingest_max_ranks: int = 32
     ingest_max_body_bytes: int = 1 << 20
+    profiles_dirs: tuple[str, ...] = ()
+    profiles_state_file: str | None = None
+    profiles_interval: float = 30.0
+    profiles_settle: float = 30.0
+    profiles_top_k: int = 5
+    podresources_enabled: bool | None = None   # None: auto (on inside Kubernetes)
+    podresources_socket: str = "/var/lib/kubelet/pod-resources/kubelet.sock"
+    podresources_timeout: float = 3.0
+    podresources_interval: float = 15.0
+    podresources_ttl: float = 60.0
+    podresources_resources: tuple[str, ...] = ("huawei.com/Ascend910", "huawei.com/Ascend310P", "huawei.com/Ascend310")
+    podresources_device_id: str = "physical"
 
 
 def flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
@@ -280,32 +327,13 @@ def build_settings(
         problems += _cross_checks(values)
     if problems:
         raise ConfigError(problems)
+    # Settings fields are the option keys with dots as underscores.
+    fields = {k.replace(".", "_"): v for k, v in values.items() if k != "listen" and not k.startswith("collector.")}
     return Settings(
         listen_host=values["listen"][0],
         listen_port=values["listen"][1],
-        log_format=values["log.format"],
-        log_level=values["log.level"],
-        max_age=values["max_age"],
-        npu_smi_path=values["npu_smi.path"],
-        npu_smi_timeout=values["npu_smi.timeout"],
-        npu_smi_interval=values["npu_smi.interval"],
-        npu_smi_detail_interval=values["npu_smi.detail_interval"],
-        npu_smi_inventory_interval=values["npu_smi.inventory_interval"],
-        npu_smi_details=values["npu_smi.details"],
-        npu_smi_board=values["npu_smi.board"],
-        npu_smi_max_concurrency=values["npu_smi.max_concurrency"],
-        npu_smi_max_output_bytes=values["npu_smi.max_output_bytes"],
-        simulator_scenario=values["simulator.scenario"],
-        simulator_model=values["simulator.model"],
         collectors=frozenset(c.name for c in COLLECTORS if values[f"collector.{c.name}"]),
-        ingest_enabled=values["ingest.enabled"],
-        ingest_token=values["ingest.token"],
-        ingest_token_file=values["ingest.token_file"],
-        ingest_ttl=values["ingest.ttl"],
-        ingest_finished_ttl=values["ingest.finished_ttl"],
-        ingest_max_jobs=values["ingest.max_jobs"],
-        ingest_max_ranks=values["ingest.max_ranks"],
-        ingest_max_body_bytes=values["ingest.max_body_bytes"],
+        **fields,
     )
 
 
@@ -329,6 +357,8 @@ def _cross_checks(values: Mapping[str, Any]) -> list[str]:
     slowest = values["npu_smi.detail_interval"] if values["npu_smi.details"] else values["npu_smi.interval"]
     if values["max_age"] <= slowest:
         problems.append(f"max_age: must exceed the slowest sampling interval ({slowest:g}s), or that data would always be dropped")
+    if values["podresources.ttl"] <= values["podresources.interval"]:
+        problems.append("podresources.ttl: must exceed podresources.interval, or attribution would flicker")
     if values["ingest.token"] is not None and values["ingest.token_file"] is not None:
         problems.append("ingest.token, ingest.token_file: set one or the other, not both")
     return problems

@@ -76,14 +76,6 @@ SELF_METRICS = (BUILD_INFO, SIMULATED, SOURCE_SUCCESS, SOURCE_DURATION, SOURCE_E
 
 
 
-def markdown_table(specs: tuple[MetricSpec, ...] | None = None) -> str:
-    """The metric reference (docs/metrics.md) from the specs above."""
-    rows = ["| metric | type | labels | help |", "|---|---|---|---|"]
-    for spec in ALL_METRICS if specs is None else specs:
-        labels = ", ".join(f"`{name}`" for name in spec.labels)
-        rows.append(f"| `{spec.name}` | {spec.kind} | {labels} | {spec.help} |")
-    return "\n".join(rows) + "\n"
-
 # --- training jobs (hooks ingest, POST /api/v1/steps) -------------------------------------
 JOB_LABELS = ("job_name", "rank")
 # Step phases a hook may report; anything else is rejected by the ingest (the client maps
@@ -123,8 +115,6 @@ INGEST_RANKS = MetricSpec("cann_exporter_ingest_ranks", "gauge", "Job ranks curr
 
 INGEST_METRICS = (INGEST_REQUESTS, INGEST_STEPS, INGEST_REJECTED, INGEST_DROPPED, INGEST_EXPIRED, INGEST_RANKS)
 
-ALL_METRICS = DEVICE_METRICS + (POD_INFO,) + SELF_METRICS + JOB_METRICS + INGEST_METRICS
-
 # --- profiles (finished profiler exports; latest per job_name/rank wins) -----------------
 PROFILE_LABELS = ("job_name", "rank")
 
@@ -149,4 +139,25 @@ PROFILE_METRICS = (
     PROFILE_STEP_DURATION, PROFILE_COMPUTE, PROFILE_COMMUNICATION, PROFILE_IDLE, PROFILE_MEMCPY, PROFILE_MEMCPY_KIND,
     PROFILE_FRAMEWORK, PROFILE_TOP3, PROFILE_MAX_OPERATOR, PROFILE_OPERATOR, PROFILE_LAST_UPDATE,
 )
-ALL_METRICS = ALL_METRICS + PROFILE_METRICS
+
+# --- pods (kubelet pod-resources) ----------------------------------------------------------
+PODRESOURCES_UNMATCHED = MetricSpec(
+    "cann_exporter_podresources_unmatched_devices",
+    "gauge",
+    "NPU devices the kubelet lists that are not attributed to any chip, by reason "
+    "(no_chip: no chip with that id on this node; bad_device_id; unknown_resource).",
+    ("reason",),
+)
+POD_METRICS = (POD_INFO, PODRESOURCES_UNMATCHED)
+
+ALL_METRICS = DEVICE_METRICS + POD_METRICS + SELF_METRICS + JOB_METRICS + INGEST_METRICS + PROFILE_METRICS
+
+
+def markdown_table(specs: tuple[MetricSpec, ...] | None = None) -> str:
+    """The metric reference (docs/metrics.md) from the specs above."""
+    rows = ["| metric | type | labels | help |", "|---|---|---|---|"]
+    for spec in ALL_METRICS if specs is None else specs:
+        labels = ", ".join(f"`{name}`" for name in spec.labels)
+        rows.append(f"| `{spec.name}` | {spec.kind} | {labels} | {spec.help} |")
+    return "\n".join(rows) + "\n"
+

@@ -184,3 +184,20 @@ def test_scrape_does_not_wait_on_a_hung_npu_smi(start):
     status, text = exporter.get("/metrics", timeout=5.0)
     assert status == 200
     assert "npu_up" in text
+
+
+def test_profile_directory_is_wired(start, tmp_path):
+    """--profile-dir turns a finished torch_npu export into npu_profile_* metrics, once."""
+    from tests.profiles.conftest import PT_LEVEL1, build
+
+    root = tmp_path / "profiles"
+    build(root / "bert" / "host_1_20250109_ascend_pt", PT_LEVEL1)
+    state = tmp_path / "profiles-state.json"
+    exporter = start(
+        "--simulate", "healthy", "--npu-smi.details=", "--profile-dir", str(root),
+        "--profile-state-file", str(state), "--profiles.interval", "1s", "--profiles.settle", "1s",
+    )
+    found = exporter.wait_for(lambda f: values(f, "npu_profile_compute_ratio", "job_name") != {})
+    assert 0 < next(iter(values(found, "npu_profile_compute_ratio", "job_name").values())) <= 1
+    assert value(found, "cann_exporter_source_success", source="profiles") == 1
+    assert state.exists()

@@ -22,7 +22,6 @@ from prometheus_client.core import Metric
 
 from exporter import metrics as m
 from exporter.collectors import family, label
-from exporter.metrics import MetricSpec
 from exporter.snapshot import ChipSample
 from exporter.sources.podresources import SKIP_REASONS, PodAttribution
 
@@ -31,16 +30,6 @@ log = logging.getLogger("exporter.collectors.pods")
 MATCH_ON = ("physical", "logic")
 UNMATCHED_NO_CHIP = "no_chip"
 
-# Self-metric of pod attribution. To be moved into exporter/metrics.py (ALL_METRICS) when
-# the collector is wired, so docs/metrics.md and the contract test include it.
-PODRESOURCES_UNMATCHED = MetricSpec(
-    "cann_exporter_podresources_unmatched_devices",
-    "gauge",
-    "NPU devices the kubelet lists that are not attributed to any chip, by reason "
-    "(no_chip: no chip with that id on this node; bad_device_id; unknown_resource).",
-    ("reason",),
-)
-POD_METRICS = (m.POD_INFO, PODRESOURCES_UNMATCHED)
 
 
 class AttributionSource(Protocol):
@@ -71,7 +60,7 @@ class PodCollector:
         self._logged: set[tuple[str, str]] = set()
 
     def describe(self) -> Iterator[Metric]:
-        for spec in POD_METRICS:
+        for spec in m.POD_METRICS:
             yield family(spec)
 
     def chip_key(self, chip: ChipSample) -> int | None:
@@ -108,7 +97,7 @@ class PodCollector:
         if self._skipped is not None:
             for reason, count in self._skipped().items():
                 counts[reason] = counts.get(reason, 0) + count
-        gauge = family(PODRESOURCES_UNMATCHED)
+        gauge = family(m.PODRESOURCES_UNMATCHED)
         for reason, count in sorted(counts.items()):
             gauge.add_metric([reason], count)
         yield gauge

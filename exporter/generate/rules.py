@@ -103,6 +103,7 @@ def _indent(expr: str, by: str = "  ") -> str:
 
 
 CHIP_TEXT = "chip {{ $labels.device }} (NPU {{ $labels.npu }} chip {{ $labels.chip }}) on {{ $labels.instance }}"
+CHIP_SHORT = "chip {{ $labels.device }} on {{ $labels.instance }}"
 JOB_TEXT = "job {{ $labels.job_name }} rank {{ $labels.rank }} on {{ $labels.instance }}"
 
 
@@ -116,7 +117,7 @@ def _low_utilization(spec: AlertSpec, table: Thresholds) -> Built:
     expr = (f"avg_over_time(npu_aicore_utilization_ratio[{spec.range}]) < {num(spec.threshold)}\n"
             f"and on (job, instance, device)\n(\n  {in_use_chips(tuple(sources))}\n)")
     healthy = f" (healthy: {ind.healthy_text()})" if ind and ind.healthy is not None else ""
-    return (expr, f"NPU {CHIP_TEXT} is in use but below {pct(spec.threshold)} utilization",
+    return (expr, f"NPU {CHIP_SHORT} is in use but below {pct(spec.threshold)} utilization",
             f"The AI Core utilization of {CHIP_TEXT} averaged {{{{ $value | humanizePercentage }}}} over "
             f"{spec.range}, below {pct(spec.threshold)} for {spec.window}{healthy}, while a process, pod or "
             f"training job uses the chip.")
@@ -126,7 +127,7 @@ def _unstable(spec: AlertSpec, table: Thresholds) -> Built:
     mean_below = spec.param("mean_below", table[spec.indicator].healthy if spec.indicator else 0.85)
     expr = (f"stddev_over_time(npu_aicore_utilization_ratio[{spec.range}]) > {num(spec.threshold)}\n"
             f"and\navg_over_time(npu_aicore_utilization_ratio[{spec.range}]) < {num(mean_below)}")
-    return (expr, f"NPU {CHIP_TEXT} utilization swings in a saw-tooth",
+    return (expr, f"NPU {CHIP_SHORT} utilization swings in a saw-tooth",
             f"The AI Core utilization of {CHIP_TEXT} swings by a standard deviation of "
             f"{{{{ $value | humanizePercentage }}}} over {spec.range} (above {pct(spec.threshold)}) around a mean "
             f"below {pct(mean_below)}, for {spec.window}: the task stream stops and restarts.")
@@ -205,7 +206,7 @@ def _regression(spec: AlertSpec, table: Thresholds) -> Built:
 def _unhealthy(spec: AlertSpec, table: Thresholds) -> Built:
     states = "|".join(spec.param("states", ("Alarm", "Critical")))
     expr = f"npu_health{{state=~\"{states}\"}} == 1"
-    return (expr, f"NPU {CHIP_TEXT} reports health {{{{ $labels.state }}}}",
+    return (expr, f"NPU {CHIP_SHORT} reports health {{{{ $labels.state }}}}",
             f"npu-smi reports the health of {CHIP_TEXT} as {{{{ $labels.state }}}} for {spec.window}.")
 
 
@@ -219,20 +220,20 @@ def _missing(spec: AlertSpec, table: Thresholds) -> Built:
 
 def _temperature(spec: AlertSpec, table: Thresholds) -> Built:
     expr = f"npu_temperature_celsius > {num(spec.threshold)}"
-    return (expr, f"NPU {CHIP_TEXT} is hot",
+    return (expr, f"NPU {CHIP_SHORT} is hot",
             f"The temperature of {CHIP_TEXT} is {{{{ $value }}}} °C, above {num(spec.threshold)} °C for {spec.window}.")
 
 
 def _hbm_full(spec: AlertSpec, table: Thresholds) -> Built:
     expr = f"npu_hbm_used_bytes / npu_hbm_total_bytes > {num(spec.threshold)}"
-    return (expr, f"HBM of NPU {CHIP_TEXT} is almost full",
+    return (expr, f"HBM of NPU {CHIP_SHORT} is almost full",
             f"{{{{ $value | humanizePercentage }}}} of the HBM of {CHIP_TEXT} is in use, above "
             f"{pct(spec.threshold)} for {spec.window}.")
 
 
 def _ecc(spec: AlertSpec, table: Thresholds) -> Built:
     expr = f"increase(npu_ecc_errors_total{{type=\"double_bit\"}}[{spec.range}]) > {num(spec.threshold)}"
-    return (expr, f"Uncorrectable ECC errors on NPU {CHIP_TEXT}",
+    return (expr, f"Uncorrectable ECC errors on NPU {CHIP_SHORT}",
             f"{CHIP_TEXT[0].upper()}{CHIP_TEXT[1:]} counted {{{{ $value | humanize }}}} new double-bit ECC "
             f"error(s) in its {{{{ $labels.memory }}}} memory within {spec.range}.")
 

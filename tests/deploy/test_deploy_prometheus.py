@@ -14,7 +14,7 @@ PROM = DEPLOY / "prometheus"
 
 
 def exposed_names() -> set[str]:
-    from exporter.collectors.pods import POD_METRICS
+    from exporter.metrics import POD_METRICS
     from exporter.metrics import ALL_METRICS
 
     return {spec.name for spec in (*ALL_METRICS, *POD_METRICS)}

@@ -14,9 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.assembly import assemble
 from exporter.collectors.pods import PodCollector
 from exporter.config import build_settings
-from exporter.sampler import Task
 from exporter.snapshot import ChipSample
-from exporter.sources.podresources import PodAttribution, PodResourcesSettings, PodResourcesSource
+from exporter.sources.podresources import PodAttribution
 from exporter.sources.podresources_pb import api_pb2 as pb
 
 from kubelet_fake import FakeKubelet, container, pod
@@ -121,7 +120,7 @@ def chip_series(fams: dict[str, list]) -> dict[str, list]:
 
 
 async def test_end_to_end_on_the_simulator(kubelet: FakeKubelet, sock_dir: Path) -> None:
-    """The wiring the lead adds: a sampler task + PodCollector beside the device collectors."""
+    """The real wiring (podresources.* settings): a sampler task + PodCollector beside the device collectors."""
     kubelet.response = pb.ListPodResourcesResponse(
         pod_resources=[
             pod("train", "llama-0", container("main", ("huawei.com/Ascend910", ["Ascend910-0", "Ascend910-1"]))),
@@ -132,11 +131,10 @@ async def test_end_to_end_on_the_simulator(kubelet: FakeKubelet, sock_dir: Path)
     kubelet.start()
 
     def build(socket: Path):
-        exporter = assemble(build_settings(flags={"simulator.scenario": "healthy", "npu_smi.details": ""}))
-        source = PodResourcesSource(PodResourcesSettings(socket=str(socket), timeout=1.0), exporter.sampler.health)
-        exporter.sampler.tasks += [Task(name, interval, run) for name, interval, run in source.tasks()]
-        exporter.registry.register(PodCollector(source, lambda: exporter.store.current.devices.chips))
-        return exporter
+        return assemble(build_settings(flags={
+            "simulator.scenario": "healthy", "npu_smi.details": "",
+            "podresources.enabled": "true", "podresources.socket": str(socket), "podresources.timeout": "1s",
+        }))
 
     alive = build(kubelet.socket)
     await alive.sampler.run_once()

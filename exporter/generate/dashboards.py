@@ -1,0 +1,602 @@
+"""Grafana dashboards from the threshold table, built with Grafana's typed builders
+(grafana-foundation-sdk) and returned as plain JSON-ready dicts.
+
+Every panel queries the `${datasource}` variable (no datasource uid is hard-coded), carries
+a unit, and the panels of an indicator of the health table draw its bounds as threshold
+lines/colours. Dashboard uids are fixed (UIDS) so links and bookmarks survive regeneration.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from grafana_foundation_sdk.builders import bargauge, heatmap, prometheus, stat, statushistory, table, timeseries
+from grafana_foundation_sdk.builders import common as cb
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common as cm
+from grafana_foundation_sdk.models import dashboard as dm
+from grafana_foundation_sdk.models import prometheus as pm
+
+from exporter.generate.rules import JOB, num, pct
+from exporter.generate.writer import MARKER
+from exporter.thresholds import Indicator, Thresholds
+
+DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
+TAGS = ["cann-exporter", "npu"]
+UIDS = {
+    "fleet-overview": "cann-npu-fleet",
+    "node-chip-detail": "cann-npu-node",
+    "training-jobs": "cann-npu-jobs",
+    "capacity-planning": "cann-npu-capacity",
+    "exporter-health": "cann-exporter-health",
+}
+TITLES = {
+    "fleet-overview": "NPU / Fleet overview",
+    "node-chip-detail": "NPU / Node and chip detail",
+    "training-jobs": "NPU / Training jobs",
+    "capacity-planning": "NPU / Capacity planning",
+    "exporter-health": "NPU / Exporter health",
+}
+
+# Label filters the variables provide.
+SEL = 'job=~"$job", instance=~"$instance"'
+CHIP_SEL = 'job=~"$job", instance=~"$instance", device=~"$device"'
+JOB_SEL = 'job=~"$job", job_name=~"$job_name"'
+CHIP_LEGEND = "{{instance}} {{device}}"
+JOB_LEGEND = "{{job_name}}/{{rank}}"
+UTIL = "npu_aicore_utilization_ratio"
+
+GREEN, ORANGE, RED, BLUE, GREY = "green", "orange", "red", "blue", "text"
+
+
+# --- thresholds from the table ------------------------------------------------------------------
+def indicator_steps(indicator: Indicator) -> list[dm.Threshold]:
+    """Colour steps of an indicator: green healthy, orange in between, red abnormal."""
+    if indicator.lower_is_better:
+        steps = [dm.Threshold(value=None, color=GREEN)]
+        if indicator.healthy is not None:
+            steps.append(dm.Threshold(value=indicator.healthy, color=ORANGE))
+        if indicator.abnormal is not None:
+            steps.append(dm.Threshold(value=indicator.abnormal, color=RED))
+        return steps
+    steps = [dm.Threshold(value=None, color=RED if indicator.abnormal is not None else ORANGE)]
+    if indicator.abnormal is not None and indicator.healthy is not None:
+        steps.append(dm.Threshold(value=indicator.abnormal, color=ORANGE))
+    steps.append(dm.Threshold(value=indicator.healthy if indicator.healthy is not None else indicator.abnormal, color=GREEN))
+    return steps
+
+
+def limit_steps(limit: float | None, above: str = RED) -> list[dm.Threshold]:
+    steps = [dm.Threshold(value=None, color=GREEN)]
+    if limit is not None:
+        steps.append(dm.Threshold(value=limit, color=above))
+    return steps
+
+
+def _thresholds(steps: list[dm.Threshold]) -> db.ThresholdsConfig:
+    return db.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE).steps(steps)
+
+
+# --- panels ----------------------------------------------------------------------------------
+@dataclass
+class Query:
+    expr: str
+    legend: str = ""
+    instant: bool = False
+    table: bool = False
+
+
+def q(expr: str, legend: str = "", *, instant: bool = False, table_format: bool = False) -> Query:
+    return Query(expr, legend, instant or table_format, table_format)
+
+
+def _targets(builder: Any, queries: Iterable[Query]) -> Any:
+    for index, query in enumerate(queries):
+        target = prometheus.Dataquery().expr(query.expr).ref_id(chr(ord("A") + index)).datasource(DATASOURCE)
+        target = target.legend_format(query.legend or "__auto")
+        if query.table:
+            target = target.format(pm.PromQueryFormat.TABLE).instant()
+        elif query.instant:
+            target = target.instant()
+        else:
+            target = target.range()
+        builder = builder.with_target(target)
+    return builder
+
+
+def _common(builder: Any, title: str, description: str, unit: str, w: int, h: int) -> Any:
+    builder = builder.title(title).datasource(DATASOURCE).span(w).height(h).unit(unit)
+    return builder.description(description) if description else builder
+
+
+def graph(title: str, *queries: Query, unit: str = "short", description: str = "", steps: list[dm.Threshold] | None = None,
+          lo: float | None = None, hi: float | None = None, stack: bool = False, w: int = 12, h: int = 8,
+          bars: bool = False) -> timeseries.Panel:
+    panel = _common(timeseries.Panel(), title, description, unit, w, h)
+    panel = panel.legend(cb.VizLegendOptions().display_mode(cm.LegendDisplayMode.LIST).placement(cm.LegendPlacement.BOTTOM).show_legend(True))
+    panel = panel.tooltip(cb.VizTooltipOptions().mode(cm.TooltipDisplayMode.MULTI).sort(cm.SortOrder.DESCENDING))
+    panel = panel.fill_opacity(60 if stack or bars else 10).line_width(1)
+    if bars:
+        panel = panel.draw_style(cm.GraphDrawStyle.BARS)
+    if stack:
+        panel = panel.stacking(cb.StackingConfig().mode(cm.StackingMode.NORMAL))
+    if steps:
+        panel = panel.thresholds(_thresholds(steps)).thresholds_style(
+            cb.GraphThresholdsStyleConfig().mode(cm.GraphTresholdsStyleMode.DASHED))
+    else:
+        panel = panel.thresholds(_thresholds([dm.Threshold(value=None, color=GREEN)]))
+    if lo is not None:
+        panel = panel.min(lo)
+    if hi is not None:
+        panel = panel.max(hi)
+    return _targets(panel, queries)
+
+
+def single(title: str, query: Query, *, unit: str = "short", description: str = "", steps: list[dm.Threshold] | None = None,
+           w: int = 4, h: int = 4, lo: float | None = None, hi: float | None = None) -> stat.Panel:
+    panel = _common(stat.Panel(), title, description, unit, w, h)
+    panel = panel.reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
+    panel = panel.color_mode(cm.BigValueColorMode.VALUE).graph_mode(cm.BigValueGraphMode.AREA)
+    panel = panel.thresholds(_thresholds(steps or [dm.Threshold(value=None, color=BLUE)]))
+    if lo is not None:
+        panel = panel.min(lo)
+    if hi is not None:
+        panel = panel.max(hi)
+    return _targets(panel, [query])
+
+
+def grid(title: str, *queries: Query, unit: str = "short", description: str = "", steps: list[dm.Threshold] | None = None,
+         hidden: Iterable[str] = (), w: int = 12, h: int = 8, sort: str | None = None) -> table.Panel:
+    panel = _common(table.Panel(), title, description, unit, w, h).show_header(True)
+    panel = panel.cell_height(cm.TableCellHeight.SM)
+    if steps:
+        panel = panel.thresholds(_thresholds(steps))
+    if len(queries) > 1:
+        panel = panel.with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
+    exclude = {"Time": True, **{name: True for name in hidden}}
+    panel = panel.with_transformation(dm.DataTransformerConfig(id_val="organize", options={"excludeByName": exclude}))
+    if sort:
+        panel = panel.sort_by([cb.TableSortByFieldState().display_name(sort).desc(False)])
+    return _targets(panel, queries)
+
+
+def history(title: str, query: Query, *, unit: str = "short", description: str = "", steps: list[dm.Threshold] | None = None,
+            mappings: list[Any] | None = None, w: int = 24, h: int = 9, lo: float | None = None, hi: float | None = None) -> statushistory.Panel:
+    panel = _common(statushistory.Panel(), title, description, unit, w, h).show_value(cm.VisibilityMode.NEVER)
+    panel = panel.legend(cb.VizLegendOptions().display_mode(cm.LegendDisplayMode.LIST).placement(cm.LegendPlacement.BOTTOM).show_legend(True))
+    panel = panel.tooltip(cb.VizTooltipOptions().mode(cm.TooltipDisplayMode.SINGLE).sort(cm.SortOrder.NONE))
+    panel = panel.row_height(0.9).col_width(0.9).fill_opacity(80).line_width(0)
+    panel = panel.thresholds(_thresholds(steps or [dm.Threshold(value=None, color=GREEN)]))
+    panel = panel.color_scheme(db.FieldColor().mode(dm.FieldColorModeId.THRESHOLDS))
+    if mappings:
+        panel = panel.mappings(mappings)
+    if lo is not None:
+        panel = panel.min(lo)
+    if hi is not None:
+        panel = panel.max(hi)
+    return _targets(panel, [query])
+
+
+def bars(title: str, *queries: Query, unit: str = "short", description: str = "", steps: list[dm.Threshold] | None = None,
+         w: int = 12, h: int = 8, lo: float | None = None, hi: float | None = None) -> bargauge.Panel:
+    panel = _common(bargauge.Panel(), title, description, unit, w, h)
+    panel = panel.display_mode(cm.BarGaugeDisplayMode.GRADIENT).orientation(cm.VizOrientation.HORIZONTAL)
+    panel = panel.reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False)).show_unfilled(True)
+    panel = panel.thresholds(_thresholds(steps or [dm.Threshold(value=None, color=BLUE)]))
+    if lo is not None:
+        panel = panel.min(lo)
+    if hi is not None:
+        panel = panel.max(hi)
+    return _targets(panel, queries)
+
+
+def heat(title: str, query: Query, *, unit: str, description: str = "", bucket: str = "0.1", w: int = 12, h: int = 9) -> heatmap.Panel:
+    panel = _common(heatmap.Panel(), title, description, unit, w, h).calculate(True)
+    panel = panel.calculation(cb.HeatmapCalculationOptions().y_buckets(
+        cb.HeatmapCalculationBucketConfig().mode(cm.HeatmapCalculationMode.SIZE).value(bucket)))
+    panel = panel.color(heatmap.HeatmapColorOptions().mode("scheme").scheme("RdYlGn").fill("dark-orange")
+                        .scale("exponential").exponent(0.5).steps(64).reverse(False))
+    panel = panel.y_axis(heatmap.YAxisConfig().unit(unit).min(0).max(1)).show_legend().show_tooltip().cell_gap(1)
+    return _targets(panel, [query])
+
+
+HEALTH_MAPPINGS = [dm.ValueMap(options={
+    "0": dm.ValueMappingResult(text="OK", color=GREEN, index=0),
+    "1": dm.ValueMappingResult(text="Warning", color="yellow", index=1),
+    "2": dm.ValueMappingResult(text="Alarm", color=ORANGE, index=2),
+    "3": dm.ValueMappingResult(text="Critical", color=RED, index=3),
+    "4": dm.ValueMappingResult(text="Unknown", color="purple", index=4),
+})]
+HEALTH_CODE = " or ".join(
+    f"{code} * npu_health{{{SEL}, state=\"{state}\"}}"
+    for code, state in enumerate(("OK", "Warning", "Alarm", "Critical", "Unknown")))
+
+
+# --- dashboard assembly ------------------------------------------------------------------------
+@dataclass
+class Board:
+    key: str
+    description: str
+    time_from: str = "now-6h"
+    refresh: str = "1m"
+    variables: list[Any] = field(default_factory=list)
+    items: list[tuple[str, Any]] = field(default_factory=list)   # ("row", title) | ("panel", builder)
+
+    def row(self, title: str) -> Board:
+        self.items.append(("row", title))
+        return self
+
+    def add(self, *panels: Any) -> Board:
+        self.items.extend(("panel", p) for p in panels)
+        return self
+
+    def build(self) -> dict[str, Any]:
+        dash = (db.Dashboard(TITLES[self.key]).uid(UIDS[self.key]).tags(TAGS).description(f"{self.description} ({MARKER})")
+                .time(self.time_from, "now").refresh(self.refresh).timezone("browser").editable()
+                .tooltip(dm.DashboardCursorSync.CROSSHAIR)
+                .link(db.DashboardLink("NPU dashboards").type(dm.DashboardLinkType.DASHBOARDS).tags(["cann-exporter"])
+                      .as_dropdown(True).include_vars(True).keep_time(True)))
+        for variable in self.variables:
+            dash = dash.with_variable(variable)
+        ident = 0
+        for kind, item in self.items:
+            ident += 1
+            if kind == "row":
+                dash = dash.with_row(db.Row(item).id(ident))
+            else:
+                dash = dash.with_panel(item.id(ident))
+        data = json.loads(json.dumps(dash.build(), cls=JSONEncoder))
+        data["schemaVersion"] = 39          # Grafana 10.4/11; older files are migrated on load anyway
+        data["annotations"] = {"list": [{
+            "builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"}, "enable": True, "hide": True,
+            "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts", "type": "dashboard",
+        }]}
+        for index, variable in enumerate(data.get("templating", {}).get("list", [])):
+            variable.pop("id", None)
+        return data
+
+
+def datasource_var() -> db.DatasourceVariable:
+    return db.DatasourceVariable("datasource").label("Data source").type("prometheus")
+
+
+def query_var(name: str, label: str, query: str, *, multi: bool = True, include_all: bool = True) -> db.QueryVariable:
+    var = (db.QueryVariable(name).label(label).datasource(DATASOURCE)
+           .query({"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery", "qryType": 1})
+           .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED).sort(dm.VariableSort.ALPHABETICAL_ASC)
+           .multi(multi).include_all(include_all))
+    if include_all:
+        var = var.all_value(".*")
+    return var
+
+
+def node_vars(device: bool = False) -> list[Any]:
+    out = [datasource_var(),
+           query_var("job", "Job", "label_values(npu_devices, job)"),
+           query_var("instance", "Node", 'label_values(npu_devices{job=~"$job"}, instance)')]
+    if device:
+        out.append(query_var("device", "Chip (logic id)", 'label_values(npu_up{job=~"$job", instance=~"$instance"}, device)'))
+    return out
+
+
+# --- the five dashboards -----------------------------------------------------------------------
+def fleet(table_: Thresholds) -> Board:
+    util = table_["device_utilization"]
+    low = table_.alert("NPULowUtilization") if _has(table_, "NPULowUtilization") else None
+    bound = low.threshold if low and low.threshold is not None else util.abnormal or 0.6
+    steps = indicator_steps(util)
+    b = Board("fleet-overview", "Every NPU chip of the selected nodes: utilization, chips below target, health, missing chips.",
+              variables=node_vars())
+    b.row("Fleet")
+    b.add(
+        single("Chips", q(f"count(npu_up{{{SEL}}})"), description="Chips the exporters report."),
+        single("Chips in use", q(f"sum(chip:npu_in_use:bool{{{SEL}}})"),
+               description="Chips with a process, a pod or a training job on them."),
+        single(f"In use below {pct(bound)}", q(f"sum(instance:npu_chips_low_utilization:sum{{{SEL}}})"),
+               steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color=RED)],
+               description=f"Chips in use whose 5m AI Core utilization is below {pct(bound)} (NPULowUtilization's bound)."),
+        single("Mean utilization", q(f"avg(chip:{UTIL}:avg5m{{{SEL}}})"), unit="percentunit", steps=steps, lo=0, hi=1,
+               description=f"Mean 5m AI Core utilization of the selected chips (healthy: {util.healthy_text()})."),
+        single("Chips not OK", q(f"count(npu_health{{{SEL}, state!=\"OK\"}} == 1) or vector(0)"),
+               steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color=RED)],
+               description="Chips whose npu-smi Health is not OK."),
+        single("Missing chips", q(f"sum(max_over_time(npu_devices{{{SEL}}}[1h]) - npu_devices{{{SEL}}})"),
+               steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color=RED)],
+               description="Chips the nodes reported within the last hour but do not now (NPUMissing)."),
+    )
+    b.row("Utilization")
+    b.add(
+        heat("Utilization heatmap (chips by AI Core busy share)", q(f"{UTIL}{{{SEL}}}", CHIP_LEGEND), unit="percentunit",
+             description="How many chips sit at each utilization level over time."),
+        graph("Utilization by node", q(f"instance:{UTIL}:avg5m{{{SEL}}}", "{{instance}}"), unit="percentunit", steps=steps,
+              lo=0, hi=1, description=f"Mean 5m utilization per node; lines at {pct(util.abnormal or 0)} and {pct(util.healthy or 0)}."),
+        history("Per-chip utilization", q(f"chip:{UTIL}:avg5m{{{SEL}}}", CHIP_LEGEND), unit="percentunit", steps=steps, lo=0, hi=1,
+                description="Every chip's 5m AI Core utilization; red below the abnormal bound, green above the healthy bound."),
+    )
+    b.row("Problems")
+    b.add(
+        grid(f"Chips in use below {pct(bound)}",
+             q(f"chip:{UTIL}:avg5m{{{SEL}}} < {num(bound)}\nand on (job, instance, npu, chip, device) chip:npu_in_use:bool == 1",
+               table_format=True),
+             unit="percentunit", steps=steps, hidden=("__name__",), sort="Value",
+             description="The chips NPULowUtilization is about (before its `for:` window)."),
+        grid("Top offenders (lowest 1h utilization, chips in use)",
+             q(f"bottomk(10, chip:{UTIL}:avg1h{{{SEL}}}\n  and on (job, instance, npu, chip, device) chip:npu_in_use:bool == 1)",
+               table_format=True),
+             unit="percentunit", steps=steps, hidden=("__name__",), sort="Value"),
+        history("Health matrix", q(f"max by (instance, device) ({HEALTH_CODE})", CHIP_LEGEND), mappings=HEALTH_MAPPINGS,
+                steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color="yellow"),
+                       dm.Threshold(value=2, color=ORANGE), dm.Threshold(value=3, color=RED), dm.Threshold(value=4, color="purple")],
+                description="npu-smi Health of every chip over time (npu_health)."),
+        graph("Missing chips by node", q(f"max_over_time(npu_devices{{{SEL}}}[1h]) - npu_devices{{{SEL}}}", "{{instance}}"),
+              steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color=RED)], lo=0,
+              description="Chips seen within the last hour minus chips seen now (NPUMissing fires above 0)."),
+        graph("Chips up by node", q(f"sum by (instance) (npu_up{{{SEL}}})", "{{instance}}"), lo=0,
+              description="Chips whose latest npu-smi read succeeded."),
+    )
+    return b
+
+
+def node(table_: Thresholds) -> Board:
+    util = table_["device_utilization"]
+    steps = indicator_steps(util)
+    temp = table_.alert("NPUTemperatureHigh").threshold if _has(table_, "NPUTemperatureHigh") else None
+    hbm = table_.alert("NPUHBMAlmostFull").threshold if _has(table_, "NPUHBMAlmostFull") else None
+    b = Board("node-chip-detail", "One node and its chips: utilization of every engine, memory, power, temperature, ECC, processes and pods.",
+              time_from="now-3h", variables=node_vars(device=True))
+    b.row("Utilization")
+    b.add(
+        graph("AI Core utilization", q(f"{UTIL}{{{CHIP_SEL}}}", CHIP_LEGEND), unit="percentunit", steps=steps, lo=0, hi=1,
+              description=f"Device utilization (npu-smi AICore %); healthy {util.healthy_text()}, abnormal {util.abnormal_text()}."),
+        graph("AI Core utilization, 5m mean and spread", q(f"chip:{UTIL}:avg5m{{{CHIP_SEL}}}", "mean {{device}}"),
+              q(f"stddev_over_time({UTIL}{{{CHIP_SEL}}}[10m])", "stddev {{device}}"), unit="percentunit", steps=steps, lo=0, hi=1,
+              description="A high spread around a mediocre mean is the saw-tooth of NPUUtilizationUnstable."),
+        graph("Vector / Cube / AI CPU / control CPU", q(f"npu_aivector_utilization_ratio{{{CHIP_SEL}}}", "vector {{device}}"),
+              q(f"npu_aicube_utilization_ratio{{{CHIP_SEL}}}", "cube {{device}}"),
+              q(f"npu_aicpu_utilization_ratio{{{CHIP_SEL}}}", "aicpu {{device}}"),
+              q(f"npu_ctrlcpu_utilization_ratio{{{CHIP_SEL}}}", "ctrlcpu {{device}}"), unit="percentunit", lo=0, hi=1),
+        graph("NPU utilization (npu-smi)", q(f"npu_utilization_ratio{{{CHIP_SEL}}}", CHIP_LEGEND), unit="percentunit", lo=0, hi=1),
+    )
+    b.row("Memory")
+    b.add(
+        graph("HBM used / total", q(f"npu_hbm_used_bytes{{{CHIP_SEL}}} / npu_hbm_total_bytes{{{CHIP_SEL}}}", CHIP_LEGEND),
+              unit="percentunit", steps=limit_steps(hbm), lo=0, hi=1,
+              description=f"NPUHBMAlmostFull fires above {pct(hbm or 0)}."),
+        graph("HBM used", q(f"npu_hbm_used_bytes{{{CHIP_SEL}}}", CHIP_LEGEND), q(f"max(npu_hbm_total_bytes{{{CHIP_SEL}}})", "capacity"),
+              unit="bytes", lo=0),
+        graph("HBM / DDR bandwidth", q(f"npu_hbm_bandwidth_utilization_ratio{{{CHIP_SEL}}}", "HBM {{device}}"),
+              q(f"npu_ddr_bandwidth_utilization_ratio{{{CHIP_SEL}}}", "DDR {{device}}"), unit="percentunit", lo=0, hi=1),
+        graph("DDR memory and huge pages", q(f"npu_memory_used_bytes{{{CHIP_SEL}}} / npu_memory_total_bytes{{{CHIP_SEL}}}", "DDR {{device}}"),
+              q(f"npu_hugepages_used{{{CHIP_SEL}}} / npu_hugepages_total{{{CHIP_SEL}}}", "huge pages {{device}}"),
+              unit="percentunit", lo=0, hi=1),
+    )
+    b.row("Power and thermals")
+    b.add(
+        graph("Power", q(f"npu_power_watts{{{CHIP_SEL}}}", CHIP_LEGEND), unit="watt", lo=0, w=8),
+        graph("Temperature", q(f"npu_temperature_celsius{{{CHIP_SEL}}}", "chip {{device}}"),
+              q(f"npu_hbm_temperature_celsius{{{CHIP_SEL}}}", "HBM {{device}}"), unit="celsius", steps=limit_steps(temp), w=8,
+              description=f"NPUTemperatureHigh fires above {num(temp or 0)} °C."),
+        graph("AI Core clock vs rated", q(f"npu_aicore_frequency_hertz{{{CHIP_SEL}}}", "current {{device}}"),
+              q(f"npu_aicore_rated_frequency_hertz{{{CHIP_SEL}}}", "rated {{device}}"), unit="hertz", w=8),
+        graph("Voltage", q(f"npu_voltage_volts{{{CHIP_SEL}}}", CHIP_LEGEND), unit="volt", w=8),
+        graph("ECC errors (increase over 1h)", q(f"increase(npu_ecc_errors_total{{{CHIP_SEL}}}[1h])", "{{device}} {{memory}} {{type}}"),
+              unit="short", lo=0, w=16,
+              description="Double-bit (uncorrectable) errors fire NPUECCDoubleBitErrors."),
+    )
+    b.row("Health, processes and pods")
+    b.add(
+        history("Health", q(f"max by (instance, device) ({HEALTH_CODE.replace(SEL, CHIP_SEL)})", CHIP_LEGEND),
+                mappings=HEALTH_MAPPINGS, h=6,
+                steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color="yellow"),
+                       dm.Threshold(value=2, color=ORANGE), dm.Threshold(value=3, color=RED), dm.Threshold(value=4, color="purple")]),
+        grid("Processes", q(f"npu_process_memory_bytes{{{CHIP_SEL}}}", table_format=True), unit="bytes", hidden=("__name__", "job")),
+        grid("Pods (kubelet)", q(f"npu_pod_info{{{CHIP_SEL}}}", table_format=True), hidden=("__name__", "job", "Value")),
+        grid("Chips", q(f"npu_device_info{{{CHIP_SEL}}}", table_format=True), hidden=("__name__", "job", "Value")),
+        grid("Driver", q(f"npu_driver_info{{{SEL}}}", table_format=True), hidden=("__name__", "job", "Value")),
+    )
+    return b
+
+
+def jobs(table_: Thresholds) -> Board:
+    memcpy, framework, idle = table_["memcpy_share"], table_["framework_overhead_share"], table_["idle_share"]
+    top3, hot, util = table_["top3_operator_share"], table_["max_operator_share"], table_["device_utilization"]
+    reg = table_.alert("NPUIterationTimeRegression") if _has(table_, "NPUIterationTimeRegression") else None
+    baseline = reg.param("baseline", "1d") if reg else "1d"
+    stall = table_.alert("NPUTrainingStalled").threshold if _has(table_, "NPUTrainingStalled") else None
+    rate = "$__rate_interval"
+    dur = f"npu_job_iteration_duration_seconds"
+    variables = [datasource_var(), query_var("job", "Job", "label_values(npu_devices, job)"),
+                 query_var("job_name", "Training job",
+                           'label_values({__name__=~"npu_job_info|npu_profile_last_update_timestamp_seconds", job=~"$job"}, job_name)')]
+    b = Board("training-jobs", "Training jobs reporting through the hooks (npu_job_*) and their latest profiles (npu_profile_*): "
+              "the three levels of the tuning method.", time_from="now-6h", variables=variables)
+    b.row("Macro: iterations and throughput")
+    b.add(
+        graph("Iteration time", q(f"histogram_quantile(0.5, sum by (job_name, rank, le) (rate({dur}_bucket{{{JOB_SEL}}}[{rate}])))", "p50 " + JOB_LEGEND),
+              q(f"histogram_quantile(0.99, sum by (job_name, rank, le) (rate({dur}_bucket{{{JOB_SEL}}}[{rate}])))", "p99 " + JOB_LEGEND),
+              q(f"sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}])) / sum by (job_name, rank) (rate({dur}_count{{{JOB_SEL}}}[{rate}]))",
+                "mean " + JOB_LEGEND), unit="s", lo=0),
+        graph("Throughput (samples/s)", q(f"sum by (job_name) (rate(npu_job_samples_total{{{JOB_SEL}}}[{rate}]))", "{{job_name}}"),
+              q(f"sum by (job_name) (rate(npu_job_iterations_total{{{JOB_SEL}}}[{rate}]))", "{{job_name}} iterations/s"), unit="short", lo=0),
+        graph(f"Iteration time vs {baseline} ago",
+              q(f"(sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[1h])) / sum by (job_name, rank) (rate({dur}_count{{{JOB_SEL}}}[1h])))\n"
+                f"/ (sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[1h] offset {baseline})) / sum by (job_name, rank) (rate({dur}_count{{{JOB_SEL}}}[1h] offset {baseline})))\n- 1",
+                JOB_LEGEND),
+              unit="percentunit", steps=limit_steps(reg.threshold if reg else None),
+              description=f"Mean iteration time over 1h relative to the same job {baseline} earlier; NPUIterationTimeRegression fires above "
+                          f"{pct(reg.threshold if reg and reg.threshold is not None else 0)}."),
+        graph("Time since the last iteration", q(f"time() - npu_job_last_iteration_timestamp_seconds{{{JOB_SEL}}}", JOB_LEGEND),
+              unit="s", steps=limit_steps(stall), lo=0,
+              description=f"NPUTrainingStalled fires above {num(stall or 0)} s."),
+        graph("Idle gaps between iterations",
+              q(f"1 - sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}]))", JOB_LEGEND),
+              unit="percentunit", steps=indicator_steps(idle), lo=0, hi=1,
+              description=f"Wall time outside the reported steps (macro level: is the task stream continuous?); healthy {idle.healthy_text()}."),
+        graph("Utilization of the jobs' chips",
+              q(f"{UTIL}{{job=~\"$job\"}}\n  * on (job, instance, device) group_right\n  group by (job, instance, device, job_name, rank) (npu_job_info{{{JOB_SEL}}})",
+                JOB_LEGEND), unit="percentunit", steps=indicator_steps(util), lo=0, hi=1),
+    )
+    b.row("Meso: where the step time goes")
+    share = f"sum by (job_name, rank, phase) (rate(npu_job_phase_seconds_total{{{JOB_SEL}}}[{rate}]))\n/ on (job_name, rank) group_left\nsum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}]))"
+    b.add(
+        graph("Step phases", q(share, "{{job_name}}/{{rank}} {{phase}}"), unit="percentunit", stack=True, lo=0,
+              description="Share of the iteration time in each phase the hooks report."),
+        graph("Memory-copy share (H2D + D2H)",
+              q(f"sum by (job_name, rank) (rate(npu_job_phase_seconds_total{{{JOB_SEL}, phase=~\"h2d|d2h\"}}[{rate}]))\n"
+                f"/ sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}]))", JOB_LEGEND),
+              q(f"npu_profile_memcpy_ratio{{{JOB_SEL}}}", "profile " + JOB_LEGEND),
+              unit="percentunit", steps=indicator_steps(memcpy), lo=0,
+              description=f"Healthy {memcpy.healthy_text()}, abnormal {memcpy.abnormal_text()} (NPUMemcpyHigh)."),
+        graph("Framework overhead share",
+              q(f"sum by (job_name, rank) (rate(npu_job_phase_seconds_total{{{JOB_SEL}, phase=\"framework\"}}[{rate}]))\n"
+                f"/ sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}]))", JOB_LEGEND),
+              q(f"npu_profile_framework_overhead_ratio{{{JOB_SEL}}}", "profile " + JOB_LEGEND),
+              unit="percentunit", steps=indicator_steps(framework), lo=0,
+              description=f"Healthy {framework.healthy_text()} (NPUFrameworkOverheadHigh)."),
+        graph("Framework memory (allocator)", q(f"npu_job_memory_allocated_bytes{{{JOB_SEL}}}", JOB_LEGEND),
+              q(f"npu_job_memory_max_allocated_bytes{{{JOB_SEL}}}", "peak " + JOB_LEGEND), unit="bytes", lo=0),
+        grid("Reporting processes", q(f"npu_job_info{{{JOB_SEL}}}", table_format=True), hidden=("__name__", "Value")),
+    )
+    b.row("Micro: latest profiles")
+    pro = f"{{{JOB_SEL}}}"
+    b.add(
+        bars("Step composition (latest profile)", q(f"npu_profile_compute_ratio{pro}", "compute " + JOB_LEGEND),
+             q(f"npu_profile_communication_ratio{pro}", "communication " + JOB_LEGEND), q(f"npu_profile_idle_ratio{pro}", "idle " + JOB_LEGEND),
+             q(f"npu_profile_memcpy_ratio{pro}", "memcpy " + JOB_LEGEND), q(f"npu_profile_framework_overhead_ratio{pro}", "framework " + JOB_LEGEND),
+             unit="percentunit", lo=0, hi=1),
+        grid("Top operators (latest profile)", q(f"npu_profile_operator_time_ratio{pro}", table_format=True), unit="percentunit",
+             steps=limit_steps(hot.abnormal, RED), hidden=("__name__", "job", "instance"), sort="position"),
+        bars("Top-3 and hottest operator share", q(f"npu_profile_top3_operator_ratio{pro}", "top 3 " + JOB_LEGEND),
+             q(f"npu_profile_max_operator_ratio{pro}", "hottest " + JOB_LEGEND), unit="percentunit",
+             steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=top3.healthy, color=ORANGE),
+                    dm.Threshold(value=hot.abnormal, color=RED)], lo=0, hi=1,
+             description=f"Top 3 healthy {top3.healthy_text()}; one operator abnormal {hot.abnormal_text()}."),
+        graph("Profiled step time", q(f"npu_profile_step_duration_seconds{pro}", JOB_LEGEND), unit="s", lo=0),
+        graph("Profile age", q(f"time() - npu_profile_last_update_timestamp_seconds{pro}", JOB_LEGEND), unit="s", lo=0),
+    )
+    return b
+
+
+def capacity(table_: Thresholds) -> Board:
+    util = table_["device_utilization"]
+    steps = indicator_steps(util)
+    quantiles = table_.recording.quantiles
+    b = Board("capacity-planning", "Utilization trends, distribution, idle capacity, allocation versus use and a 30-day forecast, "
+              "from the recording rules (alerts/cann-exporter.rules.yml).", time_from="now-30d", refresh="15m",
+              variables=[datasource_var(), query_var("job", "Job", "label_values(npu_devices, job)")])
+    b.row("Trends")
+    b.add(
+        graph("Cluster utilization (1h and daily means)", q("cluster:npu_aicore_utilization_ratio:avg1h", "1h mean (chips)"),
+              q("cluster:npu_aicore_utilization_ratio:avg1d", "daily mean"),
+              q("cluster:npu_aicore_utilization_ratio_in_use:avg5m", "chips in use, 5m"), unit="percentunit", steps=steps, lo=0, hi=1),
+        graph("Utilization quantiles across chips (1h)",
+              *[q(f"cluster:npu_aicore_utilization_ratio:quantile_avg1h{{quantile=\"{num(v)}\"}}", f"p{num(v * 100)}") for v in quantiles],
+              unit="percentunit", steps=steps, lo=0, hi=1),
+        graph("Utilization by node (daily)", q('instance:npu_aicore_utilization_ratio:avg1d{job=~"$job"}', "{{instance}}"),
+              unit="percentunit", steps=steps, lo=0, hi=1),
+        graph("Utilization by namespace (1h)", q("namespace:npu_aicore_utilization_ratio:avg1h", "{{namespace}}"),
+              unit="percentunit", steps=steps, lo=0, hi=1, description="Chips attributed to namespaces by the kubelet (npu_pod_info)."),
+    )
+    b.row("Distribution and idle capacity")
+    b.add(
+        bars("Chips by daily utilization",
+             *[q(f"count(chip:npu_aicore_utilization_ratio:avg1d{{job=~\"$job\"}} >= {num(lo_)} < {num(hi_)}) or vector(0)",
+                 f"{pct(lo_)}-{pct(hi_)}", instant=True)
+               for lo_, hi_ in ((0, util.abnormal or 0.6), (util.abnormal or 0.6, util.healthy or 0.85), (util.healthy or 0.85, 1.01))],
+             unit="short", description="Chips below the abnormal bound, in between, and healthy, by their daily mean."),
+        graph("Idle and unused chip-hours per day", q("cluster:npu_idle_chip_hours:sum1d", "idle (nothing on the chip)"),
+              q("cluster:npu_unused_chip_hours:sum1d", "unused (AI Cores not busy)"), unit="short", lo=0,
+              description="Chip-hours of the last day: idle = no process, pod or job; unused = (1 - utilization) x 24 h per chip."),
+        grid("Unused chip-hours per namespace (last day)", q("namespace:npu_unused_chip_hours:sum1d", table_format=True),
+             hidden=("__name__",), sort="Value"),
+        grid("Idle chip-hours per node (last day)", q('instance:npu_idle_chip_hours:sum1d{job=~"$job"}', table_format=True),
+             hidden=("__name__",), sort="Value"),
+    )
+    b.row("Allocation versus use")
+    b.add(
+        graph("Chips: total, in use, below target", q("cluster:npu_chips:count", "total"), q("cluster:npu_chips_in_use:sum", "in use"),
+              q("cluster:npu_chips_low_utilization:sum", "in use, below target"), q("sum(namespace:npu_chips:count)", "allocated to pods"),
+              unit="short", lo=0),
+        graph("Allocation and use", q("cluster:npu_allocation:ratio", "allocated (in use / total)"),
+              q("cluster:npu_aicore_utilization_ratio_in_use:avg5m", "use of allocated chips"),
+              q("cluster:npu_aicore_utilization_ratio:avg5m", "use of all chips"), unit="percentunit", steps=steps, lo=0, hi=1),
+        graph("HBM headroom", q("cluster:npu_hbm_headroom_bytes:sum", "free HBM (cluster)"), unit="bytes", lo=0, w=8),
+        graph("Peak HBM use (daily)", q("cluster:npu_hbm_usage:max1d", "busiest chip"),
+              q('max by (instance) (chip:npu_hbm_usage:max1d{job=~"$job"})', "{{instance}}"), unit="percentunit", lo=0, hi=1, w=8),
+        graph("Chips in use (daily mean)", q("cluster:npu_chips_in_use:avg1d", "in use"), unit="short", lo=0, w=8),
+    )
+    b.row("Forecast")
+    b.add(
+        graph("Chips in use: 7-day trend projected 30 days", q("cluster:npu_chips_in_use:sum", "now"),
+              q("predict_linear(cluster:npu_chips_in_use:sum[7d], 30 * 86400)", "in 30 days"),
+              q("cluster:npu_chips:count", "capacity"), unit="short", lo=0,
+              description="predict_linear over the last 7 days: when the projection crosses capacity, plan more chips."),
+        graph("Utilization: 7-day trend projected 30 days", q("cluster:npu_aicore_utilization_ratio:avg1h", "now"),
+              q("predict_linear(cluster:npu_aicore_utilization_ratio:avg1h[7d], 30 * 86400)", "in 30 days"),
+              unit="percentunit", steps=steps, lo=0, hi=1),
+    )
+    return b
+
+
+def exporter_health(table_: Thresholds) -> Board:
+    sel = 'job=~"$job", instance=~"$instance"'
+    b = Board("exporter-health", "The exporters themselves: scrape health, npu-smi sources, the training-hook ingest.",
+              time_from="now-6h", variables=node_vars())
+    b.row("Scrapes")
+    b.add(
+        history("Exporter up", q(f"up{{{sel}}}", "{{instance}}"), h=5,
+                steps=[dm.Threshold(value=None, color=RED), dm.Threshold(value=1, color=GREEN)],
+                mappings=[dm.ValueMap(options={"0": dm.ValueMappingResult(text="down", color=RED, index=0),
+                                               "1": dm.ValueMappingResult(text="up", color=GREEN, index=1)})]),
+        graph("Scrape duration", q(f"scrape_duration_seconds{{{sel}}}", "{{instance}}"), unit="s", lo=0, w=12, h=7),
+        graph("Samples per scrape", q(f"scrape_samples_scraped{{{sel}}}", "{{instance}}"), unit="short", lo=0, w=12, h=7),
+    )
+    b.row("Sources (npu-smi)")
+    b.add(
+        history("Source success", q(f"cann_exporter_source_success{{{sel}}}", "{{instance}} {{source}}"), h=6,
+                steps=[dm.Threshold(value=None, color=RED), dm.Threshold(value=1, color=GREEN)]),
+        graph("Source duration", q(f"cann_exporter_source_duration_seconds{{{sel}}}", "{{instance}} {{source}}"), unit="s", lo=0, w=8),
+        graph("Source errors by reason", q(f"sum by (instance, source, reason) (rate(cann_exporter_source_errors_total{{{sel}}}[$__rate_interval]))",
+                                           "{{instance}} {{source}} {{reason}}"), unit="ops", lo=0, w=8),
+        graph("Time since the last success", q(f"time() - cann_exporter_source_last_success_timestamp_seconds{{{sel}}}", "{{instance}} {{source}}"),
+              unit="s", lo=0, w=8),
+        graph("Source runs", q(f"sum by (instance, source) (rate(cann_exporter_source_runs_total{{{sel}}}[$__rate_interval]))",
+                               "{{instance}} {{source}}"), unit="ops", lo=0, w=8),
+        graph("Stale chips withheld", q(f"cann_exporter_stale_chips{{{sel}}}", "{{instance}}"), unit="short", lo=0, w=8,
+              steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color=RED)]),
+        grid("Builds", q(f"cann_exporter_build_info{{{sel}}}", table_format=True), q(f"cann_exporter_simulated{{{sel}}}", table_format=True),
+             hidden=("__name__", "Value", "Value #A", "Value #B"), w=8),
+    )
+    b.row("Training-hook ingest")
+    b.add(
+        graph("Accepted", q(f"sum by (instance) (rate(cann_exporter_ingest_requests_total{{{sel}}}[$__rate_interval]))", "{{instance}} batches/s"),
+              q(f"sum by (instance) (rate(cann_exporter_ingest_steps_total{{{sel}}}[$__rate_interval]))", "{{instance}} steps/s"),
+              unit="ops", lo=0, w=8),
+        graph("Rejected and dropped",
+              q(f"sum by (instance, reason) (rate(cann_exporter_ingest_rejected_total{{{sel}}}[$__rate_interval]))", "{{instance}} rejected {{reason}}"),
+              q(f"sum by (instance) (rate(cann_exporter_ingest_client_dropped_steps_total{{{sel}}}[$__rate_interval]))", "{{instance}} dropped by clients"),
+              q(f"sum by (instance) (rate(cann_exporter_ingest_expired_total{{{sel}}}[$__rate_interval]))", "{{instance}} expired ranks"),
+              unit="ops", lo=0, w=8),
+        graph("Job ranks held", q(f"cann_exporter_ingest_ranks{{{sel}}}", "{{instance}}"), unit="short", lo=0, w=8),
+    )
+    return b
+
+
+def _has(table_: Thresholds, alert: str) -> bool:
+    return any(a.alert == alert for a in table_.alerts)
+
+
+BOARDS = (fleet, node, jobs, capacity, exporter_health)
+
+
+def dashboards(table_: Thresholds) -> dict[str, dict[str, Any]]:
+    """``{file stem: dashboard JSON model}`` of the five dashboards."""
+    out = {}
+    for make in BOARDS:
+        board = make(table_)
+        out[board.key] = board.build()
+    return out
