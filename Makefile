@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
+# Test extras: the framework adapters are tested on their real libraries (CPU builds).
+TEST_EXTRAS ?= test,torch,hf,lightning
 
 .PHONY: run test bench install install-test lint clean
 
@@ -14,8 +16,8 @@ $(BIN)/cann-exporter: pyproject.toml
 
 install: $(BIN)/cann-exporter
 
-$(VENV)/.test-deps: $(BIN)/cann-exporter
-	$(BIN)/pip install --quiet -e '.[test]'
+$(VENV)/.test-deps: $(BIN)/cann-exporter pyproject.toml
+	$(BIN)/pip install --quiet -e '.[$(TEST_EXTRAS)]'
 	@touch $@
 
 install-test: $(VENV)/.test-deps
