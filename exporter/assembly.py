@@ -12,12 +12,14 @@ from prometheus_client import CollectorRegistry
 
 from exporter.collectors.devices import DeviceCollector
 from exporter.collectors.jobs import JobCollector
+from exporter.collectors.network import NetworkCollector
 from exporter.collectors.pods import PodCollector
 from exporter.collectors.profiles import ProfileCollector
 from exporter.collectors.self import SelfCollector
-from exporter.config import Settings
+from exporter.config import NETWORK_SCENARIOS, Settings
 from exporter.ingest import IngestLimits, IngestStore
 from exporter.sampler import Sampler, SnapshotStore, Task
+from exporter.sources.hccn import HccnSettings, HccnSource
 from exporter.sources.health import HealthRegistry
 from exporter.sources.npusmi import NpuSmiSettings, NpuSmiSource
 from exporter.sources.podresources import PodResourcesSettings, PodResourcesSource, in_kubernetes
@@ -35,6 +37,7 @@ class Exporter:
     npu_smi: NpuSmiSource
     ingest: IngestStore | None = None     # training-hook steps (POST /api/v1/steps); None when disabled
     ingest_token: str | None = None
+    hccn: HccnSource | None = None        # hccn_tool network source; None when off or not installed
 
 
 def simulator_command(scenario: str, model: str) -> tuple[str, ...]:
@@ -55,8 +58,52 @@ def resolve_npu_smi(settings: Settings) -> tuple[tuple[str, ...], tuple[str, str
         )
         scenario = "healthy"
     if scenario:
-        return simulator_command(scenario, settings.simulator_model), (scenario, settings.simulator_model)
+        chip_scenario = "healthy" if scenario in NETWORK_SCENARIOS else scenario
+        return simulator_command(chip_scenario, settings.simulator_model), (scenario, settings.simulator_model)
     return (settings.npu_smi_path,), None
+
+
+def hccn_simulator_command(scenario: str, model: str) -> tuple[str, ...]:
+    """argv prefix that makes the simulator answer like hccn_tool (same subprocess path)."""
+    return (sys.executable, "-m", "exporter.simulator.hccn", "--model", model, "--scenario", scenario, "--")
+
+
+def resolve_hccn(settings: Settings, simulated: tuple[str, str] | None) -> tuple[str, ...] | None:
+    """The hccn_tool argv prefix, or None when the network source is off.
+
+    auto: on when the binary exists (inference-only nodes have none: no network metrics,
+    nothing counted); with the simulator, the simulator's hccn_tool.
+    """
+    if settings.hccn_enabled is False:
+        return None
+    if simulated is not None:
+        return hccn_simulator_command(*simulated)
+    if settings.hccn_enabled is None and not shutil.which(settings.hccn_path):
+        log.info("hccn_tool not found; network metrics off", extra={"hccn_tool": settings.hccn_path})
+        return None
+    return (settings.hccn_path,)
+
+
+def build_hccn(
+    settings: Settings, health: HealthRegistry, store: SnapshotStore, simulated: tuple[str, str] | None
+) -> HccnSource | None:
+    command = resolve_hccn(settings, simulated)
+    if command is None:
+        return None
+    # EXP caps hccn_tool output at 1 MiB; a few calls at once (the device serialises them).
+    runner = CommandRunner(timeout=settings.hccn_timeout, max_concurrency=4, max_output_bytes=1 << 20)
+    return HccnSource(
+        HccnSettings(
+            command=command,
+            timeout=settings.hccn_timeout,
+            interval=settings.hccn_interval,
+            slow_interval=settings.hccn_slow_interval,
+            max_age=settings.max_age,
+        ),
+        runner,
+        health,
+        chips=lambda: store.current.devices.chips,
+    )
 
 
 def build_ingest(settings: Settings) -> IngestStore:
@@ -139,9 +186,14 @@ def assemble(settings: Settings, *, ingest: bool = True) -> Exporter:
         tasks.append(Task(*profiles.task()))
     if pods:
         tasks += [Task(*task) for task in pods.tasks()]
+    # hccn after npu-smi: it asks about the chips the devices snapshot lists.
+    hccn = build_hccn(settings, health, store, simulated)
+    if hccn:
+        tasks += [Task(*task) for task in hccn.tasks()]
     sampler = Sampler(
         tasks, npu_smi.part, health, store, simulated=simulated,
         profiles=profiles.summaries if profiles else tuple,
+        network=hccn.part if hccn else tuple,
     )
 
     registry = CollectorRegistry(auto_describe=True)
@@ -158,6 +210,8 @@ def assemble(settings: Settings, *, ingest: bool = True) -> Exporter:
         registry.register(SelfCollector(store, settings.max_age))
     if profiles:
         registry.register(ProfileCollector(lambda: store.current.profiles))
+    if hccn:
+        registry.register(NetworkCollector(lambda: store.current.network, settings.max_age))
     if pods:
         registry.register(PodCollector(pods, lambda: store.current.devices.chips, match_on=settings.podresources_device_id))
     ingest_store = build_ingest(settings) if ingest and settings.ingest_enabled else None
@@ -174,6 +228,7 @@ def assemble(settings: Settings, *, ingest: bool = True) -> Exporter:
             "npu_smi": " ".join(npu_smi.settings.command),
             "profiles": ",".join(settings.profiles_dirs) or "off",
             "podresources": settings.podresources_socket if pods else "off",
+            "hccn": " ".join(hccn.settings.command) if hccn else "off",
         },
     )
-    return Exporter(store, registry, sampler, npu_smi, ingest=ingest_store, ingest_token=settings.ingest_token)
+    return Exporter(store, registry, sampler, npu_smi, ingest=ingest_store, ingest_token=settings.ingest_token, hccn=hccn)

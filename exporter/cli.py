@@ -10,10 +10,13 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exporter import __version__, profile_report
 from exporter.config import OPTIONS, ConfigError, Settings, build_settings, load_ingest_token, load_yaml, parse_bool
+
+if TYPE_CHECKING:
+    from exporter.webconfig import WebSecurity
 
 log = logging.getLogger("exporter")
 
@@ -94,7 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _check_config(path: str) -> int:
     try:
         text = Path(path).read_text(encoding="utf-8")
-        build_settings(load_yaml(text, path), {}, {}, origin=path)
+        settings = build_settings(load_yaml(text, path), {}, {}, origin=path)
+        _check_web_config(settings)
     except OSError as exc:
         print(f"{path}: cannot read: {exc.strerror}", file=sys.stderr)
         return EXIT_USAGE
@@ -104,6 +108,31 @@ def _check_config(path: str) -> int:
         return EXIT_USAGE
     print(f"{path}: ok")
     return EXIT_OK
+
+
+def _check_web_config(settings: Settings) -> None:
+    """The web config file named by the settings loads (certificates included), or ConfigError."""
+    if settings.web_config_file is None:
+        return
+    from exporter.webconfig import WebConfigError, load_web_config
+
+    try:
+        load_web_config(settings.web_config_file)
+    except WebConfigError as exc:
+        raise ConfigError(exc.problems) from None
+
+
+def _web_security(settings: Settings) -> WebSecurity | None:
+    """The WebSecurity for --web.config.file, or None; ConfigError when the file is bad."""
+    if settings.web_config_file is None:
+        return None
+    from exporter.webconfig import WebConfigError, WebSecurity
+
+    exempt = frozenset({"/healthz", "/readyz"}) if settings.web_auth_exempt_health else frozenset()
+    try:
+        return WebSecurity.from_file(settings.web_config_file, exempt_paths=exempt)
+    except WebConfigError as exc:
+        raise ConfigError(exc.problems) from None
 
 
 def _once(settings: Settings) -> int:
@@ -126,15 +155,26 @@ def _serve(settings: Settings) -> int:
     from exporter.assembly import assemble
     from exporter.server import create_app
 
+    try:
+        security = _web_security(settings)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"cann-exporter: configuration error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     exporter = assemble(settings)
+    if security is not None:
+        exporter.registry.register(security)
     app = create_app(
         exporter.registry, exporter.store, background=[exporter.sampler.run_forever],
-        ingest=exporter.ingest, ingest_token=exporter.ingest_token,
+        ingest=exporter.ingest, ingest_token=exporter.ingest_token, web_security=security,
     )
     host = settings.listen_host or None
-    log.info("listening", extra={"address": f"{settings.listen_host}:{settings.listen_port}", "version": __version__})
+    ssl_context = security.ssl_context if security is not None else None
+    log.info("listening", extra={
+        "address": f"{settings.listen_host}:{settings.listen_port}", "tls": ssl_context is not None, "version": __version__,
+    })
     try:
-        web.run_app(app, host=host, port=settings.listen_port, print=None, access_log=None)
+        web.run_app(app, host=host, port=settings.listen_port, print=None, access_log=None, ssl_context=ssl_context)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             log.error("address already in use; choose another with --listen", extra={"port": settings.listen_port})

@@ -18,7 +18,8 @@ import yaml
 from exporter.sources.npusmi import DETAIL_KINDS
 
 ENV_PREFIX = "CANN_EXPORTER_"
-SCENARIOS = ("healthy", "underutilized", "sawtooth", "degraded", "idle")
+SCENARIOS = ("healthy", "underutilized", "sawtooth", "degraded", "idle", "link-flap")
+NETWORK_SCENARIOS = ("link-flap",)  # hccn_tool scenarios: npu-smi simulates their chips as healthy
 MODELS = ("910b3", "a3", "310p-duo")
 LOG_FORMATS = ("logfmt", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -187,6 +188,8 @@ COLLECTORS = (
 
 OPTIONS = (
     Option("listen", parse_listen, ":9435", "address to serve /metrics on, HOST:PORT or :PORT", metavar="HOST:PORT"),
+    Option("web.config_file", optional_text, None, "exporter-toolkit web config (TLS, mTLS, basic auth, headers), the format node_exporter's --web.config.file reads; reloaded on change", flag="--web.config.file", metavar="FILE"),
+    Option("web.auth_exempt_health", parse_bool, True, "serve /healthz and /readyz without basic auth (kubelet probes)"),
     Option("log.format", choice(*LOG_FORMATS), "logfmt", "log line format: logfmt or json"),
     Option("log.level", choice(*LOG_LEVELS), "info", "minimum log level"),
     Option("max_age", parse_duration, "180s", "data older than this is not served (must exceed the detail interval)", metavar="DURATION"),
@@ -221,6 +224,11 @@ OPTIONS = (
     Option("podresources.ttl", parse_duration, "60s", "an answer is used this long; then attribution is dropped", metavar="DURATION"),
     Option("podresources.resources", text_list, "huawei.com/Ascend910,huawei.com/Ascend310P,huawei.com/Ascend310", "device-plugin resource names (virtual slices <name>-* included)", metavar="LIST"),
     Option("podresources.device_id", choice("physical", "logic"), "physical", "what the number ending a device id is: the chip's physical id (Ascend device plugin) or its logic id"),
+    Option("hccn.enabled", auto_bool, "auto", "network/optics metrics from hccn_tool: auto (when hccn.path exists), true, false"),
+    Option("hccn.path", parse_text, "/usr/local/Ascend/driver/tools/hccn_tool", "hccn_tool binary (name on PATH or a path)", flag="--hccn-tool", metavar="PATH"),
+    Option("hccn.timeout", parse_duration, "5s", "kill an hccn_tool call after this long (it can wait 300 s on an unhealthy device)", metavar="DURATION"),
+    Option("hccn.interval", parse_duration, "30s", "how often link, link_stat, speed, net_health and stat are read per chip", metavar="DURATION"),
+    Option("hccn.slow_interval", parse_duration, "60s", "how often bandwidth (a ~1 s measurement), optical and ip are read per chip", metavar="DURATION"),
 ) + tuple(
     Option(f"collector.{c.name}", parse_bool, c.default_enabled, f"enable the {c.name} collector ({c.help})")
     for c in COLLECTORS
@@ -268,6 +276,13 @@ class Settings:
     podresources_ttl: float = 60.0
     podresources_resources: tuple[str, ...] = ("huawei.com/Ascend910", "huawei.com/Ascend310P", "huawei.com/Ascend310")
     podresources_device_id: str = "physical"
+    hccn_enabled: bool | None = None           # None: auto (when hccn_path exists)
+    hccn_path: str = "/usr/local/Ascend/driver/tools/hccn_tool"
+    hccn_timeout: float = 5.0
+    hccn_interval: float = 30.0
+    hccn_slow_interval: float = 60.0
+    web_config_file: str | None = None       # exporter.webconfig; None: plain HTTP, no auth
+    web_auth_exempt_health: bool = True
 
 
 def flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
@@ -361,4 +376,6 @@ def _cross_checks(values: Mapping[str, Any]) -> list[str]:
         problems.append("podresources.ttl: must exceed podresources.interval, or attribution would flicker")
     if values["ingest.token"] is not None and values["ingest.token_file"] is not None:
         problems.append("ingest.token, ingest.token_file: set one or the other, not both")
+    if values["hccn.enabled"] is not False and values["max_age"] <= values["hccn.slow_interval"]:
+        problems.append(f"max_age: must exceed hccn.slow_interval ({values['hccn.slow_interval']:g}s), or optics and bandwidth would always be dropped")
     return problems

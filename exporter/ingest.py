@@ -239,7 +239,7 @@ class RankState:
     device: str
     framework: str
     pid: str
-    last_seen: float
+    last_seen: float                      # time.monotonic(): TTLs must not follow wall-clock jumps
     finished: bool = False
     iterations: int = 0
     samples: int | None = None            # None until a step reports samples
@@ -250,9 +250,10 @@ class RankState:
     memory_allocated_bytes: int | None = None
     memory_max_allocated_bytes: int | None = None
 
-    def fold(self, batch: Batch, now: float) -> None:
+    def fold(self, batch: Batch, now: float, seen: float) -> None:
+        """``now`` is unix time (the default step end), ``seen`` the monotonic arrival time."""
         self.world_size, self.device, self.framework, self.pid = batch.world_size, batch.device, batch.framework, batch.pid
-        self.last_seen = now
+        self.last_seen = seen
         self.finished = batch.final
         if batch.memory_allocated_bytes is not None:
             self.memory_allocated_bytes = batch.memory_allocated_bytes
@@ -323,11 +324,14 @@ class IngestStore:
         finished_ttl: float = 60.0,
         limits: IngestLimits = IngestLimits(),
         clock: Callable[[], float] = time.time,
+        age_clock: Callable[[], float] | None = None,
     ) -> None:
         self.ttl = ttl
         self.finished_ttl = min(finished_ttl, ttl)
         self.limits = limits
-        self.clock = clock
+        self.clock = clock    # unix time: step `end` checks and defaults
+        # TTLs run on the monotonic clock; a test that injects only ``clock`` drives both.
+        self.age_clock = age_clock or (time.monotonic if clock is time.time else clock)
         self._entries: dict[tuple[str, int], RankState] = {}
         self._ranks_per_job: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -340,13 +344,13 @@ class IngestStore:
     def accept(self, batch: Batch) -> int:
         """Fold a validated batch in; IngestError (429) when it would exceed a cardinality limit."""
         with self._lock:
-            now = self.clock()
-            self._expire(now)
+            now, seen = self.clock(), self.age_clock()
+            self._expire(seen)
             key = (batch.job_name, batch.rank)
             entry = self._entries.get(key)
             if entry is None:
-                entry = self._admit(batch, now)
-            entry.fold(batch, now)
+                entry = self._admit(batch, seen)
+            entry.fold(batch, now, seen)
             self._requests += 1
             self._steps += len(batch.steps)
             self._client_dropped += batch.dropped
@@ -381,7 +385,7 @@ class IngestStore:
     def view(self) -> tuple[tuple[RankView, ...], IngestCounters]:
         """Expire, then copy everything a scrape renders."""
         with self._lock:
-            self._expire(self.clock())
+            self._expire(self.age_clock())
             ranks = tuple(RankView.of(e) for _, e in sorted(self._entries.items()))
             counters = IngestCounters(
                 self._requests, self._steps, self._client_dropped, self._expired,

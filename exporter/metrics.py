@@ -74,6 +74,13 @@ STALE_DROPPED = MetricSpec("cann_exporter_stale_chips", "gauge", "Chips whose da
 
 SELF_METRICS = (BUILD_INFO, SIMULATED, SOURCE_SUCCESS, SOURCE_DURATION, SOURCE_ERRORS, SOURCE_LAST_SUCCESS, SOURCE_RUNS, STALE_DROPPED)
 
+# --- web config (--web.config.file: TLS, basic auth; present only when it is set) ----------
+WEB_CONFIG_RELOAD_SUCCESS = MetricSpec("cann_exporter_web_config_last_reload_success", "gauge", "1 if the latest load of the web config file (and the files it names) succeeded; 0: the last good one is still in force.")
+WEB_CONFIG_RELOAD_TIME = MetricSpec("cann_exporter_web_config_last_reload_success_timestamp_seconds", "gauge", "Unix time of the latest successful load of the web config file.")
+WEB_CONFIG_RELOADS = MetricSpec("cann_exporter_web_config_reloads_total", "counter", "Reloads of the web config file after a change, by result (success, failure).", ("result",))
+WEB_AUTH_FAILURES = MetricSpec("cann_exporter_web_auth_failures_total", "counter", "Requests refused by the web config, by reason (no_credentials, wrong_credentials, client_san).", ("reason",))
+WEB_METRICS = (WEB_CONFIG_RELOAD_SUCCESS, WEB_CONFIG_RELOAD_TIME, WEB_CONFIG_RELOADS, WEB_AUTH_FAILURES)
+
 
 
 # --- training jobs (hooks ingest, POST /api/v1/steps) -------------------------------------
@@ -150,7 +157,44 @@ PODRESOURCES_UNMATCHED = MetricSpec(
 )
 POD_METRICS = (POD_INFO, PODRESOURCES_UNMATCHED)
 
-ALL_METRICS = DEVICE_METRICS + POD_METRICS + SELF_METRICS + JOB_METRICS + INGEST_METRICS + PROFILE_METRICS
+# --- network (hccn_tool: RoCE/UB ports, optics) ---------------------------------------------
+# `port` is empty ("" = absent in Prometheus) on chips with one port; A5 ports are "<udie>/<port>".
+PORT_LABELS = CHIP_LABELS + ("port",)
+# hccn_tool's g_net_health_status strings (910B and 950); "Init" = no detect address configured.
+NETWORK_HEALTH_STATES = (
+    "Success", "Socket fail", "Receive timeout", "Unreachable", "Time exceeded", "Fault", "Init",
+    "Thread error", "Detect ip set", "Unknown",
+)
+
+
+def _port(name: str, help: str, *extra: str, kind: str = "gauge") -> MetricSpec:
+    return MetricSpec(name, kind, help, PORT_LABELS + extra)
+
+
+NETWORK_INFO = _port("npu_network_info", "Port address (hccn_tool -ip); value 1.", "address", "netmask")
+NETWORK_LINK_UP = _port("npu_network_link_up", "1 if the port's link is up (hccn_tool -link), else 0.")
+NETWORK_LINK_UP_TRANSITIONS = _port("npu_network_link_up_transitions_total", "Link-up events since driver load or the last `-link_stat -c` (hccn_tool -link_stat).", kind="counter")
+NETWORK_LINK_DOWN_TRANSITIONS = _port("npu_network_link_down_transitions_total", "Link-down events since driver load or the last `-link_stat -c` (hccn_tool -link_stat; newer drivers only).", kind="counter")
+NETWORK_SPEED = _port("npu_network_speed_bits_per_second", "Port speed, bits per second; absent while the speed is unknown (link down).")
+NETWORK_HEALTH = _port("npu_network_health", "RoCE reachability probe (hccn_tool -net_health) as a stateset: 1 for the current state.", "state")
+NETWORK_RECEIVE = _port("npu_network_receive_bytes_per_second", "Receive throughput over hccn_tool's -bandwidth window, bytes per second (MB/sec taken as 10^6 bytes).")
+NETWORK_TRANSMIT = _port("npu_network_transmit_bytes_per_second", "Transmit throughput over hccn_tool's -bandwidth window, bytes per second (MB/sec taken as 10^6 bytes).")
+NETWORK_PACKETS = _port("npu_network_packets_total", "Packets counted by the port's MAC/RoCE/NIC counters (hccn_tool -stat); kinds overlap (mac includes pause and pfc), never sum across kind.", "direction", "kind", kind="counter")
+NETWORK_ERRORS = _port("npu_network_errors_total", "Bad, dropped, retried or rejected packets counted by the port (hccn_tool -stat), by kind.", "direction", "kind", kind="counter")
+NETWORK_BYTES = _port("npu_network_bytes_total", "Bytes counted by the port's MAC/NIC counters (hccn_tool -stat *_oct_num).", "direction", "kind", kind="counter")
+OPTICAL_PRESENT = _port("npu_optical_present", "1 if an optical module is plugged into the port, else 0 (hccn_tool -optical).")
+OPTICAL_TEMPERATURE = _port("npu_optical_temperature_celsius", "Optical module temperature, degrees Celsius.")
+OPTICAL_VOLTAGE = _port("npu_optical_voltage_volts", "Optical module supply voltage (Vcc), volts.")
+OPTICAL_TX_POWER = _port("npu_optical_tx_power_watts", "Optical transmit power per lane, watts (1 mW = 0 dBm).", "lane")
+OPTICAL_RX_POWER = _port("npu_optical_rx_power_watts", "Optical receive power per lane, watts (1 mW = 0 dBm).", "lane")
+
+NETWORK_METRICS = (
+    NETWORK_INFO, NETWORK_LINK_UP, NETWORK_LINK_UP_TRANSITIONS, NETWORK_LINK_DOWN_TRANSITIONS, NETWORK_SPEED,
+    NETWORK_HEALTH, NETWORK_RECEIVE, NETWORK_TRANSMIT, NETWORK_PACKETS, NETWORK_ERRORS, NETWORK_BYTES,
+    OPTICAL_PRESENT, OPTICAL_TEMPERATURE, OPTICAL_VOLTAGE, OPTICAL_TX_POWER, OPTICAL_RX_POWER,
+)
+
+ALL_METRICS = DEVICE_METRICS + POD_METRICS + SELF_METRICS + WEB_METRICS + JOB_METRICS + INGEST_METRICS + PROFILE_METRICS + NETWORK_METRICS
 
 
 def markdown_table(specs: tuple[MetricSpec, ...] | None = None) -> str:

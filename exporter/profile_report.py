@@ -68,17 +68,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     except ThresholdError as exc:
         print(f"cann-exporter profile: bad threshold table: {exc}", file=err)
         return EXIT_NO_PROFILE
-    path = _profile_root(Path(args.path))
-    refs, problems = ([], [f"{args.path}: no such file or directory"]) if not path.exists() else _find(path)
-    summaries: list[ProfileSummary] = []
-    for ref in refs:
-        found, problem = _read(ref, getattr(args, "top", 5), getattr(args, "per_step", False))
-        summaries += found
-        problems += [problem] if problem else []
+    summaries, problems, found_any = load_summaries(args.path, getattr(args, "top", 5), getattr(args, "per_step", False))
     for problem in problems:
         print(f"cann-exporter profile: {problem}", file=err)
     if not summaries:
-        if not problems or refs:
+        if not problems or found_any:
             print(f"cann-exporter profile: no readable profile under {args.path} "
                   "(looked for *_ascend_pt, *_ascend_ms, PROF_*, cluster_step_trace_time.csv)", file=err)
         return EXIT_NO_PROFILE
@@ -88,6 +82,27 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     else:
         out.write(render(summaries, table))
     return EXIT_OK
+
+
+def load_summaries(path_text: str, top: int = 5, per_step: bool = False) -> tuple[list[ProfileSummary], list[str], bool]:
+    """(summaries, problems, whether any export was found) of a profile export or a directory
+    of them (also used by `cann-exporter diagnose --profile-dir`)."""
+    path = _profile_root(Path(path_text))
+    refs, problems = ([], [f"{path_text}: no such file or directory"]) if not path.exists() else _find(path)
+    summaries: list[ProfileSummary] = []
+    for ref in refs:
+        found, problem = _read(ref, top, per_step)
+        summaries += found
+        problems += [problem] if problem else []
+    return summaries, problems, bool(refs)
+
+
+def indicator_for(row: _Row, table: Thresholds) -> Indicator | None:
+    """The threshold-table row whose metrics include this indicator's metric (None: informational)."""
+    return _indicator(row, table)
+
+
+ROWS = _ROWS
 
 
 def _profile_root(path: Path) -> Path:

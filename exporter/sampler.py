@@ -38,10 +38,12 @@ class Sampler:
         simulated: tuple[str, str] | None = None,
         clock: Callable[[], float] = time.time,
         profiles: Callable[[], tuple] = tuple,
+        network: Callable[[], tuple] = tuple,
     ) -> None:
         self.tasks = tasks
         self.devices = devices
         self.profiles = profiles
+        self.network = network
         self.health = health
         self.store = store
         self.simulated = simulated
@@ -90,4 +92,5 @@ class Sampler:
             ready=self._done >= {t.name for t in self.tasks[:1]},
             simulated=self.simulated,
             profiles=self.profiles(),
+            network=self.network(),
         )

@@ -16,6 +16,7 @@ from exporter.api import STEPS_PATH
 from exporter.api.steps import openapi_handler, steps_handler
 from exporter.ingest import IngestStore
 from exporter.sampler import SnapshotStore
+from exporter.webconfig import WebSecurity, install
 
 REGISTRY = web.AppKey("registry", CollectorRegistry)
 STORE = web.AppKey("store", SnapshotStore)
@@ -62,12 +63,20 @@ def create_app(
     *,
     ingest: IngestStore | None = None,
     ingest_token: str | None = None,
+    web_security: WebSecurity | None = None,
 ) -> web.Application:
     """The exporter's web app; ``background`` coroutines run for the app's lifetime.
 
     With an ``ingest`` store, training hooks may POST steps (bearer ``ingest_token`` if set).
+    With ``web_security`` (--web.config.file), basic auth guards every route but the exempt
+    ones, its headers go on every response, and its files are watched for changes.
     """
     app = web.Application(client_max_size=1 << 20)
+    if web_security is not None:
+        install(app, web_security)
+        if ingest is not None and ingest_token is not None:
+            web_security.bearer_paths = frozenset({STEPS_PATH})  # hooks may keep sending their token
+        background = [*background, web_security.watch]
     app[REGISTRY] = registry
     app[STORE] = store
     app.router.add_get("/metrics", metrics)

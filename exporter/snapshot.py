@@ -25,7 +25,7 @@ class ChipSample:
     npu: int                                     # `info` NPU id (the -i argument)
     chip: int                                    # `info` Chip: index within the card
     device: int | None                           # `info -m` Chip Logic ID (framework index)
-    observed_at: float                           # unix time of the `info` read that saw it
+    observed_at: float                           # time.monotonic() of the `info` read that saw it (ages only, never exported)
     up: bool                                     # the latest `info` listed this chip
     model: str | None = None                     # `info` Name
     bus_id: str | None = None                    # `info` Bus-Id
@@ -80,6 +80,49 @@ class DevicesPart:
 
 
 @dataclass(frozen=True)
+class NetworkCounter:
+    """One cumulative hccn_tool `-stat` counter, classified for the metric labels."""
+
+    direction: str     # rx, tx, or "" where the counter has none
+    kind: str          # pfc, pause, roce, cnp, fcs, bad_packets, ... (sources/hccn.py tables)
+    value: int
+
+
+@dataclass(frozen=True)
+class OpticalLaneSample:
+    lane: int
+    tx_power_watts: float | None = None   # `-optical` Tx PowerN (mW) / A5 TxPower LaneN (dBm)
+    rx_power_watts: float | None = None
+
+
+@dataclass(frozen=True)
+class PortSample:
+    """One network port of a chip (hccn_tool). Field comments name the command it comes from."""
+
+    npu: int
+    chip: int
+    device: int | None
+    port: str                                    # "" for a chip's only port; A5 "<udie>/<port>"
+    observed_at: float                           # unix time of the newest successful read
+    link_up: bool | None = None                  # `-link` link status
+    link_up_transitions: int | None = None       # `-link_stat` link up count
+    link_down_transitions: int | None = None     # `-link_stat` link down count (newer drivers)
+    speed_bits_per_second: float | None = None   # `-speed` (None: Unknown!, link down)
+    health: str | None = None                    # `-net_health`, parsers.hccn.NET_HEALTH_STATES
+    receive_bytes_per_second: float | None = None   # `-bandwidth` RX
+    transmit_bytes_per_second: float | None = None  # `-bandwidth` TX
+    packets: tuple[NetworkCounter, ...] = ()     # `-stat` packet counters
+    errors: tuple[NetworkCounter, ...] = ()      # `-stat` error counters
+    bytes: tuple[NetworkCounter, ...] = ()       # `-stat` *_oct_num byte counters
+    optical_present: bool | None = None          # `-optical` present
+    optical_temperature_celsius: float | None = None
+    optical_voltage_volts: float | None = None   # `-optical` Vcc (mV)
+    optical_lanes: tuple[OpticalLaneSample, ...] = ()
+    address: str | None = None                   # `-ip` ipaddr
+    netmask: str | None = None
+
+
+@dataclass(frozen=True)
 class SourceStatus:
     """Health of one source (one scheduled task) as of its latest run."""
 
@@ -99,3 +142,4 @@ class Snapshot:
     ready: bool = False                          # every enabled source has run at least once
     simulated: tuple[str, str] | None = None     # (scenario, model) when running on the simulator
     profiles: tuple[Any, ...] = ()               # parsers.profiles.ProfileSummary, latest per job and rank
+    network: tuple[PortSample, ...] = ()         # hccn_tool, per chip port (sources/hccn.py)

@@ -33,7 +33,7 @@ def families(text: str) -> dict:
 
 
 async def test_text_format_by_default(aiohttp_client):
-    now = time.time()
+    now = time.monotonic()  # observed_at runs on the monotonic clock
     app, _ = make_app(Snapshot(now, DevicesPart(chips=(chip(0, now, aicore_utilization_ratio=0.91),), chips_seen=1), ready=True))
     client = await aiohttp_client(app)
     resp = await client.get("/metrics")
@@ -45,7 +45,7 @@ async def test_text_format_by_default(aiohttp_client):
 
 
 async def test_openmetrics_when_asked(aiohttp_client):
-    now = time.time()
+    now = time.monotonic()  # observed_at runs on the monotonic clock
     app, _ = make_app(Snapshot(now, DevicesPart(chips=(chip(0, now, power_watts=99.5),), chips_seen=1), ready=True))
     client = await aiohttp_client(app)
     resp = await client.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
@@ -56,7 +56,7 @@ async def test_openmetrics_when_asked(aiohttp_client):
 
 
 async def test_gzip_when_asked(aiohttp_client):
-    now = time.time()
+    now = time.monotonic()  # observed_at runs on the monotonic clock
     app, _ = make_app(Snapshot(now, DevicesPart(chips=(chip(0, now),), chips_seen=1), ready=True))
     client = await aiohttp_client(app)
     resp = await client.get("/metrics", headers={"Accept-Encoding": "gzip"}, auto_decompress=False)
@@ -76,7 +76,7 @@ async def test_health_readiness_and_landing(aiohttp_client):
 
 
 async def test_stale_chips_are_withheld_not_served_as_fresh(aiohttp_client):
-    now = time.time()
+    now = time.monotonic()  # observed_at runs on the monotonic clock
     fresh, stale = chip(0, now, aicore_utilization_ratio=0.5), chip(1, now - 600, aicore_utilization_ratio=0.9)
     procs = (ProcessSample(0, 0, 0, 42, "python", 1024.0),)
     snapshot = Snapshot(now, DevicesPart(chips=(fresh, stale), processes=procs, processes_observed_at=now - 600, chips_seen=2), ready=True)
@@ -92,7 +92,7 @@ async def test_stale_chips_are_withheld_not_served_as_fresh(aiohttp_client):
 
 
 async def test_absent_values_are_absent_not_zero(aiohttp_client):
-    now = time.time()
+    now = time.monotonic()  # observed_at runs on the monotonic clock
     app, _ = make_app(Snapshot(now, DevicesPart(chips=(chip(0, now, aicore_utilization_ratio=0.0),), chips_seen=1), ready=True))
     client = await aiohttp_client(app)
     found = families(await (await client.get("/metrics")).text())

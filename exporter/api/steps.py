@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from exporter.api import OPENAPI_PATH
+from exporter.api import AUTHENTICATED_USER, OPENAPI_PATH
 from exporter.ingest import IngestError, IngestStore, parse_batch
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -53,7 +53,8 @@ def error_response(exc: IngestError) -> web.Response:
 def steps_handler(store: IngestStore, token: str | None, clock: Callable[[], float] = time.time) -> Handler:
     async def post_steps(request: web.Request) -> web.Response:
         try:
-            check_token(request.headers.get("Authorization"), token)
+            if request.get(AUTHENTICATED_USER) is None:  # basic auth (web config) stands in for the token
+                check_token(request.headers.get("Authorization"), token)
             check_content_type(request.content_type)
             body = await read_bounded(request, store.limits.max_body_bytes)
             # From here on nothing awaits: validation and the store update are one step.

@@ -50,7 +50,7 @@ class DeviceCollector:
         max_age: float,
         chips: bool = True,
         processes: bool = True,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.monotonic,  # the sources stamp reads with time.monotonic()
     ) -> None:
         self.store = store
         self.max_age = max_age

@@ -15,7 +15,7 @@ from exporter.sampler import SnapshotStore
 
 
 class SelfCollector:
-    def __init__(self, store: SnapshotStore, max_age: float, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: SnapshotStore, max_age: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
         self.max_age = max_age
         self.clock = clock

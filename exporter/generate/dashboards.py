@@ -198,7 +198,7 @@ def heat(title: str, query: Query, *, unit: str, description: str = "", bucket: 
     panel = _common(heatmap.Panel(), title, description, unit, w, h).calculate(True)
     panel = panel.calculation(cb.HeatmapCalculationOptions().y_buckets(
         cb.HeatmapCalculationBucketConfig().mode(cm.HeatmapCalculationMode.SIZE).value(bucket)))
-    panel = panel.color(heatmap.HeatmapColorOptions().mode("scheme").scheme("RdYlGn").fill("dark-orange")
+    panel = panel.color(heatmap.HeatmapColorOptions().mode("scheme").scheme("Oranges").fill("dark-orange")
                         .scale("exponential").exponent(0.5).steps(64).reverse(False))
     panel = panel.y_axis(heatmap.YAxisConfig().unit(unit).min(0).max(1)).show_legend().show_tooltip().cell_gap(1)
     return _targets(panel, [query])
@@ -346,7 +346,7 @@ def node(table_: Thresholds) -> Board:
     steps = indicator_steps(util)
     temp = table_.alert("NPUTemperatureHigh").threshold if _has(table_, "NPUTemperatureHigh") else None
     hbm = table_.alert("NPUHBMAlmostFull").threshold if _has(table_, "NPUHBMAlmostFull") else None
-    b = Board("node-chip-detail", "One node and its chips: utilization of every engine, memory, power, temperature, ECC, processes and pods.",
+    b = Board("node-chip-detail", "One node and its chips: utilization of every engine, memory, power, temperature, ECC, network, processes and pods.",
               time_from="now-3h", variables=node_vars(device=True))
     b.row("Utilization")
     b.add(
@@ -382,10 +382,30 @@ def node(table_: Thresholds) -> Board:
               description=f"NPUTemperatureHigh fires above {num(temp or 0)} °C."),
         graph("AI Core clock vs rated", q(f"npu_aicore_frequency_hertz{{{CHIP_SEL}}}", "current {{device}}"),
               q(f"npu_aicore_rated_frequency_hertz{{{CHIP_SEL}}}", "rated {{device}}"), unit="hertz", w=8),
-        graph("Voltage", q(f"npu_voltage_volts{{{CHIP_SEL}}}", CHIP_LEGEND), unit="volt", w=8),
         graph("ECC errors (increase over 1h)", q(f"increase(npu_ecc_errors_total{{{CHIP_SEL}}}[1h])", "{{device}} {{memory}} {{type}}"),
-              unit="short", lo=0, w=16,
+              unit="short", lo=0, w=24, h=6,
               description="Double-bit (uncorrectable) errors fire NPUECCDoubleBitErrors."),
+    )
+    b.row("Network (hccn_tool)")
+    port = "{{device}} {{port}}"
+    b.add(
+        history("Link up", q(f"npu_network_link_up{{{CHIP_SEL}}}", port), h=6, w=12,
+                steps=[dm.Threshold(value=None, color=RED), dm.Threshold(value=1, color=GREEN)],
+                mappings=[dm.ValueMap(options={"0": dm.ValueMappingResult(text="down", color=RED, index=0),
+                                               "1": dm.ValueMappingResult(text="up", color=GREEN, index=1)})]),
+        history("RoCE reachability (net_health)", q(f"max by (instance, device, port) (npu_network_health{{{CHIP_SEL}, state!=\"Success\"}})", port),
+                h=6, w=12, steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color=RED)],
+                description="1 (red) when hccn_tool -net_health reports anything but Success for the port."),
+        graph("Receive / transmit", q(f"npu_network_receive_bytes_per_second{{{CHIP_SEL}}}", "rx " + port),
+              q(f"-npu_network_transmit_bytes_per_second{{{CHIP_SEL}}}", "tx " + port), unit="Bps", w=8,
+              description="hccn_tool -bandwidth; transmit drawn below zero."),
+        graph("Errors", q(f"sum by (instance, device, port, kind) (rate(npu_network_errors_total{{{CHIP_SEL}}}[$__rate_interval]))",
+                          "{{device}} {{port}} {{kind}}"), unit="pps", lo=0, w=8),
+        graph("Link flaps (1h)", q(f"increase(npu_network_link_down_transitions_total{{{CHIP_SEL}}}[1h])", port),
+              q(f"npu_network_speed_bits_per_second{{{CHIP_SEL}}} / 1e9", "speed Gbit/s " + port), unit="short", lo=0, w=8),
+        graph("Optical modules", q(f"npu_optical_temperature_celsius{{{CHIP_SEL}}}", "temperature " + port), unit="celsius", w=12),
+        graph("Optical power", q(f"npu_optical_rx_power_watts{{{CHIP_SEL}}}", "rx {{device}} {{port}} lane {{lane}}"),
+              q(f"npu_optical_tx_power_watts{{{CHIP_SEL}}}", "tx {{device}} {{port}} lane {{lane}}"), unit="watt", w=12),
     )
     b.row("Health, processes and pods")
     b.add(

@@ -178,8 +178,11 @@ def _framework(spec: AlertSpec, table: Thresholds) -> Built:
 
 
 def _idle_gaps(spec: AlertSpec, table: Thresholds) -> Built:
+    # Only ranks that were already iterating one range ago: while a series is younger than
+    # the range, rate() underestimates it and a job that just started would look idle.
     hooks = (f"1 - rate(npu_job_iteration_duration_seconds_sum[{spec.range}]) > {num(spec.threshold)}\n"
-             f"and rate(npu_job_iterations_total[{spec.range}]) > 0")
+             f"and rate(npu_job_iterations_total[{spec.range}]) > 0\n"
+             f"and on ({JOB}) npu_job_iterations_total offset {spec.range}")
     profile = profile_fresh(f"npu_profile_idle_ratio > {num(spec.threshold)}", table.alerting.profile_max_age)
     expr = f"(\n{_indent(hooks)}\n)\nor on ({JOB})\n(\n{_indent(profile)}\n)"
     return (expr, f"The device idles between the steps of {JOB_TEXT}",

@@ -25,7 +25,7 @@ from time import perf_counter as _perf
 from typing import Any
 
 from exporter.hooks.identity import Identity, resolve_identity
-from exporter.hooks.transport import NotSent, Transport
+from exporter.hooks.transport import NotSent, Transport, redacted
 
 log = logging.getLogger("exporter.hooks")
 
@@ -398,11 +398,11 @@ class Monitor:
         try:
             reply = self._transport.post(body)
         except NotSent as exc:
-            self._note_failure(f"exporter unreachable at {self.url}: {exc}")
+            self._note_failure(f"exporter unreachable at {redacted(self.url)}: {exc}")
             return False
         except Exception as exc:  # timeout or reset mid-request: the batch may or may not have landed
             self._give_up(steps)
-            self._note_failure(f"sending to {self.url} failed: {exc!r}")
+            self._note_failure(f"sending to {redacted(self.url)} failed: {exc!r}")
             return False
         if reply.status == 200:
             self._sent += len(steps)
@@ -451,7 +451,7 @@ class Monitor:
 
     def _note_success(self) -> None:
         if self._failing:
-            log.info("cann-exporter hooks: exporter reachable again at %s", self.url)
+            log.info("cann-exporter hooks: exporter reachable again at %s", redacted(self.url))
         self._failing = False
         self._backoff = 0.0
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import encodings.idna  # noqa: F401 - loaded now: a lazy codec import in a thread (or a fork child) can fail (bpo-29288)
 import http.client
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 STEPS_PATH = "/api/v1/steps"
 
@@ -30,6 +31,22 @@ def steps_url(base: str) -> tuple[str, str, int, str]:
     return parts.scheme, parts.hostname, port, path if path.endswith(STEPS_PATH) else path + STEPS_PATH
 
 
+def basic_credentials(base: str) -> str | None:
+    """`user:password` from a URL's userinfo, or None."""
+    parts = urlsplit(base if "://" in base else "http://" + base)
+    if parts.username is None:
+        return None
+    return f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+
+
+def redacted(base: str) -> str:
+    """The URL for log lines: a password in it is replaced by `***`."""
+    parts = urlsplit(base if "://" in base else "http://" + base)
+    if parts.password is None:
+        return base
+    return parts._replace(netloc=parts.netloc.replace(":" + parts.password + "@", ":***@", 1)).geturl()
+
+
 class Transport:
     def __init__(self, url: str, token: str | None, timeout: float) -> None:
         self.scheme, self.host, self.port, self.path = steps_url(url)
@@ -37,6 +54,8 @@ class Transport:
         self.headers = {"Content-Type": "application/json", "Connection": "keep-alive"}
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
+        elif basic := basic_credentials(url):  # https://user:password@host: the exporter's web config users
+            self.headers["Authorization"] = "Basic " + base64.b64encode(basic.encode()).decode("ascii")
         self._conn: http.client.HTTPConnection | None = None
 
     def _connect(self) -> http.client.HTTPConnection:

@@ -16,10 +16,13 @@ hits every command. Kinds:
 - ``flap``: the NPU holding logic id 0 is gone on odd minutes of the clock.
 - ``gone=NPU``: that NPU id is gone from every output (a chip that disappears; remove the
   fault and it comes back).
+- ``clock=SECONDS``: npu-smi's clock jumps by SECONDS (negative: backwards), on top of the
+  wall clock or CANN_SIM_TIME; what it prints follows its clock (ECC counters, sawtooth phase).
 """
 
 from __future__ import annotations
 
+import math
 import random
 import shutil
 import subprocess
@@ -27,7 +30,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-FAULT_KINDS = ("hang", "slow", "exit", "error-8005", "error-8020", "garbage", "truncate", "huge", "flap", "gone")
+FAULT_KINDS = ("hang", "slow", "exit", "error-8005", "error-8020", "garbage", "truncate", "huge", "flap", "gone", "clock")
 HUGE_BYTES = 8 * 1024 * 1024
 
 # Accepted spellings of a scope -> the command key npusmi.py assigns.
@@ -59,19 +62,26 @@ def parse_faults(spec: str | None) -> tuple[Fault, ...]:
         kind, _, raw = body.partition("=")
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault {kind!r} in {item!r}; kinds: {', '.join(FAULT_KINDS)}")
-        needs_value = kind in ("slow", "exit", "gone")
+        needs_value = kind in ("slow", "exit", "gone", "clock")
         if needs_value != bool(raw):
-            raise ValueError(f"fault {item!r}: {'slow/exit/gone take =VALUE' if needs_value else 'takes no value'}")
+            raise ValueError(f"fault {item!r}: {'slow/exit/gone/clock take =VALUE' if needs_value else 'takes no value'}")
         try:
             value = float(raw) if raw else None
         except ValueError:
             raise ValueError(f"fault {item!r}: {raw!r} is not a number") from None
+        if value is not None and not math.isfinite(value):  # slow=inf would crash time.sleep
+            raise ValueError(f"fault {item!r}: {raw!r} is not a finite number")
         faults.append(Fault(kind, value, _SCOPE_ALIASES.get(scope, scope) or None))
     return tuple(faults)
 
 
 def first(faults: tuple[Fault, ...], kind: str) -> Fault | None:
     return next((f for f in faults if f.kind == kind), None)
+
+
+def clock_offset(faults: tuple[Fault, ...]) -> float:
+    """Seconds the simulated npu-smi clock is shifted by (`clock=S` faults add up)."""
+    return sum(f.value or 0.0 for f in faults if f.kind == "clock")
 
 
 def is_flap_down(t: float) -> bool:

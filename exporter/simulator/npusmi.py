@@ -272,6 +272,11 @@ def _exit_code(code: int, faults: tuple[Fault, ...]) -> int:
     return int(forced.value) if forced else code
 
 
+def _now(options: SimOptions, faults: tuple[Fault, ...]) -> float:
+    """npu-smi's clock: the wall clock or CANN_SIM_TIME, shifted by `clock=S` faults."""
+    return (time.time() if options.time is None else options.time) + faultlib.clock_offset(faults)
+
+
 def _write(out: BinaryIO, data: bytes) -> None:
     out.write(data)
     out.flush()
@@ -284,7 +289,7 @@ def run(options: SimOptions, args: Sequence[str], out: BinaryIO) -> int:
         _write(out, command.text.encode())
         return command.code
     faults = tuple(f for f in faultlib.parse_faults(options.fault) if f.applies_to(command.key))
-    t0 = time.time() if options.time is None else options.time
+    t0 = _now(options, faults)
     early = _before_output(faults)
     if early is not None:
         _write(out, early.text.encode())
@@ -298,7 +303,7 @@ def run(options: SimOptions, args: Sequence[str], out: BinaryIO) -> int:
 
 def _watch(command: Command, options: SimOptions, faults: tuple[Fault, ...], out: BinaryIO) -> int:
     """Header once, then one round of rows every ``delay`` seconds, each flushed."""
-    t0 = time.time() if options.time is None else options.time
+    t0 = _now(options, faults)
     state = _state(options, t0, faults)
     error = _check_ids(command, state)
     if error is not None:
@@ -311,7 +316,7 @@ def _watch(command: Command, options: SimOptions, faults: tuple[Fault, ...], out
         if index:
             time.sleep(command.delay)
             # A frozen clock still advances by the delay, so rows keep moving.
-            t = time.time() if options.time is None else t0 + index * command.delay
+            t = _now(options, faults) if options.time is None else t0 + index * command.delay
             state = _state(options, t, faults)
         else:
             t = t0

@@ -16,6 +16,7 @@ A failing call or card is recorded by reason and hides nothing else.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
@@ -60,14 +61,14 @@ class NpuSmiSource:
         settings: NpuSmiSettings,
         runner: CommandRunner,
         health: HealthRegistry,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.monotonic,  # ages only: a wall-clock jump must not age data
     ) -> None:
         self.settings = settings
         self.runner = runner
         self.health = health
         self.clock = clock
         self._table: p.InfoTable | None = None
-        self._table_at = 0.0
+        self._table_at = -math.inf          # never read: infinitely old on the monotonic clock
         self._table_ok = False
         self._known: dict[ChipKey, p.InfoChip] = {}      # every chip ever seen, for npu_up 0
         self._map: dict[ChipKey, p.ChipMapEntry] = {}

@@ -1,0 +1,13 @@
+"""`cann-exporter diagnose` and `cann-exporter report`: the tuning guide's three-level method
+("sandwich": macro, meso, micro) and capacity planning, as commands.
+
+Data flows one way, and each stage is its own module:
+
+    readers (Prometheus HTTP API, /metrics text, profile exports, the local node)
+      -> model.Observations (source-agnostic numbers)
+      -> analysis / baseline / capacity (pure: numbers + threshold table in, findings out)
+      -> render / charts / html (terminal, JSON, Markdown, HTML + PNG)
+
+Every verdict comes from the one threshold table (exporter/thresholds.yaml), the same one
+the alert rules are generated from.
+"""

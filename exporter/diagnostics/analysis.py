@@ -1,0 +1,232 @@
+"""The three levels of the tuning guide as pure functions: observations + threshold table in,
+findings out. No I/O, no clock (the readers already turned timestamps into ages).
+
+Where the table has a row for an indicator, its bounds give the verdict and its causes and
+levers the advice. Where a check is an alert without a row (saw-tooth, stall), the alert's
+threshold from the same table gives the verdict, so `diagnose` and the alerts agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from exporter import profile_report
+from exporter.diagnostics.model import (
+    MACRO,
+    MESO,
+    MICRO,
+    PER_SECOND,
+    RATIO,
+    SECONDS,
+    ChipStats,
+    Finding,
+    JobStats,
+    Observations,
+    Report,
+)
+from exporter.parsers.profiles import ProfileSummary
+from exporter.thresholds import ABNORMAL, HEALTHY, WARNING, AlertSpec, Indicator, Thresholds
+
+UTILIZATION = "device_utilization"
+PHASES = ("data", "h2d", "compute", "communication", "d2h", "framework", "other")
+MEMCPY_PHASES = ("h2d", "d2h")
+# Level of each profile indicator (profile_report.ROWS fields).
+_PROFILE_LEVELS = {
+    "step_duration_seconds": MESO, "compute_ratio": MESO, "communication_ratio": MESO, "idle_ratio": MACRO,
+    "memcpy_ratio": MESO, "framework_overhead_ratio": MESO, "top3_operator_ratio": MICRO,
+    "max_operator_ratio": MICRO, "communication_wait_ratio": MESO,
+}
+
+
+def analyse(obs: Observations, table: Thresholds) -> Report:
+    findings = [
+        *chip_findings(obs.chips, table),
+        *job_findings(obs.jobs, table),
+        *profile_findings(obs.profiles, table),
+    ]
+    return Report(obs.source, obs.window, tuple(findings), obs.notes)
+
+
+# --- bounds text ------------------------------------------------------------------------------
+
+
+def bounds_text(indicator: Indicator) -> str:
+    parts = []
+    if indicator.healthy_text():
+        parts.append(f"healthy {indicator.healthy_text()}")
+    if indicator.abnormal_text():
+        parts.append(f"abnormal {indicator.abnormal_text()}")
+    return ", ".join(parts)
+
+
+def _judge(table: Thresholds, indicator_id: str, value: float) -> tuple[str | None, str, str | None]:
+    """(verdict, bounds text, alert) of ``value``; no verdict when the table lacks the row."""
+    if indicator_id not in table:
+        return None, "", None
+    indicator = table[indicator_id]
+    return indicator.verdict(value), bounds_text(indicator), indicator.alert
+
+
+def _alert(table: Thresholds, name: str) -> AlertSpec | None:
+    try:
+        return table.alert(name)
+    except KeyError:
+        return None
+
+
+# --- macro: chips -----------------------------------------------------------------------------
+
+
+def chip_findings(chips: Iterable[ChipStats], table: Thresholds) -> list[Finding]:
+    out: list[Finding] = []
+    for chip in chips:
+        out.append(utilization_finding(chip, table))
+        stability = stability_finding(chip, table)
+        if stability is not None:
+            out.append(stability)
+    return out
+
+
+def utilization_finding(chip: ChipStats, table: Thresholds) -> Finding:
+    verdict, bounds, alert = _judge(table, UTILIZATION, chip.mean)
+    detail = _spread(chip)
+    if not chip.in_use:
+        verdict, bounds = None, ""
+        detail = "not in use (no process, pod or job): idle capacity, not judged" + (f"; {detail}" if detail else "")
+    return Finding(MACRO, "utilization", "Device utilization", chip.subject, chip.mean, RATIO, verdict,
+                   UTILIZATION, alert, bounds, detail)
+
+
+def _spread(chip: ChipStats) -> str:
+    if chip.samples < 2 or chip.minimum is None or chip.maximum is None:
+        return ""
+    return f"min {_pct(chip.minimum)}, max {_pct(chip.maximum)} over {chip.samples} samples"
+
+
+def stability_finding(chip: ChipStats, table: Thresholds) -> Finding | None:
+    """Saw-tooth: the NPUUtilizationUnstable rule (stddev above its threshold around a mean
+    below ``mean_below``). A wide swing around a high mean is only a warning."""
+    spec = _alert(table, "NPUUtilizationUnstable")
+    if chip.stddev is None or not chip.in_use or spec is None or spec.threshold is None:
+        return None
+    default_mean = table[UTILIZATION].healthy if UTILIZATION in table else 0.85
+    mean_below = float(spec.param("mean_below", default_mean) or 0.85)
+    verdict = unstable_verdict(chip.stddev, chip.mean, spec.threshold, mean_below)
+    bounds = f"abnormal: stddev > {_pct(spec.threshold)} around a mean < {_pct(mean_below)}"
+    return Finding(MACRO, "stability", "Utilization swing (stddev)", chip.subject, chip.stddev, RATIO,
+                   verdict, UTILIZATION if UTILIZATION in table else None, spec.alert, bounds)
+
+
+def unstable_verdict(stddev: float, mean: float, threshold: float, mean_below: float) -> str:
+    if stddev > threshold:
+        return ABNORMAL if mean < mean_below else WARNING
+    return HEALTHY
+
+
+# --- macro + meso: training jobs (hooks) --------------------------------------------------------
+
+
+def job_findings(jobs: Iterable[JobStats], table: Thresholds) -> list[Finding]:
+    out: list[Finding] = []
+    for job in jobs:
+        out += job_macro(job, table)
+        out += job_meso(job, table)
+    return out
+
+
+def job_macro(job: JobStats, table: Thresholds) -> list[Finding]:
+    out: list[Finding] = []
+    if job.busy_ratio is not None and (job.iterations_per_second or 0) > 0:
+        idle = min(1.0, max(0.0, 1.0 - job.busy_ratio))
+        verdict, bounds, alert = _judge(table, "idle_share", idle)
+        out.append(Finding(MACRO, "idle_gaps", "Idle time between iterations", job.subject, idle, RATIO, verdict,
+                           "idle_share", alert, bounds, "share of wall time outside the reported iterations"))
+    stall = _alert(table, "NPUTrainingStalled")
+    if job.seconds_since_last_iteration is not None:
+        age = max(0.0, job.seconds_since_last_iteration)
+        verdict, bounds = None, ""
+        if stall is not None and stall.threshold is not None:
+            verdict = ABNORMAL if age > stall.threshold else HEALTHY
+            bounds = f"abnormal > {_duration(stall.threshold)} (NPUTrainingStalled)"
+        out.append(Finding(MACRO, "stall", "Time since the last iteration", job.subject, age, SECONDS, verdict,
+                           None, "NPUTrainingStalled" if stall else None, bounds,
+                           "the loop is stuck (hung collective, dead data loader, deadlock)" if verdict == ABNORMAL else ""))
+    return out
+
+
+def job_meso(job: JobStats, table: Thresholds) -> list[Finding]:
+    out = _job_rates(job)
+    shares = dict(job.phase_shares)
+    for phase in PHASES:
+        if phase in shares:
+            out.append(Finding(MESO, f"phase.{phase}", f"{phase} share of the step", job.subject, shares[phase], RATIO))
+    copies = [shares[p] for p in MEMCPY_PHASES if p in shares]
+    if copies:
+        verdict, bounds, alert = _judge(table, "memcpy_share", sum(copies))
+        out.append(Finding(MESO, "memcpy_share", "Memory copy share (h2d + d2h)", job.subject, sum(copies), RATIO,
+                           verdict, "memcpy_share", alert, bounds))
+    if "framework" in shares:
+        verdict, bounds, alert = _judge(table, "framework_overhead_share", shares["framework"])
+        out.append(Finding(MESO, "framework_share", "Framework overhead share", job.subject, shares["framework"],
+                           RATIO, verdict, "framework_overhead_share", alert, bounds))
+    return out
+
+
+def _job_rates(job: JobStats) -> list[Finding]:
+    rows = (("iteration_time", "Mean iteration time", job.iteration_seconds, SECONDS),
+            ("iteration_rate", "Iterations per second", job.iterations_per_second, PER_SECOND),
+            ("throughput", "Throughput (samples per second)", job.samples_per_second, PER_SECOND))
+    return [Finding(MESO, check, title, job.subject, value, unit) for check, title, value, unit in rows if value is not None]
+
+
+# --- profiles (torch_npu / msprof exports, or their npu_profile_* metrics) -----------------------
+
+
+def profile_subject(summary: ProfileSummary) -> str:
+    """`profile of job J rank R` plus where: the export's directory name, or the Prometheus target."""
+    rank = "?" if summary.rank is None else str(summary.rank)
+    where = summary.path.rstrip("/").rsplit("/", 1)[-1] if summary.path else ""
+    return f"profile of job {summary.job_name} rank {rank}" + (f" ({where})" if where else "")
+
+
+def profile_findings(profiles: Iterable[ProfileSummary], table: Thresholds) -> list[Finding]:
+    out: list[Finding] = []
+    for summary in profiles:
+        subject = profile_subject(summary)
+        for row in profile_report.ROWS:
+            value = getattr(summary, row.field)
+            if value is None:
+                continue
+            indicator = profile_report.indicator_for(row, table)
+            unit = SECONDS if row.field.endswith("_seconds") else RATIO
+            level = _PROFILE_LEVELS.get(row.field, MESO)
+            if indicator is None:
+                out.append(Finding(level, f"profile.{row.field}", f"profile: {row.title}", subject, value, unit))
+                continue
+            out.append(Finding(level, f"profile.{row.field}", f"profile: {row.title}", subject, value, unit,
+                               indicator.verdict(value), indicator.id, indicator.alert, bounds_text(indicator)))
+        out += operator_findings(summary, subject)
+    return out
+
+
+def operator_findings(summary: ProfileSummary, subject: str) -> list[Finding]:
+    return [
+        Finding(MICRO, "operator", f"operator #{position} {op.op_type}", subject, op.ratio, RATIO,
+                detail=f"{op.time_us:.1f} us x{op.count}" if op.count else "")
+        for position, op in enumerate(summary.top_operators, start=1)
+    ]
+
+
+# --- number formatting (shared by the renderers) -------------------------------------------------
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.1f}%".replace(".0%", "%")
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:g}h"
+    if seconds >= 60:
+        return f"{seconds / 60:g}m"
+    return f"{seconds:g}s"

@@ -1,0 +1,201 @@
+"""Observations from a Prometheus server over a time window (instant queries at the window's
+end, each averaging or rating over the window). The PromQL mirrors the generated rules
+(exporter/generate/rules.py) so the numbers are the ones the alerts look at.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from exporter import metrics as m
+from exporter import profile_report
+from exporter.diagnostics.model import CannotDiagnose, ChipStats, JobStats, Observations
+from exporter.diagnostics.promapi import PrometheusClient, PrometheusError, Sample, promql_duration, selector
+from exporter.parsers.profiles import OperatorShare, ProfileSummary
+from exporter.thresholds import Thresholds, duration_seconds
+
+UTIL = m.AICORE.name
+ChipKey = tuple[str, str, str, str]          # instance, npu, chip, device
+JobKey = tuple[str, str, str]                # instance, job_name, rank
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Window:
+    end: float                   # unix seconds
+    seconds: float               # length of the window
+
+    @property
+    def range(self) -> str:
+        return promql_duration(self.seconds)
+
+    def describe(self) -> str:
+        return f"{_human(self.seconds)} ending {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(self.end))}"
+
+
+def _human(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+def read_prometheus(client: PrometheusClient, window: Window, matchers: str, table: Thresholds,
+                    progress: Progress | None = None) -> Observations:
+    """Raises CannotDiagnose when Prometheus fails or holds no NPU data for the selector."""
+    ask = _Asker(client, window, progress)
+    try:
+        chips = read_chips(ask, matchers, table)
+        jobs = read_jobs(ask, matchers)
+        profiles = read_profiles(ask, matchers)
+    except PrometheusError as exc:
+        raise CannotDiagnose(str(exc)) from None
+    where = f" matching {{{matchers}}}" if matchers else ""
+    if not (chips or jobs or profiles):
+        raise CannotDiagnose(
+            f"Prometheus at {client.url} has no NPU data{where} in the {window.describe()}: no "
+            f"{UTIL}, npu_job_iteration_duration_seconds or npu_profile_* series. Check --selector and --range, "
+            "and that Prometheus scrapes cann-exporter")
+    swing = promql_duration(min(_unstable_range(table), window.seconds))
+    notes = [f"utilization swing: standard deviation over {swing} windows, averaged over the window "
+             "(as NPUUtilizationUnstable)"] if chips else [f"no {UTIL} series{where}: chips not diagnosed"]
+    return Observations(f"Prometheus {client.url}" + (f" {{{matchers}}}" if matchers else ""),
+                        window.describe(), chips, jobs, profiles, tuple(notes))
+
+
+class _Asker:
+    def __init__(self, client: PrometheusClient, window: Window, progress: Progress | None) -> None:
+        self.client, self.window, self.progress = client, window, progress
+
+    def __call__(self, query: str) -> list[Sample]:
+        if self.progress:
+            self.progress(query.split("(")[0] if "(" in query else query)
+        return self.client.instant(query, self.window.end)
+
+
+# --- chips ---------------------------------------------------------------------------------------
+
+
+def _chip_key(labels: dict[str, str]) -> ChipKey:
+    return (labels.get("instance", ""), labels.get("npu", ""), labels.get("chip", ""), labels.get("device", ""))
+
+
+def _by_chip(samples: list[Sample]) -> dict[ChipKey, float]:
+    return {_chip_key(s.labels): s.value for s in samples}
+
+
+def read_chips(ask: _Asker, matchers: str, table: Thresholds) -> tuple[ChipStats, ...]:
+    r = ask.window.range
+    util = selector(UTIL, matchers)
+    means = _by_chip(ask(f"avg_over_time({util}[{r}])"))
+    if not means:
+        return ()
+    mins = _by_chip(ask(f"min_over_time({util}[{r}])"))
+    maxs = _by_chip(ask(f"max_over_time({util}[{r}])"))
+    counts = _by_chip(ask(f"count_over_time({util}[{r}])"))
+    swing = promql_duration(min(_unstable_range(table), ask.window.seconds))
+    stddevs = _by_chip(ask(f"avg_over_time(stddev_over_time({util}[{swing}])[{r}:{swing}])"))
+    in_use = read_in_use(ask, matchers)
+    return tuple(
+        ChipStats(key[0], key[1], key[2], key[3], mean, mins.get(key), maxs.get(key),
+                  stddevs.get(key) if counts.get(key, 0) >= 2 else None, int(counts.get(key, 1)),
+                  (key[0], key[3]) in in_use)
+        for key, mean in sorted(means.items(), key=lambda kv: _sort_key(kv[0]))
+    )
+
+
+def _unstable_range(table: Thresholds) -> float:
+    try:
+        spec = table.alert("NPUUtilizationUnstable")
+    except KeyError:
+        return 600.0
+    return duration_seconds(spec.range) if spec.range else 600.0
+
+
+def read_in_use(ask: _Asker, matchers: str) -> set[tuple[str, str]]:
+    """(instance, device) of chips that had a process, a pod or a training job in the window."""
+    r = ask.window.range
+    out: set[tuple[str, str]] = set()
+    for metric in (m.PROCESS_MEMORY.name, m.POD_INFO.name, m.JOB_INFO.name):
+        for s in ask(f"count by (instance, device) (count_over_time({selector(metric, matchers)}[{r}]))"):
+            out.add((s.labels.get("instance", ""), s.labels.get("device", "")))
+    return out
+
+
+def _sort_key(key: ChipKey) -> tuple[object, ...]:
+    return (key[0], *(int(p) if p.isdigit() else 1 << 30 for p in key[1:]), key)
+
+
+# --- training jobs (hooks) -----------------------------------------------------------------------
+
+
+def _job_key(labels: dict[str, str]) -> JobKey:
+    return (labels.get("instance", ""), labels.get("job_name", ""), labels.get("rank", ""))
+
+
+def _by_job(samples: list[Sample]) -> dict[JobKey, float]:
+    return {_job_key(s.labels): s.value for s in samples}
+
+
+def read_jobs(ask: _Asker, matchers: str) -> tuple[JobStats, ...]:
+    r = ask.window.range
+    busy = _by_job(ask(f"rate({selector(m.JOB_ITERATION_DURATION.name + '_sum', matchers)}[{r}])"))
+    rate = _by_job(ask(f"rate({selector(m.JOB_ITERATION_DURATION.name + '_count', matchers)}[{r}])"))
+    if not (busy or rate):
+        ages = _by_job(ask(f"time() - {selector(m.JOB_LAST_ITERATION.name, matchers)}"))
+        return tuple(JobStats(k[0], k[1], k[2], seconds_since_last_iteration=v) for k, v in sorted(ages.items()))
+    samples = _by_job(ask(f"rate({selector(m.JOB_SAMPLES.name, matchers)}[{r}])"))
+    ages = _by_job(ask(f"time() - {selector(m.JOB_LAST_ITERATION.name, matchers)}"))
+    phases: dict[JobKey, dict[str, float]] = {}
+    query = f"sum by (instance, job_name, rank, phase) (rate({selector(m.JOB_PHASE_SECONDS.name, matchers)}[{r}]))"
+    for s in ask(query):
+        phases.setdefault(_job_key(s.labels), {})[s.labels.get("phase", "other")] = s.value
+    return tuple(job_stats(key, busy.get(key), rate.get(key), samples.get(key), phases.get(key, {}), ages.get(key))
+                 for key in sorted(set(busy) | set(rate)))
+
+
+def job_stats(key: JobKey, busy: float | None, rate: float | None, samples: float | None,
+              phases: dict[str, float], age: float | None) -> JobStats:
+    """A rank's numbers from its rates: seconds in iterations per second, iterations per
+    second, samples per second, phase seconds per second."""
+    iteration = busy / rate if busy is not None and rate else None
+    shares = tuple((p, v / busy) for p, v in sorted(phases.items())) if busy else ()
+    return JobStats(key[0], key[1], key[2], iteration, rate, samples, busy, shares, age)
+
+
+# --- profiles (npu_profile_* gauges) -------------------------------------------------------------
+
+
+def read_profiles(ask: _Asker, matchers: str) -> tuple[ProfileSummary, ...]:
+    r = ask.window.range
+    values: dict[JobKey, dict[str, float]] = {}
+    for row in profile_report.ROWS:
+        if row.spec is None:
+            continue
+        for s in ask(f"last_over_time({selector(row.spec.name, matchers)}[{r}])"):
+            values.setdefault(_job_key(s.labels), {})[row.field] = s.value
+    if not values:
+        return ()
+    operators = _operators(ask(selector(m.PROFILE_OPERATOR.name, matchers))
+                           or ask(f"last_over_time({selector(m.PROFILE_OPERATOR.name, matchers)}[{r}])"))
+    return tuple(profile_summary(key, values[key], operators.get(key, ())) for key in sorted(values))
+
+
+def _operators(samples: list[Sample]) -> dict[JobKey, tuple[OperatorShare, ...]]:
+    by_key: dict[JobKey, dict[int, OperatorShare]] = {}
+    for s in samples:
+        position = s.labels.get("position", "")
+        if not position.isdigit():
+            continue
+        slot = by_key.setdefault(_job_key(s.labels), {})
+        if int(position) not in slot:
+            slot[int(position)] = OperatorShare(s.labels.get("op_type", "?"), 0.0, 0, s.value)
+    return {k: tuple(v[p] for p in sorted(v)) for k, v in by_key.items()}
+
+
+def profile_summary(key: JobKey, values: dict[str, float], operators: tuple[OperatorShare, ...]) -> ProfileSummary:
+    rank = int(key[2]) if key[2].isdigit() else None
+    return ProfileSummary(job_name=key[1], rank=rank, path=key[0], producer="metrics", top_operators=operators,
+                          **{k: v for k, v in values.items()})

@@ -1,0 +1,206 @@
+"""Observations from exposition text: one exporter's /metrics, or the local node's sources run
+in-process and rendered through the same collectors.
+
+One scrape gives one moment: chip utilization as read, job means since each process started
+(counter totals), no swing and no idle-gap rate. Several scrapes (``--samples N``) give the
+spread of utilization and the jobs' rates between the first and the last scrape.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from exporter import metrics as m
+from exporter import profile_report
+from exporter.diagnostics.model import CannotDiagnose, ChipStats, JobStats, Observations
+from exporter.diagnostics.prom_reader import profile_summary
+from exporter.parsers.profiles import OperatorShare, ProfileSummary
+
+Labels = tuple[tuple[str, str], ...]
+SUM, COUNT = m.JOB_ITERATION_DURATION.name + "_sum", m.JOB_ITERATION_DURATION.name + "_count"
+
+
+@dataclass(frozen=True)
+class Scrape:
+    at: float                                            # unix time of the scrape
+    samples: tuple[tuple[str, Labels, float], ...]       # (sample name, sorted labels, value)
+
+    def values(self, name: str) -> list[tuple[dict[str, str], float]]:
+        return [(dict(labels), value) for sample, labels, value in self.samples if sample == name]
+
+
+def parse_exposition(text: str, at: float, origin: str) -> Scrape:
+    """Prometheus text format (what /metrics serves) into samples; CannotDiagnose if garbled."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        samples = tuple(
+            (s.name, tuple(sorted(s.labels.items())), float(s.value))
+            for family in text_string_to_metric_families(text) for s in family.samples
+        )
+    except (ValueError, TypeError, IndexError) as exc:
+        raise CannotDiagnose(f"{origin}: not Prometheus exposition text ({exc})") from None
+    return Scrape(at, samples)
+
+
+def fetch_metrics(url: str, timeout: float) -> str:
+    """GET an exporter's /metrics as text (bounded time and size)."""
+    if not url.startswith(("http://", "https://")):
+        raise CannotDiagnose(f"--metrics-url: expected an http(s):// URL, got {url!r}")
+    request = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.read(64 << 20).decode("utf-8", errors="replace")
+    except urllib.error.HTTPError as exc:
+        raise CannotDiagnose(f"{url} answered HTTP {exc.code} {exc.reason}") from None
+    except urllib.error.URLError as exc:
+        reason = exc.reason.strerror if isinstance(exc.reason, OSError) and exc.reason.strerror else exc.reason
+        raise CannotDiagnose(f"cannot reach {url}: {reason}") from None
+    except (TimeoutError, OSError) as exc:
+        raise CannotDiagnose(f"cannot read {url}: {getattr(exc, 'strerror', None) or exc or 'timed out'}") from None
+
+
+# --- scrapes -> observations (pure) -----------------------------------------------------------------
+
+
+def observations(scrapes: Sequence[Scrape], source: str) -> Observations:
+    if not scrapes:
+        raise CannotDiagnose(f"{source}: nothing was read")
+    last = scrapes[-1]
+    chips = chips_from(scrapes)
+    jobs = jobs_from(scrapes)
+    profiles = profiles_from(last)
+    notes = (f"utilization swing: standard deviation of the {len(scrapes)} readings",) if len(scrapes) > 1 else (
+        "one reading: utilization swing (saw-tooth) and job rates need several, e.g. --samples 7 --interval 10s",)
+    obs = Observations(source, _window(scrapes), chips, jobs, profiles, notes)
+    if obs.empty:
+        raise CannotDiagnose(
+            f"{source}: no NPU data: no {m.AICORE.name}, npu_job_* or npu_profile_* series (is this a cann-exporter, "
+            "and can it read npu-smi?)")
+    return obs
+
+
+def _window(scrapes: Sequence[Scrape]) -> str | None:
+    if len(scrapes) < 2:
+        return None
+    return f"{len(scrapes)} samples over {scrapes[-1].at - scrapes[0].at:.0f}s"
+
+
+def _chip_id(labels: dict[str, str]) -> tuple[str, str, str]:
+    return (labels.get("npu", ""), labels.get("chip", ""), labels.get("device", ""))
+
+
+def chips_from(scrapes: Sequence[Scrape]) -> tuple[ChipStats, ...]:
+    series: dict[tuple[str, str, str], list[float]] = {}
+    in_use: set[str] = set()
+    for scrape in scrapes:
+        for labels, value in scrape.values(m.AICORE.name):
+            series.setdefault(_chip_id(labels), []).append(value)
+        in_use |= _in_use(scrape)
+    return tuple(chip_stats(key, values, key[2] in in_use) for key, values in sorted(series.items(), key=lambda kv: _order(kv[0])))
+
+
+def _in_use(scrape: Scrape) -> set[str]:
+    """Devices with a process, a pod or a training job."""
+    return {labels.get("device", "") for name in (m.PROCESS_MEMORY.name, m.POD_INFO.name, m.JOB_INFO.name)
+            for labels, _ in scrape.values(name)}
+
+
+def _order(key: tuple[str, str, str]) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else 1 << 30 for p in key)
+
+
+def chip_stats(key: tuple[str, str, str], values: list[float], in_use: bool) -> ChipStats:
+    stddev = statistics.pstdev(values) if len(values) >= 2 else None
+    return ChipStats("", key[0], key[1], key[2], statistics.fmean(values), min(values), max(values), stddev,
+                     len(values), in_use)
+
+
+def _job_id(labels: dict[str, str]) -> tuple[str, str]:
+    return (labels.get("job_name", ""), labels.get("rank", ""))
+
+
+@dataclass(frozen=True)
+class _JobTotals:
+    at: float
+    sum: float | None = None
+    count: float | None = None
+    samples: float | None = None
+    last: float | None = None
+    phases: tuple[tuple[str, float], ...] = ()
+
+
+def _totals(scrape: Scrape) -> dict[tuple[str, str], _JobTotals]:
+    fields: dict[tuple[str, str], dict[str, object]] = {}
+    for name, field in ((SUM, "sum"), (COUNT, "count"), (m.JOB_SAMPLES.name, "samples"), (m.JOB_LAST_ITERATION.name, "last")):
+        for labels, value in scrape.values(name):
+            fields.setdefault(_job_id(labels), {})[field] = value
+    phases: dict[tuple[str, str], dict[str, float]] = {}
+    for labels, value in scrape.values(m.JOB_PHASE_SECONDS.name):
+        phases.setdefault(_job_id(labels), {})[labels.get("phase", "other")] = value
+    return {key: _JobTotals(scrape.at, phases=tuple(sorted(phases.get(key, {}).items())), **values)  # type: ignore[arg-type]
+            for key, values in fields.items()}
+
+
+def jobs_from(scrapes: Sequence[Scrape]) -> tuple[JobStats, ...]:
+    first, last = _totals(scrapes[0]), _totals(scrapes[-1])
+    out = []
+    for key in sorted(last):
+        now = last[key]
+        before = first.get(key)
+        if before is not None and now.at > before.at and _grew(before, now):
+            out.append(_rates(key, before, now))
+        else:
+            out.append(_since_start(key, now))
+    return tuple(out)
+
+
+def _grew(before: _JobTotals, now: _JobTotals) -> bool:
+    return None not in (before.count, now.count) and now.count > before.count  # type: ignore[operator]
+
+
+def _age(totals: _JobTotals) -> float | None:
+    return max(0.0, totals.at - totals.last) if totals.last is not None else None
+
+
+def _since_start(key: tuple[str, str], t: _JobTotals) -> JobStats:
+    """One scrape: means since the process started reporting (no rates)."""
+    iteration = t.sum / t.count if t.sum is not None and t.count else None
+    shares = tuple((p, v / t.sum) for p, v in t.phases) if t.sum else ()
+    return JobStats("", key[0], key[1], iteration, None, None, None, shares, _age(t))
+
+
+def _rates(key: tuple[str, str], a: _JobTotals, b: _JobTotals) -> JobStats:
+    dt = b.at - a.at
+    d_sum = (b.sum or 0.0) - (a.sum or 0.0)
+    d_count = (b.count or 0.0) - (a.count or 0.0)
+    d_samples = (b.samples - a.samples) if b.samples is not None and a.samples is not None else None
+    before = dict(a.phases)
+    shares = tuple((p, (v - before.get(p, 0.0)) / d_sum) for p, v in b.phases) if d_sum > 0 else ()
+    return JobStats("", key[0], key[1], d_sum / d_count if d_count else None, d_count / dt,
+                    d_samples / dt if d_samples is not None else None, d_sum / dt, shares, _age(b))
+
+
+def profiles_from(scrape: Scrape) -> tuple[ProfileSummary, ...]:
+    values: dict[tuple[str, str, str], dict[str, float]] = {}
+    for row in profile_report.ROWS:
+        if row.spec is None:
+            continue
+        for labels, value in scrape.values(row.spec.name):
+            values.setdefault(("", *_job_id(labels)), {})[row.field] = value
+    operators: dict[tuple[str, str, str], dict[int, OperatorShare]] = {}
+    for labels, value in scrape.values(m.PROFILE_OPERATOR.name):
+        position = labels.get("position", "")
+        if position.isdigit() and math.isfinite(value):
+            operators.setdefault(("", *_job_id(labels)), {})[int(position)] = OperatorShare(labels.get("op_type", "?"), 0.0, 0, value)
+    return tuple(profile_summary(key, values[key], tuple(operators.get(key, {})[p] for p in sorted(operators.get(key, {}))))
+                 for key in sorted(values))
+
+
+def any_chip_read(scrapes: Iterable[Scrape]) -> bool:
+    return any(value == 1 for scrape in scrapes for _, value in scrape.values(m.UP.name))

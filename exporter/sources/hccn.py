@@ -1,0 +1,432 @@
+"""Which hccn_tool calls to make, when, and how their records become snapshot parts.
+
+hccn_tool answers one chip and one question per process, may block ~300 s on an unhealthy
+device and reports "busy" when calls on one device overlap, so:
+
+- every ``interval`` (default 30 s), per chip port: `-link`, `-link_stat`, `-speed`,
+  `-net_health`, `-stat`;
+- every ``slow_interval`` (default 60 s): `-bandwidth` (blocks ~1 s measuring), `-optical`, `-ip`;
+- the calls of one chip run one after another (different chips concurrently, within the
+  runner's bound); a chip that times out or is reported unhealthy/absent is skipped for the
+  rest of that run instead of costing a timeout per command;
+- chips come from the devices snapshot (a callable); ``-i`` is the id hccn_tool expects
+  (:func:`tool_id`); Ascend 950 ports are found with `-dev_info` and queried with `-u/-p`.
+
+Health is recorded per command under ``hccn_<command>`` (hccn_link, hccn_optical, ...).
+A missing binary (inference-only nodes) is counted once (``not_found``) and logged once;
+afterwards the source stays quiet until the binary appears. A command the product does not
+support is counted once per chip and then no longer asked. An absent optical module, an
+unset IP, `Speed: Unknown!` or "link is down" are readings, not failures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+
+from exporter.parsers import hccn as p
+from exporter.snapshot import ChipSample, NetworkCounter, OpticalLaneSample, PortSample
+from exporter.sources.health import Failure, HealthRegistry
+from exporter.sources.runner import CommandRunner, RunError
+
+DEFAULT_PATH = "/usr/local/Ascend/driver/tools/hccn_tool"
+FAST_COMMANDS = ("link", "link_stat", "speed", "net_health", "stat")
+SLOW_COMMANDS = ("bandwidth", "optical", "ip")
+BANDWIDTH_WINDOW_SECONDS = 1.0   # 910B measures over DEFAULT_TIME_INTERVAL 1000 ms
+A5_BANDWIDTH_WINDOW_MS = 100     # what Huawei's exporter passes with `-time` on A5
+MEGABYTE = 1_000_000             # `MB/sec`: the tool does not say; network convention (10^6)
+MEGABIT = 1_000_000
+
+# A failure after which the chip's remaining calls in this run would fail the same way.
+_CHIP_FATAL = frozenset({"timeout", "device_unhealthy", "no_device", "invalid_device_id", "not_found"})
+
+_PARSERS: dict[str, Callable[[str], object]] = {
+    "link": p.parse_link,
+    "link_stat": p.parse_link_stat,
+    "speed": p.parse_speed,
+    "net_health": p.parse_net_health,
+    "stat": p.parse_stat,
+    "bandwidth": p.parse_bandwidth,
+    "optical": p.parse_optical,
+    "ip": p.parse_ip,
+}
+
+# Errors that are a reading of the port, per command: (reason -> stored record).
+_AS_READING: dict[str, dict[str, object]] = {
+    "optical": {"optical_not_present": p.OpticalInfo(present=False)},
+    "ip": {"no_ip": ()},
+    "speed": {"link_down": p.Speed(None)},
+    "bandwidth": {"link_down": None},
+}
+
+ChipKey = tuple[int, int]          # (npu, chip)
+PortKey = tuple[int, int, str]     # (npu, chip, port label)
+
+
+@dataclass(frozen=True)
+class HccnSettings:
+    command: tuple[str, ...] = (DEFAULT_PATH,)   # argv prefix; the simulator is a longer one
+    timeout: float = 5.0
+    interval: float = 30.0
+    slow_interval: float = 60.0
+    max_age: float = 180.0
+
+
+@dataclass(frozen=True)
+class Target:
+    """One port hccn_tool can be asked about."""
+
+    npu: int
+    chip: int
+    device: int | None
+    tool_id: int                   # the -i argument
+    udie: int | None = None        # A5 only: -u / -p
+    port: int | None = None
+
+    @property
+    def chip_key(self) -> ChipKey:
+        return (self.npu, self.chip)
+
+    @property
+    def key(self) -> PortKey:
+        return (self.npu, self.chip, self.port_label)
+
+    @property
+    def port_label(self) -> str:
+        return "" if self.port is None else f"{self.udie}/{self.port}"
+
+    def args(self, command: str) -> list[str]:
+        if self.port is None:  # 910B/A3: `-i` must be argv[1]
+            return ["-i", str(self.tool_id), f"-{command}", "-g"]
+        args = ["-g", f"-{command}", "-i", str(self.tool_id), "-u", str(self.udie), "-p", str(self.port)]
+        return args + (["-time", str(A5_BANDWIDTH_WINDOW_MS)] if command == "bandwidth" else [])
+
+
+@dataclass(frozen=True)
+class _Stamped:
+    value: object
+    at: float
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    command: str
+    subject: str
+    failure: Failure | None
+    duration: float
+
+
+def is_a5(chip: ChipSample) -> bool:
+    """Ascend 950 (A5): `-g -<cmd> -i N -u U -p P`, ports from `-dev_info`."""
+    return "950" in (chip.model or "")
+
+
+def tool_id(chip: ChipSample, chips_on_card: int = 1) -> int | None:
+    """The ``-i`` hccn_tool wants for ``chip`` (FORMATS.md §1), or None if unknown.
+
+    950: the NPU ID. 910B/A3: the PHYSICAL chip id (hccn_tool converts it to a logic id);
+    npu-smi prints it on A3; on one-chip cards (910B) the card id is the physical id, which
+    stays right inside containers where logic ids are renumbered. Else the logic id.
+    """
+    if is_a5(chip):
+        return chip.npu
+    if chip.phy_id is not None:
+        return chip.phy_id
+    if chips_on_card == 1:
+        return chip.npu
+    return chip.device
+
+
+class HccnSource:
+    """Keeps the latest parsed hccn_tool records per port and turns them into PortSamples."""
+
+    FAST, SLOW = "hccn", "hccn_slow"   # sampler task names
+
+    def __init__(
+        self,
+        settings: HccnSettings,
+        runner: CommandRunner,
+        health: HealthRegistry,
+        chips: Callable[[], Iterable[ChipSample]],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.runner = runner
+        self.health = health
+        self.chips = chips
+        self.clock = clock
+        self._targets: dict[PortKey, Target] = {}
+        self._a5_ports: dict[ChipKey, tuple[p.PortInfo, ...]] = {}
+        self._readings: dict[tuple[PortKey, str], _Stamped] = {}
+        self._observed: dict[PortKey, float] = {}
+        self._unsupported: set[tuple[ChipKey, str]] = set()
+        self._missing = False
+
+    # --- scheduled work ----------------------------------------------------------------
+
+    async def refresh_fast(self) -> None:
+        await self._refresh(FAST_COMMANDS)
+
+    async def refresh_slow(self) -> None:
+        self._a5_ports.clear()  # re-discover A5 ports at the slow pace
+        await self._refresh(SLOW_COMMANDS)
+
+    def tasks(self) -> list[tuple[str, float, Callable[[], Awaitable[None]]]]:
+        return [
+            (self.FAST, self.settings.interval, self.refresh_fast),
+            (self.SLOW, self.settings.slow_interval, self.refresh_slow),
+        ]
+
+    async def _refresh(self, commands: tuple[str, ...]) -> None:
+        if self._missing:
+            if not shutil.which(self.settings.command[0]):
+                return  # counted and logged once already; nothing to ask
+            self._missing = False
+        start = time.monotonic()
+        targets, discovery = await self._update_targets()
+        by_chip: dict[ChipKey, list[Target]] = {}
+        for target in targets:
+            by_chip.setdefault(target.chip_key, []).append(target)
+        results = await asyncio.gather(*(self._chip_calls(group, commands) for group in by_chip.values()))
+        outcomes = discovery + [o for chip_outcomes in results for o in chip_outcomes]
+        self._record(commands + (("dev_info",) if discovery else ()), outcomes, time.monotonic() - start)
+
+    def _record(self, commands: tuple[str, ...], outcomes: list[_Outcome], elapsed: float) -> None:
+        missing = next((o for o in outcomes if o.failure and o.failure.reason == "not_found"), None)
+        if missing is not None:
+            # One failure for the whole node, under the command that found it.
+            self.health[f"hccn_{missing.command}"].record(elapsed, [missing.failure], ["hccn_tool"])
+            return
+        for command in commands:
+            mine = [o for o in outcomes if o.command == command]
+            if not mine and f"hccn_{command}" not in {s.name for s in self.health.statuses()}:
+                continue  # never asked (unsupported everywhere, or no chips yet): no series
+            self.health[f"hccn_{command}"].record(
+                sum(o.duration for o in mine),
+                [o.failure for o in mine if o.failure is not None],
+                [o.subject for o in mine] + ["hccn_tool"],
+            )
+
+    # --- targets -------------------------------------------------------------------------
+
+    async def _update_targets(self) -> tuple[list[Target], list[_Outcome]]:
+        """Ports to ask about, from the chips npu-smi lists (plus A5 `-dev_info` outcomes)."""
+        chips = [c for c in self.chips() if c.up]
+        if not chips:
+            return list(self._targets.values()), []  # npu-smi not read yet or failing: keep the last set
+        per_card: dict[int, int] = {}
+        for chip in chips:
+            per_card[chip.npu] = per_card.get(chip.npu, 0) + 1
+        targets: list[Target] = []
+        outcomes: list[_Outcome] = []
+        for chip in chips:
+            ident = tool_id(chip, per_card[chip.npu])
+            if ident is None:
+                continue
+            if is_a5(chip):
+                outcomes += await self._discover_a5_ports(chip, ident)
+                ports = self._a5_ports.get((chip.npu, chip.chip), ())
+                targets += [Target(chip.npu, chip.chip, chip.device, ident, port.udie, port.port) for port in ports]
+            else:
+                targets.append(Target(chip.npu, chip.chip, chip.device, ident))
+        self._targets = {t.key: t for t in targets}
+        return targets, outcomes
+
+    async def _discover_a5_ports(self, chip: ChipSample, ident: int) -> list[_Outcome]:
+        key = (chip.npu, chip.chip)
+        if key in self._a5_ports or (key, "dev_info") in self._unsupported or self._missing:
+            return []
+        args = ["-g", "-dev_info", "-i", str(ident)]
+        outcome, ports = await self._query(key, "dev_info", args, p.parse_dev_info)
+        if isinstance(ports, tuple):
+            self._a5_ports[key] = ports
+        return [outcome]
+
+    # --- calls -----------------------------------------------------------------------------
+
+    async def _chip_calls(self, targets: list[Target], commands: tuple[str, ...]) -> list[_Outcome]:
+        """One chip's calls, in sequence: hccn_tool serialises on the device anyway."""
+        outcomes: list[_Outcome] = []
+        for target in targets:
+            for command in commands:
+                if self._missing or (target.chip_key, command) in self._unsupported:
+                    continue
+                outcome, record = await self._query(target.chip_key, command, target.args(command), _PARSERS[command])
+                if outcome.failure is None:
+                    self._store(target, command, record)
+                outcomes.append(outcome)
+                if outcome.failure is not None and outcome.failure.reason in _CHIP_FATAL:
+                    return outcomes
+        return outcomes
+
+    async def _query(
+        self, chip: ChipKey, command: str, args: list[str], parse: Callable[[str], object]
+    ) -> tuple[_Outcome, object]:
+        """Run one call; never raises. Errors that are readings come back as records."""
+        subject = " ".join(args)
+        timeout = self.settings.timeout + (BANDWIDTH_WINDOW_SECONDS if command == "bandwidth" else 0.0)
+        start = time.monotonic()
+        failure, record = None, None
+        try:
+            result = await self.runner.run([*self.settings.command, *args], timeout=timeout)
+            p.check_exit(result.returncode, result.output)
+            record = parse(result.output)
+        except RunError as exc:
+            if exc.reason == "not_found":
+                self._missing = True
+            failure = Failure(subject, exc.reason, str(exc))
+        except p.HccnError as exc:
+            readings = _AS_READING.get(command, {})
+            if exc.reason in readings:
+                record = readings[exc.reason]
+            else:
+                if exc.reason == "not_supported":
+                    self._unsupported.add((chip, command))
+                failure = Failure(subject, exc.reason, exc.message)
+        return _Outcome(command, subject, failure, time.monotonic() - start), record
+
+    def _store(self, target: Target, command: str, record: object) -> None:
+        now = self.clock()
+        self._readings[(target.key, command)] = _Stamped(record, now)
+        self._observed[target.key] = now
+
+    # --- building the snapshot part ----------------------------------------------------------
+
+    def part(self) -> tuple[PortSample, ...]:
+        now = self.clock()
+        devices = {(c.npu, c.chip): c.device for c in self.chips()}
+        out = []
+        for key, target in sorted(self._targets.items()):
+            fresh = {
+                command: stamped.value
+                for command in FAST_COMMANDS + SLOW_COMMANDS
+                if (stamped := self._readings.get((key, command))) is not None and now - stamped.at <= self.settings.max_age
+            }
+            if fresh:
+                device = devices.get(target.chip_key, target.device)
+                out.append(port_sample(target, device, self._observed[key], fresh))
+        return tuple(out)
+
+
+# --- records -> snapshot ---------------------------------------------------------------------
+
+def port_sample(target: Target, device: int | None, observed_at: float, readings: dict[str, object]) -> PortSample:
+    """One PortSample from the latest fresh record of each command (base units)."""
+    fields: dict[str, object] = {}
+    link = readings.get("link")
+    if isinstance(link, p.LinkStatus):
+        fields["link_up"] = link.up
+    stats = readings.get("link_stat")
+    if isinstance(stats, p.LinkStats):
+        fields["link_up_transitions"] = stats.up_count
+        fields["link_down_transitions"] = stats.down_count
+    speed = readings.get("speed")
+    if isinstance(speed, p.Speed) and speed.megabits_per_second is not None:
+        fields["speed_bits_per_second"] = speed.megabits_per_second * MEGABIT
+    health = readings.get("net_health")
+    if isinstance(health, p.NetHealth):
+        fields["health"] = health.status
+    bandwidth = readings.get("bandwidth")
+    if isinstance(bandwidth, p.Bandwidth):
+        fields["receive_bytes_per_second"] = bandwidth.rx_mb_per_second * MEGABYTE
+        fields["transmit_bytes_per_second"] = bandwidth.tx_mb_per_second * MEGABYTE
+    stat = readings.get("stat")
+    if isinstance(stat, p.StatCounters):
+        fields.update(classify_counters(stat.counters))
+    optical = readings.get("optical")
+    if isinstance(optical, p.OpticalInfo):
+        fields.update(_optical(optical))
+    ips = readings.get("ip")
+    if isinstance(ips, tuple) and ips:
+        fields["address"], fields["netmask"] = ips[0].address, ips[0].netmask
+    return PortSample(
+        npu=target.npu, chip=target.chip, device=device, port=target.port_label, observed_at=observed_at,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def _optical(info: p.OpticalInfo) -> dict[str, object]:
+    if info.present is False:
+        return {"optical_present": False}  # an absent module prints NA (or stale) readings
+    lanes = tuple(
+        OpticalLaneSample(index, _watts(lane.tx_power_mw), _watts(lane.rx_power_mw)) for index, lane in info.lanes
+    )
+    return {
+        "optical_present": info.present,
+        "optical_temperature_celsius": info.temperature_celsius,
+        "optical_voltage_volts": None if info.vcc_mv is None else info.vcc_mv / 1000.0,
+        "optical_lanes": lanes,
+    }
+
+
+def _watts(mw: float | None) -> float | None:
+    return None if mw is None else mw / 1000.0
+
+
+# --- `-stat` counters -> packets / errors / bytes ----------------------------------------------
+# 910B/A3 keys (FORMATS.md §6). Kinds overlap by design (mac counts pause and pfc frames too).
+_PACKETS = {
+    **{f"mac_{d}_total_pkt_num": (d, "mac") for d in ("rx", "tx")},
+    **{f"mac_{d}_mac_pause_num": (d, "pause") for d in ("rx", "tx")},
+    **{f"mac_{d}_pfc_pkt_num": (d, "pfc") for d in ("rx", "tx")},
+    **{f"mac_{d}_pfc_pri{n}_pkt_num": (d, f"pfc_pri{n}") for d in ("rx", "tx") for n in range(8)},
+    **{f"roce_{d}_all_pkt_num": (d, "roce") for d in ("rx", "tx")},
+    **{f"roce_{d}_rc_pkt_num": (d, "roce_rc") for d in ("rx", "tx")},
+    **{f"roce_{d}_cnp_pkt_num": (d, "cnp") for d in ("rx", "tx")},
+    **{f"nic_{d}_all_pkg_num": (d, "nic") for d in ("rx", "tx")},
+    "roce_ecn_db_num": ("rx", "ecn"),
+}
+_ERRORS = {
+    **{f"mac_{d}_bad_pkt_num": (d, "bad_packets") for d in ("rx", "tx")},
+    **{f"roce_{d}_err_pkt_num": (d, "roce") for d in ("rx", "tx")},
+    "mac_rx_fcs_err_pkt_num": ("rx", "fcs"),
+    "roce_unexpected_ack_num": ("rx", "unexpected_ack"),
+    "roce_out_of_order_num": ("rx", "out_of_order"),
+    "roce_verification_err_num": ("rx", "verification"),
+    "roce_qp_status_err_num": ("", "qp_status"),
+    "roce_new_pkt_rty_num": ("tx", "retry"),
+    # A5 (UB ports, `key: value`)
+    "retry_req_sum": ("", "retry_request"),
+    "retry_ack_sum": ("", "retry_ack"),
+    "crc_error_sum": ("rx", "crc"),
+}
+_BYTES = {
+    **{f"mac_{d}_total_oct_num": (d, "mac") for d in ("rx", "tx")},
+    **{f"mac_{d}_bad_oct_num": (d, "mac_bad") for d in ("rx", "tx")},
+    **{f"nic_{d}_all_oct_num": (d, "nic") for d in ("rx", "tx")},
+}
+# A5 `<what>_cnt_rx|tx`: packet kinds unless <what> names an error.
+_A5_COUNTER_RE = re.compile(r"^([a-z0-9_]+?)(?:_pkt)?_cnt_(rx|tx)$")
+_A5_ERRORS = {
+    "drop_ind": "drop", "err_ind": "error_indication", "route_err": "route", "out_err": "out",
+    "length_err": "length", "unknown": "unknown_packet",
+}
+_A5_RENAMES = {"lpbk_ind": "loopback"}
+
+
+def classify_counters(counters: Iterable[tuple[str, int]]) -> dict[str, tuple[NetworkCounter, ...]]:
+    """`-stat` key/values -> {"packets": ..., "errors": ..., "bytes": ...}; unknown keys dropped."""
+    out: dict[str, dict[tuple[str, str], NetworkCounter]] = {"packets": {}, "errors": {}, "bytes": {}}
+    for key, value in counters:
+        found = _classify(key)
+        if found is not None:
+            family, direction, kind = found
+            out[family].setdefault((direction, kind), NetworkCounter(direction, kind, value))  # one series each
+    return {family: tuple(items.values()) for family, items in out.items()}
+
+
+def _classify(key: str) -> tuple[str, str, str] | None:
+    for family, table in (("packets", _PACKETS), ("errors", _ERRORS), ("bytes", _BYTES)):
+        if key in table:
+            return (family, *table[key])
+    match = _A5_COUNTER_RE.match(key)
+    if match is None:
+        return None
+    what, direction = match.groups()
+    if what in _A5_ERRORS:
+        return ("errors", direction, _A5_ERRORS[what])
+    return ("packets", direction, _A5_RENAMES.get(what, what))

@@ -1,0 +1,259 @@
+"""The generated rule files: committed copies current, valid for promtool, unit-tested by
+promtool, every contract alert present and documented, every metric name real."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from exporter.generate import CONTRACT_ALERTS, GenerateError, alerts, recording_rules, render, run, write
+from exporter.generate.writer import ALERTS_FILE, MARKER, RECORDING_FILE, stale_files
+from exporter.thresholds import DEFAULT_PATH, ThresholdError, load_thresholds, parse_thresholds
+from tests.rules.promql_names import known_names, metric_names
+
+ROOT = Path(__file__).resolve().parents[2]
+PROMTOOL = shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (Debian package prometheus; .ci/run installs it)")
+
+# DESIGN.md "Alert names (contract)".
+DESIGN_ALERTS = {
+    "NPULowUtilization", "NPUUtilizationUnstable", "NPUHotOperator", "NPUTopOperatorsDominant", "NPUMemcpyHigh",
+    "NPUFrameworkOverheadHigh", "NPUIdleGapsHigh", "NPUTrainingStalled", "NPUIterationTimeRegression", "NPUUnhealthy",
+    "NPUMissing", "NPUTemperatureHigh", "NPUHBMAlmostFull", "NPUECCDoubleBitErrors", "CANNExporterSourceFailing",
+    "CANNExporterDown",
+}
+
+JOB_ALERTS = {"NPUHotOperator", "NPUTopOperatorsDominant", "NPUMemcpyHigh", "NPUFrameworkOverheadHigh", "NPUIdleGapsHigh",
+              "NPUTrainingStalled", "NPUIterationTimeRegression"}
+
+
+def rule_files() -> list[Path]:
+    return sorted([*(ROOT / "alerts").glob("*.yml"), *(ROOT / "alerts").glob("*.yaml")])
+
+
+def all_alert_rules(doc: dict) -> list[dict]:
+    return [rule for group in doc["groups"] for rule in group["rules"] if "alert" in rule]
+
+
+# --- drift ------------------------------------------------------------------------------------
+def test_committed_files_match_the_generator() -> None:
+    """`cann-exporter generate` run on the packaged table writes exactly the committed files."""
+    files = render(load_thresholds())
+    stale = [rel for rel, text in files.items() if not (ROOT / rel).exists() or (ROOT / rel).read_text() != text]
+    leftovers = [str(p.relative_to(ROOT)) for p in stale_files(ROOT, files)]
+    assert not stale and not leftovers, (
+        f"out of date: {stale}, no longer generated: {leftovers}; run `cann-exporter generate` "
+        "(or `python -m exporter.generate`) at the repository root and commit the result")
+
+
+def test_every_generated_file_carries_the_header() -> None:
+    for rel, text in render(load_thresholds()).items():
+        assert MARKER in text, rel
+
+
+def test_run_writes_and_prunes(tmp_path: Path) -> None:
+    (tmp_path / "grafana" / "dashboards").mkdir(parents=True)
+    old = tmp_path / "grafana" / "dashboards" / "renamed.json"
+    old.write_text(f'{{"description": "{MARKER}"}}')
+    mine = tmp_path / "alerts" / "mine.yml"
+    mine.parent.mkdir()
+    mine.write_text("groups: []\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert run(argparse.Namespace(thresholds=None, out=str(tmp_path)), out, err) == 0, err.getvalue()
+    assert (tmp_path / ALERTS_FILE).exists() and (tmp_path / RECORDING_FILE).exists()
+    assert len(list((tmp_path / "grafana" / "dashboards").glob("*.json"))) == 5
+    assert not old.exists(), "a generated file no longer produced is removed"
+    assert mine.exists(), "files without the marker are left alone"
+
+
+def test_run_reports_a_bad_table(tmp_path: Path) -> None:
+    bad = tmp_path / "t.yaml"
+    data = yaml.safe_load(DEFAULT_PATH.read_text())
+    data["alerts"][0]["window"] = "soon"
+    data["alerts"].append({"alert": "NPUSomethingNew", "threshold": 1, "window": "1m", "severity": "info"})
+    bad.write_text(yaml.safe_dump(data))
+    err = io.StringIO()
+    assert run(argparse.Namespace(thresholds=str(bad), out=str(tmp_path)), io.StringIO(), err) == 2
+    assert "alerts[0] (NPULowUtilization): window" in err.getvalue()
+    data["alerts"][0]["window"] = "10m"
+    bad.write_text(yaml.safe_dump(data))
+    err = io.StringIO()
+    assert run(argparse.Namespace(thresholds=str(bad), out=str(tmp_path)), io.StringIO(), err) == 2
+    assert "NPUSomethingNew: not contract alerts" in err.getvalue()
+    assert not (tmp_path / "alerts").exists()
+
+
+# --- content ---------------------------------------------------------------------------------
+def test_every_contract_alert_with_severity_summary_description_and_runbook() -> None:
+    doc = yaml.safe_load((ROOT / ALERTS_FILE).read_text())
+    rules = all_alert_rules(doc)
+    assert {r["alert"] for r in rules} == DESIGN_ALERTS == set(CONTRACT_ALERTS)
+    assert len(rules) == len(DESIGN_ALERTS)
+    runbook = (ROOT / "docs" / "runbooks.md").read_text()
+    headings = {line[3:].strip() for line in runbook.splitlines() if line.startswith("## ")}
+    for rule in rules:
+        name = rule["alert"]
+        assert rule["labels"]["severity"] in ("info", "warning", "critical"), name
+        notes = rule["annotations"]
+        assert set(notes) == {"summary", "description", "runbook_url"}, name
+        assert notes["runbook_url"] == f"docs/runbooks.md#{name.lower()}"
+        assert name in headings, f"docs/runbooks.md has no section '## {name}'"
+        if name not in ("CANNExporterDown", "NPUUnhealthy", "CANNExporterSourceFailing"):  # value is just 0/1
+            assert "$value" in notes["description"], name
+        needed = {"$labels.instance"}
+        if name in JOB_ALERTS:
+            needed |= {"$labels.job_name", "$labels.rank"}
+        elif name.startswith("NPU") and name != "NPUMissing":
+            needed |= {"$labels.device", "$labels.npu", "$labels.chip"}
+        missing = {label for label in needed if label not in notes["description"]}
+        assert not missing, f"{name}: description lacks {missing}"
+
+
+def test_every_runbook_section_has_the_three_parts() -> None:
+    text = (ROOT / "docs" / "runbooks.md").read_text()
+    sections = text.split("\n## ")[1:]
+    assert {s.splitlines()[0].strip() for s in sections} == DESIGN_ALERTS
+    for section in sections:
+        name = section.splitlines()[0]
+        for part in ("**Meaning**", "**Confirm**", "**Act**"):
+            assert part in section, f"{name}: missing {part}"
+
+
+def test_every_metric_name_in_the_rules_is_known() -> None:
+    known = known_names()
+    for path in rule_files():
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                unknown = metric_names(rule["expr"]) - known
+                assert not unknown, f"{path.name} {rule.get('alert') or rule.get('record')}: {unknown}"
+
+
+def test_recording_rule_names_follow_level_metric_operations() -> None:
+    doc = yaml.safe_load((ROOT / RECORDING_FILE).read_text())
+    records = [r["record"] for g in doc["groups"] for r in g["rules"]]
+    for record in records:
+        level, metric, operations = record.split(":")
+        assert level in ("chip", "instance", "namespace", "cluster"), record
+        assert metric.startswith("npu_") and operations, record
+    # per chip, per node, per namespace and cluster-wide, at 5m and 1h, plus daily rollups
+    for level in ("instance", "namespace", "cluster"):
+        for window in ("5m", "1h"):
+            assert f"{level}:npu_aicore_utilization_ratio:avg{window}" in records
+            assert f"{level}:npu_aicore_utilization_ratio:quantile_avg{window}" in records
+        assert f"{level}:npu_aicore_utilization_ratio:avg1d" in records
+    for name in ("chip:npu_aicore_utilization_ratio:avg5m", "chip:npu_aicore_utilization_ratio:avg1h",
+                 "cluster:npu_idle_chip_hours:sum1d", "cluster:npu_allocation:ratio", "cluster:npu_hbm_headroom_bytes:sum"):
+        assert name in records
+
+
+# --- the table drives the rules ----------------------------------------------------------------
+def _table(changes: dict[tuple[int, str], object]):
+    data = yaml.safe_load(DEFAULT_PATH.read_text())
+    for (index, key), value in changes.items():
+        data["indicators"][index][key] = value
+    return parse_thresholds(data)
+
+
+def test_thresholds_and_windows_come_from_the_table() -> None:
+    table = _table({(0, "abnormal"): 0.5, (0, "window"): "30m", (3, "abnormal"): 0.25})
+    rules = {r["alert"]: r for r in all_alert_rules(alerts(table))}
+    assert "< 0.5\n" in rules["NPULowUtilization"]["expr"] and rules["NPULowUtilization"]["for"] == "30m"
+    assert "below 50%" in rules["NPULowUtilization"]["annotations"]["description"]
+    assert "> 0.25\n" in rules["NPUMemcpyHigh"]["expr"]
+    records = {r["record"]: r for g in recording_rules(table)["groups"] for r in g["rules"]}
+    assert "< bool 0.5" in records["instance:npu_chips_low_utilization:sum"]["expr"]
+
+
+def test_windows_override_for_short_test_runs() -> None:
+    short = {r["alert"]: r for r in all_alert_rules(alerts(load_thresholds(), windows={"window": "5s", "range": "10s"}))}
+    assert short["NPULowUtilization"]["for"] == "5s"
+    assert "[10s]" in short["NPULowUtilization"]["expr"] and "[5m]" not in short["NPULowUtilization"]["expr"]
+    assert "for" not in short["NPUECCDoubleBitErrors"], "an alert that fires at once stays so"
+    assert "offset 1d" in short["NPUIterationTimeRegression"]["expr"], "params are overridden only by name"
+    assert "offset 2h" in {r["alert"]: r for r in all_alert_rules(alerts(load_thresholds(), windows={"baseline": "2h"}))}[
+        "NPUIterationTimeRegression"]["expr"]
+    groups = recording_rules(load_thresholds(), windows={"rollup_interval": "1s"})["groups"]
+    assert groups[1]["interval"] == "1s"
+    with pytest.raises(ValueError):
+        alerts(load_thresholds(), windows={"window": "soon"})
+
+
+def test_an_alert_left_out_of_the_table_is_not_generated() -> None:
+    data = yaml.safe_load(DEFAULT_PATH.read_text())
+    data["alerts"] = [a for a in data["alerts"] if a["alert"] != "NPUHBMAlmostFull"]
+    names = {r["alert"] for r in all_alert_rules(alerts(parse_thresholds(data)))}
+    assert names == DESIGN_ALERTS - {"NPUHBMAlmostFull"}
+
+
+def test_alert_entries_are_validated() -> None:
+    data = yaml.safe_load(DEFAULT_PATH.read_text())
+    data["alerts"][1]["indicator"] = "nope"
+    data["alerts"][2]["severity"] = "page"
+    data["alerts"][3]["params"] = {"x": {"nested": 1}}
+    data["alerts"][4]["colour"] = "red"
+    data["alerts"].append(dict(data["alerts"][5]))
+    data["alerting"] = {"profile_max_age": "old"}
+    data["recording"] = {"quantiles": [1.5]}
+    with pytest.raises(ThresholdError) as err:
+        parse_thresholds(data, "t.yaml")
+    text = "\n".join(err.value.problems)
+    for expected in ("alerts[1] (NPUUtilizationUnstable): indicator: no indicator 'nope'",
+                     "alerts[2] (NPUHotOperator): severity", "alerts[3] (NPUTopOperatorsDominant): params.x",
+                     "alerts[4] (NPUMemcpyHigh): unknown key 'colour'", "duplicate alert 'NPUFrameworkOverheadHigh'",
+                     "alerting: profile_max_age", "recording: quantiles"):
+        assert expected in text
+    table = load_thresholds()
+    low = table.alert("NPULowUtilization")
+    assert (low.threshold, low.window, low.severity, low.range) == (0.6, "10m", "warning", "5m"), "taken from the indicator"
+    assert table.alert("NPUHotOperator").threshold == 0.7 and table.alert("NPUTopOperatorsDominant").threshold == 0.5
+
+
+def test_a_threshold_is_needed_where_the_expression_compares() -> None:
+    data = yaml.safe_load(DEFAULT_PATH.read_text())
+    entry = next(a for a in data["alerts"] if a["alert"] == "NPUTemperatureHigh")
+    del entry["threshold"]
+    with pytest.raises(GenerateError, match="NPUTemperatureHigh: needs a threshold"):
+        alerts(parse_thresholds(data))
+
+
+# --- promtool ---------------------------------------------------------------------------------
+@needs_promtool
+def test_promtool_check_rules_on_every_rule_file() -> None:
+    files = rule_files()
+    assert len(files) >= 2
+    result = subprocess.run([PROMTOOL, "check", "rules", *map(str, files)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@needs_promtool
+def test_promtool_check_rules_on_a_short_window_variant(tmp_path: Path) -> None:
+    files = render(load_thresholds(), windows={"window": "5s", "range": "10s", "rollup_interval": "1s"})
+    write(tmp_path, {k: v for k, v in files.items() if k.startswith("alerts/")})
+    result = subprocess.run([PROMTOOL, "check", "rules", *map(str, sorted((tmp_path / "alerts").glob("*.yml")))],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@needs_promtool
+@pytest.mark.parametrize("test_file", sorted(p.name for p in (ROOT / "alerts" / "tests").glob("*.yml")))
+def test_promtool_unit_tests(test_file: str) -> None:
+    result = subprocess.run([PROMTOOL, "test", "rules", str(ROOT / "alerts" / "tests" / test_file)],
+                            capture_output=True, text=True, timeout=90)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_alert_has_promtool_cases_firing_and_not_firing() -> None:
+    """Each alert appears in the unit tests both with expected alerts and with none."""
+    doc = yaml.safe_load((ROOT / "alerts" / "tests" / "cann-exporter.alerts.test.yml").read_text())
+    firing, quiet = set(), set()
+    for test in doc["tests"]:
+        for case in test.get("alert_rule_test", []):
+            (firing if case["exp_alerts"] else quiet).add(case["alertname"])
+    assert firing == DESIGN_ALERTS
+    assert quiet == DESIGN_ALERTS
