@@ -211,7 +211,7 @@ def assemble(settings: Settings, *, ingest: bool = True) -> Exporter:
     if profiles:
         registry.register(ProfileCollector(lambda: store.current.profiles))
     if hccn:
-        registry.register(NetworkCollector(lambda: store.current.network, settings.max_age))
+        registry.register(NetworkCollector(lambda: store.current.network, hccn.settings.port_age_limit))
     if pods:
         registry.register(PodCollector(pods, lambda: store.current.devices.chips, match_on=settings.podresources_device_id))
     ingest_store = build_ingest(settings) if ingest and settings.ingest_enabled else None

@@ -110,6 +110,14 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _as_float(value: int | float) -> float:
+    """A JSON number as a float; an integer beyond float range is infinite, not an OverflowError."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def _int(value: Any, where: str, low: int, high: int) -> int:
     if not _is_int(value):
         raise _invalid(f"{where}: expected an integer, got {type(value).__name__}")
@@ -121,7 +129,7 @@ def _int(value: Any, where: str, low: int, high: int) -> int:
 def _seconds(value: Any, where: str, limit: float) -> float:
     if not _is_number(value):
         raise _invalid(f"{where}: expected a number of seconds, got {type(value).__name__}")
-    seconds = float(value)
+    seconds = _as_float(value)
     if not math.isfinite(seconds) or seconds < 0:
         raise _out_of_range(f"{where}: {value!r} is not a duration (must be >= 0)")
     if seconds > limit:
@@ -163,11 +171,10 @@ def _step(raw: Any, where: str, limits: IngestLimits, now: float) -> Step:
     duration = _seconds(raw["duration"], f"{where}.duration", limits.max_step_seconds)
     end = raw.get("end")
     if end is not None:
-        if not _is_number(end) or not math.isfinite(end):
+        if not _is_number(end) or not math.isfinite(end := _as_float(end)):
             raise _invalid(f"{where}.end: expected unix seconds")
         if not now - limits.max_event_age_seconds <= end <= now + limits.future_skew_seconds:
             raise _out_of_range(f"{where}.end: {end!r} is not a recent unix time (server time {now:.0f})")
-        end = float(end)
     samples = raw.get("samples")
     if samples is not None:
         samples = _int(samples, f"{where}.samples", 0, limits.max_samples)

@@ -51,7 +51,7 @@ def job_performance(jobs: Iterable[JobStats], profiles: Iterable[ProfileSummary]
     for name, steps in by_profile.items():
         if name not in out or out[name].iteration_seconds is None:
             out[name] = JobPerf(name, sum(steps) / len(steps), None, len(steps))
-    return {k: v for k, v in sorted(out.items()) if v.iteration_seconds is not None or v.samples_per_second is not None}
+    return {k: v for k, v in sorted(out.items()) if v.iteration_seconds is not None or (v.samples_per_second or 0) > 0}
 
 
 def _from_hooks(name: str, ranks: list[JobStats]) -> JobPerf:

@@ -16,7 +16,7 @@ NO_DATA = {
     MESO: "needs training-job phases (hooks, docs/training-hooks.md) or a profile (--profile-dir)",
     MICRO: "needs a profile: --profile-dir, or npu_profile_* metrics (exporter --profile-dir)",
 }
-MAX_ROWS = 40          # per level; beyond, only what is not healthy is listed (unless show_all)
+MAX_SUBJECTS = 24      # per level; beyond, only subjects with something off are listed (unless show_all)
 _COLOURS = {HEALTHY: "32", WARNING: "33", ABNORMAL: "31;1"}
 
 
@@ -122,12 +122,14 @@ def _header_lines(report: Report, style: _Style) -> list[str]:
 
 
 def _table(findings: Sequence[Finding], style: _Style, show_all: bool) -> list[str]:
-    """Rows grouped under their subject; beyond MAX_ROWS only what is not healthy."""
+    """Rows grouped under their subject; beyond MAX_SUBJECTS only subjects with something off."""
     shown = list(findings)
     hidden = 0
-    if not show_all and len(shown) > MAX_ROWS:
-        shown = [f for f in findings if f.verdict in (WARNING, ABNORMAL)]
-        hidden = len(findings) - len(shown)
+    subjects = {f.subject for f in findings}
+    if not show_all and len(subjects) > MAX_SUBJECTS:
+        off = {f.subject for f in findings if f.verdict in (WARNING, ABNORMAL)}
+        shown = [f for f in findings if f.subject in off]
+        hidden = len(subjects - off)
     cells = [(f.title, format_value(f.value, f.unit), f.bounds or f.detail) for f in shown]
     widths = [min(cap, max([len(c[i]) for c in cells] or [0])) for i, cap in enumerate((40, 10, 52))]
     out: list[str] = []
@@ -141,7 +143,7 @@ def _table(findings: Sequence[Finding], style: _Style, show_all: bool) -> list[s
         if f.detail and f.bounds and f.verdict in (WARNING, ABNORMAL):
             out.append(style(f"    {'':<{widths[0]}}  ↳ {f.detail}", "2"))
     if hidden:
-        out.append(style(f"  ({hidden} healthy or informational rows not shown; --all lists them)", "2"))
+        out.append(style(f"  ({hidden} healthy subjects not shown; --all lists them)", "2"))
     return out
 
 

@@ -16,19 +16,27 @@ alerts/tests/ (promtool unit tests) is written by hand and left alone.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
-from typing import TextIO
-
-from exporter.generate.dashboards import dashboards
-from exporter.generate.rules import CONTRACT_ALERTS, GenerateError, alerts, recording_rules, with_windows
-from exporter.generate.writer import render, write
-from exporter.thresholds import ThresholdError, load_thresholds
+from typing import Any, TextIO
 
 __all__ = [
     "CONTRACT_ALERTS", "GenerateError", "add_arguments", "alerts", "dashboards", "recording_rules", "render", "run",
     "with_windows", "write",
 ]
+# Imported on first use, so that building the CLI parser does not load the Grafana SDK.
+_LAZY = {
+    "CONTRACT_ALERTS": "rules", "GenerateError": "rules", "alerts": "rules", "recording_rules": "rules",
+    "with_windows": "rules", "dashboards": "dashboards", "render": "writer", "write": "writer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"exporter.generate.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'exporter.generate' has no attribute {name!r}")
+
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -41,6 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    from exporter.generate.rules import GenerateError
+    from exporter.generate.writer import render, write
+    from exporter.thresholds import ThresholdError, load_thresholds
+
     out, err = out or sys.stdout, err or sys.stderr
     try:
         table = load_thresholds(getattr(args, "thresholds", None))

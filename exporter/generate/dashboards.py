@@ -13,7 +13,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from grafana_foundation_sdk.builders import bargauge, heatmap, prometheus, stat, statushistory, table, timeseries
+from grafana_foundation_sdk.builders import (
+    bargauge,
+    heatmap,
+    prometheus,
+    stat,
+    statushistory,
+    table,
+    timeseries,
+)
 from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
@@ -21,7 +29,7 @@ from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import prometheus as pm
 
-from exporter.generate.rules import JOB, num, pct
+from exporter.generate.rules import num, pct
 from exporter.generate.writer import MARKER
 from exporter.thresholds import Indicator, Thresholds
 
@@ -242,9 +250,7 @@ class Board:
                       .as_dropdown(True).include_vars(True).keep_time(True)))
         for variable in self.variables:
             dash = dash.with_variable(variable)
-        ident = 0
-        for kind, item in self.items:
-            ident += 1
+        for ident, (kind, item) in enumerate(self.items, start=1):
             if kind == "row":
                 dash = dash.with_row(db.Row(item).id(ident))
             else:
@@ -428,7 +434,7 @@ def jobs(table_: Thresholds) -> Board:
     baseline = reg.param("baseline", "1d") if reg else "1d"
     stall = table_.alert("NPUTrainingStalled").threshold if _has(table_, "NPUTrainingStalled") else None
     rate = "$__rate_interval"
-    dur = f"npu_job_iteration_duration_seconds"
+    dur = "npu_job_iteration_duration_seconds"
     variables = [datasource_var(), query_var("job", "Job", "label_values(npu_devices, job)"),
                  query_var("job_name", "Training job",
                            'label_values({__name__=~"npu_job_info|npu_profile_last_update_timestamp_seconds", job=~"$job"}, job_name)')]

@@ -36,7 +36,7 @@ def with_windows(table: Thresholds, windows: Mapping[str, str] | None) -> Thresh
     name of a duration param (``baseline``, ``lookback``). For tests on short time scales."""
     if not windows:
         return table
-    for key, value in windows.items():
+    for value in windows.values():
         duration_seconds(value)  # raises ValueError on a bad duration
     alerts = []
     for spec in table.alerts:
@@ -118,9 +118,9 @@ def _low_utilization(spec: AlertSpec, table: Thresholds) -> Built:
             f"and on (job, instance, device)\n(\n  {in_use_chips(tuple(sources))}\n)")
     healthy = f" (healthy: {ind.healthy_text()})" if ind and ind.healthy is not None else ""
     return (expr, f"NPU {CHIP_SHORT} is in use but below {pct(spec.threshold)} utilization",
-            f"The AI Core utilization of {CHIP_TEXT} averaged {{{{ $value | humanizePercentage }}}} over "
+            (f"The AI Core utilization of {CHIP_TEXT} averaged {{{{ $value | humanizePercentage }}}} over "
             f"{spec.range}, below {pct(spec.threshold)} for {spec.window}{healthy}, while a process, pod or "
-            f"training job uses the chip.")
+            f"training job uses the chip."))
 
 
 def _unstable(spec: AlertSpec, table: Thresholds) -> Built:
@@ -128,9 +128,9 @@ def _unstable(spec: AlertSpec, table: Thresholds) -> Built:
     expr = (f"stddev_over_time(npu_aicore_utilization_ratio[{spec.range}]) > {num(spec.threshold)}\n"
             f"and\navg_over_time(npu_aicore_utilization_ratio[{spec.range}]) < {num(mean_below)}")
     return (expr, f"NPU {CHIP_SHORT} utilization swings in a saw-tooth",
-            f"The AI Core utilization of {CHIP_TEXT} swings by a standard deviation of "
+            (f"The AI Core utilization of {CHIP_TEXT} swings by a standard deviation of "
             f"{{{{ $value | humanizePercentage }}}} over {spec.range} (above {pct(spec.threshold)}) around a mean "
-            f"below {pct(mean_below)}, for {spec.window}: the task stream stops and restarts.")
+            f"below {pct(mean_below)}, for {spec.window}: the task stream stops and restarts."))
 
 
 def _hot_operator(spec: AlertSpec, table: Thresholds) -> Built:
@@ -139,15 +139,15 @@ def _hot_operator(spec: AlertSpec, table: Thresholds) -> Built:
             f"  (0 * npu_profile_operator_time_ratio{{position=\"1\"}} + 1)\n"
             f"or on ({JOB})\n(\n{_indent(hot)}\n)")
     return (expr, f"One operator type dominates the device time of {JOB_TEXT}",
-            f"In the latest profile of {JOB_TEXT}, operator type {{{{ $labels.op_type }}}} takes "
-            f"{{{{ $value | humanizePercentage }}}} of device kernel time (above {pct(spec.threshold)}).")
+            (f"In the latest profile of {JOB_TEXT}, operator type {{{{ $labels.op_type }}}} takes "
+            f"{{{{ $value | humanizePercentage }}}} of device kernel time (above {pct(spec.threshold)})."))
 
 
 def _top_operators(spec: AlertSpec, table: Thresholds) -> Built:
     expr = profile_fresh(f"npu_profile_top3_operator_ratio > {num(spec.threshold)}", table.alerting.profile_max_age)
     return (expr, f"Three operator types dominate the device time of {JOB_TEXT}",
-            f"In the latest profile of {JOB_TEXT}, the three most expensive operator types take "
-            f"{{{{ $value | humanizePercentage }}}} of device kernel time (healthy: < {pct(spec.threshold)}).")
+            (f"In the latest profile of {JOB_TEXT}, the three most expensive operator types take "
+            f"{{{{ $value | humanizePercentage }}}} of device kernel time (healthy: < {pct(spec.threshold)})."))
 
 
 def _memcpy(spec: AlertSpec, table: Thresholds) -> Built:
@@ -157,8 +157,8 @@ def _memcpy(spec: AlertSpec, table: Thresholds) -> Built:
     expr = f"{hooks}\nor on ({JOB})\n(\n{_indent(profile)}\n)"
     healthy = f" (healthy: {ind.healthy_text()})" if ind and ind.healthy is not None else ""
     return (expr, f"Memory copies take a large share of the steps of {JOB_TEXT}",
-            f"{JOB_TEXT[0].upper()}{JOB_TEXT[1:]} spends {{{{ $value | humanizePercentage }}}} of its step time in "
-            f"host-device memory copies (H2D + D2H), above {pct(spec.threshold)}{healthy}.")
+            (f"{JOB_TEXT[0].upper()}{JOB_TEXT[1:]} spends {{{{ $value | humanizePercentage }}}} of its step time in "
+            f"host-device memory copies (H2D + D2H), above {pct(spec.threshold)}{healthy}."))
 
 
 def _framework(spec: AlertSpec, table: Thresholds) -> Built:
@@ -172,9 +172,9 @@ def _framework(spec: AlertSpec, table: Thresholds) -> Built:
                             table.alerting.profile_max_age)
     expr = f"(\n{_indent(hooks)}\n)\nor on ({JOB})\n(\n{_indent(profile)}\n)"
     return (expr, f"Host-side framework overhead is high for {JOB_TEXT}",
-            f"{JOB_TEXT[0].upper()}{JOB_TEXT[1:]} spends {{{{ $value | humanizePercentage }}}} of its step time in "
+            (f"{JOB_TEXT[0].upper()}{JOB_TEXT[1:]} spends {{{{ $value | humanizePercentage }}}} of its step time in "
             f"the framework on the host, above {pct(spec.threshold)} and more than {num(factor)}x its share "
-            f"{baseline} earlier (or no baseline).")
+            f"{baseline} earlier (or no baseline)."))
 
 
 def _idle_gaps(spec: AlertSpec, table: Thresholds) -> Built:
@@ -186,15 +186,15 @@ def _idle_gaps(spec: AlertSpec, table: Thresholds) -> Built:
     profile = profile_fresh(f"npu_profile_idle_ratio > {num(spec.threshold)}", table.alerting.profile_max_age)
     expr = f"(\n{_indent(hooks)}\n)\nor on ({JOB})\n(\n{_indent(profile)}\n)"
     return (expr, f"The device idles between the steps of {JOB_TEXT}",
-            f"{JOB_TEXT[0].upper()}{JOB_TEXT[1:]} leaves the device idle {{{{ $value | humanizePercentage }}}} of "
-            f"the time (between iterations, or Free time in its latest profile), above {pct(spec.threshold)}.")
+            (f"{JOB_TEXT[0].upper()}{JOB_TEXT[1:]} leaves the device idle {{{{ $value | humanizePercentage }}}} of "
+            f"the time (between iterations, or Free time in its latest profile), above {pct(spec.threshold)}."))
 
 
 def _stalled(spec: AlertSpec, table: Thresholds) -> Built:
     expr = f"time() - npu_job_last_iteration_timestamp_seconds > {num(spec.threshold)}"
     return (expr, f"Training {JOB_TEXT} has stalled",
-            f"{JOB_TEXT[0].upper()}{JOB_TEXT[1:]} still reports through the hooks but has not finished an "
-            f"iteration for {{{{ $value | humanizeDuration }}}} (threshold {num(spec.threshold)}s).")
+            (f"{JOB_TEXT[0].upper()}{JOB_TEXT[1:]} still reports through the hooks but has not finished an "
+            f"iteration for {{{{ $value | humanizeDuration }}}} (threshold {num(spec.threshold)}s)."))
 
 
 def _regression(spec: AlertSpec, table: Thresholds) -> Built:
@@ -202,8 +202,8 @@ def _regression(spec: AlertSpec, table: Thresholds) -> Built:
     expr = (f"(\n{_indent(mean_iteration(spec.range))}\n)\n/\n(\n{_indent(mean_iteration(spec.range, baseline))}\n)\n"
             f"- 1 > {num(spec.threshold)}")
     return (expr, f"Iterations of {JOB_TEXT} are slower than {baseline} ago",
-            f"The mean iteration time of {JOB_TEXT} over {spec.range} is {{{{ $value | humanizePercentage }}}} "
-            f"above the same job's {baseline} earlier (threshold {pct(spec.threshold)}).")
+            (f"The mean iteration time of {JOB_TEXT} over {spec.range} is {{{{ $value | humanizePercentage }}}} "
+            f"above the same job's {baseline} earlier (threshold {pct(spec.threshold)})."))
 
 
 def _unhealthy(spec: AlertSpec, table: Thresholds) -> Built:
@@ -217,8 +217,8 @@ def _missing(spec: AlertSpec, table: Thresholds) -> Built:
     lookback = spec.param("lookback", "1h")
     expr = f"max_over_time(npu_devices[{lookback}]) - npu_devices > 0"
     return (expr, "NPU chips are missing on {{ $labels.instance }}",
-            f"{{{{ $labels.instance }}}} reports {{{{ $value }}}} NPU chip(s) fewer than it did within the last "
-            f"{lookback}, for {spec.window}.")
+            (f"{{{{ $labels.instance }}}} reports {{{{ $value }}}} NPU chip(s) fewer than it did within the last "
+            f"{lookback}, for {spec.window}."))
 
 
 def _temperature(spec: AlertSpec, table: Thresholds) -> Built:
@@ -230,30 +230,30 @@ def _temperature(spec: AlertSpec, table: Thresholds) -> Built:
 def _hbm_full(spec: AlertSpec, table: Thresholds) -> Built:
     expr = f"npu_hbm_used_bytes / npu_hbm_total_bytes > {num(spec.threshold)}"
     return (expr, f"HBM of NPU {CHIP_SHORT} is almost full",
-            f"{{{{ $value | humanizePercentage }}}} of the HBM of {CHIP_TEXT} is in use, above "
-            f"{pct(spec.threshold)} for {spec.window}.")
+            (f"{{{{ $value | humanizePercentage }}}} of the HBM of {CHIP_TEXT} is in use, above "
+            f"{pct(spec.threshold)} for {spec.window}."))
 
 
 def _ecc(spec: AlertSpec, table: Thresholds) -> Built:
     expr = f"increase(npu_ecc_errors_total{{type=\"double_bit\"}}[{spec.range}]) > {num(spec.threshold)}"
     return (expr, f"Uncorrectable ECC errors on NPU {CHIP_SHORT}",
-            f"{CHIP_TEXT[0].upper()}{CHIP_TEXT[1:]} counted {{{{ $value | humanize }}}} new double-bit ECC "
-            f"error(s) in its {{{{ $labels.memory }}}} memory within {spec.range}.")
+            (f"{CHIP_TEXT[0].upper()}{CHIP_TEXT[1:]} counted {{{{ $value | humanize }}}} new double-bit ECC "
+            f"error(s) in its {{{{ $labels.memory }}}} memory within {spec.range}."))
 
 
 def _source_failing(spec: AlertSpec, table: Thresholds) -> Built:
     expr = "cann_exporter_source_success == 0"
     return (expr, "cann-exporter source {{ $labels.source }} is failing on {{ $labels.instance }}",
-            f"The {{{{ $labels.source }}}} source of the exporter on {{{{ $labels.instance }}}} has failed for "
-            f"{spec.window}; its metrics are stale or missing (see cann_exporter_source_errors_total by reason).")
+            (f"The {{{{ $labels.source }}}} source of the exporter on {{{{ $labels.instance }}}} has failed for "
+            f"{spec.window}; its metrics are stale or missing (see cann_exporter_source_errors_total by reason)."))
 
 
 def _exporter_down(spec: AlertSpec, table: Thresholds) -> Built:
     sel = table.alerting.exporter_selector
     expr = f"up{{{sel}}} == 0\nor\nabsent(up{{{sel}}})"
     return (expr, "cann-exporter is down{{ with $labels.instance }} on {{ . }}{{ end }}",
-            f"Prometheus cannot scrape the NPU exporter{{{{ with $labels.instance }}}} on {{{{ . }}}}{{{{ end }}}} "
-            f"(or finds no target matching up{{{sel}}}) for {spec.window}: no NPU metrics and no NPU alerts from it.")
+            (f"Prometheus cannot scrape the NPU exporter{{{{ with $labels.instance }}}} on {{{{ . }}}}{{{{ end }}}} "
+            f"(or finds no target matching up{{{sel}}}) for {spec.window}: no NPU metrics and no NPU alerts from it."))
 
 
 BUILDERS: dict[str, Callable[[AlertSpec, Thresholds], Built]] = {

@@ -76,7 +76,12 @@ def provisioning() -> dict[str, dict[str, Any]]:
 def render(table: Thresholds, *, windows: Mapping[str, str] | None = None) -> dict[str, str]:
     """Every generated file (path relative to the output directory) and its text."""
     from exporter.generate.dashboards import dashboards
-    from exporter.generate.rules import alerts, recording_rules, recording_specs, with_windows
+    from exporter.generate.rules import (
+        alerts,
+        recording_rules,
+        recording_specs,
+        with_windows,
+    )
 
     files: dict[str, str] = {}
     files[ALERTS_FILE] = dump_yaml(alerts(table, windows=windows), (

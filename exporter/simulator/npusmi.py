@@ -18,6 +18,7 @@ hardware: 0 on success, EXIT_INVALID for bad arguments/ids, EXIT_DCMI for dcmi e
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import sys
 import time
@@ -116,6 +117,8 @@ def _options(raw: Mapping[str, str]) -> SimOptions:
         )
     except ValueError as exc:
         raise ValueError(f"bad simulator option: {exc}") from None
+    if options.time is not None and not math.isfinite(options.time):
+        raise ValueError(f"bad simulator option: time {options.time!r} is not a finite epoch time")
     if options.model not in MODEL_NAMES:
         raise ValueError(f"unknown model {options.model!r}; choose from {', '.join(MODEL_NAMES)}")
     if options.scenario not in SCENARIOS:

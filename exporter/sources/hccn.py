@@ -73,7 +73,18 @@ class HccnSettings:
     timeout: float = 5.0
     interval: float = 30.0
     slow_interval: float = 60.0
-    max_age: float = 180.0
+    max_age: float = 180.0                       # see age_limit(): never below two intervals
+
+    def age_limit(self, command: str) -> float:
+        """How long a reading of ``command`` is served: max_age, but at least two of its own
+        intervals (a max_age tuned for fast npu-smi sampling must not blank the slow optics)."""
+        interval = self.slow_interval if command in SLOW_COMMANDS else self.interval
+        return max(self.max_age, 2 * interval)
+
+    @property
+    def port_age_limit(self) -> float:
+        """A port whose newest reading is older than this is withheld (sampler stalled)."""
+        return max(self.age_limit(c) for c in FAST_COMMANDS + SLOW_COMMANDS)
 
 
 @dataclass(frozen=True)
@@ -164,6 +175,8 @@ class HccnSource:
         self._readings: dict[tuple[PortKey, str], _Stamped] = {}
         self._observed: dict[PortKey, float] = {}
         self._unsupported: set[tuple[ChipKey, str]] = set()
+        self._recorded: set[str] = set()          # health sources that have a series
+        self._locks: dict[ChipKey, asyncio.Lock] = {}  # fast and slow runs never overlap on a chip
         self._missing = False
 
     # --- scheduled work ----------------------------------------------------------------
@@ -172,8 +185,7 @@ class HccnSource:
         await self._refresh(FAST_COMMANDS)
 
     async def refresh_slow(self) -> None:
-        self._a5_ports.clear()  # re-discover A5 ports at the slow pace
-        await self._refresh(SLOW_COMMANDS)
+        await self._refresh(SLOW_COMMANDS, rediscover=True)  # A5 ports re-read at the slow pace
 
     def tasks(self) -> list[tuple[str, float, Callable[[], Awaitable[None]]]]:
         return [
@@ -181,13 +193,13 @@ class HccnSource:
             (self.SLOW, self.settings.slow_interval, self.refresh_slow),
         ]
 
-    async def _refresh(self, commands: tuple[str, ...]) -> None:
+    async def _refresh(self, commands: tuple[str, ...], rediscover: bool = False) -> None:
         if self._missing:
             if not shutil.which(self.settings.command[0]):
                 return  # counted and logged once already; nothing to ask
             self._missing = False
         start = time.monotonic()
-        targets, discovery = await self._update_targets()
+        targets, discovery = await self._update_targets(rediscover)
         by_chip: dict[ChipKey, list[Target]] = {}
         for target in targets:
             by_chip.setdefault(target.chip_key, []).append(target)
@@ -199,13 +211,16 @@ class HccnSource:
         missing = next((o for o in outcomes if o.failure and o.failure.reason == "not_found"), None)
         if missing is not None:
             # One failure for the whole node, under the command that found it.
+            self._recorded.add(f"hccn_{missing.command}")
             self.health[f"hccn_{missing.command}"].record(elapsed, [missing.failure], ["hccn_tool"])
             return
         for command in commands:
+            name = f"hccn_{command}"
             mine = [o for o in outcomes if o.command == command]
-            if not mine and f"hccn_{command}" not in {s.name for s in self.health.statuses()}:
-                continue  # never asked (unsupported everywhere, or no chips yet): no series
-            self.health[f"hccn_{command}"].record(
+            if not mine and name not in self._recorded:
+                continue  # never asked (no chips yet, or unsupported everywhere): no series
+            self._recorded.add(name)
+            self.health[name].record(
                 sum(o.duration for o in mine),
                 [o.failure for o in mine if o.failure is not None],
                 [o.subject for o in mine] + ["hccn_tool"],
@@ -213,13 +228,14 @@ class HccnSource:
 
     # --- targets -------------------------------------------------------------------------
 
-    async def _update_targets(self) -> tuple[list[Target], list[_Outcome]]:
+    async def _update_targets(self, rediscover: bool) -> tuple[list[Target], list[_Outcome]]:
         """Ports to ask about, from the chips npu-smi lists (plus A5 `-dev_info` outcomes)."""
-        chips = [c for c in self.chips() if c.up]
+        known = list(self.chips())
+        chips = [c for c in known if c.up]
         if not chips:
             return list(self._targets.values()), []  # npu-smi not read yet or failing: keep the last set
         per_card: dict[int, int] = {}
-        for chip in chips:
+        for chip in known:
             per_card[chip.npu] = per_card.get(chip.npu, 0) + 1
         targets: list[Target] = []
         outcomes: list[_Outcome] = []
@@ -228,7 +244,7 @@ class HccnSource:
             if ident is None:
                 continue
             if is_a5(chip):
-                outcomes += await self._discover_a5_ports(chip, ident)
+                outcomes += await self._discover_a5_ports(chip, ident, rediscover)
                 ports = self._a5_ports.get((chip.npu, chip.chip), ())
                 targets += [Target(chip.npu, chip.chip, chip.device, ident, port.udie, port.port) for port in ports]
             else:
@@ -236,20 +252,30 @@ class HccnSource:
         self._targets = {t.key: t for t in targets}
         return targets, outcomes
 
-    async def _discover_a5_ports(self, chip: ChipSample, ident: int) -> list[_Outcome]:
+    async def _discover_a5_ports(self, chip: ChipSample, ident: int, rediscover: bool) -> list[_Outcome]:
+        """`-dev_info` once, then at the slow pace; a failed re-read keeps the known ports."""
         key = (chip.npu, chip.chip)
-        if key in self._a5_ports or (key, "dev_info") in self._unsupported or self._missing:
+        if (key in self._a5_ports and not rediscover) or (key, "dev_info") in self._unsupported or self._missing:
             return []
         args = ["-g", "-dev_info", "-i", str(ident)]
-        outcome, ports = await self._query(key, "dev_info", args, p.parse_dev_info)
+        async with self._lock(key):
+            outcome, ports = await self._query(key, "dev_info", args, p.parse_dev_info)
         if isinstance(ports, tuple):
             self._a5_ports[key] = ports
         return [outcome]
+
+    def _lock(self, key: ChipKey) -> asyncio.Lock:
+        # hccn_tool answers "busy" when calls on one device overlap.
+        return self._locks.setdefault(key, asyncio.Lock())
 
     # --- calls -----------------------------------------------------------------------------
 
     async def _chip_calls(self, targets: list[Target], commands: tuple[str, ...]) -> list[_Outcome]:
         """One chip's calls, in sequence: hccn_tool serialises on the device anyway."""
+        async with self._lock(targets[0].chip_key):
+            return await self._chip_calls_locked(targets, commands)
+
+    async def _chip_calls_locked(self, targets: list[Target], commands: tuple[str, ...]) -> list[_Outcome]:
         outcomes: list[_Outcome] = []
         for target in targets:
             for command in commands:
@@ -304,7 +330,8 @@ class HccnSource:
             fresh = {
                 command: stamped.value
                 for command in FAST_COMMANDS + SLOW_COMMANDS
-                if (stamped := self._readings.get((key, command))) is not None and now - stamped.at <= self.settings.max_age
+                if (stamped := self._readings.get((key, command))) is not None
+                and now - stamped.at <= self.settings.age_limit(command)
             }
             if fresh:
                 device = devices.get(target.chip_key, target.device)

@@ -15,7 +15,12 @@ import yaml
 from exporter.generate.dashboards import UIDS, dashboards
 from exporter.generate.writer import DASHBOARD_DIR, DATASOURCE_FILE, PROVIDER_FILE
 from exporter.thresholds import DEFAULT_PATH, load_thresholds, parse_thresholds
-from tests.rules.promql_names import known_names, label_values_query, metric_names, substitute
+from tests.rules.promql_names import (
+    known_names,
+    label_values_query,
+    metric_names,
+    substitute,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = sorted((ROOT / DASHBOARD_DIR).glob("*.json"))

@@ -3,6 +3,7 @@ hccn_tool's error paths), and the simulator. Every call goes through CommandRunn
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import time
@@ -234,3 +235,49 @@ async def test_no_chips_yet_means_no_calls(tmp_path):
     source, health = make_source([str(script)], chips=())
     await run_all(source)
     assert calls(tmp_path) == [] and source.part() == () and health.statuses() == ()
+
+
+async def test_old_readings_are_dropped_by_their_own_age_limit(tmp_path):
+    script = write_replay_hccn(tmp_path, SAMPLE_REPLIES)
+    now = [1000.0]
+    health = HealthRegistry()
+    settings = HccnSettings(command=(str(script),), timeout=5, interval=10, slow_interval=60, max_age=30)
+    source = HccnSource(settings, CommandRunner(timeout=5), health, chips=lambda: (CHIP0,), clock=lambda: now[0])
+    await run_all(source)
+    assert settings.age_limit("link") == 30 and settings.age_limit("bandwidth") == 120  # two slow intervals
+    now[0] += 100  # fast readings stale, slow ones (bandwidth, optical, ip) still served
+    (port,) = source.part()
+    assert port.link_up is None and port.health is None
+    assert port.receive_bytes_per_second == pytest.approx(266.84e6) and port.optical_present is False
+    now[0] += 100
+    assert source.part() == ()
+
+
+async def test_fast_and_slow_runs_never_overlap_on_one_chip(tmp_path):
+    """The stand-in answers "busy" when two calls for one device overlap, as hccn_tool does."""
+    from hccn_helpers import FIXTURES
+
+    script = tmp_path / "hccn_tool"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'lock="{tmp_path}/lock-$2"\n'
+        'if ! mkdir "$lock" 2>/dev/null; then echo "hccn_tool is busy, please try again."; exit 11; fi\n'
+        "sleep 0.05\n"
+        'case "$3" in\n'
+        f"  -link) cat {FIXTURES}/link__unknown__1.txt ;;\n"
+        f"  -link_stat) cat {FIXTURES}/link_stat__unknown__3.txt ;;\n"
+        "  -speed) echo 'Speed: 200000 Mb/s' ;;\n"
+        f"  -net_health) cat {FIXTURES}/net_health__unknown__3.txt ;;\n"
+        f"  -stat) cat {FIXTURES}/stat__950-A5__1.txt ;;\n"
+        f"  -bandwidth) cat {FIXTURES}/bandwidth__950-A5__1.txt ;;\n"
+        f"  -optical) cat {FIXTURES}/optical__910A__1__mangled.txt ;;\n"
+        f"  -ip) cat {FIXTURES}/ip__910B1__1.txt ;;\n"
+        "esac\n"
+        'rmdir "$lock"\n'
+    )
+    script.chmod(0o755)
+    chips = tuple(ChipSample(npu=n, chip=0, device=n, observed_at=0.0, up=True, model="910B3") for n in range(2))
+    source, health = make_source([str(script)], chips=chips)
+    await asyncio.gather(source.refresh_fast(), source.refresh_slow())
+    assert errors(health) == {}
+    assert len(source.part()) == 2

@@ -45,7 +45,7 @@ def substitute(expr: str) -> str:
 
 def label_values_query(query: str) -> tuple[str, str]:
     """Grafana's `label_values(selector, label)` as (PromQL selector, label)."""
-    match = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", query.strip(), re.S)
+    match = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", query.strip(), re.DOTALL)
     assert match, f"not a label_values() query: {query!r}"
     return match.group(1), match.group(2)
 

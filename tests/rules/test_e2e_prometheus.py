@@ -17,9 +17,9 @@ import os
 import re
 import shutil
 import signal
-import tempfile
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -37,12 +37,18 @@ import yaml
 from exporter.generate import render, write
 from exporter.generate.writer import DASHBOARD_DIR
 from exporter.simulator.scenarios import UNDERUTILIZED_LOGIC_IDS
+from exporter.sources.podresources_pb import api_pb2 as pb
 from exporter.thresholds import load_thresholds
 from tests.conftest import free_port
 from tests.podresources.kubelet_fake import FakeKubelet, container, pod
 from tests.profiles.builders import Kernel, Step, torch_profile
-from exporter.sources.podresources_pb import api_pb2 as pb
-from tests.rules.promql_names import known_names, label_values_query, metric_names, selectors, substitute
+from tests.rules.promql_names import (
+    known_names,
+    label_values_query,
+    metric_names,
+    selectors,
+    substitute,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -64,7 +70,7 @@ class Proc:
     proc: subprocess.Popen | None = None
 
     def start(self, env: dict[str, str] | None = None) -> Proc:
-        self._out = open(self.log, "w")
+        self._out = open(self.log, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(self.args, stdout=self._out, stderr=subprocess.STDOUT, env=env,
                                      start_new_session=True)
         return self
@@ -132,7 +138,7 @@ class Webhook:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with outer.lock:
                     outer.alerts.extend(json.loads(body).get("alerts", []))
@@ -282,7 +288,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             proc.start(env)
         wait_for("exporters ready", lambda: all(http_get(f"http://{a}/readyz")[0] == 200 for a in (low, healthy)), procs, 30)
         # A training job reporting on one low chip of the underutilized node (job panels need data).
-        posters.append(StepPoster(f"http://{low}/api/v1/steps", sorted(EXPECTED_LOW)[0]))
+        posters.append(StepPoster(f"http://{low}/api/v1/steps", min(EXPECTED_LOW)))
         posters[-1].thread.start()
         wait_for("Prometheus and Alertmanager ready",
                  lambda: http_get(f"{s.prometheus}/-/ready")[0] == 200 and http_get(f"{s.alertmanager}/-/ready")[0] == 200, procs, 30)

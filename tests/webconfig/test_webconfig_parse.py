@@ -3,10 +3,11 @@ exporter-toolkit format accepted as node_exporter reads it."""
 
 from __future__ import annotations
 
+import base64
 import ssl
-from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -177,8 +178,6 @@ _DOCS = st.recursive(_SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=
 @example(doc={"basic_auth_users": {None: HASH}})
 @example(doc={"http_server_config": {"headers": {"X-Frame-Options": None}}})
 def test_any_document_parses_or_raises_web_config_error(doc):
-    import yaml
-
     try:
         parse_web_config(yaml.safe_dump(doc))
     except WebConfigError as exc:
@@ -197,7 +196,7 @@ def test_any_text_parses_or_raises_web_config_error(text):
         pass
 
 
-@given(header=st.one_of(st.none(), st.text(max_size=80), st.binary(max_size=60).map(lambda b: "Basic " + __import__("base64").b64encode(b).decode())))
+@given(header=st.one_of(st.none(), st.text(max_size=80), st.binary(max_size=60).map(lambda b: "Basic " + base64.b64encode(b).decode())))
 @example(header="Basic")
 @example(header="Basic =")
 @example(header="basic Og==")                         # ":" alone: empty user and password

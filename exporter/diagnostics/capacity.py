@@ -1,0 +1,417 @@
+"""Capacity planning from history, as pure functions: per-chip series in, the numbers of the
+report out (utilization per node and namespace, distribution, idle chip-hours, share of time
+below the low-utilization bound, HBM headroom, allocation vs use, linear forecasts, and the
+written findings).
+
+Terms, as in the generated recording rules: a chip is *in use* (allocated) while a process, a
+pod or a training job is on it; *idle* chip-hours are hours with nothing on the chip; *unused*
+chip-hours weight every hour by the share its AI Cores were not busy.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from exporter.thresholds import ABNORMAL, HEALTHY, Thresholds
+
+Point = tuple[float, float]
+DAY = 86400.0
+NICE_STEPS = (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+MAX_POINTS = 720
+
+
+def choose_step(seconds: float) -> float:
+    """The smallest nice step giving at most MAX_POINTS points (30d -> 1h, 7d -> 15m, 1d -> 2m)."""
+    for step in NICE_STEPS:
+        if seconds / step <= MAX_POINTS:
+            return float(step)
+    return float(math.ceil(seconds / MAX_POINTS / DAY) * DAY)
+
+
+# --- input -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChipHistory:
+    instance: str
+    npu: str
+    chip: str
+    device: str
+    util: tuple[Point, ...]                          # (step end, mean AI Core busy share over the step)
+    in_use: frozenset[float] = frozenset()           # step ends with a process, pod or job on the chip
+    namespace: tuple[tuple[float, str], ...] = ()    # (step end, namespace the chip was allocated to)
+
+
+@dataclass(frozen=True)
+class NodeHbm:
+    instance: str
+    used: tuple[Point, ...]                          # bytes, summed over the node's chips
+    total: tuple[Point, ...]
+
+
+@dataclass(frozen=True)
+class CapacityInput:
+    source: str
+    start: float
+    end: float
+    step: float
+    chips: tuple[ChipHistory, ...]
+    hbm: tuple[NodeHbm, ...] = ()
+    in_use_known: bool = True        # some process/pod/job series existed; else idle = below 1%
+    namespaces_known: bool = False   # npu_pod_info existed
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Bounds:
+    low: float = 0.60           # NPULowUtilization / device_utilization abnormal bound
+    healthy: float = 0.85       # device_utilization healthy bound
+    hbm_full: float = 0.95      # NPUHBMAlmostFull threshold
+
+    @staticmethod
+    def from_table(table: Thresholds) -> Bounds:
+        low, healthy, hbm = 0.60, 0.85, 0.95
+        if "device_utilization" in table:
+            row = table["device_utilization"]
+            low = row.abnormal if row.abnormal is not None else low
+            healthy = row.healthy if row.healthy is not None else healthy
+        try:
+            spec = table.alert("NPUHBMAlmostFull")
+            hbm = spec.threshold if spec.threshold is not None else hbm
+        except KeyError:
+            pass
+        return Bounds(low, healthy, hbm)
+
+
+# --- output ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeSummary:
+    instance: str
+    chips: int
+    mean_utilization: float | None        # chips in use
+    below_share: float | None             # in-use chip time below the low bound
+    allocation: float                     # share of chip time in use
+    chip_hours: float
+    idle_chip_hours: float
+    unused_chip_hours: float
+    hbm_peak_ratio: float | None = None
+    hbm_min_headroom_bytes: float | None = None
+    verdict: str | None = None
+
+
+@dataclass(frozen=True)
+class NamespaceSummary:
+    namespace: str
+    chips: int                            # most chips allocated at once
+    chip_hours: float
+    mean_utilization: float | None
+    below_share: float | None
+    verdict: str | None = None
+
+
+@dataclass(frozen=True)
+class Forecast:
+    name: str                             # e.g. "chips in use"
+    unit: str                             # ratio, count
+    daily: tuple[Point, ...]              # (day middle, daily value) the fit is made on
+    slope_per_day: float
+    intercept: float                      # value at t = 0 (unix)
+    horizon_days: float
+    limit: float | None = None            # value whose crossing is reported
+    days_to_limit: float | None = None    # from the end of the window; None: not on this trend
+
+    def at(self, t: float) -> float:
+        return self.intercept + self.slope_per_day * t / DAY
+
+
+@dataclass(frozen=True)
+class CapacityReport:
+    source: str
+    start: float
+    end: float
+    step: float
+    bounds: Bounds
+    nodes: tuple[NodeSummary, ...]
+    namespaces: tuple[NamespaceSummary, ...]
+    node_utilization: Mapping[str, tuple[Point, ...]]
+    namespace_utilization: Mapping[str, tuple[Point, ...]]
+    cluster_utilization: tuple[Point, ...]
+    allocation: tuple[tuple[float, float, float, float], ...]   # (t, chips, in use, busy chip-equivalents)
+    hbm_headroom: Mapping[str, tuple[Point, ...]]                # bytes free per node
+    distribution: tuple[float, ...]                              # in-use chip-step utilizations
+    chip_means: tuple[float, ...]                                # each chip's mean over the window
+    totals: Mapping[str, float | None]
+    forecasts: tuple[Forecast, ...]
+    findings: tuple[str, ...]
+    verdict: str
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+# --- computation -------------------------------------------------------------------------------------
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    items = list(values)
+    return statistics.fmean(items) if items else None
+
+
+def _in_use(chip: ChipHistory, t: float, value: float, known: bool) -> bool:
+    return t in chip.in_use if known else value >= 0.01
+
+
+def analyse_capacity(data: CapacityInput, table: Thresholds, horizon_days: float = 30.0) -> CapacityReport:
+    bounds = Bounds.from_table(table)
+    hours = data.step / 3600.0
+    nodes = _nodes(data, bounds, hours, table)
+    namespaces = _namespaces(data, bounds, hours, table)
+    used = [v for c in data.chips for t, v in c.util if _in_use(c, t, v, data.in_use_known)]
+    all_points = [(c, t, v) for c in data.chips for t, v in c.util]
+    chip_hours = len(all_points) * hours
+    idle = sum(hours for c, t, v in all_points if not _in_use(c, t, v, data.in_use_known))
+    totals: dict[str, float | None] = {
+        "chips": float(len(data.chips)),
+        "nodes": float(len({c.instance for c in data.chips})),
+        "chip_hours": chip_hours,
+        "idle_chip_hours": idle,
+        "unused_chip_hours": sum((1.0 - min(1.0, max(0.0, v))) * hours for _, _, v in all_points),
+        "idle_share": idle / chip_hours if chip_hours else None,
+        "allocation": 1.0 - idle / chip_hours if chip_hours else None,
+        "mean_utilization_in_use": _mean(used),
+        "mean_utilization_all": _mean(v for _, _, v in all_points),
+        "below_share": sum(1 for v in used if v < bounds.low) / len(used) if used else None,
+    }
+    allocation = _allocation(data)
+    hbm_headroom = {n.instance: _headroom(n) for n in data.hbm}
+    forecasts = _forecasts(data, allocation, bounds, horizon_days)
+    verdict = _verdict(table, totals["mean_utilization_in_use"])
+    report = CapacityReport(
+        data.source, data.start, data.end, data.step, bounds, nodes, namespaces,
+        _group_mean(data, lambda c, t: c.instance), _namespace_series(data), _cluster(data), allocation,
+        hbm_headroom, tuple(used), tuple(m for c in data.chips if (m := _mean(v for _, v in c.util)) is not None),
+        totals, forecasts, (), verdict or HEALTHY, data.notes,
+    )
+    return _with_findings(report)
+
+
+def _verdict(table: Thresholds, value: float | None) -> str | None:
+    if value is None or "device_utilization" not in table:
+        return None
+    return table["device_utilization"].verdict(value)
+
+
+def _nodes(data: CapacityInput, bounds: Bounds, hours: float, table: Thresholds) -> tuple[NodeSummary, ...]:
+    by_node: dict[str, list[ChipHistory]] = {}
+    for chip in data.chips:
+        by_node.setdefault(chip.instance, []).append(chip)
+    hbm = {n.instance: n for n in data.hbm}
+    out = []
+    for instance, chips in sorted(by_node.items()):
+        points = [(c, t, v) for c in chips for t, v in c.util]
+        used = [v for c, t, v in points if _in_use(c, t, v, data.in_use_known)]
+        mean = _mean(used)
+        peak, headroom = _hbm_peak(hbm.get(instance))
+        out.append(NodeSummary(
+            instance, len(chips), mean, sum(1 for v in used if v < bounds.low) / len(used) if used else None,
+            len(used) / len(points) if points else 0.0, len(points) * hours, (len(points) - len(used)) * hours,
+            sum((1.0 - min(1.0, max(0.0, v))) * hours for _, _, v in points), peak, headroom, _verdict(table, mean),
+        ))
+    return tuple(out)
+
+
+def _hbm_peak(node: NodeHbm | None) -> tuple[float | None, float | None]:
+    if node is None:
+        return None, None
+    total = dict(node.total)
+    ratios = [u / total[t] for t, u in node.used if total.get(t)]
+    free = [total[t] - u for t, u in node.used if t in total]
+    return (max(ratios) if ratios else None), (min(free) if free else None)
+
+
+def _headroom(node: NodeHbm) -> tuple[Point, ...]:
+    total = dict(node.total)
+    return tuple((t, total[t] - u) for t, u in node.used if t in total)
+
+
+def _namespaces(data: CapacityInput, bounds: Bounds, hours: float, table: Thresholds) -> tuple[NamespaceSummary, ...]:
+    values: dict[str, list[float]] = {}
+    chips_at: dict[str, dict[float, int]] = {}
+    for chip in data.chips:
+        util = dict(chip.util)
+        for t, namespace in chip.namespace:
+            if t in util:
+                values.setdefault(namespace, []).append(util[t])
+                counts = chips_at.setdefault(namespace, {})
+                counts[t] = counts.get(t, 0) + 1
+    out = []
+    for namespace, items in sorted(values.items()):
+        mean = _mean(items)
+        out.append(NamespaceSummary(namespace, max(chips_at[namespace].values()), len(items) * hours, mean,
+                                    sum(1 for v in items if v < bounds.low) / len(items), _verdict(table, mean)))
+    return tuple(out)
+
+
+def _group_mean(data: CapacityInput, key: object) -> dict[str, tuple[Point, ...]]:
+    groups: dict[str, dict[float, list[float]]] = {}
+    for chip in data.chips:
+        for t, v in chip.util:
+            groups.setdefault(key(chip, t), {}).setdefault(t, []).append(v)  # type: ignore[operator]
+    return {name: tuple((t, statistics.fmean(vs)) for t, vs in sorted(points.items())) for name, points in sorted(groups.items())}
+
+
+def _namespace_series(data: CapacityInput) -> dict[str, tuple[Point, ...]]:
+    groups: dict[str, dict[float, list[float]]] = {}
+    for chip in data.chips:
+        util = dict(chip.util)
+        for t, namespace in chip.namespace:
+            if t in util:
+                groups.setdefault(namespace, {}).setdefault(t, []).append(util[t])
+    return {ns: tuple((t, statistics.fmean(vs)) for t, vs in sorted(p.items())) for ns, p in sorted(groups.items())}
+
+
+def _cluster(data: CapacityInput) -> tuple[Point, ...]:
+    return _group_mean(data, lambda c, t: "cluster").get("cluster", ())
+
+
+def _allocation(data: CapacityInput) -> tuple[tuple[float, float, float, float], ...]:
+    rows: dict[float, list[float]] = {}
+    for chip in data.chips:
+        for t, v in chip.util:
+            row = rows.setdefault(t, [0.0, 0.0, 0.0])
+            row[0] += 1
+            row[1] += 1 if _in_use(chip, t, v, data.in_use_known) else 0
+            row[2] += min(1.0, max(0.0, v))
+    return tuple((t, *rows[t]) for t in sorted(rows))  # type: ignore[misc]
+
+
+# --- forecasts -----------------------------------------------------------------------------------------
+
+
+def linear_fit(points: Sequence[Point]) -> tuple[float, float] | None:
+    """Least squares (slope per second, intercept); None for fewer than 2 distinct x."""
+    if len(points) < 2:
+        return None
+    mx = statistics.fmean(x for x, _ in points)
+    my = statistics.fmean(y for _, y in points)
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    if sxx == 0:
+        return None
+    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
+    return slope, my - slope * mx
+
+
+def daily(points: Iterable[Point], start: float, reduce: str = "mean") -> tuple[Point, ...]:
+    """Values per whole day from ``start``, at each day's middle."""
+    days: dict[int, list[float]] = {}
+    for t, v in points:
+        days.setdefault(int((t - start) // DAY), []).append(v)
+    pick = max if reduce == "max" else statistics.fmean
+    return tuple((start + (d + 0.5) * DAY, pick(vs)) for d, vs in sorted(days.items()))
+
+
+def forecast(name: str, unit: str, points: Sequence[Point], end: float, horizon_days: float,
+             limit: float | None = None, min_days: int = 3) -> Forecast | None:
+    if len(points) < min_days:
+        return None
+    fit = linear_fit(points)
+    if fit is None:
+        return None
+    slope, intercept = fit
+    result = Forecast(name, unit, tuple(points), slope * DAY, intercept, horizon_days, limit)
+    if limit is None:
+        return result
+    now = result.at(end)
+    if now >= limit:
+        days: float | None = 0.0
+    elif slope > 0:
+        days = (limit - now) / (slope * DAY)
+    else:
+        days = None
+    return Forecast(name, unit, tuple(points), slope * DAY, intercept, horizon_days, limit, days)
+
+
+def _forecasts(data: CapacityInput, allocation: Sequence[tuple[float, float, float, float]], bounds: Bounds,
+               horizon: float) -> tuple[Forecast, ...]:
+    out: list[Forecast | None] = []
+    if allocation:
+        in_use = daily(((t, used) for t, _, used, _ in allocation), data.start)
+        chips = max(total for _, total, _, _ in allocation)
+        out.append(forecast("chips in use", "count", in_use, data.end, horizon, limit=chips))
+        util = [(t, busy / used) for t, _, used, busy in allocation if used]
+        out.append(forecast("mean utilization of chips in use", "ratio", daily(util, data.start), data.end, horizon))
+    out += _hbm_forecasts(data, bounds, horizon)
+    return tuple(f for f in out if f is not None)
+
+
+def _hbm_forecasts(data: CapacityInput, bounds: Bounds, horizon: float, keep: int = 3) -> list[Forecast]:
+    """The nodes whose daily peak HBM use grows fastest towards the limit (at most ``keep``)."""
+    found = []
+    for node in data.hbm:
+        total = dict(node.total)
+        ratios = [(t, u / total[t]) for t, u in node.used if total.get(t)]
+        item = forecast(f"HBM used on {node.instance}", "ratio", daily(ratios, data.start, "max"), data.end,
+                        horizon, limit=bounds.hbm_full)
+        if item is not None and item.slope_per_day > 1e-4:
+            found.append(item)
+    found.sort(key=lambda f: -f.at(data.end + horizon * DAY))
+    return found[:keep]
+
+
+# --- written findings ----------------------------------------------------------------------------------
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:.1f}%"
+
+
+def _with_findings(report: CapacityReport) -> CapacityReport:
+    from dataclasses import replace
+
+    return replace(report, findings=tuple(findings(report)))
+
+
+def findings(r: CapacityReport) -> list[str]:
+    t = r.totals
+    b = r.bounds
+    out = [
+        f"{int(t['chips'] or 0)} chips on {int(t['nodes'] or 0)} nodes; {_pct(t['allocation'])} of chip time in use "
+        f"(a process, pod or job on the chip).",
+        f"Chips in use averaged {_pct(t['mean_utilization_in_use'])} AI Core utilization ({r.verdict}: healthy "
+        f"> {b.healthy * 100:g}%, abnormal < {b.low * 100:g}%); {_pct(t['below_share'])} of their time was below "
+        f"{b.low * 100:g}%.",
+        f"Idle chip-hours: {t['idle_chip_hours']:,.0f} of {t['chip_hours']:,.0f} ({_pct(t['idle_share'])}) with nothing "
+        f"on the chip; unused (not busy) chip-hours: {t['unused_chip_hours']:,.0f}.",
+    ]
+    low = [n for n in r.nodes if n.verdict == ABNORMAL]
+    if low:
+        out.append("Below the low-utilization bound: " + ", ".join(
+            f"{n.instance} ({_pct(n.mean_utilization)})" for n in low) + ".")
+    idle_nodes = sorted((n for n in r.nodes if n.idle_chip_hours > 0), key=lambda n: -n.idle_chip_hours)[:3]
+    if idle_nodes:
+        out.append("Most idle chip-hours: " + ", ".join(f"{n.instance} ({n.idle_chip_hours:,.0f} h)" for n in idle_nodes) + ".")
+    full = [n for n in r.nodes if n.hbm_peak_ratio is not None and n.hbm_peak_ratio > b.hbm_full]
+    if full:
+        out.append("HBM above " + f"{b.hbm_full * 100:g}%: " + ", ".join(f"{n.instance} ({_pct(n.hbm_peak_ratio)})" for n in full) + ".")
+    out += [_forecast_text(f) for f in r.forecasts if _forecast_text(f)]
+    return out
+
+
+def _forecast_text(f: Forecast) -> str:
+    per_week = f.slope_per_day * 7
+    trend = f"{per_week:+.2f} chips/week" if f.unit == "count" else f"{per_week * 100:+.1f} points/week"
+    if f.limit is None:
+        return f"Forecast, {f.name}: {trend} (linear fit of daily values)."
+    if f.days_to_limit is None:
+        return f"Forecast, {f.name}: {trend}; not heading for {_limit(f)}."
+    if f.days_to_limit == 0:
+        return f"Forecast, {f.name}: already at {_limit(f)}."
+    when = f"in about {f.days_to_limit:.1f} days" if f.days_to_limit <= 365 else "in more than a year"
+    return f"Forecast, {f.name}: {trend}; reaches {_limit(f)} {when} at this rate."
+
+
+def _limit(f: Forecast) -> str:
+    return f"{f.limit:g} chips" if f.unit == "count" else f"{(f.limit or 0) * 100:g}%"

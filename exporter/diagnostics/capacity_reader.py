@@ -1,0 +1,94 @@
+"""The capacity report's history from Prometheus: range queries with a step sized to the window
+(30d -> 1h), every gauge averaged over each step so coarse steps lose nothing."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from exporter import metrics as m
+from exporter.diagnostics.capacity import CapacityInput, ChipHistory, NodeHbm
+from exporter.diagnostics.model import CannotDiagnose
+from exporter.diagnostics.promapi import PrometheusClient, PrometheusError, Series, promql_duration, selector
+
+ChipKey = tuple[str, str, str, str]
+QUERIES = 8          # for the progress line
+
+
+def aligned_window(end: float, seconds: float, step: float) -> tuple[float, float]:
+    """(first, last) step ends: ``seconds / step`` points ending at the last whole step before ``end``."""
+    last = math.floor(end / step) * step
+    count = max(1, int(seconds // step))
+    return last - (count - 1) * step, last
+
+
+def _key(labels: dict[str, str]) -> ChipKey:
+    return (labels.get("instance", ""), labels.get("npu", ""), labels.get("chip", ""), labels.get("device", ""))
+
+
+def read_capacity(client: PrometheusClient, start: float, end: float, step: float, matchers: str,
+                  progress: Callable[[str], None] | None = None) -> CapacityInput:
+    def ask(what: str, query: str) -> list[Series]:
+        if progress:
+            progress(what)
+        return client.range(query, start, end, step)
+
+    s = promql_duration(step)
+    where = f" matching {{{matchers}}}" if matchers else ""
+    try:
+        util = ask("chip utilization", f"avg_over_time({selector(m.AICORE.name, matchers)}[{s}])")
+        if not util:
+            raise CannotDiagnose(
+                f"Prometheus at {client.url} has no {m.AICORE.name} series{where} between "
+                f"{_iso(start)} and {_iso(end)}: nothing to plan with. Check --selector and --range, and that "
+                "Prometheus scrapes cann-exporter")
+        in_use: dict[tuple[str, str], set[float]] = {}
+        found_in_use = False
+        for metric, what in ((m.PROCESS_MEMORY.name, "processes"), (m.POD_INFO.name, "pods"), (m.JOB_INFO.name, "jobs")):
+            for series in ask(what, f"group by (instance, device) (last_over_time({selector(metric, matchers)}[{s}]))"):
+                found_in_use = True
+                slot = in_use.setdefault((series.labels.get("instance", ""), series.labels.get("device", "")), set())
+                slot.update(t for t, _ in series.points)
+        namespaces: dict[ChipKey, list[tuple[float, str]]] = {}
+        pods = ask("namespaces", f"group by (instance, npu, chip, device, namespace) "
+                                 f"(last_over_time({selector(m.POD_INFO.name, matchers)}[{s}]))")
+        for series in pods:
+            namespaces.setdefault(_key(series.labels), []).extend(
+                (t, series.labels.get("namespace", "")) for t, _ in series.points)
+        used = _by_instance(ask("HBM used", f"sum by (instance) (avg_over_time({selector(m.HBM_USED.name, matchers)}[{s}]))"))
+        total = _by_instance(ask("HBM total", f"sum by (instance) (avg_over_time({selector(m.HBM_TOTAL.name, matchers)}[{s}]))"))
+    except PrometheusError as exc:
+        raise CannotDiagnose(str(exc)) from None
+    chips = tuple(sorted((_chip(series, in_use, namespaces) for series in util),
+                         key=lambda c: (c.instance, _num(c.npu), _num(c.chip), _num(c.device))))
+    hbm = tuple(NodeHbm(i, used[i], total[i]) for i in sorted(set(used) & set(total)))
+    notes = []
+    if not found_in_use:
+        notes.append(f"no {m.PROCESS_MEMORY.name}, {m.POD_INFO.name} or {m.JOB_INFO.name} series: a chip counts as "
+                     "in use when its utilization is at least 1%")
+    if not pods:
+        notes.append(f"no {m.POD_INFO.name} series (kubelet pod-resources): utilization per namespace not shown")
+    if not hbm:
+        notes.append(f"no {m.HBM_USED.name} / {m.HBM_TOTAL.name} series: HBM headroom not shown")
+    source = f"Prometheus {client.url}" + (f" {{{matchers}}}" if matchers else "")
+    return CapacityInput(source, start, end, step, chips, hbm, found_in_use, bool(pods), tuple(notes))
+
+
+def _num(text: str) -> int:
+    return int(text) if text.isdigit() else 1 << 30
+
+
+def _chip(series: Series, in_use: dict[tuple[str, str], set[float]], namespaces: dict[ChipKey, list[tuple[float, str]]]) -> ChipHistory:
+    key = _key(series.labels)
+    return ChipHistory(key[0], key[1], key[2], key[3], series.points,
+                       frozenset(in_use.get((key[0], key[3]), ())), tuple(sorted(namespaces.get(key, ()))))
+
+
+def _by_instance(series: list[Series]) -> dict[str, tuple[tuple[float, float], ...]]:
+    return {s.labels.get("instance", ""): s.points for s in series}
+
+
+def _iso(t: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))

@@ -1,0 +1,131 @@
+"""The capacity report as one self-contained HTML page (inline CSS, no scripts) that links the
+PNG charts beside it, and the same numbers as JSON. Pure: report in, text out."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import asdict
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from exporter.diagnostics.capacity import CapacityReport
+from exporter.thresholds import ABNORMAL, HEALTHY, WARNING
+
+GIB = float(1 << 30)
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1000px;color:#212121;padding:0 1rem}
+h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}
+.meta{color:#616161;font-size:.9rem}table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}
+th,td{border:1px solid #ddd;padding:.25rem .6rem;text-align:right}th{background:#f5f5f5}td:first-child,th:first-child{text-align:left}
+img{max-width:100%;border:1px solid #eee;margin:.5rem 0}.v{font-weight:600;padding:0 .3rem;border-radius:3px}
+.healthy{color:#1b5e20;background:#e8f5e9}.warning{color:#e65100;background:#fff3e0}.abnormal{color:#b71c1c;background:#ffebee}
+ul.findings li{margin:.3rem 0}.note{color:#616161;font-size:.85rem}
+"""
+SECTIONS = (
+    ("utilization_nodes", "Utilization over time per node"),
+    ("utilization_namespaces", "Utilization over time per namespace"),
+    ("distribution", "Distribution of chip utilization"),
+    ("idle_chip_hours", "Idle chip-hours"),
+    ("below_threshold", "Time below the low-utilization bound"),
+    ("hbm_headroom", "HBM headroom"),
+    ("allocation", "Allocation vs use"),
+    ("forecast", "Forecast"),
+)
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:.1f}%"
+
+
+def _gib(value: float | None) -> str:
+    return "n/a" if value is None else f"{value / GIB:,.1f} GiB"
+
+
+def _verdict(value: str | None) -> str:
+    if value not in (HEALTHY, WARNING, ABNORMAL):
+        return ""
+    return f'<span class="v {value}">{value}</span>'
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    th = "".join(f"<th>{escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render_html(report: CapacityReport, charts: Mapping[str, Path]) -> str:
+    t = report.totals
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        "<title>NPU capacity report</title>", f"<style>{_CSS}</style></head><body>",
+        "<h1>NPU capacity report</h1>",
+        f'<p class="meta">{escape(report.source)} · {_when(report.start - report.step)} to {_when(report.end)} · '
+        f"step {report.step / 3600:g} h · written {_when(time.time())}</p>",
+        f"<h2>Summary {_verdict(report.verdict)}</h2>",
+        '<ul class="findings">' + "".join(f"<li>{escape(f)}</li>" for f in report.findings) + "</ul>",
+        _table(["", "value"], [
+            ["chips / nodes", f"{int(t['chips'] or 0)} / {int(t['nodes'] or 0)}"],
+            ["chip time in use (allocated)", _pct(t["allocation"])],
+            ["mean utilization, chips in use", _pct(t["mean_utilization_in_use"])],
+            ["mean utilization, all chips", _pct(t["mean_utilization_all"])],
+            [f"in-use time below {report.bounds.low * 100:g}%", _pct(t["below_share"])],
+            ["idle chip-hours", f"{t['idle_chip_hours']:,.0f} of {t['chip_hours']:,.0f}"],
+            ["unused chip-hours", f"{t['unused_chip_hours']:,.0f}"],
+        ]),
+    ]
+    for name, title in SECTIONS:
+        parts.append(f"<h2>{escape(title)}</h2>")
+        if name in charts:
+            parts.append(f'<img src="{escape(charts[name].name)}" alt="{escape(title)}">')
+        else:
+            parts.append('<p class="note">No data for this chart (see the notes below).</p>')
+        parts.append(_section_table(name, report))
+    if report.notes:
+        parts.append("<h2>Notes</h2><ul>" + "".join(f'<li class="note">{escape(n)}</li>' for n in report.notes) + "</ul>")
+    parts.append("</body></html>")
+    return "\n".join(p for p in parts if p) + "\n"
+
+
+def _section_table(name: str, r: CapacityReport) -> str:
+    if name == "utilization_nodes":
+        return _table(["node", "chips", "mean (in use)", "verdict", "allocated", f"< {r.bounds.low * 100:g}%"], [
+            [escape(n.instance), str(n.chips), _pct(n.mean_utilization), _verdict(n.verdict), _pct(n.allocation),
+             _pct(n.below_share)] for n in r.nodes])
+    if name == "utilization_namespaces" and r.namespaces:
+        return _table(["namespace", "chips (max)", "chip-hours", "mean", "verdict", f"< {r.bounds.low * 100:g}%"], [
+            [escape(n.namespace), str(n.chips), f"{n.chip_hours:,.0f}", _pct(n.mean_utilization), _verdict(n.verdict),
+             _pct(n.below_share)] for n in r.namespaces])
+    if name == "idle_chip_hours":
+        return _table(["node", "chip-hours", "idle", "unused"], [
+            [escape(n.instance), f"{n.chip_hours:,.0f}", f"{n.idle_chip_hours:,.0f}", f"{n.unused_chip_hours:,.0f}"]
+            for n in r.nodes])
+    if name == "hbm_headroom" and r.hbm_headroom:
+        return _table(["node", "peak used", "least free"], [
+            [escape(n.instance), _pct(n.hbm_peak_ratio), _gib(n.hbm_min_headroom_bytes)] for n in r.nodes
+            if n.hbm_peak_ratio is not None])
+    if name == "forecast" and r.forecasts:
+        return _table(["quantity", "trend per week", "limit", "days to limit"], [
+            [escape(f.name), f"{f.slope_per_day * 7:+.2f}" if f.unit == "count" else f"{f.slope_per_day * 700:+.1f} pts",
+             "" if f.limit is None else (f"{f.limit:g}" if f.unit == "count" else _pct(f.limit)),
+             "" if f.limit is None else ("not on this trend" if f.days_to_limit is None else f"{f.days_to_limit:.1f}")]
+            for f in r.forecasts])
+    return ""
+
+
+def report_json(report: CapacityReport, charts: Mapping[str, Path]) -> str:
+    doc: dict[str, Any] = {
+        "source": report.source, "start": report.start - report.step, "end": report.end, "step": report.step,
+        "verdict": report.verdict, "bounds": asdict(report.bounds), "totals": dict(report.totals),
+        "nodes": [asdict(n) for n in report.nodes], "namespaces": [asdict(n) for n in report.namespaces],
+        "forecasts": [{k: v for k, v in asdict(f).items() if k != "daily"} for f in report.forecasts],
+        "findings": list(report.findings), "notes": list(report.notes),
+        "charts": {k: v.name for k, v in charts.items()},
+    }
+    return json.dumps(doc, indent=2) + "\n"

@@ -1,0 +1,144 @@
+"""A real Prometheus holding 31 days of generated history (tests/diagnose/history.py), built
+once per test session: OpenMetrics text -> `promtool tsdb create-blocks-from openmetrics` ->
+`prometheus` on 127.0.0.1. Plus helpers that run the two commands in-process.
+
+Only 127.0.0.1; every wait is a bounded poll; the Prometheus started here is stopped here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from exporter import diagnose, report
+
+from .history import openmetrics
+
+HINTS = {
+    "prometheus": "Debian package prometheus",
+    "promtool": "Debian package prometheus",
+    "chromium": "Debian package chromium (apt-get install -y chromium)",
+}
+
+
+def tool(name: str) -> str:
+    """A tool from PATH; missing, it skips the test locally and fails it under CI."""
+    path = shutil.which(name)
+    if not path:
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} missing under CI: {HINTS.get(name, '')}")
+        pytest.skip(f"{name} not installed ({HINTS.get(name, '')})")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class Prometheus:
+    url: str
+    now: int            # the history ends here (unix seconds, a whole minute)
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, deadline: float = 60.0) -> None:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"prometheus exited with {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"prometheus not ready after {deadline}s:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    promtool, binary = tool("promtool"), tool("prometheus")
+    root = tmp_path_factory.mktemp("prometheus-history")
+    now = int(time.time()) // 60 * 60
+    source = root / "history.om"
+    with source.open("w") as handle:
+        for line in openmetrics(now):
+            handle.write(line + "\n")
+    data = root / "data"
+    # One block for the whole history (the default is one per 2h, hundreds of them).
+    built = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", "--max-block-duration=1000h", "-q",
+                            str(source), str(data)], capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stdout + built.stderr
+    source.unlink()
+    config = root / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 1m\n")
+    port = free_port()
+    log = root / "prometheus.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [binary, f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}",
+             f"--config.file={config}", "--storage.tsdb.retention.time=60d"],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_ready(url, proc, log)
+        yield Prometheus(url, now)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)
+
+
+# --- running the commands in-process ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+def run_diagnose(*argv: str) -> Result:
+    parser = argparse.ArgumentParser(prog="cann-exporter diagnose")
+    diagnose.add_arguments(parser)
+    out, err = io.StringIO(), io.StringIO()
+    code = diagnose.run(parser.parse_args(list(argv)), out=out, err=err)
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+def run_report(*argv: str) -> Result:
+    parser = argparse.ArgumentParser(prog="cann-exporter report")
+    report.add_arguments(parser)
+    out, err = io.StringIO(), io.StringIO()
+    code = report.run(parser.parse_args(list(argv)), out=out, err=err)
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture(scope="session")
+def capacity_report(prometheus: Prometheus, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 30-day report, written once for the report tests."""
+    out = tmp_path_factory.mktemp("report")
+    result = run_report("--prometheus", prometheus.url, "--range", "30d", "--end", str(prometheus.now), "--out", str(out))
+    assert result.code == 0, result.err
+    assert result.out.strip() == str(out / "index.html")
+    return out

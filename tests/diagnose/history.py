@@ -1,0 +1,232 @@
+"""31 days of cann-exporter series with known patterns, as OpenMetrics text for
+`promtool tsdb create-blocks-from openmetrics`.
+
+Coarse samples every 15 minutes up to two hours before ``now``, then every 30 s (a real
+scrape interval) so the last hour also shows swings inside the 10 min windows of
+NPUUtilizationUnstable. Every number a test checks is a constant here.
+
+Nodes (4 chips each, 64 GiB HBM per chip):
+- node-a: busy (88/90/92/90%), namespace team-a; HBM filling linearly 20% -> 80% over the window;
+  job `bert` ranks 0 and 1 (0.30 s iterations until one day ago, 0.25 s since; 95% of wall
+  time in iterations; known phase split) and a profile of bert rank 0.
+- node-b: 40% on every chip in use; chips 2 and 3 idle (nothing on them, 0%) until 15 days
+  ago; namespace team-b; job `slow` rank 0 (0.5 s iterations, 0.6 s since one day ago: a
+  regression; 70% busy; 35% memory copies) and a profile with one hot operator.
+- node-c: chip 0 idle the whole time (no process, no pod); chip 1 a saw-tooth (30% / 100%
+  alternating samples); chips 2 and 3 at 96%; namespace team-c; no HBM series at all (a
+  driver that does not report it); job `stuck` rank 0, whose last iteration was one hour
+  before ``now``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+DAY, HOUR = 86400, 3600
+HISTORY_DAYS = 31
+COARSE, FINE, FINE_SPAN = 900, 30, 2 * HOUR
+GIB = 1 << 30
+HBM_TOTAL = 64 * GIB
+JOBS_SINCE = 3 * DAY           # jobs and profiles exist for the last 3 days only
+CHANGE_AGO = DAY               # iteration times change one day before now
+NODE_B_GROWTH_AGO = 15 * DAY   # node-b chips 2, 3 in use from then on
+STALL_AGO = HOUR
+
+NODE_A_UTIL = (0.88, 0.90, 0.92, 0.90)
+NODE_B_UTIL = 0.40
+NODE_C_BUSY = 0.96
+SAW = (0.30, 1.00)
+HBM_FILL = (0.20, 0.80)       # node-a, start -> now
+HBM_OTHER = 0.50
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    instance: str
+    ranks: tuple[int, ...]
+    before: float              # iteration seconds until CHANGE_AGO
+    after: float               # iteration seconds since
+    busy: float                # share of wall time inside iterations
+    samples_per_iteration: int
+    phases: dict[str, float] = field(default_factory=dict)
+    stops_ago: float | None = None
+
+
+BERT = Job("bert", "node-a:9435", (0, 1), 0.30, 0.25, 0.95, 32,
+           {"data": 0.05, "h2d": 0.10, "compute": 0.70, "communication": 0.08, "d2h": 0.02, "framework": 0.05})
+SLOW = Job("slow", "node-b:9435", (0,), 0.5, 0.6, 0.70, 16,
+           {"data": 0.10, "h2d": 0.30, "compute": 0.35, "communication": 0.05, "d2h": 0.05, "framework": 0.15})
+STUCK = Job("stuck", "node-c:9435", (0,), 1.0, 1.0, 0.90, 8, {"compute": 0.9, "data": 0.1}, stops_ago=STALL_AGO)
+JOBS = (BERT, SLOW, STUCK)
+
+PROFILES = {
+    ("node-a:9435", "bert"): {
+        "step_duration_seconds": 0.25, "compute_ratio": 0.90, "communication_ratio": 0.04, "idle_ratio": 0.06,
+        "memcpy_ratio": 0.05, "framework_overhead_ratio": 0.04, "top3_operator_ratio": 0.75, "max_operator_ratio": 0.45,
+        "operators": (("MatMul", 0.45), ("Conv2D", 0.20), ("Add", 0.10), ("Softmax", 0.05)),
+    },
+    ("node-b:9435", "slow"): {
+        "step_duration_seconds": 0.6, "compute_ratio": 0.50, "communication_ratio": 0.05, "idle_ratio": 0.20,
+        "memcpy_ratio": 0.35, "framework_overhead_ratio": 0.12, "top3_operator_ratio": 0.90, "max_operator_ratio": 0.80,
+        "operators": (("TransData", 0.80), ("MatMul", 0.05), ("Add", 0.05)),
+    },
+}
+PROFILE_METRICS = {
+    "step_duration_seconds": "npu_profile_step_duration_seconds", "compute_ratio": "npu_profile_compute_ratio",
+    "communication_ratio": "npu_profile_communication_ratio", "idle_ratio": "npu_profile_idle_ratio",
+    "memcpy_ratio": "npu_profile_memcpy_ratio", "framework_overhead_ratio": "npu_profile_framework_overhead_ratio",
+    "top3_operator_ratio": "npu_profile_top3_operator_ratio", "max_operator_ratio": "npu_profile_max_operator_ratio",
+}
+
+
+@dataclass(frozen=True)
+class Chip:
+    instance: str
+    npu: int
+    namespace: str | None
+    util: Callable[[int, int], float]           # (t, sample index) -> ratio
+    in_use: Callable[[int], bool]
+    hbm: Callable[[int], float | None]          # t -> used share (None: not reported)
+
+
+def chips(now: int) -> list[Chip]:
+    start = now - HISTORY_DAYS * DAY
+    fill = lambda t: HBM_FILL[0] + (HBM_FILL[1] - HBM_FILL[0]) * (t - start) / (now - start)  # noqa: E731
+    always = lambda t: True  # noqa: E731
+    grown = lambda t: t >= now - NODE_B_GROWTH_AGO  # noqa: E731
+    out = [Chip("node-a:9435", i, "team-a", lambda t, k, u=u: u, always, fill) for i, u in enumerate(NODE_A_UTIL)]
+    for i in range(4):
+        use = always if i < 2 else grown
+        out.append(Chip("node-b:9435", i, "team-b", lambda t, k, use=use: NODE_B_UTIL if use(t) else 0.0, use,
+                        lambda t: HBM_OTHER))
+    # node-c reports no HBM (series missing)
+    out.append(Chip("node-c:9435", 0, None, lambda t, k: 0.0, lambda t: False, lambda t: None))
+    out.append(Chip("node-c:9435", 1, "team-c", lambda t, k: SAW[k % 2], always, lambda t: None))
+    out += [Chip("node-c:9435", i, "team-c", lambda t, k: NODE_C_BUSY, always, lambda t: None) for i in (2, 3)]
+    return out
+
+
+def sample_times(now: int) -> list[int]:
+    start = now - HISTORY_DAYS * DAY
+    fine_from = now - FINE_SPAN
+    return list(range(start, fine_from, COARSE)) + list(range(fine_from, now + 1, FINE))
+
+
+def _labels(**labels: object) -> str:
+    return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+
+
+def _chip_labels(chip: Chip) -> dict[str, object]:
+    return {"instance": chip.instance, "job": "cann-exporter", "npu": chip.npu, "chip": 0, "device": chip.npu}
+
+
+def _family(name: str, kind: str, series: Iterator[str]) -> Iterator[str]:
+    yield f"# TYPE {name} {kind}"
+    yield from series
+
+
+def _chip_families(now: int, times: list[int]) -> Iterator[str]:
+    nodes = chips(now)
+
+    def per_chip(metric: str, value: Callable[[Chip, int, int], float | None], **extra: Callable[[Chip], object]) -> Iterator[str]:
+        for chip in nodes:
+            labels = _labels(**_chip_labels(chip), **{k: f(chip) for k, f in extra.items()})
+            for k, t in enumerate(times):
+                v = value(chip, t, k)
+                if v is not None:
+                    yield f"{metric}{labels} {v!r} {t}"
+
+    yield from _family("npu_aicore_utilization_ratio", "gauge", per_chip("npu_aicore_utilization_ratio", lambda c, t, k: c.util(t, k)))
+    yield from _family("npu_hbm_total_bytes", "gauge", per_chip(
+        "npu_hbm_total_bytes", lambda c, t, k: float(HBM_TOTAL) if c.hbm(t) is not None else None))
+    yield from _family("npu_hbm_used_bytes", "gauge", per_chip(
+        "npu_hbm_used_bytes", lambda c, t, k: None if (u := c.hbm(t)) is None else round(u * HBM_TOTAL)))
+    yield from _family("npu_process_memory_bytes", "gauge", per_chip(
+        "npu_process_memory_bytes", lambda c, t, k: 30.0 * GIB if c.in_use(t) else None,
+        pid=lambda c: 1000 + c.npu, process=lambda c: "python"))
+    yield from _family("npu_pod_info", "gauge", per_chip(
+        "npu_pod_info", lambda c, t, k: 1.0 if c.namespace and c.in_use(t) else None,
+        namespace=lambda c: c.namespace or "", pod=lambda c: f"{c.namespace}-trainer", container=lambda c: "main"))
+
+
+def _integral(job: Job, now: int, t: int) -> float:
+    """Seconds of wall time the job ran (reported steps) from its start up to ``t``."""
+    begin = now - JOBS_SINCE
+    stop = now - job.stops_ago if job.stops_ago is not None else None
+    end = min(t, stop) if stop is not None else t
+    return max(0.0, float(end - begin))
+
+
+def _iterations(job: Job, now: int, t: int) -> float:
+    begin, change = now - JOBS_SINCE, now - CHANGE_AGO
+    run = _integral(job, now, t)
+    first = min(run, change - begin)
+    second = max(0.0, run - (change - begin))
+    return job.busy * (first / job.before + second / job.after)
+
+
+def _job_families(now: int, times: list[int]) -> Iterator[str]:
+    begin = now - JOBS_SINCE
+    job_times = [t for t in times if t >= begin]
+
+    def per_rank(metric: str, value: Callable[[Job, int], float], **extra: str) -> Iterator[str]:
+        for job in JOBS:
+            for rank in job.ranks:
+                labels = _labels(instance=job.instance, job="cann-exporter", job_name=job.name, rank=rank, **extra)
+                for t in job_times:
+                    yield f"{metric}{labels} {value(job, t)!r} {t}"
+
+    def info() -> Iterator[str]:
+        for job in JOBS:
+            for rank in job.ranks:
+                device = rank if job is not STUCK else 2
+                labels = _labels(instance=job.instance, job="cann-exporter", job_name=job.name, rank=rank, device=device,
+                                 world_size=len(job.ranks), framework="torch", pid=2000 + rank)
+                yield from (f"npu_job_info{labels} 1.0 {t}" for t in job_times)
+
+    yield from _family("npu_job_info", "gauge", info())
+    yield "# TYPE npu_job_iteration_duration_seconds summary"
+    yield from per_rank("npu_job_iteration_duration_seconds_sum", lambda j, t: j.busy * _integral(j, now, t))
+    yield from per_rank("npu_job_iteration_duration_seconds_count", lambda j, t: _iterations(j, now, t))
+    yield from _family("npu_job_iterations", "counter", per_rank("npu_job_iterations_total", lambda j, t: _iterations(j, now, t)))
+    yield from _family("npu_job_samples", "counter", per_rank(
+        "npu_job_samples_total", lambda j, t: j.samples_per_iteration * _iterations(j, now, t)))
+    last = lambda j, t: float(min(t, now - j.stops_ago) if j.stops_ago is not None else t)  # noqa: E731
+    yield from _family("npu_job_last_iteration_timestamp_seconds", "gauge", per_rank("npu_job_last_iteration_timestamp_seconds", last))
+    yield "# TYPE npu_job_phase_seconds counter"
+    for phase in ("data", "h2d", "compute", "communication", "d2h", "framework"):
+        yield from per_rank("npu_job_phase_seconds_total", lambda j, t, p=phase: j.phases.get(p, 0.0) * j.busy * _integral(j, now, t),
+                            phase=phase)
+
+
+def _profile_families(now: int, times: list[int]) -> Iterator[str]:
+    job_times = [t for t in times if t >= now - JOBS_SINCE]
+    for field_name, metric in PROFILE_METRICS.items():
+        yield f"# TYPE {metric} gauge"
+        for (instance, job), values in PROFILES.items():
+            labels = _labels(instance=instance, job="cann-exporter", job_name=job, rank=0)
+            yield from (f"{metric}{labels} {values[field_name]!r} {t}" for t in job_times)
+    yield "# TYPE npu_profile_operator_time_ratio gauge"
+    for (instance, job), values in PROFILES.items():
+        for position, (op_type, ratio) in enumerate(values["operators"], start=1):  # type: ignore[arg-type]
+            labels = _labels(instance=instance, job="cann-exporter", job_name=job, rank=0, op_type=op_type, position=position)
+            yield from (f"npu_profile_operator_time_ratio{labels} {ratio!r} {t}" for t in job_times)
+
+
+def openmetrics(now: int) -> Iterator[str]:
+    times = sample_times(now)
+    yield from _chip_families(now, times)
+    yield from _job_families(now, times)
+    yield from _profile_families(now, times)
+    yield "# EOF"
+
+
+# --- expected values the tests check ---------------------------------------------------------------
+
+
+def job_rate(job: Job) -> dict[str, float]:
+    """A rank's numbers over the last hour (after the change)."""
+    return {"iteration_seconds": job.after, "iterations_per_second": job.busy / job.after,
+            "samples_per_second": job.samples_per_iteration * job.busy / job.after, "idle": 1 - job.busy}
