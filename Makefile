@@ -6,7 +6,7 @@ ARGS ?=
 # Test extras: the framework adapters are tested on their real libraries (CPU builds).
 TEST_EXTRAS ?= test,torch,hf,lightning
 
-.PHONY: run test bench install install-test lint clean
+.PHONY: run test bench soak generate install install-test lint clean
 
 $(BIN)/cann-exporter: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,15 @@ test: install-test
 
 bench: install-test
 	$(BIN)/python -m benchmarks $(ARGS)
+
+# Opt-in soak: 16 chips, 8 hook jobs, scrapes and faults for SOAK_SECONDS (default 1200); writes benchmarks/SOAK.md.
+soak: install-test
+	$(BIN)/python -m benchmarks.soak $(ARGS)
+
+# alerts/ and grafana/ from exporter/thresholds.yaml, then the Kubernetes copies of them.
+generate: install
+	$(BIN)/cann-exporter generate
+	$(BIN)/python deploy/kubernetes/generate.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

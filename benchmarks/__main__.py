@@ -38,9 +38,12 @@ DEFAULT_BUDGET = 900.0
 KNOWN_KEYS = ("title", "summary", "figures", "tables", "raw", "notes", "command")
 
 
+OPT_IN = frozenset({"soak"})  # long-running, its own report (benchmarks/SOAK.md): `make soak`
+
+
 def discover() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules([str(PACKAGE_DIR)])
-                  if not m.name.startswith("_") and not m.ispkg)
+                  if not m.name.startswith("_") and not m.ispkg and m.name not in OPT_IN)
 
 
 # --- the child: import one module, run it, write JSON ----------------------------------------------

@@ -1,4 +1,4 @@
-"""Command line: serve, once, check-config, profile. Thin: parse, build settings, hand over."""
+"""Command line: serve, once, check-config, profile, generate. Thin: parse, build settings, hand over."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from exporter import __version__, profile_report
+from exporter import __version__, generate, profile_report
 from exporter.config import OPTIONS, ConfigError, Settings, build_settings, load_ingest_token, load_yaml, parse_bool
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check-config", help="validate a configuration file")
     check.add_argument("file", metavar="FILE")
     profile_report.add_arguments(commands.add_parser("profile", help="indicators and verdicts of a torch_npu/msprof profile"))
+    generate.add_arguments(commands.add_parser("generate", help="write alerts/ and grafana/ from the threshold table"))
     return parser
 
 
@@ -79,6 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _check_config(args.file)
     if args.command == "profile":
         return profile_report.run(args)
+    if args.command == "generate":
+        return generate.run(args)
     try:
         settings = load_settings(args, os.environ)
     except ConfigError as exc:

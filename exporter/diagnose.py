@@ -16,17 +16,22 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
 from exporter import profile_report
 from exporter.config import MODELS, SCENARIOS
+from exporter.diagnostics import argtypes
 from exporter.diagnostics import baseline as bl
 from exporter.diagnostics.analysis import analyse
 from exporter.diagnostics.model import EXIT_CANNOT, CannotDiagnose, Observations, Report
-from exporter.diagnostics.promapi import PrometheusClient, PrometheusError, parse_duration, parse_selector, parse_time
+from exporter.diagnostics.promapi import (
+    PrometheusClient,
+    PrometheusError,
+    parse_duration,
+    parse_time,
+)
 from exporter.diagnostics.render import render_json, render_markdown, render_text
 from exporter.thresholds import ThresholdError, Thresholds, load_thresholds
 
@@ -44,25 +49,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     one.add_argument("--prometheus", metavar="URL", help="Prometheus base URL, e.g. http://prometheus:9090")
     one.add_argument("--metrics-url", metavar="URL", help="one exporter's /metrics, e.g. http://node-1:9435/metrics")
     one.add_argument("--profile-dir", metavar="DIR", help="a torch_npu/msprof/MindSpore profile export or a directory of them")
-    source.add_argument("--range", type=_duration, default=_duration("1h"), metavar="DURATION",
+    source.add_argument("--range", type=argtypes.duration, default=parse_duration("1h"), metavar="DURATION",
                         help="Prometheus: length of the window (default: 1h)")
-    source.add_argument("--end", type=_time, default=None, metavar="TIME",
+    source.add_argument("--end", type=argtypes.timestamp, default=None, metavar="TIME",
                         help="Prometheus: end of the window: now (default), now-2d, unix seconds or RFC 3339")
-    source.add_argument("--selector", type=_selector, default="", metavar="'{LABEL=\"VALUE\",...}'",
+    source.add_argument("--selector", type=argtypes.label_selector, default="", metavar="'{LABEL=\"VALUE\",...}'",
                         help="Prometheus: label matchers added to every query, e.g. '{instance=\"node-1:9435\"}'")
     source.add_argument("--npu-smi", metavar="PATH", default=None, help="local node: the npu-smi binary")
     source.add_argument("--simulate", nargs="?", const="healthy", default=None, choices=SCENARIOS, metavar="SCENARIO",
                         help=f"local node: the built-in simulator ({', '.join(SCENARIOS)}; default healthy)")
     source.add_argument("--simulate.model", dest="simulate_model", default=None, choices=MODELS, help="simulated node model")
     source.add_argument("--config", metavar="FILE", default=None, help="local node: the exporter's YAML configuration")
-    source.add_argument("--samples", type=_samples, default=1, metavar="N",
+    source.add_argument("--samples", type=argtypes.bounded_int(1, MAX_SAMPLES), default=1, metavar="N",
                         help=f"local node and --metrics-url: read N times (1..{MAX_SAMPLES}) for spread and rates (default: 1)")
-    source.add_argument("--interval", type=_interval, default=10.0, metavar="DURATION",
+    source.add_argument("--interval", type=argtypes.short_duration, default=10.0, metavar="DURATION",
                         help="time between --samples reads (default: 10s)")
-    source.add_argument("--timeout", type=_interval, default=15.0, metavar="DURATION",
+    source.add_argument("--timeout", type=argtypes.short_duration, default=15.0, metavar="DURATION",
                         help="bound on each HTTP request (default: 15s)")
     source.add_argument("--job", action="append", default=None, metavar="NAME", help="only these training jobs (repeatable)")
-    source.add_argument("--top", type=profile_report._positive_int, default=5, metavar="K",
+    source.add_argument("--top", type=argtypes.bounded_int(1, 1000), default=5, metavar="K",
                         help="--profile-dir: operator types to list (default: 5)")
     base = parser.add_argument_group("baselines (tuning guide section 6)")
     base.add_argument("--save-baseline", metavar="FILE", help="write each job's iteration time and throughput to FILE")
@@ -75,45 +80,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     output.add_argument("--thresholds", metavar="FILE", default=None, help="threshold table (default: the packaged one)")
 
 
-def _type(parse: Callable[[str], object]) -> Callable[[str], object]:
-    def convert(text: str) -> object:
-        try:
-            return parse(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-    return convert
-
-
-_duration = _type(parse_duration)
-_time = _type(parse_time)
-_selector = _type(parse_selector)
-
-
-def _bounded_int(low: int, high: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer {low}..{high}, got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"expected an integer {low}..{high}, got {text!r}")
-        return value
-    return parse
-
-
-_samples = _bounded_int(1, MAX_SAMPLES)
-
-
-def _interval(text: str) -> float:
-    try:
-        seconds = float(text) if text.replace(".", "", 1).isdigit() else parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if not 0 < seconds <= 3600:
-        raise argparse.ArgumentTypeError(f"expected a duration between 0 and 1h, got {text!r}")
-    return seconds
-
-
 # --- run ------------------------------------------------------------------------------------------
 
 
@@ -121,8 +87,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     out, err = out or sys.stdout, err or sys.stderr
     try:
         table = load_thresholds(getattr(args, "thresholds", None))
+        saved = bl.load_baseline(Path(args.baseline)) if getattr(args, "baseline", None) else None   # fail fast
         obs = only_jobs(read(args, table, err), getattr(args, "job", None))
-        report = with_baselines(analyse(obs, table), obs, args, table)
+        report = with_baselines(analyse(obs, table), obs, args, table, saved)
     except ThresholdError as exc:
         print(f"{PROG}: bad threshold table: {exc}", file=err)
         return EXIT_CANNOT
@@ -163,9 +130,9 @@ def read(args: argparse.Namespace, table: Thresholds, err: TextIO) -> Observatio
 
 
 def read_prometheus(args: argparse.Namespace, table: Thresholds, err: TextIO) -> Observations:
+    from exporter.diagnostics.progress import Progress
     from exporter.diagnostics.prom_reader import Window
     from exporter.diagnostics.prom_reader import read_prometheus as query
-    from exporter.diagnostics.progress import Progress
 
     try:
         client = PrometheusClient(args.prometheus, timeout=getattr(args, "timeout", 15.0))
@@ -180,7 +147,11 @@ def read_prometheus(args: argparse.Namespace, table: Thresholds, err: TextIO) ->
 def read_metrics_url(args: argparse.Namespace) -> Observations:
     import time
 
-    from exporter.diagnostics.scrape_reader import fetch_metrics, observations, parse_exposition
+    from exporter.diagnostics.scrape_reader import (
+        fetch_metrics,
+        observations,
+        parse_exposition,
+    )
 
     scrapes = []
     for index in range(getattr(args, "samples", 1)):
@@ -210,8 +181,10 @@ def read_local(args: argparse.Namespace) -> Observations:
             text = Path(config).read_text(encoding="utf-8")
         except OSError as exc:
             raise CannotDiagnose(f"{config}: cannot read: {exc.strerror or exc}") from None
+    # Only `npu-smi info` (utilization, processes) and `info -m` (device ids) are needed here:
+    # no per-card details or board reads, so a diagnosis costs two npu-smi calls.
     flags = {"npu_smi.path": getattr(args, "npu_smi", None), "simulator.scenario": getattr(args, "simulate", None),
-             "simulator.model": getattr(args, "simulate_model", None)}
+             "simulator.model": getattr(args, "simulate_model", None), "npu_smi.details": "", "npu_smi.board": False}
     settings = local_settings(text, config or "config", os.environ, flags)
     scrapes = asyncio.run(scrape_local(settings, getattr(args, "samples", 1), getattr(args, "interval", 10.0)))
     simulated = f" (simulator: {settings.simulator_scenario})" if settings.simulator_scenario else ""
@@ -233,11 +206,11 @@ def only_jobs(obs: Observations, names: list[str] | None) -> Observations:
 # --- baselines --------------------------------------------------------------------------------------
 
 
-def with_baselines(report: Report, obs: Observations, args: argparse.Namespace, table: Thresholds) -> Report:
+def with_baselines(report: Report, obs: Observations, args: argparse.Namespace, table: Thresholds,
+                   saved: dict[str, bl.JobPerf] | None = None) -> Report:
     current = bl.job_performance(obs.jobs, obs.profiles)
     findings, notes, extra = list(report.findings), list(report.notes), dict(report.extra)
-    if getattr(args, "baseline", None):
-        saved = bl.load_baseline(Path(args.baseline))
+    if saved is not None:
         compared, missing = bl.compare(current, saved, table)
         findings += compared
         notes += missing

@@ -17,33 +17,37 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from exporter.diagnostics import argtypes
 from exporter.diagnostics.capacity import analyse_capacity, choose_step
 from exporter.diagnostics.capacity_reader import QUERIES, aligned_window, read_capacity
 from exporter.diagnostics.html import render_html, report_json
 from exporter.diagnostics.model import EXIT_CANNOT, EXIT_HEALTHY, CannotDiagnose
 from exporter.diagnostics.progress import Progress
-from exporter.diagnostics.promapi import PrometheusClient, PrometheusError, parse_duration, parse_selector, parse_time
+from exporter.diagnostics.promapi import (
+    PrometheusClient,
+    PrometheusError,
+    parse_duration,
+    parse_time,
+)
 from exporter.thresholds import ThresholdError, load_thresholds
 
 PROG = "cann-exporter report"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from exporter.diagnose import _duration, _interval, _selector, _time
-
     parser.description = (__doc__ or "").split("\n\n")[0].replace("\n", " ")
     parser.add_argument("--prometheus", metavar="URL", required=True, help="Prometheus base URL, e.g. http://prometheus:9090")
-    parser.add_argument("--range", type=_duration, default=parse_duration("30d"), metavar="DURATION",
+    parser.add_argument("--range", type=argtypes.duration, default=parse_duration("30d"), metavar="DURATION",
                         help="history to report on (default: 30d)")
-    parser.add_argument("--end", type=_time, default=None, metavar="TIME", help="end of the window: now (default), now-1d, unix seconds or RFC 3339")
-    parser.add_argument("--step", type=_duration, default=None, metavar="DURATION",
+    parser.add_argument("--end", type=argtypes.timestamp, default=None, metavar="TIME", help="end of the window: now (default), now-1d, unix seconds or RFC 3339")
+    parser.add_argument("--step", type=argtypes.duration, default=None, metavar="DURATION",
                         help="resolution of the range queries (default: sized to the range, 30d -> 1h)")
-    parser.add_argument("--selector", type=_selector, default="", metavar="'{LABEL=\"VALUE\",...}'",
+    parser.add_argument("--selector", type=argtypes.label_selector, default="", metavar="'{LABEL=\"VALUE\",...}'",
                         help="label matchers added to every query, e.g. '{cluster=\"prod\"}'")
-    parser.add_argument("--horizon", type=_duration, default=parse_duration("30d"), metavar="DURATION",
+    parser.add_argument("--horizon", type=argtypes.duration, default=parse_duration("30d"), metavar="DURATION",
                         help="how far the forecasts look ahead (default: 30d)")
     parser.add_argument("--out", metavar="DIR", required=True, help="directory for index.html, the PNG charts and capacity.json")
-    parser.add_argument("--timeout", type=_interval, default=30.0, metavar="DURATION", help="bound on each query (default: 30s)")
+    parser.add_argument("--timeout", type=argtypes.short_duration, default=30.0, metavar="DURATION", help="bound on each query (default: 30s)")
     parser.add_argument("--thresholds", metavar="FILE", default=None, help="threshold table (default: the packaged one)")
 
 

@@ -25,7 +25,14 @@ from exporter.diagnostics.model import (
     Report,
 )
 from exporter.parsers.profiles import ProfileSummary
-from exporter.thresholds import ABNORMAL, HEALTHY, WARNING, AlertSpec, Indicator, Thresholds
+from exporter.thresholds import (
+    ABNORMAL,
+    HEALTHY,
+    WARNING,
+    AlertSpec,
+    Indicator,
+    Thresholds,
+)
 
 UTILIZATION = "device_utilization"
 PHASES = ("data", "h2d", "compute", "communication", "d2h", "framework", "other")

@@ -17,7 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exporter.diagnostics.model import BASELINE, RATIO, CannotDiagnose, Finding, JobStats
+from exporter.diagnostics.model import (
+    BASELINE,
+    RATIO,
+    CannotDiagnose,
+    Finding,
+    JobStats,
+)
 from exporter.parsers.profiles import ProfileSummary
 from exporter.thresholds import ABNORMAL, HEALTHY, WARNING, Thresholds
 

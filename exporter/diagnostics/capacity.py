@@ -378,13 +378,13 @@ def findings(r: CapacityReport) -> list[str]:
     t = r.totals
     b = r.bounds
     out = [
-        f"{int(t['chips'] or 0)} chips on {int(t['nodes'] or 0)} nodes; {_pct(t['allocation'])} of chip time in use "
-        f"(a process, pod or job on the chip).",
-        f"Chips in use averaged {_pct(t['mean_utilization_in_use'])} AI Core utilization ({r.verdict}: healthy "
-        f"> {b.healthy * 100:g}%, abnormal < {b.low * 100:g}%); {_pct(t['below_share'])} of their time was below "
-        f"{b.low * 100:g}%.",
-        f"Idle chip-hours: {t['idle_chip_hours']:,.0f} of {t['chip_hours']:,.0f} ({_pct(t['idle_share'])}) with nothing "
-        f"on the chip; unused (not busy) chip-hours: {t['unused_chip_hours']:,.0f}.",
+        (f"{int(t['chips'] or 0)} chips on {int(t['nodes'] or 0)} nodes; {_pct(t['allocation'])} of chip time in use "
+         "(a process, pod or job on the chip)."),
+        (f"Chips in use averaged {_pct(t['mean_utilization_in_use'])} AI Core utilization ({r.verdict}: healthy "
+         f"> {b.healthy * 100:g}%, abnormal < {b.low * 100:g}%); {_pct(t['below_share'])} of their time was below "
+         f"{b.low * 100:g}%."),
+        (f"Idle chip-hours: {t['idle_chip_hours']:,.0f} of {t['chip_hours']:,.0f} ({_pct(t['idle_share'])}) with nothing "
+         f"on the chip; unused (not busy) chip-hours: {t['unused_chip_hours']:,.0f}."),
     ]
     low = [n for n in r.nodes if n.verdict == ABNORMAL]
     if low:

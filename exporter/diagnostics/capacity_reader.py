@@ -9,7 +9,13 @@ from collections.abc import Callable
 from exporter import metrics as m
 from exporter.diagnostics.capacity import CapacityInput, ChipHistory, NodeHbm
 from exporter.diagnostics.model import CannotDiagnose
-from exporter.diagnostics.promapi import PrometheusClient, PrometheusError, Series, promql_duration, selector
+from exporter.diagnostics.promapi import (
+    PrometheusClient,
+    PrometheusError,
+    Series,
+    promql_duration,
+    selector,
+)
 
 ChipKey = tuple[str, str, str, str]
 QUERIES = 8          # for the progress line

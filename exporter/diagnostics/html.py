@@ -66,8 +66,8 @@ def render_html(report: CapacityReport, charts: Mapping[str, Path]) -> str:
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         "<title>NPU capacity report</title>", f"<style>{_CSS}</style></head><body>",
         "<h1>NPU capacity report</h1>",
-        f'<p class="meta">{escape(report.source)} · {_when(report.start - report.step)} to {_when(report.end)} · '
-        f"step {report.step / 3600:g} h · written {_when(time.time())}</p>",
+        (f'<p class="meta">{escape(report.source)} · {_when(report.start - report.step)} to {_when(report.end)} · '
+         f"step {report.step / 3600:g} h · written {_when(time.time())}</p>"),
         f"<h2>Summary {_verdict(report.verdict)}</h2>",
         '<ul class="findings">' + "".join(f"<li>{escape(f)}</li>" for f in report.findings) + "</ul>",
         _table(["", "value"], [

@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from exporter import metrics as m
 from exporter import profile_report
 from exporter.diagnostics.model import CannotDiagnose, ChipStats, JobStats, Observations
-from exporter.diagnostics.promapi import PrometheusClient, PrometheusError, Sample, promql_duration, selector
+from exporter.diagnostics.promapi import (
+    PrometheusClient,
+    PrometheusError,
+    Sample,
+    promql_duration,
+    selector,
+)
 from exporter.parsers.profiles import OperatorShare, ProfileSummary
 from exporter.thresholds import Thresholds, duration_seconds
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import socket
 import time
 import urllib.error
 import urllib.parse
@@ -52,7 +51,7 @@ def parse_duration(text: str) -> float:
 
 def promql_duration(seconds: float) -> str:
     """A duration PromQL accepts, in whole seconds (at least 1s)."""
-    return f"{max(1, int(round(seconds)))}s"
+    return f"{max(1, round(seconds))}s"
 
 
 def parse_time(text: str) -> float:
@@ -142,7 +141,7 @@ class PrometheusClient:
         except urllib.error.URLError as exc:
             reason = exc.reason.strerror if isinstance(exc.reason, OSError) and exc.reason.strerror else exc.reason
             raise PrometheusError(f"cannot reach {what}: {reason}") from None
-        except (socket.timeout, TimeoutError):
+        except TimeoutError:
             raise PrometheusError(f"{what} did not answer within {self.timeout:g}s") from None
         except OSError as exc:
             raise PrometheusError(f"cannot reach {what}: {exc.strerror or exc}") from None

@@ -7,7 +7,18 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from exporter.diagnostics.model import LEVEL_TITLES, LEVELS, MACRO, MESO, MICRO, PER_SECOND, SECONDS, Finding, Report, worst
+from exporter.diagnostics.model import (
+    LEVEL_TITLES,
+    LEVELS,
+    MACRO,
+    MESO,
+    MICRO,
+    PER_SECOND,
+    SECONDS,
+    Finding,
+    Report,
+    worst,
+)
 from exporter.thresholds import ABNORMAL, HEALTHY, WARNING, Thresholds
 
 # What each level needs, said when a level has nothing to show.

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 
@@ -264,7 +264,7 @@ def _table_rows(text: str) -> list[list[str]]:
     header_seen = False
     separators = 0
     for line in _lines(text):
-        if line.startswith("+-") or line.startswith("+="):
+        if line.startswith(("+-", "+=")):
             separators += 1
             if separators >= 3:
                 break
@@ -561,7 +561,8 @@ def parse_dev_info(text: str) -> tuple[PortInfo, ...]:
     return tuple(ports)
 
 
-PARSERS: Mapping[str, object] = {
+# command -> parser of its output (the commands the hccn source runs, plus A5 port discovery)
+PARSERS: Mapping[str, Callable[[str], object]] = {
     "link": parse_link,
     "link_stat": parse_link_stat,
     "speed": parse_speed,

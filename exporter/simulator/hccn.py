@@ -34,7 +34,12 @@ from typing import BinaryIO
 from exporter.simulator import faults as faultlib
 from exporter.simulator import network as n
 from exporter.simulator.models import MODEL_NAMES, get_model
-from exporter.simulator.network import ALL_SCENARIOS, NetworkState, PortState, simulate_network
+from exporter.simulator.network import (
+    ALL_SCENARIOS,
+    NetworkState,
+    PortState,
+    simulate_network,
+)
 
 COMMANDS = ("link", "link_stat", "speed", "net_health", "stat", "optical", "bandwidth", "ip")
 FAULT_KINDS = ("hang", "slow", "exit", "busy", "permission", "unsupported", "unhealthy", "no-optical", "garbage")

@@ -44,17 +44,6 @@ MEGABIT = 1_000_000
 # A failure after which the chip's remaining calls in this run would fail the same way.
 _CHIP_FATAL = frozenset({"timeout", "device_unhealthy", "no_device", "invalid_device_id", "not_found"})
 
-_PARSERS: dict[str, Callable[[str], object]] = {
-    "link": p.parse_link,
-    "link_stat": p.parse_link_stat,
-    "speed": p.parse_speed,
-    "net_health": p.parse_net_health,
-    "stat": p.parse_stat,
-    "bandwidth": p.parse_bandwidth,
-    "optical": p.parse_optical,
-    "ip": p.parse_ip,
-}
-
 # Errors that are a reading of the port, per command: (reason -> stored record).
 _AS_READING: dict[str, dict[str, object]] = {
     "optical": {"optical_not_present": p.OpticalInfo(present=False)},
@@ -281,7 +270,7 @@ class HccnSource:
             for command in commands:
                 if self._missing or (target.chip_key, command) in self._unsupported:
                     continue
-                outcome, record = await self._query(target.chip_key, command, target.args(command), _PARSERS[command])
+                outcome, record = await self._query(target.chip_key, command, target.args(command), p.PARSERS[command])
                 if outcome.failure is None:
                     self._store(target, command, record)
                 outcomes.append(outcome)

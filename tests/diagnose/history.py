@@ -93,9 +93,9 @@ class Chip:
 
 def chips(now: int) -> list[Chip]:
     start = now - HISTORY_DAYS * DAY
-    fill = lambda t: HBM_FILL[0] + (HBM_FILL[1] - HBM_FILL[0]) * (t - start) / (now - start)  # noqa: E731
-    always = lambda t: True  # noqa: E731
-    grown = lambda t: t >= now - NODE_B_GROWTH_AGO  # noqa: E731
+    fill = lambda t: HBM_FILL[0] + (HBM_FILL[1] - HBM_FILL[0]) * (t - start) / (now - start)
+    always = lambda t: True
+    grown = lambda t: t >= now - NODE_B_GROWTH_AGO
     out = [Chip("node-a:9435", i, "team-a", lambda t, k, u=u: u, always, fill) for i, u in enumerate(NODE_A_UTIL)]
     for i in range(4):
         use = always if i < 2 else grown
@@ -193,7 +193,7 @@ def _job_families(now: int, times: list[int]) -> Iterator[str]:
     yield from _family("npu_job_iterations", "counter", per_rank("npu_job_iterations_total", lambda j, t: _iterations(j, now, t)))
     yield from _family("npu_job_samples", "counter", per_rank(
         "npu_job_samples_total", lambda j, t: j.samples_per_iteration * _iterations(j, now, t)))
-    last = lambda j, t: float(min(t, now - j.stops_ago) if j.stops_ago is not None else t)  # noqa: E731
+    last = lambda j, t: float(min(t, now - j.stops_ago) if j.stops_ago is not None else t)
     yield from _family("npu_job_last_iteration_timestamp_seconds", "gauge", per_rank("npu_job_last_iteration_timestamp_seconds", last))
     yield "# TYPE npu_job_phase_seconds counter"
     for phase in ("data", "h2d", "compute", "communication", "d2h", "framework"):

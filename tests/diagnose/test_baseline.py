@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from exporter.diagnostics.baseline import JobPerf, compare, job_performance, speedup_verdict
+from exporter.diagnostics.baseline import (
+    JobPerf,
+    compare,
+    job_performance,
+    speedup_verdict,
+)
 from exporter.diagnostics.model import CannotDiagnose, JobStats
 from exporter.thresholds import load_thresholds
 

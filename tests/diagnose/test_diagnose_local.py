@@ -98,7 +98,7 @@ class Server:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 status, body = server.bodies[min(server.calls, len(server.bodies) - 1)]
                 server.calls += 1
                 data = body.encode()

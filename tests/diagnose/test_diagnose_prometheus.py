@@ -66,7 +66,7 @@ def test_whole_cluster_is_abnormal_with_the_known_verdicts(prometheus: Prometheu
     hot = found[("profile of job slow rank 0 (node-b:9435)", "profile.max_operator_ratio")]
     assert (hot["value"], hot["verdict"], hot["alert"]) == (pytest.approx(0.80), "abnormal", "NPUHotOperator")
     ops = [f for f in doc["levels"]["micro"] if f["check"] == "operator" and "slow" in f["subject"]]
-    assert [(f["title"], f["value"]) for f in ops][0] == ("operator #1 TransData", pytest.approx(0.80))
+    assert next((f["title"], f["value"]) for f in ops) == ("operator #1 TransData", pytest.approx(0.80))
     # advice names the table's causes and levers for what is off
     advice = {a["key"]: a for a in doc["advice"]}
     assert advice["device_utilization"]["causes"] == ["data pipeline stalls", "uneven task scheduling"]

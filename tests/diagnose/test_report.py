@@ -97,7 +97,7 @@ def _chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[str
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
              "--disable-default-apps", f"--user-data-dir={profile}"]
-    return subprocess.run([binary, *flags, *args], capture_output=True, text=True, timeout=60,
+    return subprocess.run([binary, *flags, *args], check=False, capture_output=True, text=True, timeout=60,
                           env={**os.environ, "HOME": str(profile)})
 
 

@@ -20,8 +20,18 @@ from exporter.diagnostics.capacity import (
     linear_fit,
 )
 from exporter.diagnostics.model import ChipStats, JobStats, Observations, Report, worst
-from exporter.diagnostics.promapi import parse_duration, parse_selector, parse_time, selector
-from exporter.diagnostics.render import format_value, render_json, render_markdown, render_text
+from exporter.diagnostics.promapi import (
+    parse_duration,
+    parse_selector,
+    parse_time,
+    selector,
+)
+from exporter.diagnostics.render import (
+    format_value,
+    render_json,
+    render_markdown,
+    render_text,
+)
 from exporter.thresholds import load_thresholds
 
 TABLE = load_thresholds()

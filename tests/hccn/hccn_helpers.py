@@ -6,7 +6,6 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hccn"
 
 

@@ -126,7 +126,7 @@ async def test_a_hanging_call_is_killed_at_the_timeout_with_its_process_group(tm
         except ProcessLookupError:
             break
         assert time.monotonic() < deadline, "the hanging hccn_tool's process group survived"
-        time.sleep(0.05)
+        await asyncio.sleep(0.05)
 
 
 async def test_missing_binary_is_counted_once_and_recovers_when_installed(tmp_path):
