@@ -46,13 +46,14 @@ LIMITS = {"rss_mib": ("max(2 MiB, 2 % of the mean)", lambda mean: max(2.0, 0.02 
           "children": ("1 process", lambda mean: 1.0)}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Sample:
     t: float
     rss_mib: float
     fds: int
     threads: int
     children: int
+    settled: bool = False     # taken at the end of a fault period's recovery: what the slope test uses
 
 
 @dataclass
@@ -74,18 +75,32 @@ def slope(points: list[tuple[float, float]]) -> float:
     return 0.0 if var == 0 else sum((t - mt) * (v - mv) for t, v in points) / var
 
 
-def quiet_fds(proc: psutil.Process) -> int:
-    """Open fds between npu-smi calls: the minimum of a few quick readings."""
-    counts = []
-    for _ in range(5):
-        counts.append(proc.num_fds())
-        time.sleep(0.02)
-    return min(counts)
+def _live_children(proc: psutil.Process) -> int:
+    count = 0
+    for child in proc.children(recursive=True):
+        try:
+            count += child.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            pass
+    return count
 
 
-def take_sample(proc: psutil.Process, t0: float) -> Sample:
-    kids = [p for p in proc.children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
-    return Sample(time.monotonic() - t0, proc.memory_info().rss / 2**20, quiet_fds(proc), proc.num_threads(), len(kids))
+def take_sample(proc: psutil.Process, t0: float, settled: bool = False, budget: float = 0.5) -> Sample:
+    """fds, threads and children at a moment no npu-smi call is in flight (each call holds
+    pipes, a child and asyncio's child-watcher thread): readings every 50 ms for up to
+    ``budget`` seconds, keeping the one with the fewest children. A leaked child never
+    reaches zero, so it still shows."""
+    end = time.monotonic() + budget
+    best: tuple[int, int, int] | None = None
+    while True:
+        reading = (_live_children(proc), proc.num_fds(), proc.num_threads())
+        best = reading if best is None else min(best, reading)
+        if best[0] == 0 or time.monotonic() >= end:
+            break
+        time.sleep(0.05)
+    children, fds, threads = best
+    # Settled: asked for after a fault's recovery, and a moment with no call in flight was found.
+    return Sample(time.monotonic() - t0, proc.memory_info().rss / 2**20, fds, threads, children, settled and children == 0)
 
 
 def job_loop(index: int, url: str, stop: threading.Event, out: dict[str, Any]) -> None:
@@ -119,8 +134,9 @@ def scrape_loop(client: c.Client, stop: threading.Event, stats: Stats) -> None:
 
 
 def fault_schedule(seconds: float) -> float:
-    """Period of the fault cycle: every fault at least once, none shorter than 9 s."""
-    return max(9.0, seconds / (2 * len(FAULTS)))
+    """Period of the fault cycle: each fault at least twice when there is time, 9..30 s.
+    A fault is on for the first third; hung calls are killed within the npu-smi timeout (2 s)."""
+    return max(9.0, min(30.0, seconds / (2 * len(FAULTS))))
 
 
 def drive(proc: c.Process, client: c.Client, fault_file: Path, seconds: float) -> tuple[list[Sample], Stats]:
@@ -129,16 +145,21 @@ def drive(proc: c.Process, client: c.Client, fault_file: Path, seconds: float) -
     exporter = psutil.Process(proc.pid)
     period, every = fault_schedule(seconds), max(2.0, seconds / 300)
     t0 = time.monotonic()
-    next_sample, current = t0, ""
+    next_sample, current, settled_in = t0, "", -1
     while (now := time.monotonic()) - t0 < seconds:
         proc.check_alive()
         elapsed = now - t0
-        want = FAULTS[int(elapsed // period) % len(FAULTS)] if elapsed % period < period / 3 else ""
+        cycle, phase = int(elapsed // period), elapsed % period
+        want = FAULTS[cycle % len(FAULTS)] if phase < period / 3 else ""
         if want != current:
             fault_file.write_text(want)
             stats.faults.append((elapsed, want or "(none)"))
             current = want
-        if now >= next_sample:
+        if phase >= 0.6 * period and settled_in != cycle:   # recovered, before the next fault
+            budget = min(5.0, period - phase - 0.3)
+            samples.append(take_sample(exporter, t0, settled=True, budget=budget))
+            settled_in = cycle
+        elif now >= next_sample:
             samples.append(take_sample(exporter, t0))
             next_sample += every
         time.sleep(0.2)
@@ -147,7 +168,10 @@ def drive(proc: c.Process, client: c.Client, fault_file: Path, seconds: float) -
 
 
 def verdicts(samples: list[Sample]) -> dict[str, dict[str, Any]]:
-    half = samples[len(samples) // 2:]
+    """Slope of each resource over the settled samples of the second half (after warm-up).
+    Mid-fault samples swing with the calls in flight; settled ones show what is left behind."""
+    t_half = samples[-1].t / 2 if samples else 0.0
+    half = [s for s in samples if s.settled and s.t >= t_half]
     window = (half[-1].t - half[0].t) if len(half) > 1 else 0.0
     out = {}
     for name, (rule, limit) in LIMITS.items():
@@ -155,8 +179,9 @@ def verdicts(samples: list[Sample]) -> dict[str, dict[str, Any]]:
         mean = sum(v for _, v in points) / max(1, len(points))
         per_second = slope(points)
         drift = per_second * window
+        # Too few quiet moments is a failure too: a leaked child would never let one happen.
         out[name] = {"slope_per_hour": per_second * 3600, "drift_over_second_half": drift, "mean": mean,
-                     "limit": rule, "flat": drift < limit(mean)}
+                     "limit": rule, "points": len(points), "flat": len(points) >= 3 and drift < limit(mean)}
     return out
 
 
@@ -225,7 +250,9 @@ def render(result: dict[str, Any]) -> str:
         "Generated by `python -m benchmarks.soak` (`make soak`); do not edit, rerun to regenerate.",
         "",
         f"- Date: {result['started']:%Y-%m-%d %H:%M:%S} UTC, {result['seconds']:.0f} s of load",
-        f"- Verdict: **{'no growth' if flat else 'GROWTH'}** (linear fit over the second half of the samples)",
+        f"- Verdict: **{'no growth' if flat else 'GROWTH'}** (linear fit over the settled samples of the second half: "
+        "taken after each fault's recovery, before the next fault, at a moment with no npu-smi call in flight; "
+        "fewer than 3 of them also fails, as a leaked child would never allow one)",
         f"- Reproduce: `make soak` (default 1200 s) or `SOAK_SECONDS={result['seconds']:.0f} .venv/bin/python -m benchmarks.soak`",
         f"- Exporter: `{' '.join(shlex.quote(a) for a in result['argv'][1:])}` with {c.SIM_PROCESSES_PER_DIE} processes per die",
         f"- Load: {JOBS} hook jobs (~20 steps/s each), a scrape every {SCRAPE_EVERY:g} s with Prometheus' headers, "
@@ -234,15 +261,16 @@ def render(result: dict[str, Any]) -> str:
         "## Growth",
         "",
     ]
-    lines += _table(["resource", "mean (2nd half)", "slope per hour", "drift over 2nd half", "allowed", "flat"],
-                    [[k, v["mean"], v["slope_per_hour"], v["drift_over_second_half"], v["limit"], "yes" if v["flat"] else "**NO**"]
-                     for k, v in verdict.items()])
+    lines += _table(["resource", "settled samples", "mean", "slope per hour", "drift over the 2nd half", "allowed", "flat"],
+                    [[k, v["points"], v["mean"], v["slope_per_hour"], v["drift_over_second_half"], v["limit"],
+                      "yes" if v["flat"] else "**NO**"] for k, v in verdict.items()])
     sent = sum(j.get("steps", 0) for j in jobs.values())
     dropped = sum(j.get("dropped", 0) for j in jobs.values())
     lines += ["", "## Service during the soak", ""]
     lines += _table(["figure", "value"], [
         ["scrapes", stats.scrapes], ["scrape failures", stats.scrape_failures],
         ["scrape p50 / p99 / max (ms)", f"{1000 * c.percentile(lat, 50):.1f} / {1000 * c.percentile(lat, 99):.1f} / {1000 * max(lat, default=math.nan):.1f}"],
+        ["faults injected", sum(1 for _, f in stats.faults if f != "(none)")],
         ["steps recorded by the jobs", sent], ["steps dropped by the hooks", dropped],
         ["ready after start (s)", result["timings"]["readyz_seconds"]],
         ["all chips back after the last fault (s)", result["recovered_seconds"]],
@@ -250,11 +278,13 @@ def render(result: dict[str, Any]) -> str:
     errors = sorted(((lab["source"], lab["reason"], v) for lab, v in c.samples(result["final"], "cann_exporter_source_errors_total")))
     lines += ["", "## What the self-metrics said (end of run)", ""]
     lines += _table(["source", "reason", "errors"], [list(e) for e in errors] or [["-", "-", 0]])
-    lines += ["", "## Samples", "", "Every sample of the exporter process (fds: the minimum of 5 quick readings, so an "
-              "npu-smi call in flight does not count; children: live descendants).", ""]
+    lines += ["", "## Samples", "", "Samples of the exporter process. fds, threads and children (live descendants) are read "
+              "at a moment with no npu-smi call in flight when there is one (readings every 50 ms for up to 0.5 s, "
+              "5 s for settled samples; the one with the fewest children is kept).", ""]
     step = max(1, len(samples) // 40)
-    lines += _table(["t (s)", "RSS (MiB)", "fds", "threads", "children"],
-                    [[round(s.t), s.rss_mib, s.fds, s.threads, s.children] for s in samples[::step]])
+    shown = sorted({*samples[::step], *(s for s in samples if s.settled)}, key=lambda s: s.t)
+    lines += _table(["t (s)", "RSS (MiB)", "fds", "threads", "children", "settled"],
+                    [[round(s.t), s.rss_mib, s.fds, s.threads, s.children, "yes" if s.settled else ""] for s in shown])
     lines += ["", "## Machine", ""]
     lines += _table(["", ""], [[k, v] for k, v in machine().items()])
     return "\n".join(lines) + "\n"

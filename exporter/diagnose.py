@@ -200,7 +200,9 @@ def only_jobs(obs: Observations, names: list[str] | None) -> Observations:
     if not (jobs or profiles):
         known = sorted({j.job_name for j in obs.jobs} | {p.job_name for p in obs.profiles})
         raise CannotDiagnose(f"no data for job {', '.join(sorted(wanted))} (jobs found: {', '.join(known) or 'none'})")
-    return replace(obs, chips=(), jobs=jobs, profiles=profiles)
+    notes = tuple(n for n in obs.notes if not n.startswith(("utilization swing", "one reading")))
+    notes += (f"--job {', '.join(sorted(wanted))}: chips not diagnosed",) if obs.chips else ()
+    return replace(obs, chips=(), jobs=jobs, profiles=profiles, notes=notes)
 
 
 # --- baselines --------------------------------------------------------------------------------------

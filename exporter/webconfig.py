@@ -204,6 +204,42 @@ def _path(value: str | None, base_dir: Path) -> Path | None:
     return Path(value) if os.path.isabs(value) else base_dir / value
 
 
+def _client_auth(text: Mapping[str, str | None], where: str, problems: _Problems) -> str:
+    auth = _CLIENT_AUTH_ALIASES.get(text["client_auth_type"] or "", text["client_auth_type"] or "")
+    if auth not in CLIENT_AUTH_TYPES:
+        problems.add(where + "client_auth_type", f"{text['client_auth_type']!r} is not one of {', '.join(CLIENT_AUTH_TYPES)}")
+        return "NoClientCert"
+    has_ca = bool(text["client_ca_file"] or text["client_ca"])
+    if has_ca and auth == "NoClientCert":
+        problems.add(where + "client_auth_type", "client CAs are configured without a client auth policy")
+    if not has_ca and auth in ("RequireAnyClientCert", "VerifyClientCertIfGiven", "RequireAndVerifyClientCert"):
+        problems.add(where + "client_ca_file", f"{auth} needs client_ca_file (client certificates are verified against it)")
+    return auth
+
+
+def _versions(text: Mapping[str, str | None], where: str, problems: _Problems) -> tuple[str, str]:
+    versions = {}
+    for key, default in (("min_version", "TLS12"), ("max_version", "TLS13")):
+        versions[key] = text[key] or default
+        if versions[key] not in TLS_VERSIONS:
+            problems.add(where + key, f"{versions[key]!r} is not one of {', '.join(TLS_VERSIONS)}")
+            versions[key] = default
+    if TLS_VERSIONS[versions["min_version"]] > TLS_VERSIONS[versions["max_version"]]:
+        problems.add(where + "min_version", "is above max_version")
+    return versions["min_version"], versions["max_version"]
+
+
+def _ciphers(doc: Mapping[Any, Any], where: str, problems: _Problems) -> tuple[str, ...]:
+    ciphers = _string_list(doc.get("cipher_suites"), where + "cipher_suites", problems) or ()
+    for name in ciphers:
+        if name not in CIPHER_SUITES:
+            problems.add(where + "cipher_suites", f"unknown cipher {name!r} (Go names, e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)")
+    for curve in _string_list(doc.get("curve_preferences"), where + "curve_preferences", problems) or ():
+        if curve not in CURVES:
+            problems.add(where + "curve_preferences", f"unknown curve {curve!r}; expected {', '.join(CURVES)}")
+    return tuple(c for c in ciphers if c in CIPHER_SUITES)
+
+
 def _parse_tls(doc: Mapping[Any, Any], base_dir: Path, problems: _Problems) -> TLSServerConfig | None:
     where = "tls_server_config."
     _unknown(doc, _TLS_KEYS, where, problems)
@@ -215,52 +251,25 @@ def _parse_tls(doc: Mapping[Any, Any], base_dir: Path, problems: _Problems) -> T
     for inline, file_key in (("cert", "cert_file"), ("key", "key_file")):
         if text[inline]:
             problems.add(where + inline, f"inline certificates and keys are not supported here; use {file_key}")
-    for key, inline in (("cert_file", "cert"), ("key_file", "key")):
-        if not text[key] and not text[inline]:
-            problems.add(where + key, "missing (TLS needs both cert_file and key_file)")
+        elif not text[file_key]:
+            problems.add(where + file_key, "missing (TLS needs both cert_file and key_file)")
     if text["client_ca_file"] and text["client_ca"]:
         problems.add(where + "client_ca", "set client_ca_file or client_ca, not both")
-
-    auth = _CLIENT_AUTH_ALIASES.get(text["client_auth_type"] or "", text["client_auth_type"] or "")
-    if auth not in CLIENT_AUTH_TYPES:
-        problems.add(where + "client_auth_type", f"{text['client_auth_type']!r} is not one of {', '.join(CLIENT_AUTH_TYPES)}")
-        auth = "NoClientCert"
-    has_ca = bool(text["client_ca_file"] or text["client_ca"])
-    if has_ca and auth == "NoClientCert":
-        problems.add(where + "client_auth_type", "client CAs are configured without a client auth policy")
-    if not has_ca and auth in ("RequireAnyClientCert", "VerifyClientCertIfGiven", "RequireAndVerifyClientCert"):
-        problems.add(where + "client_ca_file", f"{auth} needs client_ca_file (client certificates are verified against it)")
-
-    versions = {}
-    for key, default in (("min_version", "TLS12"), ("max_version", "TLS13")):
-        versions[key] = text[key] or default
-        if versions[key] not in TLS_VERSIONS:
-            problems.add(where + key, f"{versions[key]!r} is not one of {', '.join(TLS_VERSIONS)}")
-            versions[key] = default
-    if TLS_VERSIONS[versions["min_version"]] > TLS_VERSIONS[versions["max_version"]]:
-        problems.add(where + "min_version", "is above max_version")
-
-    ciphers = _string_list(doc.get("cipher_suites"), where + "cipher_suites", problems) or ()
-    for name in ciphers:
-        if name not in CIPHER_SUITES:
-            problems.add(where + "cipher_suites", f"unknown cipher {name!r} (Go names, e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)")
-    for curve in _string_list(doc.get("curve_preferences"), where + "curve_preferences", problems) or ():
-        if curve not in CURVES:
-            problems.add(where + "curve_preferences", f"unknown curve {curve!r}; expected {', '.join(CURVES)}")
+    auth = _client_auth(text, where, problems)
+    min_version, max_version = _versions(text, where, problems)
     sans = _string_list(doc.get("client_allowed_sans"), where + "client_allowed_sans", problems)
     if sans is not None and auth not in ("RequireAnyClientCert", "RequireAndVerifyClientCert"):
         problems.add(where + "client_allowed_sans", "requires client_auth_type RequireAnyClientCert or RequireAndVerifyClientCert")
-    prefer = _bool(doc.get("prefer_server_cipher_suites"), where + "prefer_server_cipher_suites", problems, True)
     return TLSServerConfig(
         cert_file=_path(text["cert_file"], base_dir) or Path(),
         key_file=_path(text["key_file"], base_dir) or Path(),
         client_auth_type=auth,
         client_ca_file=_path(text["client_ca_file"], base_dir),
         client_ca=text["client_ca"] or None,
-        min_version=versions["min_version"],
-        max_version=versions["max_version"],
-        cipher_suites=tuple(c for c in ciphers if c in CIPHER_SUITES),
-        prefer_server_cipher_suites=prefer,
+        min_version=min_version,
+        max_version=max_version,
+        cipher_suites=_ciphers(doc, where, problems),
+        prefer_server_cipher_suites=_bool(doc.get("prefer_server_cipher_suites"), where + "prefer_server_cipher_suites", problems, True),
         client_allowed_sans=sans,
     )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from exporter.thresholds import ABNORMAL, HEALTHY, Thresholds
@@ -144,7 +144,6 @@ class CapacityReport:
     allocation: tuple[tuple[float, float, float, float], ...]   # (t, chips, in use, busy chip-equivalents)
     hbm_headroom: Mapping[str, tuple[Point, ...]]                # bytes free per node
     distribution: tuple[float, ...]                              # in-use chip-step utilizations
-    chip_means: tuple[float, ...]                                # each chip's mean over the window
     totals: Mapping[str, float | None]
     forecasts: tuple[Forecast, ...]
     findings: tuple[str, ...]
@@ -192,8 +191,7 @@ def analyse_capacity(data: CapacityInput, table: Thresholds, horizon_days: float
     report = CapacityReport(
         data.source, data.start, data.end, data.step, bounds, nodes, namespaces,
         _group_mean(data, lambda c, t: c.instance), _namespace_series(data), _cluster(data), allocation,
-        hbm_headroom, tuple(used), tuple(m for c in data.chips if (m := _mean(v for _, v in c.util)) is not None),
-        totals, forecasts, (), verdict or HEALTHY, data.notes,
+        hbm_headroom, tuple(used), totals, forecasts, (), verdict or HEALTHY, data.notes,
     )
     return _with_findings(report)
 
@@ -255,11 +253,11 @@ def _namespaces(data: CapacityInput, bounds: Bounds, hours: float, table: Thresh
     return tuple(out)
 
 
-def _group_mean(data: CapacityInput, key: object) -> dict[str, tuple[Point, ...]]:
+def _group_mean(data: CapacityInput, key: Callable[[ChipHistory, float], str]) -> dict[str, tuple[Point, ...]]:
     groups: dict[str, dict[float, list[float]]] = {}
     for chip in data.chips:
         for t, v in chip.util:
-            groups.setdefault(key(chip, t), {}).setdefault(t, []).append(v)  # type: ignore[operator]
+            groups.setdefault(key(chip, t), {}).setdefault(t, []).append(v)
     return {name: tuple((t, statistics.fmean(vs)) for t, vs in sorted(points.items())) for name, points in sorted(groups.items())}
 
 

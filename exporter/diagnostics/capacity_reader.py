@@ -18,7 +18,7 @@ from exporter.diagnostics.promapi import (
 )
 
 ChipKey = tuple[str, str, str, str]
-QUERIES = 8          # for the progress line
+QUERIES = 7          # for the progress line: utilization, 3 in-use sources, namespaces, HBM used and total
 
 
 def aligned_window(end: float, seconds: float, step: float) -> tuple[float, float]:

@@ -5,6 +5,7 @@ end, each averaging or rating over the window). The PromQL mirrors the generated
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,7 +78,8 @@ class _Asker:
 
     def __call__(self, query: str) -> list[Sample]:
         if self.progress:
-            self.progress(query.split("(")[0] if "(" in query else query)
+            names = re.findall(r"\bnpu_[a-z0-9_]+", query)
+            self.progress(names[0] if names else query[:40])
         return self.client.instant(query, self.window.end)
 
 

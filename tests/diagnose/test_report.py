@@ -173,3 +173,26 @@ def test_unwritable_output_exits_2(prometheus: Prometheus, tmp_path: Path) -> No
     result = run_report("--prometheus", prometheus.url, "--end", str(prometheus.now), "--range", "1d",
                         "--out", str(blocker / "sub"))
     assert result.code == 2 and "cannot write the report" in result.err
+
+
+def test_progress_shows_on_a_terminal_only(prometheus: Prometheus, tmp_path: Path) -> None:
+    import argparse
+    import io
+
+    from exporter import report
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    parser = argparse.ArgumentParser()
+    report.add_arguments(parser)
+    args = parser.parse_args(["--prometheus", prometheus.url, "--range", "1d", "--end", str(prometheus.now),
+                              "--out", str(tmp_path / "r")])
+    err = Tty()
+    assert report.run(args, out=io.StringIO(), err=err) == 0
+    text = err.getvalue()
+    assert "\rquerying Prometheus: 1/7 chip utilization" in text and "7/7 HBM total" in text
+    assert text.endswith("\r") and text.rstrip("\r ").count("\r") >= 7    # the line is cleared at the end
+    quiet = io.StringIO()
+    assert report.run(args, out=io.StringIO(), err=quiet) == 0 and quiet.getvalue() == ""
