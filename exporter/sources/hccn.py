@@ -164,6 +164,8 @@ class HccnSource:
         self._readings: dict[tuple[PortKey, str], _Stamped] = {}
         self._observed: dict[PortKey, float] = {}
         self._unsupported: set[tuple[ChipKey, str]] = set()
+        self._unsupported_product: set[str] = set()   # "not supported on this product": every chip
+        self._probed: set[str] = set()                # commands asked at least once
         self._recorded: set[str] = set()          # health sources that have a series
         self._locks: dict[ChipKey, asyncio.Lock] = {}  # fast and slow runs never overlap on a chip
         self._missing = False
@@ -192,7 +194,14 @@ class HccnSource:
         by_chip: dict[ChipKey, list[Target]] = {}
         for target in targets:
             by_chip.setdefault(target.chip_key, []).append(target)
-        results = await asyncio.gather(*(self._chip_calls(group, commands) for group in by_chip.values()))
+        groups = list(by_chip.values())
+        results: list[list[_Outcome]] = []
+        if groups and not set(commands) <= self._probed:
+            # First run: one chip alone, so a product without RoCE answers "not supported"
+            # once per command instead of once per chip and command.
+            results.append(await self._chip_calls(groups.pop(0), commands))
+            self._probed.update(commands)
+        results += await asyncio.gather(*(self._chip_calls(group, commands) for group in groups))
         outcomes = discovery + [o for chip_outcomes in results for o in chip_outcomes]
         self._record(commands + (("dev_info",) if discovery else ()), outcomes, time.monotonic() - start)
 
@@ -244,7 +253,7 @@ class HccnSource:
     async def _discover_a5_ports(self, chip: ChipSample, ident: int, rediscover: bool) -> list[_Outcome]:
         """`-dev_info` once, then at the slow pace; a failed re-read keeps the known ports."""
         key = (chip.npu, chip.chip)
-        if (key in self._a5_ports and not rediscover) or (key, "dev_info") in self._unsupported or self._missing:
+        if (key in self._a5_ports and not rediscover) or self._skipped(key, "dev_info") or self._missing:
             return []
         args = ["-g", "-dev_info", "-i", str(ident)]
         async with self._lock(key):
@@ -252,6 +261,10 @@ class HccnSource:
         if isinstance(ports, tuple):
             self._a5_ports[key] = ports
         return [outcome]
+
+    def _skipped(self, chip: ChipKey, command: str) -> bool:
+        """Unsupported here (counted and logged once already): not asked again."""
+        return (chip, command) in self._unsupported or command in self._unsupported_product
 
     def _lock(self, key: ChipKey) -> asyncio.Lock:
         # hccn_tool answers "busy" when calls on one device overlap.
@@ -268,7 +281,7 @@ class HccnSource:
         outcomes: list[_Outcome] = []
         for target in targets:
             for command in commands:
-                if self._missing or (target.chip_key, command) in self._unsupported:
+                if self._missing or self._skipped(target.chip_key, command):
                     continue
                 outcome, record = await self._query(target.chip_key, command, target.args(command), p.PARSERS[command])
                 if outcome.failure is None:
@@ -301,6 +314,8 @@ class HccnSource:
             else:
                 if exc.reason == "not_supported":
                     self._unsupported.add((chip, command))
+                    if "product" in exc.message.casefold():
+                        self._unsupported_product.add(command)
                 failure = Failure(subject, exc.reason, exc.message)
         return _Outcome(command, subject, failure, time.monotonic() - start), record
 

@@ -1,6 +1,7 @@
-"""A real Prometheus holding 31 days of generated history (tests/diagnose/history.py), built
-once per test session: OpenMetrics text -> `promtool tsdb create-blocks-from openmetrics` ->
-`prometheus` on 127.0.0.1. Plus helpers that run the two commands in-process.
+"""A real Prometheus holding 31 days of generated history (tests/diagnose/history.py): the
+history is built once per test session (OpenMetrics text -> `promtool tsdb
+create-blocks-from openmetrics`), and `prometheus` serves it on 127.0.0.1 while this
+package's tests run. Plus helpers that run the two commands in-process.
 
 Only 127.0.0.1; every wait is a bounded poll; the Prometheus started here is stopped here.
 """
@@ -71,8 +72,9 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, deadline: fl
 
 
 @pytest.fixture(scope="session")
-def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
-    promtool, binary = tool("promtool"), tool("prometheus")
+def history_blocks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """The TSDB blocks of the whole history, built once per test session: (directory, now)."""
+    promtool = tool("promtool")
     root = tmp_path_factory.mktemp("prometheus-history")
     now = int(time.time()) // 60 * 60
     source = root / "history.om"
@@ -85,6 +87,16 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
                             str(source), str(data)], check=False, capture_output=True, text=True, timeout=120)
     assert built.returncode == 0, built.stdout + built.stderr
     source.unlink()
+    return data, now
+
+
+@pytest.fixture(scope="package")
+def prometheus(history_blocks: tuple[Path, int], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    """Prometheus on those blocks while this package's tests run (stopped when they are done,
+    so later tests that count the test process's children see none of it)."""
+    binary = tool("prometheus")
+    data, now = history_blocks
+    root = tmp_path_factory.mktemp("prometheus")
     config = root / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 1m\n")
     port = free_port()
@@ -134,7 +146,7 @@ def run_report(*argv: str) -> Result:
     return Result(code, out.getvalue(), err.getvalue())
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def capacity_report(prometheus: Prometheus, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The 30-day report, written once for the report tests."""
     out = tmp_path_factory.mktemp("report")

@@ -281,3 +281,15 @@ async def test_fast_and_slow_runs_never_overlap_on_one_chip(tmp_path):
     await asyncio.gather(source.refresh_fast(), source.refresh_slow())
     assert errors(health) == {}
     assert len(source.part()) == 2
+
+
+async def test_a_product_without_roce_is_counted_per_command_not_per_chip(tmp_path):
+    """Inference cards with hccn_tool installed: every command unsupported, asked once."""
+    script = write_replay_hccn(tmp_path, {}, default=("text:The command is not supported on this product.", 13))
+    chips = tuple(ChipSample(npu=n, chip=0, device=n, observed_at=0.0, up=True, model="310P3") for n in range(8))
+    source, health = make_source([str(script)], chips=chips)
+    for _ in range(2):
+        await run_all(source)
+    assert set(errors(health).values()) == {1}  # one chip asked first, the others never
+    assert len(calls(tmp_path)) == 8
+    assert all(success(health).values()) and source.part() == ()
