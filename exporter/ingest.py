@@ -110,7 +110,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _as_float(value: int | float) -> float:
+def _as_float(value: float) -> float:
     """A JSON number as a float; an integer beyond float range is infinite, not an OverflowError."""
     try:
         return float(value)

@@ -13,9 +13,8 @@ import io
 import time
 
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client import generate_latest
 
 from exporter.collectors.devices import DeviceCollector
 from exporter.collectors.self import SelfCollector
@@ -156,7 +155,7 @@ def test_npu_smi_clock_jumps_do_not_matter(start):
         exporter.fault(jump)
         before = exporter.metrics()
 
-        def ran_since(f: dict, source: str, n: int) -> bool:
+        def ran_since(f: dict, source: str, n: int, before: dict = before) -> bool:
             key = ("cann_exporter_source_runs_total", frozenset({("source", source)}))
             return f[key] >= before[key] + n
 

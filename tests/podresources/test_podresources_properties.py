@@ -6,7 +6,12 @@ from __future__ import annotations
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from exporter.sources.podresources import DEFAULT_RESOURCES, ParsedResources, attributions_from_response, parse_device_id
+from exporter.sources.podresources import (
+    DEFAULT_RESOURCES,
+    ParsedResources,
+    attributions_from_response,
+    parse_device_id,
+)
 from exporter.sources.podresources_pb import api_pb2 as pb
 
 _RESOURCES = st.one_of(st.sampled_from([*DEFAULT_RESOURCES, "huawei.com/Ascend910-2c", "huawei.com/other", "nvidia.com/gpu"]),

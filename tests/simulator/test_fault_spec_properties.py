@@ -38,7 +38,7 @@ def test_regression_non_finite_values_are_refused(spec):
         parse_faults(spec)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(argv=st.lists(st.sampled_from(["--model", "--scenario", "--seed", "--time", "--fault", "--processes", "--", "info",
                                       "a3", "healthy", "1", "x", "slow=1", "--time=5", "--seed=q"]), max_size=6),
        env=st.dictionaries(st.sampled_from(["CANN_SIM_MODEL", "CANN_SIM_SEED", "CANN_SIM_TIME", "CANN_SIM_FAULT"]),

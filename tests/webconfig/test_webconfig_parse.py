@@ -122,7 +122,7 @@ def test_build_names_the_file_that_does_not_load(pki, tmp_path):
         "bad ca": ({**tls_doc(pki)["tls_server_config"], "client_auth_type": "RequireAndVerifyClientCert",
                     "client_ca_file": str(tmp_path / "garbage.pem")}, "client_ca_file: no usable CA"),
     }
-    for name, (tls, message) in cases.items():
+    for tls, message in cases.values():
         config = parse_web_config(repr({"tls_server_config": tls}).replace("'", '"'))
         with pytest.raises(WebConfigError, match=message):
             build_ssl_context(config.tls)

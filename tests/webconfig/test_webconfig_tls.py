@@ -76,7 +76,7 @@ async def test_verify_client_cert_if_given(pki, serve, tmp_path):
 
 
 async def test_client_allowed_sans(pki, serve, tmp_path):
-    base = dict(client_auth_type="RequireAndVerifyClientCert", client_ca_file=str(pki.ca.cert))
+    base = {"client_auth_type": "RequireAndVerifyClientCert", "client_ca_file": str(pki.ca.cert)}
     allowed = await serve(write_web_config(tmp_path / "a.yml", tls_doc(pki, **base, client_allowed_sans=["10.0.0.1"])))
     assert (await allowed.get("/metrics", pki.client_context(pki.client)))[0] == 200
     other = await serve(write_web_config(tmp_path / "b.yml", tls_doc(pki, **base, client_allowed_sans=["someone.else"])))
