@@ -76,6 +76,11 @@ def read_capacity(client: PrometheusClient, start: float, end: float, step: floa
         notes.append(f"no {m.POD_INFO.name} series (kubelet pod-resources): utilization per namespace not shown")
     if not hbm:
         notes.append(f"no {m.HBM_USED.name} / {m.HBM_TOTAL.name} series: HBM headroom not shown")
+    else:
+        without = sorted({c.instance for c in chips} - {n.instance for n in hbm})
+        if without:
+            notes.append(f"no {m.HBM_USED.name} / {m.HBM_TOTAL.name} series from {', '.join(without)}: "
+                         "not in the HBM headroom")
     source = f"Prometheus {client.url}" + (f" {{{matchers}}}" if matchers else "")
     return CapacityInput(source, start, end, step, chips, hbm, found_in_use, bool(pods), tuple(notes))
 

@@ -150,6 +150,60 @@ def test_threshold_lines_and_units_come_from_the_table() -> None:
     assert "In use below 50%" in fleet and "Chips in use below 50%" in fleet
 
 
+def _row(board: dict[str, Any], title: str) -> list[dict[str, Any]]:
+    """The panels under the row ``title`` (rows are expanded: panels follow their row)."""
+    out, inside = [], False
+    for panel in board["panels"]:
+        if panel["type"] == "row":
+            inside = panel["title"] == title
+        elif inside:
+            out.append(panel)
+    return out
+
+
+def test_the_network_row_of_the_node_dashboard() -> None:
+    board = load(ROOT / DASHBOARD_DIR / "node-chip-detail.json")
+    panels = {p["title"]: p for p in _row(board, "Network")}
+    assert {"Links up", "Net health state", "Link flaps (15m)", "Throughput", "PFC frames/s", "Errors/s by kind",
+            "Optical receive power", "Optical transmit power", "Optical module temperature"} <= set(panels)
+    exprs = {title: " ".join(t["expr"] for t in panel["targets"]) for title, panel in panels.items()}
+    assert "rate(npu_network_bytes_total{" in exprs["Throughput"] and panels["Throughput"]["fieldConfig"]["defaults"]["unit"] == "Bps"
+    assert 'kind="pfc"' in exprs["PFC frames/s"] and "by (instance, device, port, kind)" in exprs["Errors/s by kind"]
+    assert "npu_network_link_down_transitions_total" in exprs["Link flaps (15m)"]
+    for title, metric in (("Optical receive power", "npu_optical_rx_power_watts"), ("Optical transmit power", "npu_optical_tx_power_watts")):
+        assert f"10 * log10(clamp_min({metric}{{" in exprs[title] and "* 1000, " in exprs[title]
+        assert panels[title]["fieldConfig"]["defaults"]["unit"] == "dBm"
+    # threshold lines: the alerts' bounds, optical power converted to dBm
+    assert _steps(panels["Optical receive power"]) == [(None, "red"), (-8.4, "green"), (5.5, "red")]
+    assert _steps(panels["Optical transmit power"]) == [(None, "red"), (-5.5, "green"), (5.5, "red")]
+    assert _steps(panels["Optical module temperature"]) == [(None, "green"), (70, "red")]
+    assert _steps(panels["PFC frames/s"])[-1][0] == 5000 and _steps(panels["Errors/s by kind"])[-1][0] == 0.1
+    assert _steps(panels["Link flaps (15m)"])[-1][0] == 3
+    mapping = panels["Net health state"]["fieldConfig"]["defaults"]["mappings"][0]["options"]
+    assert {m["text"]: m["color"] for m in mapping.values()}["Init"] == "green"
+    assert {m["text"]: m["color"] for m in mapping.values()}["Fault"] == "red"
+    assert all(p["fieldConfig"]["defaults"].get("thresholds") for p in panels.values())
+
+
+def test_network_threshold_lines_come_from_the_table() -> None:
+    data = yaml.safe_load(DEFAULT_PATH.read_text())
+    entry = {a["alert"]: a for a in data["alerts"]}
+    entry["NPUOpticalPowerOutOfRange"]["params"].update(rx_power_low=0.0001, rx_power_high=0.002, tx_power_low=0.0005)
+    entry["NPUOpticalTemperatureHigh"]["threshold"] = 75
+    entry["NPUNetworkPFCStorm"]["threshold"] = 20000
+    entry["NPUNetworkLinkFlapping"].update(threshold=5, range="1h")
+    entry["NPUNetworkUnhealthy"]["params"]["ok_states"] = ["Success"]
+    board = dashboards(parse_thresholds(data))["node-chip-detail"]
+    assert _steps(_panel(board, "Optical receive power")) == [(None, "red"), (-10.0, "green"), (3.01, "red")]
+    assert _steps(_panel(board, "Optical transmit power")) == [(None, "red"), (-3.01, "green"), (5.5, "red")]
+    assert _steps(_panel(board, "Optical module temperature"))[-1] == (75, "red")
+    assert _steps(_panel(board, "PFC frames/s"))[-1][0] == 20000
+    flaps = _panel(board, "Link flaps (1h)")
+    assert _steps(flaps)[-1][0] == 5 and "[1h]" in flaps["targets"][0]["expr"]
+    mapping = _panel(board, "Net health state")["fieldConfig"]["defaults"]["mappings"][0]["options"]
+    assert {m["text"]: m["color"] for m in mapping.values()}["Init"] == "red"
+
+
 def test_the_fleet_overview_has_what_the_issue_asks_for() -> None:
     board = load(ROOT / DASHBOARD_DIR / "fleet-overview.json")
     types = {p["title"]: p["type"] for p in data_panels(board)}

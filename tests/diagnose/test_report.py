@@ -50,6 +50,7 @@ def test_nodes_namespaces_and_hbm(capacity_report: Path) -> None:
     assert nodes["node-a:9435"]["hbm_peak_ratio"] == pytest.approx(h.HBM_FILL[1], abs=0.01)
     assert nodes["node-b:9435"]["hbm_peak_ratio"] == pytest.approx(h.HBM_OTHER)
     assert nodes["node-c:9435"]["hbm_peak_ratio"] is None          # no HBM series
+    assert "no npu_hbm_used_bytes / npu_hbm_total_bytes series from node-c:9435: not in the HBM headroom" in doc["notes"]
     spaces = {n["namespace"]: n for n in doc["namespaces"]}
     assert set(spaces) == {"team-a", "team-b", "team-c"}
     assert spaces["team-b"]["verdict"] == "abnormal" and spaces["team-b"]["chips"] == 4

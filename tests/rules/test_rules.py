@@ -41,6 +41,12 @@ DESIGN_ALERTS = {
     "NPUMissing", "NPUTemperatureHigh", "NPUHBMAlmostFull", "NPUECCDoubleBitErrors", "CANNExporterSourceFailing",
     "CANNExporterDown",
 }
+# The network/interconnect alerts (hccn_tool ports and optics), beyond DESIGN.md's list.
+NETWORK_ALERTS = {
+    "NPUNetworkLinkDown", "NPUNetworkLinkFlapping", "NPUNetworkErrors", "NPUNetworkPFCStorm",
+    "NPUOpticalPowerOutOfRange", "NPUOpticalTemperatureHigh", "NPUNetworkUnhealthy",
+}
+ALL_ALERTS = DESIGN_ALERTS | NETWORK_ALERTS
 
 JOB_ALERTS = {"NPUHotOperator", "NPUTopOperatorsDominant", "NPUMemcpyHigh", "NPUFrameworkOverheadHigh", "NPUIdleGapsHigh",
               "NPUTrainingStalled", "NPUIterationTimeRegression"}
@@ -106,8 +112,8 @@ def test_run_reports_a_bad_table(tmp_path: Path) -> None:
 def test_every_contract_alert_with_severity_summary_description_and_runbook() -> None:
     doc = yaml.safe_load((ROOT / ALERTS_FILE).read_text())
     rules = all_alert_rules(doc)
-    assert {r["alert"] for r in rules} == DESIGN_ALERTS == set(CONTRACT_ALERTS)
-    assert len(rules) == len(DESIGN_ALERTS)
+    assert {r["alert"] for r in rules} == ALL_ALERTS == set(CONTRACT_ALERTS)
+    assert len(rules) == len(ALL_ALERTS)
     runbook = (ROOT / "docs" / "runbooks.md").read_text()
     headings = {line[3:].strip() for line in runbook.splitlines() if line.startswith("## ")}
     for rule in rules:
@@ -117,7 +123,8 @@ def test_every_contract_alert_with_severity_summary_description_and_runbook() ->
         assert set(notes) == {"summary", "description", "runbook_url"}, name
         assert notes["runbook_url"] == f"docs/runbooks.md#{name.lower()}"
         assert name in headings, f"docs/runbooks.md has no section '## {name}'"
-        if name not in ("CANNExporterDown", "NPUUnhealthy", "CANNExporterSourceFailing"):  # value is just 0/1
+        if name not in ("CANNExporterDown", "NPUUnhealthy", "CANNExporterSourceFailing",
+                        "NPUNetworkLinkDown", "NPUNetworkUnhealthy"):  # value is just 0/1
             assert "$value" in notes["description"], name
         needed = {"$labels.instance"}
         if name in JOB_ALERTS:
@@ -126,12 +133,15 @@ def test_every_contract_alert_with_severity_summary_description_and_runbook() ->
             needed |= {"$labels.device", "$labels.npu", "$labels.chip"}
         missing = {label for label in needed if label not in notes["description"]}
         assert not missing, f"{name}: description lacks {missing}"
+        if name in NETWORK_ALERTS:  # the port only where there is one (A5); 910B chips have one port, no label
+            port = "{{ with $labels.port }} port {{ . }}{{ end }}"
+            assert port in notes["summary"] and port in notes["description"], name
 
 
 def test_every_runbook_section_has_the_three_parts() -> None:
     text = (ROOT / "docs" / "runbooks.md").read_text()
     sections = text.split("\n## ")[1:]
-    assert {s.splitlines()[0].strip() for s in sections} == DESIGN_ALERTS
+    assert {s.splitlines()[0].strip() for s in sections} == ALL_ALERTS
     for section in sections:
         name = section.splitlines()[0]
         for part in ("**Meaning**", "**Confirm**", "**Act**"):
@@ -201,7 +211,7 @@ def test_an_alert_left_out_of_the_table_is_not_generated() -> None:
     data = yaml.safe_load(DEFAULT_PATH.read_text())
     data["alerts"] = [a for a in data["alerts"] if a["alert"] != "NPUHBMAlmostFull"]
     names = {r["alert"] for r in all_alert_rules(alerts(parse_thresholds(data)))}
-    assert names == DESIGN_ALERTS - {"NPUHBMAlmostFull"}
+    assert names == ALL_ALERTS - {"NPUHBMAlmostFull"}
 
 
 def test_alert_entries_are_validated() -> None:
@@ -235,6 +245,53 @@ def test_a_threshold_is_needed_where_the_expression_compares() -> None:
         alerts(parse_thresholds(data))
 
 
+def test_network_thresholds_come_from_the_table() -> None:
+    data = yaml.safe_load(DEFAULT_PATH.read_text())
+    entry = {a["alert"]: a for a in data["alerts"]}
+    entry["NPUNetworkLinkDown"]["window"] = "30s"
+    entry["NPUNetworkLinkFlapping"].update(threshold=5, range="1h")
+    entry["NPUNetworkErrors"].update(threshold=1, window="20m", range="10m")
+    entry["NPUNetworkErrors"]["params"]["kinds"] = ["fcs", "crc"]
+    entry["NPUNetworkPFCStorm"].update(threshold=20000, range="2m")
+    entry["NPUOpticalPowerOutOfRange"]["params"].update(rx_power_low=0.0001, tx_power_high=0.004)
+    entry["NPUOpticalTemperatureHigh"]["threshold"] = 75
+    entry["NPUNetworkUnhealthy"]["params"]["ok_states"] = ["Success"]
+    rules = {r["alert"]: r for r in all_alert_rules(alerts(parse_thresholds(data)))}
+    assert rules["NPUNetworkLinkDown"]["for"] == "30s"
+    flap = rules["NPUNetworkLinkFlapping"]
+    assert "_total[1h])" in flap["expr"] and ") >= 5\n" in flap["expr"] and "for" not in flap
+    errors = rules["NPUNetworkErrors"]
+    assert 'kind=~"fcs|crc"}[10m]' in errors["expr"] and "> 1\n" in errors["expr"] and errors["for"] == "20m"
+    assert "kinds fcs, crc), above 1/s for 20m" in errors["annotations"]["description"]
+    assert '{kind="pfc"}[2m]' in rules["NPUNetworkPFCStorm"]["expr"] and "> 20000\n" in rules["NPUNetworkPFCStorm"]["expr"]
+    power = rules["NPUOpticalPowerOutOfRange"]
+    assert "npu_optical_rx_power_watts < 0.0001 or npu_optical_rx_power_watts > 0.0035481" in power["expr"]
+    assert "npu_optical_tx_power_watts < 0.0002818 or npu_optical_tx_power_watts > 0.004" in power["expr"]
+    assert "0.1 mW to 3.5481 mW (-10.0 to +5.5 dBm)" in power["annotations"]["description"]
+    assert "0.2818 mW to 4 mW (-5.5 to +6.0 dBm)" in power["annotations"]["description"]
+    assert "> 75\n" in rules["NPUOpticalTemperatureHigh"]["expr"]
+    assert 'state!~"Success"}' in rules["NPUNetworkUnhealthy"]["expr"]
+
+
+def test_network_params_are_checked() -> None:
+    data = yaml.safe_load(DEFAULT_PATH.read_text())
+    entry = {a["alert"]: a for a in data["alerts"]}
+    entry["NPUOpticalPowerOutOfRange"]["params"]["rx_power_high"] = 0.0001
+    with pytest.raises(GenerateError, match="NPUOpticalPowerOutOfRange: params.rx_power_low and params.rx_power_high"):
+        alerts(parse_thresholds(data))
+    del entry["NPUOpticalPowerOutOfRange"]["params"]["rx_power_high"]
+    with pytest.raises(GenerateError, match="NPUOpticalPowerOutOfRange"):
+        alerts(parse_thresholds(data))
+    data = yaml.safe_load(DEFAULT_PATH.read_text())
+    next(a for a in data["alerts"] if a["alert"] == "NPUNetworkErrors")["params"]["kinds"] = ["fcs", "roce.*"]
+    with pytest.raises(GenerateError, match="NPUNetworkErrors: params.kinds"):
+        alerts(parse_thresholds(data))
+    data = yaml.safe_load(DEFAULT_PATH.read_text())
+    del next(a for a in data["alerts"] if a["alert"] == "NPUNetworkPFCStorm")["range"]
+    with pytest.raises(GenerateError, match="NPUNetworkPFCStorm: needs a range"):
+        alerts(parse_thresholds(data))
+
+
 # --- promtool ---------------------------------------------------------------------------------
 @needs_promtool
 def test_promtool_check_rules_on_every_rule_file() -> None:
@@ -262,11 +319,15 @@ def test_promtool_unit_tests(test_file: str) -> None:
 
 
 def test_every_alert_has_promtool_cases_firing_and_not_firing() -> None:
-    """Each alert appears in the unit tests both with expected alerts and with none."""
-    doc = yaml.safe_load((ROOT / "alerts" / "tests" / "cann-exporter.alerts.test.yml").read_text())
+    """Each alert appears in the unit tests (alerts/tests/*.yml on the alerting rules) both
+    with expected alerts and with none."""
     firing, quiet = set(), set()
-    for test in doc["tests"]:
-        for case in test.get("alert_rule_test", []):
-            (firing if case["exp_alerts"] else quiet).add(case["alertname"])
-    assert firing == DESIGN_ALERTS
-    assert quiet == DESIGN_ALERTS
+    for path in sorted((ROOT / "alerts" / "tests").glob("*.yml")):
+        doc = yaml.safe_load(path.read_text())
+        if "../cann-exporter.alerts.yml" not in doc["rule_files"]:
+            continue
+        for test in doc["tests"]:
+            for case in test.get("alert_rule_test", []):
+                (firing if case["exp_alerts"] else quiet).add(case["alertname"])
+    assert firing == ALL_ALERTS
+    assert quiet == ALL_ALERTS
