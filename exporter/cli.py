@@ -1,4 +1,4 @@
-"""Command line: serve, once, check-config, profile, generate. Thin: parse, build settings, hand over."""
+"""Command line: serve, once, check-config, profile, generate, diagnose, report. Thin: parse, build settings, hand over."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from exporter import __version__, generate, profile_report
+from exporter import __version__, diagnose, generate, profile_report, report
 from exporter.config import OPTIONS, ConfigError, Settings, build_settings, load_ingest_token, load_yaml, parse_bool
 
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("file", metavar="FILE")
     profile_report.add_arguments(commands.add_parser("profile", help="indicators and verdicts of a torch_npu/msprof profile"))
     generate.add_arguments(commands.add_parser("generate", help="write alerts/ and grafana/ from the threshold table"))
+    diagnose.add_arguments(commands.add_parser("diagnose", help="three-level health report: verdicts, causes, tuning levers"))
+    report.add_arguments(commands.add_parser("report", help="capacity-planning report (HTML + charts) from Prometheus history"))
     return parser
 
 
@@ -82,6 +84,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return profile_report.run(args)
     if args.command == "generate":
         return generate.run(args)
+    if args.command == "diagnose":
+        return diagnose.run(args)
+    if args.command == "report":
+        return report.run(args)
     try:
         settings = load_settings(args, os.environ)
     except ConfigError as exc:

@@ -63,6 +63,7 @@ def job_performance(jobs: Iterable[JobStats], profiles: Iterable[ProfileSummary]
 def _from_hooks(name: str, ranks: list[JobStats]) -> JobPerf:
     weighted = [(j.iteration_seconds, j.iterations_per_second) for j in ranks
                 if j.iteration_seconds is not None and j.iterations_per_second]
+    iteration: float | None
     if weighted:
         total = sum(rate for _, rate in weighted)
         iteration = sum(sec * rate for sec, rate in weighted) / total

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 from exporter import metrics as m
 from exporter import profile_report
@@ -203,7 +204,8 @@ def _operators(samples: list[Sample]) -> dict[JobKey, tuple[OperatorShare, ...]]
     return {k: tuple(v[p] for p in sorted(v)) for k, v in by_key.items()}
 
 
-def profile_summary(key: JobKey, values: dict[str, float], operators: tuple[OperatorShare, ...]) -> ProfileSummary:
+def profile_summary(key: JobKey, values: Mapping[str, Any], operators: tuple[OperatorShare, ...]) -> ProfileSummary:
+    """A summary from the npu_profile_* gauges (``values``: ProfileSummary field -> value)."""
     rank = int(key[2]) if key[2].isdigit() else None
-    return ProfileSummary(job_name=key[1], rank=rank, path=key[0], producer="metrics", top_operators=operators,
-                          **{k: v for k, v in values.items()})
+    summary = ProfileSummary(job_name=key[1], rank=rank, path=key[0], producer="metrics", top_operators=operators)
+    return replace(summary, **values)
