@@ -65,13 +65,15 @@ PROFILES = {
     ("node-a:9435", "bert"): {
         "step_duration_seconds": 0.25, "compute_ratio": 0.90, "communication_ratio": 0.04, "idle_ratio": 0.06,
         "memcpy_ratio": 0.05, "framework_overhead_ratio": 0.04, "top3_operator_ratio": 0.75, "max_operator_ratio": 0.45,
-        "operators": (("MatMul", 0.45), ("Conv2D", 0.20), ("Add", 0.10), ("Softmax", 0.05)),
     },
     ("node-b:9435", "slow"): {
         "step_duration_seconds": 0.6, "compute_ratio": 0.50, "communication_ratio": 0.05, "idle_ratio": 0.20,
         "memcpy_ratio": 0.35, "framework_overhead_ratio": 0.12, "top3_operator_ratio": 0.90, "max_operator_ratio": 0.80,
-        "operators": (("TransData", 0.80), ("MatMul", 0.05), ("Add", 0.05)),
     },
+}
+OPERATORS = {
+    ("node-a:9435", "bert"): (("MatMul", 0.45), ("Conv2D", 0.20), ("Add", 0.10), ("Softmax", 0.05)),
+    ("node-b:9435", "slow"): (("TransData", 0.80), ("MatMul", 0.05), ("Add", 0.05)),
 }
 PROFILE_METRICS = {
     "step_duration_seconds": "npu_profile_step_duration_seconds", "compute_ratio": "npu_profile_compute_ratio",
@@ -93,9 +95,16 @@ class Chip:
 
 def chips(now: int) -> list[Chip]:
     start = now - HISTORY_DAYS * DAY
-    fill = lambda t: HBM_FILL[0] + (HBM_FILL[1] - HBM_FILL[0]) * (t - start) / (now - start)
-    always = lambda t: True
-    grown = lambda t: t >= now - NODE_B_GROWTH_AGO
+
+    def fill(t: int) -> float:
+        return HBM_FILL[0] + (HBM_FILL[1] - HBM_FILL[0]) * (t - start) / (now - start)
+
+    def always(t: int) -> bool:
+        return True
+
+    def grown(t: int) -> bool:
+        return t >= now - NODE_B_GROWTH_AGO
+
     out = [Chip("node-a:9435", i, "team-a", lambda t, k, u=u: u, always, fill) for i, u in enumerate(NODE_A_UTIL)]
     for i in range(4):
         use = always if i < 2 else grown
@@ -193,7 +202,10 @@ def _job_families(now: int, times: list[int]) -> Iterator[str]:
     yield from _family("npu_job_iterations", "counter", per_rank("npu_job_iterations_total", lambda j, t: _iterations(j, now, t)))
     yield from _family("npu_job_samples", "counter", per_rank(
         "npu_job_samples_total", lambda j, t: j.samples_per_iteration * _iterations(j, now, t)))
-    last = lambda j, t: float(min(t, now - j.stops_ago) if j.stops_ago is not None else t)
+
+    def last(j: Job, t: int) -> float:
+        return float(min(t, now - j.stops_ago) if j.stops_ago is not None else t)
+
     yield from _family("npu_job_last_iteration_timestamp_seconds", "gauge", per_rank("npu_job_last_iteration_timestamp_seconds", last))
     yield "# TYPE npu_job_phase_seconds counter"
     for phase in ("data", "h2d", "compute", "communication", "d2h", "framework"):
@@ -209,8 +221,8 @@ def _profile_families(now: int, times: list[int]) -> Iterator[str]:
             labels = _labels(instance=instance, job="cann-exporter", job_name=job, rank=0)
             yield from (f"{metric}{labels} {values[field_name]!r} {t}" for t in job_times)
     yield "# TYPE npu_profile_operator_time_ratio gauge"
-    for (instance, job), values in PROFILES.items():
-        for position, (op_type, ratio) in enumerate(values["operators"], start=1):  # type: ignore[arg-type]
+    for (instance, job), operators in OPERATORS.items():
+        for position, (op_type, ratio) in enumerate(operators, start=1):
             labels = _labels(instance=instance, job="cann-exporter", job_name=job, rank=0, op_type=op_type, position=position)
             yield from (f"npu_profile_operator_time_ratio{labels} {ratio!r} {t}" for t in job_times)
 
