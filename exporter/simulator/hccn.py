@@ -40,6 +40,7 @@ from exporter.simulator.network import (
     PortState,
     simulate_network,
 )
+from exporter.simulator.options import split_options
 
 COMMANDS = ("link", "link_stat", "speed", "net_health", "stat", "optical", "bandwidth", "ip")
 FAULT_KINDS = ("hang", "slow", "exit", "busy", "permission", "unsupported", "unhealthy", "no-optical", "garbage")
@@ -95,28 +96,7 @@ class Reply:
 
 def parse_sim_options(argv: Sequence[str], env: Mapping[str, str]) -> tuple[SimOptions, list[str]]:
     """Split our leading options (flags beat env vars) from hccn_tool's arguments."""
-    raw = {field: env[name] for field, name in _ENV.items() if env.get(name)}
-    fault_file = env.get("CANN_SIM_HCCN_FAULT_FILE")
-    if fault_file:
-        try:
-            with open(fault_file, encoding="utf-8") as handle:
-                raw["fault"] = ",".join(filter(None, [raw.get("fault", ""), handle.read().strip()]))
-        except FileNotFoundError:
-            pass
-    args = list(argv)
-    while args:
-        flag, eq, inline = args[0].partition("=")
-        if args[0] == "--":
-            args.pop(0)
-            break
-        if flag not in _SIM_FLAGS:
-            break
-        args.pop(0)
-        if not eq:
-            if not args:
-                raise ValueError(f"{flag} needs a value")
-            inline = args.pop(0)
-        raw[_SIM_FLAGS[flag]] = inline
+    raw, args = split_options(argv, env, _SIM_FLAGS, _ENV, "CANN_SIM_HCCN_FAULT_FILE")
     try:
         options = SimOptions(
             model=raw.get("model", "910b3"), scenario=raw.get("scenario", "healthy"),

@@ -23,14 +23,21 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import BinaryIO
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from exporter.simulator import faults as faultlib
 from exporter.simulator import render
 from exporter.simulator.faults import Fault
 from exporter.simulator.models import MODEL_NAMES, get_model
-from exporter.simulator.scenarios import SCENARIOS, NodeState, flap_npu_id, simulate, without_npu
+from exporter.simulator.options import split_options
+from exporter.simulator.scenarios import (
+    SCENARIOS,
+    NodeState,
+    flap_npu_id,
+    simulate,
+    without_npu,
+)
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -77,30 +84,7 @@ class Result:
 
 def parse_sim_options(argv: Sequence[str], env: Mapping[str, str]) -> tuple[SimOptions, list[str]]:
     """Split our leading options (flags beat env vars) from the npu-smi arguments."""
-    raw = {field: env[name] for field, name in _ENV.items() if env.get(name)}
-    fault_file = env.get("CANN_SIM_FAULT_FILE")
-    if fault_file:
-        # Re-read on every call, so a test can change faults under a running exporter.
-        try:
-            with open(fault_file, encoding="utf-8") as handle:
-                raw["fault"] = ",".join(filter(None, [raw.get("fault", ""), handle.read().strip()]))
-        except FileNotFoundError:
-            pass
-    args = list(argv)
-    while args:
-        head = args[0]
-        if head == "--":
-            args.pop(0)
-            break
-        flag, eq, inline = head.partition("=")
-        if flag not in _SIM_FLAGS:
-            break
-        args.pop(0)
-        if not eq:
-            if not args:
-                raise ValueError(f"{flag} needs a value")
-            inline = args.pop(0)
-        raw[_SIM_FLAGS[flag]] = inline
+    raw, args = split_options(argv, env, _SIM_FLAGS, _ENV, "CANN_SIM_FAULT_FILE")
     return _options(raw), args
 
 

@@ -1,0 +1,44 @@
+"""Leading simulator options shared by the npu-smi and hccn_tool stand-ins."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+
+def split_options(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    flags: Mapping[str, str],
+    env_names: Mapping[str, str],
+    fault_file_env: str,
+) -> tuple[dict[str, str], list[str]]:
+    """Raw option values (flags beat env vars) and the tool's own arguments after them.
+
+    ``flags`` maps `--flag` to a field, ``env_names`` a field to its variable. The file named
+    by ``fault_file_env`` is re-read on every call and its faults join the `fault` field, so
+    a test can change faults under a running exporter. Raises ValueError for a flag
+    without a value.
+    """
+    raw = {field: env[name] for field, name in env_names.items() if env.get(name)}
+    fault_file = env.get(fault_file_env)
+    if fault_file:
+        try:
+            with open(fault_file, encoding="utf-8") as handle:
+                raw["fault"] = ",".join(filter(None, [raw.get("fault", ""), handle.read().strip()]))
+        except FileNotFoundError:
+            pass
+    args = list(argv)
+    while args:
+        if args[0] == "--":
+            args.pop(0)
+            break
+        flag, eq, inline = args[0].partition("=")
+        if flag not in flags:
+            break
+        args.pop(0)
+        if not eq:
+            if not args:
+                raise ValueError(f"{flag} needs a value")
+            inline = args.pop(0)
+        raw[flags[flag]] = inline
+    return raw, args
