@@ -284,9 +284,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     posters: list[StepPoster] = []
     s = Stack(f"http://127.0.0.1:{prom_port}", f"http://127.0.0.1:{am_port}", low, healthy, webhook, procs)
     try:
-        for proc in procs:
+        # Exporters first: a Prometheus that starts scraping before they listen would see
+        # `up == 0` and, on a loaded machine, fire CANNExporterDown before the test begins.
+        for proc in procs[:2]:
             proc.start(env)
-        wait_for("exporters ready", lambda: all(http_get(f"http://{a}/readyz")[0] == 200 for a in (low, healthy)), procs, 30)
+        wait_for("exporters ready", lambda: all(http_get(f"http://{a}/readyz")[0] == 200 for a in (low, healthy)), procs[:2], 30)
+        for proc in procs[2:]:
+            proc.start(env)
         # A training job reporting on one low chip of the underutilized node (job panels need data).
         posters.append(StepPoster(f"http://{low}/api/v1/steps", min(EXPECTED_LOW)))
         posters[-1].thread.start()
