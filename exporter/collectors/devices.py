@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import Metric
 
 from exporter import metrics as m
-from exporter.collectors import family, label
+from exporter.collectors import family, field_families, label, stateset
 from exporter.sampler import SnapshotStore
 from exporter.snapshot import ChipSample, DevicesPart
 
@@ -75,18 +75,14 @@ class DeviceCollector:
         fresh = [c for c in part.chips if c.up and now - c.observed_at <= self.max_age]
         fresh_keys = {(c.npu, c.chip) for c in fresh}
 
-        info, up, health = family(m.DEVICE_INFO), family(m.UP), family(m.HEALTH)
+        info, up = family(m.DEVICE_INFO), family(m.UP)
         for chip in part.chips:
             labels = chip_labels(chip)
             info.add_metric(labels + [label(chip.model), label(chip.bus_id), label(chip.phy_id), label(chip.vdie_id)], 1)
             up.add_metric(labels, 1 if (chip.npu, chip.chip) in fresh_keys else 0)
-        for chip in fresh:
-            if chip.health is not None:
-                for state in m.HEALTH_STATES:
-                    health.add_metric(chip_labels(chip) + [state], 1 if state == chip.health else 0)
         yield info
         yield up
-        yield health
+        yield stateset(m.HEALTH, m.HEALTH_STATES, fresh, chip_labels, lambda chip: chip.health)
 
         if part.driver_version or part.tool_version:
             driver = family(m.DRIVER_INFO)
@@ -97,13 +93,7 @@ class DeviceCollector:
             count.add_metric([], part.chips_seen)
             yield count
 
-        for spec, field in _GAUGES:
-            metric = family(spec)
-            for chip in fresh:
-                value = getattr(chip, field)
-                if value is not None:
-                    metric.add_metric(chip_labels(chip), value)
-            yield metric
+        yield from field_families(_GAUGES, fresh, chip_labels)
 
         ecc = family(m.ECC_ERRORS)
         for chip in fresh:

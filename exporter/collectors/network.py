@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from prometheus_client.core import Metric
 
 from exporter import metrics as m
-from exporter.collectors import family, label
+from exporter.collectors import family, field_families, label, stateset
 from exporter.snapshot import PortSample
 
 # Plain gauges: (spec, snapshot field).
@@ -78,20 +78,8 @@ class NetworkCollector:
                     metric.add_metric(port_labels(port), 1 if value else 0)
             yield metric
 
-        for spec, field in _GAUGES + _COUNTERS:
-            metric = family(spec)
-            for port in ports:
-                value = getattr(port, field)
-                if value is not None:
-                    metric.add_metric(port_labels(port), value)
-            yield metric
-
-        health = family(m.NETWORK_HEALTH)
-        for port in ports:
-            if port.health is not None:
-                for state in m.NETWORK_HEALTH_STATES:
-                    health.add_metric(port_labels(port) + [state], 1 if state == port.health else 0)
-        yield health
+        yield from field_families(_GAUGES + _COUNTERS, ports, port_labels)
+        yield stateset(m.NETWORK_HEALTH, m.NETWORK_HEALTH_STATES, ports, port_labels, lambda port: port.health)
 
         for spec, field in _LABELLED_COUNTERS:
             metric = family(spec)
