@@ -248,12 +248,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "receivers": [{"name": "test", "webhook_configs": [
             {"url": f"http://127.0.0.1:{webhook.port}/alerts", "send_resolved": False}]}],
     }))
-    (tmp / "prometheus.yml").write_text(yaml.safe_dump({
+    prometheus_config = {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(tmp / "alerts" / "*.yml")],
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]},
         "scrape_configs": [{"job_name": "cann-exporter", "static_configs": [{"targets": [low, healthy]}]}],
-    }))
+    }
+    # Rules are loaded only once both targets have been scraped (see below).
+    (tmp / "prometheus.yml").write_text(yaml.safe_dump(prometheus_config))
     fast = ["--npu-smi.interval", "1s", "--npu-smi.detail-interval", "2s", "--max-age", "8s"]
     # hccn_tool (network panels) on the underutilized node only, on a schedule max_age allows.
     hccn = ["--hccn.interval", "3s", "--hccn.slow-interval", "3s"]
@@ -296,6 +297,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         posters[-1].thread.start()
         wait_for("Prometheus and Alertmanager ready",
                  lambda: http_get(f"{s.prometheus}/-/ready")[0] == 200 and http_get(f"{s.alertmanager}/-/ready")[0] == 200, procs, 30)
+        # Load the rules only after both exporters were scraped: before its first scrape
+        # `absent(up)` holds, and on a loaded machine CANNExporterDown (5s `for:` here)
+        # could fire before the test even starts.
+        wait_for("both targets scraped", lambda: len(s.query("up == 1")) == 2, procs, 30)
+        (tmp / "prometheus.yml").write_text(yaml.safe_dump({**prometheus_config, "rule_files": [str(tmp / "alerts" / "*.yml")]}))
+        procs[-1].proc.send_signal(signal.SIGHUP)  # Prometheus re-reads its configuration
+        wait_for("rules loaded", lambda: json.loads(http_get(f"{s.prometheus}/api/v1/rules")[1] or b"{}")
+                 .get("data", {}).get("groups"), procs, 30)
         yield s
     finally:
         for poster in posters:
