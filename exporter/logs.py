@@ -41,10 +41,15 @@ def _logfmt_value(value: object) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"'
 
 
+_HANDLER_NAME = "cann-exporter"
+
+
 def setup_logging(fmt: str = "logfmt", level: str = "info", stream=None) -> None:
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else LogfmtFormatter())
+    handler.set_name(_HANDLER_NAME)
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    # Replace only our own earlier handler: others (pytest's capture, an embedding app's) stay.
+    root.handlers[:] = [h for h in root.handlers if h.get_name() != _HANDLER_NAME] + [handler]
     root.setLevel(level.upper())
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)  # one line per scrape is noise

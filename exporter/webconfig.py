@@ -573,10 +573,11 @@ class WebSecurity:
             if (new.ssl_context is None) != (self.ssl_context is None):
                 raise WebConfigError([f"{self.path}: switching TLS on or off needs a restart"])
         except WebConfigError as exc:
+            # Log before counting: the counter is what watchers (and tests) take as "done".
+            log.error("web config reload failed; keeping the last good one", extra={"file": str(self.path), "error": "; ".join(exc.problems)})
             self._failed_signature = current
             self.last_reload_success = False
             self.reloads["failure"] += 1
-            log.error("web config reload failed; keeping the last good one", extra={"file": str(self.path), "error": "; ".join(exc.problems)})
             return False
         self._apply(new)
         return True
@@ -589,8 +590,8 @@ class WebSecurity:
         self._failed_signature = None
         self.last_reload_success = True
         self.last_reload_success_time = self.wall_clock()
-        self.reloads["success"] += 1
         self._log_state()
+        self.reloads["success"] += 1
 
     async def watch(self) -> None:
         """Poll the files' stat (cheap) and reload on change, for the app's lifetime."""

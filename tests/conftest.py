@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shlex
 import socket
 from collections.abc import Callable, Mapping
@@ -35,6 +36,16 @@ def write_replay_npu_smi(directory: Path, replies: Mapping[str, object], default
     script.write_text("\n".join(lines) + "\n")
     script.chmod(0o755)
     return script
+
+
+@pytest.fixture(autouse=True)
+def _restore_root_logging():
+    """In-process CLI runs install the exporter's log handler; drop it after each test."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = [h for h in root.handlers if h in handlers or h.get_name() != "cann-exporter"]
+    root.setLevel(level)
 
 
 @pytest.fixture

@@ -6,20 +6,12 @@ import asyncio
 import os
 import sys
 
-import psutil
 import pytest
 
 from exporter.sources.runner import CommandRunner, RunError
+from tests.procs import exited, running, zombies
 
 PY = sys.executable
-
-
-def _children() -> list[psutil.Process]:
-    return [c for c in psutil.Process().children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE]
-
-
-def _zombies() -> list[psutil.Process]:
-    return [c for c in psutil.Process().children(recursive=True) if c.status() == psutil.STATUS_ZOMBIE]
 
 
 async def test_runs_and_captures_both_streams():
@@ -46,11 +38,11 @@ async def test_timeout_kills_the_whole_process_group(tmp_path):
     assert info.value.reason == "timeout"
     grandchild = int(pidfile.read_text())
     for _ in range(100):  # SIGKILL delivery is asynchronous; bounded wait
-        if not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE:
+        if exited(grandchild):
             break
         await asyncio.sleep(0.05)
-    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
-    assert _children() == [] and _zombies() == []
+    assert exited(grandchild)
+    assert running() == [] and zombies() == []
 
 
 async def test_output_is_capped():
@@ -58,7 +50,7 @@ async def test_output_is_capped():
     with pytest.raises(RunError) as info:
         await runner.run([PY, "-c", "import sys; sys.stdout.write('x' * 1_000_000)"])
     assert info.value.reason == "output_too_large"
-    assert _children() == [] and _zombies() == []
+    assert running() == [] and zombies() == []
 
 
 async def test_missing_binary_is_a_reason_not_a_crash(tmp_path):
@@ -101,13 +93,13 @@ async def test_cancellation_kills_the_child():
     runner = CommandRunner(timeout=60)
     task = asyncio.create_task(runner.run([PY, "-c", "import time; time.sleep(300)"]))
     for _ in range(200):
-        if _children():
+        if running():
             break
         await asyncio.sleep(0.02)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert _children() == [] and _zombies() == []
+    assert running() == [] and zombies() == []
 
 
 async def test_stream_lines_stops_the_child_when_the_consumer_stops():
@@ -121,7 +113,7 @@ async def test_stream_lines_stops_the_child_when_the_consumer_stops():
             break
     await stream.aclose()
     assert lines == ["0", "1", "2"]
-    assert _children() == [] and _zombies() == []
+    assert running() == [] and zombies() == []
 
 
 async def test_stream_lines_reports_a_silent_child():
@@ -130,4 +122,4 @@ async def test_stream_lines_reports_a_silent_child():
         async for _ in runner.stream_lines([PY, "-c", "import time; time.sleep(300)"], line_timeout=1):
             pass
     assert info.value.reason == "timeout"
-    assert _children() == []
+    assert running() == []

@@ -15,11 +15,11 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import free_port
+from tests.procs import cmdline, descendants, lingering_zombies
 
 pytestmark = pytest.mark.e2e
 
@@ -142,7 +142,7 @@ def test_faults_under_a_running_exporter(start):
     # Stale data ages out: after max age no chip is served as up.
     found = exporter.wait_for(lambda f: set(values(f, "npu_up", "npu").values()) == {0.0}, deadline=30)
     assert values(found, "npu_aicore_utilization_ratio", "npu") == {}
-    hung = [p for p in psutil.Process(exporter.proc.pid).children(recursive=True) if "sleep" in " ".join(p.cmdline())]
+    hung = [p for p in descendants(exporter.proc.pid) if "sleep" in cmdline(p)]
     assert len(hung) <= 1  # at most the call in flight; killed ones do not pile up
 
     # Garbage, then a truncated table: counted by reason.
@@ -168,8 +168,7 @@ def test_faults_under_a_running_exporter(start):
     assert log.count('subject=info reason=garbled') == 1
     assert "source recovered" in log
     # No zombies or leftover npu-smi children once healthy again.
-    zombies = [p for p in psutil.Process(exporter.proc.pid).children(recursive=True) if p.status() == psutil.STATUS_ZOMBIE]
-    assert zombies == []
+    assert lingering_zombies(exporter.proc.pid) == []
 
 
 def test_scrape_does_not_wait_on_a_hung_npu_smi(start):
@@ -177,9 +176,8 @@ def test_scrape_does_not_wait_on_a_hung_npu_smi(start):
                      "--hccn.enabled", "false")  # only npu-smi children, so the process scan below sees no exiting ones
     exporter.wait_for(lambda f: value(f, "npu_devices") == 8)
     exporter.fault("info:hang")
-    children = lambda: psutil.Process(exporter.proc.pid).children(recursive=True)  # noqa: E731
     end = time.monotonic() + 30
-    while not any("sleep" in " ".join(p.cmdline()) for p in children()):  # a call is now hanging
+    while not any("sleep" in cmdline(p) for p in descendants(exporter.proc.pid)):  # a call is now hanging
         assert time.monotonic() < end
         time.sleep(0.1)
     # The hung call holds for up to 10 s; a scrape that waited on it would miss this 5 s timeout.

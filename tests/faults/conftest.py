@@ -9,6 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.procs import descendants
 from tests.test_serve_e2e import Exporter
 
 
@@ -24,13 +25,6 @@ def start(tmp_path: Path) -> Iterator:
     yield run
     for exporter in started:
         exporter.stop()
-
-
-def descendants(pid: int) -> list[psutil.Process]:
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
 
 
 def strays(exporter: Exporter) -> list[psutil.Process]:

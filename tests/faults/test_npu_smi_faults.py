@@ -13,7 +13,8 @@ import time
 import psutil
 import pytest
 
-from tests.faults.conftest import descendants, strays
+from tests.faults.conftest import strays
+from tests.procs import lingering_zombies, running
 from tests.test_serve_e2e import value, values
 
 pytestmark = pytest.mark.e2e
@@ -46,7 +47,7 @@ def test_repeated_hangs_leak_nothing(start):
     exporter.fault("hang")  # every call: npu-smi and the child it started block forever
     found = exporter.wait_for(lambda f: errors(f, "npu_smi_info", "timeout") >= 4, deadline=40)
     assert value(found, "cann_exporter_source_success", source="npu_smi_info") == 0
-    in_flight = [p for p in descendants(exporter.proc.pid) if p.status() != psutil.STATUS_ZOMBIE]
+    in_flight = running(exporter.proc.pid)
     assert len(in_flight) <= 2 * 2  # at most the call in flight (simulator + its sleep), never one per hang
     assert strays(exporter) == []   # every killed call took its grandchild with it
     found = exporter.wait_for(lambda f: set(values(f, "npu_up", "npu").values()) == {0.0})  # aged out
@@ -59,7 +60,7 @@ def test_repeated_hangs_leak_nothing(start):
     while (fds := quiet_fds(proc)) > fds_before:  # bounded: the last killed call may still be reaped
         assert time.monotonic() < end, f"fds {fds_before} -> {fds}: a hang leaked file descriptors"
     assert proc.num_threads() <= threads_before
-    assert [p for p in descendants(exporter.proc.pid) if p.status() == psutil.STATUS_ZOMBIE] == []
+    assert lingering_zombies(exporter.proc.pid) == []
     assert strays(exporter) == []
     log = exporter.log_path.read_text()
     assert log.count("subject=info reason=timeout") == 1    # once per state change, not per hang
