@@ -32,6 +32,10 @@ DRIVER_INFO = MetricSpec("npu_driver_info", "gauge", "npu-smi and driver version
 DEVICES = MetricSpec("npu_devices", "gauge", "Chips seen in the latest npu-smi overview.")
 UP = _chip("npu_up", "1 if the latest read of this chip succeeded, else 0.")
 HEALTH = _chip("npu_health", "Chip health as a stateset: 1 for the current state.", "state")
+HEALTH_ERROR = _chip(
+    "npu_health_error_info",
+    "An error code npu-smi reports for a chip that is not OK (`-t health` Error Code); value 1.", "code",
+)
 AICORE = _chip("npu_aicore_utilization_ratio", "AI Core busy share (device utilization), 0..1.")
 AIVECTOR = _chip("npu_aivector_utilization_ratio", "AI Vector core busy share, 0..1.")
 AICUBE = _chip("npu_aicube_utilization_ratio", "AI Cube core busy share, 0..1.")
@@ -57,7 +61,7 @@ PROCESS_MEMORY = _chip("npu_process_memory_bytes", "Device memory held by a proc
 POD_INFO = _chip("npu_pod_info", "Pod the chip is allocated to (kubelet pod-resources); value 1.", "namespace", "pod", "container")
 
 DEVICE_METRICS = (
-    DEVICE_INFO, DRIVER_INFO, DEVICES, UP, HEALTH, AICORE, AIVECTOR, AICUBE, AICPU, CTRLCPU, NPU_UTIL,
+    DEVICE_INFO, DRIVER_INFO, DEVICES, UP, HEALTH, HEALTH_ERROR, AICORE, AIVECTOR, AICUBE, AICPU, CTRLCPU, NPU_UTIL,
     HBM_USED, HBM_TOTAL, HBM_BW, MEM_USED, MEM_TOTAL, DDR_BW, HUGEPAGES_USED, HUGEPAGES_TOTAL, POWER,
     TEMPERATURE, HBM_TEMPERATURE, AICORE_FREQ, AICORE_RATED_FREQ, VOLTAGE, ECC_ERRORS, PROCESS_MEMORY,
 )

@@ -32,6 +32,7 @@ class ChipSample:
     phy_id: int | None = None                    # `info` / `info -m` Chip Phy-ID (A3)
     vdie_id: str | None = None                   # `-t board -c` VDie ID
     health: str | None = None                    # `info` Health, normalised to metrics.HEALTH_STATES
+    health_error_codes: tuple[str, ...] = ()     # `-t health -c` Error Code (read only when health is not OK)
     aicore_utilization_ratio: float | None = None        # `info` AICore(%)
     aivector_utilization_ratio: float | None = None      # `-t usages` Aivector/Vectorcore Usage Rate(%)
     aicube_utilization_ratio: float | None = None        # `-t usages` Aicube Usage Rate(%)

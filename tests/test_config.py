@@ -18,7 +18,7 @@ def test_defaults():
     settings = build_settings()
     assert (settings.listen_host, settings.listen_port) == ("", 9435)
     assert settings.npu_smi_interval == 10 and settings.npu_smi_detail_interval == 60
-    assert settings.npu_smi_details == ("usages", "common", "ecc")
+    assert settings.npu_smi_details == ("usages", "common", "ecc", "health")
     assert settings.simulator_scenario is None
     assert settings.collectors == {"devices", "processes", "self"}
 

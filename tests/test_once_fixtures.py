@@ -237,3 +237,46 @@ def test_golden_expositions_pass_promtool_check_metrics():
         # npu_hugepages_total is a gauge by the DESIGN.md contract; promtool flags the suffix.
         problems = [line for line in problems if not line.startswith("npu_hugepages_total ")]
         assert proc.returncode in (0, 3) and problems == [], (golden.name, problems)
+
+
+def test_error_codes_are_read_for_a_chip_that_is_not_ok(replay_npu_smi, capsys):
+    # The 310B4 overview shows its chip in Alarm; the only real `-t health -c` captures are
+    # 910A ones, with the same key-value layout on every model (FORMATS.md, `-t health`).
+    npu_smi = replay_npu_smi({
+        "info": "info__310B4__23.0.0__1",
+        "info -t health -i 0 -c 0": "info-t-health__910A__23.0.7__2",
+    })
+    status, text = run_once(capsys, npu_smi, "--npu-smi.details=health", "--no-npu-smi.board", "--collector.self")
+    assert status == 0
+    found = samples(text)
+    assert value(found, "npu_health", npu="0", chip="0", state="Alarm") == 1
+    codes = {dict(ls)["code"] for (n, ls), v in found.items() if n == "npu_health_error_info" and v == 1}
+    assert codes == {"A4025021", "8C03A000", "8C084E00"}
+    assert value(found, "cann_exporter_source_success", source="npu_smi_details") == 1
+
+
+def test_healthy_chips_cost_no_health_calls(replay_npu_smi, capsys):
+    # Every 910B3 chip is OK: a `-t health` call would hit the replay's error reply and count.
+    npu_smi = replay_npu_smi({"info": "info__910B3__25.5.1__1"})
+    status, text = run_once(capsys, npu_smi, "--npu-smi.details=health", "--no-npu-smi.board", "--collector.self")
+    assert status == 0
+    found = samples(text)
+    assert value(found, "npu_health", npu="0", state="OK") == 1
+    assert [n for (n, _), _ in found.items() if n == "npu_health_error_info"] == []
+    assert value(found, "cann_exporter_source_success", source="npu_smi_details") == 1
+    assert [ls for (n, ls), _ in found.items() if n == "cann_exporter_source_errors_total"
+            and ("source", "npu_smi_details") in ls] == []
+
+
+def test_a_failing_health_call_hides_nothing_else(replay_npu_smi, capsys):
+    npu_smi = replay_npu_smi({
+        "info": "info__310B4__23.0.0__1",
+        "info -t health -i 0 -c 0": ("error-dcmi-init-8005__container__unknown__1", 1),
+    })
+    status, text = run_once(capsys, npu_smi, "--npu-smi.details=health", "--no-npu-smi.board", "--collector.self")
+    assert status == 0
+    found = samples(text)
+    assert value(found, "npu_health", npu="0", chip="0", state="Alarm") == 1
+    assert value(found, "npu_temperature_celsius", npu="0", chip="0") == 65
+    assert [n for (n, _), _ in found.items() if n == "npu_health_error_info"] == []
+    assert value(found, "cann_exporter_source_errors_total", source="npu_smi_details", reason="dcmi_init_failed") == 1

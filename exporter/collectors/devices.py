@@ -83,6 +83,11 @@ class DeviceCollector:
         yield info
         yield up
         yield stateset(m.HEALTH, m.HEALTH_STATES, fresh, chip_labels, lambda chip: chip.health)
+        codes = family(m.HEALTH_ERROR)
+        for chip in fresh:
+            for code in chip.health_error_codes:
+                codes.add_metric(chip_labels(chip) + [code], 1)
+        yield codes
 
         if part.driver_version or part.tool_version:
             driver = family(m.DRIVER_INFO)

@@ -400,6 +400,8 @@ def node(table_: Thresholds) -> Board:
                 mappings=HEALTH_MAPPINGS, h=6,
                 steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color="yellow"),
                        dm.Threshold(value=2, color=ORANGE), dm.Threshold(value=3, color=RED), dm.Threshold(value=4, color="purple")]),
+        grid("Health error codes", q(f"npu_health_error_info{{{CHIP_SEL}}}", table_format=True), hidden=("__name__", "job", "Value"),
+             description="npu-smi `-t health` error codes of the chips that are not OK; look them up for your driver version."),
         grid("Processes", q(f"npu_process_memory_bytes{{{CHIP_SEL}}}", table_format=True), unit="bytes", hidden=("__name__", "job")),
         grid("Pods (kubelet)", q(f"npu_pod_info{{{CHIP_SEL}}}", table_format=True), hidden=("__name__", "job", "Value")),
         grid("Chips", q(f"npu_device_info{{{CHIP_SEL}}}", table_format=True), hidden=("__name__", "job", "Value")),

@@ -216,7 +216,14 @@ def _unhealthy(spec: AlertSpec, table: Thresholds) -> Built:
     states = "|".join(spec.param("states", ("Alarm", "Critical")))
     expr = f"npu_health{{state=~\"{states}\"}} == 1"
     return (expr, f"NPU {CHIP_SHORT} reports health {{{{ $labels.state }}}}",
-            f"npu-smi reports the health of {CHIP_TEXT} as {{{{ $labels.state }}}} for {spec.window}.")
+            f"npu-smi reports the health of {CHIP_TEXT} as {{{{ $labels.state }}}} for {spec.window}.{ERROR_CODES}")
+
+
+# The chip's npu_health_error_info codes, when the exporter read any (nothing otherwise).
+ERROR_CODES = (
+    "{{ with printf `npu_health_error_info{instance=%q, npu=%q, chip=%q}` $labels.instance $labels.npu $labels.chip"
+    " | query | sortByLabel `code` }} Error codes:{{ range . }} {{ .Labels.code }}{{ end }}.{{ end }}"
+)
 
 
 def _missing(spec: AlertSpec, table: Thresholds) -> Built:

@@ -8,7 +8,9 @@ npu-smi costs about a second per call on real hosts, so the schedule keeps spawn
   overview changes: `npu-smi info -m` (logic ids) and `-t board -i N -c C` per chip (die id);
 - every ``detail_interval`` (default 60 s): per NPU `-t usages` (vector/cube/AI CPU/control
   CPU, bandwidths), `-t common` (clock; 310P card power), `-t ecc`; optionally `-t memory`
-  (HBM temperature). Each is one call per card, not per chip.
+  (HBM temperature). Each is one call per card, not per chip. `-t health -i N -c C` (error
+  codes) is per chip, and only for chips whose overview health is not OK: a healthy node
+  pays nothing for it.
 
 A failing call or card is recorded by reason and hides nothing else.
 """
@@ -28,7 +30,7 @@ from exporter.sources.health import Failure, HealthRegistry
 from exporter.sources.runner import CommandRunner, RunError, RunResult
 
 MIB = 1024 * 1024
-DETAIL_KINDS = ("usages", "common", "ecc", "memory")
+DETAIL_KINDS = ("usages", "common", "ecc", "memory", "health")
 
 ChipKey = tuple[int, int]  # (npu id, chip index)
 
@@ -40,7 +42,7 @@ class NpuSmiSettings:
     interval: float = 10.0
     detail_interval: float = 60.0
     inventory_interval: float = 3600.0
-    details: tuple[str, ...] = ("usages", "common", "ecc")
+    details: tuple[str, ...] = ("usages", "common", "ecc", "health")
     board: bool = True
     max_age: float = 180.0
 
@@ -121,10 +123,14 @@ class NpuSmiSource:
         """Per-card `-t` queries, concurrently within the runner's bound."""
         start = time.monotonic()
         npus = sorted({npu for npu, _ in self._overview_keys() or self._known})
-        jobs = [(kind, npu) for npu in npus for kind in self.settings.details]
-        results = await asyncio.gather(*(self._detail(kind, npu) for kind, npu in jobs))
+        jobs = [(kind, npu) for npu in npus for kind in self.settings.details if kind != "health"]
+        unwell = self._unwell_chips() if "health" in self.settings.details else []
+        results = await asyncio.gather(
+            *(self._detail(kind, npu) for kind, npu in jobs),
+            *(self._health_detail(key) for key in unwell),
+        )
         failures = [f for f in results if f is not None]
-        subjects = [f"{kind} -i {npu}" for kind, npu in jobs]
+        subjects = [f"{kind} -i {npu}" for kind, npu in jobs] + [f"health -i {n} -c {c}" for n, c in unwell]
         self.health[self.DETAILS].record(time.monotonic() - start, failures, subjects)
 
     def tasks(self) -> list[tuple[str, float, Callable[[], Awaitable[None]]]]:
@@ -212,6 +218,9 @@ class NpuSmiSource:
         memory = fresh.get("memory")
         if isinstance(memory, p.ChipMemory):
             changes["hbm_temperature_celsius"] = memory.hbm_temperature_celsius
+        health = fresh.get("health")
+        if isinstance(health, p.ChipHealth) and sample.health not in (None, "OK"):
+            changes["health_error_codes"] = health.error_codes  # a chip back to OK drops its old codes
         ecc = fresh.get("ecc")
         if isinstance(ecc, p.ChipEcc):
             counts = _ecc_counts(ecc)
@@ -223,6 +232,12 @@ class NpuSmiSource:
             if now - card_power.at <= self.settings.max_age:
                 changes["power_watts"] = card_power.value  # 310P: card power, on the card's first chip
         return replace(sample, **changes) if changes else sample
+
+    def _unwell_chips(self) -> list[ChipKey]:
+        """Chips the latest overview shows as not OK: the only ones worth a `-t health` call."""
+        if not self._table_ok or self._table is None:
+            return []
+        return sorted((c.npu_id, c.chip_id) for c in self._table.chips if _health(c.health) not in (None, "OK"))
 
     def _fresh_details(self, key: ChipKey, now: float) -> dict[str, object]:
         out = {}
@@ -262,6 +277,16 @@ class NpuSmiSource:
         except (RunError, p.NpuSmiError) as exc:
             return Failure(f"board -i {npu} -c {chip}", exc.reason, str(exc))
         self._boards[key] = board
+        return None
+
+    async def _health_detail(self, key: ChipKey) -> Failure | None:
+        npu, chip = key
+        try:
+            text = (await self._run("info", "-t", "health", "-i", str(npu), "-c", str(chip))).output
+            record = p.parse_health(text, npu_id=npu, chip_id=chip)[0]
+        except (RunError, p.NpuSmiError) as exc:
+            return Failure(f"health -i {npu} -c {chip}", exc.reason, str(exc))
+        self._details[("health", key)] = _Stamped(record, self.clock())
         return None
 
     async def _detail(self, kind: str, npu: int) -> Failure | None:

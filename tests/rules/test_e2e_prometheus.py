@@ -341,6 +341,7 @@ EVENT_SERIES = {
     "cann_exporter_ingest_rejected_total": "no rejected batch in this run",
     "cann_exporter_ingest_client_dropped_steps_total": "no client reported dropped steps",
     "cann_exporter_ingest_expired_total": "no job rank expired in this run",
+    "npu_health_error_info": "every chip is OK in this run (tests/test_serve_e2e.py serves codes)",
 }
 
 
