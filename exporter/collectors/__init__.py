@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
@@ -24,6 +24,19 @@ def family(spec: MetricSpec) -> Metric:
 def label(value: object) -> str:
     """Label text; unknown becomes the empty string (which Prometheus treats as absent)."""
     return "" if value is None else str(value)
+
+
+class OnChip(Protocol):
+    """Anything placed on a chip: a chip, a process, a port."""
+
+    npu: int
+    chip: int
+    device: int | None
+
+
+def chip_labels(item: OnChip) -> list[str]:
+    """Values of metrics.CHIP_LABELS (npu, chip, device)."""
+    return [str(item.npu), str(item.chip), label(item.device)]
 
 
 def field_families(

@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import Metric
 
 from exporter import metrics as m
-from exporter.collectors import family, field_families, label, stateset
+from exporter.collectors import chip_labels, family, field_families, label, stateset
 from exporter.sampler import SnapshotStore
-from exporter.snapshot import ChipSample, DevicesPart
+from exporter.snapshot import DevicesPart
 
 # Plain gauges: (spec, snapshot field).
 _GAUGES = (
@@ -35,10 +35,6 @@ _GAUGES = (
     (m.AICORE_RATED_FREQ, "aicore_rated_frequency_hertz"),
     (m.VOLTAGE, "voltage_volts"),
 )
-
-
-def chip_labels(chip: ChipSample) -> list[str]:
-    return [str(chip.npu), str(chip.chip), label(chip.device)]
 
 
 class DeviceCollector:
@@ -112,6 +108,6 @@ class DeviceCollector:
         if now - part.processes_observed_at <= self.max_age:
             for proc in part.processes:
                 if proc.memory_bytes is not None:
-                    labels = [str(proc.npu), str(proc.chip), label(proc.device), str(proc.pid), proc.name]
+                    labels = chip_labels(proc) + [str(proc.pid), proc.name]
                     procs.add_metric(labels, proc.memory_bytes)
         return procs

@@ -8,10 +8,22 @@ from prometheus_client.core import Metric
 from prometheus_client.utils import floatToGoString
 
 from exporter import metrics as m
-from exporter.collectors import family
+from exporter.collectors import family, field_families
 from exporter.ingest import IngestCounters, IngestStore, RankView
 
 _BUCKET_BOUNDS = tuple(floatToGoString(b) for b in m.JOB_DURATION_BUCKETS) + ("+Inf",)
+# One series per rank from a RankView field; None (never reported) is absent.
+_FIELDS = (
+    (m.JOB_ITERATIONS, "iterations"),
+    (m.JOB_SAMPLES, "samples"),
+    (m.JOB_LAST_ITERATION, "last_iteration_end"),
+    (m.JOB_MEMORY_ALLOCATED, "memory_allocated_bytes"),
+    (m.JOB_MEMORY_MAX_ALLOCATED, "memory_max_allocated_bytes"),
+)
+
+
+def _key(r: RankView) -> list[str]:
+    return [r.job_name, str(r.rank)]
 
 
 class JobCollector:
@@ -30,25 +42,15 @@ class JobCollector:
         yield from self._self(counters)
 
     def _jobs(self, ranks: tuple[RankView, ...]) -> Iterator[Metric]:
-        info, duration, iterations = family(m.JOB_INFO), family(m.JOB_ITERATION_DURATION), family(m.JOB_ITERATIONS)
-        samples, phases, last = family(m.JOB_SAMPLES), family(m.JOB_PHASE_SECONDS), family(m.JOB_LAST_ITERATION)
-        allocated, max_allocated = family(m.JOB_MEMORY_ALLOCATED), family(m.JOB_MEMORY_MAX_ALLOCATED)
+        info, duration, phases = family(m.JOB_INFO), family(m.JOB_ITERATION_DURATION), family(m.JOB_PHASE_SECONDS)
         for r in ranks:
-            key = [r.job_name, str(r.rank)]
+            key = _key(r)
             info.add_metric(key + [r.device, str(r.world_size), r.framework, r.pid], 1)
             duration.add_metric(key, list(zip(_BUCKET_BOUNDS, r.cumulative_buckets, strict=True)), r.duration_sum)
-            iterations.add_metric(key, r.iterations)
-            if r.samples is not None:
-                samples.add_metric(key, r.samples)
             for phase, seconds in r.phase_seconds:
                 phases.add_metric(key + [phase], seconds)
-            if r.last_iteration_end is not None:
-                last.add_metric(key, r.last_iteration_end)
-            if r.memory_allocated_bytes is not None:
-                allocated.add_metric(key, r.memory_allocated_bytes)
-            if r.memory_max_allocated_bytes is not None:
-                max_allocated.add_metric(key, r.memory_max_allocated_bytes)
-        yield from (info, duration, iterations, samples, phases, last, allocated, max_allocated)
+        yield from (info, duration, phases)
+        yield from field_families(_FIELDS, ranks, _key)
 
     def _self(self, c: IngestCounters) -> Iterator[Metric]:
         for spec, value in (

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from prometheus_client.core import Metric
 
 from exporter import metrics as m
-from exporter.collectors import family, field_families, label, stateset
+from exporter.collectors import chip_labels, family, field_families, label, stateset
 from exporter.snapshot import PortSample
 
 # Plain gauges: (spec, snapshot field).
@@ -39,7 +39,7 @@ _LABELLED_COUNTERS = (
 
 
 def port_labels(port: PortSample) -> list[str]:
-    return [str(port.npu), str(port.chip), label(port.device), port.port]
+    return chip_labels(port) + [port.port]
 
 
 class NetworkCollector:

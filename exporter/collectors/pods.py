@@ -21,7 +21,7 @@ from typing import Protocol, Union
 from prometheus_client.core import Metric
 
 from exporter import metrics as m
-from exporter.collectors import family, label
+from exporter.collectors import chip_labels, family
 from exporter.snapshot import ChipSample
 from exporter.sources.podresources import SKIP_REASONS, PodAttribution
 
@@ -86,7 +86,7 @@ class PodCollector:
                 self._log_unmatched(att, bool(chips))
                 continue
             for chip in matches:
-                labels = (str(chip.npu), str(chip.chip), label(chip.device), att.namespace, att.pod, att.container)
+                labels = (*chip_labels(chip), att.namespace, att.pod, att.container)
                 if labels not in seen:
                     seen.add(labels)
                     info.add_metric(list(labels), 1)

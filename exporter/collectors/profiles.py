@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator
 from prometheus_client.core import Metric
 
 from exporter import metrics as m
-from exporter.collectors import family, label
+from exporter.collectors import family, field_families, label
 from exporter.parsers.profiles import ProfileSummary
 from exporter.sources.profiles import latest_per_rank
 
@@ -37,13 +37,7 @@ class ProfileCollector:
 
     def collect(self) -> Iterator[Metric]:
         latest = latest_per_rank(self.summaries())
-        for spec, field in _GAUGES:
-            metric = family(spec)
-            for summary in latest:
-                value = getattr(summary, field)
-                if value is not None:  # absent, never 0 or -1, when the export lacks it
-                    metric.add_metric(_labels(summary), value)
-            yield metric
+        yield from field_families(_GAUGES, latest, _labels)  # a field the export lacks is absent, never 0 or -1
         yield _memcpy_kinds(latest)
         yield _operators(latest)
 
