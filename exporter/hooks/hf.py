@@ -18,6 +18,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without transformers
     raise ImportError("exporter.hooks.hf needs transformers (pip install transformers)") from exc
 
+from exporter.hooks.monitor import finish_training
 from exporter.hooks.torch import TorchMonitor
 
 __all__ = ["CannExporterCallback"]
@@ -57,10 +58,4 @@ class CannExporterCallback(TrainerCallback):  # type: ignore[misc]
             self.monitor.end_step(samples)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.monitor is None:
-            return
-        if self._owned:
-            self.monitor.close()
-            self.monitor = None
-        else:
-            self.monitor.flush()
+        self.monitor = finish_training(self.monitor, self._owned)

@@ -21,6 +21,7 @@ except ImportError:  # the older package name
     except ImportError as exc:  # pragma: no cover - exercised only without lightning
         raise ImportError("exporter.hooks.lightning needs lightning (pip install lightning)") from exc
 
+from exporter.hooks.monitor import finish_training
 from exporter.hooks.torch import TorchMonitor
 
 __all__ = ["CannExporterCallback", "batch_size"]
@@ -76,10 +77,4 @@ class CannExporterCallback(Callback):  # type: ignore[misc]
             self.monitor.end_step(samples)
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
-        if self.monitor is None:
-            return
-        if self._owned:
-            self.monitor.close()
-            self.monitor = None
-        else:
-            self.monitor.flush()
+        self.monitor = finish_training(self.monitor, self._owned)

@@ -20,7 +20,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without mindspore
     raise ImportError("exporter.hooks.mindspore needs MindSpore (pip install mindspore)") from exc
 
-from exporter.hooks.monitor import Monitor
+from exporter.hooks.monitor import Monitor, finish_training
 
 __all__ = ["CannExporterCallback"]
 
@@ -65,10 +65,4 @@ class CannExporterCallback(Callback):  # type: ignore[misc]
             self.monitor.record_step(seconds / steps, samples=self._samples)
 
     def on_train_end(self, run_context: Any) -> None:
-        if self.monitor is None:
-            return
-        if self._owned:
-            self.monitor.close()
-            self.monitor = None
-        else:
-            self.monitor.flush()
+        self.monitor = finish_training(self.monitor, self._owned)

@@ -22,7 +22,7 @@ import weakref
 from collections import deque
 from collections.abc import Mapping
 from time import perf_counter as _perf
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from exporter.hooks.identity import Identity, resolve_identity
 from exporter.hooks.transport import NotSent, Transport, redacted
@@ -538,3 +538,23 @@ def _close_all_at_exit() -> None:
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 atexit.register(_close_all_at_exit)
+
+
+class _Closable(Protocol):
+    def flush(self, timeout: float = ...) -> bool: ...
+    def close(self, timeout: float = ...) -> None: ...
+
+
+M = TypeVar("M", bound=_Closable)
+
+
+def finish_training(monitor: M | None, owned: bool) -> M | None:
+    """A framework callback's end of training: close the monitor it created (-> None), only
+    flush one the caller handed in, which the caller still uses and closes (-> the monitor)."""
+    if monitor is None:
+        return None
+    if owned:
+        monitor.close()
+        return None
+    monitor.flush()
+    return monitor
