@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from exporter.errors import ReasonError
 from exporter.metrics import JOB_DURATION_BUCKETS, JOB_PHASES
 
 # Label values become Prometheus label values and dashboard variables: keep them plain.
@@ -46,14 +47,12 @@ class IngestLimits:
     max_event_age_seconds: float = 86_400.0
 
 
-class IngestError(Exception):
+class IngestError(ReasonError):
     """A rejected request: HTTP ``status``, a counter ``reason`` and a message for the client."""
 
     def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(message)
+        super().__init__(reason, message)
         self.status = status
-        self.reason = reason
-        self.message = message
 
 
 @dataclass(frozen=True)

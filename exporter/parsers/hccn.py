@@ -20,8 +20,10 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from exporter.errors import ReasonError
 
-class HccnError(Exception):
+
+class HccnError(ReasonError):
     """hccn_tool reported an error, or printed text the parser cannot read.
 
     ``reason`` is a short label-safe kind for self-metrics: ``busy``, ``permission_denied``,
@@ -32,14 +34,6 @@ class HccnError(Exception):
     ``code`` is the exit status when one was seen.
     """
 
-    def __init__(self, reason: str, message: str, code: int | None = None) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
-        self.code = code
-
-    def __repr__(self) -> str:
-        return f"HccnError({self.reason!r}, {self.message!r}, code={self.code!r})"
 
 
 # --- records ----------------------------------------------------------------------------

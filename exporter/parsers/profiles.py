@@ -27,10 +27,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol, TextIO
 
+from exporter.errors import ReasonError
+
 # --- errors, issues, limits ------------------------------------------------------------------
 
 
-class ProfileParseError(Exception):
+class ProfileParseError(ReasonError):
     """A file (or a whole profile) could not be used.
 
     ``reason`` is a short label-safe kind for self-metrics: ``unreadable``, ``empty``,
@@ -38,13 +40,6 @@ class ProfileParseError(Exception):
     ``no_data``, ``unsupported``.
     """
 
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
-
-    def __repr__(self) -> str:
-        return f"ProfileParseError({self.reason!r}, {self.message!r})"
 
 
 @dataclass(frozen=True)

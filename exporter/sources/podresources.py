@@ -37,6 +37,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from exporter.errors import ReasonError
 from exporter.sources.health import Failure, HealthRegistry
 
 log = logging.getLogger("exporter.sources.podresources")
@@ -95,10 +96,8 @@ class ParsedResources:
     skipped: tuple[tuple[str, str, str], ...]   # (reason, resource_name, device_id)
 
 
-class PodResourcesError(Exception):
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
+class PodResourcesError(ReasonError):
+    """The kubelet could not be asked, or its answer could not be used."""
 
 
 # --- pure parsing -------------------------------------------------------------------------

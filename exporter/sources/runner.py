@@ -15,16 +15,13 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
+from exporter.errors import ReasonError
 
 _REAP_SECONDS = 5.0  # bound on draining/reaping a killed child (a setsid grandchild could hold a pipe)
 
 
-class RunError(Exception):
-    """A call that produced no usable output. ``reason`` is a self-metric label."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
+class RunError(ReasonError):
+    """A call that produced no usable output."""
 
 
 @dataclass(frozen=True)

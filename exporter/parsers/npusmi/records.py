@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from exporter.errors import ReasonError
 
-class NpuSmiError(Exception):
+
+class NpuSmiError(ReasonError):
     """npu-smi printed an error, or text the parser cannot read.
 
     ``reason`` is a short label-safe kind used in self-metrics:
@@ -19,14 +21,6 @@ class NpuSmiError(Exception):
     ``garbled`` (no recognisable structure), ``truncated`` (structure cut short).
     """
 
-    def __init__(self, reason: str, message: str, code: int | None = None) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
-        self.code = code
-
-    def __repr__(self) -> str:
-        return f"NpuSmiError({self.reason!r}, {self.message!r}, code={self.code!r})"
 
 
 # --- npu-smi info (overview table) -------------------------------------------------
