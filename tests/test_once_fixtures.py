@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.cli import main
+from tests.exposition import samples, value
 
 MIB = 1024 * 1024
 GOLDEN = Path(__file__).parent / "golden"
@@ -46,21 +46,6 @@ CHIP_COUNTS = {
     "info__910_93-A3__25.2.0__1": 4,
     "info__950PR__25.7.rc1__1": 3,
 }
-
-
-def samples(text: str) -> dict[tuple[str, frozenset], float]:
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out[(sample.name, frozenset(sample.labels.items()))] = sample.value
-    return out
-
-
-def value(found: dict, name: str, **labels: str) -> float | None:
-    """The one sample of ``name`` whose labels include ``labels``."""
-    matches = [v for (n, ls), v in found.items() if n == name and set(labels.items()) <= ls]
-    assert len(matches) <= 1, (name, labels, matches)
-    return matches[0] if matches else None
 
 
 def run_once(capsys, npu_smi: Path, *extra: str) -> tuple[int, str]:

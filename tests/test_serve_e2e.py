@@ -16,9 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import free_port
+from tests.exposition import Samples, samples, value, values
 from tests.procs import cmdline, descendants, lingering_zombies
 
 pytestmark = pytest.mark.e2e
@@ -43,13 +43,10 @@ class Exporter:
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode()
 
-    def metrics(self) -> dict[tuple[str, frozenset], float]:
+    def metrics(self) -> Samples:
         status, text = self.get("/metrics")
         assert status == 200
-        return {
-            (s.name, frozenset(s.labels.items())): s.value
-            for f in text_string_to_metric_families(text) for s in f.samples
-        }
+        return samples(text)
 
     def wait_for(self, condition: Callable[[dict], bool], deadline: float = 45.0) -> dict:
         """Poll /metrics until ``condition`` holds (bounded)."""
@@ -77,16 +74,6 @@ class Exporter:
             self.proc.kill()
             self.proc.wait()
         self._log.close()
-
-
-def value(found: dict, name: str, **labels: str) -> float | None:
-    matches = [v for (n, ls), v in found.items() if n == name and set(labels.items()) <= ls]
-    assert len(matches) <= 1, (name, labels, matches)
-    return matches[0] if matches else None
-
-
-def values(found: dict, name: str, key: str) -> dict[str, float]:
-    return {dict(ls)[key]: v for (n, ls), v in found.items() if n == name}
 
 
 @pytest.fixture

@@ -3,28 +3,10 @@ CANN_SIM_FAULT_FILE (the helpers of tests/test_serve_e2e.py, shared)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import psutil
-import pytest
 
 from tests.procs import descendants
-from tests.test_serve_e2e import Exporter
-
-
-@pytest.fixture
-def start(tmp_path: Path) -> Iterator:
-    started: list[Exporter] = []
-
-    def run(*args: str, env: dict[str, str] | None = None) -> Exporter:
-        exporter = Exporter(list(args), tmp_path, env)
-        started.append(exporter)
-        return exporter
-
-    yield run
-    for exporter in started:
-        exporter.stop()
+from tests.test_serve_e2e import Exporter, start  # noqa: F401 (start: the same fixture, for these tests)
 
 
 def strays(exporter: Exporter) -> list[psutil.Process]:

@@ -25,7 +25,7 @@ from exporter.simulator.npusmi import run as simulate
 from exporter.sources.health import HealthRegistry
 from exporter.sources.npusmi import NpuSmiSettings, NpuSmiSource
 from exporter.sources.runner import RunError, RunResult
-from tests.test_serve_e2e import value, values
+from tests.exposition import value, values
 
 HOUR = 3600.0
 MAX_AGE = 30.0

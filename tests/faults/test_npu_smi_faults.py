@@ -13,9 +13,9 @@ import time
 import psutil
 import pytest
 
+from tests.exposition import value, values
 from tests.faults.conftest import strays
 from tests.procs import lingering_zombies, running
-from tests.test_serve_e2e import value, values
 
 pytestmark = pytest.mark.e2e
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from exporter import metrics as m
 from exporter.collectors.network import NetworkCollector
 from exporter.snapshot import NetworkCounter, OpticalLaneSample, PortSample
+from tests.exposition import samples, value
 
 NOW = 1_780_000_000.0
 
@@ -28,17 +28,7 @@ A5_PORT = PortSample(npu=0, chip=0, device=None, port="0/4", observed_at=NOW, li
 def render(ports, now: float = NOW, max_age: float = 60.0) -> dict[tuple[str, frozenset], float]:
     registry = CollectorRegistry()
     registry.register(NetworkCollector(lambda: ports, max_age, clock=lambda: now))
-    text = generate_latest(registry).decode()
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text) for s in family.samples
-    }
-
-
-def value(found, name, **labels):
-    matches = [v for (n, ls), v in found.items() if n == name and set(labels.items()) <= ls]
-    assert len(matches) <= 1, (name, labels, matches)
-    return matches[0] if matches else None
+    return samples(generate_latest(registry).decode())
 
 
 def test_base_units_and_labels():

@@ -6,30 +6,17 @@ import subprocess
 import sys
 
 from hccn_helpers import write_replay_hccn
-from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.cli import main
 from exporter.simulator.network import FLAP_DOWN_S, FLAP_PERIOD_S
 from exporter.simulator.scenarios import ECC_EPOCH
+from tests.exposition import samples, value, values
 
 QUIET = ["--log.level", "error"]
 
 
-def samples(text: str) -> dict[tuple[str, frozenset], float]:
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text) for s in family.samples
-    }
-
-
-def value(found, name, **labels):
-    matches = [v for (n, ls), v in found.items() if n == name and set(labels.items()) <= ls]
-    assert len(matches) <= 1, (name, labels, matches)
-    return matches[0] if matches else None
-
-
 def per_chip(found, name) -> dict[str, float]:
-    return {dict(ls)["npu"]: v for (n, ls), v in found.items() if n == name}
+    return values(found, name, "npu")
 
 
 def test_once_simulate_shows_the_network_of_every_chip():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,15 +15,10 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
+from tests.conftest import free_port
+from tests.exposition import Samples, samples, value
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_until(condition: Callable[[], object], deadline: float = 20.0, what: str = "condition") -> object:
@@ -125,15 +119,12 @@ class ExporterProcess:
         except OSError:
             return False
 
-    def samples(self) -> dict[tuple[str, frozenset], float]:
+    def samples(self) -> Samples:
         with urllib.request.urlopen(self.url + "/metrics", timeout=5) as resp:
-            text = resp.read().decode()
-        return {(x.name, frozenset(x.labels.items())): x.value for f in text_string_to_metric_families(text) for x in f.samples}
+            return samples(resp.read().decode())
 
     def value(self, name: str, **labels: str) -> float | None:
-        hits = [v for (n, ls), v in self.samples().items() if n == name and set(labels.items()) <= ls]
-        assert len(hits) <= 1, (name, labels, hits)
-        return hits[0] if hits else None
+        return value(self.samples(), name, **labels)
 
     def wait_value(self, name: str, expected: float, deadline: float = 20.0, **labels: str) -> None:
         wait_until(lambda: self.value(name, **labels) == expected, deadline, f"{name}{labels} == {expected} (last {self.value(name, **labels)})")
