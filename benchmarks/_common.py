@@ -207,6 +207,20 @@ def exporter_env() -> dict[str, str]:
     return env
 
 
+@contextlib.contextmanager
+def ingest_exporter() -> Iterator[tuple[Process, Client]]:
+    """The exporter for the hooks' benchmarks: npu-smi details off (only its ingest is measured),
+    answering /healthz."""
+    port = free_port()
+    with started("exporter", [*exporter_argv(port), "--npu-smi.details="], exporter_env()) as proc:
+        client = Client(port)
+        try:
+            wait_until("/healthz", lambda: client.get("/healthz")[0] == 200, 60, procs=[proc])
+            yield proc, client
+        finally:
+            client.close()
+
+
 def wait_exporter_complete(proc: Process, client: Client, timeout: float = 90.0) -> dict[str, float]:
     """Wait for /readyz, then until the details and all 16 chips / 64 processes are served."""
     timings = {"readyz_seconds": wait_until("/readyz", lambda: client.get("/readyz")[0] == 200, timeout, procs=[proc])}

@@ -86,13 +86,8 @@ def measure(url: str, rounds: int = ROUNDS, block: int = BLOCK) -> dict[str, Any
 
 
 def run() -> dict[str, Any]:
-    port = c.free_port()
-    argv = [*c.exporter_argv(port), "--npu-smi.details="]
-    with c.started("exporter", argv, c.exporter_env()) as proc:
-        client = c.Client(port)
-        c.wait_until("/healthz", lambda: client.get("/healthz")[0] == 200, 60, procs=[proc])
-        raw = measure(f"http://{c.HOST}:{port}")
-        client.close()
+    with c.ingest_exporter() as (_, client):
+        raw = measure(f"http://{c.HOST}:{client.port}")
     if raw["client"]["dropped"]:
         raise c.BenchError(f"the client dropped {raw['client']['dropped']} steps; the measurement is not representative")
     return {

@@ -95,14 +95,9 @@ def validation_alone(seconds: float = SECONDS) -> dict[str, Any]:
 
 
 def run() -> dict[str, Any]:
-    port = c.free_port()
-    argv = [*c.exporter_argv(port), "--npu-smi.details="]
-    with c.started("exporter", argv, c.exporter_env()) as proc:
-        client = c.Client(port)
-        c.wait_until("/healthz", lambda: client.get("/healthz")[0] == 200, 60, procs=[proc])
-        hooks = through_hooks(f"http://{c.HOST}:{port}", client, proc)
-        server = server_alone(port)
-        client.close()
+    with c.ingest_exporter() as (proc, client):
+        hooks = through_hooks(f"http://{c.HOST}:{client.port}", client, proc)
+        server = server_alone(client.port)
     floor = validation_alone()
     rate = hooks["steps_per_second"]
     return {
