@@ -19,12 +19,10 @@ Standard library only.
 
 from __future__ import annotations
 
-import hashlib
-import math
 from dataclasses import dataclass
 
 from exporter.simulator.models import FAMILY_310P, NodeModel
-from exporter.simulator.scenarios import ECC_EPOCH, SCENARIOS, NodeState, simulate
+from exporter.simulator.scenarios import ECC_EPOCH, SCENARIOS, NodeState, simulate, smooth_noise, unit_noise
 
 NETWORK_SCENARIOS: tuple[str, ...] = ("link-flap",)
 ALL_SCENARIOS: tuple[str, ...] = SCENARIOS + NETWORK_SCENARIOS
@@ -145,18 +143,14 @@ def _tool_id(phy_id: int | None, logic_id: int) -> int:
     return logic_id if phy_id is None else phy_id
 
 
-# --- noise (same construction as scenarios.py, own keys) ---------------------------------------
+# --- noise: scenarios.py's, under a key of its own so ports do not echo their chips ------------
 
 def _unit(*key: object) -> float:
-    digest = hashlib.blake2b(repr(("net",) + key).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2.0**64
+    return unit_noise("net", *key)
 
 
 def _smooth(t: float, period: float, *key: object) -> float:
-    knot = math.floor(t / period)
-    frac = t / period - knot
-    a, b = (_unit(*key, k) * 2 - 1 for k in (knot, knot + 1))
-    return a + (b - a) * (1 - math.cos(math.pi * frac)) / 2
+    return smooth_noise(t, period, "net", *key)
 
 
 # --- link history ---------------------------------------------------------------------------

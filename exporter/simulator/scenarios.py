@@ -226,17 +226,17 @@ def simulate(model: NodeModel, scenario: str, t: float, seed: int = 0) -> NodeSt
 
 # --- deterministic noise ---------------------------------------------------------------
 
-def _unit(*key: object) -> float:
+def unit_noise(*key: object) -> float:
     """Uniform [0, 1) from a key; blake2b so it does not depend on PYTHONHASHSEED."""
     digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") / 2.0**64
 
 
-def _smooth(t: float, period: float, *key: object) -> float:
+def smooth_noise(t: float, period: float, *key: object) -> float:
     """Value noise in [-1, 1]: random knots every ``period`` s, cosine-interpolated."""
     knot = math.floor(t / period)
     frac = t / period - knot
-    a, b = (_unit(*key, k) * 2 - 1 for k in (knot, knot + 1))
+    a, b = (unit_noise(*key, k) * 2 - 1 for k in (knot, knot + 1))
     return a + (b - a) * (1 - math.cos(math.pi * frac)) / 2
 
 
@@ -246,7 +246,7 @@ def _clamp_percent(value: float) -> int:
 
 def _share(util: float, factor: float, jitter: float, t: float, period: float, *key: object) -> int:
     """A unit's busy percent: a share of the AI Core load plus its own noise, 0 when idle."""
-    return _clamp_percent(util * factor + jitter * (util / 100.0) * _smooth(t, period, *key))
+    return _clamp_percent(util * factor + jitter * (util / 100.0) * smooth_noise(t, period, *key))
 
 
 def _percent(used: int | None, total: int | None) -> int | None:
@@ -262,18 +262,18 @@ def _utilization(scenario: str, plan: ScenarioPlan, logic_id: int, t: float, see
     if scenario == "idle" or logic_id in plan.critical_logic_ids:
         return 0.0
     if logic_id in plan.low_logic_ids:
-        return 40.0 + 12.0 * _smooth(t, 15.0, seed, logic_id, "util-low")
+        return 40.0 + 12.0 * smooth_noise(t, 15.0, seed, logic_id, "util-low")
     if scenario == "sawtooth":
         phase = (t % SAWTOOTH_PERIOD_S) / SAWTOOTH_PERIOD_S
-        return min(99.0, max(5.0, 10.0 + 85.0 * phase + 2.0 * _smooth(t, 5.0, seed, logic_id, "util-saw")))
-    return 93.0 + 5.0 * _smooth(t, 20.0, seed, logic_id, "util")
+        return min(99.0, max(5.0, 10.0 + 85.0 * phase + 2.0 * smooth_noise(t, 5.0, seed, logic_id, "util-saw")))
+    return 93.0 + 5.0 * smooth_noise(t, 20.0, seed, logic_id, "util")
 
 
 def _power(model: NodeModel, scenario: str, plan: ScenarioPlan, logic_id: int, t: float, seed: int) -> float:
     """One chip's (die's) electrical power: idle floor plus a share proportional to load."""
     load = _utilization(scenario, plan, logic_id, t, seed) / 100.0
     span = model.busy_power_watts - model.idle_power_watts
-    jitter = 2.5 * (0.3 + load) * _smooth(t, 7.0, seed, logic_id, "power")
+    jitter = 2.5 * (0.3 + load) * smooth_noise(t, 7.0, seed, logic_id, "power")
     return model.idle_power_watts + span * load + jitter
 
 
@@ -285,7 +285,7 @@ def _lagged_power(model: NodeModel, scenario: str, plan: ScenarioPlan, logic_id:
 
 
 def _ambient(model: NodeModel, logic_id: int, seed: int) -> float:
-    return 29.0 + 4.0 * _unit(seed, model.name, logic_id, "ambient")
+    return 29.0 + 4.0 * unit_noise(seed, model.name, logic_id, "ambient")
 
 
 def _temperature(model: NodeModel, scenario: str, plan: ScenarioPlan, logic_id: int, t: float, seed: int) -> int:
@@ -301,14 +301,14 @@ def _processes(model: NodeModel, scenario: str, spec: ChipSpec, t: float, seed: 
     count = 0 if scenario == "idle" else model.processes_per_chip
     if count == 0:
         return ()
-    base_pid = 1_000_000 + int(_unit(seed, model.name, "pid") * 2_000_000)
+    base_pid = 1_000_000 + int(unit_noise(seed, model.name, "pid") * 2_000_000)
     share = model.job_memory_mb / count
     return tuple(
         ProcessState(
             npu_id=spec.npu_id, chip_id=spec.chip_id,
             pid=base_pid + spec.logic_id * 5003 + index * 17,
             name=model.process_names[index % len(model.process_names)],
-            memory_mb=round(share * (1.0 + 0.02 * _smooth(t, 120.0, seed, spec.logic_id, index, "mem"))),
+            memory_mb=round(share * (1.0 + 0.02 * smooth_noise(t, 120.0, seed, spec.logic_id, index, "mem"))),
         )
         for index in range(count)
     )
@@ -316,7 +316,7 @@ def _processes(model: NodeModel, scenario: str, spec: ChipSpec, t: float, seed: 
 
 def _reserved_mb(model: NodeModel, logic_id: int, seed: int) -> int:
     """Driver reservation on an idle chip (~3 GB HBM on 910B/A3, ~1.5 GB DDR on 310P)."""
-    return model.reserved_memory_mb + int(300 * _unit(seed, model.name, logic_id, "reserved"))
+    return model.reserved_memory_mb + int(300 * unit_noise(seed, model.name, logic_id, "reserved"))
 
 
 # --- ECC -------------------------------------------------------------------------------
@@ -328,10 +328,10 @@ def _events(t: float, interval_s: float) -> int:
 
 def _ecc(model: NodeModel, plan: ScenarioPlan, spec: ChipSpec, t: float, seed: int) -> EccCounters:
     """A quarter of the chips collect correctable errors; a Critical chip adds uncorrectable ones."""
-    noisy = _unit(seed, model.name, spec.logic_id, "ecc") < 0.25
+    noisy = unit_noise(seed, model.name, spec.logic_id, "ecc") < 0.25
     single = _events(t, 3 * 3600.0) if noisy else 0
     double = 1 + _events(t, 3600.0) if spec.logic_id in plan.critical_logic_ids else 0
-    history = int(10 * _unit(seed, model.name, spec.logic_id, "ecc-history")) if noisy else 0
+    history = int(10 * unit_noise(seed, model.name, spec.logic_id, "ecc-history")) if noisy else 0
     if model.has_hbm:
         return EccCounters(
             hbm_single_bit=single, hbm_double_bit=double,
@@ -377,7 +377,7 @@ def _chip_state(model: NodeModel, scenario: str, plan: ScenarioPlan, spec: ChipS
         aivector_percent=_share(util, 0.45, 3.0, t, 11.0, seed, lid, "vec"),
         aicube_percent=None if is_310p else _share(util, 0.95, 2.0, t, 9.0, seed, lid, "cube"),
         aicpu_percent=_share(util, 0.02, 1.0, t, 13.0, seed, lid, "aicpu"),
-        ctrlcpu_percent=_clamp_percent(3.0 + 8.0 * load + 2.0 * _smooth(t, 6.0, seed, lid, "ctrl")),
+        ctrlcpu_percent=_clamp_percent(3.0 + 8.0 * load + 2.0 * smooth_noise(t, 6.0, seed, lid, "ctrl")),
         npu_util_percent=None if is_310p else _clamp_percent(util + 1.5 * load),
         hbm_used_mb=None if is_310p else used,
         hbm_total_mb=spec.hbm_total_mb,
@@ -388,7 +388,7 @@ def _chip_state(model: NodeModel, scenario: str, plan: ScenarioPlan, spec: ChipS
         hugepages_used=0, hugepages_total=0,
         aicore_freq_mhz=model.aicore_freq_mhz,
         aicore_cur_freq_mhz=model.aicore_freq_mhz if util >= 1.0 else model.aicore_idle_freq_mhz,
-        hbm_temperature_celsius=None if is_310p else temperature - 1 - int(3 * _unit(seed, lid, "hbm-temp")),
+        hbm_temperature_celsius=None if is_310p else temperature - 1 - int(3 * unit_noise(seed, lid, "hbm-temp")),
         ecc=_ecc(model, plan, spec, t, seed),
         bus_id=spec.bus_id, vdie_id=spec.vdie_id, ndie_id=spec.ndie_id,
     )
@@ -404,6 +404,6 @@ def _card_state(model: NodeModel, scenario: str, plan: ScenarioPlan, npu_id: int
         power_watts=round(sum(_power(model, scenario, plan, c.logic_id, t, seed) for c in chips), 1),
         mcu_temperature_celsius=round(ambient - 1.0),
         board_sensors=(("LM75A_TE", round(ambient - 2.0)), ("LM75B_TE", round(ambient))),
-        serial_number=f"1023C{int(_unit(model.name, npu_id, 'serial') * 1e7):07d}",
+        serial_number=f"1023C{int(unit_noise(model.name, npu_id, 'serial') * 1e7):07d}",
         slot_id=index,
     )
