@@ -24,7 +24,6 @@ tests/fixtures/hccn. `-bandwidth` answers at once instead of measuring for a sec
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -40,13 +39,12 @@ from exporter.simulator.network import (
     PortState,
     simulate_network,
 )
-from exporter.simulator.options import split_options
+from exporter.simulator.options import run_main, split_options
 
 COMMANDS = ("link", "link_stat", "speed", "net_health", "stat", "optical", "bandwidth", "ip")
 FAULT_KINDS = ("hang", "slow", "exit", "busy", "permission", "unsupported", "unhealthy", "no-optical", "garbage")
 
 EXIT_OK = 0
-EXIT_SIMULATOR_USAGE = 2
 
 # (text, stream, exit status) of hccn_tool's error paths (FORMATS.md §1).
 BUSY = ("hccn_tool is busy, please try again.\n", "out", 11)
@@ -323,19 +321,8 @@ def _emit(reply: Reply, out: BinaryIO, err: BinaryIO) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    try:
-        options, rest = parse_sim_options(args, os.environ)
-    except ValueError as exc:
-        print(f"hccn_tool simulator: {exc}", file=sys.stderr)
-        return EXIT_SIMULATOR_USAGE
-    try:
-        return run(options, rest, sys.stdout.buffer, sys.stderr.buffer)
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
-    except KeyboardInterrupt:
-        return 130
+    return run_main("hccn_tool", argv, parse_sim_options,
+                    lambda options, rest: run(options, rest, sys.stdout.buffer, sys.stderr.buffer))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -30,7 +29,7 @@ from exporter.simulator import faults as faultlib
 from exporter.simulator import render
 from exporter.simulator.faults import Fault
 from exporter.simulator.models import MODEL_NAMES, get_model
-from exporter.simulator.options import split_options
+from exporter.simulator.options import run_main, split_options
 from exporter.simulator.scenarios import (
     SCENARIOS,
     NodeState,
@@ -42,7 +41,6 @@ from exporter.simulator.scenarios import (
 EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_DCMI = 255
-EXIT_SIMULATOR_USAGE = 2   # our own options were wrong (not an npu-smi behaviour)
 
 _SIM_FLAGS = {
     "--model": "model", "--scenario": "scenario", "--seed": "seed", "--time": "time",
@@ -313,17 +311,4 @@ def _watch(command: Command, options: SimOptions, faults: tuple[Fault, ...], out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    try:
-        options, rest = parse_sim_options(args, os.environ)
-    except ValueError as exc:
-        print(f"npu-smi simulator: {exc}", file=sys.stderr)
-        return EXIT_SIMULATOR_USAGE
-    try:
-        return run(options, rest, sys.stdout.buffer)
-    except BrokenPipeError:
-        # The reader went away (e.g. `| head`): stop quietly, as a killed npu-smi would.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
-    except KeyboardInterrupt:
-        return 130
+    return run_main("npu-smi", argv, parse_sim_options, lambda options, rest: run(options, rest, sys.stdout.buffer))

@@ -1,8 +1,15 @@
-"""Leading simulator options shared by the npu-smi and hccn_tool stand-ins."""
+"""What the npu-smi and hccn_tool stand-ins share: their leading options and process entry."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
+
+EXIT_SIMULATOR_USAGE = 2   # our own options were wrong (not a behaviour of the tool)
+
+O = TypeVar("O")
 
 
 def split_options(
@@ -42,3 +49,25 @@ def split_options(
             inline = args.pop(0)
         raw[flags[flag]] = inline
     return raw, args
+
+
+def run_main(
+    tool: str,
+    argv: Sequence[str] | None,
+    parse: Callable[[Sequence[str], Mapping[str, str]], tuple[O, list[str]]],
+    run: Callable[[O, list[str]], int],
+) -> int:
+    """A stand-in's process entry: its options (exit 2 when wrong), then ``run`` on the tool's
+    arguments. A reader that went away (e.g. `| head`) ends it quietly, as a killed tool would."""
+    try:
+        options, rest = parse(sys.argv[1:] if argv is None else argv, os.environ)
+    except ValueError as exc:
+        print(f"{tool} simulator: {exc}", file=sys.stderr)
+        return EXIT_SIMULATOR_USAGE
+    try:
+        return run(options, rest)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130

@@ -15,7 +15,8 @@ import pytest
 from exporter.simulator import render
 from exporter.simulator.faults import HUGE_BYTES, parse_faults
 from exporter.simulator.models import MODELS
-from exporter.simulator.npusmi import EXIT_DCMI, EXIT_INVALID, EXIT_SIMULATOR_USAGE, parse_sim_options
+from exporter.simulator.npusmi import EXIT_DCMI, EXIT_INVALID, parse_sim_options
+from exporter.simulator.options import EXIT_SIMULATOR_USAGE
 from exporter.simulator.scenarios import simulate
 
 ROOT = Path(__file__).resolve().parents[2]
