@@ -36,7 +36,7 @@ bench: install-test
 soak: install-test
 	$(BIN)/python -m benchmarks.soak $(ARGS)
 
-# alerts/ and grafana/ from exporter/thresholds.yaml, then the Kubernetes copies of them.
+# alerts/ and grafana/ from exporter/generate/thresholds.yaml, then the Kubernetes copies of them.
 generate: install
 	$(BIN)/cann-exporter generate
 	$(BIN)/python deploy/kubernetes/generate.py

@@ -1,6 +1,6 @@
 """The exporter's sample-and-render path inside this process, npu-smi answered from canned text.
 
-``build()`` assembles the real exporter (exporter.assembly.assemble: sources, sampler,
+``build()`` assembles the real exporter (exporter.node.assembly.assemble: sources, sampler,
 collectors, registry) and swaps its npu-smi runner for ``CannedNpuSmi``, which has the
 CommandRunner interface (``async run(argv) -> RunResult``) and answers from simulator text
 rendered once per time point (model a3, 4 processes per die: 16 dies, 64 processes).
@@ -14,12 +14,12 @@ from typing import Any
 
 from prometheus_client import generate_latest
 
-from exporter.assembly import Exporter, assemble
-from exporter.config import build_settings
+from exporter.core.runner import RunResult
+from exporter.node.assembly import Node, assemble
+from exporter.node.settings import build_settings
 from exporter.simulator.models import get_model
 from exporter.simulator.npusmi import Result, execute, parse_command
 from exporter.simulator.scenarios import simulate
-from exporter.sources.runner import RunResult
 
 T0 = 1_800_000_000.0  # a fixed instant, so every run renders the same texts
 
@@ -47,7 +47,7 @@ class CannedNpuSmi:
         return RunResult(tuple(argv), answer[0], answer[1], "", 0.0)
 
 
-def build(**flags: Any) -> tuple[Exporter, CannedNpuSmi]:
+def build(**flags: Any) -> tuple[Node, CannedNpuSmi]:
     settings = build_settings(flags={"npu_smi.path": "npu-smi", **flags})
     exporter = assemble(settings)
     fake = CannedNpuSmi()
@@ -55,7 +55,7 @@ def build(**flags: Any) -> tuple[Exporter, CannedNpuSmi]:
     return exporter, fake
 
 
-async def cycle(exporter: Exporter, fake: CannedNpuSmi, index: int) -> bytes:
+async def cycle(exporter: Node, fake: CannedNpuSmi, index: int) -> bytes:
     """refresh_overview + refresh_details + publish + a registry render (text format 0.0.4)."""
     fake.point = index
     await exporter.npu_smi.refresh_overview()

@@ -9,7 +9,7 @@ Informational (no goal): evidence for the figures of exporter_scrape / exporter_
   Prometheus scrape gets), same registry.
 - cProfile over PROFILE_CYCLES cycles: the functions with the most own time, and own time
   grouped by package.
-- The parent-side CPU of one npu-smi call through exporter.sources.runner.CommandRunner
+- The parent-side CPU of one npu-smi call through exporter.core.runner.CommandRunner
   (spawn, pipes, reaping; children's CPU excluded): /bin/true and the simulator's `info`.
 
     python -m benchmarks.exporter_hotspots
@@ -31,11 +31,13 @@ from collections import defaultdict
 from typing import Any
 
 from prometheus_client import generate_latest
-from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+from prometheus_client.openmetrics.exposition import (
+    generate_latest as generate_openmetrics,
+)
 
 from benchmarks import _common as c
 from benchmarks import _inprocess
-from exporter.sources.runner import CommandRunner
+from exporter.core.runner import CommandRunner
 
 WARMUP_CYCLES = 50
 PHASE_CYCLES = 1000

@@ -81,7 +81,8 @@ def server_alone(port: int, seconds: float = SECONDS) -> dict[str, Any]:
 def validation_alone(seconds: float = SECONDS) -> dict[str, Any]:
     """The same batches through parse_batch + IngestStore.accept in-process: the floor under
     the server's rate, so its ratio shows what HTTP and the event loop add."""
-    from exporter.ingest import IngestStore, parse_batch
+    from exporter.jobs.store import IngestStore
+    from exporter.jobs.validate import parse_batch
 
     store = IngestStore()
     steps = [{"end": time.time(), "duration": 0.05, "samples": 32, "phases": {"h2d": 0.005, "compute": 0.04}}] * BATCH

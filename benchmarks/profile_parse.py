@@ -79,7 +79,7 @@ def _peak_bytes() -> int:
 
 
 def child_ours(path: str) -> dict[str, Any]:
-    from exporter.parsers.profiles import read_kernels
+    from exporter.profiles.formats.tables import read_kernels
 
     start = time.perf_counter()
     with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:  # as load_profile opens it
@@ -103,7 +103,7 @@ def child_idle(tool: str) -> dict[str, Any]:
     if tool == "pandas":
         import pandas  # noqa: F401
     else:
-        import exporter.parsers.profiles  # noqa: F401
+        import exporter.profiles.load  # noqa: F401
     return {"peak_rss_bytes": _peak_bytes()}
 
 

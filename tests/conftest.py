@@ -1,41 +1,15 @@
-"""Shared test helpers: a replaying npu-smi built from real fixtures, free ports."""
+"""Fixtures every test folder may use; helpers live in tests/support."""
 
 from __future__ import annotations
 
 import logging
-import shlex
-import socket
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-NPU_SMI_FIXTURES = ROOT / "tests" / "fixtures" / "npu-smi"
-
-Reply = "str | tuple[str, int]"  # fixture name, or (fixture name, exit status)
-
-
-def write_replay_npu_smi(directory: Path, replies: Mapping[str, object], default_exit: int = 1) -> Path:
-    """A /bin/sh stand-in for npu-smi that prints a real fixture per command line.
-
-    ``replies`` maps the argument string (e.g. "info -m", "info -t usages -i 0") to a
-    fixture name (printed, exit 0) or (fixture name, exit status). A glob such as
-    "info -t usages -i *" is allowed. Anything else prints npu-smi's own bad-type text.
-    """
-    lines = ["#!/bin/sh", 'case "$*" in']
-    for args, reply in replies.items():
-        name, status = reply if isinstance(reply, tuple) else (reply, 0)
-        path = NPU_SMI_FIXTURES / f"{name}.txt"
-        assert path.exists(), path
-        pattern = "*".join(shlex.quote(piece) if piece else "" for piece in args.split("*"))
-        lines.append(f"  {pattern}) cat {shlex.quote(str(path))}; exit {status} ;;")
-    lines.append(f"  *) echo 'Error parameter of -t'; exit {default_exit} ;;")
-    lines.append("esac")
-    script = directory / "npu-smi"
-    script.write_text("\n".join(lines) + "\n")
-    script.chmod(0o755)
-    return script
+from tests.support.replay import write_replay_npu_smi
+from tests.support.serve import Exporter
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +29,16 @@ def replay_npu_smi(tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+@pytest.fixture
+def start(tmp_path: Path):
+    """start(*args, env=...) -> a running `cann-exporter serve` (stopped after the test)."""
+    started: list[Exporter] = []
+
+    def run(*args: str, env: dict[str, str] | None = None) -> Exporter:
+        exporter = Exporter(list(args), tmp_path, env)
+        started.append(exporter)
+        return exporter
+
+    yield run
+    for exporter in started:
+        exporter.stop()

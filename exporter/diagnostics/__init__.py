@@ -1,4 +1,4 @@
-"""`cann-exporter diagnose` and `cann-exporter report`: the tuning guide's three-level method
+"""`cann-exporter diagnose` and `cann-exporter report`: the three-level tuning method of docs/tuning.md
 ("sandwich": macro, meso, micro) and capacity planning, as commands.
 
 Data flows one way, and each stage is its own module:
@@ -8,6 +8,6 @@ Data flows one way, and each stage is its own module:
       -> analysis / baseline / capacity (pure: numbers + threshold table in, findings out)
       -> render / charts / html (terminal, JSON, Markdown, HTML + PNG)
 
-Every verdict comes from the one threshold table (exporter/thresholds.yaml), the same one
+Every verdict comes from the one threshold table (exporter/generate/thresholds.yaml), the same one
 the alert rules are generated from.
 """

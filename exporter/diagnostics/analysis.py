@@ -1,4 +1,4 @@
-"""The three levels of the tuning guide as pure functions: observations + threshold table in,
+"""The three levels of docs/tuning.md as pure functions: observations + threshold table in,
 findings out. No I/O, no clock (the readers already turned timestamps into ages).
 
 Where the table has a row for an indicator, its bounds give the verdict and its causes and
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from exporter import profile_report
+from exporter.diagnostics import profile_indicators
 from exporter.diagnostics.model import (
     MACRO,
     MESO,
@@ -24,8 +24,7 @@ from exporter.diagnostics.model import (
     Observations,
     Report,
 )
-from exporter.parsers.profiles import ProfileSummary
-from exporter.thresholds import (
+from exporter.generate.thresholds import (
     ABNORMAL,
     HEALTHY,
     WARNING,
@@ -33,11 +32,12 @@ from exporter.thresholds import (
     Indicator,
     Thresholds,
 )
+from exporter.profiles.indicators import ProfileSummary
 
 UTILIZATION = "device_utilization"
 PHASES = ("data", "h2d", "compute", "communication", "d2h", "framework", "other")
 MEMCPY_PHASES = ("h2d", "d2h")
-# Level of each profile indicator (profile_report.ROWS fields).
+# Level of each profile indicator (profile_indicators.ROWS fields).
 _PROFILE_LEVELS = {
     "step_duration_seconds": MESO, "compute_ratio": MESO, "communication_ratio": MESO, "idle_ratio": MACRO,
     "memcpy_ratio": MESO, "framework_overhead_ratio": MESO, "top3_operator_ratio": MICRO,
@@ -200,11 +200,11 @@ def profile_findings(profiles: Iterable[ProfileSummary], table: Thresholds) -> l
     out: list[Finding] = []
     for summary in profiles:
         subject = profile_subject(summary)
-        for row in profile_report.ROWS:
+        for row in profile_indicators.ROWS:
             value = getattr(summary, row.field)
             if value is None:
                 continue
-            indicator = profile_report.indicator_for(row, table)
+            indicator = profile_indicators.indicator_for(row, table)
             unit = SECONDS if row.field.endswith("_seconds") else RATIO
             level = _PROFILE_LEVELS.get(row.field, MESO)
             if indicator is None:

@@ -1,4 +1,4 @@
-"""Performance baselines (tuning guide section 6): a job's iteration time and throughput saved
+"""Performance baselines (docs/tuning.md, 'Baselines'): a job's iteration time and throughput saved
 to a file, and later runs compared with it.
 
 Verdicts use the NPUIterationTimeRegression entry of the threshold table: a run whose time per
@@ -24,8 +24,8 @@ from exporter.diagnostics.model import (
     Finding,
     JobStats,
 )
-from exporter.parsers.profiles import ProfileSummary
-from exporter.thresholds import ABNORMAL, HEALTHY, WARNING, Thresholds
+from exporter.generate.thresholds import ABNORMAL, HEALTHY, WARNING, Thresholds
+from exporter.profiles.indicators import ProfileSummary
 
 KIND, VERSION = "cann-exporter-baseline", 1
 ALERT = "NPUIterationTimeRegression"

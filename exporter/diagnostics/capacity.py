@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from exporter.thresholds import ABNORMAL, HEALTHY, Thresholds
+from exporter.generate.thresholds import ABNORMAL, HEALTHY, Thresholds
 
 Point = tuple[float, float]
 DAY = 86400.0

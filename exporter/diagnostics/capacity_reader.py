@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from exporter import metrics as m
 from exporter.diagnostics.capacity import CapacityInput, ChipHistory, NodeHbm
 from exporter.diagnostics.model import CannotDiagnose
 from exporter.diagnostics.promapi import (
@@ -16,6 +15,9 @@ from exporter.diagnostics.promapi import (
     promql_duration,
     selector,
 )
+from exporter.jobs.metrics import JOB_INFO
+from exporter.npusmi.metrics import AICORE, HBM_TOTAL, HBM_USED, PROCESS_MEMORY
+from exporter.pods.metrics import POD_INFO
 
 ChipKey = tuple[str, str, str, str]
 QUERIES = 7          # for the progress line: utilization, 3 in-use sources, namespaces, HBM used and total
@@ -42,27 +44,27 @@ def read_capacity(client: PrometheusClient, start: float, end: float, step: floa
     s = promql_duration(step)
     where = f" matching {{{matchers}}}" if matchers else ""
     try:
-        util = ask("chip utilization", f"avg_over_time({selector(m.AICORE.name, matchers)}[{s}])")
+        util = ask("chip utilization", f"avg_over_time({selector(AICORE.name, matchers)}[{s}])")
         if not util:
             raise CannotDiagnose(
-                f"Prometheus at {client.url} has no {m.AICORE.name} series{where} between "
+                f"Prometheus at {client.url} has no {AICORE.name} series{where} between "
                 f"{_iso(start)} and {_iso(end)}: nothing to plan with. Check --selector and --range, and that "
                 "Prometheus scrapes cann-exporter")
         in_use: dict[tuple[str, str], set[float]] = {}
         found_in_use = False
-        for metric, what in ((m.PROCESS_MEMORY.name, "processes"), (m.POD_INFO.name, "pods"), (m.JOB_INFO.name, "jobs")):
+        for metric, what in ((PROCESS_MEMORY.name, "processes"), (POD_INFO.name, "pods"), (JOB_INFO.name, "jobs")):
             for series in ask(what, f"group by (instance, device) (last_over_time({selector(metric, matchers)}[{s}]))"):
                 found_in_use = True
                 slot = in_use.setdefault((series.labels.get("instance", ""), series.labels.get("device", "")), set())
                 slot.update(t for t, _ in series.points)
         namespaces: dict[ChipKey, list[tuple[float, str]]] = {}
         pods = ask("namespaces", f"group by (instance, npu, chip, device, namespace) "
-                                 f"(last_over_time({selector(m.POD_INFO.name, matchers)}[{s}]))")
+                                 f"(last_over_time({selector(POD_INFO.name, matchers)}[{s}]))")
         for series in pods:
             namespaces.setdefault(_key(series.labels), []).extend(
                 (t, series.labels.get("namespace", "")) for t, _ in series.points)
-        used = _by_instance(ask("HBM used", f"sum by (instance) (avg_over_time({selector(m.HBM_USED.name, matchers)}[{s}]))"))
-        total = _by_instance(ask("HBM total", f"sum by (instance) (avg_over_time({selector(m.HBM_TOTAL.name, matchers)}[{s}]))"))
+        used = _by_instance(ask("HBM used", f"sum by (instance) (avg_over_time({selector(HBM_USED.name, matchers)}[{s}]))"))
+        total = _by_instance(ask("HBM total", f"sum by (instance) (avg_over_time({selector(HBM_TOTAL.name, matchers)}[{s}]))"))
     except PrometheusError as exc:
         raise CannotDiagnose(str(exc)) from None
     chips = tuple(sorted((_chip(series, in_use, namespaces) for series in util),
@@ -70,16 +72,16 @@ def read_capacity(client: PrometheusClient, start: float, end: float, step: floa
     hbm = tuple(NodeHbm(i, used[i], total[i]) for i in sorted(set(used) & set(total)))
     notes = []
     if not found_in_use:
-        notes.append(f"no {m.PROCESS_MEMORY.name}, {m.POD_INFO.name} or {m.JOB_INFO.name} series: a chip counts as "
+        notes.append(f"no {PROCESS_MEMORY.name}, {POD_INFO.name} or {JOB_INFO.name} series: a chip counts as "
                      "in use when its utilization is at least 1%")
     if not pods:
-        notes.append(f"no {m.POD_INFO.name} series (kubelet pod-resources): utilization per namespace not shown")
+        notes.append(f"no {POD_INFO.name} series (kubelet pod-resources): utilization per namespace not shown")
     if not hbm:
-        notes.append(f"no {m.HBM_USED.name} / {m.HBM_TOTAL.name} series: HBM headroom not shown")
+        notes.append(f"no {HBM_USED.name} / {HBM_TOTAL.name} series: HBM headroom not shown")
     else:
         without = sorted({c.instance for c in chips} - {n.instance for n in hbm})
         if without:
-            notes.append(f"no {m.HBM_USED.name} / {m.HBM_TOTAL.name} series from {', '.join(without)}: "
+            notes.append(f"no {HBM_USED.name} / {HBM_TOTAL.name} series from {', '.join(without)}: "
                          "not in the HBM headroom")
     source = f"Prometheus {client.url}" + (f" {{{matchers}}}" if matchers else "")
     return CapacityInput(source, start, end, step, chips, hbm, found_in_use, bool(pods), tuple(notes))

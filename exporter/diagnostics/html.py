@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter.diagnostics.capacity import CapacityReport
-from exporter.thresholds import ABNORMAL, HEALTHY, WARNING
+from exporter.generate.thresholds import ABNORMAL, HEALTHY, WARNING
 
 GIB = float(1 << 30)
 _CSS = """

@@ -9,9 +9,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from exporter.config import ConfigError, Settings, build_settings, load_yaml
 from exporter.diagnostics.model import CannotDiagnose
 from exporter.diagnostics.scrape_reader import Scrape, any_chip_read, parse_exposition
+from exporter.node.settings import ConfigError, Settings, build_settings, load_yaml
 
 
 def local_settings(config_text: str | None, config_origin: str, env: Mapping[str, str], flags: Mapping[str, Any]) -> Settings:
@@ -27,19 +27,20 @@ async def scrape_local(settings: Settings, samples: int = 1, interval: float = 1
     """Run every source ``samples`` times, ``interval`` seconds apart (bounded by the caller)."""
     from prometheus_client import generate_latest
 
-    from exporter.assembly import assemble
+    from exporter.node.assembly import assemble
 
-    exporter = assemble(settings, ingest=False)
-    command = " ".join(exporter.npu_smi.settings.command)
+    node = assemble(settings, ingest=False)
+    command = " ".join(node.npu_smi.command)
     scrapes: list[Scrape] = []
     for index in range(max(1, samples)):
         if index:
             await asyncio.sleep(interval)
-        snapshot = await exporter.sampler.run_once()
-        text = generate_latest(exporter.registry).decode()
+        await node.sampler.run_once()
+        text = generate_latest(node.registry).decode()
         scrapes.append(parse_exposition(text, time.time(), "local node"))
     if not any_chip_read(scrapes):
-        errors = sorted({f"{s.name}: {reason}" for s in snapshot.sources for reason in s.errors})
+        sources = node.store.sampled.status.sources
+        errors = sorted({f"{s.name}: {reason}" for s in sources for reason in s.errors})
         detail = f" ({', '.join(errors)})" if errors else ""
         raise CannotDiagnose(f"no NPU chip could be read through {command}{detail}; use --npu-smi PATH, "
                              "--simulate, --metrics-url or --prometheus")

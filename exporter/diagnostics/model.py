@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from exporter.parsers.profiles import ProfileSummary
-from exporter.thresholds import ABNORMAL, HEALTHY, WARNING
+from exporter.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from exporter.generate.thresholds import ABNORMAL, HEALTHY, WARNING
+from exporter.profiles.indicators import ProfileSummary
 
 MACRO, MESO, MICRO, BASELINE = "macro", "meso", "micro", "baseline"
 LEVELS = (MACRO, MESO, MICRO, BASELINE)
@@ -21,7 +22,8 @@ LEVEL_TITLES = {
 RATIO, SECONDS, PER_SECOND = "ratio", "seconds", "per_second"
 _RANK = {None: 0, HEALTHY: 1, WARNING: 2, ABNORMAL: 3}
 
-EXIT_HEALTHY, EXIT_ABNORMAL, EXIT_CANNOT = 0, 1, 2
+# diagnose's verdict as its exit status
+EXIT_HEALTHY, EXIT_ABNORMAL, EXIT_CANNOT = EXIT_OK, EXIT_FAILURE, EXIT_USAGE
 
 
 class CannotDiagnose(Exception):

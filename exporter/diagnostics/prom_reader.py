@@ -11,8 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from exporter import metrics as m
-from exporter import profile_report
+from exporter.diagnostics import profile_indicators
 from exporter.diagnostics.model import CannotDiagnose, ChipStats, JobStats, Observations
 from exporter.diagnostics.promapi import (
     PrometheusClient,
@@ -21,10 +20,20 @@ from exporter.diagnostics.promapi import (
     promql_duration,
     selector,
 )
-from exporter.parsers.profiles import OperatorShare, ProfileSummary
-from exporter.thresholds import Thresholds, duration_seconds
+from exporter.generate.thresholds import Thresholds, duration_seconds
+from exporter.jobs.metrics import (
+    JOB_INFO,
+    JOB_ITERATION_DURATION,
+    JOB_LAST_ITERATION,
+    JOB_PHASE_SECONDS,
+    JOB_SAMPLES,
+)
+from exporter.npusmi.metrics import AICORE, PROCESS_MEMORY
+from exporter.pods.metrics import POD_INFO
+from exporter.profiles.indicators import OperatorShare, ProfileSummary
+from exporter.profiles.metrics import PROFILE_OPERATOR
 
-UTIL = m.AICORE.name
+UTIL = AICORE.name
 ChipKey = tuple[str, str, str, str]          # instance, npu, chip, device
 JobKey = tuple[str, str, str]                # instance, job_name, rank
 Progress = Callable[[str], None]
@@ -127,7 +136,7 @@ def read_in_use(ask: _Asker, matchers: str) -> set[tuple[str, str]]:
     """(instance, device) of chips that had a process, a pod or a training job in the window."""
     r = ask.window.range
     out: set[tuple[str, str]] = set()
-    for metric in (m.PROCESS_MEMORY.name, m.POD_INFO.name, m.JOB_INFO.name):
+    for metric in (PROCESS_MEMORY.name, POD_INFO.name, JOB_INFO.name):
         for s in ask(f"count by (instance, device) (count_over_time({selector(metric, matchers)}[{r}]))"):
             out.add((s.labels.get("instance", ""), s.labels.get("device", "")))
     return out
@@ -150,15 +159,15 @@ def _by_job(samples: list[Sample]) -> dict[JobKey, float]:
 
 def read_jobs(ask: _Asker, matchers: str) -> tuple[JobStats, ...]:
     r = ask.window.range
-    busy = _by_job(ask(f"rate({selector(m.JOB_ITERATION_DURATION.name + '_sum', matchers)}[{r}])"))
-    rate = _by_job(ask(f"rate({selector(m.JOB_ITERATION_DURATION.name + '_count', matchers)}[{r}])"))
+    busy = _by_job(ask(f"rate({selector(JOB_ITERATION_DURATION.name + '_sum', matchers)}[{r}])"))
+    rate = _by_job(ask(f"rate({selector(JOB_ITERATION_DURATION.name + '_count', matchers)}[{r}])"))
     if not (busy or rate):
-        ages = _by_job(ask(f"time() - {selector(m.JOB_LAST_ITERATION.name, matchers)}"))
+        ages = _by_job(ask(f"time() - {selector(JOB_LAST_ITERATION.name, matchers)}"))
         return tuple(JobStats(k[0], k[1], k[2], seconds_since_last_iteration=v) for k, v in sorted(ages.items()))
-    samples = _by_job(ask(f"rate({selector(m.JOB_SAMPLES.name, matchers)}[{r}])"))
-    ages = _by_job(ask(f"time() - {selector(m.JOB_LAST_ITERATION.name, matchers)}"))
+    samples = _by_job(ask(f"rate({selector(JOB_SAMPLES.name, matchers)}[{r}])"))
+    ages = _by_job(ask(f"time() - {selector(JOB_LAST_ITERATION.name, matchers)}"))
     phases: dict[JobKey, dict[str, float]] = {}
-    query = f"sum by (instance, job_name, rank, phase) (rate({selector(m.JOB_PHASE_SECONDS.name, matchers)}[{r}]))"
+    query = f"sum by (instance, job_name, rank, phase) (rate({selector(JOB_PHASE_SECONDS.name, matchers)}[{r}]))"
     for s in ask(query):
         phases.setdefault(_job_key(s.labels), {})[s.labels.get("phase", "other")] = s.value
     return tuple(job_stats(key, busy.get(key), rate.get(key), samples.get(key), phases.get(key, {}), ages.get(key))
@@ -180,15 +189,15 @@ def job_stats(key: JobKey, busy: float | None, rate: float | None, samples: floa
 def read_profiles(ask: _Asker, matchers: str) -> tuple[ProfileSummary, ...]:
     r = ask.window.range
     values: dict[JobKey, dict[str, float]] = {}
-    for row in profile_report.ROWS:
+    for row in profile_indicators.ROWS:
         if row.spec is None:
             continue
         for s in ask(f"last_over_time({selector(row.spec.name, matchers)}[{r}])"):
             values.setdefault(_job_key(s.labels), {})[row.field] = s.value
     if not values:
         return ()
-    operators = _operators(ask(selector(m.PROFILE_OPERATOR.name, matchers))
-                           or ask(f"last_over_time({selector(m.PROFILE_OPERATOR.name, matchers)}[{r}])"))
+    operators = _operators(ask(selector(PROFILE_OPERATOR.name, matchers))
+                           or ask(f"last_over_time({selector(PROFILE_OPERATOR.name, matchers)}[{r}])"))
     return tuple(profile_summary(key, values[key], operators.get(key, ())) for key in sorted(values))
 
 

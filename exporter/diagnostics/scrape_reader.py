@@ -15,14 +15,23 @@ import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from exporter import metrics as m
-from exporter import profile_report
+from exporter.diagnostics import profile_indicators
 from exporter.diagnostics.model import CannotDiagnose, ChipStats, JobStats, Observations
 from exporter.diagnostics.prom_reader import profile_summary
-from exporter.parsers.profiles import OperatorShare, ProfileSummary
+from exporter.jobs.metrics import (
+    JOB_INFO,
+    JOB_ITERATION_DURATION,
+    JOB_LAST_ITERATION,
+    JOB_PHASE_SECONDS,
+    JOB_SAMPLES,
+)
+from exporter.npusmi.metrics import AICORE, PROCESS_MEMORY, UP
+from exporter.pods.metrics import POD_INFO
+from exporter.profiles.indicators import OperatorShare, ProfileSummary
+from exporter.profiles.metrics import PROFILE_OPERATOR
 
 Labels = tuple[tuple[str, str], ...]
-SUM, COUNT = m.JOB_ITERATION_DURATION.name + "_sum", m.JOB_ITERATION_DURATION.name + "_count"
+SUM, COUNT = JOB_ITERATION_DURATION.name + "_sum", JOB_ITERATION_DURATION.name + "_count"
 
 
 @dataclass(frozen=True)
@@ -80,7 +89,7 @@ def observations(scrapes: Sequence[Scrape], source: str) -> Observations:
     obs = Observations(source, _window(scrapes), chips, jobs, profiles, notes)
     if obs.empty:
         raise CannotDiagnose(
-            f"{source}: no NPU data: no {m.AICORE.name}, npu_job_* or npu_profile_* series (is this a cann-exporter, "
+            f"{source}: no NPU data: no {AICORE.name}, npu_job_* or npu_profile_* series (is this a cann-exporter, "
             "and can it read npu-smi?)")
     return obs
 
@@ -99,7 +108,7 @@ def chips_from(scrapes: Sequence[Scrape]) -> tuple[ChipStats, ...]:
     series: dict[tuple[str, str, str], list[float]] = {}
     in_use: set[str] = set()
     for scrape in scrapes:
-        for labels, value in scrape.values(m.AICORE.name):
+        for labels, value in scrape.values(AICORE.name):
             series.setdefault(_chip_id(labels), []).append(value)
         in_use |= _in_use(scrape)
     return tuple(chip_stats(key, values, key[2] in in_use) for key, values in sorted(series.items(), key=lambda kv: _order(kv[0])))
@@ -107,7 +116,7 @@ def chips_from(scrapes: Sequence[Scrape]) -> tuple[ChipStats, ...]:
 
 def _in_use(scrape: Scrape) -> set[str]:
     """Devices with a process, a pod or a training job."""
-    return {labels.get("device", "") for name in (m.PROCESS_MEMORY.name, m.POD_INFO.name, m.JOB_INFO.name)
+    return {labels.get("device", "") for name in (PROCESS_MEMORY.name, POD_INFO.name, JOB_INFO.name)
             for labels, _ in scrape.values(name)}
 
 
@@ -137,11 +146,11 @@ class _JobTotals:
 
 def _totals(scrape: Scrape) -> dict[tuple[str, str], _JobTotals]:
     fields: dict[tuple[str, str], dict[str, object]] = {}
-    for name, field in ((SUM, "sum"), (COUNT, "count"), (m.JOB_SAMPLES.name, "samples"), (m.JOB_LAST_ITERATION.name, "last")):
+    for name, field in ((SUM, "sum"), (COUNT, "count"), (JOB_SAMPLES.name, "samples"), (JOB_LAST_ITERATION.name, "last")):
         for labels, value in scrape.values(name):
             fields.setdefault(_job_id(labels), {})[field] = value
     phases: dict[tuple[str, str], dict[str, float]] = {}
-    for labels, value in scrape.values(m.JOB_PHASE_SECONDS.name):
+    for labels, value in scrape.values(JOB_PHASE_SECONDS.name):
         phases.setdefault(_job_id(labels), {})[labels.get("phase", "other")] = value
     return {key: _JobTotals(scrape.at, phases=tuple(sorted(phases.get(key, {}).items())), **values)  # type: ignore[arg-type]
             for key, values in fields.items()}
@@ -188,13 +197,13 @@ def _rates(key: tuple[str, str], a: _JobTotals, b: _JobTotals) -> JobStats:
 
 def profiles_from(scrape: Scrape) -> tuple[ProfileSummary, ...]:
     values: dict[tuple[str, str, str], dict[str, float]] = {}
-    for row in profile_report.ROWS:
+    for row in profile_indicators.ROWS:
         if row.spec is None:
             continue
         for labels, value in scrape.values(row.spec.name):
             values.setdefault(("", *_job_id(labels)), {})[row.field] = value
     operators: dict[tuple[str, str, str], dict[int, OperatorShare]] = {}
-    for labels, value in scrape.values(m.PROFILE_OPERATOR.name):
+    for labels, value in scrape.values(PROFILE_OPERATOR.name):
         position = labels.get("position", "")
         if position.isdigit() and math.isfinite(value):
             operators.setdefault(("", *_job_id(labels)), {})[int(position)] = OperatorShare(labels.get("op_type", "?"), 0.0, 0, value)
@@ -203,4 +212,4 @@ def profiles_from(scrape: Scrape) -> tuple[ProfileSummary, ...]:
 
 
 def any_chip_read(scrapes: Iterable[Scrape]) -> bool:
-    return any(value == 1 for scrape in scrapes for _, value in scrape.values(m.UP.name))
+    return any(value == 1 for scrape in scrapes for _, value in scrape.values(UP.name))

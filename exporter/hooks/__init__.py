@@ -17,6 +17,7 @@ TrainerCallback), ``exporter.hooks.lightning`` (Lightning Callback),
 """
 
 from exporter.hooks.identity import Identity, resolve_identity
-from exporter.hooks.monitor import DEFAULT_URL, PHASES, Monitor
+from exporter.hooks.monitor import DEFAULT_URL, Monitor
+from exporter.hooks.wire import PHASES
 
 __all__ = ["DEFAULT_URL", "PHASES", "Identity", "Monitor", "resolve_identity"]

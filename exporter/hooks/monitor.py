@@ -13,7 +13,6 @@ from __future__ import annotations
 import atexit
 import json
 import logging
-import math
 import os
 import random
 import threading
@@ -26,22 +25,11 @@ from typing import Any, Protocol, TypeVar
 
 from exporter.hooks.identity import Identity, resolve_identity
 from exporter.hooks.transport import NotSent, Transport, redacted
+from exporter.hooks.wire import PHASE_SET, Event, count_value, step_json
 
 log = logging.getLogger("exporter.hooks")
 
-PHASES = ("data", "h2d", "compute", "communication", "d2h", "framework", "other")
 DEFAULT_URL = "http://127.0.0.1:9435"
-_PHASE_SET = frozenset(PHASES)
-# The exporter rejects a whole batch for one value outside its limits, so the sender
-# checks each step against the same limits and drops (and counts) only that step.
-_MAX_SECONDS = 86_400.0          # longer steps/phases are absurd
-_MAX_SAMPLES = 10**9
-_MAX_END_AGE = 86_000.0          # an `end` older than about a day, or more than
-_MAX_END_AHEAD = 290.0           # ~5 minutes ahead, is replaced by the recording time
-
-# (end perf_counter, duration seconds, samples, {phase: seconds}); record_step(end=...)
-# appends the caller's unix end time as a fifth item, sent as given.
-Event = tuple
 
 
 class _Step:
@@ -218,7 +206,7 @@ class Monitor:
             return self._new_phase(name)
 
     def _new_phase(self, name: Any) -> _Phase:
-        phase = name if isinstance(name, str) and name in _PHASE_SET else "other"
+        phase = name if isinstance(name, str) and name in PHASE_SET else "other"
         cm = _Phase(self, phase)
         try:
             self._phase_cms[name] = cm
@@ -386,7 +374,7 @@ class Monitor:
 
     def _steps_json(self, events: list[Event]) -> list[dict[str, Any]]:
         offset = time.time() - _perf()  # perf_counter -> unix time, fresh for every batch
-        steps = [step for step in (_step_json(e, offset) for e in events) if step is not None]
+        steps = [step for step in (step_json(e, offset) for e in events) if step is not None]
         self._send_dropped += len(events) - len(steps)  # unusable values (NaN, negative, ...)
         return steps
 
@@ -434,7 +422,7 @@ class Monitor:
             doc["final"] = True
         memory = self._memory
         if memory is not None and memory != self._memory_sent:
-            counts = zip(("allocated_bytes", "max_allocated_bytes"), (_count(v, 1 << 50) for v in memory), strict=True)
+            counts = zip(("allocated_bytes", "max_allocated_bytes"), (count_value(v, 1 << 50) for v in memory), strict=True)
             clean = {name: count for name, count in counts if count is not None}
             if clean:
                 doc["memory"] = clean
@@ -454,63 +442,6 @@ class Monitor:
             log.info("cann-exporter hooks: exporter reachable again at %s", redacted(self.url))
         self._failing = False
         self._backoff = 0.0
-
-
-def _count(value: Any, limit: int = _MAX_SAMPLES) -> int | None:
-    """A non-negative integer count from an int-like value, else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float):
-        value = int(value) if value.is_integer() else None
-    try:
-        number = value.__index__() if value is not None else None
-    except Exception:
-        return None
-    return number if number is not None and 0 <= number <= limit else None
-
-
-def _seconds(value: Any) -> float | None:
-    try:
-        seconds = float(value)
-    except Exception:
-        return None
-    return seconds if math.isfinite(seconds) and 0.0 <= seconds <= _MAX_SECONDS else None
-
-
-def _step_json(event: Event, offset: float) -> dict[str, Any] | None:
-    """One buffered event as the API's step object; None when its duration is unusable.
-
-    Plain floats and ints take the fast path (this runs for every step on the sender thread).
-    """
-    duration = event[1]
-    if type(duration) is not float or not 0.0 <= duration <= _MAX_SECONDS:  # NaN fails too
-        duration = _seconds(duration)
-        if duration is None:
-            return None
-    end = round(event[0] + offset, 6)
-    if len(event) > 4 and end - _MAX_END_AGE <= event[4] <= end + _MAX_END_AHEAD:
-        end = event[4]
-    step: dict[str, Any] = {"end": end, "duration": duration}
-    samples = event[2]
-    if samples is not None:
-        if type(samples) is not int or not 0 <= samples <= _MAX_SAMPLES:
-            samples = _count(samples)
-        if samples is not None:
-            step["samples"] = samples
-    phases = event[3]
-    if phases:
-        clean: dict[str, float] = {}
-        for name, value in phases.items():
-            if type(value) is not float or not 0.0 <= value <= _MAX_SECONDS:
-                value = _seconds(value)
-                if value is None:
-                    continue
-            if name not in _PHASE_SET:
-                name = "other"
-            clean[name] = clean[name] + value if name in clean else value
-        if clean:
-            step["phases"] = clean
-    return step
 
 
 def _env_token(env: Mapping[str, str]) -> str | None:

@@ -46,7 +46,7 @@ FAULT_KINDS = ("hang", "slow", "exit", "busy", "permission", "unsupported", "unh
 
 EXIT_OK = 0
 
-# (text, stream, exit status) of hccn_tool's error paths (FORMATS.md §1).
+# (text, stream, exit status) of hccn_tool's error paths (docs/formats/hccn_tool.md, "Errors and exit codes").
 BUSY = ("hccn_tool is busy, please try again.\n", "out", 11)
 PERMISSION = ("permission denied: pls check this cmd run permission.\n", "err", 12)
 UNSUPPORTED = ("The command is not supported on this product.\n", "out", 13)

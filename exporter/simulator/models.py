@@ -1,6 +1,6 @@
 """Simulated node models: the static hardware facts npu-smi prints.
 
-Each model mirrors a real host captured in ../shared/fixtures/npu-smi (driver version,
+Each model mirrors a real host captured in tests/fixtures/npu-smi (driver version,
 ids, names, capacities, table family); the per-sample numbers come from scenarios.py.
 Standard library only: the simulator imports nothing else from ``exporter``.
 """

@@ -22,7 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from exporter.simulator.models import FAMILY_310P, NodeModel
-from exporter.simulator.scenarios import ECC_EPOCH, SCENARIOS, NodeState, simulate, smooth_noise, unit_noise
+from exporter.simulator.scenarios import (
+    ECC_EPOCH,
+    SCENARIOS,
+    NodeState,
+    simulate,
+    smooth_noise,
+    unit_noise,
+)
 
 NETWORK_SCENARIOS: tuple[str, ...] = ("link-flap",)
 ALL_SCENARIOS: tuple[str, ...] = SCENARIOS + NETWORK_SCENARIOS

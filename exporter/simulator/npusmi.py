@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from exporter.simulator import faults as faultlib
-from exporter.simulator import render
+from exporter.simulator import render, watch
 from exporter.simulator.faults import Fault
 from exporter.simulator.models import MODEL_NAMES, get_model
 from exporter.simulator.options import run_main, split_options
@@ -294,8 +294,8 @@ def _watch(command: Command, options: SimOptions, faults: tuple[Fault, ...], out
     if error is not None:
         _write(out, error.text.encode())
         return error.code
-    letters = render.watch_letters(state.model, command.letters)
-    header = render.render_watch_header(state.model, letters)
+    letters = watch.watch_letters(state.model, command.letters)
+    header = watch.render_watch_header(state.model, letters)
     rounds = itertools.count() if command.count is None else range(command.count)
     for index in rounds:
         if index:
@@ -305,7 +305,7 @@ def _watch(command: Command, options: SimOptions, faults: tuple[Fault, ...], out
             state = _state(options, t, faults)
         else:
             t = t0
-        rows = render.render_watch_rows(state, letters, command.npu_id, command.chip_id)
+        rows = watch.render_watch_rows(state, letters, command.npu_id, command.chip_id)
         _write(out, _transform((header if index == 0 else "").encode() + rows.encode(), faults, options, t))
     return _exit_code(EXIT_OK, faults)
 

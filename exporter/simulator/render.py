@@ -1,8 +1,7 @@
 """Pure renderers: NodeState -> the exact text npu-smi prints.
 
-Layouts follow Huawei's printer (npu_info_print.c, quoted in
-../shared/fixtures/npu-smi/FORMATS.md) and are checked byte for byte against the real
-fixtures in tests/fixtures/npu-smi: the printf field widths are kept as Python format
+Layouts follow Huawei's printer (npu_info_print.c; docs/formats/npu-smi.md describes them)
+and are checked byte for byte against the real outputs in tests/fixtures/npu-smi: the printf field widths are kept as Python format
 specs so a 5-digit `used` touches the slash (`59189/ 65536`) exactly as on hardware.
 Callers validate ids first; every renderer returns text ending in a newline.
 """
@@ -62,11 +61,11 @@ def render_version(state: NodeState) -> str:
     return f"npu-smi version: {state.model.tool_version}\n"
 
 
-def _text(lines: Iterable[str]) -> str:
+def join_lines(lines: Iterable[str]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def _is_910(model: NodeModel) -> bool:
+def is_910(model: NodeModel) -> bool:
     """910B and A3 share the HBM table and the 910-only keys."""
     return model.family != FAMILY_310P
 
@@ -96,9 +95,9 @@ _DDR_PROC_HEAD = "| NPU     Chip                  | Process id      | Process na
 
 def render_info(state: NodeState) -> str:
     """`npu-smi info`: 98 wide on 910B/A3, 106 wide on 310P (cards print processes too)."""
-    if _is_910(state.model):
-        return _text(_info_hbm(state))
-    return _text(_info_ddr(state))
+    if is_910(state.model):
+        return join_lines(_info_hbm(state))
+    return join_lines(_info_ddr(state))
 
 
 def _info_hbm(state: NodeState) -> list[str]:
@@ -177,7 +176,7 @@ def render_chip_map(state: NodeState) -> str:
             lines.append("\t" + "".join(f"{i:<30d} " for i in ids) + state.model.map_name)
         mcu = (str(card.npu_id), str(state.model.chips_per_npu), "-") + (("-",) if a3 else ()) + ("Mcu",)
         lines.append("\t" + " ".join(f"{c:<30}" for c in mcu))
-    return _text(lines)
+    return join_lines(lines)
 
 
 def render_card_list(state: NodeState) -> str:
@@ -187,10 +186,10 @@ def render_card_list(state: NodeState) -> str:
     lines = [_kv("Total Count", len(state.cards)), ""]
     for card in state.cards:
         lines.append(_kv("NPU ID", card.npu_id))
-        if not (_is_910(state.model) and state.model.is_server):
+        if not (is_910(state.model) and state.model.is_server):
             lines += [_kv("Product Name", state.model.board.product_name), _kv("Serial Number", card.serial_number)]
         lines += [_kv("Chip Count", card.chip_count), ""]
-    return _text(lines)
+    return join_lines(lines)
 
 
 # --- npu-smi info -t <type> -i <id> [-c <chip>] -------------------------------------------
@@ -211,7 +210,7 @@ def _blocks(state: NodeState, npu_id: int, chip_id: int | None,
     for chip in _selected(state, npu_id, chip_id):
         lines += body(chip)
         lines += [_kv("Chip ID", chip.chip_id, width), ""]
-    return _text(lines)
+    return join_lines(lines)
 
 
 def render_usages(state: NodeState, npu_id: int, chip_id: int | None = None) -> str:
@@ -219,7 +218,7 @@ def render_usages(state: NodeState, npu_id: int, chip_id: int | None = None) -> 
 
 
 def _usages_fields(model: NodeModel, chip: ChipState) -> list[str]:
-    if not _is_910(model):
+    if not is_910(model):
         return [
             _kv("DDR Capacity(MB)", chip.ddr_total_mb),
             _kv("DDR Usage Rate(%)", chip.ddr_usage_percent),
@@ -255,30 +254,30 @@ def render_common(state: NodeState, npu_id: int, chip_id: int | None = None) -> 
     lines = [_kv("NPU ID", npu_id), _kv("Chip Count", card.chip_count)]
     for chip in _selected(state, npu_id, chip_id):
         lines += ["", _kv("Chip ID", chip.chip_id), _kv("Memory Usage Rate(%)", chip.ddr_usage_percent)]
-        if _is_910(model):
+        if is_910(model):
             lines.append(_kv("HBM Usage Rate(%)", chip.hbm_usage_percent))
         lines += [
             _kv("Aicore Usage Rate(%)", chip.aicore_percent),
             _kv("Aicore Freq(MHZ)", chip.aicore_freq_mhz),
             _kv("Aicore curFreq(MHZ)", chip.aicore_cur_freq_mhz),
         ]
-        if _is_910(model):
+        if is_910(model):
             lines.append(_kv("Aicore Count", model.aicore_count))
         lines.append(_kv("Temperature(C)", chip.temperature_celsius))
-        if _is_910(model):
+        if is_910(model):
             lines.append(_kv("NPU Real-time Power(W)", _num(chip.power_watts)))
     if chip_id is None:
         lines += ["", _kv("Chip Name", "mcu"), _kv("Temperature(C)", card.mcu_temperature_celsius)]
-        if not _is_910(model):
+        if not is_910(model):
             lines.append(_kv("NPU Real-time Power(W)", _num(card.power_watts)))
-    return _text(lines)
+    return join_lines(lines)
 
 
 def render_memory(state: NodeState, npu_id: int, chip_id: int | None = None) -> str:
     model = state.model
 
     def fields(chip: ChipState) -> list[str]:
-        if not _is_910(model):
+        if not is_910(model):
             return [_kv("Total DDR Capacity(MB)", model.ddr_physical_mb),
                     _kv("DDR Capacity(MB)", chip.ddr_total_mb),
                     _kv("DDR Clock Speed(MHz)", model.ddr_clock_mhz)]
@@ -307,13 +306,13 @@ def render_temp(state: NodeState, npu_id: int, chip_id: int | None = None) -> st
         return text
     card = state.card(npu_id)
     sensors = [f"\t{name:<8}{' (C)':<22} : {value}" for name, value in card.board_sensors]
-    return text + _text(sensors + [_kv("Chip Name", "MCU"), ""])
+    return text + join_lines(sensors + [_kv("Chip Name", "MCU"), ""])
 
 
 def render_health(state: NodeState, npu_id: int, chip_id: int | None = None) -> str:
     """With -c: the three lines of info-t-health fixtures; without: one block per chip."""
     if chip_id is not None:
-        return _text(_health_fields(_selected(state, npu_id, chip_id)[0]))
+        return join_lines(_health_fields(_selected(state, npu_id, chip_id)[0]))
     return _blocks(state, npu_id, None, _health_fields)
 
 
@@ -334,7 +333,7 @@ def render_ecc(state: NodeState, npu_id: int, chip_id: int | None = None) -> str
         ecc = chip.ecc
         lines = [_kv("DDR Single Bit Error Count", ecc.ddr_single_bit, 40),
                  _kv("DDR Double Bit Error Count", ecc.ddr_double_bit, 40)]
-        if not _is_910(state.model):
+        if not is_910(state.model):
             return lines + [
                 _kv("DDR Single Bit Aggregate Total Err Cnt", ecc.ddr_single_bit_aggregate, 40),
                 _kv("DDR Double Bit Aggregate Total Err Cnt", ecc.ddr_double_bit_aggregate, 40),
@@ -370,10 +369,10 @@ def render_board(state: NodeState, npu_id: int, chip_id: int | None = None) -> s
     """`-t board`: the card; with -c a chip (or the Mcu, at chip id = chips per NPU)."""
     model, card = state.model, state.card(npu_id)
     if chip_id is None:
-        return _text(_board_card(model, card, state.chips_of(npu_id)[0]))
+        return join_lines(_board_card(model, card, state.chips_of(npu_id)[0]))
     if chip_id == model.chips_per_npu:
-        return _text(_board_mcu(model, npu_id, chip_id))
-    return _text(_board_chip(model, _selected(state, npu_id, chip_id)[0]))
+        return join_lines(_board_mcu(model, npu_id, chip_id))
+    return join_lines(_board_chip(model, _selected(state, npu_id, chip_id)[0]))
 
 
 def _board_card(model: NodeModel, card: CardState, first: ChipState) -> list[str]:
@@ -403,7 +402,7 @@ def _board_card(model: NodeModel, card: CardState, first: ChipState) -> list[str
         _kv("Subsystem Device ID", f"0x{board.subsystem_device_id:04X}"),
         _kv("Chip Count", card.chip_count),
     ]
-    if not _is_910(model):
+    if not is_910(model):
         lines.append(_kv("Chip Fault", 0))  # card boards (print_npu_card_info)
     return lines
 
@@ -418,7 +417,7 @@ def _board_chip(model: NodeModel, chip: ChipState) -> list[str]:
         lines.append(_kv("Chip Type", "Ascend"))
     lines += [_kv("Chip Name", model.chip_name), _kv("Chip Version", board.chip_version),
               _kv("Board ID", f"0x{board.board_id:02x}")]
-    if _is_910(model):
+    if is_910(model):
         lines += [_kv("PCB ID", "NA"), _kv("BOM ID", board.bom_id),
                   _kv("VDie ID", chip.vdie_id), _kv("NDie ID", chip.ndie_id)]
     else:
@@ -454,62 +453,3 @@ RENDERERS = {
     "board": render_board,
     "proc-mem": render_proc_mem,
 }
-
-
-# --- npu-smi info watch ---------------------------------------------------------------------
-
-# (-s letter, header); columns after "Memory BW(%)" are printed as " %-12s".
-WATCH_COLUMNS = (
-    ("p", "Pwr(W)"), ("t", "Temp(C)"), ("a", "AI Core(%)"), ("i", "AI Cpu(%)"),
-    ("c", "Ctrl Cpu(%)"), ("m", "Memory(%)"), ("b", "Memory BW(%)"),
-    ("n", "NPU Util(%)"), ("u", "AI Cube(%)"),
-)
-_WIDE_FROM = 7
-
-
-def watch_letters(model: NodeModel, selection: str | None = None) -> str:
-    """The columns shown, in npu-smi's order: 910B/A3 builds add NPU Util and AI Cube."""
-    supported = "ptaicmbnu" if _is_910(model) else "ptaicmb"
-    return "".join(letter for letter in supported if selection is None or letter in selection)
-
-
-def render_watch_header(model: NodeModel, letters: str) -> str:
-    cells = "".join(_watch_cell(i, header) for i, (letter, header) in enumerate(WATCH_COLUMNS) if letter in letters)
-    return f"{'NpuID(Idx)':<12}{'ChipId(Idx)':<12}{cells}\n"
-
-
-def render_watch_rows(state: NodeState, letters: str, npu_id: int | None = None, chip_id: int | None = None) -> str:
-    """One round of rows; every cell `%-12s`, so each row ends in spaces."""
-    rows = []
-    for chip in state.chips:
-        if (npu_id is not None and chip.npu_id != npu_id) or (chip_id is not None and chip.chip_id != chip_id):
-            continue
-        values = _watch_values(state.model, chip)
-        cells = "".join(_watch_cell(i, values[letter])
-                        for i, (letter, _) in enumerate(WATCH_COLUMNS) if letter in letters)
-        rows.append(f"{chip.npu_id:<12d}{chip.chip_id:<12d}{cells}")
-    return _text(rows)
-
-
-def _watch_cell(index: int, value: str) -> str:
-    return f" {value:<12}" if index >= _WIDE_FROM else f"{value:<12}"
-
-
-def _watch_values(model: NodeModel, chip: ChipState) -> dict[str, str]:
-    """Memory(%) / Memory BW(%) are HBM on 910B/A3 and DDR elsewhere."""
-    if chip.power_watts is not None:
-        power = f"{chip.power_watts:.1f}"
-    else:
-        power = "-" if model.family == FAMILY_910_93 else "NA"
-    hbm = _is_910(model)
-    return {
-        "p": power,
-        "t": str(chip.temperature_celsius),
-        "a": str(chip.aicore_percent),
-        "i": str(chip.aicpu_percent),
-        "c": str(chip.ctrlcpu_percent),
-        "m": str(chip.hbm_usage_percent if hbm else chip.ddr_usage_percent),
-        "b": str(chip.hbm_bandwidth_percent if hbm else chip.ddr_bandwidth_percent),
-        "n": str(chip.npu_util_percent),
-        "u": str(chip.aicube_percent),
-    }

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from deploy_tools import DEPLOY, ROOT, promtool_check_config, run, tool
+from tests.support.deploy import DEPLOY, ROOT, promtool_check_config, run, tool
 
 COMPOSE_DIR = DEPLOY / "docker-compose"
 

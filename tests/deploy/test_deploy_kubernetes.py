@@ -12,7 +12,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deploy_tools import K8S, ROOT, kustomize, promtool_check_config, require_module, run, tool
+from tests.support.deploy import (
+    K8S,
+    ROOT,
+    kustomize,
+    promtool_check_config,
+    require_module,
+    run,
+    tool,
+)
 
 kubernetes_validate = require_module("kubernetes_validate", "pip install kubernetes-validate")
 
@@ -229,7 +237,7 @@ def test_objects_point_at_each_other(rendered: dict[str, list[dict]], overlay: s
 
 def test_exporter_config_in_the_configmap() -> None:
     """Every key is an exporter option; podresources.* are the keys the lead adds (assumed until then)."""
-    from exporter.config import OPTIONS_BY_KEY, build_settings, load_yaml
+    from exporter.node.settings import OPTIONS_BY_KEY, build_settings, load_yaml
 
     values = load_yaml((K8S / "base" / "config.yaml").read_text(), "config.yaml")
     pod_keys = {k for k in values if k.startswith("podresources.")}

@@ -8,14 +8,14 @@ import re
 import pytest
 import yaml
 
-from deploy_tools import DEPLOY, promtool_check_config, run, tool
+from tests.support.deploy import DEPLOY, promtool_check_config, run, tool
 
 PROM = DEPLOY / "prometheus"
 
 
 def exposed_names() -> set[str]:
-    from exporter.metrics import POD_METRICS
-    from exporter.metrics import ALL_METRICS
+    from exporter.node.catalogue import ALL_METRICS
+    from exporter.pods.metrics import POD_METRICS
 
     return {spec.name for spec in (*ALL_METRICS, *POD_METRICS)}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy_tools import DEPLOY, run
+from tests.support.deploy import DEPLOY, run
 
 UNIT = DEPLOY / "systemd" / "cann-exporter.service"
 

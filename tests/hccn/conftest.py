@@ -6,7 +6,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
-from hccn_helpers import write_replay_hccn
+
+from tests.support.hccn import write_replay_hccn
 
 
 @pytest.fixture

@@ -5,12 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from hccn_helpers import write_replay_hccn
-
 from exporter.cli import main
 from exporter.simulator.network import FLAP_DOWN_S, FLAP_PERIOD_S
 from exporter.simulator.scenarios import ECC_EPOCH
-from tests.exposition import samples, value, values
+from tests.support.exposition import samples, value, values
+from tests.support.hccn import write_replay_hccn
 
 QUIET = ["--log.level", "error"]
 

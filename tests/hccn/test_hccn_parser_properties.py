@@ -3,21 +3,10 @@ its record type or raises HccnError - nothing else escapes."""
 
 from __future__ import annotations
 
-from hccn_helpers import FIXTURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporter.parsers.hccn import (
-    Bandwidth,
-    HccnError,
-    IpConfig,
-    LinkStats,
-    LinkStatus,
-    NetHealth,
-    OpticalInfo,
-    PortInfo,
-    Speed,
-    StatCounters,
+from exporter.hccn.parse import (
     check_exit,
     detect_error,
     parse_bandwidth,
@@ -30,6 +19,19 @@ from exporter.parsers.hccn import (
     parse_speed,
     parse_stat,
 )
+from exporter.hccn.records import (
+    Bandwidth,
+    HccnError,
+    IpConfig,
+    LinkStats,
+    LinkStatus,
+    NetHealth,
+    OpticalInfo,
+    PortInfo,
+    Speed,
+    StatCounters,
+)
+from tests.support.hccn import FIXTURES
 
 # Every copied sample, all commands and errors: cross-feeding them is part of the test.
 SAMPLES = [path.read_bytes().decode("utf-8") for path in sorted(FIXTURES.glob("*.txt"))]

@@ -9,18 +9,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from hccn_helpers import FIXTURES, fixture
 
-from exporter.metrics import NETWORK_HEALTH_STATES
-from exporter.parsers.hccn import (
-    NET_HEALTH_STATES,
-    Bandwidth,
-    HccnError,
-    IpConfig,
-    LinkRecord,
-    LinkStats,
-    PortInfo,
-    Speed,
+from exporter.hccn.parse import (
     check_exit,
     dbm_to_mw,
     detect_error,
@@ -34,6 +24,16 @@ from exporter.parsers.hccn import (
     parse_speed,
     parse_stat,
 )
+from exporter.hccn.records import (
+    Bandwidth,
+    HccnError,
+    IpConfig,
+    LinkRecord,
+    LinkStats,
+    PortInfo,
+    Speed,
+)
+from tests.support.hccn import FIXTURES, fixture
 
 
 def test_every_copied_sample_has_its_provenance():
@@ -132,10 +132,6 @@ def test_net_health(name, status):
 
 def test_net_health_unlisted_text_is_unknown_state():
     assert parse_net_health("net health status: Something new\n").status == "Unknown"
-
-
-def test_net_health_states_are_the_metric_contract():
-    assert NET_HEALTH_STATES == NETWORK_HEALTH_STATES
 
 
 # --- -stat -g -------------------------------------------------------------------------------

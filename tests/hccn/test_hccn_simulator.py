@@ -12,9 +12,9 @@ import time
 from dataclasses import replace
 
 import pytest
-from hccn_helpers import fixture
 
-from exporter.parsers import hccn as p
+from exporter.core.runner import CommandRunner, RunError
+from exporter.hccn import parse as p
 from exporter.simulator import hccn as sim
 from exporter.simulator.models import MODELS
 from exporter.simulator.network import (
@@ -28,7 +28,7 @@ from exporter.simulator.network import (
     simulate_network,
 )
 from exporter.simulator.scenarios import ECC_EPOCH
-from exporter.sources.runner import CommandRunner, RunError
+from tests.support.hccn import fixture
 
 T0 = 1_780_000_000.0
 

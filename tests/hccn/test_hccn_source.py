@@ -9,17 +9,19 @@ import sys
 import time
 
 import pytest
-from hccn_helpers import calls, write_replay_hccn
 
+from exporter.core.health import HealthRegistry
+from exporter.core.runner import CommandRunner
+from exporter.hccn.options import HccnOptions
+from exporter.hccn.part import NetworkCounter, classify_counters
+from exporter.hccn.source import HccnSource, age_limit, tool_id
+from exporter.npusmi.part import ChipSample
 from exporter.simulator.models import MODELS
 from exporter.simulator.network import LINK_FLAP_LOGIC_ID, simulate_network
 from exporter.simulator.scenarios import ECC_EPOCH
-from exporter.snapshot import ChipSample, NetworkCounter
-from exporter.sources.hccn import HccnSettings, HccnSource, classify_counters, tool_id
-from exporter.sources.health import HealthRegistry
-from exporter.sources.runner import CommandRunner
+from tests.support.hccn import calls, write_replay_hccn
 
-CHIP0 = ChipSample(npu=0, chip=0, device=0, observed_at=0.0, up=True, model="910B3")
+CHIP0 = ChipSample(npu=0, chip=0, device=0, up=True, model="910B3")
 
 SAMPLE_REPLIES = {
     "-i 0 -link -g": "link__unknown__1",
@@ -36,8 +38,8 @@ SAMPLE_REPLIES = {
 def make_source(command, chips=(CHIP0,), timeout: float = 5.0) -> tuple[HccnSource, HealthRegistry]:
     health = HealthRegistry()
     runner = CommandRunner(timeout=timeout, max_concurrency=4, max_output_bytes=1 << 20)
-    settings = HccnSettings(command=tuple(command), timeout=timeout, interval=30, slow_interval=60, max_age=180)
-    return HccnSource(settings, runner, health, chips=lambda: chips), health
+    options = HccnOptions(timeout=timeout, interval=30, slow_interval=60)
+    return HccnSource(options, runner, health, chips=lambda: chips, command=tuple(command), max_age=180), health
 
 
 async def run_all(source: HccnSource) -> None:
@@ -57,7 +59,7 @@ async def test_real_samples_become_a_port_sample(tmp_path):
     script = write_replay_hccn(tmp_path, SAMPLE_REPLIES)
     source, health = make_source([str(script)])
     await run_all(source)
-    (port,) = source.part()
+    (port,) = source.part().ports
     assert (port.npu, port.chip, port.device, port.port) == (0, 0, 0, "")
     assert port.link_up is True
     assert (port.link_up_transitions, port.link_down_transitions) == (2, 1)
@@ -90,9 +92,9 @@ async def test_a_failing_call_is_counted_by_reason_and_hides_nothing_else(tmp_pa
     assert success(health)["hccn_link"] is False
     if reason == "device_unhealthy":  # the device is not answering: the rest of its calls are skipped
         assert calls(tmp_path) == ["-i 0 -link -g"]
-        assert source.part() == ()
+        assert source.part().ports == ()
         return
-    (port,) = source.part()
+    (port,) = source.part().ports
     assert port.link_up is None
     assert port.health == "Fault" and port.link_up_transitions == 2
     assert success(health)["hccn_stat"] is True
@@ -135,11 +137,11 @@ async def test_missing_binary_is_counted_once_and_recovers_when_installed(tmp_pa
     for _ in range(3):
         await run_all(source)
     assert errors(health) == {("hccn_link", "not_found"): 1}
-    assert source.part() == ()
+    assert source.part().ports == ()
     path.parent.mkdir()
     write_replay_hccn(path.parent, SAMPLE_REPLIES)
     await source.refresh_fast()
-    assert source.part()[0].link_up is True
+    assert source.part().ports[0].link_up is True
     assert success(health)["hccn_link"] is True
 
 
@@ -151,7 +153,7 @@ async def test_link_down_speed_is_absent_not_an_error(tmp_path):
     }
     source, health = make_source([str(write_replay_hccn(tmp_path, replies))])
     await source.refresh_fast()
-    (port,) = source.part()
+    (port,) = source.part().ports
     assert port.link_up is False and port.speed_bits_per_second is None
     assert errors(health) == {}
 
@@ -165,10 +167,10 @@ async def test_a5_ports_from_dev_info_and_u_p_arguments(tmp_path):
         "-g -net_health -i 1 -u 0 -p *": "net_health__unknown__3",
         "-g -stat -i 1 -u 0 -p *": "stat__950-A5__1",
     }
-    chip = ChipSample(npu=1, chip=0, device=None, observed_at=0.0, up=True, model="Ascend950PR")
+    chip = ChipSample(npu=1, chip=0, device=None, up=True, model="Ascend950PR")
     source, health = make_source([str(write_replay_hccn(tmp_path, replies))], chips=(chip,))
     await source.refresh_fast()
-    ports = source.part()
+    ports = source.part().ports
     assert [p.port for p in ports] == ["0/4", "0/5", "0/6"]
     assert all(p.link_up is False and p.speed_bits_per_second == 400e9 for p in ports)
     assert ports[0].link_down_transitions == 2 and ports[0].health == "Success"
@@ -182,12 +184,12 @@ async def test_the_simulator_through_the_same_path():
     t = ECC_EPOCH + 5 * 120 + 100  # inside a down phase of the flapping link
     command = [sys.executable, "-m", "exporter.simulator.hccn", "--model", "910b3", "--scenario", "link-flap",
                "--time", str(t), "--"]
-    chips = tuple(ChipSample(npu=c.npu_id, chip=c.chip_id, device=c.logic_id, observed_at=0.0, up=True, model="910B3")
+    chips = tuple(ChipSample(npu=c.npu_id, chip=c.chip_id, device=c.logic_id, up=True, model="910B3")
                   for c in model.chips if c.logic_id in (LINK_FLAP_LOGIC_ID, 3))
     source, health = make_source(command, chips=chips, timeout=20)
     await run_all(source)
     state = simulate_network(model, "link-flap", t)
-    ports = {p.device: p for p in source.part()}
+    ports = {p.device: p for p in source.part().ports}
     assert set(ports) == {0, 3}
     for logic_id, port in ports.items():
         expected = state.port(logic_id)
@@ -205,12 +207,12 @@ async def test_the_simulator_through_the_same_path():
 
 
 def test_tool_id_is_what_hccn_tool_expects():
-    a3_die = ChipSample(npu=1, chip=1, device=3, observed_at=0, up=True, model="Ascend910", phy_id=9)
+    a3_die = ChipSample(npu=1, chip=1, device=3, up=True, model="Ascend910", phy_id=9)
     assert tool_id(a3_die, 2) == 9                                  # A3: physical id
-    assert tool_id(ChipSample(npu=5, chip=0, device=2, observed_at=0, up=True, model="910B3")) == 5  # card = phy
-    assert tool_id(ChipSample(npu=4, chip=0, device=None, observed_at=0, up=True, model="Ascend950PR")) == 4
-    assert tool_id(ChipSample(npu=4, chip=1, device=7, observed_at=0, up=True, model="X"), 2) == 7
-    assert tool_id(ChipSample(npu=4, chip=1, device=None, observed_at=0, up=True, model="X"), 2) is None
+    assert tool_id(ChipSample(npu=5, chip=0, device=2, up=True, model="910B3")) == 5  # card = phy
+    assert tool_id(ChipSample(npu=4, chip=0, device=None, up=True, model="Ascend950PR")) == 4
+    assert tool_id(ChipSample(npu=4, chip=1, device=7, up=True, model="X"), 2) == 7
+    assert tool_id(ChipSample(npu=4, chip=1, device=None, up=True, model="X"), 2) is None
 
 
 def test_counter_classification():
@@ -234,28 +236,29 @@ async def test_no_chips_yet_means_no_calls(tmp_path):
     script = write_replay_hccn(tmp_path, SAMPLE_REPLIES)
     source, health = make_source([str(script)], chips=())
     await run_all(source)
-    assert calls(tmp_path) == [] and source.part() == () and health.statuses() == ()
+    assert calls(tmp_path) == [] and source.part().ports == () and health.statuses() == ()
 
 
 async def test_old_readings_are_dropped_by_their_own_age_limit(tmp_path):
     script = write_replay_hccn(tmp_path, SAMPLE_REPLIES)
     now = [1000.0]
     health = HealthRegistry()
-    settings = HccnSettings(command=(str(script),), timeout=5, interval=10, slow_interval=60, max_age=30)
-    source = HccnSource(settings, CommandRunner(timeout=5), health, chips=lambda: (CHIP0,), clock=lambda: now[0])
+    options = HccnOptions(timeout=5, interval=10, slow_interval=60)
+    source = HccnSource(options, CommandRunner(timeout=5), health, chips=lambda: (CHIP0,), command=(str(script),),
+                        max_age=30, clock=lambda: now[0])
     await run_all(source)
-    assert settings.age_limit("link") == 30 and settings.age_limit("bandwidth") == 120  # two slow intervals
+    assert age_limit(options, 30, "link") == 30 and age_limit(options, 30, "bandwidth") == 120  # two slow intervals
     now[0] += 100  # fast readings stale, slow ones (bandwidth, optical, ip) still served
-    (port,) = source.part()
+    (port,) = source.part().ports
     assert port.link_up is None and port.health is None
     assert port.receive_bytes_per_second == pytest.approx(266.84e6) and port.optical_present is False
     now[0] += 100
-    assert source.part() == ()
+    assert source.part().ports == ()
 
 
 async def test_fast_and_slow_runs_never_overlap_on_one_chip(tmp_path):
     """The stand-in answers "busy" when two calls for one device overlap, as hccn_tool does."""
-    from hccn_helpers import FIXTURES
+    from tests.support.hccn import FIXTURES
 
     script = tmp_path / "hccn_tool"
     script.write_text(
@@ -276,20 +279,20 @@ async def test_fast_and_slow_runs_never_overlap_on_one_chip(tmp_path):
         'rmdir "$lock"\n'
     )
     script.chmod(0o755)
-    chips = tuple(ChipSample(npu=n, chip=0, device=n, observed_at=0.0, up=True, model="910B3") for n in range(2))
+    chips = tuple(ChipSample(npu=n, chip=0, device=n, up=True, model="910B3") for n in range(2))
     source, health = make_source([str(script)], chips=chips)
     await asyncio.gather(source.refresh_fast(), source.refresh_slow())
     assert errors(health) == {}
-    assert len(source.part()) == 2
+    assert len(source.part().ports) == 2
 
 
 async def test_a_product_without_roce_is_counted_per_command_not_per_chip(tmp_path):
     """Inference cards with hccn_tool installed: every command unsupported, asked once."""
     script = write_replay_hccn(tmp_path, {}, default=("text:The command is not supported on this product.", 13))
-    chips = tuple(ChipSample(npu=n, chip=0, device=n, observed_at=0.0, up=True, model="310P3") for n in range(8))
+    chips = tuple(ChipSample(npu=n, chip=0, device=n, up=True, model="310P3") for n in range(8))
     source, health = make_source([str(script)], chips=chips)
     for _ in range(2):
         await run_all(source)
     assert set(errors(health).values()) == {1}  # one chip asked first, the others never
     assert len(calls(tmp_path)) == 8
-    assert all(success(health).values()) and source.part() == ()
+    assert all(success(health).values()) and source.part().ports == ()

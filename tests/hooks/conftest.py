@@ -6,7 +6,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from hooks_helpers import ExporterProcess, Sink
+
+from tests.support.hooks import ExporterProcess, Sink
 
 
 @pytest.fixture

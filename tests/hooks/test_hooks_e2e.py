@@ -13,9 +13,9 @@ import time
 import urllib.request
 
 import pytest
-from hooks_helpers import ROOT, run_script, wait_until
 
 from exporter.hooks import Monitor
+from tests.support.hooks import ROOT, run_script, wait_until
 
 try:
     import torch

@@ -9,7 +9,8 @@ import sys
 import textwrap
 
 import pytest
-from hooks_helpers import ROOT
+
+from tests.support.hooks import ROOT
 
 
 def test_transformers_trainer_callback(sink, tmp_path):

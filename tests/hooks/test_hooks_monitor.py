@@ -8,11 +8,11 @@ import textwrap
 import time
 
 import pytest
-from hooks_helpers import Sink, run_script, wait_until
 
 from exporter.hooks import PHASES, Monitor, resolve_identity
 from exporter.hooks.transport import steps_url
-from tests.conftest import free_port
+from tests.support.hooks import Sink, run_script, wait_until
+from tests.support.ports import free_port
 
 
 def monitor(sink: Sink, **kwargs) -> Monitor:

@@ -9,22 +9,16 @@ from pathlib import Path
 
 import pytest
 
-import exporter.parsers.profiles as profiles
-from exporter.parsers.profiles import (
-    Limits,
-    ProfileParseError,
-    iter_json_array,
-    load_profile,
-    read_communication,
-    read_kernels,
-    read_profiler_info,
-    read_step_trace,
-    read_trace,
-    summarize,
-)
-
-from .builders import Copy, Kernel, Step, torch_profile, write
-from .conftest import PT_LEVEL1, build, fixture_path
+from exporter.profiles.formats import common as formats_common
+from exporter.profiles.formats.common import Limits, ProfileParseError
+from exporter.profiles.formats.info import read_communication, read_profiler_info
+from exporter.profiles.formats.jsonstream import iter_json_array
+from exporter.profiles.formats.tables import read_kernels, read_step_trace
+from exporter.profiles.formats.trace import read_trace
+from exporter.profiles.indicators import summarize
+from exporter.profiles.load import load_profile
+from tests.support.profile_builders import Copy, Kernel, Step, torch_profile, write
+from tests.support.profile_exports import PT_LEVEL1, build, fixture_path
 
 approx = pytest.approx
 OUT = "ASCEND_PROFILER_OUTPUT"
@@ -179,7 +173,7 @@ def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
             raise PermissionError(13, "Permission denied", str(file))
         return builtins.open(file, *args, **kwargs)
 
-    monkeypatch.setattr(profiles, "open", deny, raising=False)
+    monkeypatch.setattr(formats_common, "open", deny, raising=False)
     (data,) = load_profile(path, "torch_npu", "job")
     (issue,) = [i for i in data.issues if i.reason == "unreadable"]
     assert issue.message == "kernel_details.csv: cannot read: Permission denied"

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter import metrics as m
-from exporter.collectors.profiles import ProfileCollector
-from exporter.parsers.profiles import OperatorShare, ProfileSummary, load_profile, summarize
-
-from .conftest import PT_LEVEL1, build
+from exporter.node.catalogue import ALL_METRICS
+from exporter.profiles import metrics as m
+from exporter.profiles.collector import ProfileCollector
+from exporter.profiles.indicators import OperatorShare, ProfileSummary, summarize
+from exporter.profiles.load import load_profile
+from exporter.profiles.part import ProfilesPart, latest_per_rank
+from tests.support.exposition import exposition as render
+from tests.support.profile_exports import PT_LEVEL1, build
 
 
 def summary(**kw) -> ProfileSummary:
@@ -20,9 +22,8 @@ def summary(**kw) -> ProfileSummary:
 
 
 def exposition(summaries) -> str:
-    registry = CollectorRegistry(auto_describe=True)
-    registry.register(ProfileCollector(lambda: summaries))
-    return generate_latest(registry).decode()
+    """The rendering of a part built as the source builds it: the latest summary per job and rank."""
+    return render(ProfileCollector(), ProfilesPart(latest_per_rank(summaries)))
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -65,9 +66,9 @@ def test_every_spec_is_described_and_names_match_design() -> None:
         "npu_profile_top3_operator_ratio", "npu_profile_max_operator_ratio", "npu_profile_operator_time_ratio",
         "npu_profile_last_update_timestamp_seconds",
     }
-    assert set(m.PROFILE_METRICS) <= set(m.ALL_METRICS)
+    assert set(m.PROFILE_METRICS) <= set(ALL_METRICS)
     assert all(spec.labels[:2] == ("job_name", "rank") for spec in m.PROFILE_METRICS)
-    assert {f.name for f in ProfileCollector(lambda: ()).describe()} == names
+    assert {spec.name for spec in ProfileCollector.specs} == names
 
 
 def test_absent_values_are_absent_not_zero() -> None:

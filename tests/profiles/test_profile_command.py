@@ -9,17 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from exporter import profile_report
-
-from .builders import Kernel, Step, torch_profile, write
-from .conftest import MSPROF, PT_LEVEL1, build
+from exporter.commands import profile as profile_command
+from tests.support.profile_builders import Kernel, Step, torch_profile, write
+from tests.support.profile_exports import MSPROF, PT_LEVEL1, build
 
 
 def invoke(*argv: str) -> tuple[int, str, str]:
     parser = argparse.ArgumentParser(prog="cann-exporter profile")
-    profile_report.add_arguments(parser)
+    profile_command.add_arguments(parser)
     out, err = io.StringIO(), io.StringIO()
-    code = profile_report.run(parser.parse_args(list(argv)), out=out, err=err)
+    code = profile_command.run(parser.parse_args(list(argv)), out=out, err=err)
     return code, out.getvalue(), err.getvalue()
 
 

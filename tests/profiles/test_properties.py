@@ -8,28 +8,28 @@ import io
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporter.parsers.profiles import (
+from exporter.profiles.formats.common import ProfileParseError
+from exporter.profiles.formats.info import (
+    read_communication,
+    read_job_name,
+    read_profiler_info,
+)
+from exporter.profiles.formats.tables import (
     ApiStatistic,
     IterationTable,
     KernelTable,
     OpStatistic,
-    ProfileParseError,
     StepTraceTable,
     TaskTime,
-    TraceData,
     read_api_statistic,
-    read_communication,
-    read_job_name,
     read_kernels,
     read_msprof_step_trace,
     read_op_statistic,
-    read_profiler_info,
     read_step_trace,
     read_task_time,
-    read_trace,
 )
-
-from .conftest import FIXTURES
+from exporter.profiles.formats.trace import TraceData, read_trace
+from tests.support.profile_exports import FIXTURES
 
 HEADERS = sorted({
     line for path in FIXTURES.glob("*.csv")

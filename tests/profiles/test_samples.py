@@ -11,21 +11,22 @@ from pathlib import Path
 
 import pytest
 
-from exporter.parsers.profiles import (
-    load_profile,
-    read_api_statistic,
+from exporter.profiles.formats.info import (
     read_communication,
     read_job_name,
+    read_profiler_info,
+)
+from exporter.profiles.formats.tables import (
+    read_api_statistic,
     read_kernels,
     read_op_statistic,
-    read_profiler_info,
     read_step_trace,
     read_task_time,
-    read_trace,
-    summarize,
 )
-
-from .conftest import fixture_path
+from exporter.profiles.formats.trace import read_trace
+from exporter.profiles.indicators import summarize
+from exporter.profiles.load import load_profile
+from tests.support.profile_exports import fixture_path
 
 approx = pytest.approx
 
@@ -50,7 +51,7 @@ def test_level1_step_trace_crlf_no_device_id() -> None:
     assert row.communication_not_overlapped_us == 101963.203
     assert row.free_us == 25744.050000000003
     assert row.preparing_us == 17902.5 and row.stage_us == 136581.0 and row.bubble_us == 0
-    # FORMATS.md §3.1: Computing + Communication(Not Overlapped) + Free ≈ Stage + Bubble
+    # docs/formats/profiler-exports.md, "step_trace_time.csv": Computing + Communication(Not Overlapped) + Free ≈ Stage + Bubble
     assert row.e2e_us == approx(8873.756000000001 + 101963.203 + 25744.050000000003)
     assert row.e2e_us == approx(136581.0 + 0, abs=0.01)
 
@@ -212,7 +213,7 @@ def test_msprof_timeline_free_scoped_to_busy_span() -> None:
     assert overlap.device_id == 0  # process_labels "NPU 0", written after the events
     assert overlap.computing_us == approx(87139.38 + 86808.42 + 86846.72)
     assert overlap.free_us == approx(15381910.04 + 6958.74 + 6560.34)
-    assert overlap.lead_free_us == 15381910.04  # start-up idle before the first kernel (FORMATS.md §4.1)
+    assert overlap.lead_free_us == 15381910.04  # start-up idle before the first kernel (profiler-exports.md, "Overlap Analysis")
     assert overlap.active_free_us == approx(6958.74 + 6560.34)
     assert trace.memcpy == () and trace.host_steps == ()
 

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-import exporter.sources.profiles as source_module
-from exporter.sources.health import HealthRegistry
-from exporter.sources.profiles import ProfileSource, ProfileSourceSettings, find_profiles
-
-from .builders import Step, torch_profile, write
-from .conftest import MSPROF, PT_LEVEL1, build
+import exporter.profiles.source as source_module
+from exporter.core.health import HealthRegistry
+from exporter.profiles.layout import find_profiles
+from exporter.profiles.options import ProfilesOptions
+from exporter.profiles.source import ProfileSource
+from tests.support.profile_builders import Step, torch_profile, write
+from tests.support.profile_exports import MSPROF, PT_LEVEL1, build
 
 OUT = "ASCEND_PROFILER_OUTPUT"
 
@@ -35,11 +36,11 @@ class Counting:
 
 def make_source(tmp_path: Path, roots: list[Path] | None = None, settle: float = 0.0, clock=time.time, **kw) -> tuple[ProfileSource, HealthRegistry]:
     health = HealthRegistry()
-    settings = ProfileSourceSettings(
-        directories=tuple(roots or [tmp_path / "profiles"]), state_file=tmp_path / "state" / "profiles.json",
-        settle_seconds=settle, **kw,
+    options = ProfilesOptions(
+        dirs=tuple(str(r) for r in roots or [tmp_path / "profiles"]), state_file=str(tmp_path / "state" / "profiles.json"),
+        settle=settle, **kw,
     )
-    return ProfileSource(settings, health, clock=clock), health
+    return ProfileSource(options, health, clock=clock), health
 
 
 def age(directory: Path, seconds: float) -> None:
@@ -60,9 +61,9 @@ async def test_parsed_once_after_two_stable_scans(tmp_path: Path, monkeypatch: p
     (tmp_path / "profiles" / "resnet" / "host_1_ascend_pt" / OUT / "analyse.done").touch()
     source, health = make_source(tmp_path)
     await source.refresh()
-    assert source.summaries() == () and counting.calls == []  # first sight: wait for a second, identical scan
+    assert source.part().summaries == () and counting.calls == []  # first sight: wait for a second, identical scan
     await source.refresh()
-    (summary,) = source.summaries()
+    (summary,) = source.part().summaries
     assert (summary.job_name, summary.rank, summary.steps) == ("resnet", 0, (50,))
     for _ in range(3):
         await source.refresh()
@@ -81,7 +82,7 @@ async def test_state_file_survives_a_restart(tmp_path: Path, monkeypatch: pytest
     counting = Counting(monkeypatch)
     second, health = make_source(tmp_path)
     await second.refresh()
-    assert second.summaries() == first.summaries()  # served at once, from the state file
+    assert second.part() == first.part()  # served at once, from the state file
     await second.refresh()
     assert counting.calls == [] and status(health).success
 
@@ -118,7 +119,7 @@ async def test_marker_present_but_files_still_changing(tmp_path: Path, monkeypat
     assert counting.calls == []
     await source.refresh()
     assert counting.calls == [path]
-    assert source.summaries()[0].steps == (1, 2)
+    assert source.part().summaries[0].steps == (1, 2)
 
 
 async def test_profiler_info_missing_and_no_marker_waits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -138,7 +139,7 @@ async def test_msprof_export_needs_quiet_time_only(tmp_path: Path) -> None:
     source, _ = make_source(tmp_path, settle=30.0)
     await source.refresh()
     await source.refresh()
-    (summary,) = source.summaries()
+    (summary,) = source.part().summaries
     assert (summary.producer, summary.job_name, summary.rank) == ("msprof", "tile", 0)
 
 
@@ -152,7 +153,7 @@ async def test_bad_files_count_once_by_reason(tmp_path: Path) -> None:
         await source.refresh()
     assert dict(status(health).errors) == {"missing_columns": 1, "truncated": 1}
     assert status(health).success  # the latest run had nothing new to fail on
-    (summary,) = source.summaries()
+    (summary,) = source.part().summaries
     assert summary.compute_ratio is not None and summary.memcpy_ratio is not None
 
 
@@ -163,7 +164,7 @@ async def test_unusable_export_is_remembered_not_retried(tmp_path: Path, monkeyp
     for _ in range(4):
         await source.refresh()
     assert len(counting.calls) == 1
-    assert dict(status(health).errors) == {"no_data": 1} and source.summaries() == ()
+    assert dict(status(health).errors) == {"no_data": 1} and source.part().summaries == ()
 
 
 async def test_parser_crash_costs_one_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -183,7 +184,7 @@ async def test_missing_directory_and_no_profiles(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     source, health = make_source(tmp_path, roots=[tmp_path / "empty"])
     await source.refresh()
-    assert status(health).success and source.summaries() == ()  # no data is not an error
+    assert status(health).success and source.part().summaries == ()  # no data is not an error
     source, health = make_source(tmp_path, roots=[tmp_path / "nowhere"])
     await source.refresh()
     assert not status(health).success and dict(status(health).errors) == {"missing_dir": 1}
@@ -195,16 +196,16 @@ async def test_reexport_is_parsed_again_and_deleted_export_leaves(tmp_path: Path
     source, _ = make_source(tmp_path)
     await source.refresh()
     await source.refresh()
-    assert source.summaries()[0].compute_ratio == 0.5
+    assert source.part().summaries[0].compute_ratio == 0.5
     torch_profile(path, steps=[Step(1, 9.0, 0.0, 1.0)])  # offline re-analysis rewrites the output
     await source.refresh()
     await source.refresh()
-    assert source.summaries()[0].compute_ratio == 0.9 and len(counting.calls) == 2
+    assert source.part().summaries[0].compute_ratio == 0.9 and len(counting.calls) == 2
     import shutil
 
     shutil.rmtree(path)
     await source.refresh()
-    assert source.summaries() == ()
+    assert source.part().summaries == ()
     assert json.loads((tmp_path / "state" / "profiles.json").read_text())["profiles"] == {}
 
 
@@ -218,7 +219,7 @@ async def test_latest_profile_per_job_and_rank_wins(tmp_path: Path) -> None:
     source, _ = make_source(tmp_path)
     await source.refresh()
     await source.refresh()
-    (summary,) = source.summaries()
+    (summary,) = source.part().summaries
     assert summary.path == str(new) and summary.compute_ratio == 0.75 and summary.finished_at == 1_700_000_100
 
 
@@ -230,7 +231,7 @@ async def test_backlog_is_worked_off_a_few_per_run(tmp_path: Path) -> None:
     counts = []
     for _ in range(3):
         await source.refresh()
-        counts.append(len(source.summaries()))
+        counts.append(len(source.part().summaries))
     assert counts == [2, 4, 5]
 
 
@@ -246,8 +247,8 @@ async def test_corrupt_state_file_is_reported_and_replaced(tmp_path: Path) -> No
 
 async def test_task_tuple_for_the_sampler(tmp_path: Path) -> None:
     source, _ = make_source(tmp_path, interval=45.0)
-    name, interval, run = source.task()
-    assert (name, interval, run) == ("profiles", 45.0, source.refresh)
+    (task,) = source.tasks()
+    assert (task.name, task.interval, task.run) == ("profiles", 45.0, source.refresh)
 
 
 def test_find_profiles_depth_and_output_dirs(tmp_path: Path) -> None:

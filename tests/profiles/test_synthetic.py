@@ -6,11 +6,19 @@ from pathlib import Path
 
 import pytest
 
-from exporter.parsers.profiles import load_profile, summarize
-from exporter.sources.profiles import find_profiles
-from exporter.thresholds import verdict
-
-from .builders import Copy, Kernel, Step, msprof_profile, overlap_events, torch_profile, write
+from exporter.generate.thresholds import verdict
+from exporter.profiles.indicators import summarize
+from exporter.profiles.layout import find_profiles
+from exporter.profiles.load import load_profile
+from tests.support.profile_builders import (
+    Copy,
+    Kernel,
+    Step,
+    msprof_profile,
+    overlap_events,
+    torch_profile,
+    write,
+)
 
 approx = pytest.approx
 

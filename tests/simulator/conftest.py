@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "npu-smi"
+from tests.support.paths import NPU_SMI_FIXTURES
+
+FIXTURES = NPU_SMI_FIXTURES
 
 
 @pytest.fixture

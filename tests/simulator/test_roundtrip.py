@@ -1,7 +1,7 @@
 """Round trip: the project's parsers read the simulator's text back into the simulated state.
 
 For every model and scenario, each output is rendered from a NodeState, parsed with
-exporter.parsers.npusmi, and compared record by record with what the state says npu-smi
+exporter.npusmi.parse, and compared record by record with what the state says npu-smi
 should have printed (None where npu-smi prints NA, "-" or no such key).
 """
 
@@ -9,38 +9,35 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.parsers.npusmi import (
-    CardInfo,
+from exporter.npusmi.parse.details import (
+    parse_common,
+    parse_ecc,
+    parse_health,
+    parse_memory,
+    parse_usages,
+)
+from exporter.npusmi.parse.inventory import parse_board, parse_chip_map
+from exporter.npusmi.parse.records import (
     ChipCommon,
     ChipEcc,
     ChipHealth,
     ChipMapEntry,
     ChipMemory,
-    ChipPower,
     ChipUsages,
     CommonInfo,
     InfoChip,
     InfoProcess,
     NpuSmiError,
-    ProcMemEntry,
-    TempInfo,
-    WatchRow,
-    parse_board,
-    parse_card_list,
-    parse_chip_map,
-    parse_common,
-    parse_ecc,
-    parse_health,
-    parse_info,
-    parse_memory,
-    parse_power,
-    parse_proc_mem,
-    parse_temp,
-    parse_usages,
-    parse_watch,
 )
+from exporter.npusmi.parse.table import parse_info
 from exporter.simulator import faults, render
-from exporter.simulator.models import FAMILY_310P, FAMILY_910_93, MODEL_NAMES, MODELS, get_model
+from exporter.simulator.models import (
+    FAMILY_310P,
+    FAMILY_910_93,
+    MODEL_NAMES,
+    MODELS,
+    get_model,
+)
 from exporter.simulator.scenarios import SCENARIOS, ChipState, NodeState, simulate
 
 T0 = 1_780_000_000.0
@@ -108,17 +105,6 @@ def test_chip_map(state):
     assert [e.logic_id for e in entries if e.is_chip] == [c.logic_id for c in state.chips]
 
 
-def test_card_list(state):
-    server = _hbm(state) and state.model.is_server
-    expected = tuple(CardInfo(
-        npu_id=card.npu_id,
-        product_name=None if server else state.model.board.product_name,
-        serial_number=None if server else card.serial_number,
-        chip_count=card.chip_count,
-    ) for card in state.cards)
-    assert parse_card_list(render.render_card_list(state)) == expected
-
-
 # --- -t <type> --------------------------------------------------------------------------------
 
 def _usages(state: NodeState, chip: ChipState) -> ChipUsages:
@@ -178,23 +164,6 @@ def test_memory(state):
         assert parse_memory(render.render_memory(state, npu_id), npu_id=npu_id) == expected
 
 
-def test_power(state):
-    for npu_id in state.npu_ids:
-        expected = tuple(ChipPower(npu_id, c.chip_id, c.power_watts) for c in state.chips_of(npu_id))
-        assert parse_power(render.render_power(state, npu_id), npu_id=npu_id) == expected
-
-
-def test_temp(state):
-    for npu_id in state.npu_ids:
-        card = state.card(npu_id)
-        expected = TempInfo(
-            npu_id=npu_id,
-            chips=tuple((c.chip_id, c.temperature_celsius) for c in state.chips_of(npu_id)),
-            board_sensors=tuple((name, value) for name, value in card.board_sensors),
-        )
-        assert parse_temp(render.render_temp(state, npu_id), npu_id=npu_id) == expected
-
-
 def test_health(state):
     for npu_id in state.npu_ids:
         chips = state.chips_of(npu_id)
@@ -250,38 +219,7 @@ def test_board(state):
                                            model.chip_name, chip.vdie_id, chip.bus_id, None)
 
 
-def test_proc_mem(state):
-    for npu_id in state.npu_ids:
-        expected = tuple(ProcMemEntry(p.npu_id, p.chip_id, p.pid, p.name, p.memory_mb)
-                         for c in state.chips_of(npu_id) for p in state.processes_of(npu_id, c.chip_id))
-        assert parse_proc_mem(render.render_proc_mem(state, npu_id), npu_id=npu_id) == expected
-
-
 # --- watch ------------------------------------------------------------------------------------
-
-def _watch_row(state: NodeState, chip: ChipState, letters: str) -> WatchRow:
-    hbm = _hbm(state)
-    values = {
-        "p": ("power_watts", chip.power_watts),
-        "t": ("temperature_celsius", chip.temperature_celsius),
-        "a": ("aicore_percent", chip.aicore_percent),
-        "i": ("aicpu_percent", chip.aicpu_percent),
-        "c": ("ctrlcpu_percent", chip.ctrlcpu_percent),
-        "m": ("memory_percent", chip.hbm_usage_percent if hbm else chip.ddr_usage_percent),
-        "b": ("memory_bandwidth_percent", chip.hbm_bandwidth_percent if hbm else chip.ddr_bandwidth_percent),
-        "n": ("npu_util_percent", chip.npu_util_percent),
-        "u": ("aicube_percent", chip.aicube_percent),
-    }
-    return WatchRow(npu_id=chip.npu_id, chip_id=chip.chip_id, **dict(values[letter] for letter in letters))
-
-
-@pytest.mark.parametrize("selection", [None, "pt", "mb", "pu"])
-def test_watch(state, selection):
-    letters = render.watch_letters(state.model, selection)
-    text = render.render_watch_header(state.model, letters) + render.render_watch_rows(state, letters) * 2
-    expected = tuple(_watch_row(state, chip, letters) for chip in state.chips) * 2
-    assert parse_watch(text) == expected
-
 
 # --- errors and damaged outputs -----------------------------------------------------------------
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from exporter.simulator import render
+from exporter.simulator import render, watch
 from exporter.simulator.faults import HUGE_BYTES, parse_faults
 from exporter.simulator.models import MODELS
 from exporter.simulator.npusmi import EXIT_DCMI, EXIT_INVALID, parse_sim_options
 from exporter.simulator.options import EXIT_SIMULATOR_USAGE
 from exporter.simulator.scenarios import simulate
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_780_000_000.0  # an even minute: the flap fault keeps NPU 0
 
 
@@ -78,7 +78,7 @@ def test_watch_streams_rounds_until_count():
     done = sim("--model", "a3", "--time", str(T0), "info", "watch", "-i", "1", "-d", "1", "--count", "2")
     lines = done.stdout.decode().splitlines()
     assert done.returncode == 0 and 0.9 < time.monotonic() - started < 8
-    assert lines[0] == render.render_watch_header(MODELS["a3"], "ptaicmbnu").rstrip("\n")
+    assert lines[0] == watch.render_watch_header(MODELS["a3"], "ptaicmbnu").rstrip("\n")
     assert [line.split()[:2] for line in lines[1:]] == [["1", "0"], ["1", "1"]] * 2
     assert all(line.endswith(" ") for line in lines[1:])
 

@@ -6,10 +6,16 @@ from dataclasses import replace
 
 import pytest
 
-from exporter.simulator import render
+from exporter.simulator import render, watch
 from exporter.simulator.models import MODEL_NAMES, MODELS, get_model
 from exporter.simulator.npusmi import Command, execute
-from exporter.simulator.scenarios import SCENARIOS, NodeState, ProcessState, simulate, without_npu
+from exporter.simulator.scenarios import (
+    SCENARIOS,
+    NodeState,
+    ProcessState,
+    simulate,
+    without_npu,
+)
 
 T0 = 1_780_000_000.0  # a fixed instant in 2026, after the ECC epoch
 OVERVIEW_FIXTURES = {
@@ -36,8 +42,8 @@ def test_every_model_and_scenario_renders(model, scenario):
     for command in _commands(state):
         result = execute(command, state)
         assert result.text.endswith("\n"), command
-    letters = render.watch_letters(state.model)
-    rows = render.render_watch_rows(state, letters).splitlines()
+    letters = watch.watch_letters(state.model)
+    rows = watch.render_watch_rows(state, letters).splitlines()
     assert len(rows) == len(state.chips)
     assert all(len(row) == len(rows[0]) for row in rows)
 
@@ -230,24 +236,24 @@ def test_watch_header_and_rows_are_byte_exact(fixture_text):
     state = _set_chips(simulate(model, "idle", T0), {(2, 0): {
         "power_watts": 90.1, "temperature_celsius": 34, "aicore_percent": 0, "aicpu_percent": 0,
         "ctrlcpu_percent": 2, "hbm_used_mb": 3300, "hbm_bandwidth_percent": 0}})
-    letters = render.watch_letters(model, "ptaicmb")  # the pre-24.x column set
-    assert render.render_watch_header(model, letters) == real[0] + "\n"
-    assert render.render_watch_rows(state, letters, npu_id=2) == real[1] + "\n"
+    letters = watch.watch_letters(model, "ptaicmb")  # the pre-24.x column set
+    assert watch.render_watch_header(model, letters) == real[0] + "\n"
+    assert watch.render_watch_rows(state, letters, npu_id=2) == real[1] + "\n"
 
 
 def test_watch_adds_wide_columns_on_new_910_builds(fixture_text):
     """Column names as in the 950 doc sample; spacing from the print source (" %-12s"),
     since the doc's 15-wide cells come from the 950 (V2) printer."""
     real_header = fixture_text("info-watch__950-Atlas350-doc__unknown__1").splitlines()[0]
-    ours = render.render_watch_header(MODELS["a3"], render.watch_letters(MODELS["a3"]))
-    names = [name for _, name in render.WATCH_COLUMNS]
+    ours = watch.render_watch_header(MODELS["a3"], watch.watch_letters(MODELS["a3"]))
+    names = [name for _, name in watch.WATCH_COLUMNS]
     assert [real_header.index(name) for name in names] == sorted(real_header.index(name) for name in names)
     assert ours == ("NpuID(Idx)  ChipId(Idx) Pwr(W)      Temp(C)     AI Core(%)  AI Cpu(%)   "
                     "Ctrl Cpu(%) Memory(%)   Memory BW(%) NPU Util(%)  AI Cube(%)  \n")
     state = simulate(MODELS["a3"], "healthy", T0)
-    die1 = render.render_watch_rows(state, "p", npu_id=0, chip_id=1)
+    die1 = watch.render_watch_rows(state, "p", npu_id=0, chip_id=1)
     assert die1 == f"{0:<12}{1:<12}{'-':<12}\n"
-    assert render.render_watch_rows(simulate(MODELS["310p-duo"], "healthy", T0), "p").split()[2] == "NA"
+    assert watch.render_watch_rows(simulate(MODELS["310p-duo"], "healthy", T0), "p").split()[2] == "NA"
 
 
 def test_64_process_a3_table_keeps_width():

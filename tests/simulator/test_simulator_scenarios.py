@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.simulator import render
+from exporter.simulator import render, watch
 from exporter.simulator.models import MODEL_NAMES, MODELS, get_model
 from exporter.simulator.npusmi import EXIT_DCMI, EXIT_INVALID, Command, execute
 from exporter.simulator.scenarios import (
@@ -80,9 +80,9 @@ def test_degraded_has_critical_missing_and_failing(model):
     present = {str(n) for n in state.npu_ids}
     chip_map = render.render_chip_map(state).splitlines()[1:]
     card_list = [line.split(":")[1].strip() for line in render.render_card_list(state).splitlines() if "NPU ID" in line]
-    watch = render.render_watch_rows(state, render.watch_letters(model)).splitlines()
+    watched = watch.render_watch_rows(state, watch.watch_letters(model)).splitlines()
     assert {line.split()[0] for line in chip_map} == present == set(card_list)
-    assert {line.split()[0] for line in watch} == present
+    assert {line.split()[0] for line in watched} == present
     for key in ("usages", "board"):
         assert execute(Command(key, npu_id=missing_npu), state).code == EXIT_INVALID
 

@@ -1,0 +1,1 @@
+"""The commands of `cann-exporter`, one module each; cli.py dispatches to them."""

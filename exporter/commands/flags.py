@@ -1,0 +1,52 @@
+"""Every settings option as a command-line flag, and Settings from the file, env and flags."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from exporter.core.options import parse_bool
+from exporter.node.settings import (
+    OPTIONS,
+    ConfigError,
+    Settings,
+    build_settings,
+    load_ingest_token,
+    load_yaml,
+)
+
+
+def add_settings_flags(parser: argparse.ArgumentParser) -> None:
+    """Every option of the settings as a flag, grouped by section; defaults shown come from it."""
+    parser.add_argument("--config", metavar="FILE", help="YAML configuration file")
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for option in OPTIONS:
+        section = option.key.split(".")[0] if "." in option.key else "general"
+        group = groups.setdefault(section, parser.add_argument_group(section))
+        help_text = f"{option.help} (default: {option.default}; env {option.env_name})"
+        kwargs: dict[str, Any] = {"dest": option.key, "default": None, "help": help_text}
+        if option.parse is parse_bool:
+            group.add_argument(option.flag_name, action=argparse.BooleanOptionalAction, **kwargs)
+        elif option.key == "simulator.scenario":
+            group.add_argument(option.flag_name, nargs="?", const="healthy", metavar=option.metavar, **kwargs)
+        elif option.repeatable:
+            group.add_argument(option.flag_name, action="append", metavar=option.metavar, **kwargs)
+        else:
+            group.add_argument(option.flag_name, metavar=option.metavar, **kwargs)
+
+
+def load_settings(args: argparse.Namespace, env: Mapping[str, str]) -> Settings:
+    """Settings from ``--config``, the environment and the flags; ConfigError naming every bad key."""
+    file_values: dict[str, Any] = {}
+    origin = "config"
+    if args.config:
+        origin = args.config
+        try:
+            text = Path(args.config).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError([f"{args.config}: cannot read: {exc.strerror}"]) from None
+        file_values = load_yaml(text, origin)
+    flags = {option.key: getattr(args, option.key, None) for option in OPTIONS}
+    return load_ingest_token(build_settings(file_values, env, flags, origin=origin))

@@ -1,0 +1,94 @@
+"""`cann-exporter report --prometheus URL --range 30d --out DIR`: a capacity-planning report from
+Prometheus history, as DIR/index.html with PNG charts beside it and DIR/capacity.json.
+
+It shows utilization over time per node and per namespace (namespaces from npu_pod_info),
+the distribution of chip utilization, idle chip-hours, the share of time below the
+low-utilization bound, HBM headroom, allocation vs use, linear forecasts and a written summary.
+Needs matplotlib (`pip install 'cann-exporter[report]'`).
+
+Exit status: 0 report written, 2 could not (Prometheus unreachable or failing, no data in the
+window, output directory not writable, matplotlib missing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from exporter.diagnostics import argtypes
+from exporter.diagnostics.capacity import analyse_capacity, choose_step
+from exporter.diagnostics.capacity_reader import QUERIES, aligned_window, read_capacity
+from exporter.diagnostics.html import render_html, report_json
+from exporter.diagnostics.model import EXIT_CANNOT, EXIT_HEALTHY, CannotDiagnose
+from exporter.diagnostics.progress import Progress
+from exporter.diagnostics.promapi import (
+    PrometheusClient,
+    PrometheusError,
+    parse_duration,
+    parse_time,
+)
+from exporter.generate.thresholds import ThresholdError, load_thresholds
+
+PROG = "cann-exporter report"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (__doc__ or "").split("\n\n")[0].replace("\n", " ")
+    parser.add_argument("--prometheus", metavar="URL", required=True, help="Prometheus base URL, e.g. http://prometheus:9090")
+    parser.add_argument("--range", type=argtypes.duration, default=parse_duration("30d"), metavar="DURATION",
+                        help="history to report on (default: 30d)")
+    parser.add_argument("--end", type=argtypes.timestamp, default=None, metavar="TIME", help="end of the window: now (default), now-1d, unix seconds or RFC 3339")
+    parser.add_argument("--step", type=argtypes.duration, default=None, metavar="DURATION",
+                        help="resolution of the range queries (default: sized to the range, 30d -> 1h)")
+    parser.add_argument("--selector", type=argtypes.label_selector, default="", metavar="'{LABEL=\"VALUE\",...}'",
+                        help="label matchers added to every query, e.g. '{cluster=\"prod\"}'")
+    parser.add_argument("--horizon", type=argtypes.duration, default=parse_duration("30d"), metavar="DURATION",
+                        help="how far the forecasts look ahead (default: 30d)")
+    parser.add_argument("--out", metavar="DIR", required=True, help="directory for index.html, the PNG charts and capacity.json")
+    parser.add_argument("--timeout", type=argtypes.short_duration, default=30.0, metavar="DURATION", help="bound on each query (default: 30s)")
+    parser.add_argument("--thresholds", metavar="FILE", default=None, help="threshold table (default: the packaged one)")
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        path = write_report(args, err)
+    except ThresholdError as exc:
+        print(f"{PROG}: bad threshold table: {exc}", file=err)
+        return EXIT_CANNOT
+    except CannotDiagnose as exc:
+        print(f"{PROG}: {exc}", file=err)
+        return EXIT_CANNOT
+    print(f"{path}", file=out)
+    return EXIT_HEALTHY
+
+
+def write_report(args: argparse.Namespace, err: TextIO) -> Path:
+    from exporter.diagnostics.charts import ChartsUnavailable, draw_all
+
+    table = load_thresholds(getattr(args, "thresholds", None))
+    try:
+        client = PrometheusClient(args.prometheus, timeout=getattr(args, "timeout", 30.0))
+    except PrometheusError as exc:
+        raise CannotDiagnose(str(exc)) from None
+    seconds = getattr(args, "range", 30 * 86400.0)
+    step = getattr(args, "step", None) or choose_step(seconds)
+    end = args.end if getattr(args, "end", None) is not None else parse_time("now")
+    first, last = aligned_window(end, seconds, step)
+    with Progress(err, "querying Prometheus", total=QUERIES) as progress:
+        data = read_capacity(client, first, last, step, getattr(args, "selector", ""), progress.step)
+    report = analyse_capacity(data, table, getattr(args, "horizon", 30 * 86400.0) / 86400.0)
+    directory = Path(args.out)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        charts = draw_all(report, directory)
+        (directory / "capacity.json").write_text(report_json(report, charts), encoding="utf-8")
+        index = directory / "index.html"
+        index.write_text(render_html(report, charts), encoding="utf-8")
+    except ChartsUnavailable as exc:
+        raise CannotDiagnose(str(exc)) from None
+    except OSError as exc:
+        raise CannotDiagnose(f"{directory}: cannot write the report: {exc.strerror or exc}") from None
+    return index

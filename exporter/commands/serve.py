@@ -1,0 +1,57 @@
+"""`cann-exporter serve`: the long-running exporter (the default command)."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import sys
+
+from exporter import __version__
+from exporter.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from exporter.jobs import http as ingest_http
+from exporter.node.assembly import assemble
+from exporter.node.settings import Settings
+from exporter.web.config import WebConfigError
+from exporter.web.security import WebSecurity
+
+log = logging.getLogger("exporter")
+
+
+def web_security(settings: Settings) -> WebSecurity | None:
+    """The WebSecurity for --web.config.file, or None; WebConfigError when the file is bad."""
+    if settings.web.config_file is None:
+        return None
+    exempt = frozenset({"/healthz", "/readyz"}) if settings.web.auth_exempt_health else frozenset()
+    return WebSecurity.from_file(settings.web.config_file, exempt_paths=exempt)
+
+
+def run(settings: Settings) -> int:
+    from aiohttp import web
+
+    from exporter.web.app import create_app
+
+    try:
+        security = web_security(settings)
+    except WebConfigError as exc:
+        for problem in exc.problems:
+            print(f"cann-exporter: configuration error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    node = assemble(settings, security=security)
+    token = settings.ingest.token
+    routes = ingest_http.routes(node.ingest, token) if node.ingest is not None else []
+    app = create_app(
+        node.registry, lambda: node.store.sampled.ready, routes=routes, bearer_paths=ingest_http.bearer_paths(token),
+        security=security, background=[node.sampler.run_forever],
+    )
+    host, port = settings.listen
+    ssl_context = security.ssl_context if security is not None else None
+    log.info("listening", extra={"address": f"{host}:{port}", "tls": ssl_context is not None, "version": __version__})
+    try:
+        web.run_app(app, host=host or None, port=port, print=None, access_log=None, ssl_context=ssl_context)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            log.error("address already in use; choose another with --listen", extra={"port": port})
+        else:
+            log.error("cannot listen", extra={"error": str(exc)})
+        return EXIT_FAILURE
+    return EXIT_OK

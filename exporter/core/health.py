@@ -1,0 +1,95 @@
+"""Per-source health: success, duration, errors by reason, logged once per state change."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+log = logging.getLogger("exporter.sources")
+
+
+@dataclass(frozen=True)
+class SourceStatus:
+    """Health of one source (one scheduled task) as of its latest run."""
+
+    name: str
+    runs: int = 0
+    success: bool = False
+    duration_seconds: float | None = None
+    last_success_timestamp: float | None = None
+    errors: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One thing that went wrong in a run: ``subject`` is what failed (e.g. `usages -i 3`)."""
+
+    subject: str
+    reason: str
+    message: str
+
+
+class SourceHealth:
+    """Counts runs and failures of one source; logs a subject only when its state changes."""
+
+    def __init__(self, name: str, clock: Callable[[], float] = time.time) -> None:
+        self.name = name
+        self._clock = clock
+        self._runs = 0
+        self._success = False
+        self._duration: float | None = None
+        self._last_success: float | None = None
+        self._errors: Counter[str] = Counter()
+        self._state: dict[str, str] = {}  # subject -> failing reason ('' when fine)
+
+    def record(self, duration: float, failures: Iterable[Failure] = (), subjects: Iterable[str] = ()) -> None:
+        """Record one run. ``subjects`` are the things that were tried (to log recoveries)."""
+        failures = list(failures)
+        self._runs += 1
+        self._duration = duration
+        self._success = not failures
+        if self._success:
+            self._last_success = self._clock()
+        failed = {f.subject: f for f in failures}
+        for failure in failures:
+            self._errors[failure.reason] += 1
+            if self._state.get(failure.subject) != failure.reason:
+                log.warning(
+                    "source failing",
+                    extra={"source": self.name, "subject": failure.subject, "reason": failure.reason, "error": failure.message},
+                )
+            self._state[failure.subject] = failure.reason
+        for subject in subjects:
+            if subject not in failed and self._state.get(subject):
+                log.info("source recovered", extra={"source": self.name, "subject": subject})
+                self._state[subject] = ""
+
+    def status(self) -> SourceStatus:
+        return SourceStatus(
+            name=self.name,
+            runs=self._runs,
+            success=self._success,
+            duration_seconds=self._duration,
+            last_success_timestamp=self._last_success,
+            errors=MappingProxyType(dict(self._errors)),
+        )
+
+
+class HealthRegistry:
+    """The SourceHealth of every source, created on first use."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._sources: dict[str, SourceHealth] = {}
+
+    def __getitem__(self, name: str) -> SourceHealth:
+        if name not in self._sources:
+            self._sources[name] = SourceHealth(name, self._clock)
+        return self._sources[name]
+
+    def statuses(self) -> tuple[SourceStatus, ...]:
+        return tuple(source.status() for source in self._sources.values())

@@ -1,0 +1,253 @@
+"""Options: each package declares its settings once, as a frozen dataclass of :func:`option` fields.
+
+A field's default, parser, help text and flag are written in one place; from the dataclasses
+come the YAML keys (``npu_smi.timeout``), the flags (``--npu-smi.timeout``), the environment
+names (``CANN_EXPORTER_NPU_SMI_TIMEOUT``), ``--help`` and validation. A settings class nests
+sections with :func:`section`. :func:`resolve` merges defaults < file < environment < flags,
+validates every value and lists every bad entry at once (:class:`ConfigError`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import yaml
+
+from exporter.core.errors import ProblemsError
+from exporter.core.values import parse_duration as _parse_duration
+
+ENV_PREFIX = "CANN_EXPORTER_"
+S = TypeVar("S")
+Parse = Callable[[Any], Any]
+
+
+class ConfigError(ProblemsError):
+    """Bad configuration; ``problems`` names every bad key."""
+
+
+# --- value parsers (each raises ValueError with a message) -------------------------------------
+
+def parse_duration(value: Any) -> float:
+    """`10s`, `1.5m`, `500ms`, `2h` or a number of seconds; must be > 0."""
+    return _parse_duration(value)
+
+
+def parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def parse_positive_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a positive integer, got {value!r}")
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"expected a positive integer, got {value!r}") from None
+    if number <= 0:
+        raise ValueError(f"expected a positive integer, got {value!r}")
+    return number
+
+
+def parse_listen(value: Any) -> tuple[str, int]:
+    """`HOST:PORT`, `:PORT` (all interfaces) or `[v6]:PORT`."""
+    text = str(value).strip()
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected HOST:PORT or :PORT, got {value!r}")
+    return host.strip("[]"), int(port)
+
+
+def parse_text(value: Any) -> str:
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool) or not str(value).strip():
+        raise ValueError(f"expected a non-empty string, got {value!r}")
+    return str(value).strip()
+
+
+def choice(*allowed: str) -> Parse:
+    def parse(value: Any) -> str:
+        text = str(value).strip()
+        if text not in allowed:
+            raise ValueError(f"expected one of {', '.join(allowed)}, got {value!r}")
+        return text
+    return parse
+
+
+def subset(*allowed: str) -> Parse:
+    """A YAML list or a comma-separated string, each item in ``allowed``."""
+    def parse(value: Any) -> tuple[str, ...]:
+        items = value if isinstance(value, (list, tuple)) else [v for v in str(value).split(",") if v.strip()]
+        out = tuple(str(item).strip() for item in items)
+        bad = [item for item in out if item not in allowed]
+        if bad:
+            raise ValueError(f"unknown {', '.join(bad)}; expected any of {', '.join(allowed)}")
+        return out
+    return parse
+
+
+def optional_text(value: Any) -> str | None:
+    """A non-empty string, or unset (None or the empty string)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return parse_text(value)
+
+
+def text_list(value: Any) -> tuple[str, ...]:
+    """A YAML list or a comma-separated string of non-empty items."""
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    out = tuple(str(item).strip() for item in items if str(item).strip())
+    if not out:
+        raise ValueError("expected at least one item")
+    return out
+
+
+def path_list(value: Any) -> tuple[str, ...]:
+    """Directories: a YAML list, repeated flags, or a comma-separated string; may be empty."""
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    return tuple(str(item).strip() for item in items if str(item).strip())
+
+
+def auto_bool(value: Any) -> bool | None:
+    """true, false, or auto (None: decided at start from the environment)."""
+    if str(value).strip().lower() == "auto":
+        return None
+    return parse_bool(value)
+
+
+# --- declaring options -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Declared:
+    parse: Parse
+    default: Any             # as written (shown in --help), before parsing
+    help: str
+    flag: str | None
+    metavar: str | None
+    repeatable: bool
+
+
+def option(default: Any, parse: Parse, help: str, *, flag: str | None = None, metavar: str | None = None,
+           repeatable: bool = False) -> Any:
+    """A settings field: ``default`` as a user would write it, parsed once here."""
+    declared = _Declared(parse, default, help, flag, metavar, repeatable)
+    return dataclasses.field(default=parse(default), metadata={"option": declared})
+
+
+def section(cls: type[S]) -> Any:
+    """A settings field holding the options of one package (the YAML mapping of that name)."""
+    return dataclasses.field(default_factory=cls, metadata={"section": cls})
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of the merged table, under its dotted YAML key."""
+
+    key: str
+    parse: Parse
+    default: Any
+    help: str
+    flag: str | None = None
+    metavar: str | None = None
+    repeatable: bool = False  # the flag may be given several times (a list)
+
+    @property
+    def flag_name(self) -> str:
+        return self.flag or "--" + self.key.replace("_", "-")
+
+    @property
+    def env_name(self) -> str:
+        return ENV_PREFIX + re.sub(r"[.\-]", "_", self.key).upper()
+
+
+def options_of(cls: type, prefix: str = "") -> tuple[Option, ...]:
+    """Every option of a settings class and its sections, in declaration order."""
+    return tuple(_walk(cls, prefix))
+
+
+def _walk(cls: type, prefix: str) -> Iterator[Option]:
+    for f in dataclasses.fields(cls):
+        if "option" in f.metadata:
+            d: _Declared = f.metadata["option"]
+            yield Option(prefix + f.name, d.parse, d.default, d.help, d.flag, d.metavar, d.repeatable)
+        elif "section" in f.metadata:
+            yield from _walk(f.metadata["section"], f"{prefix}{f.name}.")
+
+
+def build(cls: type[S], values: Mapping[str, Any], prefix: str = "") -> S:
+    """An instance of ``cls`` from parsed values by dotted key (absent keys keep their default)."""
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if "section" in f.metadata:
+            kwargs[f.name] = build(f.metadata["section"], values, f"{prefix}{f.name}.")
+        elif "option" in f.metadata and prefix + f.name in values:
+            kwargs[f.name] = values[prefix + f.name]
+    return cls(**kwargs)
+
+
+# --- reading them ------------------------------------------------------------------------------
+
+def flatten(doc: Mapping[Any, Any], keys: Mapping[str, Option], prefix: str = "") -> dict[str, Any]:
+    """Nested YAML mapping -> dotted keys. Option values that are mappings or lists stay whole."""
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and dotted not in keys:
+            out.update(flatten(value, keys, dotted + "."))
+        else:
+            out[dotted] = value
+    return out
+
+
+def load_yaml(text: str, keys: Mapping[str, Option], origin: str = "config") -> dict[str, Any]:
+    """A config file's text -> dotted keys; problems are ConfigError naming the file."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"{origin}: not valid YAML: {exc}"]) from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise ConfigError([f"{origin}: the top level must be a mapping of keys"])
+    return flatten(doc, keys)
+
+
+def resolve(
+    table: tuple[Option, ...],
+    file_values: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+    origin: str = "config",
+) -> tuple[dict[str, Any], list[str]]:
+    """Parsed values by key (defaults < file < environment < flags) and every problem found."""
+    by_key = {o.key: o for o in table}
+    problems: list[str] = []
+    raw: dict[str, tuple[Any, str]] = {o.key: (o.default, "default") for o in table}
+    for key, value in (file_values or {}).items():
+        if key not in by_key:
+            problems.append(f"{origin}: unknown key {key!r}")
+        else:
+            raw[key] = (value, f"{origin}: {key}")
+    env = env or {}
+    for option in table:
+        if option.env_name in env:
+            raw[option.key] = (env[option.env_name], option.env_name)
+    for key, value in (flags or {}).items():
+        if value is not None:
+            raw[key] = (value, by_key[key].flag_name)
+    values: dict[str, Any] = {}
+    for key, (value, where) in raw.items():
+        try:
+            values[key] = by_key[key].parse(value)
+        except ValueError as exc:
+            problems.append(f"{where}: {exc}")
+    return values, problems

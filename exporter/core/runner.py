@@ -1,0 +1,143 @@
+"""The one bounded subprocess runner every command-line source goes through.
+
+npu-smi and hccn_tool can hang for minutes on an unhealthy device, so every call has a
+timeout after which the whole process group is killed and reaped, output is capped,
+concurrency is bounded, and no shell is ever involved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from exporter.core.errors import ReasonError
+
+_REAP_SECONDS = 5.0  # bound on draining/reaping a killed child (a setsid grandchild could hold a pipe)
+
+
+class RunError(ReasonError):
+    """A call that produced no usable output."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    duration_seconds: float
+
+    @property
+    def output(self) -> str:
+        """stdout and stderr together: npu-smi prints its errors on either."""
+        return self.stdout if not self.stderr else f"{self.stdout}\n{self.stderr}"
+
+
+class CommandRunner:
+    """Runs argv lists with a per-call timeout, an output cap and a concurrency bound."""
+
+    def __init__(
+        self,
+        timeout: float = 10.0,
+        max_concurrency: int = 4,
+        max_output_bytes: int = 4 << 20,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.timeout = timeout
+        self.max_output_bytes = max_output_bytes
+        self.env = env
+        self._slots = asyncio.Semaphore(max_concurrency)
+
+    async def run(self, argv: Sequence[str], timeout: float | None = None) -> RunResult:
+        """Run ``argv`` to completion; raise RunError on spawn failure, timeout or oversize output."""
+        limit = self.timeout if timeout is None else timeout
+        async with self._slots:
+            start = time.monotonic()
+            proc = await self._spawn(argv)
+            try:
+                stdout, stderr = await asyncio.wait_for(self._read_capped(proc), limit)
+                returncode = await asyncio.wait_for(proc.wait(), limit)
+            except asyncio.TimeoutError:
+                await _kill_group(proc)
+                raise RunError("timeout", f"{argv[0]} did not finish within {limit:g}s") from None
+            except RunError:
+                await _kill_group(proc)
+                raise
+            except BaseException:  # cancellation included: never leave the child behind
+                await _kill_group(proc)
+                raise
+            return RunResult(tuple(argv), returncode, _decode(stdout), _decode(stderr), time.monotonic() - start)
+
+    async def _spawn(self, argv: Sequence[str]) -> asyncio.subprocess.Process:
+        if not argv:
+            raise RunError("not_found", "empty command")
+        try:
+            return await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # own process group, so a timeout kills grandchildren too
+                env=self.env,
+                limit=min(self.max_output_bytes, 1 << 20),
+            )
+        except FileNotFoundError:
+            raise RunError("not_found", f"{argv[0]}: no such file") from None
+        except PermissionError:
+            raise RunError("permission_denied", f"{argv[0]}: permission denied") from None
+        except OSError as exc:
+            raise RunError("spawn_failed", f"{argv[0]}: {exc.strerror or exc}") from None
+
+    async def _read_capped(self, proc: asyncio.subprocess.Process) -> tuple[bytes, bytes]:
+        assert proc.stdout is not None and proc.stderr is not None
+        readers = [asyncio.ensure_future(_read_limited(s, self.max_output_bytes)) for s in (proc.stdout, proc.stderr)]
+        try:
+            out, err = await asyncio.gather(*readers)
+            return out, err
+        finally:
+            # Stop the sibling reader too, so the kill path can drain the pipes alone.
+            for reader in readers:
+                reader.cancel()
+            await asyncio.gather(*readers, return_exceptions=True)
+
+
+async def _read_limited(stream: asyncio.StreamReader, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await stream.read(65536):
+        size += len(chunk)
+        if size > limit:
+            raise RunError("output_too_large", f"output exceeded {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL the child's whole process group, drain its pipes and reap it (no zombie).
+
+    asyncio reports the exit only once the pipes reach EOF, and a reader that stopped
+    early leaves them paused: draining what is left is what lets wait() return.
+    """
+    # Also when the leader already exited: children it left in the group may still run.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(_drain(stream), _REAP_SECONDS)
+    with contextlib.suppress(ProcessLookupError, asyncio.TimeoutError):
+        await asyncio.wait_for(asyncio.shield(proc.wait()), _REAP_SECONDS)
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    while await stream.read(65536):
+        pass
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")

@@ -1,0 +1,90 @@
+"""Runs every source's tasks on their own intervals and publishes after each run.
+
+A task is one scheduled piece of a source's work (``npu-smi info`` every 10 s, the per-card
+details every 60 s, a kubelet call every 15 s ...). After each run the sampler calls
+``publish(ready)``, which builds a fresh immutable snapshot from every source's part; a
+scrape never waits on a task. ``ready`` turns true once the first task has run.
+
+Parts leave out data older than its max age when they are built, so the sampler also
+publishes every ``republish_interval`` seconds on its own: a task that stalls (a source bug,
+a wedged call) cannot keep its last readings on /metrics past their age.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from exporter.core.health import Failure, HealthRegistry
+
+log = logging.getLogger("exporter.sampler")
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    interval: float
+    run: Callable[[], Awaitable[None]]
+
+
+class Sampler:
+    def __init__(
+        self, tasks: Sequence[Task], health: HealthRegistry, publish: Callable[[bool], None], republish_interval: float = 1.0,
+    ) -> None:
+        self.tasks = list(tasks)
+        self.health = health
+        self.republish_interval = republish_interval
+        self._publish = publish
+        self._done: set[str] = set()
+
+    @property
+    def ready(self) -> bool:
+        """The first task (npu-smi's overview) has run at least once."""
+        return not self.tasks or self.tasks[0].name in self._done
+
+    async def run_once(self) -> None:
+        """Every task once, in order (the `once` command and tests)."""
+        for task in self.tasks:
+            await self._run(task)
+
+    async def run_forever(self) -> None:
+        """One loop per task; the first round runs in order so the first snapshot is complete."""
+        await self.run_once()
+        await asyncio.gather(self._republish(), *(self._loop(task) for task in self.tasks))
+
+    async def _republish(self) -> None:
+        while True:
+            await asyncio.sleep(self.republish_interval)
+            try:
+                self.publish()
+            except Exception:  # a bug in building a part must not stop the ageing of the others
+                log.exception("publishing the snapshot failed")
+
+    async def _loop(self, task: Task) -> None:
+        next_at = time.monotonic() + task.interval
+        while True:
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+            await self._run(task)
+            # Fixed rate; a run longer than the interval skips ahead instead of bunching up.
+            next_at += task.interval
+            now = time.monotonic()
+            if next_at < now:
+                next_at = now + task.interval
+
+    async def _run(self, task: Task) -> None:
+        start = time.monotonic()
+        try:
+            await task.run()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug in a source must not stop sampling
+            log.exception("source crashed", extra={"source": task.name})
+            self.health[task.name].record(time.monotonic() - start, [Failure(task.name, "internal", repr(exc))])
+        self._done.add(task.name)
+        self.publish()
+
+    def publish(self) -> None:
+        self._publish(self.ready)

@@ -1,0 +1,135 @@
+"""Recording rules for capacity planning, from the threshold table: per chip, node, namespace
+and cluster, named level:metric:operations (alerts/cann-exporter.rules.yml)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from exporter.generate.common import CHIP, IN_USE_SOURCES, NODE, num, pct, with_windows
+from exporter.generate.thresholds import Thresholds
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    record: str
+    expr: str
+    help: str
+    labels: tuple[tuple[str, str], ...] = ()
+
+    def rule(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"record": self.record, "expr": self.expr if "\n" not in self.expr else self.expr + "\n"}
+        if self.labels:
+            out["labels"] = dict(self.labels)
+        return out
+
+
+UTIL = "npu_aicore_utilization_ratio"
+
+
+def _pod_chips(value: str) -> str:
+    """``value`` (per chip) once per (chip, namespace) the kubelet allocated it to."""
+    return f"{value}\n  * on ({CHIP}) group_right\n  group by ({CHIP}, namespace) (npu_pod_info)"
+
+
+def _levels(window: str, quantiles: tuple[float, ...]) -> list[Record]:
+    """Utilization averages and quantiles over the chips of a node, a namespace, the cluster."""
+    chip = f"chip:{UTIL}:avg{window}"
+    out = [
+        Record(f"instance:{UTIL}:avg{window}", f"avg by ({NODE}) ({chip})", f"mean AI Core utilization of a node's chips, {window} averages"),
+        Record(f"namespace:{UTIL}:avg{window}", f"avg by (namespace) (\n  {_pod_chips(chip)}\n)",
+               f"mean AI Core utilization of the chips allocated to a namespace (kubelet), {window} averages"),
+        Record(f"cluster:{UTIL}:avg{window}", f"avg by () ({chip})", f"mean AI Core utilization of every chip, {window} averages"),
+        Record(f"cluster:{UTIL}_in_use:avg{window}",
+               f"avg by () (\n  {chip}\n  and on ({CHIP}) chip:npu_in_use:bool == 1\n)",
+               f"mean AI Core utilization of the chips in use, {window} averages"),
+    ]
+    for q in quantiles:
+        label = (("quantile", num(q)),)
+        out += [
+            Record(f"instance:{UTIL}:quantile_avg{window}", f"quantile by ({NODE}) ({num(q)}, {chip})",
+                   f"quantiles of a node's chip utilization ({window} averages)", label),
+            Record(f"namespace:{UTIL}:quantile_avg{window}", f"quantile by (namespace) (\n  {num(q)},\n  {_pod_chips(chip)}\n)",
+                   f"quantiles of a namespace's chip utilization ({window} averages)", label),
+            Record(f"cluster:{UTIL}:quantile_avg{window}", f"quantile by () ({num(q)}, {chip})",
+                   f"quantiles of every chip's utilization ({window} averages)", label),
+        ]
+    return out
+
+
+def recording_specs(table: Thresholds) -> list[tuple[str, str | None, list[Record]]]:
+    """(group name, interval, records) of the recording rules."""
+    low = table.alert("NPULowUtilization") if "NPULowUtilization" in {a.alert for a in table.alerts} else None
+    threshold = low.threshold if low and low.threshold is not None else 0.6
+    sources = tuple(low.param("in_use", IN_USE_SOURCES)) if low else IN_USE_SOURCES
+    quantiles = table.recording.quantiles
+    in_use = {
+        "process": f"group by ({CHIP}) (npu_process_memory_bytes)",
+        "pod": f"group by ({CHIP}) (npu_pod_info)",
+        "job": (f"group by (job, instance, device) (npu_job_info)\n"
+                f"  * on (job, instance, device) group_left (npu, chip)\n  group by ({CHIP}) (npu_up)"),
+    }
+    in_use_expr = "\nor\n".join(in_use[s] for s in sources) + f"\nor\n0 * group by ({CHIP}) (npu_up)"
+    chips = [
+        Record(f"chip:{UTIL}:avg5m", f"avg_over_time({UTIL}[5m])", "AI Core utilization of each chip, 5m average"),
+        Record("chip:npu_in_use:bool", in_use_expr,
+               f"1 when the chip is in use ({', '.join(sources)}: a process holds memory on it, a pod has it "
+               "allocated, a training job reports on it), else 0"),
+        Record("chip:npu_hbm_usage:ratio", "npu_hbm_used_bytes / npu_hbm_total_bytes", "HBM used / total of each chip"),
+        Record("instance:npu_chips:count", f"count by ({NODE}) (npu_up)", "chips a node reports"),
+        Record("instance:npu_chips_in_use:sum", f"sum by ({NODE}) (chip:npu_in_use:bool)", "chips in use on a node"),
+        Record("instance:npu_chips_low_utilization:sum",
+               f"sum by ({NODE}) (\n  (chip:{UTIL}:avg5m < bool {num(threshold)})\n  * on ({CHIP}) chip:npu_in_use:bool\n)",
+               f"chips in use whose 5m utilization is below {pct(threshold)} (NPULowUtilization's bound)"),
+        Record("instance:npu_hbm_headroom_bytes:sum", f"sum by ({NODE}) (npu_hbm_total_bytes - npu_hbm_used_bytes)", "free HBM on a node"),
+        Record("instance:npu_hbm_usage:ratio", f"sum by ({NODE}) (npu_hbm_used_bytes) / sum by ({NODE}) (npu_hbm_total_bytes)", "HBM used / total of a node"),
+        Record("namespace:npu_chips:count", f"count by (namespace) (group by ({CHIP}, namespace) (npu_pod_info))", "chips allocated to a namespace (kubelet)"),
+        Record("cluster:npu_chips:count", "count by () (npu_up)", "chips in the cluster"),
+        Record("cluster:npu_chips_in_use:sum", "sum by () (chip:npu_in_use:bool)", "chips in use in the cluster"),
+        Record("cluster:npu_chips_low_utilization:sum", "sum by () (instance:npu_chips_low_utilization:sum)",
+               f"chips in use below {pct(threshold)} in the cluster"),
+        Record("cluster:npu_allocation:ratio", "cluster:npu_chips_in_use:sum / cluster:npu_chips:count", "share of the cluster's chips in use"),
+        Record("cluster:npu_hbm_headroom_bytes:sum", "sum by () (instance:npu_hbm_headroom_bytes:sum)", "free HBM in the cluster"),
+    ] + _levels("5m", quantiles)
+    rollups = [
+        Record(f"chip:{UTIL}:avg1h", f"avg_over_time({UTIL}[1h])", "AI Core utilization of each chip, 1h average"),
+        Record(f"chip:{UTIL}:avg1d", f"avg_over_time(chip:{UTIL}:avg1h[1d])", "AI Core utilization of each chip, daily average"),
+        Record("chip:npu_in_use:avg1d", "avg_over_time(chip:npu_in_use:bool[1d])", "share of the last day each chip was in use"),
+        Record("chip:npu_hbm_usage:max1d", "max_over_time(chip:npu_hbm_usage:ratio[1d])", "peak HBM used / total of each chip over the last day"),
+        Record(f"instance:{UTIL}:avg1d", f"avg by ({NODE}) (chip:{UTIL}:avg1d)", "mean chip utilization of a node, daily"),
+        Record(f"namespace:{UTIL}:avg1d", f"avg by (namespace) (\n  {_pod_chips(f'chip:{UTIL}:avg1d')}\n)",
+               "mean utilization of a namespace's chips, daily"),
+        Record(f"cluster:{UTIL}:avg1d", f"avg by () (chip:{UTIL}:avg1d)", "mean chip utilization of the cluster, daily"),
+        Record("instance:npu_idle_chip_hours:sum1d", f"24 * sum by ({NODE}) (1 - chip:npu_in_use:avg1d)",
+               "chip-hours of the last day with nothing on the chip (no process, pod or job)"),
+        Record("cluster:npu_idle_chip_hours:sum1d", "sum by () (instance:npu_idle_chip_hours:sum1d)", "idle chip-hours of the cluster, last day"),
+        Record("instance:npu_unused_chip_hours:sum1d", f"24 * sum by ({NODE}) (1 - chip:{UTIL}:avg1d)",
+               "chip-hours of the last day the AI Cores were not busy (idle and underused chips)"),
+        Record("namespace:npu_unused_chip_hours:sum1d", f"24 * sum by (namespace) (\n  {_pod_chips(f'(1 - chip:{UTIL}:avg1d)')}\n)",
+               "chip-hours of the last day a namespace's allocated chips were not busy"),
+        Record("cluster:npu_unused_chip_hours:sum1d", "sum by () (instance:npu_unused_chip_hours:sum1d)", "unused chip-hours of the cluster, last day"),
+        Record("cluster:npu_chips_in_use:avg1d", "avg_over_time(cluster:npu_chips_in_use:sum[1d])", "mean chips in use over the last day"),
+        Record("cluster:npu_hbm_usage:max1d", "max by () (chip:npu_hbm_usage:max1d)", "peak HBM use of any chip over the last day"),
+    ] + [r for r in _levels("1h", quantiles) if "in_use" not in r.record]
+    return [
+        ("cann-exporter-capacity-5m", None, chips),
+        ("cann-exporter-capacity-rollups", table.recording.rollup_interval, rollups),
+    ]
+
+
+def recording_rules(table: Thresholds, *, windows: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The recording rule file: capacity-planning aggregates per chip, node, namespace, cluster."""
+    table = with_windows(table, windows)
+    groups = []
+    for name, interval, records in recording_specs(table):
+        group: dict[str, Any] = {"name": name}
+        if interval:
+            group["interval"] = interval
+        group["rules"] = [r.rule() for r in records]
+        groups.append(group)
+    return {"groups": groups}
+
+
+def record_names(table: Thresholds) -> list[str]:
+    return sorted({r.record for _, _, records in recording_specs(table) for r in records})

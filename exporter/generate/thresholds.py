@@ -1,0 +1,380 @@
+"""The health-threshold table (thresholds.yaml beside this file): load, validate, judge.
+
+Alert rules, dashboards and the `diagnose`/`profile` verdicts all read this one table:
+``indicators`` (the health table: docs/tuning.md, 'The health table'), ``alerts`` (the contract alerts, each with
+its threshold, windows and severity, taken from an indicator unless set) and the
+``alerting``/``recording`` settings of the generated rules.
+:func:`parse_thresholds` is pure and lists every bad entry at once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from exporter.core.errors import ProblemsError
+
+DEFAULT_PATH = Path(__file__).with_name("thresholds.yaml")
+HEALTHY, WARNING, ABNORMAL = "healthy", "warning", "abnormal"
+VERDICTS = (HEALTHY, WARNING, ABNORMAL)
+DIRECTIONS = ("lower_is_better", "higher_is_better")
+SEVERITIES = ("info", "warning", "critical")
+_WINDOW = re.compile(r"^\d+(ms|s|m|h|d)$")
+_ID = re.compile(r"^[a-z][a-z0-9_]*$")
+_ALERT = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_seconds(text: str) -> float:
+    """Seconds of a Prometheus duration of one unit (``90s``, ``10m``, ``1d``)."""
+    match = re.match(r"^(\d+)(ms|s|m|h|d)$", text)
+    if not match:
+        raise ValueError(f"not a duration: {text!r}")
+    return int(match.group(1)) * _DURATION_UNITS[match.group(2)]
+
+
+class ThresholdError(ProblemsError):
+    """The table is invalid; ``problems`` lists every bad entry."""
+
+
+@dataclass(frozen=True)
+class Indicator:
+    id: str
+    title: str
+    description: str
+    direction: str                   # lower_is_better | higher_is_better
+    healthy: float | None            # bound of the healthy range (exclusive)
+    abnormal: float | None           # bound of the abnormal range (exclusive)
+    window: str                      # Prometheus duration, e.g. 10m
+    severity: str
+    metrics: tuple[str, ...] = ()
+    alert: str | None = None
+    note: str | None = None
+    causes: tuple[str, ...] = ()
+    levers: tuple[str, ...] = ()
+    source: str = ""
+
+    @property
+    def lower_is_better(self) -> bool:
+        return self.direction == "lower_is_better"
+
+    def verdict(self, value: float) -> str:
+        """healthy / warning / abnormal; the table's bounds are strict (`< 15%`, `> 30%`)."""
+        worse = (lambda a, b: a > b) if self.lower_is_better else (lambda a, b: a < b)
+        if self.abnormal is not None and worse(value, self.abnormal):
+            return ABNORMAL
+        if self.healthy is None or worse(self.healthy, value):
+            return HEALTHY
+        return WARNING
+
+    def healthy_text(self, scale: float = 100.0, unit: str = "%") -> str:
+        """`< 15%`-style text of the healthy range (`≤ 70%` when only abnormal is known)."""
+        if self.healthy is not None:
+            return f"{'<' if self.lower_is_better else '>'} {_num(self.healthy * scale)}{unit}"
+        if self.abnormal is not None:
+            return f"{'≤' if self.lower_is_better else '≥'} {_num(self.abnormal * scale)}{unit}"
+        return ""
+
+    def abnormal_text(self, scale: float = 100.0, unit: str = "%") -> str:
+        if self.abnormal is None:
+            return ""
+        return f"{'>' if self.lower_is_better else '<'} {_num(self.abnormal * scale)}{unit}"
+
+
+def _num(value: float) -> str:
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:g}"
+
+
+@dataclass(frozen=True)
+class AlertSpec:
+    """One contract alert, resolved: values not set in its entry come from its indicator."""
+
+    alert: str                         # contract name (docs/runbooks.md), e.g. NPULowUtilization
+    severity: str
+    window: str                        # alert `for:` ("0m": fires at once)
+    threshold: float | None = None     # in the unit of the alert's metric
+    range: str | None = None           # range of avg_over_time / rate in the expression
+    indicator: str | None = None       # id of the health-table row it derives from
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def param(self, name: str, default: Any = None) -> Any:
+        return dict(self.params).get(name, default)
+
+
+@dataclass(frozen=True)
+class AlertingSettings:
+    runbook_url: str = "docs/runbooks.md"
+    exporter_selector: str = 'job=~".*cann-exporter.*"'
+    profile_max_age: str = "1d"
+
+
+@dataclass(frozen=True)
+class RecordingSettings:
+    quantiles: tuple[float, ...] = (0.1, 0.5, 0.9)
+    rollup_interval: str = "1m"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    version: int
+    indicators: tuple[Indicator, ...]
+    alerts: tuple[AlertSpec, ...] = ()
+    alerting: AlertingSettings = AlertingSettings()
+    recording: RecordingSettings = RecordingSettings()
+
+    def alert(self, name: str) -> AlertSpec:
+        for spec in self.alerts:
+            if spec.alert == name:
+                return spec
+        raise KeyError(name)
+
+    def __getitem__(self, indicator_id: str) -> Indicator:
+        for indicator in self.indicators:
+            if indicator.id == indicator_id:
+                return indicator
+        raise KeyError(indicator_id)
+
+    def __contains__(self, indicator_id: object) -> bool:
+        return any(i.id == indicator_id for i in self.indicators)
+
+    def verdict(self, indicator_id: str, value: float) -> str:
+        return self[indicator_id].verdict(value)
+
+    def for_metric(self, metric: str) -> tuple[Indicator, ...]:
+        """Indicators whose bounds apply to ``metric`` (for rules and dashboard thresholds)."""
+        return tuple(i for i in self.indicators if metric in i.metrics)
+
+
+def parse_thresholds(data: Any, origin: str = "thresholds") -> Thresholds:
+    """Validate the YAML data; raise ThresholdError naming every problem."""
+    if not isinstance(data, Mapping):
+        raise ThresholdError([f"{origin}: expected a mapping with 'version' and 'indicators'"])
+    problems: list[str] = []
+    version = data.get("version")
+    if version != 1:
+        problems.append(f"{origin}: version: expected 1, got {version!r}")
+    entries = data.get("indicators")
+    if not isinstance(entries, list) or not entries:
+        raise ThresholdError(problems + [f"{origin}: indicators: expected a non-empty list"])
+    indicators = []
+    for index, entry in enumerate(entries):
+        where = f"{origin}: indicators[{index}]"
+        indicator = _indicator(entry, where, problems)
+        if indicator is not None:
+            indicators.append(indicator)
+    ids = [i.id for i in indicators]
+    problems += [f"{origin}: duplicate indicator id {i!r}" for i in sorted({i for i in ids if ids.count(i) > 1})]
+    by_id = {i.id: i for i in indicators}
+    alerts = []
+    raw_alerts = data.get("alerts", [])
+    if not isinstance(raw_alerts, list):
+        problems.append(f"{origin}: alerts: expected a list")
+        raw_alerts = []
+    for index, entry in enumerate(raw_alerts):
+        spec = _alert(entry, f"{origin}: alerts[{index}]", by_id, problems)
+        if spec is not None:
+            alerts.append(spec)
+    names = [a.alert for a in alerts]
+    problems += [f"{origin}: duplicate alert {n!r}" for n in sorted({n for n in names if names.count(n) > 1})]
+    alerting = _alerting(data.get("alerting", {}), f"{origin}: alerting", problems)
+    recording = _recording(data.get("recording", {}), f"{origin}: recording", problems)
+    if problems:
+        raise ThresholdError(problems)
+    return Thresholds(1, tuple(indicators), tuple(alerts), alerting, recording)
+
+
+def _alert(entry: Any, where: str, indicators: Mapping[str, Indicator], problems: list[str]) -> AlertSpec | None:
+    if not isinstance(entry, Mapping):
+        problems.append(f"{where}: expected a mapping")
+        return None
+    start = len(problems)
+    name = entry.get("alert")
+    if not isinstance(name, str) or not _ALERT.match(name):
+        problems.append(f"{where}: alert: expected a CamelCase alert name, got {name!r}")
+    else:
+        where = f"{where} ({name})"
+    known = {"alert", "indicator", "threshold", "window", "range", "severity", "params"}
+    problems += [f"{where}: unknown key {key!r}" for key in entry if key not in known]
+    indicator = None
+    if entry.get("indicator") is not None:
+        indicator = indicators.get(entry["indicator"])
+        if indicator is None:
+            problems.append(f"{where}: indicator: no indicator {entry['indicator']!r} in the table")
+    threshold = _bound(entry, "threshold", where, problems) if "threshold" in entry else None
+    if threshold is None and indicator is not None:
+        threshold = indicator.abnormal if indicator.abnormal is not None else indicator.healthy
+    window = entry.get("window", indicator.window if indicator else None)
+    if not isinstance(window, str) or not _WINDOW.match(window):
+        problems.append(f"{where}: window: expected a duration like 10m, got {window!r}")
+    range_ = entry.get("range")
+    if range_ is not None and (not isinstance(range_, str) or not _WINDOW.match(range_) or duration_seconds(range_) == 0):
+        problems.append(f"{where}: range: expected a duration like 5m, got {range_!r}")
+    severity = entry.get("severity", indicator.severity if indicator else None)
+    if severity not in SEVERITIES:
+        problems.append(f"{where}: severity: expected one of {', '.join(SEVERITIES)}, got {severity!r}")
+    params = entry.get("params", {}) or {}
+    values: list[tuple[str, Any]] = []
+    if not isinstance(params, Mapping):
+        problems.append(f"{where}: params: expected a mapping")
+    else:
+        for key, value in params.items():
+            if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
+                values.append((str(key), tuple(value)))
+            elif isinstance(value, str) and _WINDOW.match(value):
+                values.append((str(key), value))
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                values.append((str(key), float(value)))
+            else:
+                problems.append(f"{where}: params.{key}: expected a number, a duration or a list of texts, got {value!r}")
+    if len(problems) > start:
+        return None
+    return AlertSpec(
+        alert=str(name), severity=str(severity), window=str(window), threshold=threshold, range=range_,
+        indicator=indicator.id if indicator else None, params=tuple(values),
+    )
+
+
+def _alerting(data: Any, where: str, problems: list[str]) -> AlertingSettings:
+    default = AlertingSettings()
+    if not isinstance(data, Mapping):
+        problems.append(f"{where}: expected a mapping")
+        return default
+    problems += [f"{where}: unknown key {key!r}" for key in data if key not in ("runbook_url", "exporter_selector", "profile_max_age")]
+    values = {}
+    for key in ("runbook_url", "exporter_selector"):
+        if key in data:
+            if not isinstance(data[key], str) or not data[key].strip():
+                problems.append(f"{where}: {key}: expected text, got {data[key]!r}")
+            else:
+                values[key] = data[key].strip()
+    if "profile_max_age" in data:
+        if not isinstance(data["profile_max_age"], str) or not _WINDOW.match(data["profile_max_age"]):
+            problems.append(f"{where}: profile_max_age: expected a duration like 1d, got {data['profile_max_age']!r}")
+        else:
+            values["profile_max_age"] = data["profile_max_age"]
+    return AlertingSettings(**values)
+
+
+def _recording(data: Any, where: str, problems: list[str]) -> RecordingSettings:
+    default = RecordingSettings()
+    if not isinstance(data, Mapping):
+        problems.append(f"{where}: expected a mapping")
+        return default
+    problems += [f"{where}: unknown key {key!r}" for key in data if key not in ("quantiles", "rollup_interval")]
+    values: dict[str, Any] = {}
+    if "quantiles" in data:
+        q = data["quantiles"]
+        if not isinstance(q, list) or not q or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1 for v in q):
+            problems.append(f"{where}: quantiles: expected a list of numbers between 0 and 1, got {q!r}")
+        else:
+            values["quantiles"] = tuple(float(v) for v in q)
+    if "rollup_interval" in data:
+        r = data["rollup_interval"]
+        if not isinstance(r, str) or not _WINDOW.match(r) or duration_seconds(r) == 0:
+            problems.append(f"{where}: rollup_interval: expected a duration like 1m, got {r!r}")
+        else:
+            values["rollup_interval"] = r
+    return RecordingSettings(**values)
+
+
+def _indicator(entry: Any, where: str, problems: list[str]) -> Indicator | None:
+    if not isinstance(entry, Mapping):
+        problems.append(f"{where}: expected a mapping")
+        return None
+    start = len(problems)
+    ident = entry.get("id")
+    if not isinstance(ident, str) or not _ID.match(ident):
+        problems.append(f"{where}: id: expected a snake_case name, got {ident!r}")
+    else:
+        where = f"{where} ({ident})"
+    text = {key: _text(entry, key, where, problems, required=key in ("title", "description")) for key in ("title", "description", "alert", "note", "source")}
+    direction = entry.get("direction")
+    if direction not in DIRECTIONS:
+        problems.append(f"{where}: direction: expected one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    healthy, abnormal = _bound(entry, "healthy", where, problems), _bound(entry, "abnormal", where, problems)
+    if healthy is None and abnormal is None and "healthy" in entry and "abnormal" in entry:
+        problems.append(f"{where}: at least one of healthy and abnormal must be set")
+    if healthy is not None and abnormal is not None and direction in DIRECTIONS:
+        if (direction == "lower_is_better") != (healthy < abnormal):
+            problems.append(f"{where}: healthy {healthy} and abnormal {abnormal} are in the wrong order for {direction}")
+    window = entry.get("window")
+    if not isinstance(window, str) or not _WINDOW.match(window):
+        problems.append(f"{where}: window: expected a duration like 10m, got {window!r}")
+    severity = entry.get("severity")
+    if severity not in SEVERITIES:
+        problems.append(f"{where}: severity: expected one of {', '.join(SEVERITIES)}, got {severity!r}")
+    lists = {key: _strings(entry, key, where, problems) for key in ("metrics", "causes", "levers")}
+    if len(problems) > start:
+        return None
+    return Indicator(
+        id=str(ident), title=text["title"] or "", description=text["description"] or "", direction=str(direction),
+        healthy=healthy, abnormal=abnormal, window=str(window), severity=str(severity), alert=text["alert"],
+        note=text["note"], source=text["source"] or "", **lists,
+    )
+
+
+def _text(entry: Mapping[str, Any], key: str, where: str, problems: list[str], required: bool) -> str | None:
+    value = entry.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        problems.append(f"{where}: {key}: expected text, got {value!r}")
+        return None
+    return value.strip()
+
+
+def _bound(entry: Mapping[str, Any], key: str, where: str, problems: list[str]) -> float | None:
+    if key not in entry:
+        problems.append(f"{where}: {key}: missing (use null when the table sets no bound)")
+        return None
+    value = entry[key]
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        problems.append(f"{where}: {key}: expected a number or null, got {value!r}")
+        return None
+    return float(value)
+
+
+def _strings(entry: Mapping[str, Any], key: str, where: str, problems: list[str]) -> tuple[str, ...]:
+    value = entry.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        problems.append(f"{where}: {key}: expected a list of texts")
+        return ()
+    return tuple(v.strip() for v in value)
+
+
+def load_thresholds(path: str | Path | None = None) -> Thresholds:
+    """The table from ``path`` (default: the packaged thresholds.yaml)."""
+    if path is None:
+        return _default()
+    return _load(Path(path))
+
+
+@lru_cache(maxsize=1)
+def _default() -> Thresholds:
+    return _load(DEFAULT_PATH)
+
+
+def _load(path: Path) -> Thresholds:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ThresholdError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ThresholdError([f"{path}: not valid YAML: {exc}"]) from None
+    return parse_thresholds(data, str(path))
+
+
+def verdict(indicator_id: str, value: float, table: Thresholds | None = None) -> str:
+    """"healthy" | "warning" | "abnormal" for ``value`` of the indicator (default table)."""
+    return (table or load_thresholds()).verdict(indicator_id, value)

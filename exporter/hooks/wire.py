@@ -1,0 +1,78 @@
+"""One training step as the ingest API's step object (POST /api/v1/steps).
+
+The exporter rejects a whole batch for one value outside its limits, so the sender checks
+each step against the same limits here and drops (and counts) only that step.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+PHASES = ("data", "h2d", "compute", "communication", "d2h", "framework", "other")
+PHASE_SET = frozenset(PHASES)
+_MAX_SECONDS = 86_400.0          # longer steps/phases are absurd
+_MAX_SAMPLES = 10**9
+_MAX_END_AGE = 86_000.0          # an `end` older than about a day, or more than
+_MAX_END_AHEAD = 290.0           # ~5 minutes ahead, is replaced by the recording time
+
+# (end perf_counter, duration seconds, samples, {phase: seconds}); record_step(end=...)
+# appends the caller's unix end time as a fifth item, sent as given.
+Event = tuple
+
+
+def count_value(value: Any, limit: int = _MAX_SAMPLES) -> int | None:
+    """A non-negative integer count from an int-like value, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        value = int(value) if value.is_integer() else None
+    try:
+        number = value.__index__() if value is not None else None
+    except Exception:
+        return None
+    return number if number is not None and 0 <= number <= limit else None
+
+
+def seconds_value(value: Any) -> float | None:
+    try:
+        seconds = float(value)
+    except Exception:
+        return None
+    return seconds if math.isfinite(seconds) and 0.0 <= seconds <= _MAX_SECONDS else None
+
+
+def step_json(event: Event, offset: float) -> dict[str, Any] | None:
+    """One buffered event as the API's step object; None when its duration is unusable.
+
+    Plain floats and ints take the fast path (this runs for every step on the sender thread).
+    """
+    duration = event[1]
+    if type(duration) is not float or not 0.0 <= duration <= _MAX_SECONDS:  # NaN fails too
+        duration = seconds_value(duration)
+        if duration is None:
+            return None
+    end = round(event[0] + offset, 6)
+    if len(event) > 4 and end - _MAX_END_AGE <= event[4] <= end + _MAX_END_AHEAD:
+        end = event[4]
+    step: dict[str, Any] = {"end": end, "duration": duration}
+    samples = event[2]
+    if samples is not None:
+        if type(samples) is not int or not 0 <= samples <= _MAX_SAMPLES:
+            samples = count_value(samples)
+        if samples is not None:
+            step["samples"] = samples
+    phases = event[3]
+    if phases:
+        clean: dict[str, float] = {}
+        for name, value in phases.items():
+            if type(value) is not float or not 0.0 <= value <= _MAX_SECONDS:
+                value = seconds_value(value)
+                if value is None:
+                    continue
+            if name not in PHASE_SET:
+                name = "other"
+            clean[name] = clean[name] + value if name in clean else value
+        if clean:
+            step["phases"] = clean
+    return step

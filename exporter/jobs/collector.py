@@ -1,0 +1,51 @@
+"""Training-job metrics from the jobs part, plus the ingest's own counters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import Metric
+from prometheus_client.utils import floatToGoString
+
+from exporter.core.metric import family, field_families
+from exporter.jobs import metrics as m
+from exporter.jobs.store import IngestCounters, JobsPart, RankView
+
+_BUCKET_BOUNDS = tuple(floatToGoString(b) for b in m.JOB_DURATION_BUCKETS) + ("+Inf",)
+
+
+def _key(r: RankView) -> list[str]:
+    return [r.job_name, str(r.rank)]
+
+
+class JobCollector:
+    """One set of `npu_job_*` series per live (job_name, rank); expired ones are gone."""
+
+    specs = m.JOB_METRICS + m.INGEST_METRICS
+
+    def render(self, part: JobsPart) -> Iterator[Metric]:
+        yield from self._jobs(part.ranks)
+        yield from self._self(part.counters)
+
+    def _jobs(self, ranks: tuple[RankView, ...]) -> Iterator[Metric]:
+        info, duration, phases = family(m.JOB_INFO), family(m.JOB_ITERATION_DURATION), family(m.JOB_PHASE_SECONDS)
+        for r in ranks:
+            key = _key(r)
+            info.add_metric(key + [r.device, str(r.world_size), r.framework, r.pid], 1)
+            duration.add_metric(key, list(zip(_BUCKET_BOUNDS, r.cumulative_buckets, strict=True)), r.duration_sum)
+            for phase, seconds in r.phase_seconds:
+                phases.add_metric(key + [phase], seconds)
+        yield from (info, duration, phases)
+        yield from field_families(m.JOB_FIELDS, ranks, _key)  # None (never reported) is absent
+
+    def _self(self, c: IngestCounters) -> Iterator[Metric]:
+        for spec in m.INGEST_COUNTS:
+            metric = family(spec)
+            metric.add_metric([], getattr(c, spec.field))
+            yield metric
+        # Every known reason from zero, so rate() sees the first rejection of each.
+        rejected = dict.fromkeys(m.INGEST_REJECT_REASONS, 0) | dict(c.rejected)
+        metric = family(m.INGEST_REJECTED)
+        for reason, count in rejected.items():
+            metric.add_metric([reason], count)
+        yield metric

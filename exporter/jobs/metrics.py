@@ -1,0 +1,54 @@
+"""Training-job metrics (hooks ingest) and the ingest's own: name, type, help, labels and the
+JobsPart field that fills each."""
+
+from __future__ import annotations
+
+from exporter.core.metric import MetricSpec, spec
+
+JOB_LABELS = ("job_name", "rank")
+# Step phases a hook may report; anything else is rejected by the ingest (the client maps
+# unknown names to "other" before sending).
+JOB_PHASES = ("data", "h2d", "compute", "communication", "d2h", "framework", "other")
+# Iteration time spans milliseconds (small models) to minutes (huge pipelines); roughly
+# x1.5-2 apart so histogram_quantile p50/p99 stay within ~25% anywhere in that range.
+JOB_DURATION_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.4, 0.6, 1.0, 1.5, 2.5, 4.0, 6.0, 10.0, 20.0, 60.0, 300.0,
+)
+
+
+def _job(name: str, kind: str, help: str, *extra: str, field: str | tuple[str, ...]) -> MetricSpec:
+    return spec(name, kind, help, JOB_LABELS + extra, field=field)
+
+
+# Per (job_name, rank): RankView fields.
+JOB_INFO = _job("npu_job_info", "gauge", "Training process reporting through the hooks; value 1. `device` is the chip logic id (joins npu_device_info).", "device", "world_size", "framework", "pid", field=("device", "world_size", "framework", "pid"))
+JOB_ITERATION_DURATION = _job("npu_job_iteration_duration_seconds", "histogram", "Iteration (training step) duration, seconds.", field=("cumulative_buckets", "duration_sum"))
+JOB_ITERATIONS = _job("npu_job_iterations_total", "counter", "Iterations (training steps) completed.", field="iterations")
+JOB_SAMPLES = _job("npu_job_samples_total", "counter", "Samples processed, as reported with each step.", field="samples")
+JOB_PHASE_SECONDS = _job("npu_job_phase_seconds_total", "counter", "Time spent in each phase of the iterations, seconds.", "phase", field="phase_seconds")
+JOB_LAST_ITERATION = _job("npu_job_last_iteration_timestamp_seconds", "gauge", "Unix time the latest iteration ended (stall detection).", field="last_iteration_end")
+JOB_MEMORY_ALLOCATED = _job("npu_job_memory_allocated_bytes", "gauge", "Device memory held by the framework's allocator (torch memory_allocated), bytes.", field="memory_allocated_bytes")
+JOB_MEMORY_MAX_ALLOCATED = _job("npu_job_memory_max_allocated_bytes", "gauge", "Peak of npu_job_memory_allocated_bytes since the process started (torch max_memory_allocated), bytes.", field="memory_max_allocated_bytes")
+
+JOB_METRICS = (
+    JOB_INFO, JOB_ITERATION_DURATION, JOB_ITERATIONS, JOB_SAMPLES, JOB_PHASE_SECONDS, JOB_LAST_ITERATION,
+    JOB_MEMORY_ALLOCATED, JOB_MEMORY_MAX_ALLOCATED,
+)
+# Plain per-rank series, in the order they are rendered.
+JOB_FIELDS = (JOB_ITERATIONS, JOB_SAMPLES, JOB_LAST_ITERATION, JOB_MEMORY_ALLOCATED, JOB_MEMORY_MAX_ALLOCATED)
+
+# The ingest itself: IngestCounters fields.
+INGEST_REJECT_REASONS = (
+    "unauthorized", "content_type", "too_large", "malformed_json", "invalid", "unknown_phase",
+    "out_of_range", "bad_label", "too_many_jobs", "too_many_ranks",
+)
+INGEST_REQUESTS = spec("cann_exporter_ingest_requests_total", "counter", "Batches accepted on POST /api/v1/steps.", field="requests")
+INGEST_STEPS = spec("cann_exporter_ingest_steps_total", "counter", "Steps accepted on POST /api/v1/steps.", field="steps")
+INGEST_REJECTED = spec("cann_exporter_ingest_rejected_total", "counter", "Batches rejected on POST /api/v1/steps, by reason.", ("reason",), field="rejected")
+INGEST_DROPPED = spec("cann_exporter_ingest_client_dropped_steps_total", "counter", "Steps the hook clients reported dropping (buffer full, exporter unreachable).", field="client_dropped")
+INGEST_EXPIRED = spec("cann_exporter_ingest_expired_total", "counter", "Job ranks removed after their TTL without reports.", field="expired")
+INGEST_RANKS = spec("cann_exporter_ingest_ranks", "gauge", "Job ranks currently held by the ingest store.", field="held_ranks")
+
+INGEST_METRICS = (INGEST_REQUESTS, INGEST_STEPS, INGEST_REJECTED, INGEST_DROPPED, INGEST_EXPIRED, INGEST_RANKS)
+# Plain counts, in the order they are rendered (rejections come last, by reason).
+INGEST_COUNTS = (INGEST_REQUESTS, INGEST_STEPS, INGEST_DROPPED, INGEST_EXPIRED, INGEST_RANKS)

@@ -1,0 +1,191 @@
+"""The training-hook event store behind `POST /api/v1/steps`.
+
+:class:`IngestStore` folds validated batches into one :class:`RankState` per (job_name, rank)
+without awaiting between the cardinality check and the update; entries expire after a TTL
+(on the monotonic clock) so their series disappear from /metrics. :meth:`IngestStore.part`
+is the immutable copy a scrape renders.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from exporter.jobs.metrics import JOB_DURATION_BUCKETS
+from exporter.jobs.validate import Batch, IngestError, IngestLimits
+
+
+@dataclass
+class RankState:
+    """Everything known about one (job_name, rank); counters only grow while it lives."""
+
+    job_name: str
+    rank: int
+    world_size: int
+    device: str
+    framework: str
+    pid: str
+    last_seen: float                      # time.monotonic(): TTLs must not follow wall-clock jumps
+    finished: bool = False
+    iterations: int = 0
+    samples: int | None = None            # None until a step reports samples
+    duration_sum: float = 0.0
+    buckets: list[int] = field(default_factory=lambda: [0] * (len(JOB_DURATION_BUCKETS) + 1))
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    last_iteration_end: float | None = None
+    memory_allocated_bytes: int | None = None
+    memory_max_allocated_bytes: int | None = None
+
+    def fold(self, batch: Batch, now: float, seen: float) -> None:
+        """``now`` is unix time (the default step end), ``seen`` the monotonic arrival time."""
+        self.world_size, self.device, self.framework, self.pid = batch.world_size, batch.device, batch.framework, batch.pid
+        self.last_seen = seen
+        self.finished = batch.final
+        if batch.memory_allocated_bytes is not None:
+            self.memory_allocated_bytes = batch.memory_allocated_bytes
+        if batch.memory_max_allocated_bytes is not None:
+            self.memory_max_allocated_bytes = batch.memory_max_allocated_bytes
+        for step in batch.steps:
+            self.iterations += 1
+            self.duration_sum += step.duration
+            self.buckets[bisect.bisect_left(JOB_DURATION_BUCKETS, step.duration)] += 1
+            if step.samples is not None:
+                self.samples = (self.samples or 0) + step.samples
+            for name, seconds in step.phases:
+                self.phase_seconds[name] = self.phase_seconds.get(name, 0.0) + seconds
+            end = now if step.end is None else step.end
+            if self.last_iteration_end is None or end > self.last_iteration_end:
+                self.last_iteration_end = end
+
+
+@dataclass(frozen=True)
+class RankView:
+    """An immutable copy of a RankState for one scrape."""
+
+    job_name: str
+    rank: int
+    world_size: int
+    device: str
+    framework: str
+    pid: str
+    iterations: int
+    samples: int | None
+    duration_sum: float
+    cumulative_buckets: tuple[int, ...]   # per JOB_DURATION_BUCKETS bound, then +Inf
+    phase_seconds: tuple[tuple[str, float], ...]
+    last_iteration_end: float | None
+    memory_allocated_bytes: int | None
+    memory_max_allocated_bytes: int | None
+
+    @classmethod
+    def of(cls, s: RankState) -> RankView:
+        cumulative, total = [], 0
+        for count in s.buckets:
+            total += count
+            cumulative.append(total)
+        return cls(
+            s.job_name, s.rank, s.world_size, s.device, s.framework, s.pid, s.iterations, s.samples,
+            s.duration_sum, tuple(cumulative), tuple(sorted(s.phase_seconds.items())), s.last_iteration_end,
+            s.memory_allocated_bytes, s.memory_max_allocated_bytes,
+        )
+
+
+@dataclass(frozen=True)
+class IngestCounters:
+    requests: int = 0
+    steps: int = 0
+    client_dropped: int = 0
+    expired: int = 0
+    rejected: tuple[tuple[str, int], ...] = ()
+    held_ranks: int = 0
+
+
+@dataclass(frozen=True)
+class JobsPart:
+    """What a scrape renders of the ingest: every live (job_name, rank) and the counters."""
+
+    ranks: tuple[RankView, ...] = ()
+    counters: IngestCounters = IngestCounters()
+
+
+class IngestStore:
+    """Per-(job_name, rank) state. Callers run on the event loop; the lock only guards
+    against a scrape from another thread, it is never held across an await."""
+
+    def __init__(
+        self,
+        ttl: float = 1800.0,
+        finished_ttl: float = 60.0,
+        limits: IngestLimits = IngestLimits(),
+        clock: Callable[[], float] = time.time,
+        age_clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.ttl = ttl
+        self.finished_ttl = min(finished_ttl, ttl)
+        self.limits = limits
+        self.clock = clock    # unix time: step `end` checks and defaults
+        # TTLs run on the monotonic clock; a test that injects only ``clock`` drives both.
+        self.age_clock = age_clock or (time.monotonic if clock is time.time else clock)
+        self._entries: dict[tuple[str, int], RankState] = {}
+        self._ranks_per_job: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._requests = 0
+        self._steps = 0
+        self._client_dropped = 0
+        self._expired = 0
+        self._rejected: dict[str, int] = {}
+
+    def accept(self, batch: Batch) -> int:
+        """Fold a validated batch in; IngestError (429) when it would exceed a cardinality limit."""
+        with self._lock:
+            now, seen = self.clock(), self.age_clock()
+            self._expire(seen)
+            key = (batch.job_name, batch.rank)
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = self._admit(batch, seen)
+            entry.fold(batch, now, seen)
+            self._requests += 1
+            self._steps += len(batch.steps)
+            self._client_dropped += batch.dropped
+            return len(batch.steps)
+
+    def _admit(self, batch: Batch, now: float) -> RankState:
+        ranks = self._ranks_per_job.get(batch.job_name, 0)
+        if ranks == 0 and len(self._ranks_per_job) >= self.limits.max_jobs:
+            raise IngestError(429, "too_many_jobs", f"already tracking {self.limits.max_jobs} jobs (ingest.max_jobs); {batch.job_name!r} is not admitted until one expires")
+        if ranks >= self.limits.max_ranks:
+            raise IngestError(429, "too_many_ranks", f"job {batch.job_name!r} already has {self.limits.max_ranks} ranks here (ingest.max_ranks)")
+        entry = RankState(batch.job_name, batch.rank, batch.world_size, batch.device, batch.framework, batch.pid, now)
+        self._entries[(batch.job_name, batch.rank)] = entry
+        self._ranks_per_job[batch.job_name] = ranks + 1
+        return entry
+
+    def reject(self, reason: str) -> None:
+        with self._lock:
+            self._rejected[reason] = self._rejected.get(reason, 0) + 1
+
+    def _expire(self, now: float) -> None:
+        for key, entry in list(self._entries.items()):
+            if now - entry.last_seen > (self.finished_ttl if entry.finished else self.ttl):
+                del self._entries[key]
+                left = self._ranks_per_job[entry.job_name] - 1
+                if left:
+                    self._ranks_per_job[entry.job_name] = left
+                else:
+                    del self._ranks_per_job[entry.job_name]
+                self._expired += 1
+
+    def part(self) -> JobsPart:
+        """Expire, then copy everything a scrape renders."""
+        with self._lock:
+            self._expire(self.age_clock())
+            ranks = tuple(RankView.of(e) for _, e in sorted(self._entries.items()))
+            counters = IngestCounters(
+                self._requests, self._steps, self._client_dropped, self._expired,
+                tuple(sorted(self._rejected.items())), len(self._entries),
+            )
+        return JobsPart(ranks, counters)

@@ -1,0 +1,169 @@
+"""One node's exporter built from Settings: sources, sampler, snapshot store and registry.
+
+Sources run on the sampler's schedule; after every run the sampler publishes a snapshot built
+from each source's part; the registry's one collector (exposition.py) renders it. The order
+of the tasks matters: npu-smi first (readiness waits on it, and hccn_tool asks about the
+chips it lists).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass, replace
+
+from prometheus_client import CollectorRegistry
+
+from exporter.core.health import HealthRegistry
+from exporter.core.runner import CommandRunner
+from exporter.core.sampler import Sampler, Task
+from exporter.core.selfmetrics import StatusCollector, StatusPart
+from exporter.hccn.collector import NetworkCollector
+from exporter.hccn.options import HccnOptions
+from exporter.hccn.source import HccnSource
+from exporter.jobs.collector import JobCollector
+from exporter.jobs.store import IngestStore
+from exporter.jobs.validate import IngestLimits
+from exporter.node.exposition import Exposition, Rendering
+from exporter.node.settings import Settings
+from exporter.node.simulate import Simulated, hccn_tool_command, npu_smi_command
+from exporter.node.snapshot import Snapshot, SnapshotStore
+from exporter.npusmi.collector import ChipsCollector, ProcessesCollector
+from exporter.npusmi.source import NpuSmiSource
+from exporter.pods.collector import PodCollector
+from exporter.pods.source import PodResourcesSource, in_kubernetes
+from exporter.profiles.collector import ProfileCollector
+from exporter.profiles.source import ProfileSource
+from exporter.web.collector import WebCollector
+from exporter.web.security import WebSecurity
+
+log = logging.getLogger("exporter")
+
+HCCN_MAX_OUTPUT_BYTES = 1 << 20   # hccn_tool answers are small; a few calls at once (the device serialises them)
+HCCN_MAX_CONCURRENCY = 4
+
+
+@dataclass
+class Node:
+    store: SnapshotStore
+    registry: CollectorRegistry
+    exposition: Exposition                  # the registry's one collector: what /metrics renders
+    sampler: Sampler
+    npu_smi: NpuSmiSource
+    simulated: Simulated | None = None
+    hccn: HccnSource | None = None          # hccn_tool network source; None when off or not installed
+    pods: PodResourcesSource | None = None  # kubelet pod attribution; None outside Kubernetes or off
+    profiles: ProfileSource | None = None   # profiler exports; None without profiles.dirs
+    ingest: IngestStore | None = None       # training-hook steps (POST /api/v1/steps); None when disabled
+
+
+def build_npu_smi(settings: Settings, health: HealthRegistry) -> tuple[NpuSmiSource, Simulated | None]:
+    command, simulated = npu_smi_command(settings.simulator, settings.npu_smi.path)
+    options = settings.npu_smi
+    if not settings.collector.devices:
+        options = replace(options, details=())   # the details only fill chip gauges
+    runner = CommandRunner(timeout=options.timeout, max_concurrency=options.max_concurrency, max_output_bytes=options.max_output_bytes)
+    return NpuSmiSource(options, runner, health, command=command, max_age=settings.max_age), simulated
+
+
+def hccn_command(options: HccnOptions, simulated: Simulated | None) -> tuple[str, ...] | None:
+    """The hccn_tool argv prefix, or None when the network source is off. auto: on when the
+    binary exists (inference-only nodes have none: no network metrics, nothing counted); with
+    the simulator, its hccn_tool."""
+    if options.enabled is False:
+        return None
+    if simulated is not None:
+        return hccn_tool_command(simulated)
+    if options.enabled is None and not shutil.which(options.path):
+        log.info("hccn_tool not found; network metrics off", extra={"hccn_tool": options.path})
+        return None
+    return (options.path,)
+
+
+def build_hccn(settings: Settings, health: HealthRegistry, store: SnapshotStore, simulated: Simulated | None) -> HccnSource | None:
+    options = settings.hccn
+    command = hccn_command(options, simulated)
+    if command is None:
+        return None
+    runner = CommandRunner(timeout=options.timeout, max_concurrency=HCCN_MAX_CONCURRENCY, max_output_bytes=HCCN_MAX_OUTPUT_BYTES)
+    return HccnSource(options, runner, health, chips=lambda: store.sampled.devices.chips, command=command, max_age=settings.max_age)
+
+
+def build_pods(settings: Settings, health: HealthRegistry) -> PodResourcesSource | None:
+    enabled = settings.podresources.enabled
+    if enabled is None:
+        enabled = in_kubernetes()
+    return PodResourcesSource(settings.podresources, health) if enabled else None
+
+
+def build_ingest(settings: Settings) -> IngestStore:
+    options = settings.ingest
+    limits = IngestLimits(max_jobs=options.max_jobs, max_ranks=options.max_ranks, max_body_bytes=options.max_body_bytes)
+    return IngestStore(ttl=options.ttl, finished_ttl=options.finished_ttl, limits=limits)
+
+
+def build_snapshot(
+    ready: bool, health: HealthRegistry, npu_smi: NpuSmiSource, simulated: Simulated | None = None, *,
+    hccn: HccnSource | None = None, pods: PodResourcesSource | None = None, profiles: ProfileSource | None = None,
+) -> Snapshot:
+    """A snapshot of every sampled source's part as of now (a part is None when its source is off)."""
+    devices = npu_smi.part()
+    return Snapshot(
+        ready=ready,
+        status=StatusPart(health.statuses(), simulated, devices.stale_chips),
+        devices=devices,
+        network=hccn.part() if hccn else None,
+        pods=pods.part(devices.chips) if pods else None,
+        profiles=profiles.part() if profiles else None,
+    )
+
+
+def assemble(settings: Settings, *, ingest: bool = True, security: WebSecurity | None = None) -> Node:
+    """``ingest=False`` leaves the hooks ingest out (`once` has no server); ``security`` (the
+    web config of `serve`) adds its metrics."""
+    health = HealthRegistry()
+    npu_smi, simulated = build_npu_smi(settings, health)
+    profiles = ProfileSource(settings.profiles, health) if settings.profiles.dirs else None
+    pods = build_pods(settings, health)
+    ingest_store = build_ingest(settings) if ingest and settings.ingest.enabled else None
+    store = SnapshotStore(
+        jobs=ingest_store.part if ingest_store else None,
+        web=security.part if security else None,
+    )
+    hccn = build_hccn(settings, health, store, simulated)
+
+    tasks: list[Task] = list(npu_smi.tasks())
+    for source in (profiles, pods, hccn):
+        if source is not None:
+            tasks += source.tasks()
+
+    def publish(ready: bool) -> None:
+        store.publish(build_snapshot(ready, health, npu_smi, simulated, hccn=hccn, pods=pods, profiles=profiles))
+
+    collectors = settings.collector
+    # Order of the exposition: chips, processes, the exporter itself, then the optional sources.
+    wanted = [
+        (collectors.devices, ChipsCollector(), lambda s: s.devices),
+        (collectors.processes, ProcessesCollector(), lambda s: s.devices),
+        (collectors.self, StatusCollector(), lambda s: s.status),
+        (profiles is not None, ProfileCollector(), lambda s: s.profiles),
+        (hccn is not None, NetworkCollector(), lambda s: s.network),
+        (pods is not None, PodCollector(), lambda s: s.pods),
+        (ingest_store is not None, JobCollector(), lambda s: s.jobs),
+        (security is not None, WebCollector(), lambda s: s.web),
+    ]
+    exposition = Exposition(store, [Rendering(collector, part) for on, collector, part in wanted if on])
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(exposition)
+    if ingest_store is not None:
+        log.info("training-hook ingest enabled",
+                 extra={"path": "/api/v1/steps", "token": settings.ingest.token is not None, "ttl": settings.ingest.ttl})
+    log.info("collectors enabled", extra={
+        "collectors": ",".join(name for name in ("devices", "processes", "self") if getattr(collectors, name)),
+        "npu_smi": " ".join(npu_smi.command),
+        "profiles": ",".join(settings.profiles.dirs) or "off",
+        "podresources": settings.podresources.socket if pods else "off",
+        "hccn": " ".join(hccn.command) if hccn else "off",
+    })
+    sampler = Sampler(tasks, health, publish)
+    return Node(store, registry, exposition, sampler, npu_smi, simulated, hccn=hccn, pods=pods, profiles=profiles, ingest=ingest_store)

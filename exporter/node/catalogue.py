@@ -1,0 +1,25 @@
+"""Every metric the exporter can serve, gathered from the packages that declare them, in the
+order of the metric reference (docs/metrics.md)."""
+
+from __future__ import annotations
+
+from exporter.core.metric import MetricSpec, markdown_table
+from exporter.core.selfmetrics import SELF_METRICS
+from exporter.hccn.metrics import NETWORK_METRICS
+from exporter.jobs.metrics import INGEST_METRICS, JOB_METRICS
+from exporter.npusmi.metrics import CHIP_METRICS, PROCESS_METRICS
+from exporter.pods.metrics import POD_METRICS
+from exporter.profiles.metrics import PROFILE_METRICS
+from exporter.web.metrics import WEB_METRICS
+
+ALL_METRICS: tuple[MetricSpec, ...] = (
+    CHIP_METRICS + PROCESS_METRICS + POD_METRICS + SELF_METRICS + WEB_METRICS + JOB_METRICS + INGEST_METRICS
+    + PROFILE_METRICS + NETWORK_METRICS
+)
+
+DOC_HEADER = "# Metric reference\n\nGenerated from the metric specs each package declares; do not edit by hand.\n\n"
+
+
+def metrics_doc() -> str:
+    """The text of docs/metrics.md."""
+    return DOC_HEADER + markdown_table(ALL_METRICS)

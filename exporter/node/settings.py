@@ -1,0 +1,123 @@
+"""Settings: the options every package declares, read from one YAML file, `CANN_EXPORTER_*`
+environment variables and flags (precedence: flag > environment > file > default).
+
+Each package writes its options once (npusmi/options.py, hccn/options.py, ...); this module
+only puts the sections together, under the YAML keys users write. :func:`build_settings` is
+pure and lists every bad entry at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from exporter.core.logs import LogOptions
+from exporter.core.options import (
+    ConfigError,
+    Option,
+    build,
+    option,
+    options_of,
+    parse_bool,
+    parse_duration,
+    resolve,
+    section,
+)
+from exporter.core.options import (
+    load_yaml as _load_yaml,
+)
+from exporter.hccn.options import HccnOptions
+from exporter.jobs.options import IngestOptions
+from exporter.node.simulate import SimulatorOptions
+from exporter.npusmi.options import NpuSmiOptions
+from exporter.pods.options import PodsOptions
+from exporter.profiles.options import ProfilesOptions
+from exporter.web.options import WebOptions, listen_option
+
+__all__ = ["OPTIONS", "OPTIONS_BY_KEY", "ConfigError", "Settings", "build_settings", "load_ingest_token", "load_yaml"]
+
+
+@dataclass(frozen=True)
+class CollectorOptions:
+    """`collector.*`: switch a collector off (its series are not served)."""
+
+    devices: bool = option(True, parse_bool, "enable the devices collector (per-chip metrics from npu-smi)")
+    processes: bool = option(True, parse_bool, "enable the processes collector (per-process device memory from the npu-smi process table)")
+    self: bool = option(True, parse_bool, "enable the self collector (the exporter's own health and build metrics)")
+
+
+@dataclass(frozen=True)
+class Settings:
+    listen: tuple[str, int] = listen_option()
+    web: WebOptions = section(WebOptions)
+    log: LogOptions = section(LogOptions)
+    max_age: float = option("180s", parse_duration, "data older than this is not served (must exceed the detail interval)", metavar="DURATION")
+    npu_smi: NpuSmiOptions = section(NpuSmiOptions)
+    simulator: SimulatorOptions = section(SimulatorOptions)
+    ingest: IngestOptions = section(IngestOptions)
+    profiles: ProfilesOptions = section(ProfilesOptions)
+    podresources: PodsOptions = section(PodsOptions)
+    hccn: HccnOptions = section(HccnOptions)
+    collector: CollectorOptions = section(CollectorOptions)
+
+    @property
+    def listen_host(self) -> str:
+        return self.listen[0]
+
+    @property
+    def listen_port(self) -> int:
+        return self.listen[1]
+
+
+OPTIONS: tuple[Option, ...] = options_of(Settings)
+OPTIONS_BY_KEY = {o.key: o for o in OPTIONS}
+
+
+def load_yaml(text: str, origin: str = "config") -> dict[str, Any]:
+    """A config file's text -> dotted keys; problems are ConfigError naming the file."""
+    return _load_yaml(text, OPTIONS_BY_KEY, origin)
+
+
+def build_settings(
+    file_values: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+    origin: str = "config",
+) -> Settings:
+    """Merge defaults < file < environment < flags and validate every value."""
+    values, problems = resolve(OPTIONS, file_values, env, flags, origin)
+    if not problems:
+        problems += _cross_checks(values)
+    if problems:
+        raise ConfigError(problems)
+    return build(Settings, values)
+
+
+def load_ingest_token(settings: Settings) -> Settings:
+    """Settings with the token read from ``ingest.token_file`` (I/O, so outside build_settings)."""
+    path = settings.ingest.token_file
+    if path is None:
+        return settings
+    try:
+        token = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"ingest.token_file: cannot read {path}: {exc}"]) from None
+    if not token:
+        raise ConfigError([f"ingest.token_file: {path} is empty"])
+    return replace(settings, ingest=replace(settings.ingest, token=token))
+
+
+def _cross_checks(values: Mapping[str, Any]) -> list[str]:
+    problems = []
+    if values["npu_smi.timeout"] > values["npu_smi.interval"] * 10:
+        problems.append("npu_smi.timeout: should not exceed ten sampling intervals")
+    slowest = values["npu_smi.detail_interval"] if values["npu_smi.details"] else values["npu_smi.interval"]
+    if values["max_age"] <= slowest:
+        problems.append(f"max_age: must exceed the slowest sampling interval ({slowest:g}s), or that data would always be dropped")
+    if values["podresources.ttl"] <= values["podresources.interval"]:
+        problems.append("podresources.ttl: must exceed podresources.interval, or attribution would flicker")
+    if values["ingest.token"] is not None and values["ingest.token_file"] is not None:
+        problems.append("ingest.token, ingest.token_file: set one or the other, not both")
+    return problems

@@ -1,0 +1,58 @@
+"""The npu-smi metrics: name, type, help, labels and the DevicesPart field that fills each."""
+
+from __future__ import annotations
+
+from exporter.core.metric import CHIP_LABELS, MetricSpec, spec
+
+
+def _chip(name: str, help: str, *extra: str, field: str | tuple[str, ...], kind: str = "gauge") -> MetricSpec:
+    return spec(name, kind, help, CHIP_LABELS + extra, field=field)
+
+
+# Per chip (ChipSample fields); a chip that cannot be read now keeps only npu_device_info and npu_up 0.
+DEVICE_INFO = _chip("npu_device_info", "Chip identity; value 1.", "model", "bus_id", "phy_id", "vdie_id",
+                    field=("model", "bus_id", "phy_id", "vdie_id"))
+UP = _chip("npu_up", "1 if the latest read of this chip succeeded, else 0.", field="up")
+HEALTH = _chip("npu_health", "Chip health as a stateset: 1 for the current state.", "state", field="health")
+HEALTH_ERROR = _chip(
+    "npu_health_error_info",
+    "An error code npu-smi reports for a chip that is not OK (`-t health` Error Code); value 1.", "code",
+    field="health_error_codes",
+)
+AICORE = _chip("npu_aicore_utilization_ratio", "AI Core busy share (device utilization), 0..1.", field="aicore_utilization_ratio")
+AIVECTOR = _chip("npu_aivector_utilization_ratio", "AI Vector core busy share, 0..1.", field="aivector_utilization_ratio")
+AICUBE = _chip("npu_aicube_utilization_ratio", "AI Cube core busy share, 0..1.", field="aicube_utilization_ratio")
+AICPU = _chip("npu_aicpu_utilization_ratio", "AI CPU busy share, 0..1.", field="aicpu_utilization_ratio")
+CTRLCPU = _chip("npu_ctrlcpu_utilization_ratio", "Control CPU busy share, 0..1.", field="ctrlcpu_utilization_ratio")
+NPU_UTIL = _chip("npu_utilization_ratio", "Overall NPU utilization as npu-smi reports it, 0..1.", field="npu_utilization_ratio")
+HBM_USED = _chip("npu_hbm_used_bytes", "HBM in use, bytes.", field="hbm_used_bytes")
+HBM_TOTAL = _chip("npu_hbm_total_bytes", "HBM capacity, bytes.", field="hbm_total_bytes")
+HBM_BW = _chip("npu_hbm_bandwidth_utilization_ratio", "HBM bandwidth utilization, 0..1.", field="hbm_bandwidth_utilization_ratio")
+MEM_USED = _chip("npu_memory_used_bytes", "DDR memory in use, bytes.", field="memory_used_bytes")
+MEM_TOTAL = _chip("npu_memory_total_bytes", "DDR memory capacity, bytes.", field="memory_total_bytes")
+DDR_BW = _chip("npu_ddr_bandwidth_utilization_ratio", "DDR bandwidth utilization, 0..1.", field="ddr_bandwidth_utilization_ratio")
+HUGEPAGES_USED = _chip("npu_hugepages_used", "Huge pages in use, pages.", field="hugepages_used")
+HUGEPAGES_TOTAL = _chip("npu_hugepages_total", "Huge pages available, pages.", field="hugepages_total")
+POWER = _chip("npu_power_watts", "Power draw, watts (card power on 310P, die 0 on A3).", field="power_watts")
+TEMPERATURE = _chip("npu_temperature_celsius", "Chip temperature, degrees Celsius.", field="temperature_celsius")
+HBM_TEMPERATURE = _chip("npu_hbm_temperature_celsius", "HBM temperature, degrees Celsius.", field="hbm_temperature_celsius")
+AICORE_FREQ = _chip("npu_aicore_frequency_hertz", "Current AI Core clock, hertz.", field="aicore_frequency_hertz")
+AICORE_RATED_FREQ = _chip("npu_aicore_rated_frequency_hertz", "Rated AI Core clock, hertz.", field="aicore_rated_frequency_hertz")
+ECC_ERRORS = _chip("npu_ecc_errors_total", "ECC errors counted by the chip.", "memory", "type", field="ecc", kind="counter")
+
+# Per node (DevicesPart fields).
+DRIVER_INFO = spec("npu_driver_info", "gauge", "npu-smi and driver versions; value 1.", ("version", "tool_version"),
+                   field=("driver_version", "tool_version"))
+DEVICES = spec("npu_devices", "gauge", "Chips seen in the latest npu-smi overview.", field="chips_seen")
+
+# Per process (ProcessSample fields).
+PROCESS_MEMORY = _chip("npu_process_memory_bytes", "Device memory held by a process, bytes.", "pid", "process",
+                       field=("memory_bytes", "pid", "name"))
+
+# Plain per-chip gauges, in the order they are rendered.
+CHIP_GAUGES = (
+    AICORE, AIVECTOR, AICUBE, AICPU, CTRLCPU, NPU_UTIL, HBM_USED, HBM_TOTAL, HBM_BW, MEM_USED, MEM_TOTAL, DDR_BW,
+    HUGEPAGES_USED, HUGEPAGES_TOTAL, POWER, TEMPERATURE, HBM_TEMPERATURE, AICORE_FREQ, AICORE_RATED_FREQ,
+)
+CHIP_METRICS = (DEVICE_INFO, DRIVER_INFO, DEVICES, UP, HEALTH, HEALTH_ERROR, *CHIP_GAUGES, ECC_ERRORS)
+PROCESS_METRICS = (PROCESS_MEMORY,)

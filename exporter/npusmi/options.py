@@ -1,0 +1,33 @@
+"""`npu_smi.*`: where npu-smi is, how often it is asked and how each call is bounded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from exporter.core.options import (
+    option,
+    parse_bool,
+    parse_duration,
+    parse_positive_int,
+    parse_text,
+    subset,
+)
+
+# The per-card `-t` queries the source knows (health is per chip, and only for chips not OK).
+DETAIL_KINDS = ("usages", "common", "ecc", "memory", "health")
+
+
+@dataclass(frozen=True)
+class NpuSmiOptions:
+    path: str = option("npu-smi", parse_text, "npu-smi binary (name on PATH or a path)", flag="--npu-smi", metavar="PATH")
+    timeout: float = option("10s", parse_duration, "kill an npu-smi call after this long", metavar="DURATION")
+    interval: float = option("10s", parse_duration, "how often `npu-smi info` reads every chip", metavar="DURATION")
+    detail_interval: float = option("60s", parse_duration, "how often the per-card `-t` details are read", metavar="DURATION")
+    inventory_interval: float = option(
+        "1h", parse_duration, "how often `info -m` and board ids are re-read (also on chip-set change)", metavar="DURATION")
+    details: tuple[str, ...] = option(
+        "usages,common,ecc,health", subset(*DETAIL_KINDS),
+        "`-t` queries (per card; health per chip, only when not OK): " + ",".join(DETAIL_KINDS), metavar="LIST")
+    board: bool = option(True, parse_bool, "read `-t board -c` per chip at inventory time (die ids)")
+    max_concurrency: int = option(4, parse_positive_int, "npu-smi calls running at once", metavar="N")
+    max_output_bytes: int = option(4 << 20, parse_positive_int, "larger npu-smi outputs are discarded", metavar="BYTES")

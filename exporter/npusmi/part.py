@@ -1,0 +1,179 @@
+"""The npu-smi part of the snapshot, and the pure conversion from parsed records to it.
+
+Base units (bytes, watts, hertz, ratios 0..1); ``None`` means not reported by this chip or
+driver, which is different from zero. A field's comment names the npu-smi command and
+column it comes from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from exporter.npusmi import parse as p
+
+MIB = 1024 * 1024          # npu-smi's "MB" are MiB
+HEALTH_STATES = ("OK", "Warning", "Alarm", "Critical", "Unknown")
+
+
+@dataclass(frozen=True)
+class EccCount:
+    memory: str        # hbm, ddr
+    type: str          # single_bit, double_bit
+    count: int
+
+
+@dataclass(frozen=True)
+class ChipSample:
+    """One chip as the latest fresh reads describe it."""
+
+    npu: int                                     # `info` NPU id (the -i argument)
+    chip: int                                    # `info` Chip: index within the card
+    device: int | None                           # `info -m` Chip Logic ID (framework index)
+    up: bool                                     # listed by the latest `info`, which is fresh
+    model: str | None = None                     # `info` Name
+    bus_id: str | None = None                    # `info` Bus-Id
+    phy_id: int | None = None                    # `info` / `info -m` Chip Phy-ID (A3)
+    vdie_id: str | None = None                   # `-t board -c` VDie ID
+    health: str | None = None                    # `info` Health, one of HEALTH_STATES
+    health_error_codes: tuple[str, ...] = ()     # `-t health -c` Error Code (read only when health is not OK)
+    aicore_utilization_ratio: float | None = None        # `info` AICore(%)
+    aivector_utilization_ratio: float | None = None      # `-t usages` Aivector/Vectorcore Usage Rate(%)
+    aicube_utilization_ratio: float | None = None        # `-t usages` Aicube Usage Rate(%)
+    aicpu_utilization_ratio: float | None = None         # `-t usages` Aicpu Usage Rate(%)
+    ctrlcpu_utilization_ratio: float | None = None       # `-t usages` Ctrlcpu Usage Rate(%)
+    npu_utilization_ratio: float | None = None           # `-t usages` NPU Utilization(%), 950 `info` NPU Util(%)
+    hbm_used_bytes: float | None = None                  # `info` HBM-Usage(MB) used
+    hbm_total_bytes: float | None = None                 # `info` HBM-Usage(MB) total
+    hbm_bandwidth_utilization_ratio: float | None = None  # `-t usages` HBM Bandwidth Usage Rate(%)
+    memory_used_bytes: float | None = None               # `info` Memory-Usage(MB) used (DDR)
+    memory_total_bytes: float | None = None              # `info` Memory-Usage(MB) total
+    ddr_bandwidth_utilization_ratio: float | None = None  # `-t usages` DDR Bandwidth Usage Rate(%)
+    hugepages_used: int | None = None                    # `info` Hugepages-Usage(page) used
+    hugepages_total: int | None = None                   # `info` Hugepages-Usage(page) total
+    power_watts: float | None = None                     # `info` Power(W); 310P: `-t common` MCU power
+    temperature_celsius: float | None = None             # `info` Temp(C)
+    hbm_temperature_celsius: float | None = None         # `-t memory` HBM Temperature(C)
+    aicore_frequency_hertz: float | None = None          # `-t common` Aicore curFreq(MHZ)
+    aicore_rated_frequency_hertz: float | None = None    # `-t common` Aicore Freq(MHZ)
+    ecc: tuple[EccCount, ...] = ()                       # `-t ecc` aggregate totals
+
+
+@dataclass(frozen=True)
+class ProcessSample:
+    """One row of the `info` process section."""
+
+    npu: int
+    chip: int
+    device: int | None
+    pid: int
+    name: str
+    memory_bytes: float | None
+
+
+@dataclass(frozen=True)
+class DevicesPart:
+    """What the npu-smi source knows at one moment; data older than max_age is left out."""
+
+    chips: tuple[ChipSample, ...] = ()           # every chip ever seen; those not read now have up=False
+    processes: tuple[ProcessSample, ...] = ()
+    chips_seen: int | None = None                # chips in the latest successful overview
+    driver_version: str | None = None            # `info` Version
+    tool_version: str | None = None              # `info` npu-smi version
+    stale_chips: int = 0                         # listed by an overview older than max_age: withheld
+
+
+# --- records -> samples (pure) ------------------------------------------------------------------
+
+def overview_values(chip: p.InfoChip) -> dict[str, object]:
+    """ChipSample fields from the chip's rows of `npu-smi info`."""
+    ddr = has_ddr(chip)
+    return {
+        "health": health_state(chip.health),
+        "aicore_utilization_ratio": ratio(chip.aicore_percent),
+        "npu_utilization_ratio": ratio(chip.npu_util_percent),
+        "hbm_used_bytes": to_bytes(chip.hbm_used_mb),
+        "hbm_total_bytes": to_bytes(chip.hbm_total_mb),
+        "memory_used_bytes": to_bytes(chip.memory_used_mb) if ddr else None,
+        "memory_total_bytes": to_bytes(chip.memory_total_mb) if ddr else None,
+        "hugepages_used": chip.hugepages_used,
+        "hugepages_total": chip.hugepages_total,
+        "power_watts": chip.power_watts,
+        "temperature_celsius": chip.temperature_celsius,
+    }
+
+
+def detail_values(sample: ChipSample, details: dict[str, object]) -> dict[str, object]:
+    """ChipSample fields from the chip's fresh `-t` records, by kind (usages, common, ...)."""
+    changes: dict[str, object] = {}
+    usages = details.get("usages")
+    if isinstance(usages, p.ChipUsages):
+        changes.update(
+            aivector_utilization_ratio=ratio(usages.aivector_percent),
+            aicube_utilization_ratio=ratio(usages.aicube_percent),
+            aicpu_utilization_ratio=ratio(usages.aicpu_percent),
+            ctrlcpu_utilization_ratio=ratio(usages.ctrlcpu_percent),
+            hbm_bandwidth_utilization_ratio=ratio(usages.hbm_bandwidth_percent),
+        )
+        if sample.memory_total_bytes is not None:
+            changes["ddr_bandwidth_utilization_ratio"] = ratio(usages.ddr_bandwidth_percent)
+        if sample.npu_utilization_ratio is None:
+            changes["npu_utilization_ratio"] = ratio(usages.npu_util_percent)
+    common = details.get("common")
+    if isinstance(common, p.ChipCommon):
+        changes.update(
+            aicore_frequency_hertz=hertz(common.aicore_cur_freq_mhz),
+            aicore_rated_frequency_hertz=hertz(common.aicore_freq_mhz),
+        )
+    memory = details.get("memory")
+    if isinstance(memory, p.ChipMemory):
+        changes["hbm_temperature_celsius"] = memory.hbm_temperature_celsius
+    health = details.get("health")
+    if isinstance(health, p.ChipHealth) and sample.health not in (None, "OK"):
+        changes["health_error_codes"] = health.error_codes  # a chip back to OK drops its old codes
+    ecc = details.get("ecc")
+    if isinstance(ecc, p.ChipEcc):
+        counts = ecc_counts(ecc)
+        if sample.memory_total_bytes is None:
+            counts = tuple(c for c in counts if c.memory != "ddr")
+        changes["ecc"] = counts
+    return changes
+
+
+def has_ddr(chip: p.InfoChip) -> bool:
+    """910B/A3/950 print DDR as `0 / 0` (they have none): that is absence, not an empty DDR."""
+    return bool(chip.memory_total_mb)
+
+
+def ratio(percent: float | None) -> float | None:
+    return None if percent is None else percent / 100.0
+
+
+def to_bytes(mib: float | None) -> float | None:
+    return None if mib is None else float(mib) * MIB
+
+
+def hertz(mhz: float | None) -> float | None:
+    return None if mhz is None else mhz * 1e6
+
+
+def health_state(value: str | None) -> str | None:
+    """npu-smi's Health text as one of HEALTH_STATES (anything unlisted is Unknown)."""
+    if value is None:
+        return None
+    for state in HEALTH_STATES:
+        if value.lower() == state.lower():
+            return state
+    return "Unknown"
+
+
+def ecc_counts(ecc: p.ChipEcc) -> tuple[EccCount, ...]:
+    """Aggregate (lifetime) totals where printed, else the current counts."""
+    out = []
+    for memory in ("ddr", "hbm"):
+        for kind in ("single_bit", "double_bit"):
+            total = getattr(ecc, f"{memory}_{kind}_aggregate_total")
+            if total is None:
+                total = getattr(ecc, f"{memory}_{kind}_errors")
+            if total is not None:
+                out.append(EccCount(memory, kind, total))
+    return tuple(out)

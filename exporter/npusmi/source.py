@@ -1,0 +1,279 @@
+"""Which npu-smi calls to make, when, and how their records become snapshot parts.
+
+npu-smi costs about a second per call on real hosts, so the schedule keeps spawns few:
+
+- every ``interval`` (default 10 s): one `npu-smi info` for all chips (utilization, HBM/DDR,
+  power, temperature, health, processes);
+- at start, every ``inventory_interval`` (default 1 h) and whenever the set of chips in the
+  overview changes: `npu-smi info -m` (logic ids) and `-t board -i N -c C` per chip (die id);
+- every ``detail_interval`` (default 60 s): per NPU `-t usages` (vector/cube/AI CPU/control
+  CPU, bandwidths), `-t common` (clock; 310P card power), `-t ecc`; optionally `-t memory`
+  (HBM temperature). Each is one call per card, not per chip. `-t health -i N -c C` (error
+  codes) is per chip, and only for chips whose overview health is not OK: a healthy node
+  pays nothing for it.
+
+A failing call or card is recorded by reason and hides nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+from exporter.core import clock
+from exporter.core.clock import Clock, Stamped
+from exporter.core.health import Failure, HealthRegistry
+from exporter.core.runner import CommandRunner, RunError, RunResult
+from exporter.core.sampler import Task
+from exporter.npusmi import parse as p
+from exporter.npusmi.options import DETAIL_KINDS, NpuSmiOptions
+from exporter.npusmi.part import (
+    ChipSample,
+    DevicesPart,
+    ProcessSample,
+    detail_values,
+    health_state,
+    overview_values,
+    to_bytes,
+)
+
+ChipKey = tuple[int, int]  # (npu id, chip index)
+
+
+class NpuSmiSource:
+    """Keeps the latest parsed npu-smi records and turns them into a DevicesPart.
+
+    ``command`` is the argv prefix (``(options.path,)``, or the simulator's longer one).
+    """
+
+    INFO, INVENTORY, DETAILS = "npu_smi_info", "npu_smi_inventory", "npu_smi_details"
+
+    def __init__(
+        self,
+        options: NpuSmiOptions,
+        runner: CommandRunner,
+        health: HealthRegistry,
+        *,
+        command: tuple[str, ...] | None = None,
+        max_age: float = 180.0,
+        clock: Clock = clock.monotonic,
+    ) -> None:
+        self.options = options
+        self.command = command or (options.path,)
+        self.max_age = max_age
+        self.runner = runner
+        self.health = health
+        self.clock = clock
+        self._table: p.InfoTable | None = None
+        self._table_at = -math.inf          # never read: infinitely old on the monotonic clock
+        self._table_ok = False
+        self._known: dict[ChipKey, p.InfoChip] = {}      # every chip ever seen, for npu_up 0
+        self._map: dict[ChipKey, p.ChipMapEntry] = {}
+        self._map_keys: frozenset[ChipKey] | None = None
+        self._inventory_at: float | None = None
+        self._boards: dict[ChipKey, p.BoardInfo] = {}
+        self._details: dict[tuple[str, ChipKey], Stamped[object]] = {}
+        self._card_power: dict[int, Stamped[float]] = {}  # 310P: MCU power of `-t common`
+
+    # --- scheduled work ------------------------------------------------------------------
+
+    async def refresh_overview(self) -> None:
+        """`npu-smi info`, then the inventory when it is due."""
+        start = time.monotonic()
+        failures: list[Failure] = []
+        try:
+            table = p.parse_info((await self._run("info")).output)
+        except (RunError, p.NpuSmiError) as exc:
+            failures.append(Failure("info", exc.reason, str(exc)))
+            self._table_ok = False
+        else:
+            self._table, self._table_at, self._table_ok = table, self.clock(), True
+            for chip in table.chips:
+                self._known[(chip.npu_id, chip.chip_id)] = chip
+        self.health[self.INFO].record(time.monotonic() - start, failures, ["info"])
+        if self._inventory_due():
+            await self.refresh_inventory()
+
+    async def refresh_inventory(self) -> None:
+        """`info -m` for logic ids, `-t board -c` per chip for die ids."""
+        start = time.monotonic()
+        failures: list[Failure] = []
+        self._inventory_at = self.clock()
+        try:
+            entries = p.parse_chip_map((await self._run("info", "-m")).output)
+        except (RunError, p.NpuSmiError) as exc:
+            failures.append(Failure("info -m", exc.reason, str(exc)))
+        else:
+            self._map = {(e.npu_id, e.chip_id): e for e in entries if e.is_chip}
+        self._map_keys = self._overview_keys()
+        subjects = ["info -m"]
+        if self.options.board:
+            keys = sorted(self._overview_keys() or self._map)
+            subjects += [f"board -i {n} -c {c}" for n, c in keys]
+            results = await asyncio.gather(*(self._board(key) for key in keys))
+            failures += [f for f in results if f is not None]
+        self.health[self.INVENTORY].record(time.monotonic() - start, failures, subjects)
+
+    async def refresh_details(self) -> None:
+        """Per-card `-t` queries, concurrently within the runner's bound."""
+        start = time.monotonic()
+        npus = sorted({npu for npu, _ in self._overview_keys() or self._known})
+        jobs = [(kind, npu) for npu in npus for kind in self.options.details if kind != "health"]
+        unwell = self._unwell_chips() if "health" in self.options.details else []
+        results = await asyncio.gather(
+            *(self._detail(kind, npu) for kind, npu in jobs),
+            *(self._health_detail(key) for key in unwell),
+        )
+        failures = [f for f in results if f is not None]
+        subjects = [f"{kind} -i {npu}" for kind, npu in jobs] + [f"health -i {n} -c {c}" for n, c in unwell]
+        self.health[self.DETAILS].record(time.monotonic() - start, failures, subjects)
+
+    def tasks(self) -> list[Task]:
+        """The sampler's tasks, in first-run order (readiness waits on the first)."""
+        out = [Task(self.INFO, self.options.interval, self.refresh_overview)]
+        if self.options.details:
+            out.append(Task(self.DETAILS, self.options.detail_interval, self.refresh_details))
+        return out
+
+    # --- building the snapshot part ----------------------------------------------------------
+
+    def part(self) -> DevicesPart:
+        """The chips and processes as of now; an overview older than max_age is withheld."""
+        now = self.clock()
+        table = self._table
+        fresh = self._table_ok and now - self._table_at <= self.max_age
+        listed = {(c.npu_id, c.chip_id): c for c in table.chips} if table and self._table_ok else {}
+        chips = tuple(
+            self._chip_sample(key, chip, up=fresh and key in listed, now=now)
+            for key, chip in sorted(self._known.items())
+        )
+        return DevicesPart(
+            chips=chips,
+            processes=self._processes(table) if now - self._table_at <= self.max_age else (),
+            chips_seen=len(listed) if self._table_ok else None,
+            driver_version=table.driver_version if table else None,
+            tool_version=table.tool_version if table else None,
+            stale_chips=0 if fresh else len(listed),
+        )
+
+    def _chip_sample(self, key: ChipKey, chip: p.InfoChip, up: bool, now: float) -> ChipSample:
+        mapped = self._map.get(key)
+        board = self._boards.get(key)
+        sample = ChipSample(
+            npu=chip.npu_id,
+            chip=chip.chip_id,
+            device=mapped.logic_id if mapped else chip.logic_id,
+            up=up,
+            model=chip.name,
+            bus_id=chip.bus_id,
+            phy_id=chip.phy_id if chip.phy_id is not None else (mapped.phy_id if mapped else None),
+            vdie_id=board.vdie_id if board else None,
+        )
+        if not up:
+            return sample  # identity only: a chip we cannot read has no values
+        sample = replace(sample, **overview_values(chip))  # type: ignore[arg-type]
+        changes = detail_values(sample, self._fresh_details(key, now))
+        card_power = self._card_power.get(key[0])
+        if sample.power_watts is None and key[1] == _first_chip(self._known, key[0]) and card_power:
+            if card_power.fresh(now, self.max_age):
+                changes["power_watts"] = card_power.value  # 310P: card power, on the card's first chip
+        return replace(sample, **changes) if changes else sample  # type: ignore[arg-type]
+
+    def _unwell_chips(self) -> list[ChipKey]:
+        """Chips the latest overview shows as not OK: the only ones worth a `-t health` call."""
+        if not self._table_ok or self._table is None:
+            return []
+        return sorted((c.npu_id, c.chip_id) for c in self._table.chips if health_state(c.health) not in (None, "OK"))
+
+    def _fresh_details(self, key: ChipKey, now: float) -> dict[str, object]:
+        out = {}
+        for kind in DETAIL_KINDS:
+            stamped = self._details.get((kind, key))
+            if stamped is not None and stamped.fresh(now, self.max_age):
+                out[kind] = stamped.value
+        return out
+
+    def _processes(self, table: p.InfoTable | None) -> tuple[ProcessSample, ...]:
+        if table is None or not table.processes:
+            return ()
+        out = []
+        for proc in table.processes:
+            chip = proc.chip_id if proc.chip_id is not None else 0
+            mapped = self._map.get((proc.npu_id, chip))
+            known = self._known.get((proc.npu_id, chip))
+            device = mapped.logic_id if mapped else (known.logic_id if known else None)
+            out.append(ProcessSample(proc.npu_id, chip, device, proc.pid, proc.name, to_bytes(proc.memory_mb)))
+        return tuple(out)
+
+    # --- calls -------------------------------------------------------------------------------
+
+    async def _run(self, *args: str) -> RunResult:
+        result = await self.runner.run([*self.command, *args])
+        if result.returncode != 0:
+            error = p.detect_error(result.output)
+            if error is not None:
+                raise error
+            raise RunError("exit_status", f"npu-smi {' '.join(args)} exited with status {result.returncode}")
+        return result
+
+    async def _board(self, key: ChipKey) -> Failure | None:
+        npu, chip = key
+        try:
+            board = p.parse_board((await self._run("info", "-t", "board", "-i", str(npu), "-c", str(chip))).output, npu_id=npu)
+        except (RunError, p.NpuSmiError) as exc:
+            return Failure(f"board -i {npu} -c {chip}", exc.reason, str(exc))
+        self._boards[key] = board
+        return None
+
+    async def _health_detail(self, key: ChipKey) -> Failure | None:
+        npu, chip = key
+        try:
+            text = (await self._run("info", "-t", "health", "-i", str(npu), "-c", str(chip))).output
+            record = p.parse_health(text, npu_id=npu, chip_id=chip)[0]
+        except (RunError, p.NpuSmiError) as exc:
+            return Failure(f"health -i {npu} -c {chip}", exc.reason, str(exc))
+        self._details[("health", key)] = Stamped(record, self.clock())
+        return None
+
+    async def _detail(self, kind: str, npu: int) -> Failure | None:
+        try:
+            text = (await self._run("info", "-t", kind, "-i", str(npu))).output
+            records = _DETAIL_PARSERS[kind](text, npu_id=npu)
+        except (RunError, p.NpuSmiError) as exc:
+            return Failure(f"{kind} -i {npu}", exc.reason, str(exc))
+        now = self.clock()
+        if isinstance(records, p.CommonInfo):
+            if records.mcu_power_watts is not None:
+                self._card_power[npu] = Stamped(records.mcu_power_watts, now)
+            records = records.chips
+        for record in records:
+            self._details[(kind, (npu, record.chip_id))] = Stamped(record, now)
+        return None
+
+    def _overview_keys(self) -> frozenset[ChipKey]:
+        if not self._table_ok or self._table is None:
+            return frozenset()
+        return frozenset((c.npu_id, c.chip_id) for c in self._table.chips)
+
+    def _inventory_due(self) -> bool:
+        if self._inventory_at is None:
+            return True
+        keys = self._overview_keys()
+        if keys and keys != self._map_keys:
+            return True  # chips appeared or disappeared: ids may have moved
+        return self.clock() - self._inventory_at >= self.options.inventory_interval
+
+
+_DETAIL_PARSERS: dict[str, Callable[[str], Iterable[object] | p.CommonInfo]] = {
+    "usages": p.parse_usages,
+    "common": p.parse_common,
+    "ecc": p.parse_ecc,
+    "memory": p.parse_memory,
+}
+
+
+def _first_chip(known: dict[ChipKey, p.InfoChip], npu: int) -> int:
+    return min((c for n, c in known if n == npu), default=0)

@@ -1,0 +1,98 @@
+"""JSON read without holding a giant file: a top-level array decoded item by item, and small
+files loaded whole with errors that say whether the file was cut short."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any, Protocol, TextIO
+
+from exporter.profiles.formats.common import ProfileParseError
+
+# --- JSON: streamed trace events -------------------------------------------------------------
+
+WHITESPACE = " \t\r\n"
+
+
+class _Reader(Protocol):
+    def read(self, size: int = -1, /) -> str: ...
+
+
+def iter_json_array(handle: _Reader, name: str, chunk: int = 1 << 20, max_item: int = 16 << 20) -> Iterator[Any]:
+    """Items of a top-level JSON array, decoded one at a time from ``chunk``-sized reads.
+
+    Raises ProfileParseError("truncated") when the file ends inside the array (a cut
+    file) and ("malformed") for anything that is not an array or not JSON.
+    """
+    decoder = json.JSONDecoder()
+    buf, eof = handle.read(chunk), False
+    pos = skip_chars(buf, 0, WHITESPACE)
+    if pos >= len(buf):
+        raise ProfileParseError("empty", f"{name}: empty file")
+    if buf[pos] != "[":
+        raise ProfileParseError("malformed", f"{name}: not a JSON array of trace events")
+    pos += 1
+    while True:
+        pos = skip_chars(buf, pos, WHITESPACE + ",")
+        if pos >= len(buf) or buf[pos] != "]":
+            try:
+                if pos >= len(buf):
+                    raise ValueError("need more data")
+                item, end = decoder.raw_decode(buf, pos)
+            except RecursionError:
+                raise ProfileParseError("malformed", f"{name}: JSON nested too deeply") from None
+            except ValueError as exc:
+                if eof:
+                    if cut_short(buf, exc):
+                        raise ProfileParseError("truncated", f"{name}: JSON ends inside the event list (file cut short?)") from None
+                    raise ProfileParseError("malformed", f"{name}: unreadable JSON event: {exc}") from None
+                if len(buf) - pos > max_item:
+                    raise ProfileParseError("malformed", f"{name}: unreadable JSON event (or one over {max_item >> 20} MiB)") from None
+                more = handle.read(chunk)
+                eof = not more
+                buf, pos = buf[pos:] + more, 0
+                continue
+            yield item
+            pos = end
+            if pos > chunk:  # drop consumed text so the buffer stays about one chunk
+                buf, pos = buf[pos:], 0
+            continue
+        return
+
+
+def cut_short(text: str, exc: ValueError) -> bool:
+    """A decode error at the very end (or an unclosed string) means the file was cut."""
+    if not isinstance(exc, json.JSONDecodeError):
+        return True  # ran out of data before an item started
+    return exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
+
+
+def skip_chars(text: str, pos: int, chars: str) -> int:
+    end = len(text)
+    while pos < end and text[pos] in chars:
+        pos += 1
+    return pos
+
+
+class Prefixed:
+    """A handle with one already-read character put back in front."""
+
+    def __init__(self, prefix: str, handle: TextIO) -> None:
+        self.prefix, self.handle = prefix, handle
+
+    def read(self, size: int = -1) -> str:
+        text, self.prefix = self.prefix + self.handle.read(size), ""
+        return text
+
+
+def loads(text: str, name: str) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ProfileParseError("malformed", f"{name}: JSON nested too deeply") from None
+    except ValueError as exc:
+        reason = "truncated" if cut_short(text, exc) else "malformed"
+        detail = f"{exc.msg} at char {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise ProfileParseError(reason, f"{name}: not valid JSON ({detail})") from None
+
+

@@ -1,0 +1,270 @@
+"""The Chrome-trace timeline (trace_view.json, msprof_*.json), streamed event by event: host
+step spans, memory copies and the Overlap Analysis sums.
+Quoted section names refer to docs/formats/profiler-exports.md.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from exporter.profiles.formats.common import (
+    Issue,
+    Limits,
+    ProfileParseError,
+    as_int,
+    json_object,
+)
+from exporter.profiles.formats.jsonstream import (
+    WHITESPACE,
+    Prefixed,
+    iter_json_array,
+    loads,
+)
+
+
+@dataclass(frozen=True)
+class HostStep:
+    """`ProfilerStep#N` on the Python track: host step boundaries (us since epoch)."""
+
+    step: int
+    start_us: float
+    duration_us: float
+
+
+@dataclass(frozen=True)
+class MemcpyTask:
+    """One MEMCPY_ASYNC task on `Ascend Hardware` ("Memory copies")."""
+
+    start_us: float
+    duration_us: float
+    kind: str                        # h2d, d2h, d2d, h2d_d2h (PCIe, direction not recorded), other
+    device_id: int | None = None
+
+
+@dataclass(frozen=True)
+class OverlapTotals:
+    """Sums of the `Overlap Analysis` track of one device ("Overlap Analysis"), microseconds."""
+
+    device_id: int | None
+    computing_us: float = 0.0
+    communication_us: float = 0.0
+    communication_not_overlapped_us: float = 0.0
+    free_us: float = 0.0
+    lead_free_us: float = 0.0        # idle before the first compute/communication (start-up)
+    tail_free_us: float = 0.0        # idle after the last one
+
+    @property
+    def active_free_us(self) -> float:
+        """Free scoped to the busy span: whole-app runs start with seconds of idle ("Overlap Analysis")."""
+        return max(0.0, self.free_us - self.lead_free_us - self.tail_free_us)
+
+
+@dataclass(frozen=True)
+class TraceData:
+    host_steps: tuple[HostStep, ...]
+    memcpy: tuple[MemcpyTask, ...]
+    overlaps: tuple[OverlapTotals, ...]
+    events: int
+    issues: tuple[Issue, ...] = ()
+
+
+_OVERLAP = {"Computing": "computing_us", "Communication": "communication_us",
+            "Communication(Not Overlapped)": "communication_not_overlapped_us", "Free": "free_us"}
+_MEMCPY_OPERATIONS = {
+    "host to device": "h2d", "host to device ex": "h2d", "device to host": "d2h", "device to host ex": "d2h",
+    "device to device": "d2d", "addr device to device": "d2d",
+}
+_MEMCPY_QUEUES = {"PCIE_DMA_SQE": "h2d_d2h", "SDMA_SQE": "d2d"}
+_NPU_LABEL = re.compile(r"^NPU\s*(\d+)$")
+
+
+def memcpy_kind(task_type: object, operation: object) -> str:
+    """Direction from `args.operation` when newer CANN writes it, else from the DMA queue."""
+    if isinstance(operation, str) and operation.strip().lower() in _MEMCPY_OPERATIONS:
+        return _MEMCPY_OPERATIONS[operation.strip().lower()]
+    if isinstance(task_type, str) and task_type in _MEMCPY_QUEUES:
+        return _MEMCPY_QUEUES[task_type]
+    return "other"
+
+
+class _OverlapAcc:
+    """Running sums for one pid; lead/tail idle found without keeping the events."""
+
+    def __init__(self) -> None:
+        self.sums = dict.fromkeys(_OVERLAP.values(), 0.0)
+        self.busy_start = float("inf")
+        self.busy_end = float("-inf")
+        self.first_free: tuple[float, float] | None = None   # (start, duration)
+        self.last_free: tuple[float, float] | None = None
+
+    def add(self, category: str, start: float, duration: float) -> None:
+        self.sums[_OVERLAP[category]] += duration
+        if category == "Free":
+            if self.first_free is None or start < self.first_free[0]:
+                self.first_free = (start, duration)
+            if self.last_free is None or start + duration > sum(self.last_free):
+                self.last_free = (start, duration)
+        else:
+            self.busy_start = min(self.busy_start, start)
+            self.busy_end = max(self.busy_end, start + duration)
+
+    def totals(self, device: int | None) -> OverlapTotals:
+        lead = tail = 0.0
+        slack = 0.5  # us: ts strings have ns digits, float sums do not
+        if self.first_free and sum(self.first_free) <= self.busy_start + slack:
+            lead = self.first_free[1]
+        if self.last_free and self.last_free[0] >= self.busy_end - slack:  # never also lead: busy lies between
+            tail = self.last_free[1]
+        if self.busy_start == float("inf") and self.first_free:  # no busy span at all
+            lead, tail = self.sums["free_us"], 0.0
+        return OverlapTotals(device, lead_free_us=lead, tail_free_us=tail, **self.sums)
+
+
+class _TraceAcc:
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.process_names: dict[object, str] = {}
+        self.process_labels: dict[object, str] = {}
+        self.host_steps: list[HostStep] = []
+        self.memcpy: list[tuple[object, float, float, str]] = []
+        self.overlap: dict[object, _OverlapAcc] = {}
+        self.events = self.bad = self.dropped_memcpy = 0
+
+    def add(self, event: Any) -> None:
+        self.events += 1
+        if not isinstance(event, dict) or not isinstance(event.get("pid"), (int, float, str, type(None))):
+            self.bad += 1  # not an event, or a pid we could not use as a key
+            return
+        phase, name = event.get("ph"), event.get("name")
+        if phase == "M":
+            self._metadata(event, name)
+        elif phase == "X" and isinstance(name, str):
+            if name == "MEMCPY_ASYNC" or name.startswith("ProfilerStep#") or name in _OVERLAP:
+                self._span(event, name)
+
+    def _metadata(self, event: dict[str, Any], name: object) -> None:
+        args = event.get("args")
+        if not isinstance(args, dict):
+            return
+        if name == "process_name" and isinstance(args.get("name"), str):
+            self.process_names[event.get("pid")] = args["name"]
+        elif name == "process_labels" and isinstance(args.get("labels"), str):
+            self.process_labels[event.get("pid")] = args["labels"]
+
+    def _span(self, event: dict[str, Any], name: str) -> None:
+        try:
+            start, duration = float(event["ts"]), float(event.get("dur", 0.0))
+        except (KeyError, TypeError, ValueError):
+            self.bad += 1
+            return
+        if not (math.isfinite(start) and math.isfinite(duration) and duration >= 0.0):
+            self.bad += 1
+            return
+        pid = event.get("pid")
+        if name == "MEMCPY_ASYNC":
+            if len(self.memcpy) >= self.limits.max_memcpy_events:
+                self.dropped_memcpy += 1
+                return
+            args = json_object(event.get("args"))
+            self.memcpy.append((pid, start, duration, memcpy_kind(args.get("Task Type"), args.get("operation"))))
+        elif name.startswith("ProfilerStep#"):
+            step = as_int(name.removeprefix("ProfilerStep#"))
+            if step is not None:
+                self.host_steps.append(HostStep(step, start, duration))
+        else:
+            self.overlap.setdefault(pid, _OverlapAcc()).add(name, start, duration)
+
+    def _device(self, pid: object) -> int | None:
+        match = _NPU_LABEL.match(self.process_labels.get(pid, "").strip())
+        return int(match.group(1)) if match else None
+
+    def _is(self, pid: object, process: str) -> bool:
+        """Unknown pids pass: msprof writes metadata after the events it describes."""
+        return self.process_names.get(pid, process) == process
+
+    def result(self, issues: list[Issue], name: str) -> TraceData:
+        if self.bad:
+            issues.append(Issue("bad_value", f"{name}: {self.bad} trace events without usable ts/dur skipped"))
+        if self.dropped_memcpy:
+            issues.append(Issue("too_large", f"{name}: over {self.limits.max_memcpy_events} MEMCPY_ASYNC events; rest ignored"))
+        memcpy = tuple(
+            MemcpyTask(start, duration, kind, self._device(pid))
+            for pid, start, duration, kind in self.memcpy if self._is(pid, "Ascend Hardware")
+        )
+        overlaps = tuple(
+            acc.totals(self._device(pid)) for pid, acc in self.overlap.items() if self._is(pid, "Overlap Analysis")
+        )
+        steps = tuple(sorted(self.host_steps, key=lambda s: s.start_us))
+        return TraceData(steps, memcpy, overlaps, self.events, tuple(issues))
+
+
+def read_trace(handle: TextIO, name: str = "trace_view.json", limits: Limits = Limits()) -> TraceData:
+    """Step spans, memory copies and Overlap Analysis sums from a Chrome trace ("trace_view.json and the msprof timeline").
+
+    A trace cut mid-way yields what was read before the cut, with a ``truncated`` issue.
+    """
+    acc, issues = _TraceAcc(limits), []
+    try:
+        for event in _trace_events(handle, name, limits):
+            acc.add(event)
+    except ProfileParseError as exc:
+        if acc.events == 0:
+            raise
+        issues.append(Issue(exc.reason, f"{exc.message}; used the {acc.events} events before it"))
+    return acc.result(issues, name)
+
+
+def _trace_events(handle: TextIO, name: str, limits: Limits) -> Iterator[Any]:
+    head = handle.read(1)
+    while head and head in WHITESPACE:
+        head = handle.read(1)
+    if head == "{":  # {"traceEvents": [...]} layout: small enough files only
+        text = head + handle.read(limits.max_json_bytes + 1)
+        if len(text) > limits.max_json_bytes:
+            raise ProfileParseError("too_large", f"{name}: object-style trace over {limits.max_json_bytes >> 20} MiB")
+        events = loads(text, name).get("traceEvents") if text else None
+        if not isinstance(events, list):
+            raise ProfileParseError("malformed", f"{name}: no traceEvents list")
+        yield from events
+        return
+    yield from iter_json_array(Prefixed(head, handle), name, max_item=limits.max_json_event_bytes)
+
+
+def merge_traces(parts: Iterable[TraceData]) -> TraceData | None:
+    """msprof `msprof_slice_N_*.json`: one timeline split over several files."""
+    parts = list(parts)
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    by_device: dict[int | None, list[OverlapTotals]] = {}
+    for part in parts:
+        for totals in part.overlaps:
+            by_device.setdefault(totals.device_id, []).append(totals)
+    overlaps = tuple(_sum_overlaps(device, items) for device, items in by_device.items())
+    return TraceData(
+        tuple(sorted((s for p in parts for s in p.host_steps), key=lambda s: s.start_us)),
+        tuple(m for p in parts for m in p.memcpy),
+        overlaps,
+        sum(p.events for p in parts),
+        tuple(i for p in parts for i in p.issues),
+    )
+
+
+def _sum_overlaps(device: int | None, items: list[OverlapTotals]) -> OverlapTotals:
+    # Slices are consecutive: the first slice's lead idle and the last slice's tail idle stay.
+    return OverlapTotals(
+        device,
+        computing_us=sum(i.computing_us for i in items),
+        communication_us=sum(i.communication_us for i in items),
+        communication_not_overlapped_us=sum(i.communication_not_overlapped_us for i in items),
+        free_us=sum(i.free_us for i in items),
+        lead_free_us=items[0].lead_free_us,
+        tail_free_us=items[-1].tail_free_us,
+    )
+
+

@@ -1,0 +1,31 @@
+"""`profiles.*`: which directories hold profiler exports and how they are scanned."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from exporter.core.options import (
+    option,
+    optional_text,
+    parse_duration,
+    parse_positive_int,
+    path_list,
+)
+from exporter.profiles.formats.common import Limits
+
+
+@dataclass(frozen=True)
+class ProfilesOptions:
+    dirs: tuple[str, ...] = option(
+        (), path_list, "directories where torch_npu/msprof/MindSpore profiles land (repeatable)",
+        flag="--profile-dir", metavar="DIR", repeatable=True)
+    state_file: str | None = option(
+        None, optional_text, "remembers which profiles were parsed across restarts (default: in memory only)",
+        flag="--profile-state-file", metavar="PATH")
+    interval: float = option("30s", parse_duration, "how often the profile directories are scanned", metavar="DURATION")
+    settle: float = option("30s", parse_duration, "an export without a finished marker must be untouched this long", metavar="DURATION")
+    top_k: int = option(5, parse_positive_int, "operator types reported per profile", metavar="N")
+    # Bounds, not options: what one scan may cost.
+    max_depth: int = 4                       # directory levels searched below each root
+    max_parses_per_run: int = 4              # a backlog is worked off over several runs
+    limits: Limits = field(default_factory=Limits)

@@ -1,0 +1,95 @@
+"""What the profile source remembers across restarts: parsed summaries, as JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from exporter.core.health import Failure
+from exporter.profiles.formats.common import ProfileParseError
+from exporter.profiles.indicators import OperatorShare, ProfileSummary
+
+# --- (de)serialisation for the state file and --json ------------------------------------------
+
+
+def summary_to_dict(summary: ProfileSummary) -> dict[str, Any]:
+    data = asdict(summary)
+    data["steps"] = list(summary.steps)
+    data["memcpy_kind_ratios"] = dict(summary.memcpy_kind_ratios)
+    data["issues"] = list(summary.issues)
+    return data
+
+
+def summary_from_dict(data: Mapping[str, Any]) -> ProfileSummary:
+    """Inverse of summary_to_dict; raises ProfileParseError on anything unexpected."""
+    try:
+        known = {f.name for f in fields(ProfileSummary)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["steps"] = tuple(int(s) for s in values.get("steps", ()))
+        values["memcpy_kind_ratios"] = tuple((str(k), float(v)) for k, v in dict(values.get("memcpy_kind_ratios", {})).items())
+        values["top_operators"] = tuple(OperatorShare(**o) for o in values.get("top_operators", ()))
+        values["issues"] = tuple(str(i) for i in values.get("issues", ()))
+        return ProfileSummary(**values)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ProfileParseError("malformed", f"bad stored summary: {exc}") from None
+
+
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Entry:
+    fingerprint: str
+    summaries: tuple[ProfileSummary, ...] = ()
+    error: str | None = None
+
+
+def read_state_file(path: Path) -> tuple[dict[str, Entry], list[Failure]]:
+    """What a previous run parsed; an unreadable state file is reported and then replaced."""
+    if not path.exists():
+        return {}, []
+    try:
+        return parse_state(path.read_text(encoding="utf-8")), []
+    except (OSError, ValueError, ProfileParseError) as exc:
+        return {}, [Failure(str(path), "state_file", f"{path}: ignoring unreadable state file: {exc}")]
+
+
+def write_state_file(path: Path, text: str) -> list[Failure]:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)  # atomic: a crash never leaves half a state file
+    except OSError as exc:
+        return [Failure(str(path), "state_file", f"{path}: cannot write state: {exc.strerror or exc}")]
+    return []
+
+
+def render_state(entries: dict[str, Entry]) -> str:
+    profiles = {
+        path: {"fingerprint": e.fingerprint, "error": e.error, "summaries": [summary_to_dict(s) for s in e.summaries]}
+        for path, e in sorted(entries.items())
+    }
+    return json.dumps({"version": STATE_VERSION, "profiles": profiles}, indent=1, sort_keys=True) + "\n"
+
+
+def parse_state(text: str) -> dict[str, Entry]:
+    """Raises ValueError (or ProfileParseError) on anything but a state file we wrote."""
+    data: Any = json.loads(text)
+    if not isinstance(data, dict) or data.get("version") != STATE_VERSION or not isinstance(data.get("profiles"), dict):
+        raise ValueError(f"not a version {STATE_VERSION} profile state file")
+    entries = {}
+    for path, item in data["profiles"].items():
+        if not isinstance(item, dict) or not isinstance(item.get("fingerprint"), str):
+            raise ValueError(f"bad entry for {path}")
+        error = item.get("error")
+        entries[str(path)] = Entry(
+            item["fingerprint"],
+            tuple(summary_from_dict(s) for s in item.get("summaries") or ()),
+            error if isinstance(error, str) else None,
+        )
+    return entries

@@ -1,0 +1,4 @@
+"""HTTP: the aiohttp app (app.py) and the exporter-toolkit web config (--web.config.file):
+config.py parses it (pure), tls.py builds the SSL context, auth.py checks basic auth,
+security.py holds the config in force and reloads it, middleware.py wires it into aiohttp,
+collector.py renders its outcomes. options.py holds `listen` and `web.*`."""

@@ -1,0 +1,50 @@
+"""Structured logs: logfmt and JSON carry the `extra=` fields; values are quoted when needed."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+from exporter.core.health import Failure, SourceHealth
+from exporter.core.logs import setup_logging
+
+
+def capture(fmt: str) -> io.StringIO:
+    stream = io.StringIO()
+    setup_logging(fmt, "info", stream=stream)
+    return stream
+
+
+def test_logfmt_quotes_values_with_spaces():
+    stream = capture("logfmt")
+    logging.getLogger("exporter.test").warning("source failing", extra={"source": "npu_smi_info", "error": 'said "no" twice'})
+    line = stream.getvalue().strip()
+    assert "level=warning" in line and "logger=exporter.test" in line
+    assert 'msg="source failing"' in line and "source=npu_smi_info" in line
+    assert 'error="said \\"no\\" twice"' in line
+
+
+def test_json_lines():
+    stream = capture("json")
+    logging.getLogger("exporter.test").info("listening", extra={"address": ":9435"})
+    record = json.loads(stream.getvalue())
+    assert record["msg"] == "listening" and record["address"] == ":9435" and record["level"] == "info"
+
+
+def test_a_failure_is_logged_once_per_state_change():
+    stream = capture("logfmt")
+    health = SourceHealth("npu_smi_info")
+    timeout = Failure("info", "timeout", "did not finish")
+    for _ in range(5):
+        health.record(1.0, [timeout], ["info"])
+    health.record(1.0, [Failure("info", "garbled", "no table")], ["info"])
+    health.record(0.1, [], ["info"])
+    health.record(0.1, [], ["info"])
+    text = stream.getvalue()
+    assert text.count("reason=timeout") == 1
+    assert text.count("reason=garbled") == 1
+    assert text.count("source recovered") == 1
+    status = health.status()
+    assert status.errors == {"timeout": 5, "garbled": 1}
+    assert status.success and status.runs == 8

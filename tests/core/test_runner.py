@@ -1,0 +1,102 @@
+"""The bounded subprocess runner, through real subprocesses."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+import pytest
+
+from exporter.core.runner import CommandRunner, RunError
+from tests.support.procs import exited, running, zombies
+
+PY = sys.executable
+
+
+async def test_runs_and_captures_both_streams():
+    runner = CommandRunner(timeout=20)
+    result = await runner.run([PY, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"])
+    assert result.returncode == 3
+    assert result.stdout == "out\n"
+    assert result.stderr == "err\n"
+    assert "out" in result.output and "err" in result.output
+
+
+async def test_timeout_kills_the_whole_process_group(tmp_path):
+    pidfile = tmp_path / "grandchild.pid"
+    # The child starts a grandchild that would outlive it, then hangs.
+    script = (
+        "import subprocess, sys, time\n"
+        f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        "time.sleep(300)\n"
+    )
+    runner = CommandRunner(timeout=3)
+    with pytest.raises(RunError) as info:
+        await runner.run([PY, "-c", script])
+    assert info.value.reason == "timeout"
+    grandchild = int(pidfile.read_text())
+    for _ in range(100):  # SIGKILL delivery is asynchronous; bounded wait
+        if exited(grandchild):
+            break
+        await asyncio.sleep(0.05)
+    assert exited(grandchild)
+    assert running() == [] and zombies() == []
+
+
+async def test_output_is_capped():
+    runner = CommandRunner(timeout=20, max_output_bytes=10_000)
+    with pytest.raises(RunError) as info:
+        await runner.run([PY, "-c", "import sys; sys.stdout.write('x' * 1_000_000)"])
+    assert info.value.reason == "output_too_large"
+    assert running() == [] and zombies() == []
+
+
+async def test_missing_binary_is_a_reason_not_a_crash(tmp_path):
+    runner = CommandRunner()
+    with pytest.raises(RunError) as info:
+        await runner.run([str(tmp_path / "npu-smi")])
+    assert info.value.reason == "not_found"
+
+
+async def test_not_executable_is_permission_denied(tmp_path):
+    path = tmp_path / "npu-smi"
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o644)
+    if os.geteuid() == 0:
+        pass  # root still cannot exec a file without any x bit
+    with pytest.raises(RunError) as info:
+        await CommandRunner().run([str(path)])
+    assert info.value.reason == "permission_denied"
+
+
+async def test_concurrency_is_bounded(tmp_path):
+    log = tmp_path / "events"
+    script = (
+        "import os, sys, time\n"
+        f"fd = os.open({str(log)!r}, os.O_WRONLY | os.O_APPEND | os.O_CREAT)\n"
+        "os.write(fd, b'+'); time.sleep(0.3); os.write(fd, b'-')\n"
+    )
+    runner = CommandRunner(timeout=30, max_concurrency=2)
+    await asyncio.gather(*(runner.run([PY, "-c", script]) for _ in range(6)))
+    events = log.read_text()
+    assert events.count("+") == 6 and events.count("-") == 6
+    running = peak = 0
+    for event in events:
+        running += 1 if event == "+" else -1
+        peak = max(peak, running)
+    assert 1 <= peak <= 2
+
+
+async def test_cancellation_kills_the_child():
+    runner = CommandRunner(timeout=60)
+    task = asyncio.create_task(runner.run([PY, "-c", "import time; time.sleep(300)"]))
+    for _ in range(200):
+        if running():
+            break
+        await asyncio.sleep(0.02)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert running() == [] and zombies() == []

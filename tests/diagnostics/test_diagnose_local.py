@@ -1,0 +1,182 @@
+"""`diagnose` on the local node (the sources run once, through the simulator's subprocess path)
+and on one exporter's /metrics (a local HTTP server serving known exposition text)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from exporter.simulator.scenarios import UNDERUTILIZED_LOGIC_IDS
+from tests.support.cli import run_diagnose
+from tests.support.ports import free_port
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def judged(out: str, check: str = "utilization") -> dict[str, str | None]:
+    return {f["subject"]: f["verdict"] for f in json.loads(out)["levels"]["macro"] if f["check"] == check}
+
+
+def test_simulated_underutilized_node_is_abnormal() -> None:
+    result = run_diagnose("--simulate", "underutilized", "--format", "json")
+    assert result.code == 1, result.err
+    verdicts = judged(result.out)
+    abnormal = {s for s, v in verdicts.items() if v == "abnormal"}
+    assert abnormal == {f"NPU {i} chip 0 (device {i})" for i in UNDERUTILIZED_LOGIC_IDS}
+    assert set(verdicts.values()) == {"healthy", "abnormal"} and len(verdicts) == 8
+    assert json.loads(result.out)["source"] == "local node (simulator: underutilized)"
+
+
+def test_simulated_healthy_node_exits_0() -> None:
+    result = run_diagnose("--simulate", "healthy")
+    assert result.code == 0, result.err
+    assert "verdict: HEALTHY (0 abnormal, 0 warning, 8 healthy)" in result.out
+    assert "one reading: utilization swing (saw-tooth) and job rates need several" in result.out
+
+
+def test_idle_node_is_not_judged_on_unused_chips() -> None:
+    result = run_diagnose("--simulate", "idle", "--simulate.model", "310p-duo", "--format", "json")
+    assert result.code == 0
+    assert set(judged(result.out).values()) == {None}
+
+
+def test_npu_smi_missing_exits_2(tmp_path: Path) -> None:
+    result = run_diagnose("--npu-smi", str(tmp_path / "npu-smi"))
+    assert (result.code, result.out) == (2, "")
+    assert f"no NPU chip could be read through {tmp_path / 'npu-smi'}" in result.err and "Traceback" not in result.err
+
+
+def test_bad_config_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text("npu_smi: {timeout: never}\n")
+    result = run_diagnose("--config", str(tmp_path / "c.yaml"))
+    assert result.code == 2 and "configuration error" in result.err and "npu_smi.timeout" in result.err
+
+
+# --- one exporter's /metrics ------------------------------------------------------------------------
+
+CHIPS = """# TYPE npu_aicore_utilization_ratio gauge
+npu_aicore_utilization_ratio{npu="0",chip="0",device="0"} 0.5
+npu_aicore_utilization_ratio{npu="1",chip="0",device="1"} 0.95
+npu_aicore_utilization_ratio{npu="2",chip="0",device="2"} 0.0
+# TYPE npu_process_memory_bytes gauge
+npu_process_memory_bytes{npu="0",chip="0",device="0",pid="1",process="python"} 1e9
+npu_process_memory_bytes{npu="1",chip="0",device="1",pid="2",process="python"} 1e9
+# TYPE npu_up gauge
+npu_up{npu="0",chip="0",device="0"} 1
+"""
+
+
+def job_text(iterations: float, at: float) -> str:
+    """A rank that runs 0.2 s iterations 80% of the time; counters after ``iterations``."""
+    busy = iterations * 0.2
+    return f"""# TYPE npu_job_iteration_duration_seconds histogram
+npu_job_iteration_duration_seconds_bucket{{job_name="llm",rank="0",le="+Inf"}} {iterations}
+npu_job_iteration_duration_seconds_sum{{job_name="llm",rank="0"}} {busy}
+npu_job_iteration_duration_seconds_count{{job_name="llm",rank="0"}} {iterations}
+# TYPE npu_job_samples_total counter
+npu_job_samples_total{{job_name="llm",rank="0"}} {iterations * 8}
+# TYPE npu_job_phase_seconds_total counter
+npu_job_phase_seconds_total{{job_name="llm",rank="0",phase="h2d"}} {busy * 0.4}
+npu_job_phase_seconds_total{{job_name="llm",rank="0",phase="compute"}} {busy * 0.6}
+# TYPE npu_job_last_iteration_timestamp_seconds gauge
+npu_job_last_iteration_timestamp_seconds{{job_name="llm",rank="0"}} {at}
+# TYPE npu_profile_max_operator_ratio gauge
+npu_profile_max_operator_ratio{{job_name="llm",rank="0"}} 0.2
+# TYPE npu_profile_operator_time_ratio gauge
+npu_profile_operator_time_ratio{{job_name="llm",rank="0",op_type="MatMul",position="1"}} 0.2
+"""
+
+
+class Server:
+    def __init__(self, bodies: list[tuple[int, str]]) -> None:
+        self.bodies, self.calls = bodies, 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                status, body = server.bodies[min(server.calls, len(server.bodies) - 1)]
+                server.calls += 1
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/metrics"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> Server:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture
+def serve() -> Iterator[type[Server]]:
+    yield Server
+
+
+def test_metrics_url_one_scrape(serve: type[Server]) -> None:
+    import time
+
+    with serve([(200, CHIPS + job_text(1000, time.time() - 5))]) as server:
+        result = run_diagnose("--metrics-url", server.url, "--format", "json")
+    assert result.code == 1, result.err
+    doc = json.loads(result.out)
+    found = {(f["subject"], f["check"]): f for level in doc["levels"].values() for f in level}
+    assert found[("NPU 0 chip 0 (device 0)", "utilization")]["verdict"] == "abnormal"
+    assert found[("NPU 1 chip 0 (device 1)", "utilization")]["verdict"] == "healthy"
+    assert found[("NPU 2 chip 0 (device 2)", "utilization")]["verdict"] is None       # no process on it
+    job = "job llm rank 0"
+    assert found[(job, "iteration_time")]["value"] == pytest.approx(0.2)
+    assert found[(job, "memcpy_share")]["value"] == pytest.approx(0.4) and found[(job, "memcpy_share")]["verdict"] == "abnormal"
+    assert found[(job, "stall")]["verdict"] == "healthy"
+    assert (job, "idle_gaps") not in found                # one scrape: no rates
+    assert found[("profile of job llm rank 0", "profile.max_operator_ratio")]["verdict"] == "healthy"
+
+
+def test_metrics_url_rates_from_two_scrapes(serve: type[Server]) -> None:
+    import time
+
+    now = time.time()
+    # 50 iterations of 0.2 s between scrapes that are ~0.5 s apart: more busy time than wall time is
+    # impossible in reality, so only the ratios are checked, not the absolute rate.
+    with serve([(200, CHIPS + job_text(1000, now)), (200, CHIPS + job_text(1050, now))]) as server:
+        result = run_diagnose("--metrics-url", server.url, "--samples", "2", "--interval", "0.5", "--format", "json")
+    doc = json.loads(result.out)
+    found = {(f["subject"], f["check"]): f for level in doc["levels"].values() for f in level}
+    assert found[("job llm rank 0", "iteration_time")]["value"] == pytest.approx(0.2)
+    assert found[("job llm rank 0", "phase.h2d")]["value"] == pytest.approx(0.4)
+    assert found[("job llm rank 0", "iteration_rate")]["value"] > 0
+    assert doc["window"].startswith("2 samples over")
+
+
+@pytest.mark.parametrize("status,body,message", [
+    (404, "not found", "answered HTTP 404"),
+    (200, "<html>{ not metrics", "not Prometheus exposition text"),
+    (200, "# TYPE up gauge\nup 1\n", "no NPU data"),
+])
+def test_metrics_url_bad_answers_exit_2(serve: type[Server], status: int, body: str, message: str) -> None:
+    with serve([(status, body)]) as server:
+        result = run_diagnose("--metrics-url", server.url)
+    assert (result.code, result.out) == (2, "")
+    assert message in result.err and "Traceback" not in result.err
+
+
+def test_metrics_url_unreachable_exits_2() -> None:
+    result = run_diagnose("--metrics-url", f"http://127.0.0.1:{free_port()}/metrics", "--timeout", "2s")
+    assert result.code == 2 and "cannot reach http://127.0.0.1:" in result.err

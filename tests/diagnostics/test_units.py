@@ -1,0 +1,174 @@
+"""The pure parts on their own: verdict logic, capacity arithmetic, parsing helpers, renderers."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from exporter.commands.diagnose import use_colour
+from exporter.diagnostics.analysis import analyse, unstable_verdict
+from exporter.diagnostics.capacity import (
+    CapacityInput,
+    ChipHistory,
+    NodeHbm,
+    analyse_capacity,
+    choose_step,
+    daily,
+    forecast,
+    linear_fit,
+)
+from exporter.diagnostics.model import ChipStats, JobStats, Observations, Report, worst
+from exporter.diagnostics.promapi import (
+    parse_duration,
+    parse_selector,
+    parse_time,
+    selector,
+)
+from exporter.diagnostics.render import (
+    format_value,
+    render_json,
+    render_markdown,
+    render_text,
+)
+from exporter.generate.thresholds import load_thresholds
+
+TABLE = load_thresholds()
+
+
+# --- analysis ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stddev,mean,expected", [
+    (0.16, 0.5, "abnormal"), (0.15, 0.5, "healthy"), (0.3, 0.9, "warning"), (0.0, 0.2, "healthy"),
+])
+def test_unstable_verdict(stddev: float, mean: float, expected: str) -> None:
+    assert unstable_verdict(stddev, mean, threshold=0.15, mean_below=0.85) == expected
+
+
+def test_utilization_verdicts_follow_the_table() -> None:
+    chips = (ChipStats("", "0", "0", "0", 0.86), ChipStats("", "1", "0", "1", 0.85), ChipStats("", "2", "0", "2", 0.59),
+             ChipStats("", "3", "0", "3", 0.0, in_use=False))
+    report = analyse(Observations("test", chips=chips), TABLE)
+    assert [f.verdict for f in report.findings] == ["healthy", "warning", "abnormal", None]
+    assert report.verdict == "abnormal" and report.exit_code == 1
+
+
+def test_jobs_idle_stall_and_split() -> None:
+    job = JobStats("n", "j", "0", 0.1, 8.5, 85.0, 0.85, (("h2d", 0.2), ("d2h", 0.11), ("framework", 0.05)), 700.0)
+    found = {f.check: f for f in analyse(Observations("t", jobs=(job,)), TABLE).findings}
+    assert found["idle_gaps"].value == pytest.approx(0.15) and found["idle_gaps"].verdict == "warning"
+    assert found["stall"].verdict == "abnormal"
+    assert found["memcpy_share"].value == pytest.approx(0.31) and found["memcpy_share"].verdict == "abnormal"
+    assert found["framework_share"].verdict == "healthy"
+    assert found["phase.h2d"].verdict is None and found["phase.h2d"].level == "meso"
+
+
+def test_warnings_alone_exit_0() -> None:
+    report = analyse(Observations("t", chips=(ChipStats("", "0", "0", "0", 0.7),)), TABLE)
+    assert (report.verdict, report.exit_code) == ("warning", 0)
+    assert worst([None, "healthy", "warning"]) == "warning" and worst([]) is None
+
+
+# --- capacity ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seconds,step", [(30 * 86400, 3600), (7 * 86400, 900), (86400, 120), (3600, 60), (365 * 86400, 86400)])
+def test_choose_step(seconds: float, step: float) -> None:
+    assert choose_step(seconds) == step
+
+
+def test_linear_fit_and_forecast() -> None:
+    points = [(d * 86400.0, 0.2 + 0.01 * d) for d in range(10)]
+    slope, intercept = linear_fit(points) or (0, 0)
+    assert slope * 86400 == pytest.approx(0.01) and intercept == pytest.approx(0.2)
+    f = forecast("x", "ratio", points, end=9 * 86400.0, horizon_days=30, limit=0.5)
+    assert f is not None and f.days_to_limit == pytest.approx(21)
+    assert forecast("x", "ratio", points[:2], 0, 30) is None                       # too few days
+    flat = forecast("x", "ratio", [(d * 86400.0, 0.3) for d in range(5)], 4 * 86400.0, 30, limit=0.5)
+    assert flat is not None and flat.days_to_limit is None
+    assert linear_fit([(1.0, 2.0), (1.0, 3.0)]) is None
+
+
+def test_daily_groups_by_whole_days() -> None:
+    points = [(h * 3600.0, float(h)) for h in range(48)]
+    assert daily(points, 0.0) == ((43200.0, 11.5), (129600.0, 35.5))
+    assert daily(points, 0.0, "max")[0] == (43200.0, 23.0)
+
+
+def test_capacity_without_allocation_data_counts_busy_chips() -> None:
+    t = [3600.0 * i for i in range(1, 25)]
+    chips = (ChipHistory("a", "0", "0", "0", tuple((x, 0.5) for x in t)),
+             ChipHistory("a", "1", "0", "1", tuple((x, 0.0) for x in t)))
+    data = CapacityInput("t", t[0], t[-1], 3600.0, chips, (NodeHbm("a", tuple((x, 10.0) for x in t), tuple((x, 40.0) for x in t)),),
+                         in_use_known=False)
+    report = analyse_capacity(data, TABLE)
+    assert report.totals["idle_chip_hours"] == 24 and report.totals["mean_utilization_in_use"] == 0.5
+    assert report.nodes[0].hbm_peak_ratio == 0.25 and report.nodes[0].hbm_min_headroom_bytes == 30.0
+    assert report.verdict == "abnormal" and report.namespaces == ()
+
+
+# --- parsing helpers ----------------------------------------------------------------------------------------
+
+
+def test_durations_selectors_times() -> None:
+    assert parse_duration("1h30m") == 5400 and parse_duration("30d") == 30 * 86400
+    for bad in ("", "1x", "h", "0s", "1h 30m"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+    assert parse_selector('{instance="a:1"}') == 'instance="a:1"'
+    assert parse_selector('job="x",') == 'job="x"'
+    assert parse_selector(None) == ""
+    with pytest.raises(ValueError):
+        parse_selector("{instance")
+    assert selector("m", 'a="1"', 'phase=~"x"') == 'm{phase=~"x", a="1"}' and selector("m", "") == "m"
+    assert parse_time("1700000000") == 1700000000
+    assert parse_time("2024-01-01T00:00:00Z") == 1704067200
+    with pytest.raises(ValueError):
+        parse_time("yesterday")
+
+
+# --- renderers -------------------------------------------------------------------------------------------------
+
+
+def _report() -> Report:
+    chips = (ChipStats("n:1", "0", "0", "0", 0.4, 0.3, 0.5, 0.05, 10),)
+    return analyse(Observations("Prometheus x", "1h", chips=chips), TABLE)
+
+
+def test_text_plain_and_coloured() -> None:
+    plain = render_text(_report(), TABLE)
+    assert "\x1b" not in plain and "verdict: ABNORMAL" in plain and "n:1 NPU 0 chip 0 (device 0)" in plain
+    assert "likely causes: data pipeline stalls; uneven task scheduling" in plain
+    coloured = render_text(_report(), TABLE, colour=True)
+    assert "\x1b[31;1m" in coloured
+
+
+def test_json_and_markdown_shapes() -> None:
+    doc = json.loads(render_json(_report(), TABLE))
+    assert doc["verdict"] == "abnormal" and doc["counts"] == {"healthy": 1, "warning": 0, "abnormal": 1}
+    assert doc["levels"]["macro"][0]["indicator"] == "device_utilization"
+    assert doc["advice"][0]["levers"][0].startswith("pipeline:")
+    md = render_markdown(_report(), TABLE)
+    assert md.startswith("# cann-exporter diagnose") and "## Macro: is the task stream continuous?" in md
+
+
+def test_values() -> None:
+    assert format_value(0.1234, "ratio") == "12.3%" and format_value(None, "ratio") == "n/a"
+    assert format_value(0.25, "seconds") == "250 ms" and format_value(3600, "seconds") == "60.0 min"
+    assert format_value(121.6, "per_second") == "121.6/s"
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_colour_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    assert use_colour("auto", _Tty()) and not use_colour("auto", io.StringIO())
+    assert use_colour("always", io.StringIO()) and not use_colour("never", _Tty())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not use_colour("auto", _Tty())

@@ -1,0 +1,398 @@
+"""End to end with real parts: two exporters on the simulator (`underutilized` on a 910B3 node,
+`healthy` on a 310P node),
+a real Prometheus scraping them every second with the generated rules (a short-window variant
+made by the generator's `windows` override), a real Alertmanager, and a webhook receiver in
+this test; a training job posting steps, a finished profile and a fake kubelet feed the job,
+profile and namespace panels. NPULowUtilization must be delivered for exactly the underutilized chips (logic ids
+1 and 4) and nothing else may fire on either node; then every dashboard query must parse and
+return data from this Prometheus where the data exists.
+
+Only 127.0.0.1, every wait a bounded poll, every process started here is stopped here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from exporter.generate.thresholds import load_thresholds
+from exporter.generate.writer import DASHBOARD_DIR, render, write
+from exporter.pods.podresources_pb import api_pb2 as pb
+from exporter.simulator.scenarios import UNDERUTILIZED_LOGIC_IDS
+from tests.support.kubelet import FakeKubelet, container, pod
+from tests.support.paths import ROOT
+from tests.support.ports import free_port
+from tests.support.profile_builders import Kernel, Step, torch_profile
+from tests.support.promql import (
+    known_names,
+    label_values_query,
+    metric_names,
+    selectors,
+    substitute,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+
+PROMETHEUS = shutil.which("prometheus")
+ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+# The generator's windows, shortened so the whole run takes seconds: every `for:` 5s, every
+# range 10s, rollups evaluated every second. Nothing else differs from the committed rules.
+WINDOWS = {"window": "5s", "range": "10s", "rollup_interval": "1s"}
+EXPECTED_LOW = {str(i) for i in UNDERUTILIZED_LOGIC_IDS}
+
+
+# --- processes and HTTP -----------------------------------------------------------------------
+@dataclass
+class Proc:
+    name: str
+    args: list[str]
+    log: Path
+    proc: subprocess.Popen | None = None
+
+    def start(self, env: dict[str, str] | None = None) -> Proc:
+        self._out = open(self.log, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(self.args, stdout=self._out, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=True)
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def tail(self) -> str:
+        return f"--- {self.name} log ---\n" + self.log.read_text(errors="replace")[-3000:]
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)   # its own session: the simulator children too
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        self._out.close()
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+    except OSError:
+        return 0, b""
+
+
+def http_post_json(url: str, body: Any, timeout: float = 5.0) -> int:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
+
+
+def wait_for(what: str, check: Callable[[], Any], procs: list[Proc], deadline: float) -> Any:
+    """Poll ``check`` until it returns something truthy (bounded); fail early if a process died."""
+    end = time.monotonic() + deadline
+    while True:
+        for p in procs:
+            assert p.alive(), f"{p.name} exited while waiting for {what}\n{p.tail()}"
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > end:
+            raise AssertionError(f"{what}: not within {deadline}s\n" + "\n".join(p.tail() for p in procs))
+        time.sleep(0.25)
+
+
+class Webhook:
+    """Alertmanager's webhook receiver: records every alert it is sent."""
+
+    def __init__(self) -> None:
+        self.alerts: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with outer.lock:
+                    outer.alerts.extend(json.loads(body).get("alerts", []))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+        self.thread.start()
+
+    def received(self) -> set[tuple[str, str, str]]:
+        with self.lock:
+            return {(a["labels"].get("alertname", ""), a["labels"].get("instance", ""), a["labels"].get("device", ""))
+                    for a in self.alerts if a.get("status") == "firing"}
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class StepPoster:
+    """A training loop seen from the exporter: a step every 0.2 s covering the wall time since
+    the previous one (no idle gaps), 5% memory copies, 3% framework: healthy on every job alert."""
+
+    def __init__(self, url: str, device: str) -> None:
+        self.url, self.device = url, device
+        self.stop_event = threading.Event()
+        self.statuses: list[int] = []
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        last = time.time()
+        while not self.stop_event.wait(0.2):
+            now = time.time()
+            duration = now - last
+            last = now
+            phases = {"data": 0.01 * duration, "h2d": 0.03 * duration, "d2h": 0.02 * duration,
+                      "compute": 0.85 * duration, "framework": 0.03 * duration}
+            self.statuses.append(http_post_json(self.url, {
+                "job_name": "e2e-bert", "rank": 0, "world_size": 1, "device": self.device, "framework": "pytorch",
+                "pid": os.getpid(), "memory": {"allocated_bytes": 30 << 30, "max_allocated_bytes": 40 << 30},
+                "steps": [{"end": now, "duration": duration, "samples": 32, "phases": phases}],
+            }))
+
+    def close(self) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout=5)
+
+
+def healthy_profile(root: Path) -> Path:
+    """A finished torch_npu export within every bound: 95% compute, 2% idle, eight operator
+    types of equal time (top 3 = 37.5%, hottest = 12.5%), no memory copies."""
+    steps = [Step(i, 9.5, 0.3, 0.2) for i in (1, 2)]
+    kernels = [Kernel(i, f"op{n}", f"Op{n}", "AI_CORE", 100.0) for i in (1, 2) for n in range(8)]
+    return torch_profile(root, steps=steps, kernels=kernels, host_steps=[(1, 0.0, 10_000.0), (2, 10_000.0, 10_000.0)])
+
+
+@dataclass
+class Stack:
+    prometheus: str
+    alertmanager: str
+    low: str        # instance label of the underutilized exporter
+    healthy: str
+    webhook: Webhook
+    procs: list[Proc] = field(default_factory=list)
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        status, body = http_get(f"{self.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+        doc = json.loads(body or b"{}")
+        assert status == 200 and doc.get("status") == "success", f"{expr}: {status} {body[:500]!r}"
+        return doc["data"]["result"]
+
+    def query_soon(self, expr: str, within: float = 6.0) -> list[dict[str, Any]]:
+        """The query's result, re-asked for a few seconds while it is empty (a source that ran
+        late leaves a series stale for a scrape or two on a loaded machine)."""
+        end = time.monotonic() + within
+        while True:
+            result = self.query(expr)
+            if result or time.monotonic() > end:
+                return result
+            time.sleep(0.5)
+
+    def active_alerts(self) -> set[tuple[str, str, str, str]]:
+        status, body = http_get(f"{self.prometheus}/api/v1/alerts")
+        assert status == 200, body
+        return {(a["labels"]["alertname"], a["labels"].get("instance", ""), a["labels"].get("device", ""), a["state"])
+                for a in json.loads(body)["data"]["alerts"]}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    if PROMETHEUS is None or ALERTMANAGER is None:
+        pytest.skip("prometheus / prometheus-alertmanager not installed (Debian packages; .ci/run installs them)")
+    tmp = tmp_path_factory.mktemp("e2e")
+    files = render(load_thresholds(), windows=WINDOWS)
+    write(tmp, {rel: text for rel, text in files.items() if rel.startswith("alerts/")})
+    exporter_port, healthy_port, prom_port, am_port = free_port(), free_port(), free_port(), free_port()
+    low, healthy = f"127.0.0.1:{exporter_port}", f"127.0.0.1:{healthy_port}"
+    webhook = Webhook()
+    (tmp / "alertmanager.yml").write_text(yaml.safe_dump({
+        "route": {"receiver": "test", "group_by": ["alertname", "instance", "device"],
+                  "group_wait": "1s", "group_interval": "1s", "repeat_interval": "1h"},
+        "receivers": [{"name": "test", "webhook_configs": [
+            {"url": f"http://127.0.0.1:{webhook.port}/alerts", "send_resolved": False}]}],
+    }))
+    prometheus_config = {
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]},
+        "scrape_configs": [{"job_name": "cann-exporter", "static_configs": [{"targets": [low, healthy]}]}],
+    }
+    # Rules are loaded only once both targets have been scraped (see below).
+    (tmp / "prometheus.yml").write_text(yaml.safe_dump(prometheus_config))
+    fast = ["--npu-smi.interval", "1s", "--npu-smi.detail-interval", "2s", "--max-age", "8s"]
+    # hccn_tool (network panels) on the underutilized node only, on a schedule max_age allows.
+    hccn = ["--hccn.interval", "3s", "--hccn.slow-interval", "3s"]
+    profiles = tmp / "profiles"
+    healthy_profile(profiles / "e2e-bert_rank0_ascend_pt")
+    # A kubelet that allocated chips 0 (busy) and 1 (low) of the underutilized node to one pod.
+    sock_dir = Path(tempfile.mkdtemp(prefix="klt", dir="/tmp"))
+    kubelet = FakeKubelet(sock_dir / "kubelet.sock")
+    kubelet.response = pb.ListPodResourcesResponse(pod_resources=[
+        pod("train", "bert-0", container("main", ("huawei.com/Ascend910", ["Ascend910-0", "Ascend910-1"])))])
+    kubelet.start()
+    pods = ["--podresources.enabled", "true", "--podresources.socket", str(kubelet.socket), "--podresources.interval", "1s"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CANN_")}
+    procs = [
+        Proc("exporter underutilized", [sys.executable, "-m", "exporter", "serve", "--simulate", "underutilized",
+                                        "--listen", low, *fast, "--npu-smi.details", "usages,common,ecc,memory",
+                                        "--profile-dir", str(profiles), "--profiles.interval", "1s", *pods, *hccn],
+             tmp / "exporter-low.log"),
+        # Another model for the healthy node, so DDR (310P) as well as HBM (910B3) panels are fed.
+        Proc("exporter healthy", [sys.executable, "-m", "exporter", "serve", "--simulate", "healthy",
+                                  "--simulate.model", "310p-duo", "--listen", healthy, *fast, "--hccn.enabled", "false"],
+             tmp / "exporter-healthy.log"),
+        Proc("alertmanager", [ALERTMANAGER, f"--config.file={tmp / 'alertmanager.yml'}", f"--storage.path={tmp / 'am'}",
+                              f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address="], tmp / "alertmanager.log"),
+        Proc("prometheus", [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
+                            f"--web.listen-address=127.0.0.1:{prom_port}"], tmp / "prometheus.log"),
+    ]
+    posters: list[StepPoster] = []
+    s = Stack(f"http://127.0.0.1:{prom_port}", f"http://127.0.0.1:{am_port}", low, healthy, webhook, procs)
+    try:
+        # Exporters first: a Prometheus that starts scraping before they listen would see
+        # `up == 0` and, on a loaded machine, fire CANNExporterDown before the test begins.
+        for proc in procs[:2]:
+            proc.start(env)
+        wait_for("exporters ready", lambda: all(http_get(f"http://{a}/readyz")[0] == 200 for a in (low, healthy)), procs[:2], 30)
+        for proc in procs[2:]:
+            proc.start(env)
+        # A training job reporting on one low chip of the underutilized node (job panels need data).
+        posters.append(StepPoster(f"http://{low}/api/v1/steps", min(EXPECTED_LOW)))
+        posters[-1].thread.start()
+        wait_for("Prometheus and Alertmanager ready",
+                 lambda: http_get(f"{s.prometheus}/-/ready")[0] == 200 and http_get(f"{s.alertmanager}/-/ready")[0] == 200, procs, 30)
+        # Load the rules only after both exporters were scraped: before its first scrape
+        # `absent(up)` holds, and on a loaded machine CANNExporterDown (5s `for:` here)
+        # could fire before the test even starts.
+        wait_for("both targets scraped", lambda: len(s.query("up == 1")) == 2, procs, 30)
+        (tmp / "prometheus.yml").write_text(yaml.safe_dump({**prometheus_config, "rule_files": [str(tmp / "alerts" / "*.yml")]}))
+        procs[-1].proc.send_signal(signal.SIGHUP)  # Prometheus re-reads its configuration
+        wait_for("rules loaded", lambda: json.loads(http_get(f"{s.prometheus}/api/v1/rules")[1] or b"{}")
+                 .get("data", {}).get("groups"), procs, 30)
+        yield s
+    finally:
+        for poster in posters:
+            poster.close()
+        for proc in reversed(procs):
+            proc.stop()
+        webhook.close()
+        kubelet.stop()
+        shutil.rmtree(sock_dir, ignore_errors=True)
+    assert all(status == 200 for status in posters[0].statuses[:50]), posters[0].statuses[:50] if posters else None
+
+
+# --- alerts -----------------------------------------------------------------------------------
+def test_low_utilization_is_delivered_for_exactly_the_underutilized_chips(stack: Stack) -> None:
+    expected = {("NPULowUtilization", stack.low, device) for device in EXPECTED_LOW}
+    wait_for("NPULowUtilization for both low chips at the webhook", lambda: stack.webhook.received() >= expected, stack.procs, 90)
+    # Every rule has had its windows (10s range, 5s for:) pass by now; keep watching for a few
+    # more evaluation rounds that nothing else goes pending or firing on either node.
+    end = time.monotonic() + 8
+    while time.monotonic() < end:
+        active = stack.active_alerts()
+        assert active == {(name, inst, dev, "firing") for name, inst, dev in expected}, active
+        time.sleep(0.5)
+    assert stack.webhook.received() == expected, stack.webhook.received()
+    series = stack.query(f'ALERTS{{instance="{stack.healthy}"}}')
+    assert series == [], f"the healthy node has alerts: {series}"
+
+
+# --- dashboards against this Prometheus -------------------------------------------------------
+# Series that exist only after an event this run does not cause (an error, a rejected or
+# dropped batch, an expired rank), or that the simulator does not produce by default.
+EVENT_SERIES = {
+    "cann_exporter_source_errors_total": "no source error in this run",
+    "cann_exporter_ingest_rejected_total": "no rejected batch in this run",
+    "cann_exporter_ingest_client_dropped_steps_total": "no client reported dropped steps",
+    "cann_exporter_ingest_expired_total": "no job rank expired in this run",
+    "npu_health_error_info": "every chip is OK in this run (tests/test_serve_e2e.py serves codes)",
+}
+
+
+def why_empty(stack: Stack, expr: str) -> str | None:
+    """Why an empty result is legitimate here, or None when the query should have returned data."""
+    names = metric_names(expr)
+    if "npu_profile_memcpy_kind_ratio" in names:
+        return "profile: the fed profile has no memory copies"
+    if " offset " in expr:
+        # The baseline (a day ago) does not exist yet; the same query against 5s ago must work.
+        if stack.query(re.sub(r" offset \w+", " offset 5s", expr)):
+            return "baseline: needs a day of history (checked with offset 5s instead)"
+        return None
+    missing = {s.name for s in selectors(expr) if not stack.query(f"count({s})")}
+    if missing and missing <= set(EVENT_SERIES):
+        return "; ".join(EVENT_SERIES[n] for n in sorted(missing))
+    return None
+
+
+def test_every_dashboard_query_returns_data(stack: Stack) -> None:
+    # Wait until the slowest inputs exist: the rollup records and the job counters' rates.
+    wait_for("recording rules, job and profile series", lambda: stack.query("cluster:npu_idle_chip_hours:sum1d")
+             and stack.query("rate(npu_job_iterations_total[10s]) > 0") and stack.query("npu_profile_compute_ratio")
+             and stack.query("namespace:npu_unused_chip_hours:sum1d")
+             and stack.query("npu_network_receive_bytes_per_second") and stack.query("npu_optical_temperature_celsius")
+             and stack.query("chip:npu_aicore_utilization_ratio:avg1h"), stack.procs, 60)
+    known = known_names()
+    checked, skipped, failures = 0, {}, []
+    for path in sorted((ROOT / DASHBOARD_DIR).glob("*.json")):
+        board = json.loads(path.read_text())
+        for var in board["templating"]["list"]:
+            if var["type"] != "query":
+                continue
+            selector, label = label_values_query(var["query"]["query"])
+            if not stack.query(f"group by ({label}) ({substitute(selector)})"):
+                failures.append(f"{path.stem} variable {var['name']}: no values")
+        for panel in (p for p in board["panels"] if p["type"] != "row"):
+            for target in panel["targets"]:
+                expr = substitute(target["expr"])
+                assert not metric_names(expr) - known
+                checked += 1
+                if stack.query_soon(expr):
+                    continue
+                where = f"{path.stem}: {panel['title']} [{target['refId']}]"
+                reason = why_empty(stack, expr)
+                if reason:
+                    skipped[where] = reason
+                else:
+                    failures.append(f"{where} returned nothing:\n  {expr}")
+    assert not failures, "\n".join(failures)
+    assert checked > 100
+    kinds = {reason.split(":")[0] for reason in skipped.values()}
+    assert kinds <= {"baseline"} | set(EVENT_SERIES.values()), kinds
+    # What could not be checked here, and why (pytest -rP shows it).
+    print("\n".join(f"not checked: {k}: {v}" for k, v in sorted(skipped.items())))

@@ -1,0 +1,105 @@
+"""Ingest options, the token file, assembly and the OpenAPI document agree with the code."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from exporter.core.options import ConfigError
+from exporter.hooks import PHASES
+from exporter.jobs.collector import JobCollector
+from exporter.jobs.http import OPENAPI_PATH
+from exporter.jobs.metrics import INGEST_REJECT_REASONS, JOB_PHASES
+from exporter.jobs.validate import IngestError, IngestLimits, parse_batch
+from exporter.node.assembly import assemble
+from exporter.node.settings import build_settings, load_ingest_token
+from tests.support.paths import ROOT
+
+
+def test_defaults():
+    s = build_settings()
+    assert s.ingest.enabled and s.ingest.token is None
+    assert (s.ingest.ttl, s.ingest.finished_ttl) == (1800, 60)
+    assert (s.ingest.max_jobs, s.ingest.max_ranks, s.ingest.max_body_bytes) == (64, 32, 1 << 20)
+
+
+def test_options_from_env_and_flags():
+    s = build_settings(
+        env={"CANN_EXPORTER_INGEST_TTL": "5m", "CANN_EXPORTER_INGEST_TOKEN": "t0k"},
+        flags={"ingest.max_jobs": "8", "ingest.enabled": False},
+    )
+    assert (s.ingest.ttl, s.ingest.token, s.ingest.max_jobs, s.ingest.enabled) == (300, "t0k", 8, False)
+
+
+def test_bad_values_are_named():
+    with pytest.raises(ConfigError) as info:
+        build_settings(flags={"ingest.ttl": "forever", "ingest.max_ranks": "0", "ingest.token": "a", "ingest.token_file": "/x"})
+    text = "\n".join(info.value.problems)
+    assert "--ingest.ttl" in text and "--ingest.max-ranks" in text
+
+
+def test_token_and_token_file_are_exclusive():
+    with pytest.raises(ConfigError) as info:
+        build_settings(flags={"ingest.token": "a", "ingest.token_file": "/x"})
+    assert "not both" in info.value.problems[0]
+
+
+def test_token_file(tmp_path):
+    path = tmp_path / "token"
+    path.write_text("s3cret\n")
+    s = load_ingest_token(build_settings(flags={"ingest.token_file": str(path)}))
+    assert s.ingest.token == "s3cret"
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_ingest_token(build_settings(flags={"ingest.token_file": str(tmp_path / "missing")}))
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(ConfigError, match="empty"):
+        load_ingest_token(build_settings(flags={"ingest.token_file": str(tmp_path / "empty")}))
+
+
+def test_assembly_builds_the_store_and_registers_the_collector():
+    settings = build_settings(flags={"simulator.scenario": "healthy", "ingest.max_jobs": "3", "ingest.ttl": "2m", "ingest.token": "t"})
+    exporter = assemble(settings)
+    assert exporter.ingest is not None and settings.ingest.token == "t"
+    assert exporter.ingest.limits.max_jobs == 3 and exporter.ingest.ttl == 120
+    assert any(isinstance(r.collector, JobCollector) for r in exporter.exposition.renderings)
+    assert assemble(settings, ingest=False).ingest is None
+    assert assemble(build_settings(flags={"simulator.scenario": "healthy", "ingest.enabled": False})).ingest is None
+
+
+def test_the_hooks_phase_list_is_the_contract():
+    assert PHASES == JOB_PHASES
+
+
+def test_openapi_document_matches_the_validator():
+    doc = yaml.safe_load(OPENAPI_PATH.read_text())
+    assert doc["openapi"].startswith("3.")
+    schemas = doc["components"]["schemas"]
+    assert set(schemas["Step"]["properties"]["phases"]["properties"]) == set(JOB_PHASES)
+    assert set(schemas["Error"]["properties"]["reason"]["enum"]) == set(INGEST_REJECT_REASONS)
+    assert schemas["Batch"]["properties"]["steps"]["maxItems"] == IngestLimits().max_steps
+    post = doc["paths"]["/api/v1/steps"]["post"]
+    assert {"200", "400", "401", "413", "415", "429"} <= set(post["responses"])
+    # The documented example is itself a valid batch.
+    example = post["requestBody"]["content"]["application/json"]["example"]
+    end = example["steps"][0]["end"]
+    batch = parse_batch(json.dumps(example).encode(), IngestLimits(), now=end + 1)
+    assert batch.job_name == example["job_name"]
+    # and every field the validator knows is documented
+    with pytest.raises(IngestError):
+        parse_batch(json.dumps({**example, "undocumented": 1}).encode(), IngestLimits(), now=end + 1)
+    assert set(schemas["Batch"]["properties"]) == {"job_name", "rank", "world_size", "device", "framework", "pid", "dropped", "final", "memory", "steps"}
+
+
+def test_openapi_is_package_data():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "jobs/*.yaml" in pyproject["tool"]["setuptools"]["package-data"]["exporter"]
+
+
+def test_serve_with_an_unreadable_token_file_exits_2(tmp_path, capsys):
+    from exporter.cli import main
+
+    assert main(["serve", "--ingest.token-file", str(tmp_path / "missing")]) == 2
+    assert "ingest.token_file" in capsys.readouterr().err

@@ -1,0 +1,214 @@
+"""IngestStore and JobCollector: folding, histogram, TTL expiry, cardinality limits, rendering."""
+
+from __future__ import annotations
+
+import pytest
+
+from exporter.jobs.collector import JobCollector
+from exporter.jobs.metrics import INGEST_METRICS, JOB_METRICS
+from exporter.jobs.store import IngestStore
+from exporter.jobs.validate import Batch, IngestError, IngestLimits, Step
+from tests.support.exposition import render
+
+
+class Clock:
+    def __init__(self, now: float = 1_750_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def batch(job: str = "job-a", rank: int = 0, steps=(), final: bool = False, dropped: int = 0, memory=(None, None), **info) -> Batch:
+    fields = {"world_size": 8, "device": "3", "framework": "pytorch", "pid": "77", **info}
+    return Batch(job, rank, fields["world_size"], fields["device"], fields["framework"], fields["pid"], dropped, final, memory[0], memory[1], tuple(steps))
+
+
+def s(duration: float, samples: int | None = None, end: float | None = None, **phases: float) -> Step:
+    return Step(duration, end, samples, tuple(phases.items()))
+
+
+def scrape(store: IngestStore) -> dict[tuple[str, frozenset], float]:
+    return render(JobCollector(), store.part())
+
+
+def get(found: dict, name: str, **labels: str) -> float | None:
+    hits = [v for (n, ls), v in found.items() if n == name and set(labels.items()) <= ls]
+    assert len(hits) <= 1, (name, labels, hits)
+    return hits[0] if hits else None
+
+
+def names(found: dict, prefix: str) -> set[str]:
+    return {n for n, _ in found if n.startswith(prefix)}
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def test_steps_fold_into_counters_histogram_and_phases(clock):
+    store = IngestStore(clock=clock)
+    store.accept(batch(steps=[s(0.004, 32, end=clock.now - 2, h2d=0.001, compute=0.002), s(0.2, 32, end=clock.now - 1, h2d=0.01)]))
+    store.accept(batch(steps=[s(7.0, 16, compute=5.0, other=1.5)]))
+    found = scrape(store)
+    key = {"job_name": "job-a", "rank": "0"}
+    assert get(found, "npu_job_info", **key) == 1
+    assert get(found, "npu_job_info", device="3", world_size="8", framework="pytorch", pid="77") == 1
+    assert get(found, "npu_job_iterations_total", **key) == 3
+    assert get(found, "npu_job_samples_total", **key) == 80
+    assert get(found, "npu_job_iteration_duration_seconds_count", **key) == 3
+    assert get(found, "npu_job_iteration_duration_seconds_sum", **key) == pytest.approx(7.204)
+    assert get(found, "npu_job_iteration_duration_seconds_bucket", le="0.005", **key) == 1
+    assert get(found, "npu_job_iteration_duration_seconds_bucket", le="0.25", **key) == 2
+    assert get(found, "npu_job_iteration_duration_seconds_bucket", le="6.0", **key) == 2
+    assert get(found, "npu_job_iteration_duration_seconds_bucket", le="10.0", **key) == 3
+    assert get(found, "npu_job_iteration_duration_seconds_bucket", le="+Inf", **key) == 3
+    assert get(found, "npu_job_phase_seconds_total", phase="h2d", **key) == pytest.approx(0.011)
+    assert get(found, "npu_job_phase_seconds_total", phase="compute", **key) == pytest.approx(5.002)
+    assert get(found, "npu_job_phase_seconds_total", phase="other", **key) == pytest.approx(1.5)
+    assert get(found, "npu_job_phase_seconds_total", phase="d2h", **key) is None  # never reported: absent, not 0
+    assert get(found, "npu_job_last_iteration_timestamp_seconds", **key) == clock.now  # no `end`: arrival time
+    assert get(found, "cann_exporter_ingest_steps_total") == 3
+    assert get(found, "cann_exporter_ingest_requests_total") == 2
+
+
+def test_bucket_bounds_are_inclusive(clock):
+    store = IngestStore(clock=clock)
+    store.accept(batch(steps=[s(0.1), s(0.1000001)]))
+    found = scrape(store)
+    assert get(found, "npu_job_iteration_duration_seconds_bucket", le="0.1") == 1
+    assert get(found, "npu_job_iteration_duration_seconds_bucket", le="0.15") == 2
+
+
+def test_labels_are_the_contract(clock):
+    store = IngestStore(clock=clock)
+    store.accept(batch(steps=[s(0.1, 1, compute=0.1)], memory=(10, 20)))
+    found = scrape(store)
+    for (name, labels), _ in found.items():
+        assert "job" not in dict(labels), name
+        if name.startswith("npu_job_"):
+            spec_name = name.removesuffix("_bucket").removesuffix("_sum").removesuffix("_count")
+            spec = {x.name: x for x in JOB_METRICS}[spec_name if spec_name in {x.name for x in JOB_METRICS} else name]
+            assert set(dict(labels)) - {"le"} == set(spec.labels), name
+    assert get(found, "npu_job_memory_allocated_bytes") == 10
+    assert get(found, "npu_job_memory_max_allocated_bytes") == 20
+
+
+def test_no_samples_means_no_samples_series(clock):
+    store = IngestStore(clock=clock)
+    store.accept(batch(steps=[s(0.1)]))
+    found = scrape(store)
+    assert get(found, "npu_job_samples_total") is None
+    assert get(found, "npu_job_iterations_total") == 1
+
+
+def test_info_follows_the_latest_batch(clock):
+    store = IngestStore(clock=clock)
+    store.accept(batch(steps=[s(0.1)], pid="10"))
+    store.accept(batch(steps=[s(0.1)], pid="11", device="5"))
+    found = scrape(store)
+    assert get(found, "npu_job_info") == 1
+    assert get(found, "npu_job_info", pid="11", device="5") == 1
+
+
+def test_ttl_expiry_removes_every_series_of_that_rank(clock):
+    store = IngestStore(ttl=60, clock=clock)
+    store.accept(batch("old", steps=[s(0.1, 1, h2d=0.01)]))
+    clock.now += 30
+    store.accept(batch("new", steps=[s(0.1)]))
+    clock.now += 31  # "old" is 61 s quiet, "new" 31 s
+    found = scrape(store)
+    assert {dict(ls)["job_name"] for n, ls in found if n.startswith("npu_job_")} == {"new"}
+    assert get(found, "cann_exporter_ingest_expired_total") == 1
+    assert get(found, "cann_exporter_ingest_ranks") == 1
+    # The counters start again from zero if it comes back (a counter reset to Prometheus).
+    store.accept(batch("old", steps=[s(0.1)]))
+    assert get(scrape(store), "npu_job_iterations_total", job_name="old") == 1
+
+
+def test_a_heartbeat_keeps_a_quiet_rank_alive(clock):
+    store = IngestStore(ttl=60, clock=clock)
+    store.accept(batch(steps=[s(0.1)]))
+    for _ in range(5):
+        clock.now += 50
+        store.accept(batch(steps=[]))
+    found = scrape(store)
+    assert get(found, "npu_job_iterations_total") == 1
+    assert get(found, "npu_job_last_iteration_timestamp_seconds") == clock.now - 250  # stall stays visible
+
+
+def test_a_closed_rank_expires_after_the_finished_ttl(clock):
+    store = IngestStore(ttl=600, finished_ttl=30, clock=clock)
+    store.accept(batch(steps=[s(0.1)], final=True))
+    clock.now += 29
+    assert get(scrape(store), "npu_job_iterations_total") == 1
+    clock.now += 2
+    assert get(scrape(store), "npu_job_iterations_total") is None
+
+
+def test_a_new_batch_after_final_revives_the_rank(clock):
+    store = IngestStore(ttl=600, finished_ttl=30, clock=clock)
+    store.accept(batch(steps=[s(0.1)], final=True))
+    store.accept(batch(steps=[s(0.1)]))
+    clock.now += 100
+    assert get(scrape(store), "npu_job_iterations_total") == 2
+
+
+def test_job_limit_rejects_new_jobs_only(clock):
+    store = IngestStore(limits=IngestLimits(max_jobs=2), clock=clock)
+    store.accept(batch("a", steps=[s(0.1)]))
+    store.accept(batch("b", steps=[s(0.1)]))
+    with pytest.raises(IngestError) as info:
+        store.accept(batch("c", steps=[s(0.1)]))
+    assert (info.value.status, info.value.reason) == (429, "too_many_jobs")
+    assert "ingest.max_jobs" in info.value.message
+    store.accept(batch("a", rank=1, steps=[s(0.1)]))  # a known job may still add a rank
+    store.accept(batch("b", steps=[s(0.1)]))
+    found = scrape(store)
+    assert get(found, "npu_job_iterations_total", job_name="b") == 2
+    assert get(found, "npu_job_iterations_total", job_name="c") is None
+    assert get(found, "cann_exporter_ingest_ranks") == 3
+
+
+def test_rank_limit_per_job(clock):
+    store = IngestStore(limits=IngestLimits(max_ranks=2), clock=clock)
+    for rank in (0, 1):
+        store.accept(batch("a", rank=rank, steps=[s(0.1)]))
+    with pytest.raises(IngestError) as info:
+        store.accept(batch("a", rank=2, steps=[s(0.1)]))
+    assert (info.value.status, info.value.reason) == (429, "too_many_ranks")
+    store.accept(batch("other", rank=2, steps=[s(0.1)]))  # the limit is per job
+
+
+def test_expiry_frees_room_under_the_limits(clock):
+    store = IngestStore(ttl=10, limits=IngestLimits(max_jobs=1), clock=clock)
+    store.accept(batch("a", steps=[s(0.1)]))
+    with pytest.raises(IngestError):
+        store.accept(batch("b", steps=[s(0.1)]))
+    clock.now += 11
+    store.accept(batch("b", steps=[s(0.1)]))
+
+
+def test_rejections_are_counted_by_reason_from_zero(clock):
+    store = IngestStore(clock=clock)
+    store.reject("invalid")
+    store.reject("invalid")
+    store.reject("too_large")
+    found = scrape(store)
+    assert get(found, "cann_exporter_ingest_rejected_total", reason="invalid") == 2
+    assert get(found, "cann_exporter_ingest_rejected_total", reason="too_large") == 1
+    assert get(found, "cann_exporter_ingest_rejected_total", reason="unknown_phase") == 0
+
+
+def test_client_drops_are_summed(clock):
+    store = IngestStore(clock=clock)
+    store.accept(batch("a", steps=[s(0.1)], dropped=5))
+    store.accept(batch("b", steps=[], dropped=2))
+    assert get(scrape(store), "cann_exporter_ingest_client_dropped_steps_total") == 7
+
+
+def test_describe_matches_the_metric_specs():
+    collector = JobCollector()
+    assert collector.specs == JOB_METRICS + INGEST_METRICS
+    assert {f.name for f in collector.render(IngestStore().part())} == {spec.family_name for spec in collector.specs}

@@ -1,0 +1,119 @@
+"""Settings: YAML + environment + flags, every bad entry named, exit status 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from exporter.cli import main
+from exporter.core.options import ConfigError, parse_duration
+from exporter.node.settings import OPTIONS, build_settings, load_yaml
+from tests.support.paths import ROOT
+
+EXAMPLE = ROOT / "config.example.yaml"
+
+
+def test_defaults():
+    settings = build_settings()
+    assert (settings.listen_host, settings.listen_port) == ("", 9435)
+    assert settings.npu_smi.interval == 10 and settings.npu_smi.detail_interval == 60
+    assert settings.npu_smi.details == ("usages", "common", "ecc", "health")
+    assert settings.simulator.scenario is None
+    assert (settings.collector.devices, settings.collector.processes, settings.collector.self) == (True, True, True)
+
+
+def test_precedence_flag_over_env_over_file():
+    file_values = load_yaml("npu_smi:\n  timeout: 3s\n  interval: 20s\nlog:\n  format: json\n")
+    env = {"CANN_EXPORTER_NPU_SMI_TIMEOUT": "4s", "CANN_EXPORTER_LOG_LEVEL": "debug"}
+    settings = build_settings(file_values, env, {"npu_smi.timeout": "5s"})
+    assert settings.npu_smi.timeout == 5          # flag
+    assert settings.log.level == "debug"          # env
+    assert settings.npu_smi.interval == 20        # file
+    assert settings.log.format == "json"          # file
+
+
+def test_every_bad_entry_is_named_at_once():
+    file_values = load_yaml("npu_smi:\n  timout: 3s\n  interval: soon\nlisten: nowhere\ncollector:\n  devices: maybe\n")
+    with pytest.raises(ConfigError) as info:
+        build_settings(file_values, origin="x.yaml")
+    text = "\n".join(info.value.problems)
+    assert "unknown key 'npu_smi.timout'" in text
+    assert "x.yaml: npu_smi.interval" in text and "soon" in text
+    assert "x.yaml: listen" in text
+    assert "x.yaml: collector.devices" in text
+    assert len(info.value.problems) == 4
+
+
+def test_env_values_are_validated_and_named():
+    with pytest.raises(ConfigError) as info:
+        build_settings(env={"CANN_EXPORTER_NPU_SMI_MAX_CONCURRENCY": "0"})
+    assert info.value.problems[0].startswith("CANN_EXPORTER_NPU_SMI_MAX_CONCURRENCY:")
+
+
+def test_cross_check_max_age_must_exceed_the_detail_interval():
+    with pytest.raises(ConfigError) as info:
+        build_settings(flags={"max_age": "30s"})
+    assert "max_age" in info.value.problems[0]
+
+
+@pytest.mark.parametrize("text,seconds", [("10s", 10), ("1.5m", 90), ("500ms", 0.5), ("2h", 7200), (7, 7), ("1h30m", 5400), ("30", 30)])
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "-1s", "0", "ten", "5x", True, "1e999", 10**400])
+def test_bad_durations(text):
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+def test_yaml_that_is_not_a_mapping():
+    with pytest.raises(ConfigError):
+        load_yaml("- a\n- b\n")
+    with pytest.raises(ConfigError):
+        load_yaml("a: [unclosed\n")
+
+
+def test_every_option_has_a_flag_env_and_help():
+    flags = [o.flag_name for o in OPTIONS]
+    envs = [o.env_name for o in OPTIONS]
+    assert len(set(flags)) == len(flags) and len(set(envs)) == len(envs)
+    assert all(o.help for o in OPTIONS)
+    assert all(e.startswith("CANN_EXPORTER_") for e in envs)
+
+
+def test_the_example_config_is_valid_and_documents_every_option():
+    text = EXAMPLE.read_text()
+    build_settings(load_yaml(text, str(EXAMPLE)))
+    for option in OPTIONS:
+        assert option.key.split(".")[-1] in text, f"{option.key} is not documented in config.example.yaml"
+
+
+def test_check_config_command(tmp_path, capsys):
+    good = tmp_path / "good.yaml"
+    good.write_text("npu_smi:\n  timeout: 5s\n")
+    assert main(["check-config", str(good)]) == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("npu_smi:\n  timeout: never\nbogus: 1\n")
+    assert main(["check-config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "npu_smi.timeout" in err and "bogus" in err
+    assert main(["check-config", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_serve_exits_2_naming_the_bad_key(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("npu_smi:\n  intervall: 5s\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "exporter", "serve", "--config", str(config)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "npu_smi.intervall" in proc.stderr
+
+
+def test_bad_flag_value_exits_2(capsys):
+    assert main(["serve", "--npu-smi.timeout", "forever"]) == 2
+    assert "--npu-smi.timeout" in capsys.readouterr().err

@@ -1,0 +1,46 @@
+"""ChipsCollector and ProcessesCollector from plain parts: what a chip not read now keeps, and
+absence versus zero."""
+
+from __future__ import annotations
+
+from exporter.npusmi.collector import ChipsCollector, ProcessesCollector
+from exporter.npusmi.part import ChipSample, DevicesPart, EccCount, ProcessSample
+from tests.support.exposition import render, value, values
+
+
+def chip(npu: int, up: bool = True, **values) -> ChipSample:
+    health = {"health": values.pop("health", "OK")} if up else {}
+    return ChipSample(npu=npu, chip=0, device=npu, up=up, model="910B3", **health, **values)
+
+
+def test_a_chip_not_read_now_keeps_its_identity_only():
+    part = DevicesPart(chips=(chip(0, aicore_utilization_ratio=0.5), chip(1, up=False)), chips_seen=1, stale_chips=1)
+    found = render(ChipsCollector(), part)
+    assert values(found, "npu_aicore_utilization_ratio", "npu") == {"0": 0.5}
+    assert values(found, "npu_up", "npu") == {"0": 1.0, "1": 0.0}
+    assert values(found, "npu_device_info", "npu") == {"0": 1.0, "1": 1.0}
+    assert set(values(found, "npu_health", "npu")) == {"0"}
+
+
+def test_absent_values_are_absent_not_zero():
+    found = render(ChipsCollector(), DevicesPart(chips=(chip(0, aicore_utilization_ratio=0.0),), chips_seen=1))
+    assert value(found, "npu_aicore_utilization_ratio") == 0.0     # a real zero
+    assert value(found, "npu_power_watts") is None                  # never read
+    assert value(found, "npu_devices") == 1
+    assert value(found, "npu_driver_info") is None                  # no version read
+
+
+def test_health_stateset_codes_and_ecc():
+    part = DevicesPart(chips=(chip(0, health="Critical", health_error_codes=("80E18005",),
+                                   ecc=(EccCount("hbm", "double_bit", 3),)),))
+    found = render(ChipsCollector(), part)
+    assert {dict(ls)["state"]: v for (n, ls), v in found.items() if n == "npu_health"} == {
+        "OK": 0, "Warning": 0, "Alarm": 0, "Critical": 1, "Unknown": 0}
+    assert value(found, "npu_health_error_info", code="80E18005") == 1
+    assert value(found, "npu_ecc_errors_total", memory="hbm", type="double_bit") == 3
+
+
+def test_processes_without_memory_are_left_out():
+    procs = (ProcessSample(0, 0, 0, 42, "python", 1024.0), ProcessSample(0, 0, 0, 43, "idle", None))
+    found = render(ProcessesCollector(), DevicesPart(processes=procs))
+    assert values(found, "npu_process_memory_bytes", "pid") == {"42": 1024.0}

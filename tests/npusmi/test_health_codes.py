@@ -1,0 +1,48 @@
+"""`-t health` error codes through NpuSmiSource and a real npu-smi subprocess (a replay of
+real fixtures): read only for chips that are not OK, dropped once the chip is OK again."""
+
+from __future__ import annotations
+
+from exporter.core.health import HealthRegistry
+from exporter.core.runner import CommandRunner
+from exporter.npusmi.options import NpuSmiOptions
+from exporter.npusmi.source import NpuSmiSource
+from tests.support.replay import write_replay_npu_smi
+
+ALARM_CODES = ("A4025021", "8C03A000", "8C084E00")  # info-t-health__910A__23.0.7__2, by hand
+
+
+def source(npu_smi) -> NpuSmiSource:
+    options = NpuSmiOptions(details=("health",), board=False)
+    return NpuSmiSource(options, CommandRunner(timeout=20), HealthRegistry(), command=(str(npu_smi),))
+
+
+async def sample(src: NpuSmiSource):
+    await src.refresh_overview()
+    await src.refresh_details()
+    (chip,) = src.part().chips
+    return chip
+
+
+async def test_codes_follow_the_chip_health(tmp_path):
+    alarm = {"info": "info__310B4__23.0.0__1", "info -t health -i 0 -c 0": "info-t-health__910A__23.0.7__2"}
+    src = source(write_replay_npu_smi(tmp_path, alarm))
+    chip = await sample(src)
+    assert (chip.npu, chip.chip, chip.health) == (0, 0, "Alarm")
+    assert chip.health_error_codes == ALARM_CODES
+
+    # The same chip (NPU 0, chip 0) reported OK: the codes read a moment ago are not served,
+    # and no health call is made (the replay would answer it with an error).
+    write_replay_npu_smi(tmp_path, {"info": "info__310P3__22.0.0-drv22.0.2__1"})
+    chip = await sample(src)
+    assert chip.health == "OK"
+    assert chip.health_error_codes == ()
+    status = src.health[src.DETAILS].status()
+    assert status.success and dict(status.errors) == {}
+
+
+async def test_an_alarm_without_codes_serves_none(tmp_path):
+    # A health answer whose Error Code is NA (the healthy 910A capture) serves no code series.
+    replies = {"info": "info__310B4__23.0.0__1", "info -t health -i 0 -c 0": "info-t-health__910A__23.0.x__1"}
+    chip = await sample(source(write_replay_npu_smi(tmp_path, replies)))
+    assert chip.health == "Alarm" and chip.health_error_codes == ()

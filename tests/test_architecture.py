@@ -1,0 +1,162 @@
+"""The shape of the house (docs/architecture.md), checked: imports point down only, no cycle,
+small modules, every package importable, tests that import helpers from tests/support only, and
+a project that stands alone."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import ROOT
+
+PACKAGE = ROOT / "exporter"
+MAX_LINES = 500
+
+# What each top-level part of ``exporter`` may import (besides itself and ``exporter.__init__``).
+ALLOWED: dict[str, set[str]] = {
+    "core": set(),
+    "hooks": set(),                  # runs inside training loops: the standard library only
+    "simulator": set(),              # a stand-alone npu-smi / hccn_tool
+    "npusmi": {"core"},
+    "web": {"core"},
+    "profiles": {"core"},
+    "hccn": {"core", "npusmi"},      # asks about the chips npu-smi lists
+    "pods": {"core", "npusmi"},      # matches kubelet devices to npu-smi's chips
+    "jobs": {"core", "web"},         # the ingest API is a route of the web app
+    "generate": {"core", "hccn"},
+    "node": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "web", "simulator"},
+    "diagnostics": {"core", "npusmi", "pods", "profiles", "jobs", "generate", "node", "simulator"},
+    "commands": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "web", "generate", "node", "diagnostics", "simulator"},
+    "cli": {"core", "node", "commands"},
+    "__main__": {"cli"},
+}
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+def imports(path: Path, name: str) -> Iterator[str]:
+    """Every ``exporter`` module ``path`` imports, at any depth of the code."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name.split(".")[0] == "exporter")
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            if base.split(".")[0] != "exporter":
+                continue
+            for alias in node.names:   # `from exporter.x import y`: y may be a module itself
+                yield f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+
+
+MODULES = modules()
+GRAPH = {name: {target for target in imports(path, name) if target in MODULES} for name, path in MODULES.items()}
+
+
+def part(module: str) -> str:
+    pieces = module.split(".")
+    return pieces[1] if len(pieces) > 1 else ""
+
+
+def test_every_part_of_the_package_has_a_rule():
+    assert {part(m) for m in MODULES} - {""} == set(ALLOWED)
+
+
+def test_imports_point_down_only():
+    wrong = sorted(
+        f"{source} imports {target}"
+        for source, targets in GRAPH.items() for target in targets
+        if part(source) and part(target) and part(target) != part(source) and part(target) not in ALLOWED[part(source)]
+    )
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_cycle():
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in GRAPH[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for name in GRAPH:
+        if name not in index:
+            visit(name)
+    # A package __init__ that re-exports its own modules is not a cycle of the design.
+    cycles = [c for c in cycles if not all(m == c[0] or m.startswith(c[0] + ".") for m in c)]
+    assert not cycles, cycles
+
+
+def test_modules_stay_small():
+    big = {str(path.relative_to(ROOT)): n for path in MODULES.values()
+           if not path.name.endswith("_pb2.py") and (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert not big, big
+
+
+def test_every_package_directory_is_a_package():
+    missing = [str(d.relative_to(ROOT)) for d in PACKAGE.rglob("*") if d.is_dir() and d.name != "__pycache__"
+               and any(d.glob("*.py")) and not (d / "__init__.py").exists()]
+    assert not missing, missing
+
+
+def test_tests_import_helpers_from_support_only():
+    tests = ROOT / "tests"
+    bad = []
+    for path in sorted(tests.rglob("*.py")):
+        if "fixtures" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("tests")):
+                module = node.module or ""
+                if node.level or not (module == "tests.support" or module.startswith("tests.support.")):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {'.' * node.level}{module}")
+    missing = [str(d.relative_to(ROOT)) for d in [tests, *tests.rglob("*")] if d.is_dir() and "fixtures" not in d.parts
+               and d.name != "__pycache__" and any(d.glob("test_*.py")) and not (d / "__init__.py").exists()]
+    assert not bad and not missing, bad + missing
+
+
+def tracked_text_files() -> list[Path]:
+    try:
+        listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        pytest.fail("git ls-files failed: the checks of tracked files need a git checkout")
+    suffixes = {".py", ".md", ".yaml", ".yml", ".toml", ".json", ".txt", ".service", ".cfg", ".ini", ".proto"}
+    return [ROOT / f for f in listed.splitlines()
+            if not f.startswith("tests/fixtures/") and (Path(f).suffix in suffixes or Path(f).name in ("Makefile", "Dockerfile"))]
+
+
+def test_the_project_stands_alone():
+    """No file refers to documents outside the repository: what a reader needs is written here."""
+    needles = ("../shared", "DESIGN.md", "TUNING-GUIDE.md", "FORMATS.md")
+    found = [f"{path.relative_to(ROOT)}: {needle}" for path in tracked_text_files() if path.exists()
+             for needle in needles if needle in path.read_text(errors="replace") and path != Path(__file__)]
+    assert not found, found
