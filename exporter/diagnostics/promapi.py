@@ -17,8 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+from exporter.core import values
 
 
 class PrometheusError(Exception):
@@ -39,14 +38,7 @@ class Series:
 
 def parse_duration(text: str) -> float:
     """Seconds of a Prometheus duration such as ``30d``, ``1h30m``, ``90s``; ValueError otherwise."""
-    text = text.strip()
-    parts = _DURATION_PART.findall(text)
-    if not text or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"expected a duration like 1h, 30d or 1h30m, got {text!r}")
-    seconds = sum(int(n) * _UNITS[u] for n, u in parts)
-    if seconds <= 0:
-        raise ValueError(f"expected a duration greater than zero, got {text!r}")
-    return float(seconds)
+    return values.parse_duration(text.strip(), promql=True)
 
 
 def promql_duration(seconds: float) -> str:

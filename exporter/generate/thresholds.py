@@ -19,24 +19,28 @@ from typing import Any
 import yaml
 
 from exporter.core.errors import ProblemsError
+from exporter.core.values import parse_duration
 
 DEFAULT_PATH = Path(__file__).with_name("thresholds.yaml")
 HEALTHY, WARNING, ABNORMAL = "healthy", "warning", "abnormal"
 VERDICTS = (HEALTHY, WARNING, ABNORMAL)
 DIRECTIONS = ("lower_is_better", "higher_is_better")
 SEVERITIES = ("info", "warning", "critical")
-_WINDOW = re.compile(r"^\d+(ms|s|m|h|d)$")
 _ID = re.compile(r"^[a-z][a-z0-9_]*$")
 _ALERT = re.compile(r"^[A-Z][A-Za-z0-9]*$")
-_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def duration_seconds(text: str) -> float:
-    """Seconds of a Prometheus duration of one unit (``90s``, ``10m``, ``1d``)."""
-    match = re.match(r"^(\d+)(ms|s|m|h|d)$", text)
-    if not match:
-        raise ValueError(f"not a duration: {text!r}")
-    return int(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    """Seconds of a window as PromQL reads it (``90s``, ``10m``, ``1h30m``, ``0m``); ValueError otherwise."""
+    return parse_duration(text, promql=True, allow_zero=True)
+
+
+def _is_window(value: Any) -> bool:
+    try:
+        duration_seconds(value)
+    except ValueError:
+        return False
+    return True
 
 
 class ThresholdError(ProblemsError):
@@ -210,10 +214,10 @@ def _alert(entry: Any, where: str, indicators: Mapping[str, Indicator], problems
     if threshold is None and indicator is not None:
         threshold = indicator.abnormal if indicator.abnormal is not None else indicator.healthy
     window = entry.get("window", indicator.window if indicator else None)
-    if not isinstance(window, str) or not _WINDOW.match(window):
+    if not _is_window(window):
         problems.append(f"{where}: window: expected a duration like 10m, got {window!r}")
     range_ = entry.get("range")
-    if range_ is not None and (not isinstance(range_, str) or not _WINDOW.match(range_) or duration_seconds(range_) == 0):
+    if range_ is not None and (not _is_window(range_) or duration_seconds(range_) == 0):
         problems.append(f"{where}: range: expected a duration like 5m, got {range_!r}")
     severity = entry.get("severity", indicator.severity if indicator else None)
     if severity not in SEVERITIES:
@@ -226,7 +230,7 @@ def _alert(entry: Any, where: str, indicators: Mapping[str, Indicator], problems
         for key, value in params.items():
             if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
                 values.append((str(key), tuple(value)))
-            elif isinstance(value, str) and _WINDOW.match(value):
+            elif _is_window(value):
                 values.append((str(key), value))
             elif isinstance(value, (int, float)) and not isinstance(value, bool):
                 values.append((str(key), float(value)))
@@ -254,7 +258,7 @@ def _alerting(data: Any, where: str, problems: list[str]) -> AlertingSettings:
             else:
                 values[key] = data[key].strip()
     if "profile_max_age" in data:
-        if not isinstance(data["profile_max_age"], str) or not _WINDOW.match(data["profile_max_age"]):
+        if not _is_window(data["profile_max_age"]):
             problems.append(f"{where}: profile_max_age: expected a duration like 1d, got {data['profile_max_age']!r}")
         else:
             values["profile_max_age"] = data["profile_max_age"]
@@ -277,7 +281,7 @@ def _recording(data: Any, where: str, problems: list[str]) -> RecordingSettings:
             values["quantiles"] = tuple(float(v) for v in q)
     if "rollup_interval" in data:
         r = data["rollup_interval"]
-        if not isinstance(r, str) or not _WINDOW.match(r) or duration_seconds(r) == 0:
+        if not _is_window(r) or duration_seconds(r) == 0:
             problems.append(f"{where}: rollup_interval: expected a duration like 1m, got {r!r}")
         else:
             values["rollup_interval"] = r
@@ -305,7 +309,7 @@ def _indicator(entry: Any, where: str, problems: list[str]) -> Indicator | None:
         if (direction == "lower_is_better") != (healthy < abnormal):
             problems.append(f"{where}: healthy {healthy} and abnormal {abnormal} are in the wrong order for {direction}")
     window = entry.get("window")
-    if not isinstance(window, str) or not _WINDOW.match(window):
+    if not _is_window(window):
         problems.append(f"{where}: window: expected a duration like 10m, got {window!r}")
     severity = entry.get("severity")
     if severity not in SEVERITIES:

@@ -8,25 +8,24 @@ from prometheus_client.core import Metric
 
 from exporter.core.metric import family, field_families, label
 from exporter.profiles import metrics as m
-from exporter.profiles.indicators import ProfileSummary
-from exporter.profiles.part import ProfilesPart
+from exporter.profiles.part import ProfileSample, ProfilesPart
 
 
 class ProfileCollector:
     specs = m.PROFILE_METRICS
 
     def render(self, part: ProfilesPart) -> Iterator[Metric]:
-        latest = part.summaries
+        latest = part.samples
         yield from field_families(m.PROFILE_GAUGES, latest, _labels)  # a field the export lacks is absent, never 0 or -1
         yield _memcpy_kinds(latest)
         yield _operators(latest)
 
 
-def _labels(summary: ProfileSummary) -> list[str]:
+def _labels(summary: ProfileSample) -> list[str]:
     return [summary.job_name, label(summary.rank)]
 
 
-def _memcpy_kinds(latest: Iterable[ProfileSummary]) -> Metric:
+def _memcpy_kinds(latest: Iterable[ProfileSample]) -> Metric:
     metric = family(m.PROFILE_MEMCPY_KIND)
     for summary in latest:
         for kind, ratio in summary.memcpy_kind_ratios:
@@ -34,7 +33,7 @@ def _memcpy_kinds(latest: Iterable[ProfileSummary]) -> Metric:
     return metric
 
 
-def _operators(latest: Iterable[ProfileSummary]) -> Metric:
+def _operators(latest: Iterable[ProfileSample]) -> Metric:
     metric = family(m.PROFILE_OPERATOR)
     for summary in latest:
         for position, share in enumerate(summary.top_operators, start=1):

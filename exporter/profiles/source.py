@@ -19,7 +19,7 @@ from exporter.core.clock import Clock
 from exporter.core.health import Failure, HealthRegistry
 from exporter.core.sampler import Task
 from exporter.profiles.formats.common import ProfileParseError
-from exporter.profiles.indicators import summarize
+from exporter.profiles.indicators import ProfileSummary, summarize
 from exporter.profiles.layout import (
     Listing,
     ProfileRef,
@@ -71,8 +71,12 @@ class ProfileSource:
         return [Task(self.NAME, self.options.interval, self.refresh)]
 
     def part(self) -> ProfilesPart:
-        """The latest profile of each (job_name, rank)."""
+        """The latest profile of each (job_name, rank), as /metrics serves it."""
         return self._part
+
+    def latest_summaries(self) -> tuple[ProfileSummary, ...]:
+        """The latest profile of each (job_name, rank), every indicator and where it came from."""
+        return latest_per_rank(s for entry in self._entries.values() for s in entry.summaries)
 
     async def refresh(self) -> None:
         start = time.monotonic()
@@ -91,7 +95,7 @@ class ProfileSource:
             self._entries[str(ref.path)] = entry
             failures += problems
             changed = True
-        self._part = ProfilesPart(latest_per_rank(s for entry in self._entries.values() for s in entry.summaries))
+        self._part = ProfilesPart.latest(s for entry in self._entries.values() for s in entry.summaries)
         if changed and self.state_file is not None:
             failures += await asyncio.to_thread(write_state_file, self.state_file, render_state(self._entries))
         self.health[self.NAME].record(time.monotonic() - start, failures, tried + [str(d) for d in self.directories])

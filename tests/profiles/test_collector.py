@@ -11,7 +11,7 @@ from exporter.profiles import metrics as m
 from exporter.profiles.collector import ProfileCollector
 from exporter.profiles.indicators import OperatorShare, ProfileSummary, summarize
 from exporter.profiles.load import load_profile
-from exporter.profiles.part import ProfilesPart, latest_per_rank
+from exporter.profiles.part import ProfilesPart
 from tests.support.exposition import exposition as render
 from tests.support.profile_exports import PT_LEVEL1, build
 
@@ -23,7 +23,7 @@ def summary(**kw) -> ProfileSummary:
 
 def exposition(summaries) -> str:
     """The rendering of a part built as the source builds it: the latest summary per job and rank."""
-    return render(ProfileCollector(), ProfilesPart(latest_per_rank(summaries)))
+    return render(ProfileCollector(), ProfilesPart.latest(summaries))
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -61,9 +61,9 @@ async def test_parsed_once_after_two_stable_scans(tmp_path: Path, monkeypatch: p
     (tmp_path / "profiles" / "resnet" / "host_1_ascend_pt" / OUT / "analyse.done").touch()
     source, health = make_source(tmp_path)
     await source.refresh()
-    assert source.part().summaries == () and counting.calls == []  # first sight: wait for a second, identical scan
+    assert source.latest_summaries() == () and counting.calls == []  # first sight: wait for a second, identical scan
     await source.refresh()
-    (summary,) = source.part().summaries
+    (summary,) = source.latest_summaries()
     assert (summary.job_name, summary.rank, summary.steps) == ("resnet", 0, (50,))
     for _ in range(3):
         await source.refresh()
@@ -119,7 +119,7 @@ async def test_marker_present_but_files_still_changing(tmp_path: Path, monkeypat
     assert counting.calls == []
     await source.refresh()
     assert counting.calls == [path]
-    assert source.part().summaries[0].steps == (1, 2)
+    assert source.latest_summaries()[0].steps == (1, 2)
 
 
 async def test_profiler_info_missing_and_no_marker_waits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -139,7 +139,7 @@ async def test_msprof_export_needs_quiet_time_only(tmp_path: Path) -> None:
     source, _ = make_source(tmp_path, settle=30.0)
     await source.refresh()
     await source.refresh()
-    (summary,) = source.part().summaries
+    (summary,) = source.latest_summaries()
     assert (summary.producer, summary.job_name, summary.rank) == ("msprof", "tile", 0)
 
 
@@ -153,7 +153,7 @@ async def test_bad_files_count_once_by_reason(tmp_path: Path) -> None:
         await source.refresh()
     assert dict(status(health).errors) == {"missing_columns": 1, "truncated": 1}
     assert status(health).success  # the latest run had nothing new to fail on
-    (summary,) = source.part().summaries
+    (summary,) = source.latest_summaries()
     assert summary.compute_ratio is not None and summary.memcpy_ratio is not None
 
 
@@ -164,7 +164,7 @@ async def test_unusable_export_is_remembered_not_retried(tmp_path: Path, monkeyp
     for _ in range(4):
         await source.refresh()
     assert len(counting.calls) == 1
-    assert dict(status(health).errors) == {"no_data": 1} and source.part().summaries == ()
+    assert dict(status(health).errors) == {"no_data": 1} and source.latest_summaries() == ()
 
 
 async def test_parser_crash_costs_one_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -184,7 +184,7 @@ async def test_missing_directory_and_no_profiles(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     source, health = make_source(tmp_path, roots=[tmp_path / "empty"])
     await source.refresh()
-    assert status(health).success and source.part().summaries == ()  # no data is not an error
+    assert status(health).success and source.latest_summaries() == ()  # no data is not an error
     source, health = make_source(tmp_path, roots=[tmp_path / "nowhere"])
     await source.refresh()
     assert not status(health).success and dict(status(health).errors) == {"missing_dir": 1}
@@ -196,16 +196,16 @@ async def test_reexport_is_parsed_again_and_deleted_export_leaves(tmp_path: Path
     source, _ = make_source(tmp_path)
     await source.refresh()
     await source.refresh()
-    assert source.part().summaries[0].compute_ratio == 0.5
+    assert source.latest_summaries()[0].compute_ratio == 0.5
     torch_profile(path, steps=[Step(1, 9.0, 0.0, 1.0)])  # offline re-analysis rewrites the output
     await source.refresh()
     await source.refresh()
-    assert source.part().summaries[0].compute_ratio == 0.9 and len(counting.calls) == 2
+    assert source.latest_summaries()[0].compute_ratio == 0.9 and len(counting.calls) == 2
     import shutil
 
     shutil.rmtree(path)
     await source.refresh()
-    assert source.part().summaries == ()
+    assert source.latest_summaries() == ()
     assert json.loads((tmp_path / "state" / "profiles.json").read_text())["profiles"] == {}
 
 
@@ -219,7 +219,7 @@ async def test_latest_profile_per_job_and_rank_wins(tmp_path: Path) -> None:
     source, _ = make_source(tmp_path)
     await source.refresh()
     await source.refresh()
-    (summary,) = source.part().summaries
+    (summary,) = source.latest_summaries()
     assert summary.path == str(new) and summary.compute_ratio == 0.75 and summary.finished_at == 1_700_000_100
 
 
@@ -231,7 +231,7 @@ async def test_backlog_is_worked_off_a_few_per_run(tmp_path: Path) -> None:
     counts = []
     for _ in range(3):
         await source.refresh()
-        counts.append(len(source.part().summaries))
+        counts.append(len(source.latest_summaries()))
     assert counts == [2, 4, 5]
 
 
