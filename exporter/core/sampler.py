@@ -6,8 +6,8 @@ details every 60 s, a kubelet call every 15 s ...). After each run the sampler c
 scrape never waits on a task. ``ready`` turns true once the first task has run.
 
 Parts leave out data older than its max age when they are built, so the sampler also
-publishes every ``republish_interval`` seconds on its own: a task that stalls (a source bug,
-a wedged call) cannot keep its last readings on /metrics past their age.
+publishes on its own when no task has for ``republish_interval`` seconds: a task that stalls
+(a source bug, a wedged call) cannot keep its last readings on /metrics past their age.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ class Sampler:
         self.republish_interval = republish_interval
         self._publish = publish
         self._done: set[str] = set()
+        self._published_at = -float("inf")
 
     @property
     def ready(self) -> bool:
@@ -52,12 +53,17 @@ class Sampler:
 
     async def run_forever(self) -> None:
         """One loop per task; the first round runs in order so the first snapshot is complete."""
+        await asyncio.gather(self._republish(), self._rounds())
+
+    async def _rounds(self) -> None:
         await self.run_once()
-        await asyncio.gather(self._republish(), *(self._loop(task) for task in self.tasks))
+        await asyncio.gather(*(self._loop(task) for task in self.tasks))
 
     async def _republish(self) -> None:
         while True:
             await asyncio.sleep(self.republish_interval)
+            if time.monotonic() - self._published_at < self.republish_interval:
+                continue  # a task run published meanwhile
             try:
                 self.publish()
             except Exception:  # a bug in building a part must not stop the ageing of the others
@@ -87,4 +93,5 @@ class Sampler:
         self.publish()
 
     def publish(self) -> None:
+        self._published_at = time.monotonic()
         self._publish(self.ready)

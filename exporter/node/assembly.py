@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import shutil
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
@@ -35,7 +36,9 @@ from exporter.pods.source import PodResourcesSource, in_kubernetes
 from exporter.profiles.collector import ProfileCollector
 from exporter.profiles.source import ProfileSource
 from exporter.web.collector import WebCollector
-from exporter.web.security import WebSecurity
+
+if TYPE_CHECKING:  # serve's web config; `once` and the in-process readers never load aiohttp's server
+    from exporter.web.security import WebSecurity
 
 log = logging.getLogger("exporter")
 
@@ -165,5 +168,6 @@ def assemble(settings: Settings, *, ingest: bool = True, security: WebSecurity |
         "podresources": settings.podresources.socket if pods else "off",
         "hccn": " ".join(hccn.command) if hccn else "off",
     })
-    sampler = Sampler(tasks, health, publish)
+    # Withheld data leaves /metrics at most a tenth of max_age late, even if every task stalls.
+    sampler = Sampler(tasks, health, publish, republish_interval=min(10.0, max(1.0, settings.max_age / 10)))
     return Node(store, registry, exposition, sampler, npu_smi, simulated, hccn=hccn, pods=pods, profiles=profiles, ingest=ingest_store)

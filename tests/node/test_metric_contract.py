@@ -125,11 +125,9 @@ def test_every_field_of_a_part_is_rendered(part):
 
 # --- producers: real outputs in, metrics out --------------------------------------------------------
 
-def node_exposition(npu_smi: Path, *flags: str) -> str:
-    """`once` as the CLI runs it, in-process: the replayed npu-smi through real subprocesses."""
-    settings = build_settings(flags={
-        "npu_smi.path": str(npu_smi), "hccn.enabled": "false", "podresources.enabled": "false", **dict(f.split("=", 1) for f in flags),
-    })
+def node_exposition(**flags: str) -> str:
+    """`once` as the CLI runs it, in-process: npu-smi (a replay or the simulator) through real subprocesses."""
+    settings = build_settings(flags={"hccn.enabled": "false", "podresources.enabled": "false", **flags})
     node = assemble(settings, ingest=False)
     asyncio.run(node.sampler.run_once())
     return generate_latest(node.registry).decode()
@@ -145,7 +143,7 @@ def npu_smi_910b3(tmp_path: Path) -> str:
         "info -t ecc -i *": "info-t-ecc__910-doc__unknown__1",
         "info -t board -i * -c *": "info-t-board-chip__910A__23.0.5__1",
     })
-    return node_exposition(script, "npu_smi.details=usages,common,memory,ecc")
+    return node_exposition(**{"npu_smi.path": str(script), "npu_smi.details": "usages,common,memory,ecc"})
 
 
 def npu_smi_310p(tmp_path: Path) -> str:
@@ -154,22 +152,18 @@ def npu_smi_310p(tmp_path: Path) -> str:
         "info": "info__310P3-300IDuo__24.1.rc2__1",
         "info -t usages -i *": "info-t-usages__310P-300IDuo__unknown__1",
     })
-    return node_exposition(script, "npu_smi.details=usages,ecc", "npu_smi.board=false")
+    return node_exposition(**{"npu_smi.path": str(script), "npu_smi.details": "usages,ecc", "npu_smi.board": "false"})
 
 
 def npu_smi_health(tmp_path: Path) -> str:
     script = write_replay_npu_smi(tmp_path, {
         "info": "info__310B4__23.0.0__1", "info -t health -i 0 -c 0": "info-t-health__910A__23.0.7__2",
     })
-    return node_exposition(script, "npu_smi.details=health", "npu_smi.board=false")
+    return node_exposition(**{"npu_smi.path": str(script), "npu_smi.details": "health", "npu_smi.board": "false"})
 
 
 def simulated(tmp_path: Path) -> str:
-    settings = build_settings(flags={"simulator.scenario": "healthy", "npu_smi.details": "", "npu_smi.board": "false",
-                                     "hccn.enabled": "false", "podresources.enabled": "false"})
-    node = assemble(settings, ingest=False)
-    asyncio.run(node.sampler.run_once())
-    return generate_latest(node.registry).decode()
+    return node_exposition(**{"simulator.scenario": "healthy", "npu_smi.details": "", "npu_smi.board": "false"})
 
 
 def hccn_port(command: tuple[str, ...]) -> str:
