@@ -121,6 +121,17 @@ def run_one(name: str, timeout: float) -> dict[str, Any]:
 
 # --- machine --------------------------------------------------------------------------------------
 
+def interpreter() -> str:
+    """Where the interpreter lives, in words that mean something on another machine."""
+    if sys.prefix == sys.base_prefix:
+        return "system interpreter, no venv"
+    venv = Path(sys.prefix).resolve()
+    try:
+        return f"venv {venv.relative_to(REPO.resolve()).as_posix()}"
+    except ValueError:
+        return f"venv {venv.name} outside the checkout"
+
+
 def machine() -> dict[str, str]:
     cpu = platform.processor() or platform.machine()
     with contextlib.suppress(OSError):
@@ -151,7 +162,7 @@ def machine() -> dict[str, str]:
         "CPU": cpu,
         "Cores": f"{logical} logical ({physical} physical), {usable} usable by this process",
         "Memory": memory,
-        "Python": f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})",
+        "Python": f"{platform.python_implementation()} {platform.python_version()} ({interpreter()})",
         "OS": f"{os_name}, kernel {platform.release()} ({platform.machine()})",
         "Packages": ", ".join(versions),
         "Load average at start (1, 5, 15 min)": load,

@@ -5,6 +5,7 @@ a project that stands alone."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -144,19 +145,52 @@ def test_tests_import_helpers_from_support_only():
     assert not bad and not missing, bad + missing
 
 
-def tracked_text_files() -> list[Path]:
+def tracked_files() -> list[Path]:
     try:
         listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         pytest.fail("git ls-files failed: the checks of tracked files need a git checkout")
+    return [ROOT / f for f in listed.splitlines() if (ROOT / f).is_file()]
+
+
+def tracked_text_files() -> list[Path]:
+    """Our own sources and documents; the fixtures are upstream outputs and stay as captured."""
     suffixes = {".py", ".md", ".yaml", ".yml", ".toml", ".json", ".txt", ".service", ".cfg", ".ini", ".proto"}
-    return [ROOT / f for f in listed.splitlines()
-            if not f.startswith("tests/fixtures/") and (Path(f).suffix in suffixes or Path(f).name in ("Makefile", "Dockerfile"))]
+    return [path for path in tracked_files() if not path.relative_to(ROOT).as_posix().startswith("tests/fixtures/")
+            and (path.suffix in suffixes or path.name in ("Makefile", "Dockerfile"))]
 
 
 def test_the_project_stands_alone():
     """No file refers to documents outside the repository: what a reader needs is written here."""
     needles = ("../shared", "DESIGN.md", "TUNING-GUIDE.md", "FORMATS.md")
-    found = [f"{path.relative_to(ROOT)}: {needle}" for path in tracked_text_files() if path.exists()
+    found = [f"{path.relative_to(ROOT)}: {needle}" for path in tracked_text_files()
              for needle in needles if needle in path.read_text(errors="replace") and path != Path(__file__)]
+    assert not found, found
+
+
+def machine_paths() -> re.Pattern[str]:
+    """This checkout's absolute path and the user's home, as whole path components, taken now."""
+    roots = {str(ROOT), str(ROOT.resolve()), str(Path.home()), str(Path.home().resolve())}
+    roots = {root.rstrip("/") for root in roots if root.strip("/")}
+    alternatives = "|".join(re.escape(root) for root in sorted(roots, key=len, reverse=True))
+    return re.compile(rf"(?<![\w.~/-])(?:{alternatives})(?![\w-])(?!\.\w)")
+
+
+def test_the_match_is_on_whole_path_components():
+    pattern = machine_paths()
+    assert pattern.search(f"ran {ROOT}/.venv/bin/python") and pattern.search(f"home {Path.home()}.")
+    assert not pattern.search(f"x{ROOT}") and not pattern.search(f"{ROOT}-old/x")
+
+
+def test_no_file_names_the_build_machine():
+    """Reports, docs, provenance and generated files hold on any machine: none names a local path."""
+    pattern = machine_paths()
+    found = []
+    for path in tracked_files():
+        data = path.read_bytes()
+        if b"\0" in data[:8192]:
+            continue  # binary
+        found += [f"{path.relative_to(ROOT)}:{number}: {match.group(0)}"
+                  for number, line in enumerate(data.decode(errors="replace").splitlines(), 1)
+                  for match in pattern.finditer(line)]
     assert not found, found
