@@ -181,10 +181,10 @@ def read_local(args: argparse.Namespace) -> Observations:
             text = Path(config).read_text(encoding="utf-8")
         except OSError as exc:
             raise CannotDiagnose(f"{config}: cannot read: {exc.strerror or exc}") from None
-    # Only `npu-smi info` (utilization, processes) and `info -m` (device ids) are needed here:
-    # no per-card details or board reads, so a diagnosis costs two npu-smi calls.
+    # `npu-smi info` (utilization, processes), `info -m` (device ids) and, per card, `-t ecc`
+    # (isolated pages, the hardware level): no other details and no board reads.
     flags = {"npu_smi.path": getattr(args, "npu_smi", None), "simulator.scenario": getattr(args, "simulate", None),
-             "simulator.model": getattr(args, "simulate_model", None), "npu_smi.details": "", "npu_smi.board": False}
+             "simulator.model": getattr(args, "simulate_model", None), "npu_smi.details": "ecc", "npu_smi.board": False}
     settings = local_settings(text, config or "config", os.environ, flags)
     scrapes = asyncio.run(scrape_local(settings, getattr(args, "samples", 1), getattr(args, "interval", 10.0)))
     simulated = f" (simulator: {settings.simulator.scenario})" if settings.simulator.scenario else ""

@@ -1,5 +1,6 @@
-"""The three levels of docs/tuning.md as pure functions: observations + threshold table in,
-findings out. No I/O, no clock (the readers already turned timestamps into ages).
+"""The three levels of docs/tuning.md as pure functions, after a hardware level that asks
+whether the chip itself is sound: observations + threshold table in, findings out. No I/O, no
+clock (the readers already turned timestamps into ages).
 
 Where the table has a row for an indicator, its bounds give the verdict and its causes and
 levers the advice. Where a check is an alert without a row (saw-tooth, stall), the alert's
@@ -12,9 +13,11 @@ from collections.abc import Iterable
 
 from exporter.diagnostics import profile_indicators
 from exporter.diagnostics.model import (
+    HARDWARE,
     MACRO,
     MESO,
     MICRO,
+    PAGES,
     PER_SECOND,
     RATIO,
     SECONDS,
@@ -24,6 +27,7 @@ from exporter.diagnostics.model import (
     Observations,
     Report,
 )
+from exporter.generate.rules import isolated_pages_limit
 from exporter.generate.thresholds import (
     ABNORMAL,
     HEALTHY,
@@ -47,6 +51,7 @@ _PROFILE_LEVELS = {
 
 def analyse(obs: Observations, table: Thresholds) -> Report:
     findings = [
+        *hardware_findings(obs.chips, table),
         *chip_findings(obs.chips, table),
         *job_findings(obs.jobs, table),
         *profile_findings(obs.profiles, table),
@@ -79,6 +84,41 @@ def _alert(table: Thresholds, name: str) -> AlertSpec | None:
         return table.alert(name)
     except KeyError:
         return None
+
+
+# --- hardware: chips --------------------------------------------------------------------------
+
+PAGES_ALERT = "NPUMemoryPagesIsolated"
+
+
+def hardware_findings(chips: Iterable[ChipStats], table: Thresholds) -> list[Finding]:
+    return [isolated_pages_finding(chip, table) for chip in chips if chip.isolated_pages]
+
+
+def isolated_pages_finding(chip: ChipStats, table: Thresholds) -> Finding:
+    """NPUMemoryPagesIsolated's tiers: abnormal where it is critical (a page after a double-bit
+    error, or more pages than its limit), warning where new pages appeared in the window."""
+    total = sum(p.pages for p in chip.isolated_pages)
+    double = sum(p.pages for p in chip.isolated_pages if p.type == "double_bit")
+    spec = _alert(table, PAGES_ALERT)
+    verdict, bounds = None, ""
+    if spec is not None:
+        limit, new_above = isolated_pages_limit(spec), spec.threshold or 0.0
+        verdict = isolated_pages_verdict(total, double, chip.new_isolated_pages, limit, new_above)
+        bounds = f"abnormal: any double-bit or > {limit:g}; warning: > {new_above:g} new"
+    detail = ", ".join(f"{p.memory} {p.type} {p.pages:g}" for p in chip.isolated_pages if p.pages)
+    if chip.new_isolated_pages:
+        detail += f"; {chip.new_isolated_pages:g} new in the window"
+    return Finding(HARDWARE, "isolated_pages", "ECC isolated memory pages", chip.subject, total, PAGES, verdict,
+                   None, PAGES_ALERT if spec else None, bounds, detail)
+
+
+def isolated_pages_verdict(total: float, double: float, new: float | None, limit: float, new_above: float) -> str:
+    if double > 0 or total > limit:
+        return ABNORMAL
+    if new is not None and new > new_above:
+        return WARNING
+    return HEALTHY
 
 
 # --- macro: chips -----------------------------------------------------------------------------

@@ -11,15 +11,16 @@ from exporter.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from exporter.generate.thresholds import ABNORMAL, HEALTHY, WARNING
 from exporter.profiles.indicators import ProfileSummary
 
-MACRO, MESO, MICRO, BASELINE = "macro", "meso", "micro", "baseline"
-LEVELS = (MACRO, MESO, MICRO, BASELINE)
+HARDWARE, MACRO, MESO, MICRO, BASELINE = "hardware", "macro", "meso", "micro", "baseline"
+LEVELS = (HARDWARE, MACRO, MESO, MICRO, BASELINE)
 LEVEL_TITLES = {
+    HARDWARE: "Hardware: is the chip sound?",
     MACRO: "Macro: is the task stream continuous?",
     MESO: "Meso: where does the step time go?",
     MICRO: "Micro: which operators?",
     BASELINE: "Baseline: faster or slower than before?",
 }
-RATIO, SECONDS, PER_SECOND = "ratio", "seconds", "per_second"
+RATIO, SECONDS, PER_SECOND, PAGES = "ratio", "seconds", "per_second", "pages"
 _RANK = {None: 0, HEALTHY: 1, WARNING: 2, ABNORMAL: 3}
 
 # diagnose's verdict as its exit status
@@ -31,6 +32,15 @@ class CannotDiagnose(Exception):
 
     The message names what is missing; it is shown as is, without a traceback.
     """
+
+
+@dataclass(frozen=True)
+class PageCount:
+    """Isolated pages of one memory (hbm, ddr) after one error type (single_bit, double_bit)."""
+
+    memory: str
+    type: str
+    pages: float
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,8 @@ class ChipStats:
     stddev: float | None = None          # swing: stddev over the unstable alert's range, averaged
     samples: int = 1
     in_use: bool = True                  # a process, pod or training job is on the chip
+    isolated_pages: tuple[PageCount, ...] = ()   # at the end of the window; () when the chip reports none
+    new_isolated_pages: float | None = None      # isolated within the window (None: one reading)
 
     @property
     def subject(self) -> str:

@@ -12,7 +12,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from exporter.diagnostics import profile_indicators
-from exporter.diagnostics.model import CannotDiagnose, ChipStats, JobStats, Observations
+from exporter.diagnostics.model import (
+    CannotDiagnose,
+    ChipStats,
+    JobStats,
+    Observations,
+    PageCount,
+)
 from exporter.diagnostics.promapi import (
     PrometheusClient,
     PrometheusError,
@@ -28,7 +34,7 @@ from exporter.jobs.metrics import (
     JOB_PHASE_SECONDS,
     JOB_SAMPLES,
 )
-from exporter.npusmi.metrics import AICORE, PROCESS_MEMORY
+from exporter.npusmi.metrics import AICORE, ECC_ISOLATED_PAGES, PROCESS_MEMORY
 from exporter.pods.metrics import POD_INFO
 from exporter.profiles.indicators import OperatorShare, ProfileSummary
 from exporter.profiles.metrics import PROFILE_OPERATOR
@@ -116,12 +122,26 @@ def read_chips(ask: _Asker, matchers: str, table: Thresholds) -> tuple[ChipStats
     swing = promql_duration(min(_unstable_range(table), ask.window.seconds))
     stddevs = _by_chip(ask(f"avg_over_time(stddev_over_time({util}[{swing}])[{r}:{swing}])"))
     in_use = read_in_use(ask, matchers)
+    pages, new_pages = read_isolated_pages(ask, matchers)
     return tuple(
         ChipStats(key[0], key[1], key[2], key[3], mean, mins.get(key), maxs.get(key),
                   stddevs.get(key) if counts.get(key, 0) >= 2 else None, int(counts.get(key, 1)),
-                  (key[0], key[3]) in in_use)
+                  (key[0], key[3]) in in_use, pages.get(key, ()), new_pages.get(key))
         for key, mean in sorted(means.items(), key=lambda kv: _sort_key(kv[0]))
     )
+
+
+def read_isolated_pages(ask: _Asker, matchers: str) -> tuple[dict[ChipKey, tuple[PageCount, ...]], dict[ChipKey, float]]:
+    """Each chip's isolated pages at the window's end, and how many it isolated within the
+    window (above its lowest count, as NPUMemoryPagesIsolated's warning counts them)."""
+    r, pages = ask.window.range, selector(ECC_ISOLATED_PAGES.name, matchers)
+    out: dict[ChipKey, list[PageCount]] = {}
+    for s in ask(f"last_over_time({pages}[{r}])"):
+        out.setdefault(_chip_key(s.labels), []).append(PageCount(s.labels.get("memory", ""), s.labels.get("type", ""), s.value))
+    if not out:
+        return {}, {}
+    new = _by_chip(ask(f"sum without (memory, type) (last_over_time({pages}[{r}]) - min_over_time({pages}[{r}]))"))
+    return {k: tuple(sorted(v, key=lambda p: (p.memory, p.type))) for k, v in out.items()}, new
 
 
 def _unstable_range(table: Thresholds) -> float:

@@ -8,11 +8,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from exporter.diagnostics.model import (
+    HARDWARE,
     LEVEL_TITLES,
     LEVELS,
     MACRO,
     MESO,
     MICRO,
+    PAGES,
     PER_SECOND,
     SECONDS,
     Finding,
@@ -23,6 +25,7 @@ from exporter.generate.thresholds import ABNORMAL, HEALTHY, WARNING, Thresholds
 
 # What each level needs, said when a level has nothing to show.
 NO_DATA = {
+    HARDWARE: "no ECC page counts (npu_ecc_isolated_pages, from npu-smi info -t ecc)",
     MACRO: "no chip utilization, job or profile data",
     MESO: "needs training-job phases (hooks, docs/training-hooks.md) or a profile (--profile-dir)",
     MICRO: "needs a profile: --profile-dir, or npu_profile_* metrics (exporter --profile-dir)",
@@ -41,6 +44,8 @@ def format_value(value: float | None, unit: str) -> str:
         return format_seconds(value)
     if unit == PER_SECOND:
         return f"{value:.4g}/s"
+    if unit == PAGES:
+        return f"{value:g} pages"
     return f"{value * 100:.1f}%"
 
 

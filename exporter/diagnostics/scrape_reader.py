@@ -13,10 +13,16 @@ import statistics
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from exporter.diagnostics import profile_indicators
-from exporter.diagnostics.model import CannotDiagnose, ChipStats, JobStats, Observations
+from exporter.diagnostics.model import (
+    CannotDiagnose,
+    ChipStats,
+    JobStats,
+    Observations,
+    PageCount,
+)
 from exporter.diagnostics.prom_reader import profile_summary
 from exporter.jobs.metrics import (
     JOB_INFO,
@@ -25,7 +31,7 @@ from exporter.jobs.metrics import (
     JOB_PHASE_SECONDS,
     JOB_SAMPLES,
 )
-from exporter.npusmi.metrics import AICORE, PROCESS_MEMORY, UP
+from exporter.npusmi.metrics import AICORE, ECC_ISOLATED_PAGES, PROCESS_MEMORY, UP
 from exporter.pods.metrics import POD_INFO
 from exporter.profiles.indicators import OperatorShare, ProfileSummary
 from exporter.profiles.metrics import PROFILE_OPERATOR
@@ -111,7 +117,25 @@ def chips_from(scrapes: Sequence[Scrape]) -> tuple[ChipStats, ...]:
         for labels, value in scrape.values(AICORE.name):
             series.setdefault(_chip_id(labels), []).append(value)
         in_use |= _in_use(scrape)
-    return tuple(chip_stats(key, values, key[2] in in_use) for key, values in sorted(series.items(), key=lambda kv: _order(kv[0])))
+    pages = [_pages(scrape) for scrape in scrapes]
+    return tuple(
+        replace(chip_stats(key, values, key[2] in in_use), isolated_pages=pages[-1].get(key, ()),
+                new_isolated_pages=_new_pages(key, pages))
+        for key, values in sorted(series.items(), key=lambda kv: _order(kv[0]))
+    )
+
+
+def _pages(scrape: Scrape) -> dict[tuple[str, str, str], tuple[PageCount, ...]]:
+    out: dict[tuple[str, str, str], list[PageCount]] = {}
+    for labels, value in scrape.values(ECC_ISOLATED_PAGES.name):
+        out.setdefault(_chip_id(labels), []).append(PageCount(labels.get("memory", ""), labels.get("type", ""), value))
+    return {key: tuple(sorted(counts, key=lambda p: (p.memory, p.type))) for key, counts in out.items()}
+
+
+def _new_pages(key: tuple[str, str, str], pages: Sequence[dict[tuple[str, str, str], tuple[PageCount, ...]]]) -> float | None:
+    """Pages isolated between the readings: the last total above the lowest (None: one reading)."""
+    totals = [sum(p.pages for p in reading[key]) for reading in pages if key in reading]
+    return totals[-1] - min(totals) if len(totals) >= 2 else None
 
 
 def _in_use(scrape: Scrape) -> set[str]:

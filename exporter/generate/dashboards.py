@@ -8,6 +8,7 @@ lines/colours. Dashboard uids are fixed (UIDS) so links and bookmarks survive re
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from grafana_foundation_sdk.builders import timeseries
@@ -40,7 +41,11 @@ from exporter.generate.panels import (
     query_var,
     single,
 )
-from exporter.generate.rules import optical_power_limits
+from exporter.generate.rules import (
+    isolated_pages,
+    isolated_pages_limit,
+    optical_power_limits,
+)
 from exporter.generate.thresholds import Thresholds
 from exporter.hccn.records import NET_HEALTH_STATES
 
@@ -51,6 +56,7 @@ def fleet(table_: Thresholds) -> Board:
     low = table_.alert("NPULowUtilization") if _has(table_, "NPULowUtilization") else None
     bound = low.threshold if low and low.threshold is not None else util.abnormal or 0.6
     steps = indicator_steps(util)
+    pages = _isolation(table_)
     b = Board("fleet-overview", "Every NPU chip of the selected nodes: utilization, chips below target, health, missing chips.",
               variables=node_vars())
     b.row("Fleet")
@@ -99,8 +105,29 @@ def fleet(table_: Thresholds) -> Board:
               description="Chips seen within the last hour minus chips seen now (NPUMissing fires above 0)."),
         graph("Chips up by node", q(f"sum by (instance) (npu_up{{{SEL}}})", "{{instance}}"), lo=0,
               description="Chips whose latest npu-smi read succeeded."),
+        grid("Chips with isolated memory pages", q(f"{isolated_pages(SEL)} > 0", table_format=True),
+             steps=limit_steps(pages.limit if pages else None), hidden=("__name__", "job"), sort="Value", w=24, h=6,
+             description=(pages.text if pages else "Pages the driver took out of use after ECC errors.")
+             + " Every chip that has lost any; a growing list is failing HBM."),
     )
     return b
+
+
+@dataclass(frozen=True)
+class _Isolation:
+    limit: float
+    text: str
+
+
+def _isolation(table_: Thresholds) -> _Isolation | None:
+    """NPUMemoryPagesIsolated's critical page count and what its tiers mean, for panel descriptions."""
+    if not _has(table_, "NPUMemoryPagesIsolated"):
+        return None
+    spec = table_.alert("NPUMemoryPagesIsolated")
+    limit = isolated_pages_limit(spec)
+    return _Isolation(limit, (f"Pages the driver took out of use after ECC errors (all memories and types). "
+                              f"NPUMemoryPagesIsolated warns on any new page within {spec.range} and is critical on a "
+                              f"page after a double-bit error or above {num(limit)} pages."))
 
 
 def node(table_: Thresholds) -> Board:
@@ -108,6 +135,7 @@ def node(table_: Thresholds) -> Board:
     steps = indicator_steps(util)
     temp = table_.alert("NPUTemperatureHigh").threshold if _has(table_, "NPUTemperatureHigh") else None
     hbm = table_.alert("NPUHBMAlmostFull").threshold if _has(table_, "NPUHBMAlmostFull") else None
+    pages = _isolation(table_)
     b = Board("node-chip-detail", "One node and its chips: utilization of every engine, memory, power, temperature, ECC, network, processes and pods.",
               time_from="now-3h", variables=node_vars(device=True))
     b.row("Utilization")
@@ -145,8 +173,11 @@ def node(table_: Thresholds) -> Board:
         graph("AI Core clock vs rated", q(f"npu_aicore_frequency_hertz{{{CHIP_SEL}}}", "current {{device}}"),
               q(f"npu_aicore_rated_frequency_hertz{{{CHIP_SEL}}}", "rated {{device}}"), unit="hertz", w=8),
         graph("ECC errors (increase over 1h)", q(f"increase(npu_ecc_errors_total{{{CHIP_SEL}}}[1h])", "{{device}} {{memory}} {{type}}"),
-              unit="short", lo=0, w=24, h=6,
+              unit="short", lo=0, h=6,
               description="Double-bit (uncorrectable) errors fire NPUECCDoubleBitErrors."),
+        graph("ECC isolated pages", q(f"npu_ecc_isolated_pages{{{CHIP_SEL}}}", "{{device}} {{memory}} {{type}}"),
+              unit="short", lo=0, h=6, steps=limit_steps(pages.limit if pages else None),
+              description=pages.text if pages else "Pages the driver took out of use after ECC errors."),
     )
     network_row(b, table_)
     b.row("Health, processes and pods")

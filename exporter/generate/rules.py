@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from exporter.generate.common import (
@@ -62,6 +63,15 @@ PORT_SHORT = f"chip {{{{ $labels.device }}}}{PORT} on {{{{ $labels.instance }}}}
 
 # --- alert builders: spec + table -> (expr, summary, description) ------------------------------
 Built = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One rule of an alert that pages at two severities under one name: the expressions
+    exclude each other, so a chip is in one tier at a time and pages once."""
+
+    severity: str
+    built: Built
 
 
 def _low_utilization(spec: AlertSpec, table: Thresholds) -> Built:
@@ -201,6 +211,46 @@ def _ecc(spec: AlertSpec, table: Thresholds) -> Built:
             f"error(s) in its {{{{ $labels.memory }}}} memory within {spec.range}."))
 
 
+def isolated_pages(matchers: str = "") -> str:
+    """Pages each chip has isolated, over every memory and error type."""
+    selector = f"npu_ecc_isolated_pages{{{matchers}}}" if matchers else "npu_ecc_isolated_pages"
+    return f"sum without (memory, type) ({selector})"
+
+
+# The chip's isolated pages by memory and type, as npu-smi prints them (nothing when none).
+ISOLATED_NOW = (
+    "{{ with printf `npu_ecc_isolated_pages{instance=%q, npu=%q, chip=%q} > 0` $labels.instance $labels.npu $labels.chip"
+    " | query | sortByLabel `type` | sortByLabel `memory` }} Isolated now:{{ range . }} {{ .Labels.memory }} {{ .Labels.type }}"
+    " {{ .Value }}{{ end }}.{{ end }}"
+)
+
+
+def isolated_pages_limit(spec: AlertSpec) -> float:
+    limit = spec.param("critical_pages", 64.0)
+    if not isinstance(limit, float) or limit < 0:
+        raise GenerateError(f"{spec.alert}: params.critical_pages: expected a number of pages >= 0, got {limit!r}")
+    return limit
+
+
+def _pages_isolated(spec: AlertSpec, table: Thresholds) -> list[Tier]:
+    limit = isolated_pages_limit(spec)
+    total, double = isolated_pages(), isolated_pages('type="double_bit"')
+    critical = f"{total} > {num(limit)}\nor\n(\n  {total}\n  and\n  {double} > 0\n)"
+    # New pages: above the lowest count within the range (a replaced chip starting at 0 counts from there).
+    new = (f"sum without (memory, type) (\n  npu_ecc_isolated_pages - min_over_time(npu_ecc_isolated_pages[{spec.range}])\n)"
+           f" > {num(spec.threshold)}")
+    warning = f"{new}\nunless\n(\n{_indent(critical)}\n)"
+    return [
+        Tier(spec.severity, (warning, f"NPU {CHIP_SHORT} isolated memory pages",
+             (f"{CHIP_TEXT[0].upper()}{CHIP_TEXT[1:]} isolated {{{{ $value }}}} more memory page(s) within {spec.range} "
+              f"after repeated ECC errors: its HBM or DDR is degrading.{ISOLATED_NOW}"))),
+        Tier("critical", (critical, f"NPU {CHIP_SHORT} is losing memory to ECC errors",
+             (f"{CHIP_TEXT[0].upper()}{CHIP_TEXT[1:]} has lost {{{{ $value }}}} memory page(s) to ECC errors "
+              f"(critical: any page after an uncorrectable double-bit error, or more than {num(limit)} pages): "
+              f"drain it and plan its replacement.{ISOLATED_NOW}"))),
+    ]
+
+
 def _source_failing(spec: AlertSpec, table: Thresholds) -> Built:
     expr = "cann_exporter_source_success == 0"
     return (expr, "cann-exporter source {{ $labels.source }} is failing on {{ $labels.instance }}",
@@ -314,7 +364,7 @@ def _network_unhealthy(spec: AlertSpec, table: Thresholds) -> Built:
              f"port cannot reach its detect address (netdetect in /etc/hccn.conf)."))
 
 
-BUILDERS: dict[str, Callable[[AlertSpec, Thresholds], Built]] = {
+BUILDERS: dict[str, Callable[[AlertSpec, Thresholds], Built | list[Tier]]] = {
     "NPULowUtilization": _low_utilization,
     "NPUUtilizationUnstable": _unstable,
     "NPUHotOperator": _hot_operator,
@@ -329,6 +379,7 @@ BUILDERS: dict[str, Callable[[AlertSpec, Thresholds], Built]] = {
     "NPUTemperatureHigh": _temperature,
     "NPUHBMAlmostFull": _hbm_full,
     "NPUECCDoubleBitErrors": _ecc,
+    "NPUMemoryPagesIsolated": _pages_isolated,
     "NPUNetworkLinkDown": _link_down,
     "NPUNetworkLinkFlapping": _link_flapping,
     "NPUNetworkErrors": _network_errors,
@@ -343,7 +394,7 @@ CONTRACT_ALERTS = tuple(BUILDERS)
 
 GROUPS = (
     ("cann-exporter-npu", ("NPULowUtilization", "NPUUtilizationUnstable", "NPUUnhealthy", "NPUMissing",
-                           "NPUTemperatureHigh", "NPUHBMAlmostFull", "NPUECCDoubleBitErrors")),
+                           "NPUTemperatureHigh", "NPUHBMAlmostFull", "NPUECCDoubleBitErrors", "NPUMemoryPagesIsolated")),
     ("cann-exporter-training", ("NPUHotOperator", "NPUTopOperatorsDominant", "NPUMemcpyHigh",
                                 "NPUFrameworkOverheadHigh", "NPUIdleGapsHigh", "NPUTrainingStalled",
                                 "NPUIterationTimeRegression")),
@@ -356,7 +407,8 @@ _NEEDS_THRESHOLD = {name for name in CONTRACT_ALERTS} - {
     "NPUUnhealthy", "NPUMissing", "CANNExporterSourceFailing", "CANNExporterDown", "NPUNetworkLinkDown",
     "NPUOpticalPowerOutOfRange", "NPUNetworkUnhealthy"}
 _NEEDS_RANGE = {"NPULowUtilization", "NPUUtilizationUnstable", "NPUMemcpyHigh", "NPUFrameworkOverheadHigh",
-                "NPUIdleGapsHigh", "NPUIterationTimeRegression", "NPUECCDoubleBitErrors", "NPUNetworkLinkFlapping",
+                "NPUIdleGapsHigh", "NPUIterationTimeRegression", "NPUECCDoubleBitErrors", "NPUMemoryPagesIsolated",
+                "NPUNetworkLinkFlapping",
                 "NPUNetworkErrors", "NPUNetworkPFCStorm"}
 
 
@@ -364,7 +416,8 @@ def runbook_url(table: Thresholds, alert: str) -> str:
     return f"{table.alerting.runbook_url}#{alert.lower()}"
 
 
-def alert_rule(spec: AlertSpec, table: Thresholds) -> dict[str, Any]:
+def alert_rules(spec: AlertSpec, table: Thresholds) -> list[dict[str, Any]]:
+    """The rule of one alert, or its rules when it pages at two severities."""
     builder = BUILDERS.get(spec.alert)
     if builder is None:
         raise GenerateError(f"alert {spec.alert}: not a contract alert; the generator knows {', '.join(CONTRACT_ALERTS)}")
@@ -372,13 +425,19 @@ def alert_rule(spec: AlertSpec, table: Thresholds) -> dict[str, Any]:
         raise GenerateError(f"alert {spec.alert}: needs a threshold (set one, or an indicator with a bound)")
     if spec.alert in _NEEDS_RANGE and spec.range is None:
         raise GenerateError(f"alert {spec.alert}: needs a range")
-    expr, summary, description = builder(spec, table)
-    rule: dict[str, Any] = {"alert": spec.alert, "expr": expr + "\n"}
+    built = builder(spec, table)
+    tiers = built if isinstance(built, list) else [Tier(spec.severity, built)]
+    return [rule(spec, table, tier) for tier in tiers]
+
+
+def rule(spec: AlertSpec, table: Thresholds, tier: Tier) -> dict[str, Any]:
+    expr, summary, description = tier.built
+    out: dict[str, Any] = {"alert": spec.alert, "expr": expr + "\n"}
     if duration_seconds(spec.window) > 0:
-        rule["for"] = spec.window
-    rule["labels"] = {"severity": spec.severity}
-    rule["annotations"] = {"summary": summary, "description": description, "runbook_url": runbook_url(table, spec.alert)}
-    return rule
+        out["for"] = spec.window
+    out["labels"] = {"severity": tier.severity}
+    out["annotations"] = {"summary": summary, "description": description, "runbook_url": runbook_url(table, spec.alert)}
+    return out
 
 
 def alerts(table: Thresholds, *, windows: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -390,7 +449,7 @@ def alerts(table: Thresholds, *, windows: Mapping[str, str] | None = None) -> di
         raise GenerateError(f"alerts {', '.join(unknown)}: not contract alerts; the generator knows {', '.join(CONTRACT_ALERTS)}")
     groups = []
     for name, members in GROUPS:
-        rules = [alert_rule(specs[m], table) for m in members if m in specs]
+        rules = [r for m in members if m in specs for r in alert_rules(specs[m], table)]
         if rules:
             groups.append({"name": name, "rules": rules})
     return {"groups": groups}

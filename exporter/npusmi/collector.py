@@ -44,11 +44,12 @@ class ChipsCollector:
 
         yield from field_families(m.CHIP_GAUGES, up, chip_labels)
 
-        ecc = family(m.ECC_ERRORS)
-        for chip in up:
-            for count in chip.ecc:
-                ecc.add_metric(chip_labels(chip) + [count.memory, count.type], count.count)
-        yield ecc
+        for spec in m.ECC_METRICS:
+            counts = family(spec)
+            for chip in up:
+                for count in getattr(chip, spec.field):
+                    counts.add_metric(chip_labels(chip) + [count.memory, count.type], count.count)
+            yield counts
 
 
 class ProcessesCollector:

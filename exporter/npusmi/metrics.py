@@ -38,7 +38,37 @@ TEMPERATURE = _chip("npu_temperature_celsius", "Chip temperature, degrees Celsiu
 HBM_TEMPERATURE = _chip("npu_hbm_temperature_celsius", "HBM temperature, degrees Celsius.", field="hbm_temperature_celsius")
 AICORE_FREQ = _chip("npu_aicore_frequency_hertz", "Current AI Core clock, hertz.", field="aicore_frequency_hertz")
 AICORE_RATED_FREQ = _chip("npu_aicore_rated_frequency_hertz", "Rated AI Core clock, hertz.", field="aicore_rated_frequency_hertz")
-ECC_ERRORS = _chip("npu_ecc_errors_total", "ECC errors counted by the chip.", "memory", "type", field="ecc", kind="counter")
+ECC_ERRORS = _chip("npu_ecc_errors_total", "ECC errors in the chip's current count, which a chip reset or npu-smi clear sets back to 0 (npu-smi Error Count).",
+                   "memory", "type", field="ecc", kind="counter")
+ECC_AGGREGATE_ERRORS = _chip(
+    "npu_ecc_aggregate_errors_total",
+    "ECC errors over the chip's life, kept across clears and restarts (npu-smi Aggregate Total Err Cnt).",
+    "memory", "type", field="ecc_aggregate", kind="counter",
+)
+ECC_ISOLATED_PAGES = _chip(
+    "npu_ecc_isolated_pages",
+    "Memory pages the driver has taken out of use after ECC errors of this type (npu-smi Isolated Pages Count).",
+    "memory", "type", field="ecc_isolated_pages",
+)
+
+# How the three ECC families differ, for the metric reference.
+ECC_NOTE = """\
+## ECC: current count, lifetime total, isolated pages
+
+`npu-smi info -t ecc` prints three numbers per memory (`hbm`; `ddr` on chips that have DDR) and
+error type (`single_bit` correctable, `double_bit` uncorrectable); each is served only where the
+chip prints it (310 and 310B print the current count only, read as DDR).
+
+- `npu_ecc_errors_total` is the *Error Count*: the chip's current count, which a chip reset or
+  npu-smi's `clear` command sets back to 0. Prometheus reads that drop as a counter reset, so
+  `increase()` over it counts new errors (alert NPUECCDoubleBitErrors).
+- `npu_ecc_aggregate_errors_total` is the *Aggregate Total Err Cnt*: every error over the chip's
+  life, kept across resets and clears. Compare chips by it: a chip with a long history of
+  correctable errors is a candidate for replacement before it fails.
+- `npu_ecc_isolated_pages` is the *Isolated Pages Count*, a gauge: pages the driver took out of
+  use after errors at the same address, memory the chip has lost. It grows before a failing HBM
+  stack takes a job down (alert NPUMemoryPagesIsolated).
+"""
 
 # Per node (DevicesPart fields).
 DRIVER_INFO = spec("npu_driver_info", "gauge", "npu-smi and driver versions; value 1.", ("version", "tool_version"),
@@ -54,5 +84,7 @@ CHIP_GAUGES = (
     AICORE, AIVECTOR, AICUBE, AICPU, CTRLCPU, NPU_UTIL, HBM_USED, HBM_TOTAL, HBM_BW, MEM_USED, MEM_TOTAL, DDR_BW,
     HUGEPAGES_USED, HUGEPAGES_TOTAL, POWER, TEMPERATURE, HBM_TEMPERATURE, AICORE_FREQ, AICORE_RATED_FREQ,
 )
-CHIP_METRICS = (DEVICE_INFO, DRIVER_INFO, DEVICES, UP, HEALTH, HEALTH_ERROR, *CHIP_GAUGES, ECC_ERRORS)
+# Per chip, memory (hbm, ddr) and type (single_bit, double_bit): `-t ecc` (ChipSample EccCount fields).
+ECC_METRICS = (ECC_ERRORS, ECC_AGGREGATE_ERRORS, ECC_ISOLATED_PAGES)
+CHIP_METRICS = (DEVICE_INFO, DRIVER_INFO, DEVICES, UP, HEALTH, HEALTH_ERROR, *CHIP_GAUGES, *ECC_METRICS)
 PROCESS_METRICS = (PROCESS_MEMORY,)

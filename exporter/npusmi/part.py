@@ -55,7 +55,9 @@ class ChipSample:
     hbm_temperature_celsius: float | None = None         # `-t memory` HBM Temperature(C)
     aicore_frequency_hertz: float | None = None          # `-t common` Aicore curFreq(MHZ)
     aicore_rated_frequency_hertz: float | None = None    # `-t common` Aicore Freq(MHZ)
-    ecc: tuple[EccCount, ...] = ()                       # `-t ecc` aggregate totals
+    ecc: tuple[EccCount, ...] = ()                       # `-t ecc` Error Count (since last cleared)
+    ecc_aggregate: tuple[EccCount, ...] = ()             # `-t ecc` Aggregate Total Err Cnt (lifetime)
+    ecc_isolated_pages: tuple[EccCount, ...] = ()        # `-t ecc` Isolated Pages Count
 
 
 @dataclass(frozen=True)
@@ -132,10 +134,10 @@ def detail_values(sample: ChipSample, details: dict[str, object]) -> dict[str, o
         changes["health_error_codes"] = health.error_codes  # a chip back to OK drops its old codes
     ecc = details.get("ecc")
     if isinstance(ecc, p.ChipEcc):
-        counts = ecc_counts(ecc)
-        if sample.memory_total_bytes is None:
-            counts = tuple(c for c in counts if c.memory != "ddr")
-        changes["ecc"] = counts
+        # 910B/A3 print DDR lines although they have no DDR: only chips with DDR keep them.
+        memories = ("ddr", "hbm") if sample.memory_total_bytes is not None else ("hbm",)
+        for field, suffix in ECC_FIELDS.items():
+            changes[field] = ecc_counts(ecc, suffix, memories)
     return changes
 
 
@@ -166,14 +168,16 @@ def health_state(value: str | None) -> str | None:
     return "Unknown"
 
 
-def ecc_counts(ecc: p.ChipEcc) -> tuple[EccCount, ...]:
-    """Aggregate (lifetime) totals where printed, else the current counts."""
+# ChipSample field -> the ChipEcc field suffix it reads.
+ECC_FIELDS = {"ecc": "errors", "ecc_aggregate": "aggregate_total", "ecc_isolated_pages": "isolated_pages"}
+
+
+def ecc_counts(ecc: p.ChipEcc, suffix: str, memories: tuple[str, ...] = ("ddr", "hbm")) -> tuple[EccCount, ...]:
+    """The counts printed for ``suffix`` (errors, aggregate_total, isolated_pages), per memory and kind."""
     out = []
-    for memory in ("ddr", "hbm"):
+    for memory in memories:
         for kind in ("single_bit", "double_bit"):
-            total = getattr(ecc, f"{memory}_{kind}_aggregate_total")
-            if total is None:
-                total = getattr(ecc, f"{memory}_{kind}_errors")
-            if total is not None:
-                out.append(EccCount(memory, kind, total))
+            count = getattr(ecc, f"{memory}_{kind}_{suffix}")
+            if count is not None:
+                out.append(EccCount(memory, kind, count))
     return tuple(out)

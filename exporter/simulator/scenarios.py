@@ -13,7 +13,7 @@ Scenario properties (chips named by logic id, i.e. the `-m` Chip Logic ID):
   processes still on them; every other chip as healthy (> 85 %).
 - ``sawtooth``: all chips in phase, AI Core ramping 10 -> 95 % over 60 s then dropping back.
 - ``degraded``: healthy load, except logic id 2 (Health ``Critical``, 0 % AI Core, two error
-  codes, growing HBM double-bit ECC count); the NPU holding the highest logic id is missing
+  codes, growing HBM ECC counts and isolated pages, single- and double-bit); the NPU holding the highest logic id is missing
   from every output (`-i` on it gives "Invalid card id."); `-t usages` and `-t common` for
   the NPU holding logic id 5 fail with the dcmi -8005 error.
 - ``idle``: 0 % everywhere, no processes, only the driver-reserved memory in use.
@@ -327,22 +327,22 @@ def _events(t: float, interval_s: float) -> int:
 
 
 def _ecc(model: NodeModel, plan: ScenarioPlan, spec: ChipSpec, t: float, seed: int) -> EccCounters:
-    """A quarter of the chips collect correctable errors; a Critical chip adds uncorrectable ones."""
+    """A quarter of the chips collect correctable errors; a Critical chip adds uncorrectable ones
+    and its driver isolates pages: every double-bit error's page, and one more page every
+    2 hours where single-bit errors keep recurring."""
     noisy = unit_noise(seed, model.name, spec.logic_id, "ecc") < 0.25
+    critical = spec.logic_id in plan.critical_logic_ids
     single = _events(t, 3 * 3600.0) if noisy else 0
-    double = 1 + _events(t, 3600.0) if spec.logic_id in plan.critical_logic_ids else 0
+    single += _events(t, 600.0) if critical else 0
+    double = 1 + _events(t, 3600.0) if critical else 0
+    isolated_single = _events(t, 2 * 3600.0) if critical else 0
     history = int(10 * unit_noise(seed, model.name, spec.logic_id, "ecc-history")) if noisy else 0
-    if model.has_hbm:
-        return EccCounters(
-            hbm_single_bit=single, hbm_double_bit=double,
-            hbm_single_bit_aggregate=single + history, hbm_double_bit_aggregate=double,
-            hbm_double_bit_isolated_pages=double,
-        )
-    return EccCounters(
-        ddr_single_bit=single, ddr_double_bit=double,
-        ddr_single_bit_aggregate=single + history, ddr_double_bit_aggregate=double,
-        ddr_double_bit_isolated_pages=double,
-    )
+    memory = "hbm" if model.has_hbm else "ddr"
+    return EccCounters(**{
+        f"{memory}_single_bit": single, f"{memory}_double_bit": double,
+        f"{memory}_single_bit_aggregate": single + history, f"{memory}_double_bit_aggregate": double,
+        f"{memory}_single_bit_isolated_pages": isolated_single, f"{memory}_double_bit_isolated_pages": double,
+    })
 
 
 # --- assembling the state ---------------------------------------------------------------

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from exporter.simulator.scenarios import UNDERUTILIZED_LOGIC_IDS
+from exporter.simulator.scenarios import (
+    DEGRADED_CRITICAL_LOGIC_ID,
+    UNDERUTILIZED_LOGIC_IDS,
+)
 from tests.support.cli import run_diagnose
 from tests.support.ports import free_port
 
@@ -35,8 +38,24 @@ def test_simulated_underutilized_node_is_abnormal() -> None:
 def test_simulated_healthy_node_exits_0() -> None:
     result = run_diagnose("--simulate", "healthy")
     assert result.code == 0, result.err
-    assert "verdict: HEALTHY (0 abnormal, 0 warning, 8 healthy)" in result.out
+    # 8 chips: utilization (macro) and isolated pages (hardware, from `-t ecc`) each
+    assert "verdict: HEALTHY (0 abnormal, 0 warning, 16 healthy)" in result.out
     assert "one reading: utilization swing (saw-tooth) and job rates need several" in result.out
+
+
+def test_the_degraded_chip_is_named_at_the_hardware_level() -> None:
+    result = run_diagnose("--simulate", "degraded", "--format", "json")
+    assert result.code == 1, result.err
+    doc = json.loads(result.out)
+    pages = {f["subject"]: f for f in doc["levels"]["hardware"] if f["check"] == "isolated_pages"}
+    assert len(pages) == 7   # the missing NPU is not listed
+    abnormal = {s for s, f in pages.items() if f["verdict"] == "abnormal"}
+    assert abnormal == {f"NPU {DEGRADED_CRITICAL_LOGIC_ID} chip 0 (device {DEGRADED_CRITICAL_LOGIC_ID})"}
+    critical = pages[abnormal.pop()]
+    assert critical["value"] > 0 and "hbm double_bit" in critical["detail"] and critical["alert"] == "NPUMemoryPagesIsolated"
+    assert {f["value"] for s, f in pages.items() if f["verdict"] == "healthy"} == {0}
+    advice = {a["key"]: a for a in doc["advice"]}
+    assert advice["NPUMemoryPagesIsolated"]["runbooks"] == ["docs/runbooks.md#npumemorypagesisolated"]
 
 
 def test_idle_node_is_not_judged_on_unused_chips() -> None:

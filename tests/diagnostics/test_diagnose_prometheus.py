@@ -69,6 +69,16 @@ def test_whole_cluster_is_abnormal_with_the_known_verdicts(prometheus: Prometheu
     assert (hot["value"], hot["verdict"], hot["alert"]) == (pytest.approx(0.80), "abnormal", "NPUHotOperator")
     ops = [f for f in doc["levels"]["micro"] if f["check"] == "operator" and "slow" in f["subject"]]
     assert next((f["title"], f["value"]) for f in ops) == ("operator #1 TransData", pytest.approx(0.80))
+    # hardware: isolated pages at the window's end, new ones within it (NPUMemoryPagesIsolated's tiers)
+    pages = {s: f for (s, check), f in found.items() if check == "isolated_pages"}
+    assert set(pages) == {chip(node, npu) for node in "ab" for npu in range(4)}   # node-c reports none
+    assert (pages[chip("a", 3)]["value"], pages[chip("a", 3)]["verdict"]) == (2, "healthy")   # old pages only
+    assert (pages[chip("b", 0)]["value"], pages[chip("b", 0)]["verdict"]) == (1, "abnormal")  # a double-bit page
+    assert pages[chip("b", 0)]["detail"] == "hbm double_bit 1" and pages[chip("b", 0)]["alert"] == "NPUMemoryPagesIsolated"
+    assert (pages[chip("b", 1)]["value"], pages[chip("b", 1)]["verdict"]) == (2, "warning")   # one new in the hour
+    assert pages[chip("b", 1)]["detail"] == "hbm single_bit 2; 1 new in the window"
+    assert {pages[chip("a", n)]["verdict"] for n in range(3)} == {"healthy"}
+    assert doc["levels"]["hardware"] and list(doc["levels"])[0] == "hardware"
     # advice names the table's causes and levers for what is off
     advice = {a["key"]: a for a in doc["advice"]}
     assert advice["device_utilization"]["causes"] == ["data pipeline stalls", "uneven task scheduling"]

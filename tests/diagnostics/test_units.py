@@ -8,7 +8,11 @@ import json
 import pytest
 
 from exporter.commands.diagnose import use_colour
-from exporter.diagnostics.analysis import analyse, unstable_verdict
+from exporter.diagnostics.analysis import (
+    analyse,
+    isolated_pages_verdict,
+    unstable_verdict,
+)
 from exporter.diagnostics.capacity import (
     CapacityInput,
     ChipHistory,
@@ -19,7 +23,14 @@ from exporter.diagnostics.capacity import (
     forecast,
     linear_fit,
 )
-from exporter.diagnostics.model import ChipStats, JobStats, Observations, Report, worst
+from exporter.diagnostics.model import (
+    ChipStats,
+    JobStats,
+    Observations,
+    PageCount,
+    Report,
+    worst,
+)
 from exporter.diagnostics.promapi import (
     parse_duration,
     parse_selector,
@@ -32,12 +43,37 @@ from exporter.diagnostics.render import (
     render_markdown,
     render_text,
 )
+from exporter.diagnostics.scrape_reader import Scrape, chips_from
 from exporter.generate.thresholds import load_thresholds
 
 TABLE = load_thresholds()
 
 
 # --- analysis ---------------------------------------------------------------------------------------------
+
+
+def test_isolated_pages_verdict_follows_the_alert_tiers() -> None:
+    # (total, double-bit, new in the window) against the table's limit 64 and new-page threshold 0
+    assert isolated_pages_verdict(64, 0, 0, 64, 0) == "healthy"      # at the limit, nothing new
+    assert isolated_pages_verdict(65, 0, 0, 64, 0) == "abnormal"     # above it
+    assert isolated_pages_verdict(1, 1, 0, 64, 0) == "abnormal"      # one double-bit page
+    assert isolated_pages_verdict(3, 0, 1, 64, 0) == "warning"       # a new single-bit page
+    assert isolated_pages_verdict(3, 0, None, 64, 0) == "healthy"    # one reading: nothing to compare
+
+
+def test_pages_between_scrapes_are_new_pages() -> None:
+    def scrape(at: float, single: float) -> Scrape:
+        chip = (("chip", "0"), ("device", "1"), ("npu", "1"))
+        return Scrape(at, (("npu_aicore_utilization_ratio", chip, 0.9),
+                           ("npu_ecc_isolated_pages", (*chip, ("memory", "hbm"), ("type", "single_bit")), single),
+                           ("npu_ecc_isolated_pages", (*chip, ("memory", "hbm"), ("type", "double_bit")), 0.0)))
+    one, = chips_from([scrape(0, 2), scrape(10, 3)])
+    assert one.isolated_pages == (PageCount("hbm", "double_bit", 0.0), PageCount("hbm", "single_bit", 3.0))
+    assert one.new_isolated_pages == 1
+    report = analyse(Observations("t", chips=(one,)), TABLE)
+    finding, = report.at("hardware")
+    assert (finding.value, finding.verdict, finding.detail) == (3, "warning", "hbm single_bit 3; 1 new in the window")
+    assert chips_from([scrape(0, 2)])[0].new_isolated_pages is None
 
 
 @pytest.mark.parametrize("stddev,mean,expected", [

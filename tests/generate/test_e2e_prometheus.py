@@ -1,11 +1,12 @@
-"""End to end with real parts: two exporters on the simulator (`underutilized` on a 910B3 node,
-`healthy` on a 310P node),
-a real Prometheus scraping them every second with the generated rules (a short-window variant
-made by the generator's `windows` override), a real Alertmanager, and a webhook receiver in
-this test; a training job posting steps, a finished profile and a fake kubelet feed the job,
-profile and namespace panels. NPULowUtilization must be delivered for exactly the underutilized chips (logic ids
-1 and 4) and nothing else may fire on either node; then every dashboard query must parse and
-return data from this Prometheus where the data exists.
+"""End to end with real parts: three exporters on the simulator (`underutilized` on a 910B3 node,
+`healthy` on a 310P node, `degraded` on a 910B3 node), a real Prometheus scraping them every
+second with the generated rules (a short-window variant made by the generator's `windows`
+override), a real Alertmanager, and a webhook receiver in this test; a training job posting
+steps, a finished profile and a fake kubelet feed the job, profile and namespace panels.
+NPULowUtilization must be delivered for exactly the underutilized chips (logic ids 1 and 4)
+and nothing else may fire on those two nodes; NPUMemoryPagesIsolated must be delivered for
+the degraded node's Critical chip only; then every dashboard query must parse and return
+data from this Prometheus where the data exists.
 
 Only 127.0.0.1, every wait a bounded poll, every process started here is stopped here.
 """
@@ -37,7 +38,10 @@ import yaml
 from exporter.generate.thresholds import load_thresholds
 from exporter.generate.writer import DASHBOARD_DIR, render, write
 from exporter.pods.podresources_pb import api_pb2 as pb
-from exporter.simulator.scenarios import UNDERUTILIZED_LOGIC_IDS
+from exporter.simulator.scenarios import (
+    DEGRADED_CRITICAL_LOGIC_ID,
+    UNDERUTILIZED_LOGIC_IDS,
+)
 from tests.support.kubelet import FakeKubelet, container, pod
 from tests.support.paths import ROOT
 from tests.support.ports import free_port
@@ -157,6 +161,12 @@ class Webhook:
             return {(a["labels"].get("alertname", ""), a["labels"].get("instance", ""), a["labels"].get("device", ""))
                     for a in self.alerts if a.get("status") == "firing"}
 
+    def severities(self, alertname: str) -> set[tuple[str, str, str]]:
+        """(instance, device, severity) of every firing notification of ``alertname``."""
+        with self.lock:
+            return {(a["labels"].get("instance", ""), a["labels"].get("device", ""), a["labels"].get("severity", ""))
+                    for a in self.alerts if a.get("status") == "firing" and a["labels"].get("alertname") == alertname}
+
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
@@ -205,6 +215,7 @@ class Stack:
     alertmanager: str
     low: str        # instance label of the underutilized exporter
     healthy: str
+    degraded: str
     webhook: Webhook
     procs: list[Proc] = field(default_factory=list)
 
@@ -224,11 +235,12 @@ class Stack:
                 return result
             time.sleep(0.5)
 
-    def active_alerts(self) -> set[tuple[str, str, str, str]]:
+    def active_alerts(self, *instances: str) -> set[tuple[str, str, str, str]]:
+        """(alertname, instance, device, state) of the alerts pending or firing on ``instances``."""
         status, body = http_get(f"{self.prometheus}/api/v1/alerts")
         assert status == 200, body
         return {(a["labels"]["alertname"], a["labels"].get("instance", ""), a["labels"].get("device", ""), a["state"])
-                for a in json.loads(body)["data"]["alerts"]}
+                for a in json.loads(body)["data"]["alerts"] if a["labels"].get("instance", "") in instances}
 
 
 @pytest.fixture(scope="module")
@@ -238,8 +250,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("e2e")
     files = render(load_thresholds(), windows=WINDOWS)
     write(tmp, {rel: text for rel, text in files.items() if rel.startswith("alerts/")})
-    exporter_port, healthy_port, prom_port, am_port = free_port(), free_port(), free_port(), free_port()
-    low, healthy = f"127.0.0.1:{exporter_port}", f"127.0.0.1:{healthy_port}"
+    exporter_port, healthy_port, degraded_port, prom_port, am_port = (free_port() for _ in range(5))
+    low, healthy, degraded = f"127.0.0.1:{exporter_port}", f"127.0.0.1:{healthy_port}", f"127.0.0.1:{degraded_port}"
     webhook = Webhook()
     (tmp / "alertmanager.yml").write_text(yaml.safe_dump({
         "route": {"receiver": "test", "group_by": ["alertname", "instance", "device"],
@@ -250,7 +262,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     prometheus_config = {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]},
-        "scrape_configs": [{"job_name": "cann-exporter", "static_configs": [{"targets": [low, healthy]}]}],
+        "scrape_configs": [{"job_name": "cann-exporter", "static_configs": [{"targets": [low, healthy, degraded]}]}],
     }
     # Rules are loaded only once both targets have been scraped (see below).
     (tmp / "prometheus.yml").write_text(yaml.safe_dump(prometheus_config))
@@ -276,30 +288,36 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         Proc("exporter healthy", [sys.executable, "-m", "exporter", "serve", "--simulate", "healthy",
                                   "--simulate.model", "310p-duo", "--listen", healthy, *fast, "--hccn.enabled", "false"],
              tmp / "exporter-healthy.log"),
+        # A failing chip (Critical, isolating HBM pages) on a third node; only the sources its alerts need.
+        Proc("exporter degraded", [sys.executable, "-m", "exporter", "serve", "--simulate", "degraded", "--listen", degraded,
+                                   *fast, "--npu-smi.details", "ecc,health", "--hccn.enabled", "false"],
+             tmp / "exporter-degraded.log"),
         Proc("alertmanager", [ALERTMANAGER, f"--config.file={tmp / 'alertmanager.yml'}", f"--storage.path={tmp / 'am'}",
                               f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address="], tmp / "alertmanager.log"),
         Proc("prometheus", [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
                             f"--web.listen-address=127.0.0.1:{prom_port}"], tmp / "prometheus.log"),
     ]
     posters: list[StepPoster] = []
-    s = Stack(f"http://127.0.0.1:{prom_port}", f"http://127.0.0.1:{am_port}", low, healthy, webhook, procs)
+    s = Stack(f"http://127.0.0.1:{prom_port}", f"http://127.0.0.1:{am_port}", low, healthy, degraded, webhook, procs)
+    exporters = procs[:3]
     try:
         # Exporters first: a Prometheus that starts scraping before they listen would see
         # `up == 0` and, on a loaded machine, fire CANNExporterDown before the test begins.
-        for proc in procs[:2]:
+        for proc in exporters:
             proc.start(env)
-        wait_for("exporters ready", lambda: all(http_get(f"http://{a}/readyz")[0] == 200 for a in (low, healthy)), procs[:2], 30)
-        for proc in procs[2:]:
+        wait_for("exporters ready", lambda: all(http_get(f"http://{a}/readyz")[0] == 200 for a in (low, healthy, degraded)),
+                 exporters, 30)
+        for proc in procs[3:]:
             proc.start(env)
         # A training job reporting on one low chip of the underutilized node (job panels need data).
         posters.append(StepPoster(f"http://{low}/api/v1/steps", min(EXPECTED_LOW)))
         posters[-1].thread.start()
         wait_for("Prometheus and Alertmanager ready",
                  lambda: http_get(f"{s.prometheus}/-/ready")[0] == 200 and http_get(f"{s.alertmanager}/-/ready")[0] == 200, procs, 30)
-        # Load the rules only after both exporters were scraped: before its first scrape
+        # Load the rules only after every exporter was scraped: before its first scrape
         # `absent(up)` holds, and on a loaded machine CANNExporterDown (5s `for:` here)
         # could fire before the test even starts.
-        wait_for("both targets scraped", lambda: len(s.query("up == 1")) == 2, procs, 30)
+        wait_for("every target scraped", lambda: len(s.query("up == 1")) == 3, procs, 30)
         (tmp / "prometheus.yml").write_text(yaml.safe_dump({**prometheus_config, "rule_files": [str(tmp / "alerts" / "*.yml")]}))
         procs[-1].proc.send_signal(signal.SIGHUP)  # Prometheus re-reads its configuration
         wait_for("rules loaded", lambda: json.loads(http_get(f"{s.prometheus}/api/v1/rules")[1] or b"{}")
@@ -324,12 +342,23 @@ def test_low_utilization_is_delivered_for_exactly_the_underutilized_chips(stack:
     # more evaluation rounds that nothing else goes pending or firing on either node.
     end = time.monotonic() + 8
     while time.monotonic() < end:
-        active = stack.active_alerts()
+        active = stack.active_alerts(stack.low, stack.healthy)
         assert active == {(name, inst, dev, "firing") for name, inst, dev in expected}, active
         time.sleep(0.5)
-    assert stack.webhook.received() == expected, stack.webhook.received()
+    received = {(name, inst, dev) for name, inst, dev in stack.webhook.received() if inst in (stack.low, stack.healthy)}
+    assert received == expected, received
     series = stack.query(f'ALERTS{{instance="{stack.healthy}"}}')
     assert series == [], f"the healthy node has alerts: {series}"
+
+
+def test_page_isolation_pages_the_failing_chip_only_and_once(stack: Stack) -> None:
+    critical = (stack.degraded, str(DEGRADED_CRITICAL_LOGIC_ID), "critical")
+    wait_for("NPUMemoryPagesIsolated for the Critical chip at the webhook",
+             lambda: critical in stack.webhook.severities("NPUMemoryPagesIsolated"), stack.procs, 60)
+    firing = {(inst, dev) for name, inst, dev, state in stack.active_alerts(stack.low, stack.healthy, stack.degraded)
+              if name == "NPUMemoryPagesIsolated"}
+    assert firing == {critical[:2]}, firing
+    assert stack.webhook.severities("NPUMemoryPagesIsolated") == {critical}   # one tier: no warning beside it
 
 
 # --- dashboards against this Prometheus -------------------------------------------------------
@@ -340,7 +369,6 @@ EVENT_SERIES = {
     "cann_exporter_ingest_rejected_total": "no rejected batch in this run",
     "cann_exporter_ingest_client_dropped_steps_total": "no client reported dropped steps",
     "cann_exporter_ingest_expired_total": "no job rank expired in this run",
-    "npu_health_error_info": "every chip is OK in this run (tests/test_serve_e2e.py serves codes)",
 }
 
 

@@ -40,9 +40,11 @@ needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool not insta
 CONTRACT_ALERT_NAMES = {
     "NPULowUtilization", "NPUUtilizationUnstable", "NPUHotOperator", "NPUTopOperatorsDominant", "NPUMemcpyHigh",
     "NPUFrameworkOverheadHigh", "NPUIdleGapsHigh", "NPUTrainingStalled", "NPUIterationTimeRegression", "NPUUnhealthy",
-    "NPUMissing", "NPUTemperatureHigh", "NPUHBMAlmostFull", "NPUECCDoubleBitErrors", "CANNExporterSourceFailing",
-    "CANNExporterDown",
+    "NPUMissing", "NPUTemperatureHigh", "NPUHBMAlmostFull", "NPUECCDoubleBitErrors", "NPUMemoryPagesIsolated",
+    "CANNExporterSourceFailing", "CANNExporterDown",
 }
+# Alerts that page at two severities under one name (one rule each, excluding each other).
+TIERED_ALERTS = {"NPUMemoryPagesIsolated": ["warning", "critical"]}
 # The network/interconnect alerts (hccn_tool ports and optics).
 NETWORK_ALERTS = {
     "NPUNetworkLinkDown", "NPUNetworkLinkFlapping", "NPUNetworkErrors", "NPUNetworkPFCStorm",
@@ -115,7 +117,8 @@ def test_every_contract_alert_with_severity_summary_description_and_runbook() ->
     doc = yaml.safe_load((ROOT / ALERTS_FILE).read_text())
     rules = all_alert_rules(doc)
     assert {r["alert"] for r in rules} == ALL_ALERTS == set(CONTRACT_ALERTS)
-    assert len(rules) == len(ALL_ALERTS)
+    severities = {name: [r["labels"]["severity"] for r in rules if r["alert"] == name] for name in ALL_ALERTS}
+    assert {name: s for name, s in severities.items() if len(s) > 1} == TIERED_ALERTS
     runbook = (ROOT / "docs" / "runbooks.md").read_text()
     headings = {line[3:].strip() for line in runbook.splitlines() if line.startswith("## ")}
     for rule in rules:
@@ -291,6 +294,22 @@ def test_network_params_are_checked() -> None:
     data = yaml.safe_load(DEFAULT_PATH.read_text())
     del next(a for a in data["alerts"] if a["alert"] == "NPUNetworkPFCStorm")["range"]
     with pytest.raises(GenerateError, match="NPUNetworkPFCStorm: needs a range"):
+        alerts(parse_thresholds(data))
+
+
+def test_page_isolation_takes_its_numbers_from_the_table() -> None:
+    data = yaml.safe_load(DEFAULT_PATH.read_text())
+    entry = next(a for a in data["alerts"] if a["alert"] == "NPUMemoryPagesIsolated")
+    entry.update(threshold=2, range="6h")
+    entry["params"]["critical_pages"] = 500
+    warning, critical = (r for r in all_alert_rules(alerts(parse_thresholds(data))) if r["alert"] == "NPUMemoryPagesIsolated")
+    assert (warning["labels"]["severity"], critical["labels"]["severity"]) == ("warning", "critical")
+    assert "min_over_time(npu_ecc_isolated_pages[6h])\n) > 2\nunless" in warning["expr"]
+    assert critical["expr"].startswith("sum without (memory, type) (npu_ecc_isolated_pages) > 500\n")
+    assert critical["expr"] in warning["expr"].replace("\n  ", "\n")   # the warning excludes every critical chip
+    assert "more than 500 pages" in critical["annotations"]["description"]
+    entry["params"]["critical_pages"] = -1
+    with pytest.raises(GenerateError, match="NPUMemoryPagesIsolated: params.critical_pages"):
         alerts(parse_thresholds(data))
 
 

@@ -170,6 +170,20 @@ def test_old_910a_hbm_zero_is_a_value_and_missing_hugepages_are_absent(replay_np
     assert value(found, "npu_hugepages_total", npu="1") is None  # 21.0.2 has no hugepages column
 
 
+def test_ecc_fixture_serves_all_three_families_for_ddr_and_hbm(replay_npu_smi, capsys):
+    """`-t ecc` of a 910 with DDR and HBM (NPU 1 of the 910A table): every count printed is 0,
+    and 0 is served (it is a reading, not an absence); NPU 4, whose ecc call fails, has none."""
+    npu_smi = replay_npu_smi({"info": "info__910A__21.0.2__1", "info -t ecc -i 1": "info-t-ecc__910-doc__unknown__1"})
+    status, text = run_once(capsys, npu_smi, "--npu-smi.details=ecc", "--no-npu-smi.board")
+    assert status == 0
+    found = samples(text)
+    for name in ("npu_ecc_errors_total", "npu_ecc_aggregate_errors_total", "npu_ecc_isolated_pages"):
+        series = {(labels["memory"], labels["type"]): v for (n, key), v in found.items() if n == name
+                  for labels in [dict(key)] if labels["npu"] == "1"}
+        assert series == {(memory, kind): 0 for memory in ("ddr", "hbm") for kind in ("single_bit", "double_bit")}, name
+        assert value(found, name, npu="4") is None, name
+
+
 @pytest.mark.parametrize("error", [
     "error-dcmi-init-8005__container__unknown__1",
     "error-dcmi-init-8020__container__unknown__1",

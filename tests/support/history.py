@@ -16,6 +16,10 @@ Nodes (4 chips each, 64 GiB HBM per chip):
   alternating samples); chips 2 and 3 at 96%; namespace team-c; no HBM series at all (a
   driver that does not report it); job `stuck` rank 0, whose last iteration was one hour
   before ``now``.
+
+ECC isolated pages (HBM; node-c reports none): node-a chip 3 has had 2 single-bit pages the
+whole time (old, nothing new); node-b chip 0 one double-bit page since ten days ago; node-b
+chip 1 one single-bit page, and a second since half an hour ago; every other chip 0.
 """
 
 from __future__ import annotations
@@ -39,6 +43,12 @@ NODE_C_BUSY = 0.96
 SAW = (0.30, 1.00)
 HBM_FILL = (0.20, 0.80)       # node-a, start -> now
 HBM_OTHER = 0.50
+# (instance, npu) -> {type: (pages before, pages after, seconds before now of the change)}
+PAGES = {
+    ("node-a:9435", 3): {"single_bit": (2, 2, 0)},
+    ("node-b:9435", 0): {"double_bit": (0, 1, 10 * DAY)},
+    ("node-b:9435", 1): {"single_bit": (1, 2, HOUR // 2)},
+}
 
 
 @dataclass(frozen=True)
@@ -158,6 +168,18 @@ def _chip_families(now: int, times: list[int]) -> Iterator[str]:
     yield from _family("npu_pod_info", "gauge", per_chip(
         "npu_pod_info", lambda c, t, k: 1.0 if c.namespace and c.in_use(t) else None,
         namespace=lambda c: c.namespace or "", pod=lambda c: f"{c.namespace}-trainer", container=lambda c: "main"))
+
+    def pages(kind: str) -> Callable[[Chip, int, int], float | None]:
+        def value(chip: Chip, t: int, k: int) -> float | None:
+            if chip.hbm(t) is None:
+                return None
+            before, after, ago = PAGES.get((chip.instance, chip.npu), {}).get(kind, (0, 0, 0))
+            return float(after if t >= now - ago else before)
+        return value
+
+    yield "# TYPE npu_ecc_isolated_pages gauge"
+    for kind in ("single_bit", "double_bit"):
+        yield from per_chip("npu_ecc_isolated_pages", pages(kind), memory=lambda c: "hbm", type=lambda c, k=kind: k)
 
 
 def _integral(job: Job, now: int, t: int) -> float:
