@@ -4,7 +4,8 @@ absence versus zero."""
 from __future__ import annotations
 
 from exporter.npusmi.collector import ChipsCollector, ProcessesCollector
-from exporter.npusmi.part import ChipSample, DevicesPart, EccCount, ProcessSample
+from exporter.npusmi.parse import parse_ecc
+from exporter.npusmi.part import ChipSample, DevicesPart, EccCount, ProcessSample, detail_values
 from tests.support.exposition import render, value, values
 
 
@@ -44,3 +45,26 @@ def test_processes_without_memory_are_left_out():
     procs = (ProcessSample(0, 0, 0, 42, "python", 1024.0), ProcessSample(0, 0, 0, 43, "idle", None))
     found = render(ProcessesCollector(), DevicesPart(processes=procs))
     assert values(found, "npu_process_memory_bytes", "pid") == {"42": 1024.0}
+
+
+def test_each_ecc_family_holds_only_what_the_chip_printed():
+    """A 310 prints only `Single-bit/Double-bit Error Count` (read as DDR): no lifetime totals,
+    no isolated pages; a 910B prints DDR lines but has no DDR, so only HBM is kept."""
+    text_310 = "\tSingle-bit Error Count         : 2\n\tDouble-bit Error Count         : 0\n\tChip ID                        : 0\n"
+    ecc_310, = parse_ecc(text_310, npu_id=0)
+    on_310 = detail_values(chip(0, memory_total_bytes=8.0 * 2**30), {"ecc": ecc_310})
+    assert on_310 == {"ecc": (EccCount("ddr", "single_bit", 2), EccCount("ddr", "double_bit", 0)),
+                      "ecc_aggregate": (), "ecc_isolated_pages": ()}
+    found = render(ChipsCollector(), DevicesPart(chips=(chip(0, **on_310),)))
+    assert value(found, "npu_ecc_errors_total", type="single_bit") == 2
+    assert value(found, "npu_ecc_aggregate_errors_total", type="single_bit") is None
+    assert value(found, "npu_ecc_isolated_pages", type="single_bit") is None
+
+    lines = [f"{memory} {kind} Bit {what}" for memory in ("DDR", "HBM") for kind in ("Single", "Double")
+             for what in ("Error Count", "Aggregate Total Err Cnt", "Isolated Pages Count")]
+    text_910b = "".join(f"\t{line:<40} : {n}\n" for n, line in enumerate(lines, start=1)) + "\tChip ID : 0\n"
+    ecc_910b, = parse_ecc(text_910b, npu_id=0)
+    on_910b = detail_values(chip(0), {"ecc": ecc_910b})   # no memory_total_bytes: no DDR
+    assert on_910b["ecc_isolated_pages"] == (EccCount("hbm", "single_bit", 9), EccCount("hbm", "double_bit", 12))
+    assert on_910b["ecc_aggregate"] == (EccCount("hbm", "single_bit", 8), EccCount("hbm", "double_bit", 11))
+    assert on_910b["ecc"] == (EccCount("hbm", "single_bit", 7), EccCount("hbm", "double_bit", 10))
