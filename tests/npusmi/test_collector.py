@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from exporter.npusmi.collector import ChipsCollector, ProcessesCollector
 from exporter.npusmi.parse import parse_ecc
-from exporter.npusmi.part import ChipSample, DevicesPart, EccCount, ProcessSample, detail_values
+from exporter.npusmi.part import (
+    ChipSample,
+    DevicesPart,
+    EccCount,
+    ProcessSample,
+    detail_values,
+)
 from tests.support.exposition import render, value, values
 
 
