@@ -6,7 +6,7 @@ ARGS ?=
 # Test extras: the framework adapters are tested on their real libraries (CPU builds).
 TEST_EXTRAS ?= test,torch,hf,lightning
 
-.PHONY: run test bench soak generate install install-test lint clean
+.PHONY: run test bench soak generate install install-test clean
 
 $(BIN)/cann-exporter: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
