@@ -161,7 +161,7 @@ def node(table_: Thresholds) -> Board:
         graph("HBM / DDR bandwidth", q(f"npu_hbm_bandwidth_utilization_ratio{{{CHIP_SEL}}}", "HBM {{device}}"),
               q(f"npu_ddr_bandwidth_utilization_ratio{{{CHIP_SEL}}}", "DDR {{device}}"), unit="percentunit", lo=0, hi=1),
         graph("DDR memory and huge pages", q(f"npu_memory_used_bytes{{{CHIP_SEL}}} / npu_memory_total_bytes{{{CHIP_SEL}}}", "DDR {{device}}"),
-              q(f"npu_hugepages_used{{{CHIP_SEL}}} / npu_hugepages_total{{{CHIP_SEL}}}", "huge pages {{device}}"),
+              q(f"npu_hugepages_used_pages{{{CHIP_SEL}}} / npu_hugepages_total_pages{{{CHIP_SEL}}}", "huge pages {{device}}"),
               unit="percentunit", lo=0, hi=1),
     )
     b.row("Power and thermals")
@@ -277,7 +277,7 @@ def network_row(b: Board, table_: Thresholds) -> None:
               description=("Bad, dropped, retried or rejected packets (hccn_tool -stat) by kind"
                            + (f"; NPUNetworkErrors fires when {', '.join(errors.param('kinds', ()))} together exceed "
                               f"{num(errors.threshold)}/s for {errors.window}." if errors and errors.threshold is not None else "."))),
-        graph("Port speed", q(f"npu_network_speed_bits_per_second{{{CHIP_SEL}}}", PORT_LEGEND), unit="bps", lo=0, w=8,
+        graph("Port speed", q(f"npu_network_speed_bytes{{{CHIP_SEL}}}", PORT_LEGEND), unit="Bps", lo=0, w=8,
               description="Negotiated speed; absent while the link is down."),
         optical("rx", "Optical receive power"),
         optical("tx", "Optical transmit power"),

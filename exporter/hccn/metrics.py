@@ -16,7 +16,7 @@ NETWORK_INFO = _port("npu_network_info", "Port address (hccn_tool -ip); value 1.
 NETWORK_LINK_UP = _port("npu_network_link_up", "1 if the port's link is up (hccn_tool -link), else 0.", field="link_up")
 NETWORK_LINK_UP_TRANSITIONS = _port("npu_network_link_up_transitions_total", "Link-up events since driver load or the last `-link_stat -c` (hccn_tool -link_stat).", field="link_up_transitions", kind="counter")
 NETWORK_LINK_DOWN_TRANSITIONS = _port("npu_network_link_down_transitions_total", "Link-down events since driver load or the last `-link_stat -c` (hccn_tool -link_stat; newer drivers only).", field="link_down_transitions", kind="counter")
-NETWORK_SPEED = _port("npu_network_speed_bits_per_second", "Port speed, bits per second; absent while the speed is unknown (link down).", field="speed_bits_per_second")
+NETWORK_SPEED = _port("npu_network_speed_bytes", "Port speed, bytes per second (hccn_tool -speed Mb/s / 8); absent while the speed is unknown (link down).", field="speed_bytes_per_second")
 NETWORK_HEALTH = _port("npu_network_health", "RoCE reachability probe (hccn_tool -net_health) as a stateset: 1 for the current state.", "state", field="health")
 NETWORK_RECEIVE = _port("npu_network_receive_bytes_per_second", "Receive throughput over hccn_tool's -bandwidth window, bytes per second (MB/sec taken as 10^6 bytes).", field="receive_bytes_per_second")
 NETWORK_TRANSMIT = _port("npu_network_transmit_bytes_per_second", "Transmit throughput over hccn_tool's -bandwidth window, bytes per second (MB/sec taken as 10^6 bytes).", field="transmit_bytes_per_second")

@@ -42,7 +42,7 @@ class PortSample:
     link_up: bool | None = None                  # `-link` link status
     link_up_transitions: int | None = None       # `-link_stat` link up count
     link_down_transitions: int | None = None     # `-link_stat` link down count (newer drivers)
-    speed_bits_per_second: float | None = None   # `-speed` (None: Unknown!, link down)
+    speed_bytes_per_second: float | None = None  # `-speed` (None: Unknown!, link down)
     health: str | None = None                    # `-net_health`, one of NET_HEALTH_STATES
     receive_bytes_per_second: float | None = None   # `-bandwidth` RX
     transmit_bytes_per_second: float | None = None  # `-bandwidth` TX
@@ -77,7 +77,7 @@ def port_sample(npu: int, chip: int, device: int | None, port: str, readings: di
         fields["link_down_transitions"] = stats.down_count
     speed = readings.get("speed")
     if isinstance(speed, p.Speed) and speed.megabits_per_second is not None:
-        fields["speed_bits_per_second"] = speed.megabits_per_second * MEGABIT
+        fields["speed_bytes_per_second"] = speed.megabits_per_second * MEGABIT / 8
     health = readings.get("net_health")
     if isinstance(health, p.NetHealth):
         fields["health"] = health.status

@@ -16,7 +16,7 @@ from tests.support.exposition import render as render_part
 
 PORT = PortSample(
     npu=3, chip=0, device=3, port="",
-    link_up=True, link_up_transitions=4, link_down_transitions=3, speed_bits_per_second=200e9,
+    link_up=True, link_up_transitions=4, link_down_transitions=3, speed_bytes_per_second=25e9,
     health="Socket fail", receive_bytes_per_second=266.84e6, transmit_bytes_per_second=0.0,
     packets=(NetworkCounter("rx", "pfc", 12), NetworkCounter("tx", "cnp", 5)),
     errors=(NetworkCounter("rx", "fcs", 2), NetworkCounter("", "qp_status", 1)),
@@ -38,7 +38,7 @@ def test_base_units_and_labels():
     assert value(found, "npu_network_link_up", **chip) == 1
     assert value(found, "npu_network_link_up_transitions_total", **chip) == 4
     assert value(found, "npu_network_link_down_transitions_total", **chip) == 3
-    assert value(found, "npu_network_speed_bits_per_second", **chip) == 200e9
+    assert value(found, "npu_network_speed_bytes", **chip) == 25e9   # 200 Gb/s
     assert value(found, "npu_network_receive_bytes_per_second", **chip) == 266.84e6
     assert value(found, "npu_network_transmit_bytes_per_second", **chip) == 0
     assert value(found, "npu_network_packets_total", direction="rx", kind="pfc") == 12
@@ -63,7 +63,7 @@ def test_a5_port_label_and_absent_readings():
     found = render([A5_PORT])
     assert value(found, "npu_network_link_up", port="0/4", device="") == 0
     assert value(found, "npu_optical_present", port="0/4") == 0
-    assert value(found, "npu_network_speed_bits_per_second") is None
+    assert value(found, "npu_network_speed_bytes") is None
     assert not [n for (n, _) in found if n == "npu_network_health"]
 
 

@@ -27,7 +27,7 @@ def test_once_simulate_shows_the_network_of_every_chip():
     chips = {str(n) for n in range(8)}
     assert per_chip(found, "npu_up") == dict.fromkeys(chips, 1.0)
     assert per_chip(found, "npu_network_link_up") == dict.fromkeys(chips, 1.0)
-    assert per_chip(found, "npu_network_speed_bits_per_second") == dict.fromkeys(chips, 200e9)
+    assert per_chip(found, "npu_network_speed_bytes") == dict.fromkeys(chips, 25e9)   # 200 Gb/s
     assert set(per_chip(found, "npu_network_receive_bytes_per_second")) == chips
     assert set(per_chip(found, "npu_optical_temperature_celsius")) == chips
     assert value(found, "npu_network_health", npu="5", state="Success") == 1
@@ -46,7 +46,7 @@ def test_once_simulate_link_flap(capsys, monkeypatch):
     assert value(found, "cann_exporter_simulated", scenario="link-flap", model="910b3") == 1
     assert value(found, "npu_network_link_up", npu="0") == 0
     assert value(found, "npu_network_link_up", npu="1") == 1
-    assert value(found, "npu_network_speed_bits_per_second", npu="0") is None
+    assert value(found, "npu_network_speed_bytes", npu="0") is None
     assert value(found, "npu_network_link_down_transitions_total", npu="0") == 51
     assert value(found, "npu_network_link_up_transitions_total", npu="0") == 51
     assert value(found, "npu_network_health", npu="0", state="Success") == 0

@@ -63,7 +63,7 @@ async def test_real_samples_become_a_port_sample(tmp_path):
     assert (port.npu, port.chip, port.device, port.port) == (0, 0, 0, "")
     assert port.link_up is True
     assert (port.link_up_transitions, port.link_down_transitions) == (2, 1)
-    assert port.speed_bits_per_second == 100e9
+    assert port.speed_bytes_per_second == 12.5e9   # 100 Gb/s
     assert port.health == "Fault"
     assert port.receive_bytes_per_second == pytest.approx(266.84e6)
     assert port.transmit_bytes_per_second == 0.0
@@ -154,7 +154,7 @@ async def test_link_down_speed_is_absent_not_an_error(tmp_path):
     source, health = make_source([str(write_replay_hccn(tmp_path, replies))])
     await source.refresh_fast()
     (port,) = source.part().ports
-    assert port.link_up is False and port.speed_bits_per_second is None
+    assert port.link_up is False and port.speed_bytes_per_second is None
     assert errors(health) == {}
 
 
@@ -172,7 +172,7 @@ async def test_a5_ports_from_dev_info_and_u_p_arguments(tmp_path):
     await source.refresh_fast()
     ports = source.part().ports
     assert [p.port for p in ports] == ["0/4", "0/5", "0/6"]
-    assert all(p.link_up is False and p.speed_bits_per_second == 400e9 for p in ports)
+    assert all(p.link_up is False and p.speed_bytes_per_second == 50e9 for p in ports)
     assert ports[0].link_down_transitions == 2 and ports[0].health == "Success"
     assert NetworkCounter("rx", "crc", 0) in ports[0].errors
     assert "-g -link -i 1 -u 0 -p 5" in calls(tmp_path)
@@ -200,8 +200,8 @@ async def test_the_simulator_through_the_same_path():
         assert port.receive_bytes_per_second == pytest.approx(expected.rx_centi_mb_per_s / 100 * 1e6)
         counters = classify_counters(expected.counters)
         assert port.packets == counters["packets"] and port.errors == counters["errors"]
-    assert ports[0].link_up is False and ports[0].speed_bits_per_second is None
-    assert ports[3].link_up is True and ports[3].speed_bits_per_second == 200e9
+    assert ports[0].link_up is False and ports[0].speed_bytes_per_second is None
+    assert ports[3].link_up is True and ports[3].speed_bytes_per_second == 25e9
     assert (ports[0].link_up_transitions, ports[0].link_down_transitions) == (6, 6)
     assert all(success(health).values())
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import subprocess
 import time
 import typing
 from pathlib import Path
@@ -55,6 +56,7 @@ from tests.support.kubelet import container, pod
 from tests.support.profile_builders import Copy, Kernel, Step, torch_profile
 from tests.support.profile_exports import PT_LEVEL1, build
 from tests.support.replay import write_replay_npu_smi
+from tests.support.tools import tool
 from tests.support.webconfig import HASH, write_web_config
 
 COLLECTORS = {
@@ -247,11 +249,16 @@ PRODUCERS = (npu_smi_910b3, npu_smi_310p, npu_smi_health, simulated, hccn_tool, 
 
 def test_every_declared_metric_is_produced_from_real_outputs(tmp_path: Path):
     produced: set[str] = set()
+    lint = tool("promtool")
     for producer in PRODUCERS:
         directory = tmp_path / producer.__name__
         directory.mkdir()
-        for family in text_string_to_metric_families(producer(directory)):
+        text = producer(directory)
+        for family in text_string_to_metric_families(text):
             produced |= {sample.name for sample in family.samples}
+        # Prometheus' linter on what was produced: conventional names and units, not one warning.
+        proc = subprocess.run([lint, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60, check=False)
+        assert (proc.returncode, proc.stdout + proc.stderr) == (0, ""), producer.__name__
     silent = [spec.name for spec in ALL_METRICS
               if not any(name == spec.name or name.startswith(spec.name + "_") for name in produced)]
     assert not silent, f"declared but produced by no real output: {silent}"
