@@ -25,11 +25,12 @@ ALLOWED: dict[str, set[str]] = {
     "npusmi": {"core"},
     "web": {"core"},
     "profiles": {"core"},
+    "resources": {"core"},           # the exporter's own process and cgroup
     "hccn": {"core", "npusmi"},      # asks about the chips npu-smi lists
     "pods": {"core", "npusmi"},      # matches kubelet devices to npu-smi's chips
     "jobs": {"core", "web"},         # the ingest API is a route of the web app
     "generate": {"core", "hccn"},
-    "node": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "web", "simulator"},
+    "node": {"core", "npusmi", "hccn", "pods", "profiles", "resources", "jobs", "web", "simulator"},
     "diagnostics": {"core", "npusmi", "pods", "profiles", "jobs", "generate", "node", "simulator"},
     "commands": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "web", "generate", "node", "diagnostics", "simulator"},
     "cli": {"core", "node", "commands"},

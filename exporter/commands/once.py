@@ -1,4 +1,5 @@
-"""`cann-exporter once`: one collection, the exposition text on stdout; exit 1 if no chip was read."""
+"""`cann-exporter once`: one collection, the exposition text on stdout; exit 1 if npu-smi ran
+and no chip was read."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from prometheus_client import generate_latest
 
 from exporter.core.errors import EXIT_FAILURE, EXIT_OK
 from exporter.node.assembly import assemble
+from exporter.node.collectors import npu_smi_needed
 from exporter.node.settings import Settings
 
 
@@ -16,7 +18,8 @@ def run(settings: Settings) -> int:
     node = assemble(settings, ingest=False)
     asyncio.run(node.sampler.run_once())
     sys.stdout.write(generate_latest(node.registry).decode())
-    if not any(chip.up for chip in node.store.current.devices.chips):
+    ran_npu_smi = npu_smi_needed(settings.collector)
+    if ran_npu_smi and not any(chip.up for chip in node.store.current.devices.chips):
         print("cann-exporter: no chip could be read", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK

@@ -15,6 +15,7 @@ from grafana_foundation_sdk.builders import timeseries
 from grafana_foundation_sdk.models import dashboard as dm
 
 from exporter.generate.common import dbm, num, pct
+from exporter.generate.exporter_board import exporter_health
 from exporter.generate.panels import (
     CHIP_LEGEND,
     CHIP_SEL,
@@ -425,50 +426,6 @@ def capacity(table_: Thresholds) -> Board:
         graph("Utilization: 7-day trend projected 30 days", q("cluster:npu_aicore_utilization_ratio:avg1h", "now"),
               q("predict_linear(cluster:npu_aicore_utilization_ratio:avg1h[7d], 30 * 86400)", "in 30 days"),
               unit="percentunit", steps=steps, lo=0, hi=1),
-    )
-    return b
-
-
-def exporter_health(table_: Thresholds) -> Board:
-    sel = 'job=~"$job", instance=~"$instance"'
-    b = Board("exporter-health", "The exporters themselves: scrape health, npu-smi sources, the training-hook ingest.",
-              time_from="now-6h", variables=node_vars())
-    b.row("Scrapes")
-    b.add(
-        history("Exporter up", q(f"up{{{sel}}}", "{{instance}}"), h=5,
-                steps=[dm.Threshold(value=None, color=RED), dm.Threshold(value=1, color=GREEN)],
-                mappings=[dm.ValueMap(options={"0": dm.ValueMappingResult(text="down", color=RED, index=0),
-                                               "1": dm.ValueMappingResult(text="up", color=GREEN, index=1)})]),
-        graph("Scrape duration", q(f"scrape_duration_seconds{{{sel}}}", "{{instance}}"), unit="s", lo=0, w=12, h=7),
-        graph("Samples per scrape", q(f"scrape_samples_scraped{{{sel}}}", "{{instance}}"), unit="short", lo=0, w=12, h=7),
-    )
-    b.row("Sources (npu-smi)")
-    b.add(
-        history("Source success", q(f"cann_exporter_source_success{{{sel}}}", "{{instance}} {{source}}"), h=6,
-                steps=[dm.Threshold(value=None, color=RED), dm.Threshold(value=1, color=GREEN)]),
-        graph("Source duration", q(f"cann_exporter_source_duration_seconds{{{sel}}}", "{{instance}} {{source}}"), unit="s", lo=0, w=8),
-        graph("Source errors by reason", q(f"sum by (instance, source, reason) (rate(cann_exporter_source_errors_total{{{sel}}}[$__rate_interval]))",
-                                           "{{instance}} {{source}} {{reason}}"), unit="ops", lo=0, w=8),
-        graph("Time since the last success", q(f"time() - cann_exporter_source_last_success_timestamp_seconds{{{sel}}}", "{{instance}} {{source}}"),
-              unit="s", lo=0, w=8),
-        graph("Source runs", q(f"sum by (instance, source) (rate(cann_exporter_source_runs_total{{{sel}}}[$__rate_interval]))",
-                               "{{instance}} {{source}}"), unit="ops", lo=0, w=8),
-        graph("Stale chips withheld", q(f"cann_exporter_stale_chips{{{sel}}}", "{{instance}}"), unit="short", lo=0, w=8,
-              steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color=RED)]),
-        grid("Builds", q(f"cann_exporter_build_info{{{sel}}}", table_format=True), q(f"cann_exporter_simulated{{{sel}}}", table_format=True),
-             hidden=("__name__", "Value", "Value #A", "Value #B"), w=8),
-    )
-    b.row("Training-hook ingest")
-    b.add(
-        graph("Accepted", q(f"sum by (instance) (rate(cann_exporter_ingest_requests_total{{{sel}}}[$__rate_interval]))", "{{instance}} batches/s"),
-              q(f"sum by (instance) (rate(cann_exporter_ingest_steps_total{{{sel}}}[$__rate_interval]))", "{{instance}} steps/s"),
-              unit="ops", lo=0, w=8),
-        graph("Rejected and dropped",
-              q(f"sum by (instance, reason) (rate(cann_exporter_ingest_rejected_total{{{sel}}}[$__rate_interval]))", "{{instance}} rejected {{reason}}"),
-              q(f"sum by (instance) (rate(cann_exporter_ingest_client_dropped_steps_total{{{sel}}}[$__rate_interval]))", "{{instance}} dropped by clients"),
-              q(f"sum by (instance) (rate(cann_exporter_ingest_expired_total{{{sel}}}[$__rate_interval]))", "{{instance}} expired ranks"),
-              unit="ops", lo=0, w=8),
-        graph("Job ranks held", q(f"cann_exporter_ingest_ranks{{{sel}}}", "{{instance}}"), unit="short", lo=0, w=8),
     )
     return b
 

@@ -266,6 +266,25 @@ def _exporter_down(spec: AlertSpec, table: Thresholds) -> Built:
             f"(or finds no target matching up{{{sel}}}) for {spec.window}: no NPU metrics and no NPU alerts from it."))
 
 
+def _memory_high(spec: AlertSpec, table: Thresholds) -> Built:
+    # Only where the exporter reports a cgroup limit: the division drops every other target.
+    expr = f"process_resident_memory_bytes / cann_exporter_memory_limit_bytes > {num(spec.threshold)}"
+    return (expr, "cann-exporter on {{ $labels.instance }} is close to its memory limit",
+            (f"The exporter on {{{{ $labels.instance }}}} has used {{{{ $value | humanizePercentage }}}} of its cgroup "
+             f"memory limit for {spec.window} (threshold {pct(spec.threshold)}); at the limit the kernel kills it and "
+             f"every NPU metric and alert of the node goes with it."))
+
+
+def _fds_high(spec: AlertSpec, table: Thresholds) -> Built:
+    # process_* series of other exporters are left out by the join on the exporter's build info.
+    expr = (f"process_open_fds / process_max_fds > {num(spec.threshold)}\n"
+            f"and on (job, instance) cann_exporter_build_info")
+    return (expr, "cann-exporter on {{ $labels.instance }} is running out of file descriptors",
+            (f"The exporter on {{{{ $labels.instance }}}} has {{{{ $value | humanizePercentage }}}} of its maximum file "
+             f"descriptors open for {spec.window} (threshold {pct(spec.threshold)}); when none is left, npu-smi calls "
+             f"and scrapes fail."))
+
+
 # --- network / interconnect (hccn_tool) --------------------------------------------------------
 # Optical power params (watts) of NPUOpticalPowerOutOfRange: (direction, metric, low param, high param).
 OPTICAL_POWER = (
@@ -389,6 +408,8 @@ BUILDERS: dict[str, Callable[[AlertSpec, Thresholds], Built | list[Tier]]] = {
     "NPUNetworkUnhealthy": _network_unhealthy,
     "CANNExporterSourceFailing": _source_failing,
     "CANNExporterDown": _exporter_down,
+    "CANNExporterMemoryHigh": _memory_high,
+    "CANNExporterFileDescriptorsHigh": _fds_high,
 }
 CONTRACT_ALERTS = tuple(BUILDERS)
 
@@ -400,7 +421,8 @@ GROUPS = (
                                 "NPUIterationTimeRegression")),
     ("cann-exporter-network", ("NPUNetworkLinkDown", "NPUNetworkLinkFlapping", "NPUNetworkErrors", "NPUNetworkPFCStorm",
                                "NPUOpticalPowerOutOfRange", "NPUOpticalTemperatureHigh", "NPUNetworkUnhealthy")),
-    ("cann-exporter-self", ("CANNExporterSourceFailing", "CANNExporterDown")),
+    ("cann-exporter-self", ("CANNExporterSourceFailing", "CANNExporterDown", "CANNExporterMemoryHigh",
+                            "CANNExporterFileDescriptorsHigh")),
 )
 # Thresholds that need a value for the expression to make sense.
 _NEEDS_THRESHOLD = {name for name in CONTRACT_ALERTS} - {

@@ -25,6 +25,7 @@ from exporter.hccn.source import HccnSource
 from exporter.jobs.collector import JobCollector
 from exporter.jobs.store import IngestStore
 from exporter.jobs.validate import IngestLimits
+from exporter.node.collectors import NAMES, npu_smi_needed
 from exporter.node.exposition import Exposition, Rendering
 from exporter.node.settings import Settings
 from exporter.node.simulate import Simulated, hccn_tool_command, npu_smi_command
@@ -35,6 +36,8 @@ from exporter.pods.collector import PodCollector
 from exporter.pods.source import PodResourcesSource, in_kubernetes
 from exporter.profiles.collector import ProfileCollector
 from exporter.profiles.source import ProfileSource
+from exporter.resources.collector import ResourcesCollector
+from exporter.resources.source import ResourcesSource
 from exporter.web.collector import WebCollector
 
 if TYPE_CHECKING:  # serve's web config; `once` and the in-process readers never load aiohttp's server
@@ -64,7 +67,7 @@ def build_npu_smi(settings: Settings, health: HealthRegistry) -> tuple[NpuSmiSou
     command, simulated = npu_smi_command(settings.simulator, settings.npu_smi.path)
     options = settings.npu_smi
     if not settings.collector.devices:
-        options = replace(options, details=())   # the details only fill chip gauges
+        options = replace(options, details=(), board=False)   # both only fill chip series
     runner = CommandRunner(timeout=options.timeout, max_concurrency=options.max_concurrency, max_output_bytes=options.max_output_bytes)
     return NpuSmiSource(options, runner, health, command=command, max_age=settings.max_age), simulated
 
@@ -85,7 +88,7 @@ def hccn_command(options: HccnOptions, simulated: Simulated | None) -> tuple[str
 
 def build_hccn(settings: Settings, health: HealthRegistry, store: SnapshotStore, simulated: Simulated | None) -> HccnSource | None:
     options = settings.hccn
-    command = hccn_command(options, simulated)
+    command = hccn_command(options, simulated) if settings.collector.network else None
     if command is None:
         return None
     runner = CommandRunner(timeout=options.timeout, max_concurrency=HCCN_MAX_CONCURRENCY, max_output_bytes=HCCN_MAX_OUTPUT_BYTES)
@@ -93,7 +96,7 @@ def build_hccn(settings: Settings, health: HealthRegistry, store: SnapshotStore,
 
 
 def build_pods(settings: Settings, health: HealthRegistry) -> PodResourcesSource | None:
-    enabled = settings.podresources.enabled
+    enabled = settings.podresources.enabled if settings.collector.pods else False
     if enabled is None:
         enabled = in_kubernetes()
     return PodResourcesSource(settings.podresources, health) if enabled else None
@@ -108,6 +111,7 @@ def build_ingest(settings: Settings) -> IngestStore:
 def build_snapshot(
     ready: bool, health: HealthRegistry, npu_smi: NpuSmiSource, simulated: Simulated | None = None, *,
     hccn: HccnSource | None = None, pods: PodResourcesSource | None = None, profiles: ProfileSource | None = None,
+    resources: ResourcesSource | None = None,
 ) -> Snapshot:
     """A snapshot of every sampled source's part as of now (a part is None when its source is off)."""
     devices = npu_smi.part()
@@ -118,42 +122,47 @@ def build_snapshot(
         network=hccn.part() if hccn else None,
         pods=pods.part(devices.chips) if pods else None,
         profiles=profiles.part() if profiles else None,
+        resources=resources.part() if resources else None,
     )
 
 
 def assemble(settings: Settings, *, ingest: bool = True, security: WebSecurity | None = None) -> Node:
     """``ingest=False`` leaves the hooks ingest out (`once` has no server); ``security`` (the
     web config of `serve`) adds its metrics."""
+    collectors = settings.collector
     health = HealthRegistry()
     npu_smi, simulated = build_npu_smi(settings, health)
-    profiles = ProfileSource(settings.profiles, health) if settings.profiles.dirs else None
+    profiles = ProfileSource(settings.profiles, health) if collectors.profiles and settings.profiles.dirs else None
     pods = build_pods(settings, health)
-    ingest_store = build_ingest(settings) if ingest and settings.ingest.enabled else None
+    ingest_store = build_ingest(settings) if ingest and collectors.jobs and settings.ingest.enabled else None
+    web = security if collectors.self else None   # its metrics only; serve enforces it either way
     store = SnapshotStore(
         jobs=ingest_store.part if ingest_store else None,
-        web=security.part if security else None,
+        web=web.part if web else None,
     )
     hccn = build_hccn(settings, health, store, simulated)
+    resources = ResourcesSource() if collectors.self else None
 
-    tasks: list[Task] = list(npu_smi.tasks())
-    for source in (profiles, pods, hccn):
+    tasks: list[Task] = list(npu_smi.tasks()) if npu_smi_needed(collectors) else []
+    for source in (profiles, pods, hccn, resources):
         if source is not None:
             tasks += source.tasks()
 
     def publish(ready: bool) -> None:
-        store.publish(build_snapshot(ready, health, npu_smi, simulated, hccn=hccn, pods=pods, profiles=profiles))
+        store.publish(build_snapshot(ready, health, npu_smi, simulated, hccn=hccn, pods=pods, profiles=profiles,
+                                     resources=resources))
 
-    collectors = settings.collector
     # Order of the exposition: chips, processes, the exporter itself, then the optional sources.
     wanted = [
         (collectors.devices, ChipsCollector(), lambda s: s.devices),
         (collectors.processes, ProcessesCollector(), lambda s: s.devices),
         (collectors.self, StatusCollector(), lambda s: s.status),
+        (resources is not None, ResourcesCollector(), lambda s: s.resources),
         (profiles is not None, ProfileCollector(), lambda s: s.profiles),
         (hccn is not None, NetworkCollector(), lambda s: s.network),
         (pods is not None, PodCollector(), lambda s: s.pods),
         (ingest_store is not None, JobCollector(), lambda s: s.jobs),
-        (security is not None, WebCollector(), lambda s: s.web),
+        (web is not None, WebCollector(), lambda s: s.web),
     ]
     exposition = Exposition(store, [Rendering(collector, part) for on, collector, part in wanted if on])
     registry = CollectorRegistry(auto_describe=True)
@@ -162,9 +171,9 @@ def assemble(settings: Settings, *, ingest: bool = True, security: WebSecurity |
         log.info("training-hook ingest enabled",
                  extra={"path": "/api/v1/steps", "token": settings.ingest.token is not None, "ttl": settings.ingest.ttl})
     log.info("collectors enabled", extra={
-        "collectors": ",".join(name for name in ("devices", "processes", "self") if getattr(collectors, name)),
-        "npu_smi": " ".join(npu_smi.command),
-        "profiles": ",".join(settings.profiles.dirs) or "off",
+        "collectors": ",".join(name for name in NAMES if getattr(collectors, name)),
+        "npu_smi": " ".join(npu_smi.command) if npu_smi_needed(collectors) else "off",
+        "profiles": ",".join(settings.profiles.dirs) if profiles else "off",
         "podresources": settings.podresources.socket if pods else "off",
         "hccn": " ".join(hccn.command) if hccn else "off",
     })

@@ -20,7 +20,6 @@ from exporter.core.options import (
     build,
     option,
     options_of,
-    parse_bool,
     parse_duration,
     resolve,
     section,
@@ -30,6 +29,7 @@ from exporter.core.options import (
 )
 from exporter.hccn.options import HccnOptions
 from exporter.jobs.options import IngestOptions
+from exporter.node.collectors import CollectorOptions
 from exporter.node.simulate import SimulatorOptions
 from exporter.npusmi.options import NpuSmiOptions
 from exporter.pods.options import PodsOptions
@@ -37,15 +37,6 @@ from exporter.profiles.options import ProfilesOptions
 from exporter.web.options import WebOptions, listen_option
 
 __all__ = ["OPTIONS", "OPTIONS_BY_KEY", "ConfigError", "Settings", "build_settings", "load_ingest_token", "load_yaml"]
-
-
-@dataclass(frozen=True)
-class CollectorOptions:
-    """`collector.*`: switch a collector off (its series are not served)."""
-
-    devices: bool = option(True, parse_bool, "enable the devices collector (per-chip metrics from npu-smi)")
-    processes: bool = option(True, parse_bool, "enable the processes collector (per-process device memory from the npu-smi process table)")
-    self: bool = option(True, parse_bool, "enable the self collector (the exporter's own health and build metrics)")
 
 
 @dataclass(frozen=True)

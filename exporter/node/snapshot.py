@@ -1,7 +1,8 @@
 """The snapshot: what /metrics renders at one moment, one immutable part per source.
 
 The sampler publishes a new snapshot after every task run, built from each sampled source's
-``part()`` (npu-smi, hccn_tool, kubelet, profiles) and the exporter's own status. The parts
+``part()`` (npu-smi, hccn_tool, kubelet, profiles, the exporter's process) and the exporter's own
+status. The parts
 that change between runs by themselves, the ingest (jobs) and the web config, are read when
 a scrape asks. A part is None when its source is off.
 """
@@ -17,6 +18,7 @@ from exporter.jobs.store import JobsPart
 from exporter.npusmi.part import DevicesPart
 from exporter.pods.part import PodsPart
 from exporter.profiles.part import ProfilesPart
+from exporter.resources.part import ResourcesPart
 from exporter.web.collector import WebStatus
 
 
@@ -30,6 +32,7 @@ class Snapshot:
     profiles: ProfilesPart | None = None
     jobs: JobsPart | None = None
     web: WebStatus | None = None
+    resources: ResourcesPart | None = None
 
 
 class SnapshotStore:

@@ -369,6 +369,7 @@ EVENT_SERIES = {
     "cann_exporter_ingest_rejected_total": "no rejected batch in this run",
     "cann_exporter_ingest_client_dropped_steps_total": "no client reported dropped steps",
     "cann_exporter_ingest_expired_total": "no job rank expired in this run",
+    "cann_exporter_memory_limit_bytes": "the exporters run without a cgroup memory limit on this machine",
 }
 
 

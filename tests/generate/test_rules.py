@@ -41,7 +41,7 @@ CONTRACT_ALERT_NAMES = {
     "NPULowUtilization", "NPUUtilizationUnstable", "NPUHotOperator", "NPUTopOperatorsDominant", "NPUMemcpyHigh",
     "NPUFrameworkOverheadHigh", "NPUIdleGapsHigh", "NPUTrainingStalled", "NPUIterationTimeRegression", "NPUUnhealthy",
     "NPUMissing", "NPUTemperatureHigh", "NPUHBMAlmostFull", "NPUECCDoubleBitErrors", "NPUMemoryPagesIsolated",
-    "CANNExporterSourceFailing", "CANNExporterDown",
+    "CANNExporterSourceFailing", "CANNExporterDown", "CANNExporterMemoryHigh", "CANNExporterFileDescriptorsHigh",
 }
 # Alerts that page at two severities under one name (one rule each, excluding each other).
 TIERED_ALERTS = {"NPUMemoryPagesIsolated": ["warning", "critical"]}

@@ -48,11 +48,15 @@ from exporter.profiles.collector import ProfileCollector
 from exporter.profiles.indicators import summarize
 from exporter.profiles.load import load_profile
 from exporter.profiles.part import ProfilesPart
+from exporter.resources.collector import ResourcesCollector
+from exporter.resources.part import ResourcesPart
+from exporter.resources.source import ResourcesSource
 from exporter.web.collector import WebCollector, WebStatus
 from exporter.web.security import WebSecurity
 from tests.support.exposition import exposition
 from tests.support.hccn import write_replay_hccn
 from tests.support.kubelet import container, pod
+from tests.support.paths import FIXTURES
 from tests.support.profile_builders import Copy, Kernel, Step, torch_profile
 from tests.support.profile_exports import PT_LEVEL1, build
 from tests.support.replay import write_replay_npu_smi
@@ -62,6 +66,7 @@ from tests.support.webconfig import HASH, write_web_config
 COLLECTORS = {
     ChipsCollector: DevicesPart, ProcessesCollector: DevicesPart, StatusCollector: StatusPart, NetworkCollector: NetworkPart,
     PodCollector: PodsPart, JobCollector: JobsPart, ProfileCollector: ProfilesPart, WebCollector: WebStatus,
+    ResourcesCollector: ResourcesPart,
 }
 # Fields that are labels of the series their record renders (which chip, port, job, source).
 LABELS = {"npu", "chip", "device", "port", "lane", "name", "job_name", "rank"}
@@ -244,7 +249,15 @@ def web(tmp_path: Path) -> str:
     return exposition(WebCollector(), security.part())
 
 
-PRODUCERS = (npu_smi_910b3, npu_smi_310p, npu_smi_health, simulated, hccn_tool, hccn_tool_simulated, kubelet, ingest, profiles, web)
+def resources(tmp_path: Path) -> str:
+    """This process through /proc, in a cgroup tree with a limit (a Kubernetes pod's)."""
+    source = ResourcesSource(root=FIXTURES / "cgroup" / "v2-pod-limited__kubernetes")
+    asyncio.run(source.refresh())
+    return exposition(ResourcesCollector(), source.part())
+
+
+PRODUCERS = (npu_smi_910b3, npu_smi_310p, npu_smi_health, simulated, hccn_tool, hccn_tool_simulated, kubelet, ingest, profiles,
+             web, resources)
 
 
 def test_every_declared_metric_is_produced_from_real_outputs(tmp_path: Path):

@@ -25,7 +25,8 @@ def test_names_follow_the_contract():
     names = [spec.name for spec in ALL_METRICS]
     assert len(names) == len(set(names))
     for spec in ALL_METRICS:
-        assert spec.name.startswith(("npu_", "cann_exporter_")), spec.name
+        # Ours, or the names every Prometheus client library gives a process and its runtime.
+        assert spec.name.startswith(("npu_", "cann_exporter_", "process_", "python_")), spec.name
         # The `_total` suffix is for counters only (PromQL users read it as one).
         assert spec.name.endswith("_total") == (spec.kind == "counter"), spec.name
         assert "job" not in spec.labels and "instance" not in spec.labels, spec.name

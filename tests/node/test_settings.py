@@ -9,6 +9,7 @@ import pytest
 
 from exporter.cli import main
 from exporter.core.options import ConfigError, parse_duration
+from exporter.node.collectors import NAMES
 from exporter.node.settings import OPTIONS, build_settings, load_yaml
 from tests.support.paths import ROOT
 
@@ -93,8 +94,13 @@ def test_the_example_config_is_valid_and_documents_every_option():
 
 def test_check_config_command(tmp_path, capsys):
     good = tmp_path / "good.yaml"
-    good.write_text("npu_smi:\n  timeout: 5s\n")
+    good.write_text("npu_smi:\n  timeout: 5s\ncollector:\n  network: false\nprofiles:\n  dirs: [/data/profiles]\n")
     assert main(["check-config", str(good)]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    # Every collector, on or off, and what else decides whether its source runs.
+    assert [line.split(":")[0] for line in listed[1:]] == [f"collector.{name}" for name in NAMES]
+    assert "collector.network: off" in listed and "collector.profiles: on, 1 profiles.dirs" in listed
+    assert "collector.pods: on, inside Kubernetes (podresources.enabled auto)" in listed
     bad = tmp_path / "bad.yaml"
     bad.write_text("npu_smi:\n  timeout: never\nbogus: 1\n")
     assert main(["check-config", str(bad)]) == 2

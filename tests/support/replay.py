@@ -9,6 +9,7 @@ from pathlib import Path
 from tests.support.paths import NPU_SMI_FIXTURES
 
 Reply = "str | tuple[str, int]"  # fixture name, or (fixture name, exit status)
+CALLS = "npu-smi.calls"
 
 
 def write_replay_npu_smi(directory: Path, replies: Mapping[str, object], default_exit: int = 1) -> Path:
@@ -17,8 +18,9 @@ def write_replay_npu_smi(directory: Path, replies: Mapping[str, object], default
     ``replies`` maps the argument string (e.g. "info -m", "info -t usages -i 0") to a
     fixture name (printed, exit 0) or (fixture name, exit status). A glob such as
     "info -t usages -i *" is allowed. Anything else prints npu-smi's own bad-type text.
+    Every call's arguments are appended to ``<directory>/npu-smi.calls`` (see :func:`calls`).
     """
-    lines = ["#!/bin/sh", 'case "$*" in']
+    lines = ["#!/bin/sh", f'echo "$*" >> {shlex.quote(str(directory / CALLS))}', 'case "$*" in']
     for args, reply in replies.items():
         name, status = reply if isinstance(reply, tuple) else (reply, 0)
         path = NPU_SMI_FIXTURES / f"{name}.txt"
@@ -31,3 +33,9 @@ def write_replay_npu_smi(directory: Path, replies: Mapping[str, object], default
     script.write_text("\n".join(lines) + "\n")
     script.chmod(0o755)
     return script
+
+
+def calls(directory: Path) -> list[str]:
+    """The argument strings the replaying npu-smi in ``directory`` was called with, in order."""
+    path = directory / CALLS
+    return path.read_text().splitlines() if path.exists() else []
