@@ -294,8 +294,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
              tmp / "exporter-degraded.log"),
         Proc("alertmanager", [ALERTMANAGER, f"--config.file={tmp / 'alertmanager.yml'}", f"--storage.path={tmp / 'am'}",
                               f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address="], tmp / "alertmanager.log"),
+        # A resend delay of 1s (default 1m): an alert that fires at the first evaluation after the
+        # rules are loaded can be dropped while the reload re-discovers Alertmanager.
         Proc("prometheus", [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
-                            f"--web.listen-address=127.0.0.1:{prom_port}"], tmp / "prometheus.log"),
+                            f"--web.listen-address=127.0.0.1:{prom_port}", "--rules.alert.resend-delay=1s"],
+             tmp / "prometheus.log"),
     ]
     posters: list[StepPoster] = []
     s = Stack(f"http://127.0.0.1:{prom_port}", f"http://127.0.0.1:{am_port}", low, healthy, degraded, webhook, procs)
