@@ -6,7 +6,7 @@ ARGS ?=
 # Test extras: the framework adapters are tested on their real libraries (CPU builds).
 TEST_EXTRAS ?= test,torch,hf,lightning
 
-.PHONY: run test bench soak generate install install-test clean
+.PHONY: run test example bench soak generate install install-test clean
 
 $(BIN)/cann-exporter: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,15 @@ install-test: $(VENV)/.test-deps
 run: install
 	$(BIN)/cann-exporter serve --simulate auto $(ARGS)
 
+# Installs the Debian packages the real-tool tests need when it can; otherwise says what will be skipped.
 test: install-test
+	@scripts/install-test-packages
 	$(BIN)/python -m pytest -q $(ARGS)
+
+# The training-hook example: steps to `make run`'s exporter (or a temporary one it starts), then
+# the npu_job_* series they became. PyTorch when installed, else a standard-library loop.
+example: install
+	$(BIN)/python examples/train_with_hooks.py $(ARGS)
 
 bench: install-test
 	$(BIN)/python -m benchmarks $(ARGS)

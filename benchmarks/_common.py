@@ -198,7 +198,7 @@ def exporter_argv(port: int, *extra: str) -> list[str]:
     # The core exporter's figures (issue 2: 16 chips, 64 processes): the simulated hccn_tool
     # network source, on by default under --simulate, is left out so the series match that case.
     return [sys.executable, "-m", "exporter", "serve", "--simulate", "healthy", "--simulate.model", SIM_MODEL,
-            "--listen", f"{HOST}:{port}", "--hccn.enabled", "false", *extra]
+            "--listen", f"{HOST}:{port}", "--no-hccn.enabled", *extra]
 
 
 def exporter_env() -> dict[str, str]:

@@ -1,34 +1,54 @@
-"""Train a small PyTorch model with the cann-exporter training hook.
+"""Train a small model with the cann-exporter training hook, and show what the exporter made of it.
 
-Start an exporter first (on a machine without an NPU it serves its simulator)::
-
-    cann-exporter serve --simulate            # or: make run
+    make example                                   # on a fresh clone; or:
     python examples/train_with_hooks.py --steps 500
-    curl -s localhost:9435/metrics | grep npu_job_
 
-Runs on an Ascend NPU when torch_npu is installed, on CUDA when available, else on the
-CPU (`pip install torch==2.13.0` installs the CPU build). Each step is split into the
-phases the exporter knows: data (next batch), h2d (copy to the device), compute
-(forward, backward, optimizer) and d2h (reading the loss back, every --log-every steps).
+With PyTorch installed it trains a small MLP: on an Ascend NPU when torch_npu is installed,
+on CUDA when available, else on the CPU (`pip install torch==2.13.0` installs the CPU build).
+Without PyTorch (or with `--backend stdlib`) it runs a synthetic loop through the
+standard-library `Monitor`, which is all a loop needs to report.
+
+Each step is split into the phases the exporter knows: data (next batch), h2d (copy to the
+device), compute (forward, backward, optimizer) and d2h (reading the loss back, every
+--log-every steps). The steps go to the exporter at --url ($CANN_EXPORTER_URL, else
+http://127.0.0.1:9435, where `make run` listens); when nothing answers there, the example
+starts a temporary exporter on the built-in simulator for its run. At the end it prints the
+`npu_job_*` series the exporter serves for the job.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
+import re
+import subprocess
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-import torch
-from torch.utils.data import DataLoader, TensorDataset
+try:
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+except ImportError:   # the standard-library loop still runs
+    torch = None
 
-try:  # Ascend: registers torch.npu
-    import torch_npu  # noqa: F401
-except ImportError:
-    pass
+if torch is not None:
+    try:  # Ascend: registers torch.npu
+        import torch_npu  # noqa: F401
+    except ImportError:
+        pass
 
-from exporter.hooks.torch import TorchMonitor
+from exporter.hooks import DEFAULT_URL, Monitor
 
+LISTENING = re.compile(r"msg=listening address=(127\.0\.0\.1:\d+)")
+
+
+# --- the PyTorch loop --------------------------------------------------------------------------
 
 def pick_device() -> torch.device:
     npu = getattr(torch, "npu", None)
@@ -55,26 +75,15 @@ def make_model(features: int = 32, classes: int = 4) -> torch.nn.Module:
     )
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default=None, help="exporter URL (default $CANN_EXPORTER_URL or http://127.0.0.1:9435)")
-    parser.add_argument("--job-name", default="example-mlp")
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
-    parser.add_argument("--log-every", type=int, default=50)
-    return parser.parse_args(argv)
+def train_torch(args: argparse.Namespace, url: str) -> tuple[Monitor, str]:
+    from exporter.hooks.torch import TorchMonitor
 
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
     device = pick_device()
     loader = DataLoader(make_data(max(args.batch_size * 50, 1024)), batch_size=args.batch_size, shuffle=True,
                         num_workers=args.workers, drop_last=True)
     model = make_model().to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    mon = TorchMonitor(args.job_name, url=args.url, device=device)
-
+    mon = TorchMonitor(args.job_name, url=url, device=device)
     batches = iter(loader)
     start = time.perf_counter()
     for step in range(1, args.steps + 1):
@@ -96,10 +105,115 @@ def main(argv: list[str] | None = None) -> int:
                 with mon.phase("d2h"):  # .item() waits for the device: only every few steps
                     value = loss.item()
                 print(f"step {step:5d}  loss {value:.4f}  {step / (time.perf_counter() - start):.0f} steps/s", flush=True)
-    mon.close()
-    stats = mon.stats()
-    print(f"done: {args.steps} steps on {device}; hook sent {stats['sent']}, dropped {stats['dropped']}"
-          + (f" (last error: {stats['last_error']})" if stats["last_error"] else ""))
+    return mon, str(device)
+
+
+# --- the standard-library loop -----------------------------------------------------------------
+
+def train_stdlib(args: argparse.Namespace, url: str) -> tuple[Monitor, str]:
+    """A synthetic loop: each phase waits about as long as a small model's would."""
+    rng = random.Random(0)
+    mon = Monitor(args.job_name, url=url)
+    start = time.perf_counter()
+    for step in range(1, args.steps + 1):
+        with mon.step(samples=args.batch_size):
+            with mon.phase("data"):
+                time.sleep(rng.uniform(0.001, 0.003))
+            with mon.phase("h2d"):
+                time.sleep(0.0005)
+            with mon.phase("compute"):
+                time.sleep(rng.uniform(0.004, 0.006))
+            if step % args.log_every == 0:
+                with mon.phase("d2h"):
+                    time.sleep(0.0005)
+                print(f"step {step:5d}  {step / (time.perf_counter() - start):.0f} steps/s", flush=True)
+    return mon, "a synthetic loop (no PyTorch)"
+
+
+# --- the exporter ------------------------------------------------------------------------------
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/healthz", timeout=2) as resp:
+            return resp.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+@contextmanager
+def exporter_at(url: str) -> Iterator[tuple[str, bool]]:
+    """(``url``, False) when an exporter answers there, else (a temporary one on the simulator, True),
+    stopped after."""
+    if answers(url):
+        yield url, False
+        return
+    print(f"no cann-exporter answers at {url}; starting a temporary one on the built-in simulator", flush=True)
+    proc = subprocess.Popen([sys.executable, "-m", "exporter", "serve", "--simulate", "--listen", "127.0.0.1:0"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        yield f"http://{listening_address(proc)}", True
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def listening_address(proc: subprocess.Popen) -> str:
+    """The address from the exporter's "listening" log line (written after it bound the port)."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 60
+    for line in proc.stderr:
+        found = LISTENING.search(line)
+        if found:
+            # Keep reading its log, or a full pipe would block the exporter's next log line.
+            threading.Thread(target=proc.stderr.read, daemon=True).start()
+            return found.group(1)
+        if time.monotonic() > deadline:
+            break
+    raise SystemExit("the temporary exporter did not start")
+
+
+def job_series(url: str, job_name: str) -> list[str]:
+    """The exporter's npu_job_* samples for this job (histogram buckets left out: too many to read)."""
+    with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return [line for line in text.splitlines()
+            if line.startswith("npu_job_") and f'job_name="{job_name}"' in line and "_bucket{" not in line]
+
+
+# --- main --------------------------------------------------------------------------------------
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default=os.environ.get("CANN_EXPORTER_URL") or DEFAULT_URL,
+                        help="exporter URL (default: $CANN_EXPORTER_URL or %(default)s)")
+    parser.add_argument("--backend", choices=("auto", "torch", "stdlib"), default="auto",
+                        help="auto: PyTorch when installed, else the synthetic standard-library loop")
+    parser.add_argument("--job-name", default="example-mlp")
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--workers", type=int, default=0, help="DataLoader worker processes (PyTorch)")
+    parser.add_argument("--log-every", type=int, default=50)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.backend == "torch" and torch is None:
+        raise SystemExit("PyTorch is not installed: pip install torch==2.13.0, or use --backend stdlib")
+    train = train_torch if args.backend != "stdlib" and torch is not None else train_stdlib
+    with exporter_at(args.url) as (url, temporary):
+        mon, where = train(args, url)
+        mon.close()
+        stats = mon.stats()
+        print(f"done: {args.steps} steps on {where}; hook sent {stats['sent']}, dropped {stats['dropped']}"
+              + (f" (last error: {stats['last_error']})" if stats["last_error"] else ""))
+        series = job_series(url, args.job_name)
+        print(f"\n{url}/metrics serves these npu_job_* series for job_name={args.job_name!r} (and histogram buckets):")
+        print("\n".join("  " + line for line in series))
+    if temporary:
+        print("\nThe temporary exporter has stopped. To keep one: `make run` in another terminal, then this again.")
+    print("Where to look: /metrics (npu_job_*), the Grafana dashboard grafana/dashboards/training-jobs.json,"
+          " and `cann-exporter diagnose --metrics-url URL/metrics` for a verdict per job.")
     return 0
 
 

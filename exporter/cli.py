@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from difflib import get_close_matches
 
 from exporter import __version__
 from exporter.commands import (
@@ -27,17 +28,43 @@ from exporter.node.settings import ConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cann-exporter", description="Prometheus exporter for Huawei Ascend NPU nodes.")
+    # No abbreviations: `--list` must not quietly mean `--listen`, and new flags must not
+    # change what an old abbreviation meant.
+    parser = argparse.ArgumentParser(prog="cann-exporter", description="Prometheus exporter for Huawei Ascend NPU nodes.",
+                                     allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"cann-exporter {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    add_settings_flags(commands.add_parser("serve", help="serve /metrics (the default command)"))
-    add_settings_flags(commands.add_parser("once", help="collect once and print the exposition text"))
-    check_config.add_arguments(commands.add_parser("check-config", help="validate a configuration file"))
-    profile.add_arguments(commands.add_parser("profile", help="indicators and verdicts of a torch_npu/msprof profile"))
-    generate.add_arguments(commands.add_parser("generate", help="write alerts/ and grafana/ from the threshold table"))
-    diagnose.add_arguments(commands.add_parser("diagnose", help="three-level health report: verdicts, causes, tuning levers"))
-    report.add_arguments(commands.add_parser("report", help="capacity-planning report (HTML + charts) from Prometheus history"))
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=help, description=help, allow_abbrev=False)
+
+    add_settings_flags(command("serve", "serve /metrics (the default command)"))
+    add_settings_flags(command("once", "collect once and print the exposition text"), serve=False)
+    check_config.add_arguments(command("check-config", "validate a configuration file"))
+    profile.add_arguments(command("profile", "indicators and verdicts of a torch_npu/msprof profile"))
+    generate.add_arguments(command("generate", "write alerts/ and grafana/ from the threshold table"))
+    diagnose.add_arguments(command("diagnose", "three-level health report: verdicts, causes, tuning levers"))
+    report.add_arguments(command("report", "capacity-planning report (HTML + charts) from Prometheus history"))
     return parser
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Arguments; a mistyped option shows its command's usage and the closest option."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = _subparsers(parser).get(args.command, parser)
+        known = [flag for action in command._actions for flag in action.option_strings]
+        hints = [f"{word} (did you mean {close[0]}?)" if (close := get_close_matches(word.split("=")[0], known, n=1)) else word
+                 for word in extra]
+        command.error(f"unrecognized arguments: {' '.join(hints)}")   # exits 2
+    return args
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 # Commands that take their own arguments (the others run from Settings).
@@ -49,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
         argv.insert(0, "serve")
-    args = build_parser().parse_args(argv)
+    args = parse(build_parser(), argv)
     if args.command in _TOOLS:
         return _TOOLS[args.command](args)
     try:

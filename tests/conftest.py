@@ -10,6 +10,7 @@ import pytest
 
 from tests.support.replay import write_replay_npu_smi
 from tests.support.serve import Exporter
+from tests.support.skips import write_skip_summary
 
 
 @pytest.fixture(autouse=True)
@@ -42,3 +43,8 @@ def start(tmp_path: Path):
     yield run
     for exporter in started:
         exporter.stop()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Every skipped group and why, so a missing tool never passes unnoticed."""
+    write_skip_summary(terminalreporter)

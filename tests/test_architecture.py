@@ -30,7 +30,8 @@ ALLOWED: dict[str, set[str]] = {
     "pods": {"core", "npusmi"},      # matches kubelet devices to npu-smi's chips
     "jobs": {"core", "web"},         # the ingest API is a route of the web app
     "generate": {"core", "hccn"},
-    "node": {"core", "npusmi", "hccn", "pods", "profiles", "resources", "jobs", "web", "simulator"},
+    "node": {"core", "npusmi", "hccn", "pods", "profiles", "resources", "jobs", "web", "simulator",
+             "hooks"},                # the hooks' CANN_EXPORTER_* names, which are not typos
     "diagnostics": {"core", "npusmi", "pods", "profiles", "jobs", "generate", "node", "simulator"},
     "commands": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "web", "generate", "node", "diagnostics", "simulator"},
     "cli": {"core", "node", "commands"},

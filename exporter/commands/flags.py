@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from exporter.core.options import parse_bool
+from exporter.core.options import Option
 from exporter.node.settings import (
     OPTIONS,
     ConfigError,
@@ -18,23 +18,33 @@ from exporter.node.settings import (
 )
 
 
-def add_settings_flags(parser: argparse.ArgumentParser) -> None:
-    """Every option of the settings as a flag, grouped by section; defaults shown come from it."""
-    parser.add_argument("--config", metavar="FILE", help="YAML configuration file")
+def add_settings_flags(parser: argparse.ArgumentParser, *, serve: bool = True) -> None:
+    """Every option of the settings as a flag, grouped by section (``serve=False``: only
+    those `once` uses). A flag left out keeps the environment's, the file's or the default."""
+    parser.add_argument("--config", metavar="FILE", help="YAML configuration file (every flag is also a key)")
     groups: dict[str, argparse._ArgumentGroup] = {}
     for option in OPTIONS:
+        if option.serve_only and not serve:
+            continue
         section = option.key.split(".")[0] if "." in option.key else "general"
         group = groups.setdefault(section, parser.add_argument_group(section))
-        help_text = f"{option.help} (default: {option.default}; env {option.env_name})"
-        kwargs: dict[str, Any] = {"dest": option.key, "default": None, "help": help_text}
-        if option.parse is parse_bool:
+        kwargs: dict[str, Any] = {"dest": option.key, "default": None, "help": help_text(option)}
+        if option.switch:
             group.add_argument(option.flag_name, action=argparse.BooleanOptionalAction, **kwargs)
         elif option.key == "simulator.scenario":
-            group.add_argument(option.flag_name, nargs="?", const="healthy", metavar=option.metavar, **kwargs)
+            group.add_argument(option.flag_name, nargs="?", const="healthy", metavar=option.value_name, **kwargs)
         elif option.repeatable:
-            group.add_argument(option.flag_name, action="append", metavar=option.metavar, **kwargs)
+            group.add_argument(option.flag_name, action="append", metavar=option.value_name, **kwargs)
         else:
-            group.add_argument(option.flag_name, metavar=option.metavar, **kwargs)
+            group.add_argument(option.flag_name, metavar=option.value_name, **kwargs)
+
+
+def help_text(option: Option) -> str:
+    """The option's help with its default and variable, once (argparse adds nothing: default=None)."""
+    shown = option.shown_default
+    default = f"default: {shown}; " if shown is not None else ""
+    # argparse formats help with %-style; a literal % in a help text must be doubled.
+    return f"{option.help} ({default}env {option.env_name})".replace("%", "%%")
 
 
 def load_settings(args: argparse.Namespace, env: Mapping[str, str]) -> Settings:

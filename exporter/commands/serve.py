@@ -12,6 +12,7 @@ from exporter.jobs import http as ingest_http
 from exporter.node.assembly import assemble
 from exporter.node.settings import Settings
 from exporter.web.config import WebConfigError
+from exporter.web.listen import addresses, bind
 from exporter.web.security import WebSecurity
 
 log = logging.getLogger("exporter")
@@ -41,17 +42,18 @@ def run(settings: Settings) -> int:
     routes = ingest_http.routes(node.ingest, token) if node.ingest is not None else []
     app = create_app(
         node.registry, lambda: node.store.sampled.ready, routes=routes, bearer_paths=ingest_http.bearer_paths(token),
-        security=security, background=[node.sampler.run_forever],
+        security=security, background=[node.sampler.run_forever], about=node.about,
     )
     host, port = settings.listen
-    ssl_context = security.ssl_context if security is not None else None
-    log.info("listening", extra={"address": f"{host}:{port}", "tls": ssl_context is not None, "version": __version__})
     try:
-        web.run_app(app, host=host or None, port=port, print=None, access_log=None, ssl_context=ssl_context)
+        sockets = bind(host, port)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            log.error("address already in use; choose another with --listen", extra={"port": port})
+            log.error("address already in use; choose another with --listen", extra={"address": f"{host}:{port}"})
         else:
-            log.error("cannot listen", extra={"error": str(exc)})
+            log.error("cannot listen", extra={"address": f"{host}:{port}", "error": str(exc)})
         return EXIT_FAILURE
+    ssl_context = security.ssl_context if security is not None else None
+    log.info("listening", extra={"address": addresses(sockets), "tls": ssl_context is not None, "version": __version__})
+    web.run_app(app, sock=sockets, print=None, access_log=None, ssl_context=ssl_context)
     return EXIT_OK

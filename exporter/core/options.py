@@ -10,8 +10,9 @@ validates every value and lists every bad entry at once (:class:`ConfigError`).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -60,11 +61,11 @@ def parse_positive_int(value: Any) -> int:
 
 
 def parse_listen(value: Any) -> tuple[str, int]:
-    """`HOST:PORT`, `:PORT` (all interfaces) or `[v6]:PORT`."""
+    """`HOST:PORT`, `:PORT` (all interfaces) or `[v6]:PORT`; port 0 lets the kernel choose."""
     text = str(value).strip()
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"expected HOST:PORT or :PORT, got {value!r}")
+    if not sep or not port.isdigit() or len(port) > 5 or not 0 <= int(port) < 65536:
+        raise ValueError(f"expected HOST:PORT or :PORT (port 0 to 65535), got {value!r}")
     return host.strip("[]"), int(port)
 
 
@@ -80,6 +81,7 @@ def choice(*allowed: str) -> Parse:
         if text not in allowed:
             raise ValueError(f"expected one of {', '.join(allowed)}, got {value!r}")
         return text
+    parse.choices = allowed  # type: ignore[attr-defined]  # the flag's metavar reads them
     return parse
 
 
@@ -134,18 +136,26 @@ class _Declared:
     flag: str | None
     metavar: str | None
     repeatable: bool
+    serve_only: bool
+    default_text: str | None
 
 
 def option(default: Any, parse: Parse, help: str, *, flag: str | None = None, metavar: str | None = None,
-           repeatable: bool = False) -> Any:
-    """A settings field: ``default`` as a user would write it, parsed once here."""
-    declared = _Declared(parse, default, help, flag, metavar, repeatable)
+           repeatable: bool = False, serve_only: bool = False, default_text: str | None = None) -> Any:
+    """A settings field: ``default`` as a user would write it, parsed once here.
+
+    ``serve_only``: the option means something to the long-running server only (an interval,
+    the listener), so `once` does not offer its flag. ``default_text`` replaces the default
+    in ``--help`` where the value would not say what happens (None: "in memory only").
+    """
+    declared = _Declared(parse, default, help, flag, metavar, repeatable, serve_only, default_text)
     return dataclasses.field(default=parse(default), metadata={"option": declared})
 
 
-def section(cls: type[S]) -> Any:
-    """A settings field holding the options of one package (the YAML mapping of that name)."""
-    return dataclasses.field(default_factory=cls, metadata={"section": cls})
+def section(cls: type[S], *, serve_only: bool = False) -> Any:
+    """A settings field holding the options of one package (the YAML mapping of that name);
+    ``serve_only`` marks every option in it."""
+    return dataclasses.field(default_factory=cls, metadata={"section": cls, "serve_only": serve_only})
 
 
 @dataclass(frozen=True)
@@ -159,10 +169,36 @@ class Option:
     flag: str | None = None
     metavar: str | None = None
     repeatable: bool = False  # the flag may be given several times (a list)
+    serve_only: bool = False  # no flag on `once`: only the server uses it
+    default_text: str | None = None
 
     @property
     def flag_name(self) -> str:
         return self.flag or "--" + self.key.replace("_", "-")
+
+    @property
+    def switch(self) -> bool:
+        """An on/off option: one `--X` / `--no-X` flag (tri-state ones are auto without either)."""
+        return self.parse in (parse_bool, auto_bool)
+
+    @property
+    def value_name(self) -> str:
+        """The flag's metavar: declared, else the choices (`logfmt|json`), else VALUE."""
+        choices = getattr(self.parse, "choices", None)
+        return self.metavar or ("|".join(choices) if choices else "VALUE")
+
+    @property
+    def shown_default(self) -> str | None:
+        """The default as ``--help`` shows it; None when there is nothing to show."""
+        if self.default_text is not None:
+            return self.default_text
+        if self.default is None or self.default == ():
+            return None
+        if isinstance(self.default, bool):
+            return "true" if self.default else "false"
+        if isinstance(self.default, (tuple, list)):
+            return ",".join(str(item) for item in self.default)
+        return str(self.default)
 
     @property
     def env_name(self) -> str:
@@ -174,13 +210,14 @@ def options_of(cls: type, prefix: str = "") -> tuple[Option, ...]:
     return tuple(_walk(cls, prefix))
 
 
-def _walk(cls: type, prefix: str) -> Iterator[Option]:
+def _walk(cls: type, prefix: str, serve_only: bool = False) -> Iterator[Option]:
     for f in dataclasses.fields(cls):
         if "option" in f.metadata:
             d: _Declared = f.metadata["option"]
-            yield Option(prefix + f.name, d.parse, d.default, d.help, d.flag, d.metavar, d.repeatable)
+            yield Option(prefix + f.name, d.parse, d.default, d.help, d.flag, d.metavar, d.repeatable,
+                         serve_only or d.serve_only, d.default_text)
         elif "section" in f.metadata:
-            yield from _walk(f.metadata["section"], f"{prefix}{f.name}.")
+            yield from _walk(f.metadata["section"], f"{prefix}{f.name}.", serve_only or f.metadata["serve_only"])
 
 
 def build(cls: type[S], values: Mapping[str, Any], prefix: str = "") -> S:
@@ -221,23 +258,42 @@ def load_yaml(text: str, keys: Mapping[str, Option], origin: str = "config") -> 
     return flatten(doc, keys)
 
 
+def did_you_mean(name: str, known: Iterable[str], prefix: str = "") -> str:
+    """`; did you mean X?` for the closest known name, or nothing. A ``prefix`` every name
+    shares is left out of the comparison, or it would make any two names look alike."""
+    by_rest = {k.removeprefix(prefix): k for k in known}
+    close = difflib.get_close_matches(name.removeprefix(prefix), list(by_rest), n=1, cutoff=0.6)
+    return f"; did you mean {by_rest[close[0]]!r}?" if close else ""
+
+
+def unknown_env(env: Mapping[str, str], table: tuple[Option, ...], others: Collection[str] = ()) -> list[str]:
+    """Problems for every `CANN_EXPORTER_*` variable that names no option (a typo would
+    otherwise be ignored in silence); ``others`` are variables read elsewhere (the hooks)."""
+    known = {o.env_name for o in table} | set(others)
+    return [f"{name}: unknown environment variable{did_you_mean(name, known, ENV_PREFIX)}"
+            for name in sorted(env) if name.startswith(ENV_PREFIX) and name not in known]
+
+
 def resolve(
     table: tuple[Option, ...],
     file_values: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     flags: Mapping[str, Any] | None = None,
     origin: str = "config",
+    other_env: Collection[str] = (),
 ) -> tuple[dict[str, Any], list[str]]:
-    """Parsed values by key (defaults < file < environment < flags) and every problem found."""
+    """Parsed values by key (defaults < file < environment < flags) and every problem found;
+    ``other_env`` are `CANN_EXPORTER_*` variables that are not options but are allowed."""
     by_key = {o.key: o for o in table}
     problems: list[str] = []
     raw: dict[str, tuple[Any, str]] = {o.key: (o.default, "default") for o in table}
     for key, value in (file_values or {}).items():
         if key not in by_key:
-            problems.append(f"{origin}: unknown key {key!r}")
+            problems.append(f"{origin}: unknown key {key!r}{did_you_mean(key, by_key)}")
         else:
             raw[key] = (value, f"{origin}: {key}")
     env = env or {}
+    problems += unknown_env(env, table, other_env)
     for option in table:
         if option.env_name in env:
             raw[option.key] = (env[option.env_name], option.env_name)

@@ -8,6 +8,8 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from exporter.hooks import env as names
+
 # Same character sets the exporter accepts; anything else becomes "_" so a job name with
 # spaces or unicode is still admitted rather than rejected batch after batch.
 _ODD_JOB = re.compile(r"[^A-Za-z0-9_.:@/+-]")
@@ -42,7 +44,7 @@ def _int_env(env: Mapping[str, str], *names: str) -> int | None:
 
 
 def default_job_name(env: Mapping[str, str]) -> str:
-    named = env.get("CANN_EXPORTER_JOB_NAME") or env.get("JOB_NAME")
+    named = env.get(names.JOB_NAME) or env.get("JOB_NAME")
     if named:
         return named
     script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from time import perf_counter as _perf
 from typing import Any, Protocol, TypeVar
 
+from exporter.hooks import env as names
 from exporter.hooks.identity import Identity, resolve_identity
 from exporter.hooks.transport import NotSent, Transport, redacted
 from exporter.hooks.wire import PHASE_SET, Event, count_value, step_json
@@ -137,10 +138,10 @@ class Monitor:
     ) -> None:
         env = os.environ
         self.identity: Identity = resolve_identity(job_name, rank, world_size, device, framework, env)
-        self.url = url or env.get("CANN_EXPORTER_URL") or DEFAULT_URL
+        self.url = url or env.get(names.URL) or DEFAULT_URL
         self._token = token if token is not None else _env_token(env)
         if enabled is None:
-            enabled = env.get("CANN_EXPORTER_HOOKS", "on").strip().lower() not in ("0", "off", "false", "no")
+            enabled = env.get(names.HOOKS, "on").strip().lower() not in ("0", "off", "false", "no")
         self.enabled = enabled
         self.batch_size = max(1, batch_size)
         self.flush_interval = flush_interval
@@ -445,8 +446,8 @@ class Monitor:
 
 
 def _env_token(env: Mapping[str, str]) -> str | None:
-    token = env.get("CANN_EXPORTER_INGEST_TOKEN")
-    path = env.get("CANN_EXPORTER_INGEST_TOKEN_FILE")
+    token = env.get(names.TOKEN)
+    path = env.get(names.TOKEN_FILE)
     if not token and path:
         try:
             with open(path, encoding="utf-8") as fh:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
@@ -25,7 +25,7 @@ from exporter.hccn.source import HccnSource
 from exporter.jobs.collector import JobCollector
 from exporter.jobs.store import IngestStore
 from exporter.jobs.validate import IngestLimits
-from exporter.node.collectors import NAMES, npu_smi_needed
+from exporter.node.collectors import npu_smi_needed
 from exporter.node.exposition import Exposition, Rendering
 from exporter.node.settings import Settings
 from exporter.node.simulate import Simulated, hccn_tool_command, npu_smi_command
@@ -39,6 +39,7 @@ from exporter.profiles.source import ProfileSource
 from exporter.resources.collector import ResourcesCollector
 from exporter.resources.source import ResourcesSource
 from exporter.web.collector import WebCollector
+from exporter.web.landing import About, CollectorState
 
 if TYPE_CHECKING:  # serve's web config; `once` and the in-process readers never load aiohttp's server
     from exporter.web.security import WebSecurity
@@ -61,6 +62,12 @@ class Node:
     pods: PodResourcesSource | None = None  # kubelet pod attribution; None outside Kubernetes or off
     profiles: ProfileSource | None = None   # profiler exports; None without profiles.dirs
     ingest: IngestStore | None = None       # training-hook steps (POST /api/v1/steps); None when disabled
+    health: HealthRegistry = field(default_factory=HealthRegistry)
+    collectors: tuple[CollectorState, ...] = ()
+
+    def about(self) -> About:
+        """What the landing page shows: the collectors (fixed at start) and every source's health."""
+        return About(self.collectors, self.health.statuses())
 
 
 def build_npu_smi(settings: Settings, health: HealthRegistry) -> tuple[NpuSmiSource, Simulated | None]:
@@ -170,13 +177,37 @@ def assemble(settings: Settings, *, ingest: bool = True, security: WebSecurity |
     if ingest_store is not None:
         log.info("training-hook ingest enabled",
                  extra={"path": "/api/v1/steps", "token": settings.ingest.token is not None, "ttl": settings.ingest.ttl})
-    log.info("collectors enabled", extra={
-        "collectors": ",".join(name for name in NAMES if getattr(collectors, name)),
-        "npu_smi": " ".join(npu_smi.command) if npu_smi_needed(collectors) else "off",
-        "profiles": ",".join(settings.profiles.dirs) if profiles else "off",
-        "podresources": settings.podresources.socket if pods else "off",
-        "hccn": " ".join(hccn.command) if hccn else "off",
-    })
+    states = collector_states(settings, npu_smi, simulated, hccn=hccn, pods=pods, profiles=profiles, jobs=ingest_store)
+    log.info("collectors enabled", extra={state.name: state.detail if state.on else "off" for state in states})
     # Withheld data leaves /metrics at most a tenth of max_age late, even if every task stalls.
     sampler = Sampler(tasks, health, publish, republish_interval=min(10.0, max(1.0, settings.max_age / 10)))
-    return Node(store, registry, exposition, sampler, npu_smi, simulated, hccn=hccn, pods=pods, profiles=profiles, ingest=ingest_store)
+    return Node(store, registry, exposition, sampler, npu_smi, simulated, hccn=hccn, pods=pods, profiles=profiles,
+                ingest=ingest_store, health=health, collectors=states)
+
+
+def collector_states(
+    settings: Settings, npu_smi: NpuSmiSource, simulated: Simulated | None, *, hccn: HccnSource | None, pods: PodResourcesSource | None,
+    profiles: ProfileSource | None, jobs: IngestStore | None,
+) -> tuple[CollectorState, ...]:
+    """Each collector, on or off, with what runs for it or what switched it off."""
+    switches = settings.collector
+
+    def state(name: str, running: bool, detail: str, why_off: str) -> CollectorState:
+        if not getattr(switches, name):
+            return CollectorState(name, False, f"collector.{name} is off")
+        return CollectorState(name, running, detail if running else why_off)
+
+    simulator = f"the built-in simulator ({simulated[1]}, scenario {simulated[0]})" if simulated else ""
+    npu_smi_text = "npu-smi: " + (simulator or " ".join(npu_smi.command))
+    hccn_text = "hccn_tool: " + (simulator or " ".join(hccn.command)) if hccn else ""
+    return (
+        state("devices", True, npu_smi_text, ""),
+        state("processes", True, npu_smi_text, ""),
+        state("network", hccn is not None, hccn_text,
+              "hccn.enabled is false or hccn_tool is not installed"),
+        state("pods", pods is not None, f"kubelet pod-resources: {settings.podresources.socket}",
+              "podresources.enabled is false or not in Kubernetes"),
+        state("profiles", profiles is not None, "profile directories: " + ", ".join(settings.profiles.dirs), "no profiles.dirs"),
+        state("jobs", jobs is not None, "POST /api/v1/steps", "ingest.enabled is false, or `once`"),
+        state("self", True, "the exporter's own metrics", ""),
+    )

@@ -25,7 +25,8 @@ class CollectorOptions:
     network: bool = option(True, parse_bool, "RoCE/UB ports and optical modules from hccn_tool, where hccn.enabled allows")
     pods: bool = option(True, parse_bool, "chip-to-pod attribution from the kubelet, where podresources.enabled allows")
     profiles: bool = option(True, parse_bool, "profiler exports found under profiles.dirs")
-    jobs: bool = option(True, parse_bool, "training-hook ingest (POST /api/v1/steps) and its npu_job_* metrics, where ingest.enabled allows")
+    jobs: bool = option(True, parse_bool, "training-hook ingest (POST /api/v1/steps) and its npu_job_* metrics, where ingest.enabled allows",
+                       serve_only=True)
     self: bool = option(True, parse_bool, "the exporter's own metrics: source health, build, web, process and Python runtime")
 
 

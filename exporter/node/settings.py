@@ -28,6 +28,7 @@ from exporter.core.options import (
     load_yaml as _load_yaml,
 )
 from exporter.hccn.options import HccnOptions
+from exporter.hooks.env import HOOK_ONLY
 from exporter.jobs.options import IngestOptions
 from exporter.node.collectors import CollectorOptions
 from exporter.node.simulate import SimulatorOptions
@@ -42,12 +43,13 @@ __all__ = ["OPTIONS", "OPTIONS_BY_KEY", "ConfigError", "Settings", "build_settin
 @dataclass(frozen=True)
 class Settings:
     listen: tuple[str, int] = listen_option()
-    web: WebOptions = section(WebOptions)
+    web: WebOptions = section(WebOptions, serve_only=True)
     log: LogOptions = section(LogOptions)
-    max_age: float = option("180s", parse_duration, "data older than this is not served (must exceed the detail interval)", metavar="DURATION")
+    max_age: float = option("180s", parse_duration, "data older than this is not served (must exceed the detail interval)", metavar="DURATION",
+                              serve_only=True)
     npu_smi: NpuSmiOptions = section(NpuSmiOptions)
     simulator: SimulatorOptions = section(SimulatorOptions)
-    ingest: IngestOptions = section(IngestOptions)
+    ingest: IngestOptions = section(IngestOptions, serve_only=True)
     profiles: ProfilesOptions = section(ProfilesOptions)
     podresources: PodsOptions = section(PodsOptions)
     hccn: HccnOptions = section(HccnOptions)
@@ -78,7 +80,7 @@ def build_settings(
     origin: str = "config",
 ) -> Settings:
     """Merge defaults < file < environment < flags and validate every value."""
-    values, problems = resolve(OPTIONS, file_values, env, flags, origin)
+    values, problems = resolve(OPTIONS, file_values, env, flags, origin, other_env=HOOK_ONLY)
     if not problems:
         problems += _cross_checks(values)
     if problems:

@@ -33,9 +33,10 @@ def optional_scenario(value: Any) -> str | None:
 class SimulatorOptions:
     scenario: str | None = option(
         None, optional_scenario,
-        "use the built-in simulator: " + ", ".join(ALL_SCENARIOS) + ", or auto (only when npu-smi is missing)",
-        flag="--simulate", metavar="SCENARIO")
-    model: str = option("910b3", choice(*MODEL_NAMES), "simulated node model: " + ", ".join(MODEL_NAMES), flag="--simulate.model")
+        "use the built-in simulator, in one scenario (alone: healthy): " + ", ".join(ALL_SCENARIOS)
+        + ", or auto (only when npu-smi is missing)",
+        flag="--simulate", metavar="SCENARIO", default_text="off")
+    model: str = option("910b3", choice(*MODEL_NAMES), "simulated node model", flag="--simulate.model")
 
 
 def npu_smi_command(options: SimulatorOptions, npu_smi_path: str) -> tuple[tuple[str, ...], Simulated | None]:

@@ -21,10 +21,10 @@ DETAIL_KINDS = ("usages", "common", "ecc", "memory", "health")
 class NpuSmiOptions:
     path: str = option("npu-smi", parse_text, "npu-smi binary (name on PATH or a path)", flag="--npu-smi", metavar="PATH")
     timeout: float = option("10s", parse_duration, "kill an npu-smi call after this long", metavar="DURATION")
-    interval: float = option("10s", parse_duration, "how often `npu-smi info` reads every chip", metavar="DURATION")
-    detail_interval: float = option("60s", parse_duration, "how often the per-card `-t` details are read", metavar="DURATION")
+    interval: float = option("10s", parse_duration, "how often `npu-smi info` reads every chip", metavar="DURATION", serve_only=True)
+    detail_interval: float = option("60s", parse_duration, "how often the per-card `-t` details are read", metavar="DURATION", serve_only=True)
     inventory_interval: float = option(
-        "1h", parse_duration, "how often `info -m` and board ids are re-read (also on chip-set change)", metavar="DURATION")
+        "1h", parse_duration, "how often `info -m` and board ids are re-read (also on chip-set change)", metavar="DURATION", serve_only=True)
     details: tuple[str, ...] = option(
         "usages,common,ecc,health", subset(*DETAIL_KINDS),
         "`-t` queries (per card; health per chip, only when not OK): " + ",".join(DETAIL_KINDS), metavar="LIST")

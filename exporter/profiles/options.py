@@ -20,9 +20,9 @@ class ProfilesOptions:
         (), path_list, "directories where torch_npu/msprof/MindSpore profiles land (repeatable)",
         flag="--profile-dir", metavar="DIR", repeatable=True)
     state_file: str | None = option(
-        None, optional_text, "remembers which profiles were parsed across restarts (default: in memory only)",
-        flag="--profile-state-file", metavar="PATH")
-    interval: float = option("30s", parse_duration, "how often the profile directories are scanned", metavar="DURATION")
+        None, optional_text, "remembers which profiles were parsed across restarts",
+        flag="--profile-state-file", metavar="PATH", default_text="in memory only")
+    interval: float = option("30s", parse_duration, "how often the profile directories are scanned", metavar="DURATION", serve_only=True)
     settle: float = option("30s", parse_duration, "an export without a finished marker must be untouched this long", metavar="DURATION")
     top_k: int = option(5, parse_positive_int, "operator types reported per profile", metavar="N")
     # Bounds, not options: what one scan may cost.

@@ -1,4 +1,4 @@
-"""The aiohttp app: /metrics, /healthz, /readyz, a landing page and the routes callers add.
+"""The aiohttp app: /metrics, /healthz, /readyz, the landing page and the routes callers add.
 
 Scrapes render the registry, whose collectors read the latest snapshot only: a scrape never
 waits on a source. The app knows nothing of sources; the serve command hands it the registry,
@@ -17,22 +17,15 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from exporter import __version__
+from exporter.web.landing import About, render, routes
 from exporter.web.middleware import install
 from exporter.web.security import WebSecurity
 
 REGISTRY = web.AppKey("registry", CollectorRegistry)
 READY = web.AppKey("ready", Callable[[], bool])
+ABOUT = web.AppKey("about", object)   # Callable[[], About] | None: what `/` says runs
 
 BackgroundTask = Callable[[], Awaitable[None]]
-
-_LANDING = """<!doctype html>
-<html><head><meta charset="utf-8"><title>cann-exporter</title></head>
-<body><h1>cann-exporter {version}</h1>
-<p>Prometheus exporter for Huawei Ascend NPU nodes.</p>
-<ul><li><a href="/metrics">/metrics</a></li><li><a href="/healthz">/healthz</a></li>
-<li><a href="/readyz">/readyz</a></li></ul></body></html>
-"""
-
 
 async def metrics(request: web.Request) -> web.StreamResponse:
     encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
@@ -55,7 +48,9 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def landing(request: web.Request) -> web.Response:
-    return web.Response(text=_LANDING.format(version=__version__), content_type="text/html")
+    about = request.app[ABOUT]
+    page = render(__version__, routes(request.app), about() if about is not None else None)
+    return web.Response(text=page, content_type="text/html")
 
 
 def create_app(
@@ -66,12 +61,14 @@ def create_app(
     bearer_paths: frozenset[str] = frozenset(),
     security: WebSecurity | None = None,
     background: Sequence[BackgroundTask] = (),
+    about: Callable[[], About] | None = None,
 ) -> web.Application:
     """The exporter's web app; ``background`` coroutines run for the app's lifetime.
 
     With ``security`` (--web.config.file), basic auth guards every route but the exempt ones
     (and requests with a bearer token on ``bearer_paths``, whose handlers check it), its
-    headers go on every response, and its files are watched for changes.
+    headers go on every response, and its files are watched for changes. ``about`` tells
+    the landing page which collectors and sources run.
     """
     app = web.Application(client_max_size=1 << 20)
     if security is not None:
@@ -79,6 +76,7 @@ def create_app(
         background = [*background, security.watch]
     app[REGISTRY] = registry
     app[READY] = ready
+    app[ABOUT] = about
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

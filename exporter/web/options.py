@@ -10,7 +10,8 @@ from exporter.core.options import option, optional_text, parse_bool, parse_liste
 
 def listen_option() -> Any:
     """The top-level `listen` key (a field of the settings class)."""
-    return option(":9435", parse_listen, "address to serve /metrics on, HOST:PORT or :PORT", metavar="HOST:PORT")
+    return option(":9435", parse_listen, "address to serve /metrics on, HOST:PORT or :PORT (port 0: any free port, logged)",
+                  metavar="HOST:PORT", serve_only=True)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ def test_degraded_node(start):
 
 def test_faults_under_a_running_exporter(start):
     # No hccn_tool calls: their short-lived children would show up in the child/zombie checks.
-    exporter = start("--simulate", "healthy", *FAST, "--npu-smi.details=usages", "--hccn.enabled", "false")
+    exporter = start("--simulate", "healthy", *FAST, "--npu-smi.details=usages", "--no-hccn.enabled")
     exporter.wait_for(lambda f: value(f, "npu_devices") == 8)
 
     # npu-smi hangs: killed at the timeout (with the child it started), serving continues.
@@ -87,7 +87,7 @@ def test_faults_under_a_running_exporter(start):
 
 def test_scrape_does_not_wait_on_a_hung_npu_smi(start):
     exporter = start("--simulate", "healthy", "--npu-smi.interval", "1s", "--npu-smi.timeout", "10s", "--npu-smi.details=",
-                     "--hccn.enabled", "false")  # only npu-smi children, so the process scan below sees no exiting ones
+                     "--no-hccn.enabled")  # only npu-smi children, so the process scan below sees no exiting ones
     exporter.wait_for(lambda f: value(f, "npu_devices") == 8)
     exporter.fault("info:hang")
     end = time.monotonic() + 30

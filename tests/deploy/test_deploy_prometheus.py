@@ -4,11 +4,14 @@ rules pass their promtool unit tests, and every metric they name is one the expo
 from __future__ import annotations
 
 import re
+from fnmatch import fnmatch
+from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.support.deploy import DEPLOY, promtool_check_config, run, tool
+from tests.support.paths import ROOT
 
 PROM = DEPLOY / "prometheus"
 
@@ -50,6 +53,14 @@ def test_remote_write_drops_only_existing_series() -> None:
     dropped = [r["regex"] for r in target["write_relabel_configs"] if r["action"] == "drop"]
     assert dropped == ["npu_process_memory_bytes"] and dropped[0] in exposed_names()
     assert set(config["global"]["external_labels"]) == {"cluster", "replica"}
+
+
+def test_remote_write_loads_every_rule_file_of_the_repo() -> None:
+    """The rules directory is where alerts/ is copied: its glob must match those file names."""
+    config = yaml.safe_load((PROM / "remote-write.prometheus.yml").read_text())
+    globs = [Path(g).name for g in config["rule_files"] if g.startswith("/etc/prometheus/rules/")]
+    shipped = sorted(p.name for p in (ROOT / "alerts").glob("*.y*ml"))
+    assert shipped and all(any(fnmatch(name, g) for g in globs) for name in shipped), (globs, shipped)
 
 
 def test_federation_matches_the_recorded_names() -> None:

@@ -53,11 +53,10 @@ from tests.support.promql import (
     selectors,
     substitute,
 )
+from tests.support.tools import tool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
-PROMETHEUS = shutil.which("prometheus")
-ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 # The generator's windows, shortened so the whole run takes seconds: every `for:` 5s, every
 # range 10s, rollups evaluated every second. Nothing else differs from the committed rules.
 WINDOWS = {"window": "5s", "range": "10s", "rollup_interval": "1s"}
@@ -245,8 +244,7 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    if PROMETHEUS is None or ALERTMANAGER is None:
-        pytest.skip("prometheus / prometheus-alertmanager not installed (Debian packages; .ci/run installs them)")
+    prometheus, alertmanager = tool("prometheus"), tool("prometheus-alertmanager", "alertmanager")
     tmp = tmp_path_factory.mktemp("e2e")
     files = render(load_thresholds(), windows=WINDOWS)
     write(tmp, {rel: text for rel, text in files.items() if rel.startswith("alerts/")})
@@ -277,7 +275,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     kubelet.response = pb.ListPodResourcesResponse(pod_resources=[
         pod("train", "bert-0", container("main", ("huawei.com/Ascend910", ["Ascend910-0", "Ascend910-1"])))])
     kubelet.start()
-    pods = ["--podresources.enabled", "true", "--podresources.socket", str(kubelet.socket), "--podresources.interval", "1s"]
+    pods = ["--podresources.enabled", "--podresources.socket", str(kubelet.socket), "--podresources.interval", "1s"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("CANN_")}
     procs = [
         Proc("exporter underutilized", [sys.executable, "-m", "exporter", "serve", "--simulate", "underutilized",
@@ -286,17 +284,17 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
              tmp / "exporter-low.log"),
         # Another model for the healthy node, so DDR (310P) as well as HBM (910B3) panels are fed.
         Proc("exporter healthy", [sys.executable, "-m", "exporter", "serve", "--simulate", "healthy",
-                                  "--simulate.model", "310p-duo", "--listen", healthy, *fast, "--hccn.enabled", "false"],
+                                  "--simulate.model", "310p-duo", "--listen", healthy, *fast, "--no-hccn.enabled"],
              tmp / "exporter-healthy.log"),
         # A failing chip (Critical, isolating HBM pages) on a third node; only the sources its alerts need.
         Proc("exporter degraded", [sys.executable, "-m", "exporter", "serve", "--simulate", "degraded", "--listen", degraded,
-                                   *fast, "--npu-smi.details", "ecc,health", "--hccn.enabled", "false"],
+                                   *fast, "--npu-smi.details", "ecc,health", "--no-hccn.enabled"],
              tmp / "exporter-degraded.log"),
-        Proc("alertmanager", [ALERTMANAGER, f"--config.file={tmp / 'alertmanager.yml'}", f"--storage.path={tmp / 'am'}",
+        Proc("alertmanager", [alertmanager, f"--config.file={tmp / 'alertmanager.yml'}", f"--storage.path={tmp / 'am'}",
                               f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address="], tmp / "alertmanager.log"),
         # A resend delay of 1s (default 1m): an alert that fires at the first evaluation after the
         # rules are loaded can be dropped while the reload re-discovers Alertmanager.
-        Proc("prometheus", [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
+        Proc("prometheus", [prometheus, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
                             f"--web.listen-address=127.0.0.1:{prom_port}", "--rules.alert.resend-delay=1s"],
              tmp / "prometheus.log"),
     ]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -32,9 +31,7 @@ from exporter.generate.writer import (
 )
 from tests.support.paths import ROOT
 from tests.support.promql import known_names, metric_names
-
-PROMTOOL = shutil.which("promtool")
-needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (Debian package prometheus; .ci/run installs it)")
+from tests.support.tools import tool
 
 # The contract alert names (users' routing and silences depend on them).
 CONTRACT_ALERT_NAMES = {
@@ -314,27 +311,24 @@ def test_page_isolation_takes_its_numbers_from_the_table() -> None:
 
 
 # --- promtool ---------------------------------------------------------------------------------
-@needs_promtool
 def test_promtool_check_rules_on_every_rule_file() -> None:
     files = rule_files()
     assert len(files) >= 2
-    result = subprocess.run([PROMTOOL, "check", "rules", *map(str, files)], check=False, capture_output=True, text=True, timeout=60)
+    result = subprocess.run([tool("promtool"), "check", "rules", *map(str, files)], check=False, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@needs_promtool
 def test_promtool_check_rules_on_a_short_window_variant(tmp_path: Path) -> None:
     files = render(load_thresholds(), windows={"window": "5s", "range": "10s", "rollup_interval": "1s"})
     write(tmp_path, {k: v for k, v in files.items() if k.startswith("alerts/")})
-    result = subprocess.run([PROMTOOL, "check", "rules", *map(str, sorted((tmp_path / "alerts").glob("*.yml")))],
+    result = subprocess.run([tool("promtool"), "check", "rules", *map(str, sorted((tmp_path / "alerts").glob("*.yml")))],
                             check=False, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@needs_promtool
 @pytest.mark.parametrize("test_file", sorted(p.name for p in (ROOT / "alerts" / "tests").glob("*.yml")))
 def test_promtool_unit_tests(test_file: str) -> None:
-    result = subprocess.run([PROMTOOL, "test", "rules", str(ROOT / "alerts" / "tests" / test_file)],
+    result = subprocess.run([tool("promtool"), "test", "rules", str(ROOT / "alerts" / "tests" / test_file)],
                             check=False, capture_output=True, text=True, timeout=90)
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -65,7 +65,7 @@ def test_no_hccn_tool_no_network_metrics_and_nothing_counted(replay_npu_smi, tmp
 
 def test_enabled_but_missing_is_counted_once_and_chips_are_unaffected(replay_npu_smi, tmp_path, capsys):
     npu_smi = replay_npu_smi({"info": "info__910B3__25.5.1__1", "info -m": "info-m__910B3__25.5.1__1"})
-    status = main(["once", "--npu-smi", str(npu_smi), "--hccn.enabled", "true", "--hccn-tool", str(tmp_path / "absent"),
+    status = main(["once", "--npu-smi", str(npu_smi), "--hccn.enabled", "--hccn-tool", str(tmp_path / "absent"),
                    "--npu-smi.details=", *QUIET])
     found = samples(capsys.readouterr().out)
     assert status == 0

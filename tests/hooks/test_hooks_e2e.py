@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
 import time
@@ -222,6 +224,35 @@ def test_the_example_script(start_exporter):
     exporter.wait_value("npu_job_iterations_total", 40, **key)
     phases = {dict(ls)["phase"] for (n, ls) in exporter.samples() if n == "npu_job_phase_seconds_total"}
     assert phases == {"data", "h2d", "compute", "d2h"}
+
+
+def run_example(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CANN_EXPORTER_")}
+    return subprocess.run([sys.executable, str(ROOT / "examples" / "train_with_hooks.py"), *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)})
+
+
+def test_the_example_without_pytorch(start_exporter):
+    """A fresh clone has no PyTorch in `make run`'s venv: the standard-library loop reports."""
+    exporter = start_exporter()
+    proc = run_example("--backend", "stdlib", "--url", exporter.url, "--steps", "30", "--log-every", "10", "--job-name", "plain")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "done: 30 steps on a synthetic loop (no PyTorch); hook sent 30, dropped 0" in proc.stdout
+    assert 'npu_job_iterations_total{job_name="plain",rank="0"} 30.0' in proc.stdout   # printed from /metrics
+    assert "Where to look:" in proc.stdout
+    exporter.wait_value("npu_job_iterations_total", 30, job_name="plain", rank="0")
+    phases = {dict(ls)["phase"] for (n, ls) in exporter.samples() if n == "npu_job_phase_seconds_total"}
+    assert phases == {"data", "h2d", "compute", "d2h"}
+
+
+def test_the_example_starts_an_exporter_when_none_answers():
+    with socket.socket() as closed:   # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    proc = run_example("--backend", "stdlib", "--url", url, "--steps", "20", "--log-every", "10")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"no cann-exporter answers at {url}; starting a temporary one" in proc.stdout
+    assert re.search(r'npu_job_iterations_total\{job_name="example-mlp",rank="0"\} 20\.0', proc.stdout)
 
 
 def test_token_from_a_file(start_exporter, tmp_path):

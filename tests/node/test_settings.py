@@ -40,7 +40,7 @@ def test_every_bad_entry_is_named_at_once():
     with pytest.raises(ConfigError) as info:
         build_settings(file_values, origin="x.yaml")
     text = "\n".join(info.value.problems)
-    assert "unknown key 'npu_smi.timout'" in text
+    assert "x.yaml: unknown key 'npu_smi.timout'; did you mean 'npu_smi.timeout'?" in info.value.problems
     assert "x.yaml: npu_smi.interval" in text and "soon" in text
     assert "x.yaml: listen" in text
     assert "x.yaml: collector.devices" in text
@@ -51,6 +51,16 @@ def test_env_values_are_validated_and_named():
     with pytest.raises(ConfigError) as info:
         build_settings(env={"CANN_EXPORTER_NPU_SMI_MAX_CONCURRENCY": "0"})
     assert info.value.problems[0].startswith("CANN_EXPORTER_NPU_SMI_MAX_CONCURRENCY:")
+
+
+def test_unknown_environment_variables_are_named_with_a_guess():
+    with pytest.raises(ConfigError) as info:
+        build_settings(env={"CANN_EXPORTER_NPU_SMI_INTERVL": "5s", "CANN_EXPORTER_BOGUS": "1",
+                            "CANN_EXPORTER_HOOKS": "off", "CANN_EXPORTERS": "x"})
+    assert info.value.problems == [
+        "CANN_EXPORTER_BOGUS: unknown environment variable",
+        "CANN_EXPORTER_NPU_SMI_INTERVL: unknown environment variable; did you mean 'CANN_EXPORTER_NPU_SMI_INTERVAL'?",
+    ]
 
 
 def test_cross_check_max_age_must_exceed_the_detail_interval():

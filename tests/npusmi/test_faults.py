@@ -1,6 +1,6 @@
 """npu-smi misbehaving under a running exporter: hangs, slowness, dcmi errors, bad output.
 
-Complements tests/test_serve_e2e.py (hang basics, garbage, a chip gone and back): here the
+Complements tests/commands/test_serve_e2e.py (hang basics, garbage, a chip gone and back): here the
 hang is repeated and the exporter's fds, threads, zombies and strays are counted, and every
 other fault kind is walked through on one exporter. Expected each time: serving continues,
 stale data ages out, self-metrics and logs tell the story, recovery is automatic.

@@ -8,7 +8,7 @@ from exporter.cli import main
 from exporter.simulator.scenarios import DEGRADED_CRITICAL_LOGIC_ID, ECC_EPOCH
 from tests.support.exposition import samples, value
 
-QUIET = ["--log.level", "error", "--npu-smi.details=ecc", "--no-npu-smi.board", "--hccn.enabled", "false"]
+QUIET = ["--log.level", "error", "--npu-smi.details=ecc", "--no-npu-smi.board", "--no-hccn.enabled"]
 
 
 def run_at(t: float, capsys, monkeypatch) -> dict:

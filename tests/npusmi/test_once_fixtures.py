@@ -9,7 +9,6 @@ The full exposition of each case is also compared with tests/golden/<fixture>.pr
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from exporter.cli import main
 from tests.support.exposition import samples, value
 from tests.support.paths import GOLDEN
+from tests.support.tools import tool
 
 MIB = 1024 * 1024
 QUIET = ["--no-collector.self", "--log.level", "error"]
@@ -218,20 +218,11 @@ def test_once_through_the_console_script(replay_npu_smi, tmp_path):
     assert 'cann_exporter_source_errors_total{reason="not_found",source="npu_smi_info"} 1.0' in missing.stdout
 
 
-def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("promtool missing: .ci/run installs the Debian prometheus package")
-        pytest.skip("promtool not installed (Debian package prometheus)")
-    return path
-
-
 def test_golden_expositions_pass_promtool_check_metrics():
     """Prometheus' own linter over every golden exposition (naming, units, help texts): not one warning."""
-    tool = promtool()
+    promtool = tool("promtool")
     for golden in sorted(GOLDEN.glob("*.prom")):
-        proc = subprocess.run([tool, "check", "metrics"], input=golden.read_text(), capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([promtool, "check", "metrics"], input=golden.read_text(), capture_output=True, text=True, timeout=60)
         problems = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
         assert (proc.returncode, problems) == (0, []), golden.name
 

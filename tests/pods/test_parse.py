@@ -16,6 +16,7 @@ from exporter.pods.kubelet import (
     resource_kind,
 )
 from exporter.pods.podresources_pb import api_pb2 as pb
+from tests.support.deploy import require_module
 from tests.support.kubelet import container, pod
 from tests.support.paths import ROOT
 
@@ -146,7 +147,7 @@ def test_descriptor_is_registered_under_a_unique_name() -> None:
 
 def test_generated_code_matches_api_proto(tmp_path: Path) -> None:
     """The committed api_pb2.py describes exactly what api.proto says (needs grpcio-tools)."""
-    pytest.importorskip("grpc_tools")
+    require_module("grpc_tools", "pip install grpcio-tools; in the test extras")
     from google.protobuf import descriptor_pb2
 
     out = tmp_path / "set.pb"

@@ -1,9 +1,14 @@
 """A real `cann-exporter serve` process on 127.0.0.1, with faults injected through
-CANN_SIM_FAULT_FILE (the simulator re-reads it on every call)."""
+CANN_SIM_FAULT_FILE (the simulator re-reads it on every call).
+
+It listens on port 0 and the port is read from its "listening" log line, which the exporter
+writes only after the bind: no race with another process for a port picked in advance.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -12,20 +17,36 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.exposition import Samples, samples
-from tests.support.ports import free_port
+
+# logfmt (address=127.0.0.1:PORT) and JSON ("address": "127.0.0.1:PORT") alike.
+LISTENING = re.compile(r'listening.*?address"?[=:]\s*"?127\.0\.0\.1:(\d+)')
 
 
 class Exporter:
     def __init__(self, args: list[str], tmp_path: Path, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
+        self._port: int | None = None
         self.fault_file = tmp_path / "faults"
         self.log_path = tmp_path / "exporter.log"
         environment = {**os.environ, "CANN_SIM_FAULT_FILE": str(self.fault_file), **(env or {})}
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "exporter", "serve", "--listen", f"127.0.0.1:{self.port}", *args],
+            [sys.executable, "-m", "exporter", "serve", "--listen", "127.0.0.1:0", *args],
             stdout=self._log, stderr=subprocess.STDOUT, env=environment,
         )
+
+    @property
+    def port(self) -> int:
+        """The port the exporter bound, from its log (needs the default info log level)."""
+        end = time.monotonic() + 30
+        while self._port is None:
+            found = LISTENING.search(self.log_path.read_text(errors="replace"))
+            if found:
+                self._port = int(found.group(1))
+            elif self.proc.poll() is not None or time.monotonic() > end:
+                raise AssertionError(f"the exporter never logged its address; log:\n{self.log_path.read_text()[-3000:]}")
+            else:
+                time.sleep(0.05)
+        return self._port
 
     def get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
         try:

@@ -1,4 +1,7 @@
-"""External tools the tests run for real (Prometheus, promtool, Chromium): found on PATH."""
+"""External tools the tests run for real (Prometheus, promtool, Alertmanager, Chromium): found on PATH.
+
+scripts/install-test-packages (run by `make test`) installs their Debian packages when it can.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +13,17 @@ import pytest
 HINTS = {
     "prometheus": "Debian package prometheus",
     "promtool": "Debian package prometheus",
-    "chromium": "Debian package chromium (apt-get install -y chromium)",
+    "prometheus-alertmanager": "Debian package prometheus-alertmanager",
+    "amtool": "Debian package prometheus-alertmanager",
+    "chromium": "Debian package chromium",
 }
 
 
-def tool(name: str) -> str:
-    """A tool from PATH; missing, it skips the test locally and fails it under CI."""
-    path = shutil.which(name)
+def tool(name: str, *aliases: str) -> str:
+    """A tool from PATH (``name`` or one of ``aliases``); missing, it skips the test locally and
+    fails it under CI. The reason names ``name`` only, so every skip for one tool is one group
+    in the run's "skipped groups" summary."""
+    path = next(filter(None, map(shutil.which, (name, *aliases))), None)
     if not path:
         if os.environ.get("CI"):
             pytest.fail(f"{name} missing under CI: {HINTS.get(name, '')}")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import ssl
 import subprocess
 import time
@@ -19,9 +18,10 @@ import yaml
 
 from tests.support.ports import free_port
 from tests.support.serve import Exporter
+from tests.support.tools import tool
 from tests.support.webconfig import HASH, PASSWORD, write_web_config
 
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("prometheus") is None, reason="needs the prometheus binary")]
+pytestmark = pytest.mark.e2e
 
 
 def query(base: str, promql: str, ctx: ssl.SSLContext, auth: str) -> list[dict]:
@@ -35,7 +35,7 @@ def up_by_job(base: str, ctx: ssl.SSLContext, auth: str) -> dict[str, str]:
     return {r["metric"]["job"]: r["value"][1] for r in query(base, "up", ctx, auth)}
 
 
-def start_prometheus(tmp_path: Path, web_config: Path, exporter_port: int, pki) -> tuple[subprocess.Popen, int]:
+def start_prometheus(binary: str, tmp_path: Path, web_config: Path, exporter_port: int, pki) -> tuple[subprocess.Popen, int]:
     def job(name: str, password: str) -> dict:
         return {
             "job_name": name, "scheme": "https", "scrape_interval": "1s", "scrape_timeout": "1s",
@@ -49,7 +49,7 @@ def start_prometheus(tmp_path: Path, web_config: Path, exporter_port: int, pki) 
     port = free_port()
     log = open(tmp_path / "prometheus.log", "w")
     proc = subprocess.Popen(
-        ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+        [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
          f"--web.listen-address=127.0.0.1:{port}", f"--web.config.file={web_config}"],
         stdout=log, stderr=subprocess.STDOUT,
     )
@@ -58,6 +58,7 @@ def start_prometheus(tmp_path: Path, web_config: Path, exporter_port: int, pki) 
 
 
 def test_prometheus_scrapes_over_mtls_with_basic_auth_and_reads_the_same_file(pki, tmp_path):
+    binary = tool("prometheus")  # before the exporter starts: a skip must leave nothing running
     web_config = write_web_config(tmp_path / "web.yml", {
         "tls_server_config": {"cert_file": str(pki.server.cert), "key_file": str(pki.server.key),
                               "client_auth_type": "RequireAndVerifyClientCert", "client_ca_file": str(pki.ca.cert),
@@ -66,7 +67,7 @@ def test_prometheus_scrapes_over_mtls_with_basic_auth_and_reads_the_same_file(pk
         "http_server_config": {"headers": {"X-Content-Type-Options": "nosniff"}},
     })
     exporter = Exporter(["--simulate", "healthy", "--npu-smi.details=", "--web.config.file", str(web_config)], tmp_path)
-    prometheus, port = start_prometheus(tmp_path, web_config, exporter.port, pki)
+    prometheus, port = start_prometheus(binary, tmp_path, web_config, exporter.port, pki)
     ctx = pki.client_context(pki.client)
     auth = "Basic " + base64.b64encode(f"prometheus:{PASSWORD}".encode()).decode()
     base = f"https://127.0.0.1:{port}"

@@ -1,0 +1,123 @@
+"""The command line a newcomer meets: each command's own help, values for metavars, one
+switch style, defaults shown once, did-you-mean for typos, port 0 and the bind before the log."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from exporter.cli import build_parser, main
+from exporter.core.options import parse_listen
+from exporter.node.settings import OPTIONS
+
+SERVE_ONLY = ("--listen", "--web.config.file", "--ingest.enabled", "--ingest.token", "--max-age",
+              "--npu-smi.interval", "--hccn.interval", "--profiles.interval", "--collector.jobs")
+
+
+def help_of(command: str, capsys) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_once_help_lists_only_what_once_uses(capsys):
+    once, serve = help_of("once", capsys), help_of("serve", capsys)
+    for flag in SERVE_ONLY:
+        assert flag in serve
+        assert not re.search(rf"{re.escape(flag)}\b", once), flag
+    for flag in ("--npu-smi", "--simulate", "--profile-dir", "--collector.devices"):
+        assert flag in once
+    assert once.startswith("usage: cann-exporter once") and serve.startswith("usage: cann-exporter serve")
+
+
+def test_metavars_read_as_values(capsys):
+    text = help_of("serve", capsys)
+    # Before: PODRESOURCES.ENABLED, HCCN.ENABLED, SIMULATOR.MODEL, LOG.FORMAT.
+    assert not re.findall(r"\b[A-Z_]+\.[A-Z_]+\b", text)
+    assert "--log.format logfmt|json" in text and "--simulate.model 910b3|a3|310p-duo" in text
+
+
+def test_every_switch_is_one_style(capsys):
+    usage = help_of("serve", capsys).split("\n\n")[0]
+    switches = [o for o in OPTIONS if o.switch]
+    assert {"hccn.enabled", "podresources.enabled", "ingest.enabled"} <= {o.key for o in switches}
+    for option in switches:
+        flag = option.flag_name
+        assert f"[{flag} | --no-{flag[2:]}]" in usage, flag
+    # A tri-state switch left out keeps auto; given, it says on or off.
+    args = build_parser().parse_args(["serve", "--no-hccn.enabled", "--podresources.enabled"])
+    assert (getattr(args, "hccn.enabled"), getattr(args, "podresources.enabled"), getattr(args, "ingest.enabled")) == (False, True, None)
+
+
+def test_every_default_is_shown_once_and_readable(capsys):
+    text = " ".join(help_of("serve", capsys).split("\noptions:\n")[1].split())   # argparse wraps lines anywhere
+    for option in OPTIONS:
+        entry = re.search(rf"{re.escape(option.flag_name)}[ ,].*?env {option.env_name}\)", text)
+        assert entry and entry.group().count("default:") == (option.shown_default is not None), option.key
+    assert "(default: in memory only; env CANN_EXPORTER_PROFILES_STATE_FILE)" in text
+    assert "(default: off; env CANN_EXPORTER_SIMULATOR_SCENARIO)" in text
+    assert "default: None" not in text and "default: ()" not in text and "default: True" not in text
+
+
+@pytest.mark.parametrize(("argv", "usage", "hint"), [
+    (["serve", "--listn", ":9435"], "usage: cann-exporter serve", "--listn (did you mean --listen?)"),
+    (["--listn", ":9435"], "usage: cann-exporter serve", "did you mean --listen?"),   # serve is the default
+    (["once", "--npu-smi.timout", "3s"], "usage: cann-exporter once", "did you mean --npu-smi.timeout?"),
+    (["diagnose", "--prometeus", "http://127.0.0.1:1"], "usage: cann-exporter diagnose", "did you mean --prometheus?"),
+    (["serve", "--list", ":9435"], "usage: cann-exporter serve", "--list (did you mean --listen?)"),  # no abbreviations
+])
+def test_a_mistyped_option_shows_the_commands_usage_and_a_guess(argv, usage, hint, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert err.startswith(usage) and hint in err
+
+
+def test_unknown_environment_variable_exits_2_with_a_guess():
+    env = {"CANN_EXPORTER_NPU_SMI_INTERVL": "5s", "CANN_EXPORTER_URL": "http://127.0.0.1:9435",
+           "CANN_EXPORTER_JOB_NAME": "bert"}   # the hooks' own variables are not typos
+    proc = subprocess.run([sys.executable, "-m", "exporter", "once", "--simulate"], env=env_with(env),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "cann-exporter: configuration error: CANN_EXPORTER_NPU_SMI_INTERVL: unknown environment variable; "
+        "did you mean 'CANN_EXPORTER_NPU_SMI_INTERVAL'?"]
+    assert proc.stdout == ""
+
+
+def env_with(extra: dict[str, str]) -> dict[str, str]:
+    import os
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("CANN_EXPORTER_")}, **extra}
+
+
+def test_listen_accepts_port_zero():
+    assert parse_listen("127.0.0.1:0") == ("127.0.0.1", 0)
+    assert parse_listen(":0") == ("", 0)
+    for bad in ("127.0.0.1:65536", "127.0.0.1:", "127.0.0.1:00000000000000000001", "9435"):
+        with pytest.raises(ValueError):
+            parse_listen(bad)
+
+
+def test_port_zero_is_logged_as_the_bound_port(start):
+    exporter = start("--simulate", "--no-hccn.enabled")
+    assert exporter.port != 0   # read from the "listening" line, written after the bind
+    assert exporter.get("/healthz") == (200, "ok\n")
+
+
+def test_a_taken_port_is_reported_before_anything_says_listening(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "exporter", "serve", "--simulate", "--no-hccn.enabled", "--listen", f"127.0.0.1:{port}"],
+            capture_output=True, text=True, timeout=60, env=env_with({}))
+    assert proc.returncode == 1
+    assert "address already in use" in proc.stderr and f"address=127.0.0.1:{port}" in proc.stderr
+    assert "msg=listening" not in proc.stderr

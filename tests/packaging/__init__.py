@@ -1,0 +1,1 @@
+"""The built wheel, installed outside the source tree."""
