@@ -35,7 +35,8 @@ REPO = PACKAGE_DIR.parent
 DEFAULT_OUT = PACKAGE_DIR / "RESULTS.md"
 DEFAULT_TIMEOUT = 300.0
 DEFAULT_BUDGET = 900.0
-KNOWN_KEYS = ("title", "summary", "figures", "tables", "raw", "notes", "command")
+# "section": a heading of its own for the module's part of the report (e.g. "Under abuse").
+KNOWN_KEYS = ("title", "summary", "figures", "tables", "raw", "notes", "command", "section")
 
 
 OPT_IN = frozenset({"soak"})  # long-running, its own report (benchmarks/SOAK.md): `make soak`
@@ -243,7 +244,10 @@ def flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
 def section(name: str, record: dict[str, Any]) -> list[str]:
     result = record["result"]
     title = result.get("title") or name
-    lines = [f"## {name}: {fmt(title)}", ""]
+    if result.get("section"):
+        lines = [f"## {fmt(result['section'])}", "", f"`{name}`: {fmt(title)}", ""]
+    else:
+        lines = [f"## {name}: {fmt(title)}", ""]
     if result.get("summary"):
         lines += [str(result["summary"]), ""]
     figs = figures_of(result)

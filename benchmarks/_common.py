@@ -11,6 +11,7 @@ import http.client
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -127,10 +128,11 @@ def wait_until(what: str, check: Callable[[], bool], timeout: float, every: floa
 class Client:
     """One keep-alive HTTP/1.1 connection to 127.0.0.1:port (http.client, no pooling layers)."""
 
-    def __init__(self, port: int, timeout: float = 10.0) -> None:
+    def __init__(self, port: int, timeout: float = 10.0, extra_headers: Mapping[str, str] | None = None) -> None:
         self.port = port
         self.timeout = timeout
         self.reconnects = 0
+        self.extra_headers = dict(extra_headers or {})   # sent with every request (e.g. Authorization)
         self._conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
 
     def get(self, path: str, headers: Mapping[str, str] | None = None) -> tuple[int, dict[str, str], bytes, float]:
@@ -138,7 +140,7 @@ class Client:
         for attempt in (0, 1):
             try:
                 start = time.perf_counter()
-                self._conn.request("GET", path, headers=dict(headers or PLAIN_HEADERS))
+                self._conn.request("GET", path, headers={**(headers or PLAIN_HEADERS), **self.extra_headers})
                 response = self._conn.getresponse()
                 body = response.read()
                 elapsed = time.perf_counter() - start
@@ -194,11 +196,35 @@ def count_samples(text: str) -> int:
 SIM_MODEL, SIM_PROCESSES_PER_DIE, EXPECTED_CHIPS, EXPECTED_PROCESSES = "a3", 4, 16, 64
 
 
-def exporter_argv(port: int, *extra: str) -> list[str]:
+def exporter_argv(port: int, *extra: str, network: bool = False) -> list[str]:
     # The core exporter's figures (issue 2: 16 chips, 64 processes): the simulated hccn_tool
     # network source, on by default under --simulate, is left out so the series match that case.
+    # network=True keeps it (the a3 node as shipped: about 1,800 samples with the network's).
     return [sys.executable, "-m", "exporter", "serve", "--simulate", "healthy", "--simulate.model", SIM_MODEL,
-            "--listen", f"{HOST}:{port}", "--no-hccn.enabled", *extra]
+            "--listen", f"{HOST}:{port}", *(() if network else ("--no-hccn.enabled",)), *extra]
+
+
+_SERVE_FLAGS: frozenset[str] | None = None
+
+
+def serve_flags() -> frozenset[str]:
+    """The long flags `cann-exporter serve --help` lists (read once): options other engineers
+    add or rename are detected at run time instead of assumed."""
+    global _SERVE_FLAGS
+    if _SERVE_FLAGS is None:
+        try:
+            out = subprocess.run([sys.executable, "-m", "exporter", "serve", "--help"], capture_output=True, text=True,
+                                 timeout=60, cwd=REPO, env=exporter_env(), check=False)
+        except (subprocess.SubprocessError, OSError) as exc:
+            raise BenchError(f"`serve --help` failed: {exc}") from exc
+        if out.returncode != 0:
+            raise BenchError(f"`serve --help` exited with {out.returncode}: {out.stderr.strip()[-500:]}")
+        _SERVE_FLAGS = frozenset(re.findall(r"--[a-z][a-z0-9_.-]*[a-z0-9]", out.stdout))
+    return _SERVE_FLAGS
+
+
+def has_flag(flag: str) -> bool:
+    return flag in serve_flags()
 
 
 def exporter_env() -> dict[str, str]:
@@ -238,6 +264,26 @@ def wait_exporter_complete(proc: Process, client: Client, timeout: float = 90.0)
 
     timings["complete_seconds"] = timings["readyz_seconds"] + wait_until(
         "all details (16 chips, 64 processes)", complete, timeout, every=0.2, procs=[proc])
+    return timings
+
+
+NETWORK_SOURCES = ("hccn_link", "hccn_stat", "hccn_bandwidth", "hccn_optical")
+
+
+def wait_network_complete(proc: Process, client: Client, timeout: float = 120.0) -> dict[str, float]:
+    """wait_exporter_complete, then until the simulated hccn_tool's fast and slow reads have
+    each run once (the slow ones take ~15 s on 2 cores) and the sample count is steady."""
+    timings = wait_exporter_complete(proc, client, timeout)
+    last = [-1]
+
+    def complete() -> bool:
+        text = client.text("/metrics")
+        ran = all((sample_value(text, "cann_exporter_source_runs_total", source=s) or 0) >= 1 for s in NETWORK_SOURCES)
+        count, last[0] = last[0], count_samples(text)
+        return ran and count == last[0]
+
+    timings["network_complete_seconds"] = timings["complete_seconds"] + wait_until(
+        "the network (hccn_tool) sources", complete, timeout, every=0.5, procs=[proc])
     return timings
 
 
@@ -320,6 +366,102 @@ def rounded(value: Any, digits: int = 4) -> Any:
     if isinstance(value, (list, tuple)):
         return [rounded(v, digits) for v in value]
     return value
+
+
+def latency_summary(seconds: Sequence[float]) -> dict[str, Any]:
+    """p50/p90/p99/mean/min/max in milliseconds of a list of latencies in seconds."""
+    ms = [v * 1000 for v in seconds]
+    if not ms:
+        return {"scrapes": 0}
+    return {"scrapes": len(ms), "p50_ms": percentile(ms, 50), "p90_ms": percentile(ms, 90), "p99_ms": percentile(ms, 99),
+            "mean_ms": sum(ms) / len(ms), "min_ms": min(ms), "max_ms": max(ms)}
+
+
+def body_info(status: int, headers: Mapping[str, str], body: bytes) -> dict[str, Any]:
+    import gzip
+
+    text = gzip.decompress(body) if headers.get("content-encoding") == "gzip" else body
+    return {"status": status, "bytes_on_wire": len(body), "bytes_uncompressed": len(text),
+            "samples": count_samples(text.decode("utf-8", errors="replace")),
+            "content_type": headers.get("content-type", ""), "content_encoding": headers.get("content-encoding", "identity")}
+
+
+def scrape_orders(names: Sequence[str], index: int) -> list[str]:
+    """The order of round ``index``: every rotation of the targets, then every rotation of
+    them reversed, so each target is first, middle and last equally often (two targets:
+    a b, b a, b a, a b)."""
+    n = len(names)
+    base = list(names) if (index // n) % 2 == 0 else list(names)[::-1]
+    k = index % n
+    return base[k:] + base[:k]
+
+
+def scrape_interleaved(clients: Mapping[str, Client], headers: Mapping[str, str], scrapes: int, warmup: int,
+                       path: str = "/metrics") -> dict[str, dict[str, Any]]:
+    """``warmup`` + ``scrapes`` rounds; each round scrapes every target once, in the order of
+    :func:`scrape_orders`; per target the latency summary of the timed rounds and what the
+    first round's body looked like."""
+    latencies: dict[str, list[float]] = {name: [] for name in clients}
+    info: dict[str, dict[str, Any]] = {name: {} for name in clients}
+    names = list(clients)
+    for index in range(warmup + scrapes):
+        for name in scrape_orders(names, index):
+            status, got_headers, body, seconds = clients[name].get(path, headers)
+            if status != 200:
+                raise BenchError(f"{name} {path} answered HTTP {status}")
+            if index >= warmup:
+                latencies[name].append(seconds)
+            elif index == 0:
+                info[name] = body_info(status, got_headers, body)
+    return {name: {**latency_summary(values), **info[name]} for name, values in latencies.items()}
+
+
+# --- the static-bytes floor: the same body, from memory, by a bare aiohttp app ----------------------
+
+# Headers aiohttp sets itself on every response: not copied from the captured one.
+_OWN_HEADERS = frozenset({"date", "server", "content-length", "connection", "keep-alive", "transfer-encoding"})
+
+
+@contextlib.contextmanager
+def static_server(bodies: Mapping[str, tuple[Mapping[str, str], Mapping[str, str], bytes]]) -> Iterator[int]:
+    """A bare aiohttp app in a child process on 127.0.0.1 serving, on GET /metrics, the body
+    captured for the request's (Accept, Accept-Encoding) with the captured response headers;
+    404 for any other header pair. ``bodies``: name -> (request headers, response headers,
+    body). Yields its port; the process is stopped on exit."""
+    with tempfile.TemporaryDirectory(prefix="bench-static-") as tmp:
+        entries = []
+        for index, (name, (request_headers, response_headers, body)) in enumerate(bodies.items()):
+            path = Path(tmp) / f"body-{index}"
+            path.write_bytes(body)
+            entries.append({
+                "name": name,
+                "accept": request_headers.get("Accept", ""),
+                "accept_encoding": request_headers.get("Accept-Encoding", ""),
+                "headers": {k: v for k, v in response_headers.items() if k.lower() not in _OWN_HEADERS},
+                "body_file": str(path),
+            })
+        manifest = Path(tmp) / "manifest.json"
+        manifest.write_text(json.dumps({"bodies": entries}), encoding="utf-8")
+        port = free_port()
+        with started("static-bytes", [sys.executable, "-m", "benchmarks._static_server", str(manifest), str(port)]) as proc:
+            probe = Client(port)
+            try:
+                wait_until("the static-bytes server", lambda: probe.get("/healthz")[0] == 200, 30, procs=[proc])
+                for name, (request_headers, _, body) in bodies.items():
+                    status, _, got, _ = probe.get("/metrics", request_headers)
+                    if status != 200 or got != body:
+                        raise BenchError(f"the static-bytes server does not serve the {name} body as captured (HTTP {status})")
+            finally:
+                probe.close()
+            yield port
+
+
+def capture(client: Client, headers: Mapping[str, str], path: str = "/metrics") -> tuple[dict[str, str], bytes]:
+    """The response headers and body of one GET (HTTP 200 required)."""
+    status, got_headers, body, _ = client.get(path, headers)
+    if status != 200:
+        raise BenchError(f"GET {path} answered HTTP {status}")
+    return got_headers, body
 
 
 def main(run: Callable[[], dict[str, Any]]) -> None:

@@ -27,9 +27,9 @@ def web_security(settings: Settings) -> WebSecurity | None:
 
 
 def run(settings: Settings) -> int:
-    from aiohttp import web
-
     from exporter.web.app import create_app
+    from exporter.web.fds import fit_open_files
+    from exporter.web.server import HttpServer
 
     try:
         security = web_security(settings)
@@ -37,11 +37,12 @@ def run(settings: Settings) -> int:
         for problem in exc.problems:
             print(f"cann-exporter: configuration error: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    node = assemble(settings, security=security)
+    http = HttpServer(fit_open_files(settings.web))
+    node = assemble(settings, security=security, http=http.status)
     token = settings.ingest.token
     routes = ingest_http.routes(node.ingest, token) if node.ingest is not None else []
     app = create_app(
-        node.registry, lambda: node.store.sampled.ready, routes=routes, bearer_paths=ingest_http.bearer_paths(token),
+        node.exposition, lambda: node.store.sampled.ready, routes=routes, bearer_paths=ingest_http.bearer_paths(token),
         security=security, background=[node.sampler.run_forever], about=node.about,
     )
     host, port = settings.listen
@@ -55,5 +56,5 @@ def run(settings: Settings) -> int:
         return EXIT_FAILURE
     ssl_context = security.ssl_context if security is not None else None
     log.info("listening", extra={"address": addresses(sockets), "tls": ssl_context is not None, "version": __version__})
-    web.run_app(app, sock=sockets, print=None, access_log=None, ssl_context=ssl_context)
+    http.run(app, sockets, ssl_context)
     return EXIT_OK

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from prometheus_client.core import Metric
 from prometheus_client.utils import floatToGoString
 
-from exporter.core.metric import family, field_families
+from exporter.core.metric import MetricSpec, family, field_families
 from exporter.jobs import metrics as m
 from exporter.jobs.store import IngestCounters, JobsPart, RankView
 
@@ -43,9 +43,13 @@ class JobCollector:
             metric = family(spec)
             metric.add_metric([], getattr(c, spec.field))
             yield metric
-        # Every known reason from zero, so rate() sees the first rejection of each.
-        rejected = dict.fromkeys(m.INGEST_REJECT_REASONS, 0) | dict(c.rejected)
-        metric = family(m.INGEST_REJECTED)
-        for reason, count in rejected.items():
-            metric.add_metric([reason], count)
-        yield metric
+        yield _by_reason(m.INGEST_REJECTED, m.INGEST_REJECT_REASONS, c.rejected)
+        yield _by_reason(m.INGEST_EVICTED, m.ADMISSION_REASONS, c.evicted)
+
+
+def _by_reason(spec: MetricSpec, reasons: tuple[str, ...], counts: tuple[tuple[str, int], ...]) -> Metric:
+    """Every known reason from zero, so rate() sees the first count of each."""
+    metric = family(spec)
+    for reason, count in (dict.fromkeys(reasons, 0) | dict(counts)).items():
+        metric.add_metric([reason], count)
+    return metric

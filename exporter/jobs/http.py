@@ -66,7 +66,7 @@ def steps_handler(store: IngestStore, token: str | None, clock: Callable[[], flo
             body = await read_bounded(request, store.limits.max_body_bytes)
             # From here on nothing awaits: validation and the store update are one step.
             batch = parse_batch(body, store.limits, clock())
-            accepted = store.accept(batch)
+            accepted = store.accept(batch, request.remote)  # per-client limits
         except IngestError as exc:
             store.reject(exc.reason)
             return error_response(exc)

@@ -37,18 +37,36 @@ JOB_METRICS = (
 # Plain per-rank series, in the order they are rendered.
 JOB_FIELDS = (JOB_ITERATIONS, JOB_SAMPLES, JOB_LAST_ITERATION, JOB_MEMORY_ALLOCATED, JOB_MEMORY_MAX_ALLOCATED)
 
+
+def _series_per_rank(spec: MetricSpec) -> int:
+    """The most series one (job_name, rank) has in ``spec``'s family: a histogram has a bucket
+    per bound, +Inf, _sum and _count; `phase` takes only the values the ingest accepts."""
+    if spec.kind == "histogram":
+        return len(JOB_DURATION_BUCKETS) + 3
+    return len(JOB_PHASES) if "phase" in spec.labels else 1
+
+
+# What the ingest reserves per admitted rank (35: info, 22 histogram, 7 phases, 5 plain).
+SERIES_PER_RANK = sum(_series_per_rank(spec) for spec in JOB_METRICS)
+
 # The ingest itself: IngestCounters fields.
+# The limits admission enforces (429): the reason of a refusal, and of an eviction it made room with.
+ADMISSION_REASONS = ("too_many_jobs", "too_many_ranks", "per_client_limit", "series_budget")
 INGEST_REJECT_REASONS = (
     "unauthorized", "content_type", "too_large", "malformed_json", "invalid", "unknown_phase",
-    "out_of_range", "bad_label", "too_many_jobs", "too_many_ranks",
+    "out_of_range", "bad_label", *ADMISSION_REASONS,
 )
 INGEST_REQUESTS = spec("cann_exporter_ingest_requests_total", "counter", "Batches accepted on POST /api/v1/steps.", field="requests")
 INGEST_STEPS = spec("cann_exporter_ingest_steps_total", "counter", "Steps accepted on POST /api/v1/steps.", field="steps")
 INGEST_REJECTED = spec("cann_exporter_ingest_rejected_total", "counter", "Batches rejected on POST /api/v1/steps, by reason.", ("reason",), field="rejected")
 INGEST_DROPPED = spec("cann_exporter_ingest_client_dropped_steps_total", "counter", "Steps the hook clients reported dropping (buffer full, exporter unreachable).", field="client_dropped")
 INGEST_EXPIRED = spec("cann_exporter_ingest_expired_total", "counter", "Job ranks removed after their TTL without reports.", field="expired")
+INGEST_EVICTED = spec(
+    "cann_exporter_ingest_evicted_total", "counter",
+    "Job ranks removed to admit a rank that reports steps (only closed ranks, ranks without steps yet and ranks idle for ingest.idle_after give way), by the limit that was full.",
+    ("reason",), field="evicted")
 INGEST_RANKS = spec("cann_exporter_ingest_ranks", "gauge", "Job ranks currently held by the ingest store.", field="held_ranks")
 
-INGEST_METRICS = (INGEST_REQUESTS, INGEST_STEPS, INGEST_REJECTED, INGEST_DROPPED, INGEST_EXPIRED, INGEST_RANKS)
-# Plain counts, in the order they are rendered (rejections come last, by reason).
+INGEST_METRICS = (INGEST_REQUESTS, INGEST_STEPS, INGEST_REJECTED, INGEST_DROPPED, INGEST_EXPIRED, INGEST_EVICTED, INGEST_RANKS)
+# Plain counts, in the order they are rendered (rejections and evictions come last, by reason).
 INGEST_COUNTS = (INGEST_REQUESTS, INGEST_STEPS, INGEST_DROPPED, INGEST_EXPIRED, INGEST_RANKS)

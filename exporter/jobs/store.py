@@ -1,9 +1,9 @@
 """The training-hook event store behind `POST /api/v1/steps`.
 
 :class:`IngestStore` folds validated batches into one :class:`RankState` per (job_name, rank)
-without awaiting between the cardinality check and the update; entries expire after a TTL
-(on the monotonic clock) so their series disappear from /metrics. :meth:`IngestStore.part`
-is the immutable copy a scrape renders.
+without awaiting between admission (admission.py: the limits, and who gives way) and the
+update; entries expire after a TTL (on the monotonic clock) so their series disappear from
+/metrics. :meth:`IngestStore.part` is the immutable copy a scrape renders.
 """
 
 from __future__ import annotations
@@ -14,8 +14,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from exporter.jobs.admission import Newcomer, client_key, plan
 from exporter.jobs.metrics import JOB_DURATION_BUCKETS
-from exporter.jobs.validate import Batch, IngestError, IngestLimits
+from exporter.jobs.options import IngestOptions
+from exporter.jobs.validate import Batch, IngestLimits
+
+_DEFAULTS = IngestOptions()
 
 
 @dataclass
@@ -29,6 +33,9 @@ class RankState:
     framework: str
     pid: str
     last_seen: float                      # time.monotonic(): TTLs must not follow wall-clock jumps
+    client: str = ""                      # admission.client_key of the address that admitted it
+    first_seen: float = 0.0               # monotonic, at admission
+    last_step: float | None = None        # monotonic arrival of the latest batch with steps (idle or not)
     finished: bool = False
     iterations: int = 0
     samples: int | None = None            # None until a step reports samples
@@ -43,6 +50,8 @@ class RankState:
         """``now`` is unix time (the default step end), ``seen`` the monotonic arrival time."""
         self.world_size, self.device, self.framework, self.pid = batch.world_size, batch.device, batch.framework, batch.pid
         self.last_seen = seen
+        if batch.steps:
+            self.last_step = seen
         self.finished = batch.final
         if batch.memory_allocated_bytes is not None:
             self.memory_allocated_bytes = batch.memory_allocated_bytes
@@ -100,6 +109,7 @@ class IngestCounters:
     client_dropped: int = 0
     expired: int = 0
     rejected: tuple[tuple[str, int], ...] = ()
+    evicted: tuple[tuple[str, int], ...] = ()
     held_ranks: int = 0
 
 
@@ -117,8 +127,8 @@ class IngestStore:
 
     def __init__(
         self,
-        ttl: float = 1800.0,
-        finished_ttl: float = 60.0,
+        ttl: float = _DEFAULTS.ttl,
+        finished_ttl: float = _DEFAULTS.finished_ttl,
         limits: IngestLimits = IngestLimits(),
         clock: Callable[[], float] = time.time,
         age_clock: Callable[[], float] | None = None,
@@ -130,62 +140,67 @@ class IngestStore:
         # TTLs run on the monotonic clock; a test that injects only ``clock`` drives both.
         self.age_clock = age_clock or (time.monotonic if clock is time.time else clock)
         self._entries: dict[tuple[str, int], RankState] = {}
-        self._ranks_per_job: dict[str, int] = {}
         self._lock = threading.Lock()
         self._requests = 0
         self._steps = 0
         self._client_dropped = 0
         self._expired = 0
         self._rejected: dict[str, int] = {}
+        self._evicted: dict[str, int] = {}
+        self._changes = 0                      # bumped by every change a scrape would see
+        self._part: tuple[int, JobsPart] | None = None
 
-    def accept(self, batch: Batch) -> int:
-        """Fold a validated batch in; IngestError (429) when it would exceed a cardinality limit."""
+    def accept(self, batch: Batch, remote: str | None = None) -> int:
+        """Fold a validated batch from peer address ``remote`` in; IngestError (429) when a new
+        rank does not fit the limits and no idle rank can give way."""
         with self._lock:
             now, seen = self.clock(), self.age_clock()
             self._expire(seen)
             key = (batch.job_name, batch.rank)
             entry = self._entries.get(key)
             if entry is None:
-                entry = self._admit(batch, seen)
+                entry = self._admit(batch, client_key(remote), seen)
             entry.fold(batch, now, seen)
+            self._changes += 1
             self._requests += 1
             self._steps += len(batch.steps)
             self._client_dropped += batch.dropped
             return len(batch.steps)
 
-    def _admit(self, batch: Batch, now: float) -> RankState:
-        ranks = self._ranks_per_job.get(batch.job_name, 0)
-        if ranks == 0 and len(self._ranks_per_job) >= self.limits.max_jobs:
-            raise IngestError(429, "too_many_jobs", f"already tracking {self.limits.max_jobs} jobs (ingest.max_jobs); {batch.job_name!r} is not admitted until one expires")
-        if ranks >= self.limits.max_ranks:
-            raise IngestError(429, "too_many_ranks", f"job {batch.job_name!r} already has {self.limits.max_ranks} ranks here (ingest.max_ranks)")
-        entry = RankState(batch.job_name, batch.rank, batch.world_size, batch.device, batch.framework, batch.pid, now)
+    def _admit(self, batch: Batch, client: str, now: float) -> RankState:
+        """A new rank, after the evictions that make room for it (IngestError: none, nothing changed)."""
+        evictions = plan(self._entries.values(), Newcomer(batch.job_name, client, bool(batch.steps)), self.limits, now)
+        for eviction in evictions:
+            del self._entries[eviction.key]
+            self._evicted[eviction.reason] = self._evicted.get(eviction.reason, 0) + 1
+        entry = RankState(batch.job_name, batch.rank, batch.world_size, batch.device, batch.framework, batch.pid, now,
+                          client=client, first_seen=now)
         self._entries[(batch.job_name, batch.rank)] = entry
-        self._ranks_per_job[batch.job_name] = ranks + 1
         return entry
 
     def reject(self, reason: str) -> None:
         with self._lock:
             self._rejected[reason] = self._rejected.get(reason, 0) + 1
+            self._changes += 1
 
     def _expire(self, now: float) -> None:
         for key, entry in list(self._entries.items()):
             if now - entry.last_seen > (self.finished_ttl if entry.finished else self.ttl):
                 del self._entries[key]
-                left = self._ranks_per_job[entry.job_name] - 1
-                if left:
-                    self._ranks_per_job[entry.job_name] = left
-                else:
-                    del self._ranks_per_job[entry.job_name]
                 self._expired += 1
+                self._changes += 1
 
     def part(self) -> JobsPart:
-        """Expire, then copy everything a scrape renders."""
+        """Expire, then copy everything a scrape renders; the same object while nothing changed
+        (so an idle store costs a scrape no copy and the exposition no encode)."""
         with self._lock:
             self._expire(self.age_clock())
+            if self._part is not None and self._part[0] == self._changes:
+                return self._part[1]
             ranks = tuple(RankView.of(e) for _, e in sorted(self._entries.items()))
             counters = IngestCounters(
                 self._requests, self._steps, self._client_dropped, self._expired,
-                tuple(sorted(self._rejected.items())), len(self._entries),
+                tuple(sorted(self._rejected.items())), tuple(sorted(self._evicted.items())), len(self._entries),
             )
-        return JobsPart(ranks, counters)
+            self._part = (self._changes, JobsPart(ranks, counters))
+            return self._part[1]

@@ -15,6 +15,7 @@ from typing import Any
 
 from exporter.core.errors import ReasonError
 from exporter.jobs.metrics import JOB_PHASES
+from exporter.jobs.options import IngestOptions
 
 # Label values become Prometheus label values and dashboard variables: keep them plain.
 _JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@/+-]*")
@@ -27,11 +28,20 @@ _MEMORY_FIELDS = frozenset({"allocated_bytes", "max_allocated_bytes"})
 _PHASES = frozenset(JOB_PHASES)
 
 
+_DEFAULTS = IngestOptions()  # the option defaults, written once in options.py
+
+
 @dataclass(frozen=True)
 class IngestLimits:
-    max_jobs: int = 64                    # distinct job_name values held at once
-    max_ranks: int = 32                   # ranks held per job_name
-    max_body_bytes: int = 1 << 20
+    # Admission (store.py, admission.py): what the store may hold, and who gives way.
+    max_jobs: int = _DEFAULTS.max_jobs
+    max_ranks: int = _DEFAULTS.max_ranks                       # per job_name
+    max_series: int = _DEFAULTS.max_series                     # SERIES_PER_RANK reserved per rank
+    max_jobs_per_client: int = _DEFAULTS.max_jobs_per_client   # per remote address, loopback exempt
+    max_ranks_per_client: int = _DEFAULTS.max_ranks_per_client
+    idle_after: float = _DEFAULTS.idle_after                   # seconds without a step before a rank may be evicted
+    # The request and its values.
+    max_body_bytes: int = _DEFAULTS.max_body_bytes
     max_steps: int = 20_000               # steps in one batch
     max_step_seconds: float = 86_400.0    # a longer step or phase is a bug, not a measurement
     max_samples: int = 10**9              # per step
@@ -40,6 +50,15 @@ class IngestLimits:
     max_memory_bytes: int = 1 << 50
     future_skew_seconds: float = 300.0    # step `end` later than now + this is rejected
     max_event_age_seconds: float = 86_400.0
+
+    @classmethod
+    def of(cls, options: IngestOptions) -> IngestLimits:
+        """The limits the `ingest.*` options set (the rest are fixed bounds)."""
+        return cls(
+            max_jobs=options.max_jobs, max_ranks=options.max_ranks, max_series=options.max_series,
+            max_jobs_per_client=options.max_jobs_per_client, max_ranks_per_client=options.max_ranks_per_client,
+            idle_after=options.idle_after, max_body_bytes=options.max_body_bytes,
+        )
 
 
 class IngestError(ReasonError):

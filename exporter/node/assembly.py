@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -38,7 +39,7 @@ from exporter.profiles.collector import ProfileCollector
 from exporter.profiles.source import ProfileSource
 from exporter.resources.collector import ResourcesCollector
 from exporter.resources.source import ResourcesSource
-from exporter.web.collector import WebCollector
+from exporter.web.collector import HttpCollector, HttpStatus, WebCollector
 from exporter.web.landing import About, CollectorState
 
 if TYPE_CHECKING:  # serve's web config; `once` and the in-process readers never load aiohttp's server
@@ -48,6 +49,9 @@ log = logging.getLogger("exporter")
 
 HCCN_MAX_OUTPUT_BYTES = 1 << 20   # hccn_tool answers are small; a few calls at once (the device serialises them)
 HCCN_MAX_CONCURRENCY = 4
+# Training steps arrive continuously: their part is re-read (and re-encoded) after a pause in
+# proportion to what reading it cost (snapshot.py), never longer than this.
+LIVE_INTERVAL = 1.0
 
 
 @dataclass
@@ -111,8 +115,7 @@ def build_pods(settings: Settings, health: HealthRegistry) -> PodResourcesSource
 
 def build_ingest(settings: Settings) -> IngestStore:
     options = settings.ingest
-    limits = IngestLimits(max_jobs=options.max_jobs, max_ranks=options.max_ranks, max_body_bytes=options.max_body_bytes)
-    return IngestStore(ttl=options.ttl, finished_ttl=options.finished_ttl, limits=limits)
+    return IngestStore(ttl=options.ttl, finished_ttl=options.finished_ttl, limits=IngestLimits.of(options))
 
 
 def build_snapshot(
@@ -133,9 +136,10 @@ def build_snapshot(
     )
 
 
-def assemble(settings: Settings, *, ingest: bool = True, security: WebSecurity | None = None) -> Node:
+def assemble(settings: Settings, *, ingest: bool = True, security: WebSecurity | None = None,
+             http: Callable[[], HttpStatus] | None = None) -> Node:
     """``ingest=False`` leaves the hooks ingest out (`once` has no server); ``security`` (the
-    web config of `serve`) adds its metrics."""
+    web config of `serve`) and ``http`` (the counts of `serve`'s listener) add their metrics."""
     collectors = settings.collector
     health = HealthRegistry()
     npu_smi, simulated = build_npu_smi(settings, health)
@@ -143,9 +147,12 @@ def assemble(settings: Settings, *, ingest: bool = True, security: WebSecurity |
     pods = build_pods(settings, health)
     ingest_store = build_ingest(settings) if ingest and collectors.jobs and settings.ingest.enabled else None
     web = security if collectors.self else None   # its metrics only; serve enforces it either way
+    http = http if collectors.self else None       # likewise the listener's counts (serve's HttpServer.status)
     store = SnapshotStore(
         jobs=ingest_store.part if ingest_store else None,
         web=web.part if web else None,
+        http=http,
+        live_interval=LIVE_INTERVAL,
     )
     hccn = build_hccn(settings, health, store, simulated)
     resources = ResourcesSource() if collectors.self else None
@@ -170,6 +177,7 @@ def assemble(settings: Settings, *, ingest: bool = True, security: WebSecurity |
         (pods is not None, PodCollector(), lambda s: s.pods),
         (ingest_store is not None, JobCollector(), lambda s: s.jobs),
         (web is not None, WebCollector(), lambda s: s.web),
+        (http is not None, HttpCollector(), lambda s: s.http),
     ]
     exposition = Exposition(store, [Rendering(collector, part) for on, collector, part in wanted if on])
     registry = CollectorRegistry(auto_describe=True)

@@ -11,10 +11,10 @@ from exporter.npusmi.metrics import CHIP_METRICS, ECC_NOTE, PROCESS_METRICS
 from exporter.pods.metrics import POD_METRICS
 from exporter.profiles.metrics import PROFILE_METRICS
 from exporter.resources.metrics import RESOURCE_METRICS
-from exporter.web.metrics import WEB_METRICS
+from exporter.web.metrics import HTTP_METRICS, WEB_METRICS
 
 ALL_METRICS: tuple[MetricSpec, ...] = (
-    CHIP_METRICS + PROCESS_METRICS + POD_METRICS + SELF_METRICS + RESOURCE_METRICS + WEB_METRICS + JOB_METRICS + INGEST_METRICS
+    CHIP_METRICS + PROCESS_METRICS + POD_METRICS + SELF_METRICS + RESOURCE_METRICS + WEB_METRICS + HTTP_METRICS + JOB_METRICS + INGEST_METRICS
     + PROFILE_METRICS + NETWORK_METRICS
 )
 

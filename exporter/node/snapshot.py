@@ -2,15 +2,17 @@
 
 The sampler publishes a new snapshot after every task run, built from each sampled source's
 ``part()`` (npu-smi, hccn_tool, kubelet, profiles, the exporter's process) and the exporter's own
-status. The parts
-that change between runs by themselves, the ingest (jobs) and the web config, are read when
-a scrape asks. A part is None when its source is off.
+status. The parts that change between runs by themselves, the ingest (jobs), the web
+config and the HTTP listener's counts, are read when a scrape asks. A part is None when its
+source is off.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from exporter.core.selfmetrics import StatusPart
 from exporter.hccn.part import NetworkPart
@@ -19,7 +21,7 @@ from exporter.npusmi.part import DevicesPart
 from exporter.pods.part import PodsPart
 from exporter.profiles.part import ProfilesPart
 from exporter.resources.part import ResourcesPart
-from exporter.web.collector import WebStatus
+from exporter.web.collector import HttpStatus, WebStatus
 
 
 @dataclass(frozen=True)
@@ -33,26 +35,52 @@ class Snapshot:
     jobs: JobsPart | None = None
     web: WebStatus | None = None
     resources: ResourcesPart | None = None
+    http: HttpStatus | None = None          # `serve`'s listener: connections, the cap, deadlines
+
+
+# Reading the live parts costs a fraction of encoding them; pausing this many times the read
+# keeps a store that changes at every step to a few percent of a core.
+LIVE_COST_FACTOR = 50.0
 
 
 class SnapshotStore:
     """The latest sampled snapshot; replacing the reference is the only mutation.
 
-    ``jobs`` and ``web``, when given, are read at every ``current``: they are the parts that
-    change between sampler runs (training hooks POST at any time, the web config reloads).
+    A published part equal to the one it replaces is not replaced: an unchanged part stays the
+    same object, which is how the exposition knows its encoding is still current. ``jobs``,
+    ``web`` and ``http``, when given, are the parts that change between sampler runs (training
+    hooks POST at any time, the web config reloads, clients connect). They are read again only
+    after a pause in proportion to what reading them cost (``LIVE_COST_FACTOR`` times), at most
+    ``live_interval`` seconds: a store of a few ranks is fresh at every scrape, while a burst of
+    steps into a large store costs one new part (and one encode) per interval, not one per scrape.
     """
 
     def __init__(
         self,
         jobs: Callable[[], JobsPart] | None = None,
         web: Callable[[], WebStatus] | None = None,
+        *,
+        http: Callable[[], HttpStatus] | None = None,
+        live_interval: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+        cost_clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._sampled = Snapshot()
         self.jobs = jobs
         self.web = web
+        self.http = http
+        self.live_interval = live_interval
+        self._clock = clock
+        self._cost_clock = cost_clock
+        self._pause = 0.0   # until the live parts are read again: LIVE_COST_FACTOR x their cost
+        self._live: tuple[float, JobsPart | None, WebStatus | None, HttpStatus | None] | None = None
+        self._lock = threading.Lock()
 
     def publish(self, snapshot: Snapshot) -> None:
-        self._sampled = snapshot
+        old = self._sampled
+        kept = {f.name: getattr(old, f.name) for f in fields(Snapshot)
+                if getattr(snapshot, f.name) is not getattr(old, f.name) and getattr(snapshot, f.name) == getattr(old, f.name)}
+        self._sampled = replace(snapshot, **kept) if kept else snapshot
 
     @property
     def sampled(self) -> Snapshot:
@@ -62,10 +90,24 @@ class SnapshotStore:
     @property
     def current(self) -> Snapshot:
         snapshot = self._sampled
-        if self.jobs is None and self.web is None:
+        if self.jobs is None and self.web is None and self.http is None:
             return snapshot
-        return replace(
-            snapshot,
-            jobs=self.jobs() if self.jobs is not None else None,
-            web=self.web() if self.web is not None else None,
-        )
+        _, jobs, web, http = self._live_parts()
+        return replace(snapshot, jobs=jobs, web=web, http=http)
+
+    def _live_parts(self) -> tuple[float, JobsPart | None, WebStatus | None, HttpStatus | None]:
+        with self._lock:   # scrapes encode in threads: one reader refreshes, the others reuse
+            now = self._clock()
+            live = self._live
+            if live is None or now - live[0] >= self._pause:
+                started = self._cost_clock()
+                jobs = self.jobs() if self.jobs is not None else None
+                web = self.web() if self.web is not None else None
+                http = self.http() if self.http is not None else None
+                self._pause = min(self.live_interval, LIVE_COST_FACTOR * (self._cost_clock() - started))
+                if live is not None:   # equal parts stay the same object (see publish)
+                    jobs = live[1] if jobs is live[1] or jobs == live[1] else jobs
+                    web = live[2] if web is live[2] or web == live[2] else web
+                    http = live[3] if http is live[3] or http == live[3] else http
+                live = self._live = (now, jobs, web, http)
+            return live

@@ -1,41 +1,29 @@
 """The aiohttp app: /metrics, /healthz, /readyz, the landing page and the routes callers add.
 
-Scrapes render the registry, whose collectors read the latest snapshot only: a scrape never
-waits on a source. The app knows nothing of sources; the serve command hands it the registry,
-a readiness check, extra routes (the ingest API) and the web config.
+Scrapes serve bytes encoded from the latest snapshot (scrape.py): a scrape never waits on a
+source. The app knows nothing of sources; the serve command hands it the body source (the
+node's exposition), a readiness check, extra routes (the ingest API) and the web config.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import gzip
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import choose_encoder
 
 from exporter import __version__
 from exporter.web.landing import About, render, routes
 from exporter.web.middleware import install
+from exporter.web.scrape import MetricsBody, RegistryBody, Scrapes
 from exporter.web.security import WebSecurity
 
-REGISTRY = web.AppKey("registry", CollectorRegistry)
 READY = web.AppKey("ready", Callable[[], bool])
 ABOUT = web.AppKey("about", object)   # Callable[[], About] | None: what `/` says runs
 
 BackgroundTask = Callable[[], Awaitable[None]]
-
-async def metrics(request: web.Request) -> web.StreamResponse:
-    encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
-    body = encoder(request.app[REGISTRY])
-    headers = {"Content-Type": content_type}
-    if "gzip" in request.headers.get("Accept-Encoding", ""):
-        body = gzip.compress(body, compresslevel=5)
-        headers["Content-Encoding"] = "gzip"
-    return web.Response(body=body, headers=headers)
-
 
 async def healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok\n")
@@ -54,7 +42,7 @@ async def landing(request: web.Request) -> web.Response:
 
 
 def create_app(
-    registry: CollectorRegistry,
+    metrics: MetricsBody | CollectorRegistry,
     ready: Callable[[], bool],
     *,
     routes: Sequence[web.AbstractRouteDef] = (),
@@ -74,10 +62,13 @@ def create_app(
     if security is not None:
         install(app, security, bearer_paths)
         background = [*background, security.watch]
-    app[REGISTRY] = registry
+        app.on_cleanup.append(_closer(security))
+    scrapes = Scrapes(RegistryBody(metrics) if isinstance(metrics, CollectorRegistry) else metrics)
+    app.cleanup_ctx.append(scrapes.lifetime)
+    app.on_response_prepare.append(_server_header)
     app[READY] = ready
     app[ABOUT] = about
-    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/metrics", scrapes.handle)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/", landing)
@@ -85,6 +76,17 @@ def create_app(
     for task in background:
         app.cleanup_ctx.append(_background(task))
     return app
+
+
+def _closer(security: WebSecurity) -> Callable[[web.Application], Awaitable[None]]:
+    async def close(app: web.Application) -> None:   # its bcrypt threads end with the app
+        security.close()
+    return close
+
+
+async def _server_header(request: web.Request, response: web.StreamResponse) -> None:
+    """No versions in `Server`: they only help someone match the host to known flaws."""
+    response.headers["Server"] = "cann-exporter"
 
 
 def _background(run: BackgroundTask) -> Callable[[web.Application], AsyncIterator[None]]:

@@ -1,4 +1,6 @@
-"""The web config's own metrics (present only with --web.config.file): reloads and refusals."""
+"""The web metrics: the web config's (present only with --web.config.file: reloads, refusals
+and the bcrypt checks) and the HTTP listener's (`serve` only: connections, the cap, deadlines,
+accept errors)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,14 @@ from prometheus_client.core import Metric
 
 from exporter.core.metric import family
 from exporter.web.metrics import (
+    HTTP_ACCEPT_ERRORS,
+    HTTP_CONNECTIONS,
+    HTTP_MAX_CONNECTIONS,
+    HTTP_METRICS,
+    HTTP_REJECTED,
+    HTTP_TIMEOUTS,
+    WEB_AUTH_BCRYPT_CHECKS,
+    WEB_AUTH_BCRYPT_PENDING,
     WEB_AUTH_FAILURES,
     WEB_CONFIG_RELOAD_SUCCESS,
     WEB_CONFIG_RELOAD_TIME,
@@ -23,6 +33,8 @@ class WebStatus:
     last_reload_success_time: float = 0.0             # Unix time
     reloads: tuple[tuple[str, int], ...] = ()         # (success|failure, count)
     auth_failures: tuple[tuple[str, int], ...] = ()   # (reason, count)
+    bcrypt_checks: int = 0                            # started so far
+    bcrypt_pending: int = 0                           # queued or running now
 
 
 class WebCollector:
@@ -37,4 +49,31 @@ class WebCollector:
             reloads.add_metric([result], count)
         for reason, count in part.auth_failures:
             failures.add_metric([reason], count)
-        yield from (success, last, reloads, failures)
+        checks, pending = family(WEB_AUTH_BCRYPT_CHECKS), family(WEB_AUTH_BCRYPT_PENDING)
+        checks.add_metric([], part.bcrypt_checks)
+        pending.add_metric([], part.bcrypt_pending)
+        yield from (success, last, reloads, failures, checks, pending)
+
+
+@dataclass(frozen=True)
+class HttpStatus:
+    connections: int = 0                              # open now, health slots included
+    max_connections: int = 0                          # the cap in force
+    rejected: tuple[tuple[str, int], ...] = ()        # (reason, count)
+    timeouts: tuple[tuple[str, int], ...] = ()        # (kind, count)
+    accept_errors: tuple[tuple[str, int], ...] = ()   # (errno name, count)
+
+
+class HttpCollector:
+    specs = HTTP_METRICS
+
+    def render(self, part: HttpStatus) -> Iterator[Metric]:
+        connections, cap = family(HTTP_CONNECTIONS), family(HTTP_MAX_CONNECTIONS)
+        connections.add_metric([], part.connections)
+        cap.add_metric([], part.max_connections)
+        yield from (connections, cap)
+        for spec, counts in ((HTTP_REJECTED, part.rejected), (HTTP_TIMEOUTS, part.timeouts), (HTTP_ACCEPT_ERRORS, part.accept_errors)):
+            counter = family(spec)
+            for key, count in counts:
+                counter.add_metric([key], count)
+            yield counter

@@ -24,7 +24,8 @@ Differences from exporter-toolkit, all failing closed: Python's ssl module canno
 client certificate without verifying it, so `RequireAnyClientCert` verifies against
 `client_ca_file` (required) and `RequestClientCert` does not ask for one (Go would not
 check it either); `cert`/`key` inline in the file are refused (use `cert_file`/`key_file`);
-`curve_preferences`, `http2` and `rate_limit` are accepted and ignored (logged).
+`curve_preferences`, `http2` and `rate_limit` are accepted and ignored (logged); bcrypt
+costs above MAX_BCRYPT_COST are refused (a check must fit in a scrape).
 """
 
 from __future__ import annotations
@@ -81,7 +82,14 @@ HEADERS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "X-XSS-Protection": (),
     "Content-Security-Policy": (),
 })
-_BCRYPT_HASH = re.compile(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}")
+# $2a$/$2b$/$2y$, a two-digit cost, 22 characters of salt, 31 of hash (bcrypt's base64).
+_BCRYPT_HASH = re.compile(r"\$2[aby]\$([0-9]{2})\$([./A-Za-z0-9]{22})[./A-Za-z0-9]{31}")
+_SALT_ENDS = ".Oeu"          # the salt's 22nd character holds 2 of its 128 bits; bcrypt refuses others
+MIN_BCRYPT_COST = 4           # bcrypt's own minimum
+# Each step doubles the work: cost 10 takes ~60 ms a check, 16 ~4 s, 17 ~8 s (most of
+# Prometheus' 10 s scrape timeout, before any wait) and 31 ~1.5 days. An uncached check must
+# fit in a scrape, so 16 is the most accepted; htpasswd -nBC 10 is a sound choice.
+MAX_BCRYPT_COST = 16
 _TOP_KEYS = frozenset({"tls_server_config", "http_server_config", "basic_auth_users", "rate_limit"})
 _TLS_KEYS = frozenset({
     "cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version", "max_version", "cipher_suites",
@@ -262,11 +270,32 @@ def _parse_users(doc: Mapping[Any, Any], problems: _Problems) -> dict[str, bytes
         if ":" in str(name):
             problems.add(where, "a user name cannot contain ':' (basic auth splits on it)")
             continue
-        if not isinstance(hashed, str) or not _BCRYPT_HASH.fullmatch(hashed):
-            problems.add(where, "expected a bcrypt hash ($2y$10$ + 53 characters), not a plain password")
+        problem = _bcrypt_problem(hashed) if isinstance(hashed, str) else _NOT_A_HASH
+        if problem is not None:
+            problems.add(where, problem)
             continue
         users[str(name)] = hashed.encode("ascii")
     return users
+
+
+_NOT_A_HASH = "expected a bcrypt hash ($2y$10$ + 53 characters), not a plain password"
+
+
+def _bcrypt_problem(hashed: str) -> str | None:
+    """Why ``hashed`` is not a usable bcrypt hash, or None. Checked at load: a check must never
+    fail on a malformed hash (instantly, telling the user exists) nor hang on its cost."""
+    match = _BCRYPT_HASH.fullmatch(hashed)
+    if match is None:
+        return _NOT_A_HASH
+    cost = int(match.group(1))
+    if cost < MIN_BCRYPT_COST:
+        return f"bcrypt cost {cost} is below {MIN_BCRYPT_COST}, the least bcrypt allows"
+    if cost > MAX_BCRYPT_COST:
+        return (f"bcrypt cost {cost} is above {MAX_BCRYPT_COST}, the most accepted (each step doubles the work: "
+                f"{MAX_BCRYPT_COST} takes ~4 s a check, 31 a day and a half); rehash with htpasswd -nBC 10")
+    if match.group(2)[-1] not in _SALT_ENDS:
+        return f"not a hash bcrypt wrote: the salt's last character must be one of {' '.join(_SALT_ENDS)}"
+    return None
 
 
 def _parse_headers(doc: Mapping[Any, Any], problems: _Problems) -> dict[str, str]:

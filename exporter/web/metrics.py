@@ -1,4 +1,4 @@
-"""The web config's metrics: name, type, help, labels and the WebStatus field that fills each."""
+"""The web metrics: the web config's (WebStatus fields) and the HTTP listener's (HttpStatus fields)."""
 
 from __future__ import annotations
 
@@ -7,5 +7,15 @@ from exporter.core.metric import spec
 WEB_CONFIG_RELOAD_SUCCESS = spec("cann_exporter_web_config_last_reload_success", "gauge", "1 if the latest load of the web config file (and the files it names) succeeded; 0: the last good one is still in force.", field="last_reload_success")
 WEB_CONFIG_RELOAD_TIME = spec("cann_exporter_web_config_last_reload_success_timestamp_seconds", "gauge", "Unix time of the latest successful load of the web config file.", field="last_reload_success_time")
 WEB_CONFIG_RELOADS = spec("cann_exporter_web_config_reloads_total", "counter", "Reloads of the web config file after a change, by result (success, failure).", ("result",), field="reloads")
-WEB_AUTH_FAILURES = spec("cann_exporter_web_auth_failures_total", "counter", "Requests refused by the web config, by reason (no_credentials, wrong_credentials, client_san).", ("reason",), field="auth_failures")
-WEB_METRICS = (WEB_CONFIG_RELOAD_SUCCESS, WEB_CONFIG_RELOAD_TIME, WEB_CONFIG_RELOADS, WEB_AUTH_FAILURES)
+WEB_AUTH_FAILURES = spec("cann_exporter_web_auth_failures_total", "counter", "Requests refused by the web config, by reason (no_credentials, wrong_password, unknown_user, throttled: too many failures from the address, overloaded: too many bcrypt checks waiting, client_san).", ("reason",), field="auth_failures")
+WEB_AUTH_BCRYPT_CHECKS = spec("cann_exporter_web_auth_bcrypt_checks_total", "counter", "bcrypt checks run: basic-auth requests not answered from the cache of verified credentials, nor refused before.", field="bcrypt_checks")
+WEB_AUTH_BCRYPT_PENDING = spec("cann_exporter_web_auth_bcrypt_pending", "gauge", "bcrypt checks queued or running now; past the bound, requests are refused at once (reason overloaded).", field="bcrypt_pending")
+WEB_METRICS = (WEB_CONFIG_RELOAD_SUCCESS, WEB_CONFIG_RELOAD_TIME, WEB_CONFIG_RELOADS, WEB_AUTH_FAILURES, WEB_AUTH_BCRYPT_CHECKS,
+               WEB_AUTH_BCRYPT_PENDING)
+
+HTTP_CONNECTIONS = spec("cann_exporter_http_connections", "gauge", "Open HTTP connections, health slots included.", field="connections")
+HTTP_MAX_CONNECTIONS = spec("cann_exporter_http_max_connections", "gauge", "Connections served at most: web.max_connections, or fewer when the open-file limit is lower; web.health_connections more answer /healthz and /readyz only.", field="max_connections")
+HTTP_REJECTED = spec("cann_exporter_http_connections_rejected_total", "counter", "Connections refused by the connection cap, by reason (full: closed at accept; health_only: a health slot asked for another path, 503; evicted: a connection waiting on its client for over a second, closed for a newer one).", ("reason",), field="rejected")
+HTTP_TIMEOUTS = spec("cann_exporter_http_timeouts_total", "counter", "Connections closed by a deadline, by kind (header, body, idle, write: the client did not read its response).", ("kind",), field="timeouts")
+HTTP_ACCEPT_ERRORS = spec("cann_exporter_http_accept_errors_total", "counter", "Failed accept() calls, by errno (emfile: the exporter is out of file descriptors; enfile: the host is).", ("reason",), field="accept_errors")
+HTTP_METRICS = (HTTP_CONNECTIONS, HTTP_MAX_CONNECTIONS, HTTP_REJECTED, HTTP_TIMEOUTS, HTTP_ACCEPT_ERRORS)

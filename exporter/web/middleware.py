@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from exporter.web.auth import AUTHENTICATED_USER, parse_basic
-from exporter.web.security import WebSecurity
+from exporter.web.auth import AUTHENTICATED_USER
+from exporter.web.security import Verdict, WebSecurity
 
 
 def _peer_sans(request: web.Request) -> set[str]:
@@ -34,6 +34,23 @@ def _allowed_san(request: web.Request, allowed: tuple[str, ...]) -> bool:
         except ValueError:
             wanted.add(value)
     return bool(_peer_sans(request) & wanted)
+
+
+# Refusals that are not a 401: (status, reason on the API, message).
+_REFUSALS = {
+    "throttled": (429, "throttled", "too many failed logins from this address; retry later"),
+    "overloaded": (503, "overloaded", "too many credential checks waiting; retry later"),
+}
+
+
+def _refused(request: web.Request, verdict: Verdict) -> web.Response:
+    if verdict.reason not in _REFUSALS:
+        return _unauthorized(request)
+    status, reason, message = _REFUSALS[verdict.reason]
+    headers = {"Retry-After": str(verdict.retry_after or 1)}
+    if request.path.startswith("/api/"):
+        return web.json_response({"error": message, "reason": reason}, status=status, headers=headers)
+    return web.Response(status=status, text=message + "\n", headers=headers)
 
 
 def _unauthorized(request: web.Request) -> web.Response:
@@ -65,11 +82,10 @@ def middleware(security: WebSecurity, bearer_paths: frozenset[str] = frozenset()
         header = request.headers.get("Authorization")
         if request.path in bearer_paths and (header or "").lower().startswith("bearer "):
             return await handler(request)  # the handler checks its own token, in constant time
-        user = await security.authenticate(header)
-        if user is None:
-            security.count_failure("no_credentials" if parse_basic(header) is None else "wrong_credentials")
-            return _unauthorized(request)
-        request[AUTHENTICATED_USER] = user
+        verdict = await security.authenticate(header, request.remote)   # counts its refusals
+        if verdict.user is None:
+            return _refused(request, verdict)
+        request[AUTHENTICATED_USER] = verdict.user
         return await handler(request)
 
     return web_auth

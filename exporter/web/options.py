@@ -1,11 +1,19 @@
-"""`listen` and `web.*`: where the exporter serves and the web config that guards it."""
+"""`listen` and `web.*`: where the exporter serves, the web config that guards it and the
+bounds that keep one client from exhausting it (limits.py, connection.py, accept.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.core.options import option, optional_text, parse_bool, parse_listen
+from exporter.core.options import (
+    option,
+    optional_text,
+    parse_bool,
+    parse_duration,
+    parse_listen,
+    parse_positive_int,
+)
 
 
 def listen_option() -> Any:
@@ -21,3 +29,16 @@ class WebOptions:
         "exporter-toolkit web config (TLS, mTLS, basic auth, headers), the format node_exporter's --web.config.file reads; reloaded on change",
         flag="--web.config.file", metavar="FILE")
     auth_exempt_health: bool = option(True, parse_bool, "serve /healthz and /readyz without basic auth (kubelet probes)")
+    max_connections: int = option(
+        256, parse_positive_int, "open connections served at most; a new one then replaces one idle for over a second, else gets a health slot (/healthz and /readyz only) or is closed; lowered at start if the open-file limit is too low",
+        metavar="N")
+    health_connections: int = option(
+        8, parse_positive_int, "connections kept beyond max_connections for /healthz and /readyz only, so kubelet probes get through a full server",
+        metavar="N")
+    header_timeout: float = option("10s", parse_duration, "close a connection that has not sent a request's headers this long after connecting (TLS handshake included) or after the request's first byte",
+                                   metavar="DURATION")
+    body_timeout: float = option("30s", parse_duration, "close a connection whose request body has not fully arrived this long after its headers",
+                                 metavar="DURATION")
+    idle_timeout: float = option("75s", parse_duration, "close a keep-alive connection idle between requests this long", metavar="DURATION")
+    write_timeout: float = option("30s", parse_duration, "drop a connection that has not read what it was sent (write buffer full) this long, freeing its buffers",
+                                  metavar="DURATION")

@@ -6,21 +6,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import secrets
 import ssl
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import bcrypt
 
 from exporter.core.clock import Clock, monotonic, wall
 from exporter.web.auth import (
     AUTH_CACHE_SECONDS,
     AUTH_CACHE_SIZE,
+    OVERLOADED_RETRY_SECONDS,
+    AddressThrottle,
+    BcryptPool,
+    Dummies,
     SuccessCache,
     checkpw,
+    client_address,
     parse_basic,
 )
 from exporter.web.collector import WebStatus
@@ -50,15 +52,18 @@ def _signature(paths: Iterator[Path] | tuple[Path, ...]) -> Signature:
 class WebState:
     config: WebConfig
     ssl_context: ssl.SSLContext | None
-    dummy_hash: bytes | None          # checked for unknown users, so they cost what a real user costs
+    dummies: Dummies | None           # checked for unknown users, so they cost what a real user costs
     signature: Signature
 
 
-def _dummy_hash(users: Mapping[str, bytes]) -> bytes | None:
-    if not users:
-        return None
-    cost = max(int(h.split(b"$")[2]) for h in users.values())
-    return bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(cost))
+@dataclass(frozen=True)
+class Verdict:
+    """What the credentials check says: the user admitted, or why not (a reason label of
+    cann_exporter_web_auth_failures_total) and, when worth retrying, after how many seconds."""
+
+    user: str | None = None
+    reason: str | None = None
+    retry_after: int | None = None
 
 
 def load_web_config(path: Path | str) -> WebState:
@@ -73,7 +78,7 @@ def load_web_config(path: Path | str) -> WebState:
     files = config.tls.files if config.tls else ()
     signature = before + _signature(files)  # taken before reading: a change meanwhile reloads again
     ctx = build_ssl_context(config.tls) if config.tls else None
-    return WebState(config, ctx, _dummy_hash(config.users), signature)
+    return WebState(config, ctx, Dummies.for_users(config.users), signature)
 
 
 
@@ -88,6 +93,8 @@ class WebSecurity:
         exempt_paths: frozenset[str] = frozenset(),
         poll_interval: float = RELOAD_POLL_SECONDS,
         cache_seconds: float = AUTH_CACHE_SECONDS,
+        pool: BcryptPool | None = None,
+        throttle: AddressThrottle | None = None,
         wall_clock: Clock = wall,
         clock: Clock = monotonic,
     ) -> None:
@@ -98,7 +105,8 @@ class WebSecurity:
         self.wall_clock = wall_clock
         self.ssl_context = ReloadableSSLContext.wrapping(state.ssl_context) if state.ssl_context else None
         self._cache = SuccessCache(cache_seconds, AUTH_CACHE_SIZE, clock)
-        self._bcrypt = asyncio.Lock()     # one bcrypt at a time: CPU-bound, as exporter-toolkit does
+        self._pool = pool if pool is not None else BcryptPool()
+        self._throttle = throttle if throttle is not None else AddressThrottle(clock=clock)
         self._failed_signature: Signature | None = None
         self.last_reload_success = True
         self.last_reload_success_time = wall_clock()
@@ -123,7 +131,7 @@ class WebSecurity:
 
     def reload_if_changed(self) -> bool | None:
         """Re-read when a file changed: True reloaded, False kept the last good state, None unchanged.
-        Blocking (file reads, bcrypt): run it in a thread."""
+        Blocking (file reads): run it in a thread."""
         paths = [self.path, *(self.state.config.tls.files if self.state.config.tls else ())]
         current = _signature(tuple(paths))
         if current == self.state.signature or current == self._failed_signature:
@@ -146,7 +154,10 @@ class WebSecurity:
         self.state = new
         if self.ssl_context is not None and new.ssl_context is not None:
             self.ssl_context.current = new.ssl_context
-        self._cache.clear()
+        # Same users, same hashes: every client stays verified (a certificate rotation must not
+        # send every scraper back to bcrypt, behind whatever guesses are queued). A changed
+        # hash could not hit anyway (it is part of the key); its entries go now.
+        self._cache.retain(new.config.users)
         self._failed_signature = None
         self.last_reload_success = True
         self.last_reload_success_time = self.wall_clock()
@@ -164,36 +175,59 @@ class WebSecurity:
 
     # --- authentication ---
 
-    async def authenticate(self, header: str | None) -> str | None:
-        """The user name when the basic credentials are right, else None.
+    async def authenticate(self, header: str | None, remote: str | None = None) -> Verdict:
+        """Check basic credentials from the client at ``remote`` (the connection's peer).
 
-        Unknown users are checked against a dummy hash of the same cost, on the same path as
-        a wrong password: neither the answer nor its timing tells whether the user exists."""
+        In this order: a throttled address is refused before the cache is asked (else it
+        could try guesses against the cache at hash-table speed: 429 wrong, 200 right); a
+        cached credential is admitted before anything queues (a verified scraper never waits
+        behind others' bcrypt); everything else spends a token of the address's budget
+        (given back on success) and runs bcrypt in the pool, or is refused at once when the
+        pool is full. Unknown users take the path of a wrong password, against a dummy of
+        a cost a known user has (see Dummies): neither answer nor time tells them apart."""
         creds = parse_basic(header)
         if creds is None:
-            return None
+            return self._refuse("no_credentials")
         state = self.state
+        if state.dummies is None:
+            return self._refuse("unknown_user")
         user, password = creds
-        try:
-            name: str | None = user.decode("utf-8")
-        except UnicodeDecodeError:
-            name = None
+        name = _user_name(user)
         stored = state.config.users.get(name) if name is not None else None
-        hashed = stored if stored is not None else state.dummy_hash
-        if hashed is None:
-            return None
+        address = client_address(remote)
+        wait = self._throttle.retry_after(address)
+        if wait is not None:
+            return self._refuse("throttled", wait)
+        hashed = stored if stored is not None else state.dummies.hash_for(user)
         key = self._cache.key(user, hashed, password)
-        if stored is not None and self._cache.hit(key):
-            return name
-        async with self._bcrypt:
-            ok = await asyncio.to_thread(checkpw, password, hashed)
-        if not (ok and stored is not None):
-            return None
-        self._cache.add(key)
-        return name
+        if self._cache.hit(key) and stored is not None:
+            return Verdict(name)
+        # Spent before the pool is asked: a refusal for overload costs the address too, so
+        # keeping the pool full does not buy guesses the budget would refuse.
+        self._throttle.spend(address)
+        check = self._pool.submit(checkpw, password, hashed)
+        if check is None:
+            return self._refuse("overloaded", OVERLOADED_RETRY_SECONDS)
+        ok = await check
+        if stored is None or name is None:
+            return self._refuse("unknown_user")
+        # A reload during the check may have removed the user or changed the hash.
+        if not ok or self.state.config.users.get(name) != stored:
+            return self._refuse("wrong_password")
+        self._throttle.refund(address)
+        self._cache.add(key, name, stored)
+        return Verdict(name)
+
+    def _refuse(self, reason: str, retry_after: int | None = None) -> Verdict:
+        self.count_failure(reason)
+        return Verdict(None, reason, retry_after)
 
     def count_failure(self, reason: str) -> None:
         self.auth_failures[reason] = self.auth_failures.get(reason, 0) + 1
+
+    def close(self) -> None:
+        """Stop the bcrypt threads (checks still queued are dropped)."""
+        self._pool.close()
 
     # --- the status part ---
 
@@ -202,4 +236,12 @@ class WebSecurity:
         return WebStatus(
             self.last_reload_success, self.last_reload_success_time,
             tuple(sorted(self.reloads.items())), tuple(sorted(self.auth_failures.items())),
+            self._pool.checks, self._pool.pending,
         )
+
+
+def _user_name(user: bytes) -> str | None:
+    try:
+        return user.decode("utf-8")
+    except UnicodeDecodeError:
+        return None

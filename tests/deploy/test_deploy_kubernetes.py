@@ -27,7 +27,7 @@ kubernetes_validate = require_module("kubernetes_validate", "pip install kuberne
 # Oldest schema bundled with kubernetes-validate and the newest: the manifests use nothing newer.
 K8S_VERSIONS = ("1.25.0", kubernetes_validate.latest_version())
 OVERLAYS = ("base", "overlays/prometheus-scrape", "overlays/tls-basic-auth")
-COMPONENTS = ("privileged", "host-pid", "non-root", "sixteen-chips")
+COMPONENTS = ("privileged", "host-pid", "non-root", "sixteen-chips", "hardened-ingest")
 ASSUMED_PODRESOURCES_KEYS = {
     "podresources.enabled", "podresources.socket", "podresources.timeout", "podresources.interval",
     "podresources.ttl", "podresources.resources", "podresources.device_id",
@@ -151,6 +151,42 @@ def test_components_render_and_validate(tmp_path: Path, components: tuple[str, .
         assert {"name": "CANN_EXPORTER_PODRESOURCES_ENABLED", "value": "false"} in container["env"]
     devices = sorted(m["mountPath"] for m in container["volumeMounts"] if m["mountPath"].startswith("/dev/davinci") and m["mountPath"][-1].isdigit())
     assert len(devices) == (16 if "sixteen-chips" in components else 8)
+    if "hardened-ingest" in components:
+        check_hardened_ingest(objects)
+
+
+INGEST_LABEL = {"cann-exporter/ingest": "true"}
+
+
+def check_hardened_ingest(objects: list[dict]) -> None:
+    """The token from a Secret (the exporter's own option), a node-local Service, and a
+    NetworkPolicy that admits Prometheus and labelled training pods only."""
+    from exporter.node.settings import OPTIONS_BY_KEY
+
+    pod = daemonset(objects)["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    token_file = env[OPTIONS_BY_KEY["ingest.token_file"].env_name]
+    (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == "ingest-token"]
+    assert volume["secret"]["secretName"] == "cann-exporter-ingest-token" and not volume["secret"].get("optional")
+    assert volume["secret"]["defaultMode"] == 0o440
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "ingest-token"]
+    assert mount["readOnly"] is True and token_file == mount["mountPath"] + "/token"
+
+    services = {s["metadata"]["name"]: s for s in by_kind(objects, "Service")}
+    ingest = services["cann-exporter-ingest"]
+    assert ingest["metadata"]["namespace"] == "cann-exporter"
+    assert ingest["spec"]["internalTrafficPolicy"] == "Local" and ingest["spec"].get("clusterIP") != "None"
+    assert ingest["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    assert {p["targetPort"] for p in ingest["spec"]["ports"]} <= {p["name"] for p in container["ports"]}
+
+    (policy,) = by_kind(objects, "NetworkPolicy")
+    assert policy["spec"]["egress"] == [] and policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    peers = [peer for rule in policy["spec"]["ingress"] for peer in rule["from"]]
+    assert all(set(peer) == {"namespaceSelector", "podSelector"} for peer in peers)   # no ipBlock, no "everyone"
+    labels = [peer["podSelector"]["matchLabels"] for peer in peers]
+    assert INGEST_LABEL in labels and {"app.kubernetes.io/name": "prometheus"} in labels
+    assert all(p["port"] == "metrics" for rule in policy["spec"]["ingress"] for p in rule["ports"])
 
 
 # --- the DaemonSet's contract -----------------------------------------------------------------

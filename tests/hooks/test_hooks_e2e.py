@@ -188,7 +188,8 @@ def post(url: str, doc: dict) -> int:
 
 
 def test_ttl_expiry_removes_series(start_exporter):
-    exporter = start_exporter("--ingest.ttl", "2s", "--ingest.finished-ttl", "1s")
+    # TTLs well above the exporter's 1 s coalescing of the jobs part, so all three are seen at once.
+    exporter = start_exporter("--ingest.ttl", "4s", "--ingest.finished-ttl", "3s")
     # A job that simply stops (a crash): gone after the TTL.
     assert post(exporter.url, {"job_name": "crashed", "rank": 0, "steps": [{"duration": 0.5}]}) == 200
     # A job that closed its Monitor: gone after the finished TTL.

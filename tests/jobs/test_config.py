@@ -22,7 +22,10 @@ def test_defaults():
     s = build_settings()
     assert s.ingest.enabled and s.ingest.token is None
     assert (s.ingest.ttl, s.ingest.finished_ttl) == (1800, 60)
-    assert (s.ingest.max_jobs, s.ingest.max_ranks, s.ingest.max_body_bytes) == (64, 32, 1 << 20)
+    assert (s.ingest.max_jobs, s.ingest.max_ranks, s.ingest.max_body_bytes) == (8, 16, 1 << 20)
+    assert (s.ingest.max_series, s.ingest.max_jobs_per_client, s.ingest.max_ranks_per_client) == (2240, 4, 32)
+    assert s.ingest.idle_after == 300
+    assert IngestLimits() == IngestLimits.of(s.ingest)  # one set of defaults: the options'
 
 
 def test_options_from_env_and_flags():
@@ -59,10 +62,15 @@ def test_token_file(tmp_path):
 
 
 def test_assembly_builds_the_store_and_registers_the_collector():
-    settings = build_settings(flags={"simulator.scenario": "healthy", "ingest.max_jobs": "3", "ingest.ttl": "2m", "ingest.token": "t"})
+    settings = build_settings(flags={
+        "simulator.scenario": "healthy", "ingest.max_jobs": "3", "ingest.ttl": "2m", "ingest.token": "t",
+        "ingest.max_series": "700", "ingest.max_jobs_per_client": "2", "ingest.max_ranks_per_client": "5", "ingest.idle_after": "90s",
+    })
     exporter = assemble(settings)
     assert exporter.ingest is not None and settings.ingest.token == "t"
     assert exporter.ingest.limits.max_jobs == 3 and exporter.ingest.ttl == 120
+    limits = exporter.ingest.limits
+    assert (limits.max_series, limits.max_jobs_per_client, limits.max_ranks_per_client, limits.idle_after) == (700, 2, 5, 90)
     assert any(isinstance(r.collector, JobCollector) for r in exporter.exposition.renderings)
     assert assemble(settings, ingest=False).ingest is None
     assert assemble(build_settings(flags={"simulator.scenario": "healthy", "ingest.enabled": False})).ingest is None
@@ -103,3 +111,18 @@ def test_serve_with_an_unreadable_token_file_exits_2(tmp_path, capsys):
 
     assert main(["serve", "--ingest.token-file", str(tmp_path / "missing")]) == 2
     assert "ingest.token_file" in capsys.readouterr().err
+
+
+def test_the_documented_limits_and_arithmetic_are_the_code_s():
+    from exporter.jobs.metrics import SERIES_PER_RANK
+    from exporter.node.settings import OPTIONS_BY_KEY
+
+    text = " ".join((ROOT / "docs" / "training-hooks.md").read_text().split())  # re-wrapping is fine
+    for key in ("max_jobs", "max_ranks", "max_series", "max_jobs_per_client", "max_ranks_per_client", "idle_after"):
+        assert f"| `ingest.{key}` | {OPTIONS_BY_KEY['ingest.' + key].shown_default} |" in text, key
+    limits = IngestLimits()
+    ranks = limits.max_series // SERIES_PER_RANK
+    assert f"**{SERIES_PER_RANK} series**" in text
+    assert f"({limits.max_series:,} = {ranks} ranks)" in text
+    assert f"{limits.max_jobs} x {limits.max_ranks} x {SERIES_PER_RANK} = {limits.max_jobs * limits.max_ranks * SERIES_PER_RANK:,}" in text
+    assert f"({limits.max_jobs_per_client} of the {limits.max_jobs} jobs, {limits.max_ranks_per_client} of the {ranks} ranks)" in text

@@ -24,7 +24,7 @@ from exporter.pods.metrics import POD_METRICS
 from exporter.pods.podresources_pb import api_pb2 as pb
 from exporter.profiles.metrics import PROFILE_METRICS
 from exporter.resources.metrics import RESOURCE_METRICS
-from exporter.web.metrics import WEB_METRICS
+from exporter.web.metrics import HTTP_METRICS, WEB_METRICS
 from tests.support.hccn import calls as hccn_calls
 from tests.support.hccn import write_replay_hccn
 from tests.support.kubelet import FakeKubelet, container, pod
@@ -34,7 +34,7 @@ from tests.support.replay import write_replay_npu_smi
 
 FAMILIES: dict[str, tuple[MetricSpec, ...]] = {
     "devices": CHIP_METRICS, "processes": PROCESS_METRICS, "network": NETWORK_METRICS, "pods": POD_METRICS,
-    "profiles": PROFILE_METRICS, "jobs": JOB_METRICS + INGEST_METRICS, "self": SELF_METRICS + RESOURCE_METRICS + WEB_METRICS,
+    "profiles": PROFILE_METRICS, "jobs": JOB_METRICS + INGEST_METRICS, "self": SELF_METRICS + RESOURCE_METRICS + WEB_METRICS + HTTP_METRICS,
 }
 
 

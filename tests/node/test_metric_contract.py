@@ -51,8 +51,10 @@ from exporter.profiles.part import ProfilesPart
 from exporter.resources.collector import ResourcesCollector
 from exporter.resources.part import ResourcesPart
 from exporter.resources.source import ResourcesSource
-from exporter.web.collector import WebCollector, WebStatus
+from exporter.web.collector import HttpCollector, HttpStatus, WebCollector, WebStatus
+from exporter.web.options import WebOptions
 from exporter.web.security import WebSecurity
+from exporter.web.server import HttpServer
 from tests.support.exposition import exposition
 from tests.support.hccn import write_replay_hccn
 from tests.support.kubelet import container, pod
@@ -65,7 +67,7 @@ from tests.support.webconfig import HASH, write_web_config
 
 COLLECTORS = {
     ChipsCollector: DevicesPart, ProcessesCollector: DevicesPart, StatusCollector: StatusPart, NetworkCollector: NetworkPart,
-    PodCollector: PodsPart, JobCollector: JobsPart, ProfileCollector: ProfilesPart, WebCollector: WebStatus,
+    PodCollector: PodsPart, JobCollector: JobsPart, ProfileCollector: ProfilesPart, WebCollector: WebStatus, HttpCollector: HttpStatus,
     ResourcesCollector: ResourcesPart,
 }
 # Fields that are labels of the series their record renders (which chip, port, job, source).
@@ -245,8 +247,15 @@ def profiles(tmp_path: Path) -> str:
 
 def web(tmp_path: Path) -> str:
     security = WebSecurity.from_file(write_web_config(tmp_path / "web.yml", {"basic_auth_users": {"prometheus": HASH}}))
-    security.count_failure("wrong_credentials")
+    security.count_failure("wrong_password")
     return exposition(WebCollector(), security.part())
+
+
+def http(tmp_path: Path) -> str:
+    """The listener's counts, as `serve` keeps them (every reason and kind from the start)."""
+    server = HttpServer(WebOptions())
+    server.table.count_timeout("write")
+    return exposition(HttpCollector(), server.status())
 
 
 def resources(tmp_path: Path) -> str:
@@ -257,7 +266,7 @@ def resources(tmp_path: Path) -> str:
 
 
 PRODUCERS = (npu_smi_910b3, npu_smi_310p, npu_smi_health, simulated, hccn_tool, hccn_tool_simulated, kubelet, ingest, profiles,
-             web, resources)
+             web, http, resources)
 
 
 def test_every_declared_metric_is_produced_from_real_outputs(tmp_path: Path):

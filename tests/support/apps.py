@@ -4,7 +4,6 @@ tests that drive HTTP in-process (aiohttp's test client or a site on 127.0.0.1).
 from __future__ import annotations
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry
 
 from exporter.jobs import http as ingest_http
 from exporter.jobs.collector import JobCollector
@@ -24,8 +23,7 @@ def ingest_app(ingest: IngestStore | None, token: str | None = None, security: W
         renderings.append(Rendering(JobCollector(), lambda s: s.jobs))
     if security is not None:
         renderings.append(Rendering(WebCollector(), lambda s: s.web))
-    registry = CollectorRegistry()
-    registry.register(Exposition(store, renderings))
+    exposition = Exposition(store, renderings)   # served as `serve` serves it: encoded parts
     routes = ingest_http.routes(ingest, token) if ingest is not None else []
     ready = lambda: store.sampled.ready  # noqa: E731 (never: nothing is sampled here)
-    return create_app(registry, ready, routes=routes, bearer_paths=ingest_http.bearer_paths(token), security=security)
+    return create_app(exposition, ready, routes=routes, bearer_paths=ingest_http.bearer_paths(token), security=security)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import gzip
 
-from prometheus_client import CollectorRegistry
-
 from exporter.node.exposition import Exposition, Rendering
 from exporter.node.snapshot import Snapshot, SnapshotStore
 from exporter.npusmi.collector import ChipsCollector
@@ -20,9 +18,8 @@ def chip(npu: int, **values) -> ChipSample:
 def make_app(snapshot: Snapshot):
     store = SnapshotStore()
     store.publish(snapshot)
-    registry = CollectorRegistry()
-    registry.register(Exposition(store, [Rendering(ChipsCollector(), lambda s: s.devices)]))
-    return create_app(registry, lambda: store.sampled.ready), store
+    exposition = Exposition(store, [Rendering(ChipsCollector(), lambda s: s.devices)])
+    return create_app(exposition, lambda: store.sampled.ready), store
 
 
 async def test_text_format_by_default(aiohttp_client):

@@ -1,0 +1,235 @@
+"""`python -m benchmarks._abuse_load CONFIG_JSON OUT_DIR`: the hostile traffic of exporter_abuse.
+
+One asyncio event loop, in its own process (so its CPU does not delay the measuring client's
+timers), against 127.0.0.1:PORT only, each kind of client from loopback addresses of its own
+(127.K.x.y: the exporter's per-address bounds see many clients, as they would in a cluster):
+
+- ingest (127.4.0.1, bearer token): fills the default caps (jobs x ranks), then POSTs batches
+  round-robin to the ranks it holds, and every tenth POST a job that does not fit (429);
+- auth: clients sending basic auth with a wrong password, each on its own keep-alive
+  connection, from ``auth_addresses`` distinct addresses (127.1.x.y);
+- idle: connections that send nothing (127.2.x.y), reconnecting when the exporter closes them;
+- slow: connections that never read (SO_RCVBUF 4 KiB, 127.3.x.y): even ones pipeline
+  GET /metrics with valid credentials (a stuck scraper), odd ones bursts of unauthenticated
+  GET /healthz (exempt from auth); a new burst every second; reconnecting when dropped;
+- overflow: idle connections beyond the connection limit (127.5.x.y), reconnecting when closed.
+
+Writes OUT_DIR/ready once every kind has started, runs until OUT_DIR/stop appears (or its
+hard deadline), then writes OUT_DIR/result.json: per kind, requests, statuses, errors and
+connects. Every loop ends at the deadline; every socket is closed on the way out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from benchmarks._rawhttp import HOST, Connection, basic_auth, request_bytes
+
+PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+                     "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+
+
+def address(block: int, index: int) -> str:
+    return f"127.{block}.{index // 250}.{index % 250 + 1}"
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.kinds: dict[str, dict[str, Any]] = {}
+
+    def kind(self, name: str, clients: int) -> dict[str, Any]:
+        self.kinds[name] = {"clients": clients, "requests": 0, "status": Counter(), "errors": Counter(), "connects": 0,
+                            "closed_by_server": 0}
+        return self.kinds[name]
+
+    def json(self) -> dict[str, Any]:
+        return {name: {k: dict(v) if isinstance(v, Counter) else v for k, v in kind.items()} for name, kind in self.kinds.items()}
+
+
+class Load:
+    def __init__(self, config: dict[str, Any], out: Path) -> None:
+        self.cfg = config
+        self.port = int(config["port"])
+        self.out = out
+        self.stats = Stats()
+        self.stop = asyncio.Event()
+        self.deadline = time.monotonic() + float(config["max_seconds"])
+
+    def running(self) -> bool:
+        return not self.stop.is_set() and time.monotonic() < self.deadline
+
+    async def pause(self, seconds: float) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.stop.wait(), max(0.0, min(seconds, self.deadline - time.monotonic())))
+
+    async def watch_stop(self) -> None:
+        while self.running():
+            if (self.out / "stop").exists():
+                self.stop.set()
+            await self.pause(0.1)
+        self.stop.set()
+
+    # --- ingest at the caps ---------------------------------------------------------------------
+    async def ingest(self) -> None:
+        cfg = self.cfg
+        st = self.stats.kind("ingest", 1)
+        conn = Connection(self.port, address(4, 0), timeout=10)
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {cfg['ingest_token']}"}
+        held = [(f"abuse-{j}", r) for j in range(int(cfg["ingest_jobs"])) for r in range(int(cfg["ingest_ranks"]))]
+        phases = {"h2d": 0.002, "compute": 0.03, "communication": 0.01, "data": 0.003}
+
+        def batch(job: str, rank: int, steps: int) -> bytes:
+            end = time.time()
+            body = {"job_name": job, "rank": rank, "world_size": max(16, rank + 1), "device": str(rank % 16), "pid": 4000 + rank,
+                    "steps": [{"end": end, "duration": 0.05, "samples": 32, "phases": phases}] * steps}
+            return request_bytes("POST", "/api/v1/steps", headers, json.dumps(body, separators=(",", ":")).encode())
+
+        index = 0
+        try:
+            while self.running():
+                if index < len(held):
+                    job, rank = held[index]                       # fill the caps first
+                    raw = batch(job, rank, 1)
+                elif index % 10 == 0:
+                    raw = batch(f"over-{index}", 0, 1)            # does not fit: 429
+                else:
+                    job, rank = held[index % len(held)]
+                    raw = batch(job, rank, int(cfg["ingest_batch"]))
+                index += 1
+                try:
+                    status, _, _, _ = await conn.request(raw)
+                    st["requests"] += 1
+                    st["status"][str(status)] += 1
+                except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
+                    st["errors"][type(exc).__name__] += 1
+                    await self.pause(0.1)
+                if index >= len(held):
+                    await self.pause(float(cfg["ingest_pause"]))
+        finally:
+            st["connects"] = conn.connects
+            conn.close()
+
+    # --- wrong passwords ------------------------------------------------------------------------
+    async def wrong_password(self, index: int, st: dict[str, Any]) -> None:
+        cfg = self.cfg
+        conn = Connection(self.port, address(1, index % int(cfg["auth_addresses"])), timeout=10)
+        attempt = 0
+        try:
+            while self.running():
+                attempt += 1
+                raw = request_bytes("GET", "/metrics", {"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip",
+                                                        "Authorization": basic_auth(cfg["user"], f"wrong-{index}-{attempt}")})
+                try:
+                    status, _, _, _ = await conn.request(raw)
+                    st["requests"] += 1
+                    st["status"][str(status)] += 1
+                except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
+                    st["errors"][type(exc).__name__] += 1
+                    await self.pause(0.1)
+                await self.pause(float(cfg["auth_pause"]))
+        finally:
+            st["connects"] += conn.connects
+            conn.close()
+
+    # --- idle connections (also the overflow beyond the limit) -----------------------------------
+    async def idle(self, block: int, index: int, st: dict[str, Any], reconnect_pause: float) -> None:
+        while self.running():
+            writer = None
+            try:
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(HOST, self.port, local_addr=(address(block, index), 0)), 5)
+                st["connects"] += 1
+                stopped = asyncio.ensure_future(self.stop.wait())
+                read = asyncio.ensure_future(reader.read(1))
+                await asyncio.wait({stopped, read}, timeout=max(0.0, self.deadline - time.monotonic()),
+                                   return_when=asyncio.FIRST_COMPLETED)
+                stopped.cancel()
+                if read.done() and not read.cancelled() and read.exception() is None:
+                    st["closed_by_server"] += 1    # the exporter closed it (b"") or answered (it never does)
+                else:
+                    read.cancel()
+                    with contextlib.suppress(BaseException):
+                        await read
+                    if read.done() and not read.cancelled() and read.exception() is not None:
+                        st["errors"][type(read.exception()).__name__] += 1
+            except (OSError, asyncio.TimeoutError) as exc:
+                st["errors"][type(exc).__name__] += 1
+            finally:
+                if writer is not None:
+                    writer.transport.abort()
+            await self.pause(reconnect_pause)
+
+    # --- connections that never read --------------------------------------------------------------
+    async def slow(self, index: int, st: dict[str, Any]) -> None:
+        cfg = self.cfg
+        loop = asyncio.get_running_loop()
+        if index % 2 == 0:
+            burst = request_bytes("GET", "/metrics", {"Accept-Encoding": "identity",
+                                                      "Authorization": basic_auth(cfg["user"], cfg["password"])}) * 4
+        else:
+            burst = request_bytes("GET", "/healthz") * 200
+        while self.running():
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.bind((address(3, index), 0))
+                sock.setblocking(False)
+                await asyncio.wait_for(loop.sock_connect(sock, (HOST, self.port)), 5)
+                st["connects"] += 1
+                while self.running():
+                    try:
+                        await asyncio.wait_for(loop.sock_sendall(sock, burst), 1.0)
+                        st["requests"] += burst.count(b"GET ")
+                    except asyncio.TimeoutError:
+                        st["errors"]["send_blocked"] += 1    # the exporter stopped reading us: fine
+                    await self.pause(1.0)
+            except (ConnectionResetError, BrokenPipeError):
+                st["closed_by_server"] += 1          # the exporter dropped a client that does not read
+            except (OSError, asyncio.TimeoutError) as exc:
+                st["errors"][type(exc).__name__] += 1
+            finally:
+                sock.close()
+            await self.pause(0.5)
+
+    async def main(self) -> None:
+        cfg = self.cfg
+        tasks = [asyncio.ensure_future(self.watch_stop()), asyncio.ensure_future(self.ingest())]
+        auth = self.stats.kind("wrong_password", int(cfg["auth_clients"]))
+        tasks += [asyncio.ensure_future(self.wrong_password(i, auth)) for i in range(int(cfg["auth_clients"]))]
+        idle = self.stats.kind("idle", int(cfg["idle"]))
+        tasks += [asyncio.ensure_future(self.idle(2, i, idle, 0.5)) for i in range(int(cfg["idle"]))]
+        slow = self.stats.kind("slow_reader", int(cfg["slow"]))
+        tasks += [asyncio.ensure_future(self.slow(i, slow)) for i in range(int(cfg["slow"]))]
+        overflow = self.stats.kind("overflow", int(cfg["overflow"]))
+        tasks += [asyncio.ensure_future(self.idle(5, i, overflow, 0.25)) for i in range(int(cfg["overflow"]))]
+        await asyncio.sleep(0.5)
+        (self.out / "ready").write_text("ready\n")
+        await asyncio.wait(tasks, timeout=max(1.0, self.deadline - time.monotonic() + 5))
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m benchmarks._abuse_load CONFIG_JSON OUT_DIR", file=sys.stderr)
+        return 2
+    out = Path(argv[1])
+    load = Load(json.loads(Path(argv[0]).read_text(encoding="utf-8")), out)
+    try:
+        asyncio.run(load.main())
+    finally:
+        (out / "result.json").write_text(json.dumps(load.stats.json()), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

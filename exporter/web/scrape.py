@@ -1,0 +1,121 @@
+"""GET /metrics: the format the scraper asks for, bytes that were encoded before, gzip kept
+for a body that did not change, and every encode or compress off the event loop.
+
+The event loop only checks that the cached encodings are current and joins them; when a part
+changed, one encoder thread renders it (scrapes arriving meanwhile wait for that one encode
+rather than each starting their own), and gzip of a new body runs there too. A scrape
+therefore never holds the loop for longer than a join, whatever the number of series, and
+/healthz stays answered while a large body is being made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol, TypeVar
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import generate_latest as encode_text
+from prometheus_client.openmetrics.exposition import (
+    generate_latest as encode_openmetrics,
+)
+
+T = TypeVar("T")
+
+CONTENT_TYPES = {
+    False: "text/plain; version=0.0.4; charset=utf-8",
+    True: "application/openmetrics-text; version=1.0.0; charset=utf-8",
+}
+GZIP_LEVEL = 5
+
+
+class MetricsBody(Protocol):
+    def ready_body(self, openmetrics: bool) -> bytes | None:
+        """The body if it needs no encoding (cheap: called on the event loop), else None."""
+
+    def body(self, openmetrics: bool) -> bytes:
+        """The body, encoding what changed (called in the encoder thread)."""
+
+
+class RegistryBody:
+    """A plain prometheus_client registry: rendered on every scrape (tests and tools)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def ready_body(self, openmetrics: bool) -> bytes | None:
+        return None
+
+    def body(self, openmetrics: bool) -> bytes:
+        return encode_openmetrics(self.registry) if openmetrics else encode_text(self.registry)
+
+
+def wants_openmetrics(accept: str) -> bool:
+    """OpenMetrics 1.0 when the Accept header lists it (without a version, or 1.0.0) before
+    the text format; anything else, malformed parameters included, gets the text format."""
+    for entry in accept.split(","):
+        media, *params = (token.strip() for token in entry.split(";"))
+        if media == "text/plain":
+            return False
+        if media == "application/openmetrics-text":
+            versions = [p.partition("=")[2].strip().strip('"') for p in params if p.partition("=")[0].strip().lower() == "version"]
+            if not versions or versions[0] == "1.0.0":
+                return True
+    return False
+
+
+def accepts_gzip(accept_encoding: str) -> bool:
+    for entry in accept_encoding.split(","):
+        coding, *params = (token.strip().lower() for token in entry.split(";"))
+        if coding == "gzip":
+            return not any(p.replace(" ", "") in ("q=0", "q=0.0", "q=0.00", "q=0.000") for p in params)
+    return False
+
+
+class Scrapes:
+    """The /metrics handler's state: the body source, one encoder thread, the gzip cache."""
+
+    def __init__(self, source: MetricsBody) -> None:
+        self.source = source
+        self._executor: ThreadPoolExecutor | None = None
+        self._encoding = asyncio.Lock()
+        self._gzipped: dict[bool, tuple[bytes, bytes]] = {}   # openmetrics -> (body, its gzip)
+
+    async def lifetime(self, app: web.Application) -> AsyncIterator[None]:
+        """cleanup_ctx: the encoder thread lives as long as the app."""
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics-encoder")
+        yield
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        openmetrics = wants_openmetrics(request.headers.get("Accept", ""))
+        body = await self._body(openmetrics)
+        headers = {"Content-Type": CONTENT_TYPES[openmetrics]}
+        if accepts_gzip(request.headers.get("Accept-Encoding", "")):
+            body = await self._gzip(openmetrics, body)
+            headers["Content-Encoding"] = "gzip"
+        return web.Response(body=body, headers=headers)
+
+    async def _body(self, openmetrics: bool) -> bytes:
+        body = self.source.ready_body(openmetrics)
+        if body is not None:
+            return body
+        async with self._encoding:   # the scrapes that waited find the body ready
+            body = self.source.ready_body(openmetrics)
+            return body if body is not None else await self._run(self.source.body, openmetrics)
+
+    async def _gzip(self, openmetrics: bool, body: bytes) -> bytes:
+        cached = self._gzipped.get(openmetrics)
+        if cached is not None and cached[0] is body:
+            return cached[1]
+        compressed = await self._run(lambda: gzip.compress(body, compresslevel=GZIP_LEVEL))
+        self._gzipped[openmetrics] = (body, compressed)
+        return compressed
+
+    async def _run(self, work: Callable[..., T], *args: object) -> T:
+        if self._executor is None:   # an app used without its cleanup_ctx (a bare test client)
+            return work(*args)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, work, *args)

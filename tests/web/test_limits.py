@@ -1,0 +1,291 @@
+"""The listener's bounds, in-process on 127.0.0.1: header, body, idle and write deadlines, the
+connection cap with its health slots, and the table that decides admission.
+
+Each test serves a small app through HttpServer.serve (what `serve` runs) with tiny timeouts,
+drives it with raw sockets, and asserts what the client sees and what was counted. Every wait
+is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import pytest
+from aiohttp import web
+
+from exporter.node.settings import ConfigError, build_settings
+from exporter.web import limits
+from exporter.web.limits import ConnectionTable, Pool
+from exporter.web.options import WebOptions
+from exporter.web.server import HttpServer
+from tests.support.webconfig import Pki
+
+BIG = b"x" * (4 << 20)       # a response no socket buffer of a non-reading client holds
+BOUND = 10.0                  # seconds any single wait may take (generous)
+REACHED = web.AppKey("reached", asyncio.Event)   # set when /slow's handler runs
+FAST = WebOptions(header_timeout=0.3, body_timeout=0.3, idle_timeout=0.3, write_timeout=0.3)
+
+
+def small_app() -> web.Application:
+    async def ok(request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def big(request: web.Request) -> web.Response:
+        return web.Response(body=BIG)
+
+    async def echo(request: web.Request) -> web.Response:
+        return web.Response(body=await request.read())
+
+    async def slow(request: web.Request) -> web.Response:
+        request.app[REACHED].set()
+        await asyncio.sleep(BOUND)
+        return web.Response(text="late\n")
+
+    app = web.Application()
+    app[REACHED] = asyncio.Event()
+    app.router.add_get("/healthz", ok)
+    app.router.add_get("/readyz", ok)
+    app.router.add_get("/big", big)
+    app.router.add_post("/echo", echo)
+    app.router.add_get("/slow", slow)
+    return app
+
+
+@dataclass
+class Served:
+    server: HttpServer
+    port: int
+    app: web.Application
+
+    async def connect(self, rcvbuf: int | None = None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        sock = socket.socket()
+        if rcvbuf is not None:   # before connect, so the window is small from the start
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        sock.setblocking(False)
+        await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", self.port)), BOUND)
+        return await asyncio.open_connection(sock=sock)
+
+    async def until(self, condition: Callable[[], bool]) -> None:
+        """Bounded poll of the server's state."""
+        end = asyncio.get_running_loop().time() + BOUND
+        while not condition():
+            assert asyncio.get_running_loop().time() < end, "condition not met in time"
+            await asyncio.sleep(0.02)
+
+
+@asynccontextmanager
+async def serving(options: WebOptions, ssl_context: ssl.SSLContext | None = None) -> AsyncIterator[Served]:
+    server = HttpServer(options)
+    sock = socket.create_server(("127.0.0.1", 0))
+    app = small_app()
+    task = asyncio.create_task(server.serve(app, [sock], ssl_context, handle_signals=False))
+    try:
+        yield Served(server, sock.getsockname()[1], app)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def closed_by_server(reader: asyncio.StreamReader) -> bytes:
+    """What arrives until the server closes (EOF or reset); fails if it never does."""
+    received = b""
+    try:
+        while chunk := await asyncio.wait_for(reader.read(65536), BOUND):
+            received += chunk
+    except ConnectionResetError:
+        pass
+    return received
+
+
+async def request(served: Served, path: str) -> bytes:
+    reader, writer = await served.connect()
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode())
+    answer = await closed_by_server(reader)
+    writer.close()
+    return answer
+
+
+# --- deadlines -------------------------------------------------------------------------------------
+
+async def test_half_sent_headers_are_closed_by_the_header_timeout():
+    async with serving(FAST) as served:
+        reader, writer = await served.connect()
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Slow: ")   # slowloris: never finishes
+        assert await closed_by_server(reader) == b""
+        assert served.server.table.timeouts["header"] == 1
+        await served.until(lambda: served.server.table.open == 0)
+
+
+async def test_a_connection_that_sends_nothing_is_closed_by_the_header_timeout():
+    async with serving(FAST) as served:
+        reader, _ = await served.connect()
+        assert await closed_by_server(reader) == b""
+        assert served.server.table.timeouts["header"] == 1
+
+
+async def test_a_body_that_never_arrives_is_closed_by_the_body_timeout():
+    async with serving(FAST) as served:
+        reader, writer = await served.connect()
+        writer.write(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nx")
+        assert await closed_by_server(reader) == b""
+        await served.until(lambda: served.server.table.open == 0)
+        # The handler it cancelled ends after the close: no deadline is armed (or counted) again.
+        await asyncio.sleep(3 * FAST.idle_timeout)
+        assert served.server.table.timeouts == {"header": 0, "body": 1, "idle": 0, "write": 0}
+
+
+async def test_a_complete_body_is_served():
+    async with serving(FAST) as served:
+        reader, writer = await served.connect()
+        writer.write(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+        assert (await closed_by_server(reader)).endswith(b"\r\n\r\nhello")
+        assert sum(served.server.table.timeouts.values()) == 0
+
+
+async def test_an_idle_keep_alive_connection_is_closed_by_the_idle_timeout():
+    async with serving(FAST) as served:
+        reader, writer = await served.connect()
+        for _ in range(2):   # kept alive between requests, each answered
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert (await asyncio.wait_for(reader.readuntil(b"ok\n"), BOUND)).startswith(b"HTTP/1.1 200")
+        assert await closed_by_server(reader) == b""
+        assert served.server.table.timeouts == {"header": 0, "body": 0, "idle": 1, "write": 0}
+
+
+async def test_a_client_that_does_not_read_is_dropped_and_its_buffers_freed():
+    async with serving(FAST) as served:
+        # A small receive window, many pipelined requests for a large body, nothing read.
+        _, writer = await served.connect(rcvbuf=4096)
+        writer.write(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\n" * 20)
+        await served.until(lambda: served.server.table.timeouts["write"] == 1)
+        await served.until(lambda: served.server.table.open == 0)
+        assert served.server.table.timeouts["idle"] == 0
+        writer.close()
+
+
+async def test_deadlines_leave_ordinary_requests_alone():
+    async with serving(FAST) as served:
+        for path in ("/healthz", "/big"):
+            answer = await request(served, path)
+            assert answer.startswith(b"HTTP/1.1 200")
+        assert len(answer) > len(BIG)
+        assert sum(served.server.table.timeouts.values()) == 0
+
+
+async def test_tls_is_served_and_a_silent_handshake_is_closed_by_the_header_timeout(pki: Pki):
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(pki.server.cert, pki.server.key)
+    async with serving(FAST, context) as served:
+        reader, _ = await served.connect()      # TCP only: the handshake never starts
+        assert await closed_by_server(reader) == b""
+        assert served.server.table.timeouts["header"] == 1
+        await served.until(lambda: served.server.table.open == 0)
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection("127.0.0.1", served.port, ssl=pki.client_context(), server_hostname="localhost"), BOUND)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        assert (await closed_by_server(reader)).startswith(b"HTTP/1.1 200")
+        writer.close()
+        await served.until(lambda: served.server.table.open == 0)
+        assert served.server.table.timeouts["header"] == 1
+
+
+async def test_a_client_that_leaves_during_its_handler_is_no_timeout():
+    async with serving(FAST) as served:
+        reader, writer = await served.connect()
+        writer.write(b"GET /slow HTTP/1.1\r\nHost: t\r\n\r\n")
+        await asyncio.wait_for(served.app[REACHED].wait(), BOUND)
+        writer.close()
+        await served.until(lambda: served.server.table.open == 0)
+        await asyncio.sleep(3 * FAST.idle_timeout)   # the cancelled handler arms nothing afterwards
+        assert sum(served.server.table.timeouts.values()) == 0
+
+
+# --- the cap and the health slots --------------------------------------------------------------
+
+CAPPED = WebOptions(max_connections=2, health_connections=1, header_timeout=30)
+
+
+async def test_over_the_cap_only_health_is_answered():
+    async with serving(CAPPED) as served:
+        idle = [await served.connect() for _ in range(2)]          # every regular slot, idle
+        await served.until(lambda: served.server.table.open == 2)
+        refused = await request(served, "/big")                     # the third: a health slot
+        assert refused.startswith(b"HTTP/1.1 503")
+        assert b"Connection: close" in refused or b"connection: close" in refused.lower()
+        assert (await request(served, "/healthz")).startswith(b"HTTP/1.1 200")
+        assert (await request(served, "/readyz")).startswith(b"HTTP/1.1 200")
+        assert served.server.table.rejected["health_only"] == 1
+        for _, writer in idle:
+            writer.close()
+
+
+async def test_a_connection_idle_past_the_grace_makes_room_for_a_probe(monkeypatch):
+    monkeypatch.setattr(limits, "EVICT_AFTER", 0.2)
+    async with serving(CAPPED) as served:
+        held = [await served.connect() for _ in range(3)]           # both regular slots and the health slot
+        await served.until(lambda: served.server.table.open == 3)
+        await asyncio.sleep(0.3)                                     # all three now idle past the grace
+        assert (await request(served, "/big")).startswith(b"HTTP/1.1 200")   # a full slot, not health-only
+        assert served.server.table.rejected["evicted"] == 1
+        assert await closed_by_server(held[0][0]) == b""             # the one that waited longest made room
+        for _, writer in held:
+            writer.close()
+
+
+async def test_fresh_connections_never_push_out_a_probe_in_flight():
+    async with serving(CAPPED) as served:                            # the grace (1 s) is far off
+        held = [await served.connect() for _ in range(3)]
+        await served.until(lambda: served.server.table.open == 3)
+        refused = await served.connect()                             # everything taken, nothing old: closed at once
+        assert await closed_by_server(refused[0]) == b""
+        assert served.server.table.rejected == {"full": 1, "health_only": 0, "evicted": 0}
+        for _, writer in [*held, refused]:
+            writer.close()
+
+
+# --- the table, on its own ------------------------------------------------------------------------
+
+@dataclass(eq=False)
+class FakeSlot:
+    since: float | None = 0.0     # None: in a handler
+    evicted: bool = False
+
+    def waiting_since(self) -> float | None:
+        return self.since
+
+    def evict(self) -> None:
+        self.evicted = True
+
+
+def test_the_table_admits_regular_then_evicts_the_longest_waiting_then_health_then_refuses():
+    now = [10.0]
+    table = ConnectionTable(max_connections=2, health_connections=1, clock=lambda: now[0])
+    old, busy = FakeSlot(since=5.0), FakeSlot(since=None)
+    assert [table.admit(old), table.admit(busy)] == [Pool.REGULAR, Pool.REGULAR]
+    # Full: the one waiting longest (5 s > EVICT_AFTER) goes, its place taken by the newcomer.
+    fresh = FakeSlot(since=10.0)
+    assert table.admit(fresh) is Pool.REGULAR and old.evicted and not busy.evicted
+    # Nobody has waited past the grace: a health slot, then refused; a handler is never evicted.
+    probe = FakeSlot(since=10.0)
+    assert table.admit(probe) is Pool.HEALTH
+    assert table.admit(FakeSlot(since=10.0)) is None
+    assert not any(s.evicted for s in (busy, fresh, probe))
+    assert table.rejected == {"full": 1, "health_only": 0, "evicted": 1}
+    assert table.open == 3
+    now[0] += limits.EVICT_AFTER   # time passes: the newcomer that is still silent may go
+    assert table.admit(FakeSlot(since=now[0])) is Pool.REGULAR and fresh.evicted
+    table.remove(busy)
+    table.remove(busy)   # closing paths may report twice
+    assert table.admit(FakeSlot()) is Pool.REGULAR and table.open == 3
+
+
+@pytest.mark.parametrize("flag", ["max_connections", "health_connections"])
+def test_the_caps_are_positive(flag):
+    with pytest.raises(ConfigError):
+        build_settings(flags={f"web.{flag}": "0"})
+    assert getattr(build_settings(flags={f"web.{flag}": "3"}).web, flag) == 3

@@ -1,0 +1,115 @@
+"""GET /metrics: format negotiation that never fails, no versions in `Server`, encoding and
+gzip off the event loop, gzip kept for an unchanged body."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from exporter.node.exposition import Exposition, Rendering
+from exporter.node.snapshot import Snapshot, SnapshotStore
+from exporter.npusmi.collector import ChipsCollector
+from exporter.npusmi.part import ChipSample, DevicesPart
+from exporter.web import scrape
+from exporter.web.app import create_app
+from exporter.web.scrape import accepts_gzip, wants_openmetrics
+
+SNAPSHOT = Snapshot(ready=True, devices=DevicesPart(chips=(ChipSample(npu=0, chip=0, device=0, up=True, model="910B3", health="OK"),), chips_seen=1))
+
+
+@pytest.mark.parametrize(("accept", "openmetrics"), [
+    ("", False),
+    ("text/plain;version=0.0.4;q=0.3,*/*;q=0.2", False),
+    ("application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,"
+     "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2", True),   # Prometheus 3
+    ("application/openmetrics-text", True),
+    ("application/openmetrics-text; version=abc", False),        # was a 500 with a traceback
+    ("application/openmetrics-text; version=", False),
+    ("application/openmetrics-text; version=2.0.0, text/plain", False),
+    (";;;,,,=", False),
+    ("application/openmetrics-text; version", False),            # malformed: the text format
+])
+def test_negotiation(accept, openmetrics):
+    assert wants_openmetrics(accept) is openmetrics
+
+
+def test_gzip_negotiation():
+    assert accepts_gzip("gzip") and accepts_gzip("deflate, gzip;q=0.5") and accepts_gzip("GZIP")
+    assert not accepts_gzip("") and not accepts_gzip("gzip;q=0") and not accepts_gzip("br, identity")
+
+
+def app_for(exposition: Exposition):
+    return create_app(exposition, lambda: True)
+
+
+def exposition_of(collector=None) -> Exposition:
+    store = SnapshotStore()
+    store.publish(SNAPSHOT)
+    return Exposition(store, [Rendering(collector or ChipsCollector(), lambda s: s.devices)])
+
+
+@pytest.mark.parametrize("accept", ["application/openmetrics-text; version=abc", "application/openmetrics-text; version=1.0.0.0.0; q=x", "a" * 4000])
+async def test_a_malformed_accept_header_gets_the_text_format(aiohttp_client, accept):
+    client = await aiohttp_client(app_for(exposition_of()))
+    resp = await client.get("/metrics", headers={"Accept": accept})
+    assert resp.status == 200 and resp.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert "npu_up" in await resp.text()
+
+
+async def test_the_server_header_carries_no_version(aiohttp_client):
+    client = await aiohttp_client(app_for(exposition_of()))
+    for path in ("/metrics", "/healthz", "/", "/missing"):
+        resp = await client.get(path)
+        assert resp.headers["Server"] == "cann-exporter", path
+
+
+class BlockingChips(ChipsCollector):
+    """Chips whose render waits for a go-ahead, noting the thread it ran on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+        self.threads: list[str] = []
+
+    def render(self, part: DevicesPart) -> Iterator:
+        self.threads.append(threading.current_thread().name)
+        assert self.go.wait(30)
+        yield from super().render(part)
+
+
+async def test_encoding_runs_off_the_event_loop(aiohttp_client):
+    collector = BlockingChips()
+    client = await aiohttp_client(app_for(exposition_of(collector)))
+    scrapes = [asyncio.create_task(client.get("/metrics")) for _ in range(3)]
+    for _ in range(300):   # bounded: until the encoder thread is inside render
+        if collector.threads:
+            break
+        await asyncio.sleep(0.01)
+    health = await client.get("/healthz")   # answered while a scrape's encode is blocked
+    assert health.status == 200 and not any(task.done() for task in scrapes)
+    collector.go.set()
+    bodies = [await (await task).text() for task in scrapes]
+    assert all("npu_up" in body for body in bodies)
+    assert collector.threads == ["metrics-encoder_0"]   # one encode for three scrapes, in the encoder thread
+
+
+async def test_gzip_is_not_redone_for_an_unchanged_body(aiohttp_client, monkeypatch):
+    calls = []
+    real = gzip.compress
+    monkeypatch.setattr(scrape.gzip, "compress", lambda data, **kw: calls.append(len(data)) or real(data, **kw))
+    exposition = exposition_of()
+    client = await aiohttp_client(app_for(exposition))
+    bodies = []
+    for _ in range(4):
+        resp = await client.get("/metrics", headers={"Accept-Encoding": "gzip"}, auto_decompress=False)
+        assert resp.headers["Content-Encoding"] == "gzip"
+        bodies.append(gzip.decompress(await resp.read()))
+    assert len(calls) == 1 and len(set(bodies)) == 1
+    changed = Snapshot(ready=True, devices=DevicesPart(chips=(ChipSample(npu=1, chip=0, device=1, up=True, model="910B3", health="OK"),), chips_seen=1))
+    exposition.store.publish(changed)
+    resp = await client.get("/metrics", headers={"Accept-Encoding": "gzip"}, auto_decompress=False)
+    assert b'npu="1"' in gzip.decompress(await resp.read()) and len(calls) == 2
