@@ -56,5 +56,5 @@ def run(settings: Settings) -> int:
         return EXIT_FAILURE
     ssl_context = security.ssl_context if security is not None else None
     log.info("listening", extra={"address": addresses(sockets), "tls": ssl_context is not None, "version": __version__})
-    http.run(app, sockets, ssl_context)
+    http.run(app, sockets, ssl_context, refuse=security.throttled if security is not None else None)
     return EXIT_OK

@@ -191,17 +191,30 @@ class GuardedConnection(asyncio.Protocol):
             self._write_timer = None
 
 
+def _peer_host(sock: socket.socket) -> str | None:
+    try:
+        return str(sock.getpeername()[0])
+    except (OSError, IndexError):   # already reset by the client
+        return None
+
+
 class ConnectionGuard:
     """Admits accepted sockets, connects them as GuardedConnections, follows their requests."""
 
     def __init__(self, table: ConnectionTable, options: WebOptions, make_handler: Callable[[], asyncio.Protocol],
-                 loop: asyncio.AbstractEventLoop, ssl_context: ssl.SSLContext | None = None) -> None:
+                 loop: asyncio.AbstractEventLoop, ssl_context: ssl.SSLContext | None = None,
+                 refuse: Callable[[str | None], bool] | None = None) -> None:
         self.table, self.options, self.make_handler, self.loop = table, options, make_handler, loop
         self.ssl_context = ssl_context
+        self.refuse = refuse     # peer address -> close at once (out of failed-login budget)
         self.by_handler: dict[object, GuardedConnection] = {}   # aiohttp's protocol -> its connection
 
     def accepted(self, sock: socket.socket) -> None:
         """An accepted socket: admitted (and connected), or closed at once."""
+        if self.refuse is not None and self.refuse(_peer_host(sock)):
+            self.table.count_rejected("throttled")
+            sock.close()
+            return
         conn = GuardedConnection(self)
         pool = self.table.admit(conn)
         if pool is None:

@@ -24,8 +24,9 @@ from typing import Protocol
 HEALTH_PATHS = frozenset({"/healthz", "/readyz"})
 TIMEOUT_KINDS = ("header", "body", "idle", "write")
 # full: closed at accept, every slot taken; health_only: asked a health slot for another path
-# (503); evicted: waited on its client past EVICT_AFTER, closed to admit a newer connection.
-REJECT_REASONS = ("full", "health_only", "evicted")
+# (503); evicted: waited on its client past EVICT_AFTER, closed to admit a newer connection;
+# throttled: from an address out of failed-login budget (web config), closed at accept.
+REJECT_REASONS = ("full", "health_only", "evicted", "throttled")
 # A connection waiting on its client this long may make room for a new one when all are taken.
 # Far above what a probe or a scraper needs to send a request, far below any read deadline.
 EVICT_AFTER = 1.0

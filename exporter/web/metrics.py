@@ -15,7 +15,7 @@ WEB_METRICS = (WEB_CONFIG_RELOAD_SUCCESS, WEB_CONFIG_RELOAD_TIME, WEB_CONFIG_REL
 
 HTTP_CONNECTIONS = spec("cann_exporter_http_connections", "gauge", "Open HTTP connections, health slots included.", field="connections")
 HTTP_MAX_CONNECTIONS = spec("cann_exporter_http_max_connections", "gauge", "Connections served at most: web.max_connections, or fewer when the open-file limit is lower; web.health_connections more answer /healthz and /readyz only.", field="max_connections")
-HTTP_REJECTED = spec("cann_exporter_http_connections_rejected_total", "counter", "Connections refused by the connection cap, by reason (full: closed at accept; health_only: a health slot asked for another path, 503; evicted: a connection waiting on its client for over a second, closed for a newer one).", ("reason",), field="rejected")
+HTTP_REJECTED = spec("cann_exporter_http_connections_rejected_total", "counter", "Connections refused by the listener, by reason (full: closed at accept; health_only: a health slot asked for another path, 503; evicted: a connection waiting on its client for over a second, closed for a newer one; throttled: an address out of its failed-login budget, closed at accept).", ("reason",), field="rejected")
 HTTP_TIMEOUTS = spec("cann_exporter_http_timeouts_total", "counter", "Connections closed by a deadline, by kind (header, body, idle, write: the client did not read its response).", ("kind",), field="timeouts")
 HTTP_ACCEPT_ERRORS = spec("cann_exporter_http_accept_errors_total", "counter", "Failed accept() calls, by errno (emfile: the exporter is out of file descriptors; enfile: the host is).", ("reason",), field="accept_errors")
 HTTP_METRICS = (HTTP_CONNECTIONS, HTTP_MAX_CONNECTIONS, HTTP_REJECTED, HTTP_TIMEOUTS, HTTP_ACCEPT_ERRORS)

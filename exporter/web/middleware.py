@@ -49,8 +49,14 @@ def _refused(request: web.Request, verdict: Verdict) -> web.Response:
     status, reason, message = _REFUSALS[verdict.reason]
     headers = {"Retry-After": str(verdict.retry_after or 1)}
     if request.path.startswith("/api/"):
-        return web.json_response({"error": message, "reason": reason}, status=status, headers=headers)
-    return web.Response(status=status, text=message + "\n", headers=headers)
+        response = web.json_response({"error": message, "reason": reason}, status=status, headers=headers)
+    else:
+        response = web.Response(status=status, text=message + "\n", headers=headers)
+    # Closed after the answer: a throttled client must connect again, and the listener turns
+    # its new connections away before parsing a request (cheap), so a flood of guesses cannot
+    # keep the event loop busy answering 429s.
+    response.force_close()
+    return response
 
 
 def _unauthorized(request: web.Request) -> web.Response:

@@ -218,6 +218,11 @@ class WebSecurity:
         self._cache.add(key, name, stored)
         return Verdict(name)
 
+    def throttled(self, remote: str | None) -> bool:
+        """Whether the address has spent its budget of failed logins (spends nothing): the
+        listener closes such a client's new connections before reading a byte of them."""
+        return self._throttle.retry_after(client_address(remote)) is not None
+
     def _refuse(self, reason: str, retry_after: int | None = None) -> Verdict:
         self.count_failure(reason)
         return Verdict(None, reason, retry_after)

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import socket
 import ssl
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -40,11 +41,13 @@ class HttpServer:
             tuple(self.table.timeouts.items()), tuple(sorted(self.accept_errors.counts.items())),
         )
 
-    def run(self, app: web.Application, sockets: list[socket.socket], ssl_context: ssl.SSLContext | None = None) -> None:
-        """Serve ``app`` on ``sockets`` until SIGINT or SIGTERM."""
+    def run(self, app: web.Application, sockets: list[socket.socket], ssl_context: ssl.SSLContext | None = None,
+            refuse: Callable[[str | None], bool] | None = None) -> None:
+        """Serve ``app`` on ``sockets`` until SIGINT or SIGTERM; ``refuse(peer)`` turns a new
+        connection away at accept (an address out of its failed-login budget)."""
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
-        main = loop.create_task(self.serve(app, sockets, ssl_context))
+        main = loop.create_task(self.serve(app, sockets, ssl_context, refuse=refuse))
         try:
             loop.run_until_complete(main)
         except (web.GracefulExit, KeyboardInterrupt):
@@ -58,7 +61,7 @@ class HttpServer:
             loop.close()
 
     async def serve(self, app: web.Application, sockets: list[socket.socket], ssl_context: ssl.SSLContext | None = None,
-                    *, handle_signals: bool = True) -> None:
+                    *, handle_signals: bool = True, refuse: Callable[[str | None], bool] | None = None) -> None:
         """Serve until cancelled (tests run it as a task)."""
         loop = asyncio.get_running_loop()
         previous_handler = loop.get_exception_handler()
@@ -69,7 +72,7 @@ class HttpServer:
             assert runner is not None and runner.server is not None
             return runner.server()
 
-        guard = ConnectionGuard(self.table, self.options, make_handler, loop, ssl_context)
+        guard = ConnectionGuard(self.table, self.options, make_handler, loop, ssl_context, refuse)
         app.middlewares.insert(0, guard.middleware())
         # aiohttp's keep-alive close is only a backstop: the idle deadline fires first, and counts.
         # A connection closed by a deadline cancels its handler, rather than failing its read with

@@ -243,7 +243,9 @@ async def test_failures_are_throttled_per_address_without_bcrypt(make_security, 
     assert (await sec.authenticate(header(*GOOD), "192.0.2.9")).user == "prometheus"   # others are not held back
     assert (await sec.authenticate(header("prometheus", "guess"), "192.0.2.2")).reason == "wrong_password"
 
+    assert sec.throttled("192.0.2.1") and not sec.throttled("192.0.2.9")   # what the listener asks at accept
     clock.now += 10                                                  # one token back
+    assert not sec.throttled("192.0.2.1")
     assert (await sec.authenticate(header(*GOOD), "192.0.2.1")).user == "prometheus"
     assert sec.auth_failures == {"wrong_password": 4, "throttled": 3}
 
@@ -261,6 +263,7 @@ async def test_a_throttled_address_gets_429_with_retry_after(serve_with, tmp_pat
     statuses = [(await running.get("/metrics", None, ("prometheus", "guess")))[0] for _ in range(2)]
     status, body, headers = await running.get("/metrics", None, ("prometheus", "guess"))
     assert statuses == [401, 401] and status == 429 and int(headers["Retry-After"]) == 100
+    assert headers.get("Connection", "").lower() == "close"        # the client must connect again
     assert body == "too many failed logins from this address; retry later\n" and len(checks.calls) == 2
 
 

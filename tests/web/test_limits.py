@@ -243,9 +243,27 @@ async def test_fresh_connections_never_push_out_a_probe_in_flight():
         await served.until(lambda: served.server.table.open == 3)
         refused = await served.connect()                             # everything taken, nothing old: closed at once
         assert await closed_by_server(refused[0]) == b""
-        assert served.server.table.rejected == {"full": 1, "health_only": 0, "evicted": 0}
+        assert served.server.table.rejected == {"full": 1, "health_only": 0, "evicted": 0, "throttled": 0}
         for _, writer in [*held, refused]:
             writer.close()
+
+
+async def test_an_address_the_web_config_throttles_is_closed_at_accept():
+    server = HttpServer(CAPPED)
+    sock = socket.create_server(("127.0.0.1", 0))
+    asked: list[str | None] = []
+    refuse = lambda peer: asked.append(peer) or True   # noqa: E731 (every address out of budget)
+    task = asyncio.create_task(server.serve(small_app(), [sock], handle_signals=False, refuse=refuse))
+    try:
+        served = Served(server, sock.getsockname()[1], web.Application())
+        reader, writer = await served.connect()
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert await closed_by_server(reader) == b""                # not a byte read or answered
+        writer.close()
+        assert asked == ["127.0.0.1"] and server.table.rejected["throttled"] == 1 and server.table.open == 0
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 # --- the table, on its own ------------------------------------------------------------------------
@@ -275,7 +293,7 @@ def test_the_table_admits_regular_then_evicts_the_longest_waiting_then_health_th
     assert table.admit(probe) is Pool.HEALTH
     assert table.admit(FakeSlot(since=10.0)) is None
     assert not any(s.evicted for s in (busy, fresh, probe))
-    assert table.rejected == {"full": 1, "health_only": 0, "evicted": 1}
+    assert table.rejected == {"full": 1, "health_only": 0, "evicted": 1, "throttled": 0}
     assert table.open == 3
     now[0] += limits.EVICT_AFTER   # time passes: the newcomer that is still silent may go
     assert table.admit(FakeSlot(since=now[0])) is Pool.REGULAR and fresh.evicted
