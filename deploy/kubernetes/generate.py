@@ -13,8 +13,12 @@ dashboards are copied in:
   file, shipped in a ConfigMap for a Prometheus without the operator;
 - base/dashboards/: each grafana/dashboards/*.json plus a kustomization.yaml with one
   ConfigMap per dashboard, labelled grafana_dashboard: "1" for the Grafana sidecar.
+- base/alertmanagerconfig.yaml: an AlertmanagerConfig with the inhibit rules of
+  alertmanager/cann-exporter.inhibit.yml (written by `cann-exporter generate`);
+- overlays/prometheus-scrape/alertmanager/cann-exporter.inhibit.yml: the same rules as plain
+  Alertmanager configuration, shipped in the overlay's ConfigMap.
 
-While alerts/ or grafana/dashboards/ do not exist the outputs are empty placeholders.
+While alerts/, alertmanager/ or grafana/dashboards/ do not exist the outputs are empty placeholders.
 tests/deploy/test_deploy_kubernetes.py fails when the committed files differ from what this
 script produces. Standard library + PyYAML only.
 """
@@ -49,6 +53,42 @@ def rule_groups(alerts: Path) -> list[dict]:
     return groups
 
 
+def inhibit_rules(path: Path) -> list[dict]:
+    doc = yaml.safe_load(path.read_text()) if path.is_file() else None
+    rules = doc.get("inhibit_rules") if isinstance(doc, dict) else None
+    return rules if isinstance(rules, list) else []
+
+
+_MATCHER = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)(=~|!~|!=|=)"(.*)"$')
+
+
+def operator_matchers(matchers: list[str]) -> list[dict]:
+    """Alertmanager matcher strings (`name=~"value"`) as AlertmanagerConfig matchers."""
+    out = []
+    for text in matchers:
+        found = _MATCHER.match(text)
+        if not found:
+            raise ValueError(f"matcher {text!r}: expected name, operator and a double-quoted value")
+        name, op, value = found.groups()
+        # "=" is the default when matchType is left out (and a bare `=` reads as YAML's value tag to PyYAML).
+        out.append({"name": name, "value": value, **({"matchType": op} if op != "=" else {})})
+    return out
+
+
+def alertmanager_config(rules: list[dict]) -> dict:
+    """An AlertmanagerConfig (Prometheus Operator) holding ``rules``. The operator adds a
+    `namespace` matcher of its own namespace to each rule: the exporter's alerts carry the
+    namespace of its ServiceMonitor's targets, which is this one."""
+    inhibit = [{"sourceMatch": operator_matchers(r["source_matchers"]), "targetMatch": operator_matchers(r["target_matchers"]),
+                "equal": list(r["equal"])} for r in rules]
+    return {
+        "apiVersion": "monitoring.coreos.com/v1alpha1",
+        "kind": "AlertmanagerConfig",
+        "metadata": {"name": "cann-exporter", "labels": {"app.kubernetes.io/name": "cann-exporter", "alertmanagerConfig": "cann-exporter"}},
+        "spec": {"inhibitRules": inhibit},
+    }
+
+
 def dashboard_files(dashboards: Path) -> list[Path]:
     return sorted(dashboards.glob("*.json")) if dashboards.is_dir() else []
 
@@ -75,6 +115,14 @@ def render(root: Path = ROOT) -> dict[Path, str]:
         Path("overlays/prometheus-scrape/rules/cann-exporter.rules.yaml"):
             HEADER.format(source="alerts/*.yaml") + _dump({"groups": groups}),
     }
+
+    rules = inhibit_rules(root / "alertmanager" / "cann-exporter.inhibit.yml")
+    out[Path("base/alertmanagerconfig.yaml")] = (
+        HEADER.format(source="alertmanager/cann-exporter.inhibit.yml") + _dump(alertmanager_config(rules)))
+    out[Path("overlays/prometheus-scrape/alertmanager/cann-exporter.inhibit.yml")] = (
+        HEADER.format(source="alertmanager/cann-exporter.inhibit.yml")
+        + "# Paste inhibit_rules into your Alertmanager configuration (alertmanager.yml).\n"
+        + _dump({"inhibit_rules": rules}))
 
     generators = []
     for path in dashboard_files(root / "grafana" / "dashboards"):

@@ -1,4 +1,5 @@
-"""Per-source health: success, duration, errors by reason, logged once per state change."""
+"""Per-source health: success, duration, errors by reason, the subjects (a command on one card)
+failing now, logged once per state change."""
 
 from __future__ import annotations
 
@@ -22,6 +23,13 @@ class SourceStatus:
     duration_seconds: float | None = None
     last_success_timestamp: float | None = None
     errors: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    subjects: int = 0                # what the latest run tried (e.g. one `-t usages -i N` per card)
+    failing: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # subject -> reason, latest run
+
+    @property
+    def partial(self) -> bool:
+        """Some subjects of the latest run failed and others succeeded: the rest is fresh."""
+        return 0 < len(self.failing) < self.subjects
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,8 @@ class SourceHealth:
         self._last_success: float | None = None
         self._errors: Counter[str] = Counter()
         self._state: dict[str, str] = {}  # subject -> failing reason ('' when fine)
+        self._subjects = 0
+        self._failing: dict[str, str] = {}
 
     def record(self, duration: float, failures: Iterable[Failure] = (), subjects: Iterable[str] = ()) -> None:
         """Record one run. ``subjects`` are the things that were tried (to log recoveries)."""
@@ -55,6 +65,8 @@ class SourceHealth:
         if self._success:
             self._last_success = self._clock()
         failed = {f.subject: f for f in failures}
+        self._subjects = len(set(subjects) | set(failed))
+        self._failing = {subject: f.reason for subject, f in sorted(failed.items())}
         for failure in failures:
             self._errors[failure.reason] += 1
             if self._state.get(failure.subject) != failure.reason:
@@ -76,6 +88,8 @@ class SourceHealth:
             duration_seconds=self._duration,
             last_success_timestamp=self._last_success,
             errors=MappingProxyType(dict(self._errors)),
+            subjects=self._subjects,
+            failing=MappingProxyType(dict(self._failing)),
         )
 
 

@@ -5,7 +5,9 @@ written findings).
 
 Terms, as in the generated recording rules: a chip is *in use* (allocated) while a process, a
 pod or a training job is on it; *idle* chip-hours are hours with nothing on the chip; *unused*
-chip-hours weight every hour by the share its AI Cores were not busy.
+chip-hours weight every hour by the share its AI Cores were not busy. Chip-hours are observed
+time only: each point weighs the seconds of its step the chip was observed
+(``ChipHistory.observed``, from sample timestamps), not the whole step.
 """
 
 from __future__ import annotations
@@ -43,6 +45,14 @@ class ChipHistory:
     util: tuple[Point, ...]                          # (step end, mean AI Core busy share over the step)
     in_use: frozenset[float] = frozenset()           # step ends with a process, pod or job on the chip
     namespace: tuple[tuple[float, str], ...] = ()    # (step end, namespace the chip was allocated to)
+    observed: tuple[Point, ...] = ()                 # (step end, seconds observed); none given: whole steps
+
+    def hours(self, step: float) -> Callable[[float], float]:
+        """Hours observed in the step ending at t (the whole step when nothing says otherwise)."""
+        seconds = dict(self.observed)
+        if not seconds:
+            return lambda t: step / 3600.0
+        return lambda t: min(step, seconds.get(t, 0.0)) / 3600.0
 
 
 @dataclass(frozen=True)
@@ -165,23 +175,22 @@ def _in_use(chip: ChipHistory, t: float, value: float, known: bool) -> bool:
 
 def analyse_capacity(data: CapacityInput, table: Thresholds, horizon_days: float = 30.0) -> CapacityReport:
     bounds = Bounds.from_table(table)
-    hours = data.step / 3600.0
-    nodes = _nodes(data, bounds, hours, table)
-    namespaces = _namespaces(data, bounds, hours, table)
+    nodes = _nodes(data, bounds, table)
+    namespaces = _namespaces(data, bounds, table)
     used = [v for c in data.chips for t, v in c.util if _in_use(c, t, v, data.in_use_known)]
-    all_points = [(c, t, v) for c in data.chips for t, v in c.util]
-    chip_hours = len(all_points) * hours
-    idle = sum(hours for c, t, v in all_points if not _in_use(c, t, v, data.in_use_known))
+    all_points = [(c, t, v, h) for c in data.chips for hours in (c.hours(data.step),) for t, v in c.util for h in (hours(t),)]
+    chip_hours = sum(h for *_, h in all_points)
+    idle = sum(h for c, t, v, h in all_points if not _in_use(c, t, v, data.in_use_known))
     totals: dict[str, float | None] = {
         "chips": float(len(data.chips)),
         "nodes": float(len({c.instance for c in data.chips})),
         "chip_hours": chip_hours,
         "idle_chip_hours": idle,
-        "unused_chip_hours": sum((1.0 - min(1.0, max(0.0, v))) * hours for _, _, v in all_points),
+        "unused_chip_hours": sum((1.0 - min(1.0, max(0.0, v))) * h for _, _, v, h in all_points),
         "idle_share": idle / chip_hours if chip_hours else None,
         "allocation": 1.0 - idle / chip_hours if chip_hours else None,
         "mean_utilization_in_use": _mean(used),
-        "mean_utilization_all": _mean(v for _, _, v in all_points),
+        "mean_utilization_all": _mean(v for _, _, v, _ in all_points),
         "below_share": sum(1 for v in used if v < bounds.low) / len(used) if used else None,
     }
     allocation = _allocation(data)
@@ -202,21 +211,23 @@ def _verdict(table: Thresholds, value: float | None) -> str | None:
     return table["device_utilization"].verdict(value)
 
 
-def _nodes(data: CapacityInput, bounds: Bounds, hours: float, table: Thresholds) -> tuple[NodeSummary, ...]:
+def _nodes(data: CapacityInput, bounds: Bounds, table: Thresholds) -> tuple[NodeSummary, ...]:
     by_node: dict[str, list[ChipHistory]] = {}
     for chip in data.chips:
         by_node.setdefault(chip.instance, []).append(chip)
     hbm = {n.instance: n for n in data.hbm}
     out = []
     for instance, chips in sorted(by_node.items()):
-        points = [(c, t, v) for c in chips for t, v in c.util]
-        used = [v for c, t, v in points if _in_use(c, t, v, data.in_use_known)]
+        points = [(c, t, v, h) for c in chips for hours in (c.hours(data.step),) for t, v in c.util for h in (hours(t),)]
+        used = [v for c, t, v, _ in points if _in_use(c, t, v, data.in_use_known)]
+        observed = sum(h for *_, h in points)
+        idle = sum(h for c, t, v, h in points if not _in_use(c, t, v, data.in_use_known))
         mean = _mean(used)
         peak, headroom = _hbm_peak(hbm.get(instance))
         out.append(NodeSummary(
             instance, len(chips), mean, sum(1 for v in used if v < bounds.low) / len(used) if used else None,
-            len(used) / len(points) if points else 0.0, len(points) * hours, (len(points) - len(used)) * hours,
-            sum((1.0 - min(1.0, max(0.0, v))) * hours for _, _, v in points), peak, headroom, _verdict(table, mean),
+            len(used) / len(points) if points else 0.0, observed, idle,
+            sum((1.0 - min(1.0, max(0.0, v))) * h for _, _, v, h in points), peak, headroom, _verdict(table, mean),
         ))
     return tuple(out)
 
@@ -235,20 +246,23 @@ def _headroom(node: NodeHbm) -> tuple[Point, ...]:
     return tuple((t, total[t] - u) for t, u in node.used if t in total)
 
 
-def _namespaces(data: CapacityInput, bounds: Bounds, hours: float, table: Thresholds) -> tuple[NamespaceSummary, ...]:
+def _namespaces(data: CapacityInput, bounds: Bounds, table: Thresholds) -> tuple[NamespaceSummary, ...]:
     values: dict[str, list[float]] = {}
+    hours_of: dict[str, float] = {}
     chips_at: dict[str, dict[float, int]] = {}
     for chip in data.chips:
         util = dict(chip.util)
+        hours = chip.hours(data.step)
         for t, namespace in chip.namespace:
             if t in util:
                 values.setdefault(namespace, []).append(util[t])
+                hours_of[namespace] = hours_of.get(namespace, 0.0) + hours(t)
                 counts = chips_at.setdefault(namespace, {})
                 counts[t] = counts.get(t, 0) + 1
     out = []
     for namespace, items in sorted(values.items()):
         mean = _mean(items)
-        out.append(NamespaceSummary(namespace, max(chips_at[namespace].values()), len(items) * hours, mean,
+        out.append(NamespaceSummary(namespace, max(chips_at[namespace].values()), hours_of[namespace], mean,
                                     sum(1 for v in items if v < bounds.low) / len(items), _verdict(table, mean)))
     return tuple(out)
 

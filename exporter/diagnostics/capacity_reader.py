@@ -1,10 +1,17 @@
 """The capacity report's history from Prometheus: range queries with a step sized to the window
-(30d -> 1h), every gauge averaged over each step so coarse steps lose nothing."""
+(30d -> 1h), every gauge averaged over each step so coarse steps lose nothing.
+
+Chip-hours count observed time only: a step between two steps with samples counts whole; the
+step where a chip's samples begin counts from its first sample, the step where they stop (the
+chip removed, a scrape gap, the end of the data) up to its last one, both read from sample
+timestamps (a subquery over that step of the timestamps of each minute's samples: the last
+sample exactly, the first to within a minute, never early). So day one, a chip added an hour ago and a gap longer than a
+step add only the time between samples."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from exporter.diagnostics.capacity import CapacityInput, ChipHistory, NodeHbm
 from exporter.diagnostics.model import CannotDiagnose
@@ -20,7 +27,10 @@ from exporter.npusmi.metrics import AICORE, HBM_TOTAL, HBM_USED, PROCESS_MEMORY
 from exporter.pods.metrics import POD_INFO
 
 ChipKey = tuple[str, str, str, str]
-QUERIES = 7          # for the progress line: utilization, 3 in-use sources, namespaces, HBM used and total
+RESOLUTION = 60.0    # seconds between the evaluations that find a step's first and last sample
+MAX_EDGE_STEPS = 48  # steps where some chip's samples begin or stop, read one by one; more: one coarser range query
+Point = tuple[float, float]
+QUERIES = 9          # for the progress line: utilization, edges (2), 3 in-use sources, namespaces, HBM used and total
 
 
 def aligned_window(end: float, seconds: float, step: float) -> tuple[float, float]:
@@ -50,6 +60,7 @@ def read_capacity(client: PrometheusClient, start: float, end: float, step: floa
                 f"Prometheus at {client.url} has no {AICORE.name} series{where} between "
                 f"{_iso(start)} and {_iso(end)}: nothing to plan with. Check --selector and --range, and that "
                 "Prometheus scrapes cann-exporter")
+        edges = _edges(client, selector(AICORE.name, matchers), util, start, end, step, progress)
         in_use: dict[tuple[str, str], set[float]] = {}
         found_in_use = False
         for metric, what in ((PROCESS_MEMORY.name, "processes"), (POD_INFO.name, "pods"), (JOB_INFO.name, "jobs")):
@@ -67,7 +78,7 @@ def read_capacity(client: PrometheusClient, start: float, end: float, step: floa
         total = _by_instance(ask("HBM total", f"sum by (instance) (avg_over_time({selector(HBM_TOTAL.name, matchers)}[{s}]))"))
     except PrometheusError as exc:
         raise CannotDiagnose(str(exc)) from None
-    chips = tuple(sorted((_chip(series, in_use, namespaces) for series in util),
+    chips = tuple(sorted((_chip(series, in_use, namespaces, edges) for series in util),
                          key=lambda c: (c.instance, _num(c.npu), _num(c.chip), _num(c.device))))
     hbm = tuple(NodeHbm(i, used[i], total[i]) for i in sorted(set(used) & set(total)))
     notes = []
@@ -91,10 +102,68 @@ def _num(text: str) -> int:
     return int(text) if text.isdigit() else 1 << 30
 
 
-def _chip(series: Series, in_use: dict[tuple[str, str], set[float]], namespaces: dict[ChipKey, list[tuple[float, str]]]) -> ChipHistory:
+def _edges(client: PrometheusClient, what: str, util: list[Series], start: float, end: float, step: float,
+           progress: Callable[[str], None] | None) -> dict[ChipKey, tuple[Point, ...]]:
+    """Per chip, the observed seconds of each of its points (observed_seconds).
+
+    Only the steps where a chip's samples begin or stop need sample times: one instant query
+    for the steps just outside the window, then two per distinct edge step (a subquery over
+    one step, every minute), or, past MAX_EDGE_STEPS of them, two range queries at a coarser
+    resolution (a twelfth of the step)."""
+    s = promql_duration(step)
+    if progress:
+        progress("chips before and after the window")
+    outside: dict[ChipKey, set[float]] = {}
+    for at in (start - step, end + step):
+        for sample in client.instant(f"count_over_time({what}[{s}])", at):
+            outside.setdefault(_key(sample.labels), set()).add(at)
+    edges: dict[ChipKey, set[float]] = {}
+    for series in util:
+        key, times = _key(series.labels), {t for t, _ in series.points} | outside.get(_key(series.labels), set())
+        edges[key] = {t for t, _ in series.points if t - step not in times or t + step not in times}
+    if progress:
+        progress("first and last samples")
+    first: dict[ChipKey, dict[float, float]] = {}
+    last: dict[ChipKey, dict[float, float]] = {}
+    at_steps = sorted(set().union(*edges.values())) if edges else []
+
+    def query(fn: str, resolution: float) -> str:
+        return f"{fn}((timestamp({what}) > time() - {resolution:g})[{s}:{promql_duration(resolution)}])"
+
+    if len(at_steps) <= MAX_EDGE_STEPS:
+        for at in at_steps:
+            for found, fn in ((first, "min_over_time"), (last, "max_over_time")):
+                for sample in client.instant(query(fn, RESOLUTION), at):
+                    found.setdefault(_key(sample.labels), {})[at] = sample.value
+    else:
+        resolution = max(RESOLUTION, step / 12)
+        for found, fn in ((first, "min_over_time"), (last, "max_over_time")):
+            for series in client.range(query(fn, resolution), start, end, step):
+                found.setdefault(_key(series.labels), {}).update(series.points)
+    return {key: observed_seconds(series.points, first.get(key, {}), last.get(key, {}), step, outside.get(key, set()))
+            for series in util for key in (_key(series.labels),)}
+
+
+def observed_seconds(util: tuple[Point, ...], first: dict[float, float], last: dict[float, float],
+                     step: float, outside: Iterable[float] = ()) -> tuple[Point, ...]:
+    """(step end, seconds observed) of each point: the whole step when the steps before and
+    after have samples too (a point, or a step just outside the window in ``outside``), else
+    from the step's first or up to its last sample."""
+    times = {t for t, _ in util} | set(outside)
+    out = []
+    for t, _ in util:
+        begin = t - step if t - step in times else max(t - step, first.get(t, t - step))
+        stop = t if t + step in times else min(t, last.get(t, t))
+        out.append((t, max(0.0, stop - begin)))
+    return tuple(out)
+
+
+def _chip(series: Series, in_use: dict[tuple[str, str], set[float]], namespaces: dict[ChipKey, list[tuple[float, str]]],
+          edges: dict[ChipKey, tuple[Point, ...]]) -> ChipHistory:
     key = _key(series.labels)
+    observed = edges.get(key, ())
     return ChipHistory(key[0], key[1], key[2], key[3], series.points,
-                       frozenset(in_use.get((key[0], key[3]), ())), tuple(sorted(namespaces.get(key, ()))))
+                       frozenset(in_use.get((key[0], key[3]), ())), tuple(sorted(namespaces.get(key, ()))), observed)
 
 
 def _by_instance(series: list[Series]) -> dict[str, tuple[tuple[float, float], ...]]:

@@ -8,6 +8,7 @@ generate` (commands/generate.py) writes them under ``--out``:
 
     alerts/cann-exporter.alerts.yml      alerting rules (every contract alert)
     alerts/cann-exporter.rules.yml       recording rules (capacity planning)
+    alertmanager/cann-exporter.inhibit.yml  Alertmanager inhibit rules (inhibit.py)
     grafana/dashboards/*.json            Grafana 10+ dashboards
     grafana/provisioning/...             datasource and dashboard-provider files
 

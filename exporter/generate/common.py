@@ -46,30 +46,33 @@ WINDOW_KEYS = ("window", "range", "profile_max_age", "rollup_interval")
 def with_windows(table: Thresholds, windows: Mapping[str, str] | None) -> Thresholds:
     """The table with durations replaced by name: ``window`` (every alert's `for:`, except
     alerts that fire at once), ``range``, ``profile_max_age``, ``rollup_interval``, or the
-    name of a duration param (``baseline``, ``lookback``). For tests on short time scales."""
+    name of a duration param (``baseline``, ``lookback``). ``ALERT.name`` sets one for that
+    alert only (``NPUUtilizationUnstable.window``). For tests on short time scales."""
     if not windows:
         return table
     for value in windows.values():
         duration_seconds(value)  # raises ValueError on a bad duration
+    everyone = {k: v for k, v in windows.items() if "." not in k}
     alerts = []
     for spec in table.alerts:
+        mine = {**everyone, **{k.split(".", 1)[1]: v for k, v in windows.items() if k.startswith(spec.alert + ".")}}
         changes: dict[str, Any] = {}
-        if "window" in windows and duration_seconds(spec.window) > 0:
-            changes["window"] = windows["window"]
-        if "range" in windows and spec.range is not None:
-            changes["range"] = windows["range"]
-        params = tuple((k, windows.get(k, v) if isinstance(v, str) else v) for k, v in spec.params)
+        if "window" in mine and duration_seconds(spec.window) > 0:
+            changes["window"] = mine["window"]
+        if "range" in mine and spec.range is not None:
+            changes["range"] = mine["range"]
+        params = tuple((k, mine.get(k, v) if isinstance(v, str) else v) for k, v in spec.params)
         alerts.append(dataclasses.replace(spec, params=params, **changes))
     alerting = table.alerting
-    if "profile_max_age" in windows:
-        alerting = dataclasses.replace(alerting, profile_max_age=windows["profile_max_age"])
+    if "profile_max_age" in everyone:
+        alerting = dataclasses.replace(alerting, profile_max_age=everyone["profile_max_age"])
     recording = table.recording
-    if "rollup_interval" in windows:
-        recording = dataclasses.replace(recording, rollup_interval=windows["rollup_interval"])
+    if "rollup_interval" in everyone:
+        recording = dataclasses.replace(recording, rollup_interval=everyone["rollup_interval"])
     return dataclasses.replace(table, alerts=tuple(alerts), alerting=alerting, recording=recording)
 
 
-def in_use_chips(sources: tuple[str, ...] = IN_USE_SOURCES) -> str:
+def in_use_chips(sources: tuple[str, ...] = IN_USE_SOURCES, alert: str = "NPULowUtilization") -> str:
     """One series (value 1) per chip in use, labelled job, instance, device."""
     parts = {
         "process": "group by (job, instance, device) (npu_process_memory_bytes)",
@@ -78,5 +81,5 @@ def in_use_chips(sources: tuple[str, ...] = IN_USE_SOURCES) -> str:
     }
     unknown = [s for s in sources if s not in parts]
     if unknown or not sources:
-        raise GenerateError(f"NPULowUtilization: params.in_use: expected some of {', '.join(parts)}, got {list(sources)}")
+        raise GenerateError(f"{alert}: params.in_use: expected some of {', '.join(parts)}, got {list(sources)}")
     return "\n  or ".join(parts[s] for s in sources)

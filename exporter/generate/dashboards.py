@@ -45,6 +45,8 @@ from exporter.generate.panels import (
 from exporter.generate.rules import (
     isolated_pages,
     isolated_pages_limit,
+    missing_chips,
+    missing_lookback,
     optical_power_limits,
 )
 from exporter.generate.thresholds import Thresholds
@@ -58,6 +60,8 @@ def fleet(table_: Thresholds) -> Board:
     bound = low.threshold if low and low.threshold is not None else util.abnormal or 0.6
     steps = indicator_steps(util)
     pages = _isolation(table_)
+    lookback = missing_lookback(table_.alert("NPUMissing") if _has(table_, "NPUMissing") else None)
+    missing = missing_chips(lookback, SEL)
     b = Board("fleet-overview", "Every NPU chip of the selected nodes: utilization, chips below target, health, missing chips.",
               variables=node_vars())
     b.row("Fleet")
@@ -73,9 +77,10 @@ def fleet(table_: Thresholds) -> Board:
         single("Chips not OK", q(f"count(npu_health{{{SEL}, state!=\"OK\"}} == 1) or vector(0)"),
                steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color=RED)],
                description="Chips whose npu-smi Health is not OK."),
-        single("Missing chips", q(f"sum(max_over_time(npu_devices{{{SEL}}}[1h]) - npu_devices{{{SEL}}})"),
+        single("Missing chips", q(f"sum(clamp_min(\n{missing}\n, 0)) or vector(0)"),
                steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color=RED)],
-               description="Chips the nodes reported within the last hour but do not now (NPUMissing)."),
+               description=(f"Chips the nodes should have but do not list now: npu_expected_devices (config, else PCI), "
+                            f"or the most they listed within {lookback} where there is no expectation (NPUMissing).")),
     )
     b.row("Utilization")
     b.add(
@@ -101,9 +106,10 @@ def fleet(table_: Thresholds) -> Board:
                 steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color="yellow"),
                        dm.Threshold(value=2, color=ORANGE), dm.Threshold(value=3, color=RED), dm.Threshold(value=4, color="purple")],
                 description="npu-smi Health of every chip over time (npu_health)."),
-        graph("Missing chips by node", q(f"max_over_time(npu_devices{{{SEL}}}[1h]) - npu_devices{{{SEL}}}", "{{instance}}"),
+        graph("Missing chips by node", q(f"clamp_min(\n{missing}\n, 0)", "{{instance}}"),
               steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color=RED)], lo=0,
-              description="Chips seen within the last hour minus chips seen now (NPUMissing fires above 0)."),
+              description=(f"Expected chips (npu_expected_devices; without one, the most listed within {lookback}) "
+                           f"minus chips listed now (NPUMissing fires above 0).")),
         graph("Chips up by node", q(f"sum by (instance) (npu_up{{{SEL}}})", "{{instance}}"), lo=0,
               description="Chips whose latest npu-smi read succeeded."),
         grid("Chips with isolated memory pages", q(f"{isolated_pages(SEL)} > 0", table_format=True),
@@ -396,9 +402,11 @@ def capacity(table_: Thresholds) -> Board:
                  f"{pct(lo_)}-{pct(hi_)}", instant=True)
                for lo_, hi_ in ((0, util.abnormal or 0.6), (util.abnormal or 0.6, util.healthy or 0.85), (util.healthy or 0.85, 1.01))],
              unit="short", description="Chips below the abnormal bound, in between, and healthy, by their daily mean."),
-        graph("Idle and unused chip-hours per day", q("cluster:npu_idle_chip_hours:sum1d", "idle (nothing on the chip)"),
+        graph("Idle and unused chip-hours per day", q("cluster:npu_chip_hours:sum1d", "observed"),
+              q("cluster:npu_idle_chip_hours:sum1d", "idle (nothing on the chip)"),
               q("cluster:npu_unused_chip_hours:sum1d", "unused (AI Cores not busy)"), unit="short", lo=0,
-              description="Chip-hours of the last day: idle = no process, pod or job; unused = (1 - utilization) x 24 h per chip."),
+              description="Chip-hours of the last day, observed time only (a new chip or a scrape gap adds only the "
+                          "minutes it was scraped): idle = no process, pod or job; unused = (1 - utilization) x observed hours."),
         grid("Unused chip-hours per namespace (last day)", q("namespace:npu_unused_chip_hours:sum1d", table_format=True),
              hidden=("__name__",), sort="Value"),
         grid("Idle chip-hours per node (last day)", q('instance:npu_idle_chip_hours:sum1d{job=~"$job"}', table_format=True),

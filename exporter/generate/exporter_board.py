@@ -48,6 +48,10 @@ def exporter_health(table_: Thresholds) -> Board:
               steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color=RED)]),
         grid("Builds", q(f"cann_exporter_build_info{{{sel}}}", table_format=True), q(f"cann_exporter_simulated{{{sel}}}", table_format=True),
              hidden=("__name__", "Value", "Value #A", "Value #B"), w=8),
+        grid("Failing subjects (latest run)", q(f"cann_exporter_source_subject_failing{{{sel}}}", table_format=True),
+             hidden=("__name__", "Value"), w=8,
+             description="What fails in a source (a command on one card, e.g. usages -i 3) and why; "
+                         "the rest of the source is fresh. At most 16 per source."),
     )
     resources_row(b, table_, sel)
     b.row("Training-hook ingest")

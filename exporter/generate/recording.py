@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from exporter.generate.common import CHIP, IN_USE_SOURCES, NODE, num, pct, with_windows
-from exporter.generate.thresholds import Thresholds
+from exporter.generate.thresholds import Thresholds, duration_seconds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +58,66 @@ def _levels(window: str, quantiles: tuple[float, ...]) -> list[Record]:
     return out
 
 
+def _duration(seconds: float) -> str:
+    """A PromQL duration (``23h59m30s``, ``500ms``) of whole milliseconds."""
+    ms = round(seconds * 1000)
+    out = ""
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1)):
+        if ms >= size:
+            out += f"{ms // size}{unit}"
+            ms %= size
+    return out or "0s"
+
+
+def observed(selector: str, interval: str, indent: str = "  ") -> str:
+    """The series of ``selector`` observed through the interval ending now: a sample in the last
+    ``interval`` and one in the interval before it (left-open windows on Prometheus 2 and 3,
+    from sample timestamps). A chip whose first sample is in this interval, or whose samples
+    stopped, is not observed through it, so a start, a stop or a scrape gap never adds time."""
+    s = duration_seconds(interval)
+    return (f"(\n{indent}  time() - timestamp({selector}) < {num(s)}\n"
+            f"{indent}  and time() - timestamp({selector} offset {interval}) < {num(2 * s)}\n{indent})")
+
+
+def _chip_hours(interval: str) -> list[Record]:
+    """Chip-hours of observed time only, at the rollup group's resolution: each evaluation
+    records how many chips were observed, idle and not busy through the interval just ended;
+    the daily figures add up a day of evaluations and multiply by the interval in hours.
+    The day is half an interval short (``23h59m30s`` for 1m) so that it holds exactly one
+    day's evaluations on Prometheus 2 (closed ranges) and 3 (left-open)."""
+    seconds = duration_seconds(interval)
+    day = _duration(86400 - seconds / 2)
+    hours = f"{num(seconds)} / 3600"
+
+    def per_day(series: str) -> str:
+        return f"sum_over_time({series}[{day}]) * {hours}"
+
+    up, util = observed("npu_up", interval), observed(UTIL, interval)
+    unused = f"(1 - avg_over_time({UTIL}[{interval}]))\n  and on ({CHIP}) {util}"
+    return [
+        Record("instance:npu_chips_observed:count", f"count by ({NODE}) {observed('npu_up', interval, '')}",
+               f"chips observed through the last {interval} (a sample in it and in the {interval} before)"),
+        Record("instance:npu_chips_idle:sum", f"sum by ({NODE}) (\n  (chip:npu_in_use:bool == bool 0)\n  and on ({CHIP}) {up}\n)",
+               f"chips observed through the last {interval} with nothing on them (no process, pod or job)"),
+        Record("instance:npu_chips_unused:sum", f"sum by ({NODE}) (\n  {unused}\n)",
+               f"chip-equivalents not busy over the last {interval}: 1 - utilization, summed over the observed chips"),
+        Record("namespace:npu_chips_unused:sum",
+               f"sum by (namespace) (\n  ({unused})\n  * on ({CHIP}) group_right\n  group by ({CHIP}, namespace) (npu_pod_info)\n)",
+               f"chip-equivalents not busy over the last {interval} among the chips allocated to a namespace"),
+        Record("instance:npu_chip_hours:sum1d", per_day("instance:npu_chips_observed:count"),
+               "chip-hours observed over the last day (evaluations x chips observed x interval)"),
+        Record("cluster:npu_chip_hours:sum1d", "sum by () (instance:npu_chip_hours:sum1d)", "chip-hours observed in the cluster, last day"),
+        Record("instance:npu_idle_chip_hours:sum1d", per_day("instance:npu_chips_idle:sum"),
+               "observed chip-hours of the last day with nothing on the chip (no process, pod or job)"),
+        Record("cluster:npu_idle_chip_hours:sum1d", "sum by () (instance:npu_idle_chip_hours:sum1d)", "idle chip-hours of the cluster, last day"),
+        Record("instance:npu_unused_chip_hours:sum1d", per_day("instance:npu_chips_unused:sum"),
+               "observed chip-hours of the last day the AI Cores were not busy (idle and underused chips)"),
+        Record("namespace:npu_unused_chip_hours:sum1d", per_day("namespace:npu_chips_unused:sum"),
+               "observed chip-hours of the last day a namespace's allocated chips were not busy"),
+        Record("cluster:npu_unused_chip_hours:sum1d", "sum by () (instance:npu_unused_chip_hours:sum1d)", "unused chip-hours of the cluster, last day"),
+    ]
+
+
 def recording_specs(table: Thresholds) -> list[tuple[str, str | None, list[Record]]]:
     """(group name, interval, records) of the recording rules."""
     low = table.alert("NPULowUtilization") if "NPULowUtilization" in {a.alert for a in table.alerts} else None
@@ -101,14 +161,7 @@ def recording_specs(table: Thresholds) -> list[tuple[str, str | None, list[Recor
         Record(f"namespace:{UTIL}:avg1d", f"avg by (namespace) (\n  {_pod_chips(f'chip:{UTIL}:avg1d')}\n)",
                "mean utilization of a namespace's chips, daily"),
         Record(f"cluster:{UTIL}:avg1d", f"avg by () (chip:{UTIL}:avg1d)", "mean chip utilization of the cluster, daily"),
-        Record("instance:npu_idle_chip_hours:sum1d", f"24 * sum by ({NODE}) (1 - chip:npu_in_use:avg1d)",
-               "chip-hours of the last day with nothing on the chip (no process, pod or job)"),
-        Record("cluster:npu_idle_chip_hours:sum1d", "sum by () (instance:npu_idle_chip_hours:sum1d)", "idle chip-hours of the cluster, last day"),
-        Record("instance:npu_unused_chip_hours:sum1d", f"24 * sum by ({NODE}) (1 - chip:{UTIL}:avg1d)",
-               "chip-hours of the last day the AI Cores were not busy (idle and underused chips)"),
-        Record("namespace:npu_unused_chip_hours:sum1d", f"24 * sum by (namespace) (\n  {_pod_chips(f'(1 - chip:{UTIL}:avg1d)')}\n)",
-               "chip-hours of the last day a namespace's allocated chips were not busy"),
-        Record("cluster:npu_unused_chip_hours:sum1d", "sum by () (instance:npu_unused_chip_hours:sum1d)", "unused chip-hours of the cluster, last day"),
+    ] + _chip_hours(table.recording.rollup_interval) + [
         Record("cluster:npu_chips_in_use:avg1d", "avg_over_time(cluster:npu_chips_in_use:sum[1d])", "mean chips in use over the last day"),
         Record("cluster:npu_hbm_usage:max1d", "max by () (chip:npu_hbm_usage:max1d)", "peak HBM use of any chip over the last day"),
     ] + [r for r in _levels("1h", quantiles) if "in_use" not in r.record]

@@ -25,6 +25,17 @@ from exporter.generate.common import (
     pct,
     with_windows,
 )
+from exporter.generate.source_failing import source_failing_description
+from exporter.generate.texts import (
+    CHIP_SHORT,
+    CHIP_TEXT,
+    ERROR_CODES,
+    ISOLATED_NOW,
+    JOB_SHORT,
+    JOB_TEXT,
+    PORT_SHORT,
+    PORT_TEXT,
+)
 from exporter.generate.thresholds import AlertSpec, Thresholds, duration_seconds
 
 
@@ -52,13 +63,11 @@ def _indent(expr: str, by: str = "  ") -> str:
     return "\n".join(by + line for line in expr.splitlines())
 
 
-CHIP_TEXT = "chip {{ $labels.device }} (NPU {{ $labels.npu }} chip {{ $labels.chip }}) on {{ $labels.instance }}"
-CHIP_SHORT = "chip {{ $labels.device }} on {{ $labels.instance }}"
-JOB_TEXT = "job {{ $labels.job_name }} rank {{ $labels.rank }} on {{ $labels.instance }}"
-# Network series add `port` ("" = absent on chips with one port; "<udie>/<port>" on A5).
-PORT = "{{ with $labels.port }} port {{ . }}{{ end }}"
-PORT_TEXT = f"chip {{{{ $labels.device }}}} (NPU {{{{ $labels.npu }}}} chip {{{{ $labels.chip }}}}){PORT} on {{{{ $labels.instance }}}}"
-PORT_SHORT = f"chip {{{{ $labels.device }}}}{PORT} on {{{{ $labels.instance }}}}"
+def on_device(expr: str) -> str:
+    """``expr`` (per rank) with the `device` of the rank's npu_job_info on the same exporter (two
+    nodes may run the same job_name and rank); unchanged without one (a profile-only job)."""
+    return (f"(\n{_indent(expr)}\n)\n* on ({JOB}) group_left (device)\n  topk by ({JOB}) (1, npu_job_info)\n"
+            f"or on ({JOB})\n(\n{_indent(expr)}\n)")
 
 
 # --- alert builders: spec + table -> (expr, summary, description) ------------------------------
@@ -88,12 +97,15 @@ def _low_utilization(spec: AlertSpec, table: Thresholds) -> Built:
 
 def _unstable(spec: AlertSpec, table: Thresholds) -> Built:
     mean_below = spec.param("mean_below", table[spec.indicator].healthy if spec.indicator else 0.85)
+    sources = spec.param("in_use", IN_USE_SOURCES)
     expr = (f"stddev_over_time(npu_aicore_utilization_ratio[{spec.range}]) > {num(spec.threshold)}\n"
-            f"and\navg_over_time(npu_aicore_utilization_ratio[{spec.range}]) < {num(mean_below)}")
+            f"and\navg_over_time(npu_aicore_utilization_ratio[{spec.range}]) < {num(mean_below)}\n"
+            f"and on (job, instance, device)\n(\n  {in_use_chips(tuple(sources), spec.alert)}\n)")
     return (expr, f"NPU {CHIP_SHORT} utilization swings in a saw-tooth",
             (f"The AI Core utilization of {CHIP_TEXT} swings by a standard deviation of "
             f"{{{{ $value | humanizePercentage }}}} over {spec.range} (above {pct(spec.threshold)}) around a mean "
-            f"below {pct(mean_below)}, for {spec.window}: the task stream stops and restarts."))
+            f"below {pct(mean_below)}, for {spec.window}, while a process, pod or training job uses the chip: the "
+            f"task stream stops and restarts."))
 
 
 def _hot_operator(spec: AlertSpec, table: Thresholds) -> Built:
@@ -101,14 +113,14 @@ def _hot_operator(spec: AlertSpec, table: Thresholds) -> Built:
     expr = (f"(\n{_indent(hot)}\n)\n* on ({JOB}) group_left (op_type)\n"
             f"  (0 * npu_profile_operator_time_ratio{{position=\"1\"}} + 1)\n"
             f"or on ({JOB})\n(\n{_indent(hot)}\n)")
-    return (expr, f"One operator type dominates the device time of {JOB_TEXT}",
+    return (expr, f"One operator type dominates the device time of {JOB_SHORT}",
             (f"In the latest profile of {JOB_TEXT}, operator type {{{{ $labels.op_type }}}} takes "
             f"{{{{ $value | humanizePercentage }}}} of device kernel time (above {pct(spec.threshold)})."))
 
 
 def _top_operators(spec: AlertSpec, table: Thresholds) -> Built:
     expr = profile_fresh(f"npu_profile_top3_operator_ratio > {num(spec.threshold)}", table.alerting.profile_max_age)
-    return (expr, f"Three operator types dominate the device time of {JOB_TEXT}",
+    return (expr, f"Three operator types dominate the device time of {JOB_SHORT}",
             (f"In the latest profile of {JOB_TEXT}, the three most expensive operator types take "
             f"{{{{ $value | humanizePercentage }}}} of device kernel time (healthy: < {pct(spec.threshold)})."))
 
@@ -119,7 +131,7 @@ def _memcpy(spec: AlertSpec, table: Thresholds) -> Built:
     profile = profile_fresh(f"npu_profile_memcpy_ratio > {num(spec.threshold)}", table.alerting.profile_max_age)
     expr = f"{hooks}\nor on ({JOB})\n(\n{_indent(profile)}\n)"
     healthy = f" (healthy: {ind.healthy_text()})" if ind and ind.healthy is not None else ""
-    return (expr, f"Memory copies take a large share of the steps of {JOB_TEXT}",
+    return (expr, f"Memory copies take a large share of the steps of {JOB_SHORT}",
             (f"{JOB_TEXT[0].upper()}{JOB_TEXT[1:]} spends {{{{ $value | humanizePercentage }}}} of its step time in "
             f"host-device memory copies (H2D + D2H), above {pct(spec.threshold)}{healthy}."))
 
@@ -134,7 +146,7 @@ def _framework(spec: AlertSpec, table: Thresholds) -> Built:
     profile = profile_fresh(f"{prof} > {num(spec.threshold)}\nunless {prof} <= {num(factor)} * ({prof} offset {baseline})",
                             table.alerting.profile_max_age)
     expr = f"(\n{_indent(hooks)}\n)\nor on ({JOB})\n(\n{_indent(profile)}\n)"
-    return (expr, f"Host-side framework overhead is high for {JOB_TEXT}",
+    return (expr, f"Host-side framework overhead is high for {JOB_SHORT}",
             (f"{JOB_TEXT[0].upper()}{JOB_TEXT[1:]} spends {{{{ $value | humanizePercentage }}}} of its step time in "
             f"the framework on the host, above {pct(spec.threshold)} and more than {num(factor)}x its share "
             f"{baseline} earlier (or no baseline)."))
@@ -148,14 +160,14 @@ def _idle_gaps(spec: AlertSpec, table: Thresholds) -> Built:
              f"and on ({JOB}) npu_job_iterations_total offset {spec.range}")
     profile = profile_fresh(f"npu_profile_idle_ratio > {num(spec.threshold)}", table.alerting.profile_max_age)
     expr = f"(\n{_indent(hooks)}\n)\nor on ({JOB})\n(\n{_indent(profile)}\n)"
-    return (expr, f"The device idles between the steps of {JOB_TEXT}",
+    return (expr, f"The device idles between the steps of {JOB_SHORT}",
             (f"{JOB_TEXT[0].upper()}{JOB_TEXT[1:]} leaves the device idle {{{{ $value | humanizePercentage }}}} of "
             f"the time (between iterations, or Free time in its latest profile), above {pct(spec.threshold)}."))
 
 
 def _stalled(spec: AlertSpec, table: Thresholds) -> Built:
     expr = f"time() - npu_job_last_iteration_timestamp_seconds > {num(spec.threshold)}"
-    return (expr, f"Training {JOB_TEXT} has stalled",
+    return (expr, f"Training {JOB_SHORT} has stalled",
             (f"{JOB_TEXT[0].upper()}{JOB_TEXT[1:]} still reports through the hooks but has not finished an "
             f"iteration for {{{{ $value | humanizeDuration }}}} (threshold {num(spec.threshold)}s)."))
 
@@ -164,7 +176,7 @@ def _regression(spec: AlertSpec, table: Thresholds) -> Built:
     baseline = spec.param("baseline", "1d")
     expr = (f"(\n{_indent(mean_iteration(spec.range))}\n)\n/\n(\n{_indent(mean_iteration(spec.range, baseline))}\n)\n"
             f"- 1 > {num(spec.threshold)}")
-    return (expr, f"Iterations of {JOB_TEXT} are slower than {baseline} ago",
+    return (expr, f"Iterations of {JOB_SHORT} are slower than {baseline} ago",
             (f"The mean iteration time of {JOB_TEXT} over {spec.range} is {{{{ $value | humanizePercentage }}}} "
             f"above the same job's {baseline} earlier (threshold {pct(spec.threshold)})."))
 
@@ -176,19 +188,33 @@ def _unhealthy(spec: AlertSpec, table: Thresholds) -> Built:
             f"npu-smi reports the health of {CHIP_TEXT} as {{{{ $labels.state }}}} for {spec.window}.{ERROR_CODES}")
 
 
-# The chip's npu_health_error_info codes, when the exporter read any (nothing otherwise).
-ERROR_CODES = (
-    "{{ with printf `npu_health_error_info{instance=%q, npu=%q, chip=%q}` $labels.instance $labels.npu $labels.chip"
-    " | query | sortByLabel `code` }} Error codes:{{ range . }} {{ .Labels.code }}{{ end }}.{{ end }}"
-)
+def missing_chips(lookback: str, sel: str = "") -> str:
+    """Chips a node misses (may be <= 0): npu_expected_devices (config, else pci) minus the chips
+    listed now; without an expectation, the most listed within ``lookback`` minus now."""
+    labels = f"{{{sel}}}" if sel else ""
+    expected = lambda source: f"npu_expected_devices{{{sel + ', ' if sel else ''}source=\"{source}\"}}"  # noqa: E731
+    return (f"max without (source) (\n  {expected('config')}\n  or on (job, instance)\n  {expected('pci')}\n)\n"
+            f"- npu_devices{labels}\n"
+            f"or on (job, instance)\n"
+            f"(\n  max_over_time(npu_devices{labels}[{lookback}]) - npu_devices{labels}\n"
+            f"  unless on (job, instance) npu_expected_devices{labels}\n)")
+
+
+def missing_lookback(spec: AlertSpec | None) -> str:
+    return spec.param("lookback", "1d") if spec else "1d"
 
 
 def _missing(spec: AlertSpec, table: Thresholds) -> Built:
-    lookback = spec.param("lookback", "1h")
-    expr = f"max_over_time(npu_devices[{lookback}]) - npu_devices > 0"
+    lookback = missing_lookback(spec)
+    expr = f"(\n{_indent(missing_chips(lookback))}\n) > 0"
+    expectation = (
+        "{{ with printf `npu_expected_devices{instance=%q}` $labels.instance | query | sortByLabel `source` }}"
+        " It should have{{ range . }} {{ .Value }} ({{ .Labels.source }}){{ end }}."
+        f"{{{{ else }}}} It has no expected chip count (npu_smi.expected_devices, or 910/910B PCI functions in sysfs): "
+        f"compared with the most chips it reported within the last {lookback}.{{{{ end }}}}")
     return (expr, "NPU chips are missing on {{ $labels.instance }}",
-            (f"{{{{ $labels.instance }}}} reports {{{{ $value }}}} NPU chip(s) fewer than it did within the last "
-            f"{lookback}, for {spec.window}."))
+            (f"{{{{ $labels.instance }}}} reports {{{{ $value }}}} NPU chip(s) fewer than expected, for "
+             f"{spec.window}.{expectation}"))
 
 
 def _temperature(spec: AlertSpec, table: Thresholds) -> Built:
@@ -215,14 +241,6 @@ def isolated_pages(matchers: str = "") -> str:
     """Pages each chip has isolated, over every memory and error type."""
     selector = f"npu_ecc_isolated_pages{{{matchers}}}" if matchers else "npu_ecc_isolated_pages"
     return f"sum without (memory, type) ({selector})"
-
-
-# The chip's isolated pages by memory and type, as npu-smi prints them (nothing when none).
-ISOLATED_NOW = (
-    "{{ with printf `npu_ecc_isolated_pages{instance=%q, npu=%q, chip=%q} > 0` $labels.instance $labels.npu $labels.chip"
-    " | query | sortByLabel `type` | sortByLabel `memory` }} Isolated now:{{ range . }} {{ .Labels.memory }} {{ .Labels.type }}"
-    " {{ .Value }}{{ end }}.{{ end }}"
-)
 
 
 def isolated_pages_limit(spec: AlertSpec) -> float:
@@ -252,10 +270,8 @@ def _pages_isolated(spec: AlertSpec, table: Thresholds) -> list[Tier]:
 
 
 def _source_failing(spec: AlertSpec, table: Thresholds) -> Built:
-    expr = "cann_exporter_source_success == 0"
-    return (expr, "cann-exporter source {{ $labels.source }} is failing on {{ $labels.instance }}",
-            (f"The {{{{ $labels.source }}}} source of the exporter on {{{{ $labels.instance }}}} has failed for "
-            f"{spec.window}; its metrics are stale or missing (see cann_exporter_source_errors_total by reason)."))
+    return ("cann_exporter_source_success == 0", "cann-exporter source {{ $labels.source }} is failing on {{ $labels.instance }}",
+            source_failing_description(spec.window))
 
 
 def _exporter_down(spec: AlertSpec, table: Thresholds) -> Built:
@@ -424,6 +440,8 @@ GROUPS = (
     ("cann-exporter-self", ("CANNExporterSourceFailing", "CANNExporterDown", "CANNExporterMemoryHigh",
                             "CANNExporterFileDescriptorsHigh")),
 )
+# Alerts about a training rank (job_name, rank): they carry the rank's device (npu_job_info).
+JOB_ALERTS = dict(GROUPS)["cann-exporter-training"]
 # Thresholds that need a value for the expression to make sense.
 _NEEDS_THRESHOLD = {name for name in CONTRACT_ALERTS} - {
     "NPUUnhealthy", "NPUMissing", "CANNExporterSourceFailing", "CANNExporterDown", "NPUNetworkLinkDown",
@@ -449,6 +467,8 @@ def alert_rules(spec: AlertSpec, table: Thresholds) -> list[dict[str, Any]]:
         raise GenerateError(f"alert {spec.alert}: needs a range")
     built = builder(spec, table)
     tiers = built if isinstance(built, list) else [Tier(spec.severity, built)]
+    if spec.alert in JOB_ALERTS:
+        tiers = [Tier(t.severity, (on_device(t.built[0]), *t.built[1:])) for t in tiers]
     return [rule(spec, table, tier) for tier in tiers]
 
 

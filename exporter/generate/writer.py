@@ -16,19 +16,21 @@ import yaml
 
 from exporter.generate.common import HEADER, MARKER, with_windows
 from exporter.generate.dashboards import dashboards
+from exporter.generate.inhibit import inhibit_comment, inhibit_rules
 from exporter.generate.recording import recording_rules, recording_specs
 from exporter.generate.rules import alerts
 from exporter.generate.thresholds import Thresholds
 
 ALERTS_FILE = "alerts/cann-exporter.alerts.yml"
 RECORDING_FILE = "alerts/cann-exporter.rules.yml"
+INHIBIT_FILE = "alertmanager/cann-exporter.inhibit.yml"
 DASHBOARD_DIR = "grafana/dashboards"
 DATASOURCE_FILE = "grafana/provisioning/datasources/cann-exporter.yml"
 PROVIDER_FILE = "grafana/provisioning/dashboards/cann-exporter.yml"
 # Where the provisioning provider expects the dashboards inside the Grafana container (the
 # docker-compose stack mounts grafana/dashboards there).
 GRAFANA_DASHBOARD_PATH = "/var/lib/grafana/dashboards/cann-exporter"
-GENERATED_GLOBS = ("alerts/*.yml", "alerts/*.yaml", "grafana/dashboards/*.json", "grafana/provisioning/*/*.yml")
+GENERATED_GLOBS = ("alerts/*.yml", "alerts/*.yaml", "alertmanager/*.yml", "grafana/dashboards/*.json", "grafana/provisioning/*/*.yml")
 
 
 class _Dumper(yaml.SafeDumper):
@@ -88,6 +90,7 @@ def render(table: Thresholds, *, windows: Mapping[str, str] | None = None) -> di
         "chip: job, instance, npu, chip, device), instance (a node), namespace (chips the kubelet\n"
         "allocated to the namespace's pods, npu_pod_info), cluster (everything this Prometheus scrapes).\n\n"
         + "\n".join(unique)))
+    files[INHIBIT_FILE] = dump_yaml({"inhibit_rules": inhibit_rules()}, inhibit_comment())
     for name, dashboard in dashboards(table).items():
         files[f"{DASHBOARD_DIR}/{name}.json"] = dump_json(dashboard)
     for path, data in provisioning().items():

@@ -4,7 +4,7 @@ order of the metric reference (docs/metrics.md)."""
 from __future__ import annotations
 
 from exporter.core.metric import MetricSpec, markdown_table
-from exporter.core.selfmetrics import SELF_METRICS
+from exporter.core.selfmetrics import SELF_METRICS, SOURCE_NOTE
 from exporter.hccn.metrics import NETWORK_METRICS
 from exporter.jobs.metrics import INGEST_METRICS, JOB_METRICS
 from exporter.npusmi.metrics import CHIP_METRICS, ECC_NOTE, PROCESS_METRICS
@@ -20,7 +20,7 @@ ALL_METRICS: tuple[MetricSpec, ...] = (
 
 DOC_HEADER = "# Metric reference\n\nGenerated from the metric specs each package declares; do not edit by hand.\n\n"
 # Where a table row cannot say enough: notes the packages declare next to their specs.
-DOC_NOTES = (ECC_NOTE,)
+DOC_NOTES = (ECC_NOTE, SOURCE_NOTE)
 
 
 def metrics_doc() -> str:

@@ -41,6 +41,15 @@ class ChipsCollector:
             count = family(m.DEVICES)
             count.add_metric([], part.chips_seen)
             yield count
+        expected = family(m.EXPECTED_DEVICES)
+        for source, value in (("config", part.expected_devices), ("pci", part.pci_expected_devices)):
+            if value is not None:
+                expected.add_metric([source], value)
+        yield expected
+        functions = family(m.PCI_FUNCTIONS)
+        for device_id, count in part.pci_functions:
+            functions.add_metric([device_id], count)
+        yield functions
 
         yield from field_families(m.CHIP_GAUGES, up, chip_labels)
 

@@ -74,6 +74,14 @@ chip prints it (310 and 310B print the current count only, read as DDR).
 DRIVER_INFO = spec("npu_driver_info", "gauge", "npu-smi and driver versions; value 1.", ("version", "tool_version"),
                    field=("driver_version", "tool_version"))
 DEVICES = spec("npu_devices", "gauge", "Chips seen in the latest npu-smi overview.", field="chips_seen")
+EXPECTED_DEVICES = spec(
+    "npu_expected_devices", "gauge",
+    "Chips this node should have: source=\"config\" (npu_smi.expected_devices), source=\"pci\" (Ascend PCI "
+    "functions in sysfs times their chips, where the model gives one number).", ("source",),
+    field=("expected_devices", "pci_expected_devices"),
+)
+PCI_FUNCTIONS = spec("npu_pci_functions", "gauge", "Ascend PCI functions (Huawei, accelerator class) in sysfs by PCI device id.",
+                     ("device_id",), field="pci_functions")
 
 # Per process (ProcessSample fields).
 PROCESS_MEMORY = _chip("npu_process_memory_bytes", "Device memory held by a process, bytes.", "pid", "process",
@@ -86,5 +94,5 @@ CHIP_GAUGES = (
 )
 # Per chip, memory (hbm, ddr) and type (single_bit, double_bit): `-t ecc` (ChipSample EccCount fields).
 ECC_METRICS = (ECC_ERRORS, ECC_AGGREGATE_ERRORS, ECC_ISOLATED_PAGES)
-CHIP_METRICS = (DEVICE_INFO, DRIVER_INFO, DEVICES, UP, HEALTH, HEALTH_ERROR, *CHIP_GAUGES, *ECC_METRICS)
+CHIP_METRICS = (DEVICE_INFO, DRIVER_INFO, DEVICES, EXPECTED_DEVICES, PCI_FUNCTIONS, UP, HEALTH, HEALTH_ERROR, *CHIP_GAUGES, *ECC_METRICS)
 PROCESS_METRICS = (PROCESS_MEMORY,)

@@ -13,6 +13,20 @@ from exporter.core.options import (
     subset,
 )
 
+
+def parse_count(value: object) -> int:
+    """A whole number >= 0 (0: none)."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a whole number >= 0, got {value!r}")
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"expected a whole number >= 0, got {value!r}") from None
+    if number < 0:
+        raise ValueError(f"expected a whole number >= 0, got {value!r}")
+    return number
+
+
 # The per-card `-t` queries the source knows (health is per chip, and only for chips not OK).
 DETAIL_KINDS = ("usages", "common", "ecc", "memory", "health")
 
@@ -31,3 +45,9 @@ class NpuSmiOptions:
     board: bool = option(True, parse_bool, "read `-t board -c` per chip at inventory time (die ids)")
     max_concurrency: int = option(4, parse_positive_int, "npu-smi calls running at once", metavar="N")
     max_output_bytes: int = option(4 << 20, parse_positive_int, "larger npu-smi outputs are discarded", metavar="BYTES")
+    expected_devices: int = option(
+        0, parse_count, "chips this node should have (npu_expected_devices{source=\"config\"}; NPUMissing); 0: none",
+        metavar="N")
+    sysfs: str = option(
+        "/sys", parse_text, "sysfs mount point; Ascend PCI functions under bus/pci/devices give npu_expected_devices{source=\"pci\"}",
+        metavar="DIR")

@@ -82,6 +82,9 @@ class DevicesPart:
     driver_version: str | None = None            # `info` Version
     tool_version: str | None = None              # `info` npu-smi version
     stale_chips: int = 0                         # listed by an overview older than max_age: withheld
+    expected_devices: int | None = None          # npu_smi.expected_devices (None: not set)
+    pci_expected_devices: int | None = None      # chips the Ascend PCI functions in sysfs carry (npusmi/pci.py)
+    pci_functions: tuple[tuple[str, int], ...] = ()  # (PCI device id, Ascend functions with it) in sysfs
 
 
 # --- records -> samples (pure) ------------------------------------------------------------------

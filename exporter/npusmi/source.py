@@ -5,7 +5,8 @@ npu-smi costs about a second per call on real hosts, so the schedule keeps spawn
 - every ``interval`` (default 10 s): one `npu-smi info` for all chips (utilization, HBM/DDR,
   power, temperature, health, processes);
 - at start, every ``inventory_interval`` (default 1 h) and whenever the set of chips in the
-  overview changes: `npu-smi info -m` (logic ids) and `-t board -i N -c C` per chip (die id);
+  overview changes: `npu-smi info -m` (logic ids) and `-t board -i N -c C` per chip (die id),
+  and the Ascend PCI functions in sysfs (pci.py: the expected chip count, no subprocess);
 - every ``detail_interval`` (default 60 s): per NPU `-t usages` (vector/cube/AI CPU/control
   CPU, bandwidths), `-t common` (clock; 310P card power), `-t ecc`; optionally `-t memory`
   (HBM temperature). Each is one call per card, not per chip. `-t health -i N -c C` (error
@@ -22,6 +23,7 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from pathlib import Path
 
 from exporter.core import clock
 from exporter.core.clock import Clock, Stamped
@@ -39,6 +41,7 @@ from exporter.npusmi.part import (
     overview_values,
     to_bytes,
 )
+from exporter.npusmi.pci import PciCount, pci_count
 
 ChipKey = tuple[int, int]  # (npu id, chip index)
 
@@ -77,6 +80,7 @@ class NpuSmiSource:
         self._boards: dict[ChipKey, p.BoardInfo] = {}
         self._details: dict[tuple[str, ChipKey], Stamped[object]] = {}
         self._card_power: dict[int, Stamped[float]] = {}  # 310P: MCU power of `-t common`
+        self._pci: PciCount | None = None                 # Ascend PCI functions in sysfs, read with the inventory
 
     # --- scheduled work ------------------------------------------------------------------
 
@@ -102,6 +106,7 @@ class NpuSmiSource:
         start = time.monotonic()
         failures: list[Failure] = []
         self._inventory_at = self.clock()
+        self._pci = pci_count(Path(self.options.sysfs))
         try:
             entries = p.parse_chip_map((await self._run("info", "-m")).output)
         except (RunError, p.NpuSmiError) as exc:
@@ -157,6 +162,9 @@ class NpuSmiSource:
             driver_version=table.driver_version if table else None,
             tool_version=table.tool_version if table else None,
             stale_chips=0 if fresh else len(listed),
+            expected_devices=self.options.expected_devices or None,
+            pci_expected_devices=self._pci.expected_chips if self._pci else None,
+            pci_functions=self._pci.functions if self._pci else (),
         )
 
     def _chip_sample(self, key: ChipKey, chip: p.InfoChip, up: bool, now: float) -> ChipSample:

@@ -2,8 +2,8 @@
 
 A spec is a comma-separated list of ``[scope:]kind[=value]``, e.g. ``usages:hang`` or
 ``slow=3,truncate``. ``scope`` names one command (``info`` = the overview table, ``m``,
-``l``, ``watch``, ``version``, or a ``-t`` type such as ``usages``); without it the fault
-hits every command. Kinds:
+``l``, ``watch``, ``version``, or a ``-t`` type such as ``usages``), optionally of one NPU
+(``usages@3``: only ``-t usages -i 3``); without it the fault hits every command. Kinds:
 
 - ``hang``: start a ``sleep`` child (same process group, same stdout) and sleep forever,
   so only a process-group kill ends the call and closes the pipe.
@@ -45,9 +45,10 @@ class Fault:
     kind: str
     value: float | None = None
     scope: str | None = None
+    npu: int | None = None         # only calls with `-i NPU` (a scope like usages@3)
 
-    def applies_to(self, key: str) -> bool:
-        return self.scope is None or self.scope == key
+    def applies_to(self, key: str, npu: int | None = None) -> bool:
+        return (self.scope is None or self.scope == key) and (self.npu is None or self.npu == npu)
 
     @property
     def dcmi_code(self) -> int | None:
@@ -71,7 +72,10 @@ def parse_faults(spec: str | None) -> tuple[Fault, ...]:
             raise ValueError(f"fault {item!r}: {raw!r} is not a number") from None
         if value is not None and not math.isfinite(value):  # slow=inf would crash time.sleep
             raise ValueError(f"fault {item!r}: {raw!r} is not a finite number")
-        faults.append(Fault(kind, value, _SCOPE_ALIASES.get(scope, scope) or None))
+        scope, at, card = scope.partition("@")
+        if at and not (card.isascii() and card.isdigit()):
+            raise ValueError(f"fault {item!r}: {card!r} is not an NPU id (scope COMMAND@NPU, e.g. usages@3)")
+        faults.append(Fault(kind, value, _SCOPE_ALIASES.get(scope, scope) or None, int(card) if at else None))
     return tuple(faults)
 
 

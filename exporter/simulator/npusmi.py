@@ -273,7 +273,7 @@ def run(options: SimOptions, args: Sequence[str], out: BinaryIO) -> int:
     if isinstance(command, Result):
         _write(out, command.text.encode())
         return command.code
-    faults = tuple(f for f in faultlib.parse_faults(options.fault) if f.applies_to(command.key))
+    faults = tuple(f for f in faultlib.parse_faults(options.fault) if f.applies_to(command.key, command.npu_id))
     t0 = _now(options, faults)
     early = _before_output(faults)
     if early is not None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from exporter.generate.inhibit import inhibit_rules
 from tests.support.deploy import DEPLOY, ROOT, promtool_check_config, run, tool
 
 COMPOSE_DIR = DEPLOY / "docker-compose"
@@ -92,6 +93,11 @@ def test_prometheus_config_passes_promtool(tmp_path: Path) -> None:
 def test_alertmanager_config_passes_amtool() -> None:
     proc = run([tool("amtool"), "check-config", str(COMPOSE_DIR / "alertmanager" / "alertmanager.yml")])
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_alertmanager_config_carries_the_generated_inhibit_rules() -> None:
+    config = yaml.safe_load((COMPOSE_DIR / "alertmanager" / "alertmanager.yml").read_text())
+    assert config["inhibit_rules"] == inhibit_rules()
 
 
 def test_dockerfile() -> None:

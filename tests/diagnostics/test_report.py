@@ -195,7 +195,7 @@ def test_progress_shows_on_a_terminal_only(prometheus: Prometheus, tmp_path: Pat
     err = Tty()
     assert report.run(args, out=io.StringIO(), err=err) == 0
     text = err.getvalue()
-    assert "\rquerying Prometheus: 1/7 chip utilization" in text and "7/7 HBM total" in text
+    assert "\rquerying Prometheus: 1/9 chip utilization" in text and "9/9 HBM total" in text
     assert text.endswith("\r") and text.rstrip("\r ").count("\r") >= 7    # the line is cleared at the end
     quiet = io.StringIO()
     assert report.run(args, out=io.StringIO(), err=quiet) == 0 and quiet.getvalue() == ""

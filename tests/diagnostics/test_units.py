@@ -145,6 +145,25 @@ def test_capacity_without_allocation_data_counts_busy_chips() -> None:
     assert report.verdict == "abnormal" and report.namespaces == ()
 
 
+def test_capacity_counts_the_observed_seconds_of_each_step() -> None:
+    from exporter.diagnostics.capacity_reader import observed_seconds
+
+    t = [3600.0 * i for i in range(1, 5)]
+    # a chip scraped from 20 minutes into the first step to 10 minutes into the last
+    first, last = {t[0]: t[0] - 2400.0}, {t[-1]: t[-1] - 3000.0, t[1]: t[1], t[2]: t[2]}
+    seconds = observed_seconds(tuple((x, 0.5) for x in t), first, last, 3600.0)
+    assert seconds == ((t[0], 2400.0), (t[1], 3600.0), (t[2], 3600.0), (t[3], 600.0))
+    # samples in the steps just outside the window: the chip goes on, whole steps
+    outside = {t[0] - 3600.0, t[-1] + 3600.0}
+    assert observed_seconds(tuple((x, 0.5) for x in t), first, last, 3600.0, outside) == tuple((x, 3600.0) for x in t)
+    new = ChipHistory("a", "1", "0", "1", tuple((x, 0.0) for x in t), observed=seconds)
+    old = ChipHistory("a", "0", "0", "0", tuple((x, 0.5) for x in t))          # no timestamps: whole steps
+    report = analyse_capacity(CapacityInput("t", t[0], t[-1], 3600.0, (old, new), in_use_known=False), TABLE)
+    hours = (40 + 60 + 60 + 10) / 60
+    assert report.totals["chip_hours"] == pytest.approx(4 + hours) and report.totals["idle_chip_hours"] == pytest.approx(hours)
+    assert report.totals["unused_chip_hours"] == pytest.approx(2 + hours)
+
+
 # --- parsing helpers ----------------------------------------------------------------------------------------
 
 
@@ -208,3 +227,27 @@ def test_colour_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     assert use_colour("always", io.StringIO()) and not use_colour("never", _Tty())
     monkeypatch.setenv("NO_COLOR", "1")
     assert not use_colour("auto", _Tty())
+
+
+def test_many_edge_steps_read_sample_times_with_one_coarser_range_query_each() -> None:
+    from exporter.diagnostics.capacity_reader import MAX_EDGE_STEPS, _edges
+    from exporter.diagnostics.promapi import Series
+
+    labels = {"instance": "a", "npu": "0", "chip": "0", "device": "0"}
+    points = tuple((3600.0 * i, 0.5) for i in range(1, 4 * MAX_EDGE_STEPS, 2))   # every other hour: all edges
+    calls: list[tuple[str, str]] = []
+
+    class Client:
+        def instant(self, query: str, at: float) -> list:
+            calls.append(("instant", query))
+            return []
+
+        def range(self, query: str, start: float, end: float, step: float) -> list:
+            calls.append(("range", query))
+            stamp = (lambda t: t - 1800.0) if query.startswith("min") else (lambda t: t - 600.0)
+            return [Series(labels, tuple((t, stamp(t)) for t, _ in points))]
+
+    observed = _edges(Client(), "npu_aicore_utilization_ratio", [Series(labels, points)], points[0][0], points[-1][0], 3600.0, None)
+    assert [kind for kind, _ in calls] == ["instant", "instant", "range", "range"]
+    assert "[3600s:300s]" in calls[2][1]
+    assert observed[("a", "0", "0", "0")] == tuple((t, 1200.0) for t, _ in points)

@@ -1,12 +1,14 @@
-"""End to end with real parts: three exporters on the simulator (`underutilized` on a 910B3 node,
-`healthy` on a 310P node, `degraded` on a 910B3 node), a real Prometheus scraping them every
-second with the generated rules (a short-window variant made by the generator's `windows`
-override), a real Alertmanager, and a webhook receiver in this test; a training job posting
-steps, a finished profile and a fake kubelet feed the job, profile and namespace panels.
+"""End to end with real parts: four exporters on the simulator (`underutilized` on a 910B3 node,
+`healthy` on a 310P node, `degraded` on a 910B3 node, `sawtooth` on a 910B3 node), a real
+Prometheus scraping them every second with the generated rules (a short-window variant made
+by the generator's `windows` override), a real Alertmanager with the generated inhibit rules,
+and a webhook receiver in this test; a training job posting steps, a finished profile and a
+fake kubelet feed the job, profile and namespace panels.
 NPULowUtilization must be delivered for exactly the underutilized chips (logic ids 1 and 4)
 and nothing else may fire on those two nodes; NPUMemoryPagesIsolated must be delivered for
-the degraded node's Critical chip only; then every dashboard query must parse and return
-data from this Prometheus where the data exists.
+the degraded node's Critical chip only; the sawtooth and degraded nodes must deliver exactly
+their expected notifications while Alertmanager holds the others as inhibited; then every
+dashboard query must parse and return data from this Prometheus where the data exists.
 
 Only 127.0.0.1, every wait a bounded poll, every process started here is stopped here.
 """
@@ -36,14 +38,14 @@ import pytest
 import yaml
 
 from exporter.generate.thresholds import load_thresholds
-from exporter.generate.writer import DASHBOARD_DIR, render, write
+from exporter.generate.writer import DASHBOARD_DIR, INHIBIT_FILE, render, write
 from exporter.pods.podresources_pb import api_pb2 as pb
 from exporter.simulator.scenarios import (
     DEGRADED_CRITICAL_LOGIC_ID,
     UNDERUTILIZED_LOGIC_IDS,
 )
 from tests.support.kubelet import FakeKubelet, container, pod
-from tests.support.paths import ROOT
+from tests.support.paths import FIXTURES, ROOT
 from tests.support.ports import free_port
 from tests.support.profile_builders import Kernel, Step, torch_profile
 from tests.support.promql import (
@@ -59,7 +61,19 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 # The generator's windows, shortened so the whole run takes seconds: every `for:` 5s, every
 # range 10s, rollups evaluated every second. Nothing else differs from the committed rules.
-WINDOWS = {"window": "5s", "range": "10s", "rollup_interval": "1s"}
+# The utilization alerts average over a whole saw-tooth period (60s), and NPUUtilizationUnstable
+# waits longer than NPULowUtilization, as in the table (15m against 10m): the alert that mutes
+# it fires first, so what Alertmanager delivers does not depend on which evaluation came first.
+WINDOWS = {"window": "5s", "range": "10s", "rollup_interval": "1s",
+           "NPULowUtilization.range": "60s", "NPUUtilizationUnstable.range": "60s", "NPUUtilizationUnstable.window": "60s"}
+SAWTOOTH_CHIPS = 8          # the 910b3 model
+# What Alertmanager must deliver for the degraded node (logic id 2 Critical, one NPU missing of 8
+# the PCI fixture shows), and what it must hold back: the Critical chip's low utilization
+# (muted by NPUUnhealthy and NPUMissing); NPUECCDoubleBitErrors, muted by the isolation alert's
+# critical tier, may or may not have fired by then.
+DEGRADED_DELIVERED = {("NPUUnhealthy", str(DEGRADED_CRITICAL_LOGIC_ID)), ("NPUMemoryPagesIsolated", str(DEGRADED_CRITICAL_LOGIC_ID)),
+                      ("NPUMissing", "")}
+DEGRADED_INHIBITED = {("NPULowUtilization", str(DEGRADED_CRITICAL_LOGIC_ID))}
 EXPECTED_LOW = {str(i) for i in UNDERUTILIZED_LOGIC_IDS}
 
 
@@ -215,6 +229,7 @@ class Stack:
     low: str        # instance label of the underutilized exporter
     healthy: str
     degraded: str
+    sawtooth: str
     webhook: Webhook
     procs: list[Proc] = field(default_factory=list)
 
@@ -234,6 +249,13 @@ class Stack:
                 return result
             time.sleep(0.5)
 
+    def inhibited(self, *instances: str) -> set[tuple[str, str, str]]:
+        """(alertname, instance, device) of the alerts Alertmanager holds back by an inhibit rule."""
+        status, body = http_get(f"{self.alertmanager}/api/v2/alerts")
+        assert status == 200, body
+        return {(a["labels"]["alertname"], a["labels"].get("instance", ""), a["labels"].get("device", ""))
+                for a in json.loads(body) if a["status"].get("inhibitedBy") and a["labels"].get("instance", "") in instances}
+
     def active_alerts(self, *instances: str) -> set[tuple[str, str, str, str]]:
         """(alertname, instance, device, state) of the alerts pending or firing on ``instances``."""
         status, body = http_get(f"{self.prometheus}/api/v1/alerts")
@@ -248,19 +270,22 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("e2e")
     files = render(load_thresholds(), windows=WINDOWS)
     write(tmp, {rel: text for rel, text in files.items() if rel.startswith("alerts/")})
-    exporter_port, healthy_port, degraded_port, prom_port, am_port = (free_port() for _ in range(5))
+    exporter_port, healthy_port, degraded_port, saw_port, prom_port, am_port = (free_port() for _ in range(6))
     low, healthy, degraded = f"127.0.0.1:{exporter_port}", f"127.0.0.1:{healthy_port}", f"127.0.0.1:{degraded_port}"
+    sawtooth = f"127.0.0.1:{saw_port}"
     webhook = Webhook()
     (tmp / "alertmanager.yml").write_text(yaml.safe_dump({
         "route": {"receiver": "test", "group_by": ["alertname", "instance", "device"],
                   "group_wait": "1s", "group_interval": "1s", "repeat_interval": "1h"},
         "receivers": [{"name": "test", "webhook_configs": [
             {"url": f"http://127.0.0.1:{webhook.port}/alerts", "send_resolved": False}]}],
+        # The shipped inhibit rules, as `cann-exporter generate` writes them.
+        "inhibit_rules": yaml.safe_load(files[INHIBIT_FILE])["inhibit_rules"],
     }))
     prometheus_config = {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]},
-        "scrape_configs": [{"job_name": "cann-exporter", "static_configs": [{"targets": [low, healthy, degraded]}]}],
+        "scrape_configs": [{"job_name": "cann-exporter", "static_configs": [{"targets": [low, healthy, degraded, sawtooth]}]}],
     }
     # Rules are loaded only once both targets have been scraped (see below).
     (tmp / "prometheus.yml").write_text(yaml.safe_dump(prometheus_config))
@@ -286,10 +311,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         Proc("exporter healthy", [sys.executable, "-m", "exporter", "serve", "--simulate", "healthy",
                                   "--simulate.model", "310p-duo", "--listen", healthy, *fast, "--no-hccn.enabled"],
              tmp / "exporter-healthy.log"),
-        # A failing chip (Critical, isolating HBM pages) on a third node; only the sources its alerts need.
+        # A failing chip (Critical, isolating HBM pages) on a third node, which lists 7 of the 8
+        # chips its (fixture) sysfs shows; only the sources its alerts need.
         Proc("exporter degraded", [sys.executable, "-m", "exporter", "serve", "--simulate", "degraded", "--listen", degraded,
-                                   *fast, "--npu-smi.details", "ecc,health", "--no-hccn.enabled"],
+                                   *fast, "--npu-smi.details", "ecc,health", "--no-hccn.enabled",
+                                   "--npu-smi.sysfs", str(FIXTURES / "sysfs" / "910B3-8card__written")],
              tmp / "exporter-degraded.log"),
+        # Every chip in use, in a saw-tooth around a 52% mean; the overview is all its alerts need.
+        Proc("exporter sawtooth", [sys.executable, "-m", "exporter", "serve", "--simulate", "sawtooth", "--listen", sawtooth,
+                                   *fast, "--npu-smi.details=", "--no-npu-smi.board", "--no-hccn.enabled"],
+             tmp / "exporter-sawtooth.log"),
         Proc("alertmanager", [alertmanager, f"--config.file={tmp / 'alertmanager.yml'}", f"--storage.path={tmp / 'am'}",
                               f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address="], tmp / "alertmanager.log"),
         # A resend delay of 1s (default 1m): an alert that fires at the first evaluation after the
@@ -299,16 +330,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
              tmp / "prometheus.log"),
     ]
     posters: list[StepPoster] = []
-    s = Stack(f"http://127.0.0.1:{prom_port}", f"http://127.0.0.1:{am_port}", low, healthy, degraded, webhook, procs)
-    exporters = procs[:3]
+    s = Stack(f"http://127.0.0.1:{prom_port}", f"http://127.0.0.1:{am_port}", low, healthy, degraded, sawtooth, webhook, procs)
+    exporters = procs[:4]
     try:
         # Exporters first: a Prometheus that starts scraping before they listen would see
         # `up == 0` and, on a loaded machine, fire CANNExporterDown before the test begins.
         for proc in exporters:
             proc.start(env)
-        wait_for("exporters ready", lambda: all(http_get(f"http://{a}/readyz")[0] == 200 for a in (low, healthy, degraded)),
-                 exporters, 30)
-        for proc in procs[3:]:
+        wait_for("exporters ready", lambda: all(http_get(f"http://{a}/readyz")[0] == 200 for a in (low, healthy, degraded, sawtooth)),
+                 exporters, 60)
+        for proc in procs[4:]:
             proc.start(env)
         # A training job reporting on one low chip of the underutilized node (job panels need data).
         posters.append(StepPoster(f"http://{low}/api/v1/steps", min(EXPECTED_LOW)))
@@ -318,7 +349,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         # Load the rules only after every exporter was scraped: before its first scrape
         # `absent(up)` holds, and on a loaded machine CANNExporterDown (5s `for:` here)
         # could fire before the test even starts.
-        wait_for("every target scraped", lambda: len(s.query("up == 1")) == 3, procs, 30)
+        wait_for("every target scraped", lambda: len(s.query("up == 1")) == 4, procs, 60)
         (tmp / "prometheus.yml").write_text(yaml.safe_dump({**prometheus_config, "rule_files": [str(tmp / "alerts" / "*.yml")]}))
         procs[-1].proc.send_signal(signal.SIGHUP)  # Prometheus re-reads its configuration
         wait_for("rules loaded", lambda: json.loads(http_get(f"{s.prometheus}/api/v1/rules")[1] or b"{}")
@@ -367,6 +398,7 @@ def test_page_isolation_pages_the_failing_chip_only_and_once(stack: Stack) -> No
 # dropped batch, an expired rank), or that the simulator does not produce by default.
 EVENT_SERIES = {
     "cann_exporter_source_errors_total": "no source error in this run",
+    "cann_exporter_source_subject_failing": "no source subject failing in this run (the degraded node reads only ecc and health)",
     "cann_exporter_ingest_rejected_total": "no rejected batch in this run",
     "cann_exporter_ingest_client_dropped_steps_total": "no client reported dropped steps",
     "cann_exporter_ingest_expired_total": "no job rank expired in this run",
@@ -426,3 +458,27 @@ def test_every_dashboard_query_returns_data(stack: Stack) -> None:
     assert kinds <= {"baseline"} | set(EVENT_SERIES.values()), kinds
     # What could not be checked here, and why (pytest -rP shows it).
     print("\n".join(f"not checked: {k}: {v}" for k, v in sorted(skipped.items())))
+
+
+# --- inhibition (last: its muted alerts need the longest `for:`, which the tests above wait out) ----
+def test_inhibition_delivers_exactly_the_expected_notifications(stack: Stack) -> None:
+    """Sawtooth: NPULowUtilization for every chip, NPUUtilizationUnstable of the same chips held
+    back (NPULowUtilization mutes it). Degraded: the Critical chip's health and page isolation and
+    the node's missing chip; the Critical chip's low utilization held back."""
+    saw_delivered = {("NPULowUtilization", stack.sawtooth, str(d)) for d in range(SAWTOOTH_CHIPS)}
+    saw_inhibited = {("NPUUtilizationUnstable", stack.sawtooth, str(d)) for d in range(SAWTOOTH_CHIPS)}
+    delivered = saw_delivered | {(name, stack.degraded, dev) for name, dev in DEGRADED_DELIVERED}
+    inhibited = saw_inhibited | {(name, stack.degraded, dev) for name, dev in DEGRADED_INHIBITED}
+    wait_for("the muted alerts held back by Alertmanager",
+             lambda: stack.inhibited(stack.sawtooth, stack.degraded) >= inhibited, stack.procs, 120)
+    wait_for("the expected notifications at the webhook",
+             lambda: {a for a in stack.webhook.received() if a[1] in (stack.sawtooth, stack.degraded)} >= delivered,
+             stack.procs, 30)
+    time.sleep(3)   # a few more group intervals: anything muted that slipped through would arrive now
+    received = {a for a in stack.webhook.received() if a[1] in (stack.sawtooth, stack.degraded)}
+    assert received == delivered, (f"unexpected: {sorted(received - delivered)}, missing: {sorted(delivered - received)}, "
+                                   f"held back: {sorted(stack.inhibited(stack.sawtooth, stack.degraded))}")
+    with stack.webhook.lock:
+        missing = [a["annotations"]["description"] for a in stack.webhook.alerts
+                   if a["labels"].get("alertname") == "NPUMissing" and a["labels"].get("instance") == stack.degraded]
+    assert missing and "reports 1 NPU chip(s) fewer than expected" in missing[0] and "should have 8 (pci)." in missing[0], missing

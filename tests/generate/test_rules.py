@@ -173,8 +173,18 @@ def test_recording_rule_names_follow_level_metric_operations() -> None:
             assert f"{level}:npu_aicore_utilization_ratio:quantile_avg{window}" in records
         assert f"{level}:npu_aicore_utilization_ratio:avg1d" in records
     for name in ("chip:npu_aicore_utilization_ratio:avg5m", "chip:npu_aicore_utilization_ratio:avg1h",
-                 "cluster:npu_idle_chip_hours:sum1d", "cluster:npu_allocation:ratio", "cluster:npu_hbm_headroom_bytes:sum"):
+                 "cluster:npu_idle_chip_hours:sum1d", "cluster:npu_allocation:ratio", "cluster:npu_hbm_headroom_bytes:sum",
+                 "cluster:npu_chip_hours:sum1d"):
         assert name in records
+
+
+def test_chip_hours_add_up_evaluations_at_the_rollup_interval() -> None:
+    for interval, seconds, day in (("1m", "60", "23h59m30s"), ("1s", "1", "23h59m59s500ms"), ("5m", "300", "23h57m30s")):
+        groups = recording_rules(load_thresholds(), windows={"rollup_interval": interval})["groups"]
+        records = {r["record"]: r["expr"] for r in groups[1]["rules"]}
+        assert records["instance:npu_idle_chip_hours:sum1d"] == f"sum_over_time(instance:npu_chips_idle:sum[{day}]) * {seconds} / 3600"
+        assert f"timestamp(npu_up offset {interval}) < {int(seconds) * 2}" in records["instance:npu_chips_observed:count"]
+        assert "24 *" not in "".join(records.values())
 
 
 # --- the table drives the rules ----------------------------------------------------------------
@@ -200,6 +210,10 @@ def test_windows_override_for_short_test_runs() -> None:
     assert short["NPULowUtilization"]["for"] == "5s"
     assert "[10s]" in short["NPULowUtilization"]["expr"] and "[5m]" not in short["NPULowUtilization"]["expr"]
     assert "for" not in short["NPUECCDoubleBitErrors"], "an alert that fires at once stays so"
+    one = {r["alert"]: r for r in all_alert_rules(alerts(load_thresholds(), windows={
+        "window": "5s", "NPUUtilizationUnstable.window": "60s", "NPUUtilizationUnstable.range": "60s"}))}
+    assert (one["NPULowUtilization"]["for"], one["NPUUtilizationUnstable"]["for"]) == ("5s", "60s")
+    assert "[60s]" in one["NPUUtilizationUnstable"]["expr"] and "[5m]" in one["NPULowUtilization"]["expr"]
     assert "offset 1d" in short["NPUIterationTimeRegression"]["expr"], "params are overridden only by name"
     assert "offset 2h" in {r["alert"]: r for r in all_alert_rules(alerts(load_thresholds(), windows={"baseline": "2h"}))}[
         "NPUIterationTimeRegression"]["expr"]

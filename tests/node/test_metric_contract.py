@@ -152,7 +152,8 @@ def npu_smi_910b3(tmp_path: Path) -> str:
         "info -t ecc -i *": "info-t-ecc__910-doc__unknown__1",
         "info -t board -i * -c *": "info-t-board-chip__910A__23.0.5__1",
     })
-    return node_exposition(**{"npu_smi.path": str(script), "npu_smi.details": "usages,common,memory,ecc"})
+    return node_exposition(**{"npu_smi.path": str(script), "npu_smi.details": "usages,common,memory,ecc",
+                              "npu_smi.expected_devices": "8", "npu_smi.sysfs": str(FIXTURES / "sysfs" / "910B3-8card__written")})
 
 
 def npu_smi_310p(tmp_path: Path) -> str:

@@ -107,3 +107,31 @@ def test_every_fault_kind_in_turn_then_recovery(start):
                            ("garbled", 1), ("exit_status", 1), ("output_too_large", 1)):
         assert log.count(f"subject=info reason={reason} ") == states, reason   # once per state, not per cycle
     assert "source recovered" in log
+
+
+def test_one_card_failing_names_itself_and_the_other_cards_stay_fresh(start):
+    exporter = start("--simulate", "healthy", "--npu-smi.interval", "1s", "--npu-smi.timeout", "2s",
+                     "--npu-smi.details=usages", "--npu-smi.detail-interval", "1s", "--max-age", "3s")
+    exporter.wait_for(lambda f: all_up(f) and len(values(f, "npu_aicpu_utilization_ratio", "npu")) == 8)
+
+    exporter.fault("usages@3:error-8005")   # `npu-smi info -t usages -i 3` only
+    failing = {"source": "npu_smi_details", "subject": "usages -i 3", "reason": "dcmi_init_failed"}
+    found = exporter.wait_for(lambda f: value(f, "cann_exporter_source_subject_failing", **failing) == 1
+                              and "3" not in values(f, "npu_aicpu_utilization_ratio", "npu"))   # aged out
+    assert value(found, "cann_exporter_source_success", source="npu_smi_details") == 0
+    assert value(found, "cann_exporter_source_subjects", source="npu_smi_details") == 8
+    assert value(found, "cann_exporter_source_failed_subjects", source="npu_smi_details") == 1
+    assert set(values(found, "cann_exporter_source_subject_failing", "subject")) == {"usages -i 3"}
+    # The other seven cards' usages stay fresh through several detail rounds; every chip is up.
+    for _ in range(3):
+        runs = value(found, "cann_exporter_source_runs_total", source="npu_smi_details")
+        found = exporter.wait_for(lambda f, runs=runs: value(f, "cann_exporter_source_runs_total", source="npu_smi_details") > runs)
+        assert set(values(found, "npu_aicpu_utilization_ratio", "npu")) == {"0", "1", "2", "4", "5", "6", "7"}
+        assert all_up(found) and value(found, "cann_exporter_source_success", source="npu_smi_info") == 1
+    assert 'subject="usages -i 3" reason=dcmi_init_failed' in exporter.log_path.read_text()
+
+    exporter.fault("")
+    found = exporter.wait_for(lambda f: len(values(f, "npu_aicpu_utilization_ratio", "npu")) == 8
+                              and value(f, "cann_exporter_source_success", source="npu_smi_details") == 1)
+    assert value(found, "cann_exporter_source_failed_subjects", source="npu_smi_details") == 0
+    assert values(found, "cann_exporter_source_subject_failing", "subject") == {}

@@ -17,11 +17,12 @@ import pytest
 
 from exporter.cli import main
 from tests.support.exposition import samples, value
-from tests.support.paths import GOLDEN
+from tests.support.paths import FIXTURES, GOLDEN
 from tests.support.tools import tool
 
 MIB = 1024 * 1024
-QUIET = ["--no-collector.self", "--log.level", "error"]
+# A sysfs without Ascend functions: the goldens do not depend on the host's /sys.
+QUIET = ["--no-collector.self", "--log.level", "error", "--npu-smi.sysfs", str(FIXTURES / "sysfs" / "no-ascend__written")]
 OVERVIEW_ONLY = ["--npu-smi.details=", "--no-npu-smi.board"]
 
 # fixture -> chips in its table (counted by hand)

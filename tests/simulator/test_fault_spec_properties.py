@@ -14,7 +14,7 @@ from exporter.simulator.npusmi import parse_sim_options
 
 _ITEM = st.builds(
     lambda scope, kind, value: f"{scope}{kind}{value}",
-    st.sampled_from(["", "info:", "usages:", "-m:", "x:", ":"]),
+    st.sampled_from(["", "info:", "usages:", "-m:", "x:", ":", "usages@3:", "usages@:", "@x:"]),
     st.one_of(st.sampled_from(FAULT_KINDS), st.text(max_size=6)),
     st.one_of(st.just(""), st.sampled_from(["=1", "=-3", "=0.5", "=inf", "=nan", "=1e400", "=x", "="])),
 )

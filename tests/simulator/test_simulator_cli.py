@@ -131,6 +131,16 @@ def test_scoped_fault_leaves_other_commands_alone():
     assert sim("--fault", "usages:hang", "--time", str(T0), "info", "-t", "power", "-i", "0").returncode == 0
 
 
+def test_a_fault_scoped_to_one_npu_leaves_the_other_cards_alone():
+    assert parse_faults("usages@3:error-8005")[0].npu == 3
+    failing = sim("--fault", "usages@3:error-8005", "--time", str(T0), "info", "-t", "usages", "-i", "3")
+    assert failing.returncode == EXIT_DCMI and failing.stdout.decode() == render.dcmi_error(-8005)
+    for args in (("info", "-t", "usages", "-i", "2"), ("info", "-t", "common", "-i", "3"), ("info",)):
+        assert sim("--fault", "usages@3:error-8005", "--time", str(T0), *args).returncode == 0, args
+    with pytest.raises(ValueError, match="not an NPU id"):
+        parse_faults("usages@x:hang")
+
+
 @pytest.mark.parametrize("kind", ["error-8005", "error-8020"])
 def test_dcmi_error_faults(kind):
     done = sim("--fault", kind, "info")

@@ -1,0 +1,40 @@
+"""The words of every alert text, in one place: a chip is "device D (NPU N, chip C) on
+INSTANCE" (D the logic id, label `device`; N the npu-smi NPU id, `npu`; C the chip's index
+on the card, `chip`), a training rank "job J rank R, device D (NPU N, chip C) on INSTANCE"
+(docs/runbooks.md says the same). Go templates of Prometheus alert annotations."""
+
+from __future__ import annotations
+
+# One vocabulary in every alert text: "device D (NPU N, chip C) on INSTANCE", where D is the
+# chip's logic id (npu-smi info -m, what frameworks call the device), N the npu-smi NPU id
+# (card) and C the chip's index on that card.
+CHIP_TEXT = "device {{ $labels.device }} (NPU {{ $labels.npu }}, chip {{ $labels.chip }}) on {{ $labels.instance }}"
+CHIP_SHORT = "device {{ $labels.device }} on {{ $labels.instance }}"
+# A training rank's device (joined from npu_job_info, see on_device); its NPU and chip looked up
+# in npu_device_info of the same exporter. Nothing when the rank reports no device.
+_NPU_CHIP_OF_DEVICE = (
+    "{{ with printf `npu_device_info{instance=%q, device=%q}` $labels.instance $labels.device | query }}"
+    "{{ with first . }} (NPU {{ .Labels.npu }}, chip {{ .Labels.chip }}){{ end }}{{ end }}"
+)
+JOB_TEXT = ("job {{ $labels.job_name }} rank {{ $labels.rank }}{{ with $labels.device }}, device {{ . }}"
+            f"{_NPU_CHIP_OF_DEVICE}{{{{ end }}}} on {{{{ $labels.instance }}}}")
+JOB_SHORT = "job {{ $labels.job_name }} rank {{ $labels.rank }}{{ with $labels.device }}, device {{ . }}{{ end }} on {{ $labels.instance }}"
+# Network series add `port` ("" = absent on chips with one port; "<udie>/<port>" on A5).
+PORT = "{{ with $labels.port }} port {{ . }}{{ end }}"
+PORT_TEXT = f"device {{{{ $labels.device }}}} (NPU {{{{ $labels.npu }}}}, chip {{{{ $labels.chip }}}}){PORT} on {{{{ $labels.instance }}}}"
+PORT_SHORT = f"device {{{{ $labels.device }}}}{PORT} on {{{{ $labels.instance }}}}"
+
+
+# The chip's npu_health_error_info codes, when the exporter read any (nothing otherwise).
+ERROR_CODES = (
+    "{{ with printf `npu_health_error_info{instance=%q, npu=%q, chip=%q}` $labels.instance $labels.npu $labels.chip"
+    " | query | sortByLabel `code` }} Error codes:{{ range . }} {{ .Labels.code }}{{ end }}.{{ end }}"
+)
+
+
+# The chip's isolated pages by memory and type, as npu-smi prints them (nothing when none).
+ISOLATED_NOW = (
+    "{{ with printf `npu_ecc_isolated_pages{instance=%q, npu=%q, chip=%q} > 0` $labels.instance $labels.npu $labels.chip"
+    " | query | sortByLabel `type` | sortByLabel `memory` }} Isolated now:{{ range . }} {{ .Labels.memory }} {{ .Labels.type }}"
+    " {{ .Value }}{{ end }}.{{ end }}"
+)
