@@ -37,6 +37,7 @@ example: install
 	$(BIN)/python examples/train_with_hooks.py $(ARGS)
 
 bench: install-test
+	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python -m benchmarks $(ARGS)
 
 # Opt-in soak: 16 chips, 8 hook jobs, scrapes and faults for SOAK_SECONDS (default 1200); writes benchmarks/SOAK.md.

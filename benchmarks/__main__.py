@@ -53,13 +53,19 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)  # unwinds `finally` blocks, so started processes are stopped
 
 
+def _traceback() -> str:
+    """The current exception's traceback with paths relative to the repository: the report is
+    read on other machines, where this checkout's location means nothing."""
+    return traceback.format_exc().replace(f"{REPO.resolve()}/", "").replace(f"{REPO}/", "")
+
+
 def child(name: str, out_path: str) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
     record: dict[str, Any]
     try:
         module = importlib.import_module(f"benchmarks.{name}")
     except BaseException:  # noqa: BLE001 - any import failure is a note, not a crash
-        record = {"status": "import_error", "error": traceback.format_exc()}
+        record = {"status": "import_error", "error": _traceback()}
     else:
         run = getattr(module, "run", None)
         if not callable(run):
@@ -69,7 +75,7 @@ def child(name: str, out_path: str) -> int:
             try:
                 result = run()
             except BaseException:  # noqa: BLE001
-                record = {"status": "error", "error": traceback.format_exc()}
+                record = {"status": "error", "error": _traceback()}
             else:
                 if not isinstance(result, dict):
                     result = {"raw": {"value": result}}
