@@ -70,6 +70,16 @@ class Load:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self.stop.wait(), max(0.0, min(seconds, self.deadline - time.monotonic())))
 
+    async def send(self, conn: Connection, raw: bytes, st: dict[str, Any]) -> None:
+        """One request, counted by status; a failed one by error, then a short pause."""
+        try:
+            status, _, _, _ = await conn.request(raw)
+            st["requests"] += 1
+            st["status"][str(status)] += 1
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
+            st["errors"][type(exc).__name__] += 1
+            await self.pause(0.1)
+
     async def watch_stop(self) -> None:
         while self.running():
             if (self.out / "stop").exists():
@@ -104,13 +114,7 @@ class Load:
                     job, rank = held[index % len(held)]
                     raw = batch(job, rank, int(cfg["ingest_batch"]))
                 index += 1
-                try:
-                    status, _, _, _ = await conn.request(raw)
-                    st["requests"] += 1
-                    st["status"][str(status)] += 1
-                except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
-                    st["errors"][type(exc).__name__] += 1
-                    await self.pause(0.1)
+                await self.send(conn, raw, st)
                 if index >= len(held):
                     await self.pause(float(cfg["ingest_pause"]))
         finally:
@@ -127,13 +131,7 @@ class Load:
                 attempt += 1
                 raw = request_bytes("GET", "/metrics", {"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip",
                                                         "Authorization": basic_auth(cfg["user"], f"wrong-{index}-{attempt}")})
-                try:
-                    status, _, _, _ = await conn.request(raw)
-                    st["requests"] += 1
-                    st["status"][str(status)] += 1
-                except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
-                    st["errors"][type(exc).__name__] += 1
-                    await self.pause(0.1)
+                await self.send(conn, raw, st)
                 await self.pause(float(cfg["auth_pause"]))
         finally:
             st["connects"] += conn.connects

@@ -81,6 +81,19 @@ COUNTER_PREFIXES = ("cann_exporter_http_", "cann_exporter_web_auth_", "cann_expo
 FAILURES = (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError)
 
 
+async def _timed(conn: Connection, raw: bytes, latencies: list[float], failures: Counter[str], timeout: float) -> None:
+    """One request's latency; a failure or a status other than 200 counts as its timeout."""
+    try:
+        status, _, _, elapsed = await conn.request(raw)
+    except FAILURES as exc:
+        failures[type(exc).__name__] += 1
+        latencies.append(timeout)
+        return
+    if status != 200:
+        failures[f"HTTP {status}"] += 1
+    latencies.append(elapsed if status == 200 else timeout)
+
+
 async def _window(seconds: float, port: int, scrapers: list[Connection], scrape: bytes, proc: psutil.Process) -> dict[str, Any]:
     """Probes, scrapes and RSS samples for ``seconds``."""
     end = time.monotonic() + seconds
@@ -93,17 +106,7 @@ async def _window(seconds: float, port: int, scrapers: list[Connection], scrape:
 
     async def scraper(conn: Connection) -> None:
         while time.monotonic() < end:
-            try:
-                status, _, _, elapsed = await conn.request(scrape)
-            except FAILURES as exc:
-                scrape_fail[type(exc).__name__] += 1
-                scrape_lat.append(SCRAPE_TIMEOUT)
-            else:
-                if status == 200:
-                    scrape_lat.append(elapsed)
-                else:
-                    scrape_fail[f"HTTP {status}"] += 1
-                    scrape_lat.append(SCRAPE_TIMEOUT)
+            await _timed(conn, scrape, scrape_lat, scrape_fail, SCRAPE_TIMEOUT)
             await asyncio.sleep(SCRAPE_PAUSE)
 
     async def prober() -> None:
@@ -111,16 +114,7 @@ async def _window(seconds: float, port: int, scrapers: list[Connection], scrape:
             conn = Connection(port, "127.0.0.1", timeout=PROBE_TIMEOUT)
             started = time.perf_counter()
             try:
-                status, _, _, elapsed = await conn.request(probe)
-            except FAILURES as exc:
-                probe_fail[type(exc).__name__] += 1
-                probe_lat.append(PROBE_TIMEOUT)
-            else:
-                if status == 200:
-                    probe_lat.append(elapsed)
-                else:
-                    probe_fail[f"HTTP {status}"] += 1
-                    probe_lat.append(PROBE_TIMEOUT)
+                await _timed(conn, probe, probe_lat, probe_fail, PROBE_TIMEOUT)
             finally:
                 conn.close()
             await asyncio.sleep(max(0.0, PROBE_EVERY - (time.perf_counter() - started)))

@@ -3,6 +3,7 @@ switch style, defaults shown once, did-you-mean for typos, port 0 and the bind b
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import subprocess
@@ -92,7 +93,7 @@ def test_unknown_environment_variable_exits_2_with_a_guess():
 
 
 def env_with(extra: dict[str, str]) -> dict[str, str]:
-    import os
+    """This environment without any CANN_EXPORTER_* of the caller's, plus ``extra``."""
     return {**{k: v for k, v in os.environ.items() if not k.startswith("CANN_EXPORTER_")}, **extra}
 
 

@@ -6,9 +6,6 @@ scraped for 3 days, and a chip with a 1-hour scrape gap. Scraped every 30 s; the
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,9 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_report
-from tests.support.ports import free_port
-from tests.support.prometheus import Prometheus, wait_ready
-from tests.support.tools import tool
+from tests.support.prometheus import Prometheus, build_blocks, serving_blocks
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 SCRAPE = 30
@@ -46,30 +41,8 @@ def history(now: int) -> Iterator[str]:
 def short_history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     root = tmp_path_factory.mktemp("short-history")
     end = int(time.time()) // HOUR * HOUR - HOUR       # a whole hour in the past: the report's window end
-    source, data = root / "history.om", root / "data"
-    source.write_text("\n".join(history(end - 53)) + "\n")
-    built = subprocess.run([tool("promtool"), "tsdb", "create-blocks-from", "openmetrics", "--max-block-duration=1000h", "-q",
-                            str(source), str(data)], check=False, capture_output=True, text=True, timeout=120)
-    assert built.returncode == 0, built.stdout + built.stderr
-    config = root / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 1m\n")
-    port, log = free_port(), root / "prometheus.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([tool("prometheus"), f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}",
-                                 f"--config.file={config}", "--storage.tsdb.retention.time=60d"],
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_ready(url, proc, log)
-        yield Prometheus(url, end)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
+    with serving_blocks(build_blocks(history(end - 53), root), root, end) as served:
+        yield served
 
 
 def chip_hours(prometheus: Prometheus, out: Path, window: str) -> dict[str, dict]:
