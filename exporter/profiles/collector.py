@@ -19,6 +19,10 @@ class ProfileCollector:
         yield from field_families(m.PROFILE_GAUGES, latest, _labels)  # a field the export lacks is absent, never 0 or -1
         yield _memcpy_kinds(latest)
         yield _operators(latest)
+        dropped = family(m.PROFILES_DROPPED)
+        for reason, count in part.dropped:
+            dropped.add_metric([reason], count)
+        yield dropped
 
 
 def _labels(summary: ProfileSample) -> list[str]:

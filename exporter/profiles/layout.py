@@ -5,18 +5,22 @@ An export counts as finished when its file listing (names, sizes, mtimes) is the
 consecutive scans and either torch_npu's `analyse.done` marker exists, or the data files are
 there, non-empty and untouched for ``settle_seconds`` (and, for torch_npu/MindSpore,
 `profiler_info*.json` says collection ended); docs/formats/profiler-exports.md, "When an
-export is finished". File-system work here blocks: the source runs it in a worker thread.
+export is finished". File-system work here blocks: the source runs it in a worker thread. A directory that cannot
+be listed, or that leads out of the watched root, is a Failure with its reason and is skipped:
+the rest of the scan goes on.
 Quoted section names refer to docs/formats/profiler-exports.md.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from exporter.core.health import Failure
+from exporter.core.inputfile import is_within, refusal_from_os_error
 
 PRODUCERS = ("torch_npu", "mindspore", "msprof", "cluster")
 
@@ -30,7 +34,7 @@ def producer_of(path: Path) -> str | None:
         return "mindspore"
     if name.startswith("PROF_"):
         return "msprof"
-    if (path / "cluster_step_trace_time.csv").is_file():
+    if os.path.isfile(path / "cluster_step_trace_time.csv"):  # never raises: an unreadable dir is reported when listed
         return "cluster"
     return None
 
@@ -61,45 +65,60 @@ class ProfileRef:
     path: Path
     producer: str
     job_name: str
+    root: Path | None = None                 # the watched directory it was found under
 
 
 # --- discovery (blocking; runs in a worker thread) --------------------------------------------
 
 
-def find_profiles(root: Path, max_depth: int = 4) -> tuple[list[ProfileRef], list[Failure]]:
+def find_profiles(root: Path, max_depth: int = 4, allow_outside: bool = False) -> tuple[list[ProfileRef], list[Failure]]:
     """Exports under ``root`` (or ``root`` itself), without descending into an export.
 
     Job name: the directory directly below ``root`` that holds the export; exports placed
     in ``root`` itself take ``root``'s name. A cluster_analysis_output is only used when no
-    per-rank export sits beside it (the rank exports say more).
+    per-rank export sits beside it (the rank exports say more). A directory linked from
+    inside ``root`` to somewhere outside it is skipped (``outside_root``) unless
+    ``allow_outside``.
     """
     refs: list[ProfileRef] = []
     failures: list[Failure] = []
-    if not root.exists():
-        return refs, [Failure(str(root), "missing_dir", f"{root}: profile directory does not exist")]
+    try:
+        os.stat(root)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return refs, [Failure(str(root), "missing_dir", f"{root}: profile directory does not exist")]
+        refusal = refusal_from_os_error(root, exc)
+        return refs, [Failure(str(root), refusal.reason, refusal.message)]
     own = producer_of(root)
     if own is not None:
-        return [ProfileRef(root, own, root.parent.name or root.name)], []
-    _walk(root, root, 0, max_depth, refs, failures)
+        return [ProfileRef(root, own, root.parent.name or root.name, root)], []
+    _walk(root, root, 0, max_depth, allow_outside, refs, failures)
     return refs, failures
 
 
-def _walk(root: Path, directory: Path, depth: int, max_depth: int, refs: list[ProfileRef], failures: list[Failure]) -> None:
+def _walk(root: Path, directory: Path, depth: int, max_depth: int, allow_outside: bool,
+          refs: list[ProfileRef], failures: list[Failure]) -> None:
     try:
         with os.scandir(directory) as entries:
             children = sorted(Path(e.path) for e in entries if not e.name.startswith(".") and _is_dir(e))
     except OSError as exc:
-        failures.append(Failure(str(directory), "unreadable", f"{directory}: cannot list: {exc.strerror or exc}"))
+        refusal = refusal_from_os_error(directory, exc)
+        failures.append(Failure(str(directory), refusal.reason, f"{directory}: cannot list: {exc.strerror or exc}"))
         return
+    if not allow_outside:
+        outside = [child for child in children if not is_within(child, root)]
+        failures += [Failure(str(c), "outside_root", f"{c}: resolves outside {root}; skipped (profiles.allow_outside)")
+                     for c in outside]
+        children = [child for child in children if child not in outside]
     kinds = {child: producer_of(child) for child in children}
     has_ranks = any(k not in (None, "cluster") for k in kinds.values())
     for child in children:
         kind = kinds[child]
         if kind is None:
             if depth + 1 < max_depth:
-                _walk(root, child, depth + 1, max_depth, refs, failures)
+                _walk(root, child, depth + 1, max_depth, allow_outside, refs, failures)
         elif kind != "cluster" or not has_ranks:
-            refs.append(ProfileRef(child, kind, _job_name(root, child)))
+            refs.append(ProfileRef(child, kind, _job_name(root, child), root))
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
@@ -129,13 +148,16 @@ class Listing:
 
 
 def list_export(ref: ProfileRef) -> Listing | None:
-    """None while the output directory does not exist yet."""
+    """None while the output directory does not exist yet; InputRefused when it cannot be
+    listed (``permission_denied``, ``unreadable``)."""
     out = output_dir(ref.path, ref.producer)
     try:
-        files = _stat_files(out)
-        root_files = _stat_files(ref.path) if out != ref.path else files
-    except OSError:
-        return None
+        root_files = _stat_files(ref.path)
+        files = _stat_files(out) if out != ref.path else root_files
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return None
+        raise refusal_from_os_error(exc.filename or out, exc) from None
     info = {n: s for n, s in root_files.items() if n.startswith("profiler_info") or n == "profiler_metadata.json"}
     both = sorted(files.items()) + sorted(("../" + n, s) for n, s in info.items())
     digest = hashlib.sha1(repr(both).encode()).hexdigest()

@@ -18,8 +18,8 @@ from exporter.profiles.formats.common import (
     Limits,
     ProfileParseError,
     as_int,
-    check_size,
     frozen_map,
+    open_text,
     read_csv,
 )
 from exporter.profiles.formats.info import (
@@ -87,7 +87,7 @@ def load_profile(path: Path, producer: str, job_name: str, limits: Limits = Limi
         problems = "; ".join(i.message for i in data.issues) or "no step_trace_time, kernel_details, op_statistic or timeline found"
         if not data.issues and any(output_dir(path, producer).glob("*.db")):
             raise ProfileParseError("unsupported", f"{path.name}: only a DB export (.db) was found; text export (csv/json) is needed")
-        raise ProfileParseError("no_data", f"{path.name}: no usable profile data: {problems}")
+        raise ProfileParseError("no_data", f"{path.name}: no usable profile data: {problems}", data.issues)
     return (data,)
 
 
@@ -107,16 +107,22 @@ class _Collect:
         return result
 
 
+def _present(path: Path) -> bool:
+    """Something other than a directory is there (a FIFO or a dangling link too: opening it
+    says why it is refused); never raises, so an unreadable directory costs its files only."""
+    return os.path.lexists(path) and not os.path.isdir(path)
+
+
 def _file(directory: Path, name: str) -> Path | None:
     path = directory / name
-    return path if path.is_file() else None
+    return path if _present(path) else None
 
 
 def _load_framework(path: Path, producer: str, job_name: str, limits: Limits) -> ProfileData:
     out, collect = output_dir(path, producer), _Collect()
     info = _profiler_info(path, collect, limits)
     meta = _file(path, "profiler_metadata.json")
-    job = collect.run(lambda: read_small_json(meta, read_job_name, limits)) if meta else None
+    job = collect.run(lambda: read_small_json(meta, read_job_name, limits, limits.max_info_bytes)) if meta else None
     steps = _file(out, "step_trace_time.csv")
     kernels = _file(out, "kernel_details.csv")
     op_stat = _file(out, "op_statistic.csv")
@@ -148,7 +154,7 @@ def _profiler_info(path: Path, collect: _Collect, limits: Limits) -> ProfilerInf
     candidates = sorted(path.glob("profiler_info*.json"))
     if not candidates:
         return None
-    info = collect.run(lambda: read_small_json(candidates[0], read_profiler_info, limits))
+    info = collect.run(lambda: read_small_json(candidates[0], read_profiler_info, limits, limits.max_info_bytes))
     if info is not None and info.rank is None:
         suffix = as_int(candidates[0].stem.removeprefix("profiler_info").lstrip("_"))
         info = replace(info, rank=suffix)
@@ -164,12 +170,7 @@ def _rank_from_name(path: Path) -> int | None:
 
 
 def _read_trace(path: Path, limits: Limits) -> TraceData:
-    check_size(path, limits.max_trace_bytes)
-    try:
-        handle = open(path, encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ProfileParseError("unreadable", f"{path.name}: cannot read: {exc.strerror or exc}") from None
-    with handle:
+    with open_text(path, limits.max_trace_bytes, limits) as handle:
         try:
             return read_trace(handle, path.name, limits)
         except OSError as exc:
@@ -185,7 +186,7 @@ def _slices(directory: Path, prefix: str, suffix: str = ".csv") -> list[Path]:
         match = _SLICE.search(p.name)
         return (int(match.group(1)) if match else -1, p.name)
 
-    found = [p for p in directory.glob(f"{prefix}_*{suffix}") if p.is_file()]
+    found = [p for p in directory.glob(f"{prefix}_*{suffix}") if _present(p)]
     return sorted(found, key=order)
 
 

@@ -28,9 +28,16 @@ PROFILE_MAX_OPERATOR = _profile("npu_profile_max_operator_ratio", "Share of devi
 PROFILE_OPERATOR = _profile("npu_profile_operator_time_ratio", "Share of device kernel time of the top-k operator types, by rank position 1..k, 0..1.", "op_type", "position", field="top_operators")
 PROFILE_LAST_UPDATE = _profile("npu_profile_last_update_timestamp_seconds", "Unix time the latest profile of this job and rank was produced.", field="finished_at")
 
+# The source's own count, served with its metrics (like the ingest's cann_exporter_ingest_*).
+PROFILES_DROPPED = spec(
+    "cann_exporter_profiles_dropped_total", "counter",
+    "Profiler exports dropped to keep the profile series bounded, by reason (max_exports: more exports than "
+    "profiles.max_exports; max_jobs: more job names than profiles.max_jobs); the oldest go first.",
+    ("reason",), field="dropped")
+
 PROFILE_METRICS = (
     PROFILE_STEP_DURATION, PROFILE_COMPUTE, PROFILE_COMMUNICATION, PROFILE_IDLE, PROFILE_MEMCPY, PROFILE_MEMCPY_KIND,
-    PROFILE_FRAMEWORK, PROFILE_TOP3, PROFILE_MAX_OPERATOR, PROFILE_OPERATOR, PROFILE_LAST_UPDATE,
+    PROFILE_FRAMEWORK, PROFILE_TOP3, PROFILE_MAX_OPERATOR, PROFILE_OPERATOR, PROFILE_LAST_UPDATE, PROFILES_DROPPED,
 )
 # Plain per-rank gauges, in the order they are rendered.
 PROFILE_GAUGES = (

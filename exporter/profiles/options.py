@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from exporter.core.options import (
     option,
     optional_text,
+    parse_bool,
     parse_duration,
     parse_positive_int,
     path_list,
@@ -25,6 +26,13 @@ class ProfilesOptions:
     interval: float = option("30s", parse_duration, "how often the profile directories are scanned", metavar="DURATION", serve_only=True)
     settle: float = option("30s", parse_duration, "an export without a finished marker must be untouched this long", metavar="DURATION")
     top_k: int = option(5, parse_positive_int, "operator types reported per profile", metavar="N")
+    allow_outside: bool = option(
+        False, parse_bool, "follow symlinks that lead out of a profile directory (off: such files and directories "
+        "are refused, reason outside_root)")
+    max_exports: int = option(
+        256, parse_positive_int, "exports held (parsed and served); beyond it the oldest are dropped and counted", metavar="N")
+    max_jobs: int = option(
+        32, parse_positive_int, "job names held; beyond it the exports of the oldest jobs are dropped and counted", metavar="N")
     # Bounds, not options: what one scan may cost.
     max_depth: int = 4                       # directory levels searched below each root
     max_parses_per_run: int = 4              # a backlog is worked off over several runs

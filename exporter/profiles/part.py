@@ -37,14 +37,21 @@ class ProfileSample:
         )
 
 
+# Why an export was dropped: more than profiles.max_exports exports, or more than
+# profiles.max_jobs job names, would be held.
+DROP_REASONS = ("max_exports", "max_jobs")
+
+
 @dataclass(frozen=True)
 class ProfilesPart:
     samples: tuple[ProfileSample, ...] = ()   # one per (job_name, rank), ordered by both
+    dropped: tuple[tuple[str, int], ...] = tuple((r, 0) for r in DROP_REASONS)   # exports dropped by reason, since start
 
     @classmethod
-    def latest(cls, summaries: Iterable[ProfileSummary]) -> ProfilesPart:
+    def latest(cls, summaries: Iterable[ProfileSummary], dropped: tuple[tuple[str, int], ...] | None = None) -> ProfilesPart:
         """The part of these summaries: the latest of each job and rank."""
-        return cls(tuple(ProfileSample.of(s) for s in latest_per_rank(summaries)))
+        samples = tuple(ProfileSample.of(s) for s in latest_per_rank(summaries))
+        return cls(samples) if dropped is None else cls(samples, dropped)
 
 
 def latest_per_rank(summaries: Iterable[ProfileSummary]) -> tuple[ProfileSummary, ...]:

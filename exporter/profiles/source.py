@@ -3,6 +3,12 @@
 When an export is finished is layout.py's business. A parsed export is not parsed again unless
 its listing changes (a re-export); the state file keeps the fingerprints and the summaries, so
 a restart serves the same metrics without re-reading anything.
+
+What one directory can cost is bounded: every file is opened through exporter.core.inputfile
+(refusals are counted by reason on their export), a directory that cannot be listed costs
+itself only, and at most ``max_exports`` exports of ``max_jobs`` job names are held: beyond
+that the oldest are dropped and counted (``dropped``), their fingerprints kept so that they are
+not parsed again.
 """
 
 from __future__ import annotations
@@ -11,12 +17,14 @@ import asyncio
 import logging
 import os
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from exporter.core import clock
 from exporter.core.clock import Clock
 from exporter.core.health import Failure, HealthRegistry
+from exporter.core.inputfile import InputRefused
 from exporter.core.sampler import Task
 from exporter.profiles.formats.common import ProfileParseError
 from exporter.profiles.indicators import ProfileSummary, summarize
@@ -29,7 +37,7 @@ from exporter.profiles.layout import (
 )
 from exporter.profiles.load import load_profile
 from exporter.profiles.options import ProfilesOptions
-from exporter.profiles.part import ProfilesPart, latest_per_rank
+from exporter.profiles.part import DROP_REASONS, ProfilesPart, latest_per_rank
 from exporter.profiles.state import (
     Entry,
     read_state_file,
@@ -52,16 +60,21 @@ class ProfileSource:
     """Scans ``options.dirs`` on the sampler's schedule; ``part()`` is the latest per rank.
 
     ``clock`` is wall time: an export's quiet time is measured against its files' mtimes.
+    ``single_scan`` (the `once` command) takes a finished export on first sight and parses
+    every one that is due: there is no second scan to compare with.
     """
 
     NAME = "profiles"
 
-    def __init__(self, options: ProfilesOptions, health: HealthRegistry, clock: Clock = clock.wall) -> None:
+    def __init__(self, options: ProfilesOptions, health: HealthRegistry, clock: Clock = clock.wall,
+                 single_scan: bool = False) -> None:
         self.options = options
         self.directories = tuple(Path(d) for d in options.dirs)
         self.state_file = Path(options.state_file) if options.state_file else None
         self.health = health
         self.clock = clock
+        self.single_scan = single_scan
+        self.dropped: Counter[str] = Counter()  # exports dropped by the caps, by reason (DROP_REASONS)
         self._entries: dict[str, Entry] = {}
         self._seen: dict[str, str] = {}         # path -> fingerprint of the previous scan
         self._loaded = False
@@ -95,7 +108,9 @@ class ProfileSource:
             self._entries[str(ref.path)] = entry
             failures += problems
             changed = True
-        self._part = ProfilesPart.latest(s for entry in self._entries.values() for s in entry.summaries)
+        changed = self._cap() or changed
+        self._part = ProfilesPart.latest((s for entry in self._entries.values() for s in entry.summaries),
+                                         tuple((r, self.dropped[r]) for r in DROP_REASONS))
         if changed and self.state_file is not None:
             failures += await asyncio.to_thread(write_state_file, self.state_file, render_state(self._entries))
         self.health[self.NAME].record(time.monotonic() - start, failures, tried + [str(d) for d in self.directories])
@@ -106,12 +121,16 @@ class ProfileSource:
         refs: list[ProfileRef] = []
         failures: list[Failure] = []
         for root in self.directories:
-            found, problems = find_profiles(root, self.options.max_depth)
+            found, problems = find_profiles(root, self.options.max_depth, self.options.allow_outside)
             refs += found
             failures += problems
         listings = {}
         for ref in refs:
-            listing = list_export(ref)
+            try:
+                listing = list_export(ref)
+            except InputRefused as exc:   # this export only: the others keep their metrics
+                failures.append(Failure(str(ref.path), exc.reason, exc.message))
+                continue
             if listing is not None:
                 listings[str(ref.path)] = listing
         present = {str(r.path) for r in refs}
@@ -123,7 +142,8 @@ class ProfileSource:
         return any(Path(path).is_relative_to(root) for root in self.directories)
 
     def _due(self, scan: _Scan) -> list[ProfileRef]:
-        """Finished exports not parsed in this version; remembers this scan's fingerprints."""
+        """Finished exports not parsed in this version, newest first (a backlog beyond the
+        caps costs the oldest); remembers this scan's fingerprints."""
         due, now = [], self.clock()
         for ref in scan.refs:
             key = str(ref.path)
@@ -131,26 +151,58 @@ class ProfileSource:
             if listing is None:
                 continue
             previous, self._seen[key] = self._seen.get(key), listing.fingerprint
+            if self.single_scan:
+                previous = listing.fingerprint   # one look is all `once` has
             entry = self._entries.get(key)
             if entry is not None and entry.fingerprint == listing.fingerprint:
                 continue
             if is_finished(ref, listing, previous, now, self.options.settle):
                 due.append(ref)
-        return due[: self.options.max_parses_per_run]
+        due.sort(key=lambda r: -scan.listings[str(r.path)].newest_mtime)
+        return due if self.single_scan else due[: self.options.max_parses_per_run]
 
     def _parse(self, ref: ProfileRef, fingerprint: str) -> tuple[Entry, list[Failure]]:
         subject = str(ref.path)
+        limits = self.options.limits
+        if ref.root is not None:
+            limits = replace(limits, root=str(ref.root), allow_outside=self.options.allow_outside)
         try:
-            data = load_profile(ref.path, ref.producer, ref.job_name, self.options.limits)
+            data = load_profile(ref.path, ref.producer, ref.job_name, limits)
             summaries = tuple(summarize(d, self.options.top_k)[0] for d in data)
         except ProfileParseError as exc:
-            return Entry(fingerprint, error=exc.reason), [Failure(subject, exc.reason, exc.message)]
+            behind = sorted({(i.reason, i.message) for i in exc.issues})   # e.g. every file refused
+            return Entry(fingerprint, error=exc.reason), [Failure(subject, r, m) for r, m in behind] + [
+                Failure(subject, exc.reason, exc.message)]
         except Exception as exc:  # a parser bug must cost one profile, not the exporter
             log.exception("profile parser crashed", extra={"profile": subject})
             return Entry(fingerprint, error="internal"), [Failure(subject, "internal", repr(exc))]
         issues = {(i.reason, i.message) for d in data for i in d.issues}
         log.info("profile parsed", extra={"profile": subject, "ranks": len(summaries), "issues": len(issues)})
         return Entry(fingerprint, summaries), [Failure(subject, r, m) for r, m in sorted(issues)]
+
+    def _cap(self) -> bool:
+        """Hold at most max_exports exports of max_jobs job names: the most recently produced
+        stay; the others keep their fingerprint (not parsed again) and lose their summaries."""
+        held = sorted(((k, e) for k, e in self._entries.items() if e.summaries), reverse=True,
+                      key=lambda item: (max(s.finished_at or 0.0 for s in item[1].summaries), item[0]))
+        jobs: set[str] = set()
+        kept = 0
+        changed = False
+        for key, entry in held:
+            names = {s.job_name for s in entry.summaries}
+            if kept >= self.options.max_exports:
+                reason = "max_exports"
+            elif len(jobs | names) > self.options.max_jobs:
+                reason = "max_jobs"
+            else:
+                jobs |= names
+                kept += 1
+                continue
+            self._entries[key] = Entry(entry.fingerprint, error=reason)
+            self.dropped[reason] += 1
+            changed = True
+            log.warning("profile dropped", extra={"profile": key, "reason": reason, "limit": getattr(self.options, reason)})
+        return changed
 
     def _forget(self, scan: _Scan) -> bool:
         """Exports deleted from disk leave the metrics too (and the state file stays small)."""

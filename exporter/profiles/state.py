@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter.core.health import Failure
+from exporter.core.inputfile import InputRefused, MiB, read_text_input
 from exporter.profiles.formats.common import ProfileParseError
 from exporter.profiles.indicators import OperatorShare, ProfileSummary
 
@@ -39,6 +40,9 @@ def summary_from_dict(data: Mapping[str, Any]) -> ProfileSummary:
 
 
 STATE_VERSION = 1
+# A full state (max_exports summaries of a few KiB, a path and fingerprint per dropped export)
+# is far below this; anything larger is not a file we wrote.
+MAX_STATE_BYTES = 64 * MiB
 
 
 @dataclass(frozen=True)
@@ -50,11 +54,11 @@ class Entry:
 
 def read_state_file(path: Path) -> tuple[dict[str, Entry], list[Failure]]:
     """What a previous run parsed; an unreadable state file is reported and then replaced."""
-    if not path.exists():
+    if not os.path.lexists(path):
         return {}, []
     try:
-        return parse_state(path.read_text(encoding="utf-8")), []
-    except (OSError, ValueError, ProfileParseError) as exc:
+        return parse_state(read_text_input(path, MAX_STATE_BYTES)), []
+    except (InputRefused, ValueError, ProfileParseError, RecursionError) as exc:
         return {}, [Failure(str(path), "state_file", f"{path}: ignoring unreadable state file: {exc}")]
 
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import builtins
 import io
 import os
 from pathlib import Path
 
 import pytest
 
+from exporter.core.inputfile import refusal_from_os_error
 from exporter.profiles.formats import common as formats_common
 from exporter.profiles.formats.common import Limits, ProfileParseError
 from exporter.profiles.formats.info import read_communication, read_profiler_info
@@ -167,25 +167,26 @@ def test_broken_files_become_issues_rest_still_used(tmp_path: Path) -> None:
 def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """As root chmod does not stop reads, so the open itself is made to fail."""
     path = build(tmp_path / "r_ascend_pt", PT_LEVEL1)
+    real = formats_common.open_input
 
     def deny(file, *args, **kwargs):
         if str(file).endswith("kernel_details.csv"):
-            raise PermissionError(13, "Permission denied", str(file))
-        return builtins.open(file, *args, **kwargs)
+            raise refusal_from_os_error(file, PermissionError(13, "Permission denied", str(file)))
+        return real(file, *args, **kwargs)
 
-    monkeypatch.setattr(formats_common, "open", deny, raising=False)
+    monkeypatch.setattr(formats_common, "open_input", deny)
     (data,) = load_profile(path, "torch_npu", "job")
-    (issue,) = [i for i in data.issues if i.reason == "unreadable"]
-    assert issue.message == "kernel_details.csv: cannot read: Permission denied"
+    (issue,) = [i for i in data.issues if i.reason == "permission_denied"]
+    assert issue.message == "kernel_details.csv: permission denied (Permission denied)"
     assert data.steps and data.kernels is None
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode (tests/profiles/test_hostile.py drops privileges)")
 def test_unreadable_file_by_mode(tmp_path: Path) -> None:
     path = build(tmp_path / "r_ascend_pt", PT_LEVEL1)
     (path / OUT / "kernel_details.csv").chmod(0)
     (data,) = load_profile(path, "torch_npu", "job")
-    assert "unreadable" in reasons(data.issues)
+    assert "permission_denied" in reasons(data.issues)
 
 
 def test_two_gigabyte_trace_is_skipped_by_size(tmp_path: Path) -> None:
@@ -194,7 +195,7 @@ def test_two_gigabyte_trace_is_skipped_by_size(tmp_path: Path) -> None:
         f.truncate(2_000_000_000)  # sparse: costs no disk, and must never be read
     (data,) = load_profile(path, "torch_npu", "job")  # default limit: 1 GiB
     (issue,) = data.issues
-    assert issue.reason == "too_large" and issue.message.startswith("trace_view.json: 1907 MiB is over the 1024 MiB limit")
+    assert issue.reason == "too_large" and issue.message.startswith("trace_view.json: 2000000000 bytes, more than the 1073741824 allowed")
     (summary,) = summarize(data)
     assert summary.compute_ratio == 0.8 and summary.memcpy_ratio is None
 
@@ -204,7 +205,7 @@ def test_huge_csv_over_the_limit(tmp_path: Path) -> None:
                          kernels=[Kernel(1, "a", "A", "AI_CORE", 1.0)] * 50, trace=False)
     (data,) = load_profile(path, "torch_npu", "job", Limits(max_csv_bytes=1024))
     assert {i.reason for i in data.issues} == {"too_large"}
-    assert all("over the" in i.message for i in data.issues)
+    assert all("more than the 1024 allowed" in i.message for i in data.issues)
 
 
 def test_directory_without_any_profile_data(tmp_path: Path) -> None:

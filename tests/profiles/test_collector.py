@@ -26,10 +26,10 @@ def exposition(summaries) -> str:
     return render(ProfileCollector(), ProfilesPart.latest(summaries))
 
 
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def samples(text: str, prefix: str = "npu_profile_") -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text) for s in family.samples
+        for family in text_string_to_metric_families(text) for s in family.samples if s.name.startswith(prefix)
     }
 
 
@@ -67,7 +67,8 @@ def test_every_spec_is_described_and_names_match_design() -> None:
         "npu_profile_last_update_timestamp_seconds",
     }
     assert set(m.PROFILE_METRICS) <= set(ALL_METRICS)
-    assert all(spec.labels[:2] == ("job_name", "rank") for spec in m.PROFILE_METRICS)
+    assert all(spec.labels[:2] == ("job_name", "rank") for spec in m.PROFILE_METRICS if spec.name.startswith("npu_"))
+    assert m.PROFILES_DROPPED in m.PROFILE_METRICS
     assert {spec.name for spec in ProfileCollector.specs} == names
 
 
@@ -103,3 +104,12 @@ def test_real_sample_through_the_collector(tmp_path: Path) -> None:
     assert abs(got[("npu_profile_compute_ratio", rank)] - 8873.756000000001 / e2e) < 1e-12
     assert got[("npu_profile_operator_time_ratio", (("job_name", "resnet"), ("op_type", "Conv2D"), ("position", "1"), ("rank", "0")))] > 0.4
     assert len([k for k in got if k[0] == "npu_profile_operator_time_ratio"]) == 3
+
+
+def test_dropped_exports_are_counted_by_reason_from_zero() -> None:
+    fresh = samples(render(ProfileCollector(), ProfilesPart.latest([summary()])), "cann_exporter_")
+    assert fresh == {("cann_exporter_profiles_dropped_total", (("reason", "max_exports"),)): 0.0,
+                     ("cann_exporter_profiles_dropped_total", (("reason", "max_jobs"),)): 0.0}
+    part = ProfilesPart.latest([summary()], (("max_exports", 3), ("max_jobs", 1)))
+    got = samples(render(ProfileCollector(), part), "cann_exporter_")
+    assert got[("cann_exporter_profiles_dropped_total", (("reason", "max_exports"),))] == 3.0

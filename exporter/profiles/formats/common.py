@@ -3,13 +3,22 @@ and reading cells and files (docs/formats/profiler-exports.md, "Reading the file
 
 from __future__ import annotations
 
+import io
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from exporter.core.errors import ReasonError
+from exporter.core.inputfile import (
+    InputRefused,
+    MiB,
+    bounded_lines,
+    open_input,
+    read_input,
+)
 from exporter.core.values import is_placeholder, to_float, to_int
 
 # --- errors, issues, limits ------------------------------------------------------------------
@@ -20,8 +29,14 @@ class ProfileParseError(ReasonError):
 
     ``reason`` is a short label-safe kind for self-metrics: ``unreadable``, ``empty``,
     ``missing_columns``, ``truncated``, ``malformed``, ``bad_value``, ``too_large``,
-    ``no_data``, ``unsupported``.
+    ``no_data``, ``unsupported``, and the refusals of exporter.core.inputfile
+    (``not_regular``, ``outside_root``, ``line_too_long``, ``permission_denied``, ``not_found``).
+    ``issues`` are the file problems behind a ``no_data``: each is counted too.
     """
+
+    def __init__(self, reason: str, message: str, issues: tuple[Issue, ...] = ()) -> None:
+        super().__init__(reason, message)
+        self.issues = issues
 
 
 @dataclass(frozen=True)
@@ -34,13 +49,23 @@ class Issue:
 
 @dataclass(frozen=True)
 class Limits:
-    """Caps that keep one bad or giant export from stalling the exporter."""
+    """Caps that keep one bad or giant export from stalling the exporter or taking its memory,
+    and the directory its files must stay in.
 
-    max_csv_bytes: int = 8 << 30        # streamed (~150 MB/s), so this only bounds the time spent
+    Every file is opened through exporter.core.inputfile: regular files only (a FIFO or a
+    device is refused without blocking), no larger than the cap of its kind, and, with
+    ``root`` set, only where its real location stays under ``root`` unless ``allow_outside``.
+    """
+
+    max_csv_bytes: int = 2 << 30        # streamed (~150 MB/s): bounds the time spent (a 5 M-kernel capture is ~1.5 GB)
+    max_csv_line: int = 1 * MiB         # one CSV line held at a time: memory stays this, whatever the file
     max_trace_bytes: int = 1 << 30      # trace_view.json / msprof_*.json, streamed (~90 MB/s)
-    max_json_bytes: int = 64 << 20      # small JSON files loaded whole (communication, info)
+    max_json_bytes: int = 64 << 20      # communication.json, loaded whole
+    max_info_bytes: int = 1 * MiB       # profiler_info*.json, profiler_metadata.json: a few KiB when real
     max_json_event_bytes: int = 16 << 20
     max_memcpy_events: int = 2_000_000
+    root: str | None = None             # the watched directory the export was found in
+    allow_outside: bool = False         # profiles.allow_outside: follow symlinks out of root
 
 
 US = 1e-6  # seconds per microsecond
@@ -78,31 +103,41 @@ def as_int(value: object) -> int | None:
 # --- files ---------------------------------------------------------------------------------------
 
 
-def check_size(path: Path, limit: int) -> int:
+def refused(exc: InputRefused, path: Path) -> ProfileParseError:
+    """An inputfile refusal as this package's error, keeping its reason."""
+    return ProfileParseError(exc.reason, exc.message.replace(os.fspath(path), path.name, 1))
+
+
+def open_file(path: Path, max_bytes: int, limits: Limits) -> BinaryIO:
+    """``path`` opened through exporter.core.inputfile with the export's root; refusals raise."""
     try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise ProfileParseError("unreadable", f"{path.name}: cannot read: {exc.strerror or exc}") from None
-    if size > limit:
-        raise ProfileParseError(
-            "too_large", f"{path.name}: {size / (1 << 20):.0f} MiB is over the {limit / (1 << 20):.0f} MiB limit; skipped"
-        )
-    return size
+        return open_input(path, max_bytes, root=limits.root, allow_outside=limits.allow_outside)
+    except InputRefused as exc:
+        raise refused(exc, path) from None
 
 
-def open_text(path: Path) -> TextIO:
+def open_text(path: Path, max_bytes: int, limits: Limits) -> TextIO:
     """Text mode for the csv module: newline='' keeps CRLF handling to csv."""
+    return io.TextIOWrapper(open_file(path, max_bytes, limits), encoding="utf-8-sig", errors="replace", newline="")
+
+
+def read_small(path: Path, max_bytes: int, limits: Limits) -> str:
+    """A small file whole, decoded leniently (profilers write UTF-8; a stray byte costs a char)."""
     try:
-        return open(path, encoding="utf-8-sig", errors="replace", newline="")
-    except OSError as exc:
-        raise ProfileParseError("unreadable", f"{path.name}: cannot read: {exc.strerror or exc}") from None
+        data = read_input(path, max_bytes, root=limits.root, allow_outside=limits.allow_outside)
+    except InputRefused as exc:
+        raise refused(exc, path) from None
+    return data.decode("utf-8-sig", errors="replace")
 
 
 def read_csv(path: Path, reader: Callable[[Iterable[str], str], Any], limits: Limits) -> Any:
-    check_size(path, limits.max_csv_bytes)
-    with open_text(path) as handle:
+    """``reader`` over the lines of ``path``; a line over ``max_csv_line`` refuses the file
+    (``line_too_long``) having held at most that much of it."""
+    with open_text(path, limits.max_csv_bytes, limits) as handle:
         try:
-            return reader(handle, path.name)
+            return reader(bounded_lines(handle, limits.max_csv_line, path.name), path.name)
+        except InputRefused as exc:
+            raise refused(exc, path) from None
         except OSError as exc:
             raise ProfileParseError("unreadable", f"{path.name}: read failed: {exc.strerror or exc}") from None
         except UnicodeError as exc:  # errors='replace' makes this unlikely; belt and braces

@@ -14,8 +14,8 @@ from exporter.profiles.formats.common import (
     Limits,
     ProfileParseError,
     as_int,
-    check_size,
     json_object,
+    read_small,
 )
 from exporter.profiles.formats.jsonstream import loads
 
@@ -96,12 +96,9 @@ def read_job_name(text: str, name: str = "profiler_metadata.json") -> str | None
     return None
 
 
-def read_small_json(path: Path, reader: Callable[[str, str], Any], limits: Limits) -> Any:
-    check_size(path, limits.max_json_bytes)
-    try:
-        text = path.read_text(encoding="utf-8-sig", errors="replace")
-    except OSError as exc:
-        raise ProfileParseError("unreadable", f"{path.name}: cannot read: {exc.strerror or exc}") from None
+def read_small_json(path: Path, reader: Callable[[str, str], Any], limits: Limits, max_bytes: int | None = None) -> Any:
+    """``reader`` over the whole of ``path``, at most ``max_bytes`` (default ``limits.max_json_bytes``)."""
+    text = read_small(path, limits.max_json_bytes if max_bytes is None else max_bytes, limits)
     if not text.strip():
         raise ProfileParseError("empty", f"{path.name}: empty file")
     return reader(text, path.name)
