@@ -3,8 +3,9 @@ Prometheus history, as DIR/index.html with PNG charts beside it and DIR/capacity
 
 It shows utilization over time per node and per namespace (namespaces from npu_pod_info),
 the distribution of chip utilization, idle chip-hours, the share of time below the
-low-utilization bound, HBM headroom, allocation vs use, linear forecasts and a written summary.
-Needs matplotlib (`pip install 'cann-exporter[report]'`).
+low-utilization bound, every chip below it, HBM headroom, allocation vs use, linear forecasts
+and a written summary. A --range longer than the history Prometheus holds reports on what
+exists and says how much that is. Needs matplotlib (`pip install 'cann-exporter[report]'`).
 
 Exit status: 0 report written, 2 could not (Prometheus unreachable or failing, no data in the
 window, output directory not writable, matplotlib missing).
@@ -18,8 +19,8 @@ from pathlib import Path
 from typing import TextIO
 
 from exporter.diagnostics import argtypes
-from exporter.diagnostics.capacity import analyse_capacity, choose_step
-from exporter.diagnostics.capacity_reader import QUERIES, aligned_window, read_capacity
+from exporter.diagnostics.capacity import analyse_capacity
+from exporter.diagnostics.capacity_reader import QUERIES, fit_window, read_capacity
 from exporter.diagnostics.html import render_html, report_json
 from exporter.diagnostics.model import EXIT_CANNOT, EXIT_HEALTHY, CannotDiagnose
 from exporter.diagnostics.progress import Progress
@@ -41,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="history to report on (default: 30d)")
     parser.add_argument("--end", type=argtypes.timestamp, default=None, metavar="TIME", help="end of the window: now (default), now-1d, unix seconds or RFC 3339")
     parser.add_argument("--step", type=argtypes.duration, default=None, metavar="DURATION",
-                        help="resolution of the range queries (default: sized to the range, 30d -> 1h)")
+                        help="resolution of the range queries (default: sized to the range, 30d -> 1h, "
+                             "or to the data when Prometheus holds less)")
     parser.add_argument("--selector", type=argtypes.label_selector, default="", metavar="'{LABEL=\"VALUE\",...}'",
                         help="label matchers added to every query, e.g. '{cluster=\"prod\"}'")
     parser.add_argument("--horizon", type=argtypes.duration, default=parse_duration("30d"), metavar="DURATION",
@@ -74,11 +76,11 @@ def write_report(args: argparse.Namespace, err: TextIO) -> Path:
     except PrometheusError as exc:
         raise CannotDiagnose(str(exc)) from None
     seconds = getattr(args, "range", 30 * 86400.0)
-    step = getattr(args, "step", None) or choose_step(seconds)
     end = args.end if getattr(args, "end", None) is not None else parse_time("now")
-    first, last = aligned_window(end, seconds, step)
+    matchers = getattr(args, "selector", "")
     with Progress(err, "querying Prometheus", total=QUERIES) as progress:
-        data = read_capacity(client, first, last, step, getattr(args, "selector", ""), progress.step)
+        window = fit_window(client, end, seconds, getattr(args, "step", None), matchers, progress.step)
+        data = read_capacity(client, window.first, window.last, window.step, matchers, progress.step, window.requested)
     report = analyse_capacity(data, table, getattr(args, "horizon", 30 * 86400.0) / 86400.0)
     directory = Path(args.out)
     try:

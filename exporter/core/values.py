@@ -58,6 +58,12 @@ def leading_float(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def shown(value: Any, limit: int = 40) -> str:
+    """``repr(value)`` short enough for one message line (a 5,000-digit value says its length)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 # --- durations -------------------------------------------------------------------------------
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
@@ -73,7 +79,7 @@ def parse_duration(value: Any, *, promql: bool = False, allow_zero: bool = False
     """
     example = "10m or 1h30m" if promql else "10s, 1m or 500ms"
     if isinstance(value, bool) or (promql and not isinstance(value, str)):
-        raise ValueError(f"expected a duration like {example}, got {value!r}")
+        raise ValueError(f"expected a duration like {example}, got {shown(value)}")
     if isinstance(value, (int, float)):
         seconds = _seconds_of_number(value)
     elif not promql and (number := to_float(str(value))) is not None:
@@ -84,11 +90,11 @@ def parse_duration(value: Any, *, promql: bool = False, allow_zero: bool = False
         rebuilt = "".join(f"{number}{unit}" for number, unit in parts)
         compact = text if promql else "".join(text.split())
         if not parts or rebuilt != compact or (promql and "." in text):
-            raise ValueError(f"expected a duration like {example}, got {value!r}")
+            raise ValueError(f"expected a duration like {example}, got {shown(value)}")
         seconds = sum(float(number) * _UNITS[unit] for number, unit in parts)
     if math.isnan(seconds) or math.isinf(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):
         bound = "zero or more" if allow_zero else "greater than zero"
-        raise ValueError(f"must be a finite duration {bound}, got {value!r}")
+        raise ValueError(f"must be a finite duration {bound}, got {shown(value)}")
     return seconds
 
 
@@ -97,3 +103,24 @@ def _seconds_of_number(value: int | float) -> float:
         return float(value)
     except OverflowError:  # an integer beyond float range (YAML reads 400 nines as one)
         raise ValueError(f"must be a finite duration, got a {len(str(abs(value)))}-digit number") from None
+
+
+_READABLE = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+
+
+def format_duration(seconds: float, parts: int = 2) -> str:
+    """A duration as people read it, largest unit first, at most ``parts`` units, rounded to
+    the smallest of them: ``1m``, ``2h30m``, ``30d``, ``7m30s``, ``1d1h`` (for 1d1h1m1s)."""
+    whole = max(0, round(seconds))
+    first = next((i for i, (_, size) in enumerate(_READABLE) if whole >= size), len(_READABLE) - 1)
+    units = _READABLE[first:first + parts]
+    smallest = units[-1][1]
+    left = round(whole / smallest) * smallest
+    out = []
+    for unit, size in _READABLE:
+        if size < smallest:
+            break
+        count, left = divmod(left, size)
+        if count:
+            out.append(f"{count}{unit}")
+    return "".join(out) or "0s"

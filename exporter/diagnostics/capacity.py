@@ -15,14 +15,16 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from exporter.core.values import format_duration
 from exporter.generate.thresholds import ABNORMAL, HEALTHY, Thresholds
 
 Point = tuple[float, float]
 DAY = 86400.0
 NICE_STEPS = (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
 MAX_POINTS = 720
+MIN_FORECAST_DAYS = 3
 
 
 def choose_step(seconds: float) -> float:
@@ -73,6 +75,7 @@ class CapacityInput:
     in_use_known: bool = True        # some process/pod/job series existed; else idle = below 1%
     namespaces_known: bool = False   # npu_pod_info existed
     notes: tuple[str, ...] = ()
+    requested: float | None = None   # seconds asked for, when the data covers less (the window is what exists)
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,22 @@ class NodeSummary:
     hbm_peak_ratio: float | None = None
     hbm_min_headroom_bytes: float | None = None
     verdict: str | None = None
+
+
+@dataclass(frozen=True)
+class ChipSummary:
+    instance: str
+    npu: str
+    chip: str
+    device: str
+    mean_utilization: float               # over the steps it was in use
+    below_share: float                    # of those steps, the share below the low bound
+    in_use_hours: float
+
+    @property
+    def subject(self) -> str:
+        """As the alerts name a chip: device D (NPU N, chip C) on INSTANCE."""
+        return f"device {self.device or '?'} (NPU {self.npu}, chip {self.chip}) on {self.instance}"
 
 
 @dataclass(frozen=True)
@@ -159,6 +178,14 @@ class CapacityReport:
     findings: tuple[str, ...]
     verdict: str
     notes: tuple[str, ...] = field(default_factory=tuple)
+    chips_below: tuple[ChipSummary, ...] = ()                    # in-use chips averaging below the low bound, lowest first
+    empty: Mapping[str, str] = field(default_factory=dict)       # section -> why it has nothing to show
+    requested: float | None = None                               # seconds asked for, when the data covers less
+
+    @property
+    def covered(self) -> float:
+        """Seconds of the window (its first step's start to its end)."""
+        return self.end - self.start + self.step
 
 
 # --- computation -------------------------------------------------------------------------------------
@@ -201,8 +228,47 @@ def analyse_capacity(data: CapacityInput, table: Thresholds, horizon_days: float
         data.source, data.start, data.end, data.step, bounds, nodes, namespaces,
         _group_mean(data, lambda c, t: c.instance), _namespace_series(data), _cluster(data), allocation,
         hbm_headroom, tuple(used), totals, forecasts, (), verdict or HEALTHY, data.notes,
+        _chips_below(data, bounds), {}, data.requested,
     )
-    return _with_findings(report)
+    report = replace(report, empty=empty_sections(report, data))
+    return replace(report, findings=tuple(findings(report)))
+
+
+def _chips_below(data: CapacityInput, bounds: Bounds) -> tuple[ChipSummary, ...]:
+    """Every chip whose utilization, over the steps it was in use, averaged below the low bound."""
+    out = []
+    for chip in data.chips:
+        hours = chip.hours(data.step)
+        used = [(t, v) for t, v in chip.util if _in_use(chip, t, v, data.in_use_known)]
+        mean = _mean(v for _, v in used)
+        if mean is not None and mean < bounds.low:
+            out.append(ChipSummary(chip.instance, chip.npu, chip.chip, chip.device, mean,
+                                   sum(1 for _, v in used if v < bounds.low) / len(used), sum(hours(t) for t, _ in used)))
+    return tuple(sorted(out, key=lambda c: (c.mean_utilization, c.instance, c.device)))
+
+
+def empty_sections(r: CapacityReport, data: CapacityInput) -> dict[str, str]:
+    """Why a section of the report has no chart: {section: reason}."""
+    out = {}
+    if not r.distribution:
+        out["distribution"] = out["below_threshold"] = (
+            "No chip was in use in the window (no process, pod or training job on any chip), so there is no "
+            "utilization of chips in use to show.")
+    if not r.namespace_utilization:
+        out["utilization_namespaces"] = (
+            "No chip was allocated to a namespace: Prometheus has no npu_pod_info series for these chips (the "
+            "exporter reads them from the kubelet pod-resources API, on Kubernetes only)." if not data.namespaces_known
+            else "No chip was allocated to a namespace at the steps with utilization data.")
+    if not r.hbm_headroom:
+        out["hbm_headroom"] = ("Prometheus has no npu_hbm_used_bytes / npu_hbm_total_bytes series for these nodes "
+                               "(chips or drivers that do not report HBM).")
+    if not r.forecasts:
+        days = len({int((t - data.start) // DAY) for t, *_ in r.allocation})
+        out["forecast"] = (f"Forecasts fit a line through daily values and need at least {MIN_FORECAST_DAYS} days "
+                           f"with data; this window has {format_duration(r.covered)} of data. Report on a longer "
+                           "range once more history exists." if days < MIN_FORECAST_DAYS
+                           else "No quantity with a trend to forecast.")
+    return out
 
 
 def _verdict(table: Thresholds, value: float | None) -> str | None:
@@ -326,7 +392,7 @@ def daily(points: Iterable[Point], start: float, reduce: str = "mean") -> tuple[
 
 
 def forecast(name: str, unit: str, points: Sequence[Point], end: float, horizon_days: float,
-             limit: float | None = None, min_days: int = 3) -> Forecast | None:
+             limit: float | None = None, min_days: int = MIN_FORECAST_DAYS) -> Forecast | None:
     if len(points) < min_days:
         return None
     fit = linear_fit(points)
@@ -375,39 +441,71 @@ def _hbm_forecasts(data: CapacityInput, bounds: Bounds, horizon: float, keep: in
 
 # --- written findings ----------------------------------------------------------------------------------
 
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value * 100:.1f}%"
+NAMED_IN_SUMMARY = 10       # chips below the bound named in the summary; the section's table names them all
 
 
-def _with_findings(report: CapacityReport) -> CapacityReport:
-    from dataclasses import replace
+def pct_text(value: float | None) -> str:
+    """A share as a percentage, one decimal; a non-zero share that would read 0.0% reads <0.1%."""
+    if value is None:
+        return "n/a"
+    if 0 < abs(value) < 0.0005:
+        return "<0.1%"
+    return f"{value * 100:.1f}%"
 
-    return replace(report, findings=tuple(findings(report)))
+
+def hours_text(value: float | None) -> str:
+    """Chip-hours with the precision they need: 1,234 / 56.7 / 3.21 / 0.49 / 0."""
+    if value is None:
+        return "n/a"
+    size = abs(value)
+    if size == 0:
+        return "0"
+    if size >= 100:
+        return f"{value:,.0f}"
+    if size >= 10:
+        return f"{value:.1f}"
+    if size >= 1:
+        return f"{value:.2f}"
+    return f"{value:.2g}" if size >= 0.001 else "<0.001"
+
+
+def _count(value: float | None, noun: str) -> str:
+    n = int(value or 0)
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def findings(r: CapacityReport) -> list[str]:
     t = r.totals
     b = r.bounds
-    out = [
-        (f"{int(t['chips'] or 0)} chips on {int(t['nodes'] or 0)} nodes; {_pct(t['allocation'])} of chip time in use "
+    out = []
+    if r.requested is not None:
+        out.append(f"Prometheus holds {format_duration(r.covered)} of data of the {format_duration(r.requested)} asked "
+                   f"for: this report covers what exists.")
+    out += [
+        (f"{_count(t['chips'], 'chip')} on {_count(t['nodes'], 'node')}; {pct_text(t['allocation'])} of chip time in use "
          "(a process, pod or job on the chip)."),
-        (f"Chips in use averaged {_pct(t['mean_utilization_in_use'])} AI Core utilization ({r.verdict}: healthy "
-         f"> {b.healthy * 100:g}%, abnormal < {b.low * 100:g}%); {_pct(t['below_share'])} of their time was below "
+        (f"Chips in use averaged {pct_text(t['mean_utilization_in_use'])} AI Core utilization ({r.verdict}: healthy "
+         f"> {b.healthy * 100:g}%, abnormal < {b.low * 100:g}%); {pct_text(t['below_share'])} of their time was below "
          f"{b.low * 100:g}%."),
-        (f"Idle chip-hours: {t['idle_chip_hours']:,.0f} of {t['chip_hours']:,.0f} ({_pct(t['idle_share'])}) with nothing "
-         f"on the chip; unused (not busy) chip-hours: {t['unused_chip_hours']:,.0f}."),
+        (f"Idle chip-hours: {hours_text(t['idle_chip_hours'])} of {hours_text(t['chip_hours'])} "
+         f"({pct_text(t['idle_share'])}) with nothing on the chip; unused (not busy) chip-hours: "
+         f"{hours_text(t['unused_chip_hours'])}."),
     ]
     low = [n for n in r.nodes if n.verdict == ABNORMAL]
     if low:
-        out.append("Below the low-utilization bound: " + ", ".join(
-            f"{n.instance} ({_pct(n.mean_utilization)})" for n in low) + ".")
+        out.append("Nodes below the low-utilization bound: " + ", ".join(
+            f"{n.instance} ({pct_text(n.mean_utilization)})" for n in low) + ".")
+    if r.chips_below:
+        named = ", ".join(f"{c.subject} ({pct_text(c.mean_utilization)})" for c in r.chips_below[:NAMED_IN_SUMMARY])
+        more = len(r.chips_below) - NAMED_IN_SUMMARY
+        rest = f", and {more} more (all in the table below)" if more > 0 else ""
+        out.append(f"Chips in use averaging below {b.low * 100:g}%: {named}{rest}.")
     idle_nodes = sorted((n for n in r.nodes if n.idle_chip_hours > 0), key=lambda n: -n.idle_chip_hours)[:3]
     if idle_nodes:
-        out.append("Most idle chip-hours: " + ", ".join(f"{n.instance} ({n.idle_chip_hours:,.0f} h)" for n in idle_nodes) + ".")
+        out.append("Most idle chip-hours: " + ", ".join(f"{n.instance} ({hours_text(n.idle_chip_hours)} h)" for n in idle_nodes) + ".")
     full = [n for n in r.nodes if n.hbm_peak_ratio is not None and n.hbm_peak_ratio > b.hbm_full]
     if full:
-        out.append("HBM above " + f"{b.hbm_full * 100:g}%: " + ", ".join(f"{n.instance} ({_pct(n.hbm_peak_ratio)})" for n in full) + ".")
+        out.append("HBM above " + f"{b.hbm_full * 100:g}%: " + ", ".join(f"{n.instance} ({pct_text(n.hbm_peak_ratio)})" for n in full) + ".")
     out += [_forecast_text(f) for f in r.forecasts if _forecast_text(f)]
     return out
 

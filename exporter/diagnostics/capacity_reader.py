@@ -12,8 +12,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
-from exporter.diagnostics.capacity import CapacityInput, ChipHistory, NodeHbm
+from exporter.core.values import format_duration
+from exporter.diagnostics.capacity import (
+    CapacityInput,
+    ChipHistory,
+    NodeHbm,
+    choose_step,
+)
 from exporter.diagnostics.model import CannotDiagnose
 from exporter.diagnostics.promapi import (
     PrometheusClient,
@@ -30,14 +37,63 @@ ChipKey = tuple[str, str, str, str]
 RESOLUTION = 60.0    # seconds between the evaluations that find a step's first and last sample
 MAX_EDGE_STEPS = 48  # steps where some chip's samples begin or stop, read one by one; more: one coarser range query
 Point = tuple[float, float]
-QUERIES = 9          # for the progress line: utilization, edges (2), 3 in-use sources, namespaces, HBM used and total
+QUERIES = 10         # for the progress line: history held, utilization, edges (2), 3 in-use sources, namespaces, HBM used and total
+MAX_FITS = 4         # finer steps tried when the data covers less than the range asked for
 
 
 def aligned_window(end: float, seconds: float, step: float) -> tuple[float, float]:
-    """(first, last) step ends: ``seconds / step`` points ending at the last whole step before ``end``."""
-    last = math.floor(end / step) * step
-    count = max(1, int(seconds // step))
+    """(first, last) step ends: enough points to cover ``seconds``, the last at ``end`` rounded
+    down to the whole minute (to the step when it is shorter), so that no step ends on a scrape
+    and the data of the last, partial hour or day is in the window."""
+    grain = min(step, RESOLUTION)
+    last = math.floor(end / grain) * grain
+    count = max(1, math.ceil(seconds / step - 1e-9))
     return last - (count - 1) * step, last
+
+
+@dataclass(frozen=True)
+class Window:
+    first: float                     # end of the first step
+    last: float                      # end of the last step
+    step: float
+    requested: float | None = None   # seconds asked for, when the data began later and the window was cut to it
+
+
+def fit_window(client: PrometheusClient, end: float, seconds: float, step: float | None, matchers: str,
+               progress: Callable[[str], None] | None = None) -> Window:
+    """``seconds`` ending at ``end``; when the chips' data begins later, the window starts at
+    the step where it begins and, unless ``step`` is given, gets a step sized to the data that
+    exists (30d asked, 7 minutes held: 1m steps over those minutes). One cheap query per try
+    (one series: how many chips had samples in each step)."""
+    if progress:
+        progress("history held")
+    what = selector(AICORE.name, matchers)
+    current = step or choose_step(seconds)
+    first, last = aligned_window(end, seconds, current)
+    requested = None
+    try:
+        for _ in range(MAX_FITS):
+            held = client.range(f"count(count_over_time({what}[{promql_duration(current)}]))", first, last, current)
+            if not held:
+                where = f" matching {{{matchers}}}" if matchers else ""
+                raise CannotDiagnose(
+                    f"Prometheus at {client.url} has no {AICORE.name} series{where} between {_iso(first - current)} and "
+                    f"{_iso(last)}: nothing to plan with. Check --selector and --range, and that Prometheus scrapes "
+                    "cann-exporter")
+            begins = min(t for t, _ in held[0].points)
+            if begins <= first:
+                break
+            requested = seconds
+            span = last - begins + current           # the step where the data begins, to the end
+            finer = step or choose_step(span)
+            if finer == current:
+                first = begins
+                break
+            current = finer
+            first, last = aligned_window(end, span, current)
+    except PrometheusError as exc:
+        raise CannotDiagnose(str(exc)) from None
+    return Window(first, last, current, requested)
 
 
 def _key(labels: dict[str, str]) -> ChipKey:
@@ -45,7 +101,7 @@ def _key(labels: dict[str, str]) -> ChipKey:
 
 
 def read_capacity(client: PrometheusClient, start: float, end: float, step: float, matchers: str,
-                  progress: Callable[[str], None] | None = None) -> CapacityInput:
+                  progress: Callable[[str], None] | None = None, requested: float | None = None) -> CapacityInput:
     def ask(what: str, query: str) -> list[Series]:
         if progress:
             progress(what)
@@ -95,7 +151,11 @@ def read_capacity(client: PrometheusClient, start: float, end: float, step: floa
             notes.append(f"no {HBM_USED.name} / {HBM_TOTAL.name} series from {', '.join(without)}: "
                          "not in the HBM headroom")
     source = f"Prometheus {client.url}" + (f" {{{matchers}}}" if matchers else "")
-    return CapacityInput(source, start, end, step, chips, hbm, found_in_use, bool(pods), tuple(notes))
+    if requested is not None:
+        notes.append(f"--range asked for {format_duration(requested)}; {AICORE.name} begins {_iso(start - step)} "
+                     f"(to within one {format_duration(step)} step): the report covers the "
+                     f"{format_duration(end - start + step)} that exist")
+    return CapacityInput(source, start, end, step, chips, hbm, found_in_use, bool(pods), tuple(notes), requested)
 
 
 def _num(text: str) -> int:

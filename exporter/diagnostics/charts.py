@@ -14,6 +14,11 @@ from typing import Any
 from exporter.diagnostics.capacity import CapacityReport, Point
 
 GIB = float(1 << 30)
+# Series styles: ten colours (matplotlib's tab10) times four dashes, so no two of the first 40
+# lines look alike; a chart draws at most MAX_LINES of them (the lowest, named in its title).
+COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+DASHES = ("-", "--", ":", "-.")
+MAX_LINES = 20
 
 
 class ChartsUnavailable(Exception):
@@ -58,30 +63,59 @@ def _bands(ax: Any, report: CapacityReport) -> None:
     ax.set_ylim(0, 105)
 
 
-def _lines(plt: Any, report: CapacityReport, series: Mapping[str, Sequence[Point]], title: str, path: Path) -> Path:
+def series_style(index: int) -> dict[str, Any]:
+    """The colour and dash of the index-th series: distinct for the first len(COLOURS) * len(DASHES)."""
+    return {"color": COLOURS[index % len(COLOURS)], "linestyle": DASHES[index // len(COLOURS) % len(DASHES)]}
+
+
+TOTAL_STYLE = {"color": "#000000", "linestyle": "-", "linewidth": 2.4}   # the cluster line, above the others
+
+
+def lowest(series: Mapping[str, Sequence[Point]], keep: int = MAX_LINES) -> dict[str, Sequence[Point]]:
+    """The ``keep`` series with the lowest mean (the ones a capacity planner looks for), in name order."""
+    if len(series) <= keep:
+        return dict(series)
+    means = {name: sum(v for _, v in points) / len(points) if points else 0.0 for name, points in series.items()}
+    chosen = sorted(series, key=lambda name: (means[name], name))[:keep]
+    return {name: series[name] for name in sorted(chosen)}
+
+
+def _shown(title: str, shown: int, total: int, what: str) -> str:
+    return title if shown == total else f"{title} ({shown} lowest of {total} {what})"
+
+
+def _lines(plt: Any, report: CapacityReport, series: Mapping[str, Sequence[Point]], title: str, path: Path,
+           total: Sequence[Point] = ()) -> Path:
     fig, ax = _figure(plt, title, "AI Core utilization (%)")
-    for name, points in series.items():
-        ax.plot(_dates(points), [v * 100 for _, v in points], linewidth=1.2, label=name)
+    for index, (name, points) in enumerate(series.items()):
+        ax.plot(_dates(points), [v * 100 for _, v in points], linewidth=1.2, label=name, **series_style(index))
+    if total:
+        ax.plot(_dates(total), [v * 100 for _, v in total], label="cluster", zorder=3, **TOTAL_STYLE)
     _bands(ax, report)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _save(plt, fig, path, dates=True)
 
 
 def utilization_by_node(plt: Any, r: CapacityReport, out: Path) -> Path:
-    series = {**r.node_utilization, "cluster": r.cluster_utilization}
-    return _lines(plt, r, series, "Mean utilization of all chips per node", out / "utilization_nodes.png")
+    shown = lowest(r.node_utilization)
+    title = _shown("Mean utilization of all chips per node", len(shown), len(r.node_utilization), "nodes")
+    return _lines(plt, r, shown, title, out / "utilization_nodes.png", total=r.cluster_utilization)
 
 
 def utilization_by_namespace(plt: Any, r: CapacityReport, out: Path) -> Path | None:
     if not r.namespace_utilization:
         return None
-    return _lines(plt, r, r.namespace_utilization, "Mean utilization of the chips allocated to each namespace",
-                  out / "utilization_namespaces.png")
+    shown = lowest(r.namespace_utilization)
+    title = _shown("Mean utilization of the chips allocated to each namespace", len(shown), len(r.namespace_utilization),
+                   "namespaces")
+    return _lines(plt, r, shown, title, out / "utilization_namespaces.png")
 
 
-def distribution(plt: Any, r: CapacityReport, out: Path) -> Path:
+def distribution(plt: Any, r: CapacityReport, out: Path) -> Path | None:
+    if not r.distribution:
+        return None
     fig, ax = _figure(plt, "Distribution of chip utilization (chips in use, one value per chip and step)", "share of chip time (%)")
-    values = [v * 100 for v in r.distribution] or [0.0]
+    values = [v * 100 for v in r.distribution]
     weights = [100.0 / len(values)] * len(values)
     ax.hist(values, bins=20, range=(0, 100), weights=weights, color="#1565c0", edgecolor="white")
     ax.axvline(r.bounds.low * 100, color="#c62828", linestyle="--", linewidth=1)
@@ -101,7 +135,9 @@ def idle_hours(plt: Any, r: CapacityReport, out: Path) -> Path:
     return _save(plt, fig, out / "idle_chip_hours.png")
 
 
-def below_threshold(plt: Any, r: CapacityReport, out: Path) -> Path:
+def below_threshold(plt: Any, r: CapacityReport, out: Path) -> Path | None:
+    if not r.distribution:
+        return None
     fig, ax = _figure(plt, f"Share of in-use chip time below {r.bounds.low * 100:g}% utilization", "% of time")
     names = [n.instance for n in r.nodes]
     values = [(n.below_share or 0.0) * 100 for n in r.nodes]
@@ -114,9 +150,10 @@ def below_threshold(plt: Any, r: CapacityReport, out: Path) -> Path:
 def hbm_headroom(plt: Any, r: CapacityReport, out: Path) -> Path | None:
     if not r.hbm_headroom:
         return None
-    fig, ax = _figure(plt, "Free HBM per node", "GiB free")
-    for name, points in r.hbm_headroom.items():
-        ax.plot(_dates(points), [v / GIB for _, v in points], linewidth=1.2, label=name)
+    shown = lowest(r.hbm_headroom)
+    fig, ax = _figure(plt, _shown("Free HBM per node", len(shown), len(r.hbm_headroom), "nodes"), "GiB free")
+    for index, (name, points) in enumerate(shown.items()):
+        ax.plot(_dates(points), [v / GIB for _, v in points], linewidth=1.2, label=name, **series_style(index))
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _save(plt, fig, out / "hbm_headroom.png", dates=True)
@@ -125,9 +162,10 @@ def hbm_headroom(plt: Any, r: CapacityReport, out: Path) -> Path | None:
 def allocation(plt: Any, r: CapacityReport, out: Path) -> Path:
     fig, ax = _figure(plt, "Allocation vs use: chips, chips in use, busy chip-equivalents", "chips")
     dates = _dates([(t, 0.0) for t, *_ in r.allocation])
-    ax.plot(dates, [row[1] for row in r.allocation], label="chips", color="#424242", linewidth=1.2)
-    ax.plot(dates, [row[2] for row in r.allocation], label="in use (allocated)", color="#1565c0", linewidth=1.2)
-    ax.fill_between(dates, [row[3] for row in r.allocation], color="#66bb6a", alpha=0.5, label="busy (sum of utilization)")
+    # In use is an area and the chip count a dashed line drawn above it: equal, both still show.
+    ax.fill_between(dates, [row[2] for row in r.allocation], color="#90caf9", alpha=0.6, label="in use (allocated)")
+    ax.fill_between(dates, [row[3] for row in r.allocation], color="#2e7d32", alpha=0.6, label="busy (sum of utilization)")
+    ax.plot(dates, [row[1] for row in r.allocation], label="chips", color="#000000", linestyle="--", linewidth=2, zorder=3)
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _save(plt, fig, out / "allocation_vs_use.png", dates=True)

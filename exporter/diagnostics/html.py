@@ -11,7 +11,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from exporter.diagnostics.capacity import CapacityReport
+from exporter.core.values import format_duration
+from exporter.diagnostics.capacity import CapacityReport, hours_text, pct_text
 from exporter.generate.thresholds import ABNORMAL, HEALTHY, WARNING
 
 GIB = float(1 << 30)
@@ -30,14 +31,14 @@ SECTIONS = (
     ("distribution", "Distribution of chip utilization"),
     ("idle_chip_hours", "Idle chip-hours"),
     ("below_threshold", "Time below the low-utilization bound"),
+    ("chips_below", "Chips below the low-utilization bound"),
     ("hbm_headroom", "HBM headroom"),
     ("allocation", "Allocation vs use"),
     ("forecast", "Forecast"),
 )
 
 
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value * 100:.1f}%"
+_pct = pct_text
 
 
 def _gib(value: float | None) -> str:
@@ -66,8 +67,8 @@ def render_html(report: CapacityReport, charts: Mapping[str, Path]) -> str:
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         "<title>NPU capacity report</title>", f"<style>{_CSS}</style></head><body>",
         "<h1>NPU capacity report</h1>",
-        (f'<p class="meta">{escape(report.source)} · {_when(report.start - report.step)} to {_when(report.end)} · '
-         f"step {report.step / 3600:g} h · written {_when(time.time())}</p>"),
+        (f'<p class="meta">{escape(report.source)} · {_when(report.start - report.step)} to {_when(report.end)} '
+         f"({escape(_span(report))}) · step {format_duration(report.step)} · written {_when(time.time())}</p>"),
         f"<h2>Summary {_verdict(report.verdict)}</h2>",
         '<ul class="findings">' + "".join(f"<li>{escape(f)}</li>" for f in report.findings) + "</ul>",
         _table(["", "value"], [
@@ -76,21 +77,27 @@ def render_html(report: CapacityReport, charts: Mapping[str, Path]) -> str:
             ["mean utilization, chips in use", _pct(t["mean_utilization_in_use"])],
             ["mean utilization, all chips", _pct(t["mean_utilization_all"])],
             [f"in-use time below {report.bounds.low * 100:g}%", _pct(t["below_share"])],
-            ["idle chip-hours", f"{t['idle_chip_hours']:,.0f} of {t['chip_hours']:,.0f}"],
-            ["unused chip-hours", f"{t['unused_chip_hours']:,.0f}"],
+            ["idle chip-hours", f"{hours_text(t['idle_chip_hours'])} of {hours_text(t['chip_hours'])}"],
+            ["unused chip-hours", hours_text(t["unused_chip_hours"])],
         ]),
     ]
     for name, title in SECTIONS:
         parts.append(f"<h2>{escape(title)}</h2>")
         if name in charts:
             parts.append(f'<img src="{escape(charts[name].name)}" alt="{escape(title)}">')
-        else:
-            parts.append('<p class="note">No data for this chart (see the notes below).</p>')
+        elif name in report.empty:
+            parts.append(f'<p class="note">{escape(report.empty[name])}</p>')
         parts.append(_section_table(name, report))
     if report.notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f'<li class="note">{escape(n)}</li>' for n in report.notes) + "</ul>")
     parts.append("</body></html>")
     return "\n".join(p for p in parts if p) + "\n"
+
+
+def _span(r: CapacityReport) -> str:
+    if r.requested is None:
+        return format_duration(r.covered)
+    return f"{format_duration(r.covered)} of data; {format_duration(r.requested)} asked for"
 
 
 def _section_table(name: str, r: CapacityReport) -> str:
@@ -100,12 +107,19 @@ def _section_table(name: str, r: CapacityReport) -> str:
              _pct(n.below_share)] for n in r.nodes])
     if name == "utilization_namespaces" and r.namespaces:
         return _table(["namespace", "chips (max)", "chip-hours", "mean", "verdict", f"< {r.bounds.low * 100:g}%"], [
-            [escape(n.namespace), str(n.chips), f"{n.chip_hours:,.0f}", _pct(n.mean_utilization), _verdict(n.verdict),
+            [escape(n.namespace), str(n.chips), hours_text(n.chip_hours), _pct(n.mean_utilization), _verdict(n.verdict),
              _pct(n.below_share)] for n in r.namespaces])
     if name == "idle_chip_hours":
         return _table(["node", "chip-hours", "idle", "unused"], [
-            [escape(n.instance), f"{n.chip_hours:,.0f}", f"{n.idle_chip_hours:,.0f}", f"{n.unused_chip_hours:,.0f}"]
+            [escape(n.instance), hours_text(n.chip_hours), hours_text(n.idle_chip_hours), hours_text(n.unused_chip_hours)]
             for n in r.nodes])
+    if name == "chips_below":
+        if not r.chips_below:
+            return (f'<p class="note">No chip in use averaged below {r.bounds.low * 100:g}% AI Core utilization '
+                    "over the time it was in use.</p>")
+        return _table(["chip", "mean (in use)", f"time < {r.bounds.low * 100:g}%", "chip-hours in use"], [
+            [escape(c.subject), _pct(c.mean_utilization), _pct(c.below_share), hours_text(c.in_use_hours)]
+            for c in r.chips_below])
     if name == "hbm_headroom" and r.hbm_headroom:
         return _table(["node", "peak used", "least free"], [
             [escape(n.instance), _pct(n.hbm_peak_ratio), _gib(n.hbm_min_headroom_bytes)] for n in r.nodes
@@ -122,8 +136,10 @@ def _section_table(name: str, r: CapacityReport) -> str:
 def report_json(report: CapacityReport, charts: Mapping[str, Path]) -> str:
     doc: dict[str, Any] = {
         "source": report.source, "start": report.start - report.step, "end": report.end, "step": report.step,
+        "covered": report.covered, "requested": report.requested,
         "verdict": report.verdict, "bounds": asdict(report.bounds), "totals": dict(report.totals),
         "nodes": [asdict(n) for n in report.nodes], "namespaces": [asdict(n) for n in report.namespaces],
+        "chips_below": [{**asdict(c), "subject": c.subject} for c in report.chips_below], "empty": dict(report.empty),
         "forecasts": [{k: v for k, v in asdict(f).items() if k != "daily"} for f in report.forecasts],
         "findings": list(report.findings), "notes": list(report.notes),
         "charts": {k: v.name for k, v in charts.items()},

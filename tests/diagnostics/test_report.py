@@ -74,7 +74,9 @@ def test_written_summary(capacity_report: Path) -> None:
     findings = numbers(capacity_report)["findings"]
     text = "\n".join(findings)
     assert "12 chips on 3 nodes" in text
-    assert "Below the low-utilization bound: node-b:9435 (40.0%)." in text
+    assert "Nodes below the low-utilization bound: node-b:9435 (40.0%)." in text
+    # each of node-b's chips in use is named, with its average
+    assert "Chips in use averaging below 60%: device 0 (NPU 0, chip 0) on node-b:9435 (40.0%), " in text
     assert re.search(r"Idle chip-hours: 1,44\d of 8,640", text)
     assert re.search(r"Forecast, HBM used on node-a:9435: \+1[34]\.\d points/week; reaches 95% in about 7\.\d days", text)
 
@@ -167,7 +169,7 @@ def test_missing_series_are_noted_and_the_rest_reported(prometheus: Prometheus, 
     assert "no npu_hbm_used_bytes / npu_hbm_total_bytes series: HBM headroom not shown" in doc["notes"]
     assert "hbm_headroom" not in doc["charts"] and not (out / "hbm_headroom.png").exists()
     html = (out / "index.html").read_text()
-    assert "HBM headroom</h2>\n<p class=\"note\">No data for this chart" in html
+    assert "HBM headroom</h2>\n<p class=\"note\">Prometheus has no npu_hbm_used_bytes / npu_hbm_total_bytes series" in html
 
 
 def test_unwritable_output_exits_2(prometheus: Prometheus, tmp_path: Path) -> None:
@@ -195,7 +197,7 @@ def test_progress_shows_on_a_terminal_only(prometheus: Prometheus, tmp_path: Pat
     err = Tty()
     assert report.run(args, out=io.StringIO(), err=err) == 0
     text = err.getvalue()
-    assert "\rquerying Prometheus: 1/9 chip utilization" in text and "9/9 HBM total" in text
+    assert "\rquerying Prometheus: 1/10 history held" in text and "2/10 chip utilization" in text and "10/10 HBM total" in text
     assert text.endswith("\r") and text.rstrip("\r ").count("\r") >= 7    # the line is cleared at the end
     quiet = io.StringIO()
     assert report.run(args, out=io.StringIO(), err=quiet) == 0 and quiet.getvalue() == ""

@@ -56,7 +56,7 @@ def chip_hours(prometheus: Prometheus, out: Path, window: str) -> dict[str, dict
 MINUTE = 1 / 60
 
 
-@pytest.mark.parametrize("window", ["1d", "30d"])   # steps of 2 minutes and of 1 hour
+@pytest.mark.parametrize("window", ["1d", "30d"])   # 2-minute steps; 30d: cut to the 3 days held, 10-minute steps
 def test_day_one_and_a_new_chip_count_the_time_they_were_scraped(short_history: Prometheus, tmp_path: Path, window: str) -> None:
     nodes = chip_hours(short_history, tmp_path, window)
     # 2 chips x 7 minutes (not 2 x 24 h, nor 2 x one 1-hour step)

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from exporter.commands.diagnose import use_colour
+from exporter.core.values import format_duration
 from exporter.diagnostics.analysis import (
     analyse,
     isolated_pages_verdict,
@@ -21,8 +22,11 @@ from exporter.diagnostics.capacity import (
     choose_step,
     daily,
     forecast,
+    hours_text,
     linear_fit,
+    pct_text,
 )
+from exporter.diagnostics.charts import COLOURS, DASHES, MAX_LINES, lowest, series_style
 from exporter.diagnostics.model import (
     ChipStats,
     JobStats,
@@ -251,3 +255,42 @@ def test_many_edge_steps_read_sample_times_with_one_coarser_range_query_each() -
     assert [kind for kind, _ in calls] == ["instant", "instant", "range", "range"]
     assert "[3600s:300s]" in calls[2][1]
     assert observed[("a", "0", "0", "0")] == tuple((t, 1200.0) for t, _ in points)
+
+
+# --- the report's numbers and chart styles ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seconds,text", [(0, "0s"), (59.6, "1m"), (60, "1m"), (450, "7m30s"), (3600, "1h"),
+                                          (5400, "1h30m"), (90061, "1d1h"), (30 * 86400, "30d"), (3599.6, "1h")])
+def test_format_duration(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
+
+
+@pytest.mark.parametrize("hours,text", [(0, "0"), (0.4855, "0.49"), (0.0123, "0.012"), (0.0004, "<0.001"), (3.214, "3.21"),
+                                        (56.78, "56.8"), (1440.4, "1,440"), (None, "n/a")])
+def test_chip_hours_keep_their_precision(hours: float | None, text: str) -> None:
+    assert hours_text(hours) == text
+
+
+def test_small_shares_do_not_read_as_zero() -> None:
+    assert (pct_text(0.0), pct_text(0.0002), pct_text(0.4), pct_text(None)) == ("0.0%", "<0.1%", "40.0%", "n/a")
+
+
+def test_chart_series_are_distinguishable() -> None:
+    styles = [tuple(sorted(series_style(i).items())) for i in range(len(COLOURS) * len(DASHES))]
+    assert len(set(styles)) == len(styles) >= MAX_LINES
+    series = {f"node-{i:02}": ((0.0, i / 100),) for i in range(MAX_LINES + 5)}
+    assert list(lowest(series)) == [f"node-{i:02}" for i in range(MAX_LINES)]
+    assert lowest({"b": ((0.0, 1.0),), "a": ((0.0, 0.5),)}) == {"b": ((0.0, 1.0),), "a": ((0.0, 0.5),)}
+
+
+def test_chips_below_the_bound_are_named_with_their_average() -> None:
+    t = [60.0 * i for i in range(1, 11)]
+    chips = (ChipHistory("n:9435", "0", "0", "0", tuple((x, 0.9) for x in t), frozenset(t)),
+             ChipHistory("n:9435", "1", "0", "1", tuple((x, 0.3) for x in t), frozenset(t)),
+             ChipHistory("n:9435", "2", "0", "2", tuple((x, 0.0) for x in t)))          # idle: not judged
+    report = analyse_capacity(CapacityInput("t", t[0], t[-1], 60.0, chips), TABLE)
+    assert [(c.subject, c.mean_utilization) for c in report.chips_below] == [("device 1 (NPU 1, chip 0) on n:9435", 0.3)]
+    assert "Chips in use averaging below 60%: device 1 (NPU 1, chip 0) on n:9435 (30.0%)." in report.findings
+    assert report.findings[0].startswith("3 chips on 1 node;")
+    assert set(report.empty) == {"utilization_namespaces", "hbm_headroom", "forecast"}
