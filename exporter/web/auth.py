@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 import ipaddress
 import math
+import os
 import secrets
 import threading
 from collections.abc import Callable, Mapping
@@ -30,6 +32,10 @@ _BCRYPT_ALPHABET = "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345
 # At most this many bcrypt checks run at once, whatever arrives: the rest of the node keeps
 # its cores (exporter-toolkit runs one at a time; two halve the wait behind a queue).
 BCRYPT_WORKERS = 2
+# ... and at a lower CPU priority (nice +10, Linux: per thread): a check is the one piece of work
+# an outsider can order at will, so it gets the cycles nobody else wants, never those of the
+# event loop, the encoder or the node's training job. Idle cores still run it at full speed.
+BCRYPT_NICE = 10
 # Checks waiting or running, at most: beyond either bound a request is refused at once (503)
 # instead of queueing, so a flood cannot build a backlog that a scrape would wait behind.
 # Work is counted in bcrypt rounds (2**cost): 16 checks of cost 10 per worker, a second or
@@ -177,7 +183,7 @@ class BcryptPool:
     def __init__(self, workers: int = BCRYPT_WORKERS, max_pending: int = BCRYPT_MAX_PENDING,
                  max_work: int = BCRYPT_MAX_WORK) -> None:
         self.max_pending, self.max_work = max_pending, max_work
-        self._executor = ThreadPoolExecutor(workers, thread_name_prefix="bcrypt")
+        self._executor = ThreadPoolExecutor(workers, thread_name_prefix="bcrypt", initializer=_lower_priority)
         self._lock = threading.Lock()
         self._work = 0
         self.pending = 0     # queued or running
@@ -212,6 +218,15 @@ class BcryptPool:
 
 # --- failed attempts per address ----------------------------------------------------------------
 
+def _lower_priority() -> None:
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + BCRYPT_NICE))
+    except (OSError, AttributeError):  # not Linux, or not allowed: run at the loop's priority
+        pass
+
+
+@functools.lru_cache(maxsize=THROTTLE_ADDRESSES)   # a flood asks for the same few addresses
 def client_address(remote: str | None) -> str:
     """Whose budget a request spends: its IPv4 address, or its IPv6 /64 (what one host
     usually holds; single IPv6 addresses are free to come by). The peer of the connection,

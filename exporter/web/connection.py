@@ -16,8 +16,9 @@ and none while a handler runs (handlers never wait on a source). Apart from thes
 transport's write buffer is above its high-water mark (the client is not reading), a write
 deadline runs (``web.write_timeout``); read deadlines that expire meanwhile wait for it. A
 deadline that fires aborts the transport: what is buffered is dropped, not flushed to a client
-that does not read. :class:`ConnectionGuard` admits sockets through the table (limits.py),
-connects them and follows each request through a middleware (headers parsed, handler done).
+that does not read; while it waits, nothing more is read from that client either.
+:class:`ConnectionGuard` admits sockets through the table (limits.py), connects them and
+follows each request through a middleware (headers parsed, handler done).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class GuardedConnection(asyncio.Protocol):
         self._in_handler = False
         self._pending = False      # a next request began while the handler ran
         self._closed = False       # lost or closed: nothing may arm a deadline again
+        self._paused_reading = False  # reading paused here while the client does not read
 
     def begin(self) -> None:
         """Admitted: the header deadline runs from now (the TLS handshake counts against it)."""
@@ -103,11 +105,19 @@ class GuardedConnection(asyncio.Protocol):
     def pause_writing(self) -> None:
         if self._write_timer is None and not self._closed:
             self._write_timer = self.loop.call_later(self.guard.options.write_timeout, self._expired, "write")
+        # Nor read what it sends meanwhile: aiohttp would parse and queue every pipelined request
+        # of a client that does not read (a health-check flood costs its parse and its memory).
+        if self.transport is not None and self.transport.is_reading():
+            self.transport.pause_reading()
+            self._paused_reading = True
         if self.inner is not None:
             self.inner.pause_writing()
 
     def resume_writing(self) -> None:
         self._cancel_write_timer()
+        if self._paused_reading and self.transport is not None and not self.transport.is_closing():
+            self._paused_reading = False
+            self.transport.resume_reading()
         if self.inner is not None:
             self.inner.resume_writing()
         if self._timer is None:    # a read deadline expired while the client was not reading

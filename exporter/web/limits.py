@@ -61,6 +61,10 @@ class ConnectionTable:
     def open(self) -> int:
         return sum(len(pool) for pool in self._pools.values())
 
+    def connections(self) -> list[Slot]:
+        """The open connections, oldest first in each pool."""
+        return [slot for slots in self._pools.values() for slot in slots]
+
     def admit(self, slot: Slot) -> Pool | None:
         """The pool ``slot`` joins, or None: refused (the caller closes it)."""
         if len(self._pools[Pool.REGULAR]) < self.max_connections:

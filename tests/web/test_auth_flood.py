@@ -326,6 +326,17 @@ async def test_the_bound_counts_bcrypt_work_not_just_checks():
         pool.close()
 
 
+async def test_bcrypt_runs_below_the_event_loop_s_priority():
+    pool = BcryptPool(workers=1)
+    try:
+        check = pool.submit(lambda p, h: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()), b"", fake_hash(4).encode())
+        assert check is not None
+        loop_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        assert await check == min(19, loop_nice + auth.BCRYPT_NICE)
+    finally:
+        pool.close()
+
+
 # --- unknown users ----------------------------------------------------------------------------------
 
 async def test_an_unknown_user_is_checked_at_the_cost_of_a_known_one(make_security, checks, monkeypatch):

@@ -168,6 +168,23 @@ async def test_a_client_that_does_not_read_is_dropped_and_its_buffers_freed():
         writer.close()
 
 
+async def test_a_client_that_does_not_read_is_not_read_from_until_it_reads_again():
+    async with serving(WebOptions(write_timeout=3 * BOUND)) as served:
+        reader, writer = await served.connect(rcvbuf=4096)
+        writer.write(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\n" * 3)
+        await served.until(lambda: served.server.table.open == 1)
+        (conn,) = served.server.table.connections()
+        # Stuck writing the first response: its pipelined requests stay in the kernel's buffers.
+        await served.until(lambda: conn.transport is not None and not conn.transport.is_reading())
+        # Reading again resumes it: every pipelined request is answered, none lost.
+        received = b""
+        while received.count(b"HTTP/1.1 200") < 3 or len(received) < 3 * len(BIG):
+            received += await asyncio.wait_for(reader.read(1 << 20), BOUND)
+        assert conn.transport.is_reading()
+        assert served.server.table.timeouts["write"] == 0
+        writer.close()
+
+
 async def test_deadlines_leave_ordinary_requests_alone():
     async with serving(FAST) as served:
         for path in ("/healthz", "/big"):
