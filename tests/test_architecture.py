@@ -28,7 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "resources": {"core"},           # the exporter's own process and cgroup
     "hccn": {"core", "npusmi"},      # asks about the chips npu-smi lists
     "pods": {"core", "npusmi"},      # matches kubelet devices to npu-smi's chips
-    "jobs": {"core", "web"},         # the ingest API is a route of the web app
+    "jobs": {"core", "web", "profiles"},  # the ingest API is a route of the web app; posted profiles are profiles
     "generate": {"core", "hccn"},
     "node": {"core", "npusmi", "hccn", "pods", "profiles", "resources", "jobs", "web", "simulator",
              "hooks"},                # the hooks' CANN_EXPORTER_* names, which are not typos

@@ -8,6 +8,7 @@ import sys
 
 from exporter import __version__
 from exporter.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from exporter.core.shutdown import leave
 from exporter.jobs import http as ingest_http
 from exporter.node.assembly import assemble
 from exporter.node.settings import Settings
@@ -40,7 +41,7 @@ def run(settings: Settings) -> int:
     http = HttpServer(fit_open_files(settings.web))
     node = assemble(settings, security=security, http=http.status)
     token = settings.ingest.token
-    routes = ingest_http.routes(node.ingest, token) if node.ingest is not None else []
+    routes = ingest_http.routes(node.ingest, token, node.posted, node.sampler.publish) if node.ingest is not None else []
     app = create_app(
         node.exposition, lambda: node.store.sampled.ready, routes=routes, bearer_paths=ingest_http.bearer_paths(token),
         security=security, background=[node.sampler.run_forever], about=node.about,
@@ -57,4 +58,4 @@ def run(settings: Settings) -> int:
     ssl_context = security.ssl_context if security is not None else None
     log.info("listening", extra={"address": addresses(sockets), "tls": ssl_context is not None, "version": __version__})
     http.run(app, sockets, ssl_context, refuse=security.throttled if security is not None else None)
-    return EXIT_OK
+    return leave(EXIT_OK)   # a worker stuck in a read must not keep the stopped exporter alive

@@ -7,6 +7,11 @@ then the host runs ahead as usual. On the CPU, host time is the device time and 
 Monitor is used. Allocator figures (``memory_allocated``/``max_memory_allocated``, host-side
 counters) are read at most every ``memory_interval`` seconds.
 
+With ``profile_every=SECONDS`` (or $CANN_EXPORTER_PROFILE_EVERY) the next ``profile_steps``
+steps (default 5, $CANN_EXPORTER_PROFILE_STEPS) run under the device's profiler every that
+many seconds (exporter.hooks.profiling): torch_npu's on an NPU, torch.profiler on CUDA and
+the CPU. Off by default.
+
     from exporter.hooks.torch import TorchMonitor
     mon = TorchMonitor(job_name="resnet50")
     for x, y in loader:
@@ -31,7 +36,9 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without torch
     raise ImportError("exporter.hooks.torch needs PyTorch (pip install torch); exporter.hooks.Monitor works without it") from exc
 
-from exporter.hooks.monitor import Monitor
+from exporter.hooks import env as names
+from exporter.hooks.monitor import Monitor, log
+from exporter.hooks.profiling import DEFAULT_STEPS, Profiling, parse_every
 
 __all__ = ["TorchMonitor", "device_backend"]
 
@@ -116,6 +123,27 @@ class _DevicePhase:
         return False
 
 
+class _ProfiledStep:
+    """``with mon.step():`` when profiling windows are on: the window opens before the step's
+    timing starts and closes after it ends."""
+
+    __slots__ = ("_tm", "inner")
+
+    def __init__(self, tm: TorchMonitor) -> None:
+        self._tm = tm
+        self.inner: Any = None
+
+    def __enter__(self) -> Any:
+        self._tm._profiling.before_step()  # type: ignore[union-attr]
+        return self.inner.__enter__()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        try:
+            return bool(self.inner.__exit__(exc_type, exc, tb))
+        finally:
+            self._tm._profiling.after_step()  # type: ignore[union-attr]
+
+
 class TorchMonitor:
     """Monitor for PyTorch loops; same ``step``/``phase``/``close`` as :class:`Monitor`."""
 
@@ -128,6 +156,8 @@ class TorchMonitor:
         backend: Any = None,
         memory_interval: float = 30.0,
         max_pending: int = 128,
+        profile_every: float | None = None,
+        profile_steps: int | None = None,
         **monitor_kwargs: Any,
     ) -> None:
         if backend is not None:
@@ -149,6 +179,27 @@ class TorchMonitor:
         self._next_memory = 0.0
         self._step_cm = _DeviceStep(self)
         self._phase_cms: dict[str, _DevicePhase] = {}
+        self._profiling = self._profiling_windows(profile_every, profile_steps)
+        self._profiled_step = _ProfiledStep(self)
+
+    def _profiling_windows(self, every: float | None, steps: int | None) -> Profiling | None:
+        """Profiling windows when asked for (argument, else environment); None when off or unavailable."""
+        env = os.environ
+        every = every if every is not None else parse_every(env.get(names.PROFILE_EVERY))
+        if not every or every <= 0 or not self.monitor.enabled:
+            return None
+        if steps is None:
+            text = env.get(names.PROFILE_STEPS, "").strip()
+            steps = int(text) if text.isascii() and text.isdigit() and int(text) > 0 else DEFAULT_STEPS
+        try:
+            from exporter.hooks.torch_profiler import profiler_backend
+
+            backend = profiler_backend(self.kind)
+        except Exception as exc:  # e.g. torch_npu without its profiler
+            log.warning("cann-exporter hooks: profiling disabled for this process: no %s profiler (%r)", self.kind, exc)
+            return None
+        monitor = self.monitor
+        return Profiling(backend, lambda: monitor.identity, monitor.url, monitor._token, float(every), steps)
 
     def _device_index(self, device: Any) -> int | None:
         try:
@@ -161,10 +212,15 @@ class TorchMonitor:
     # --- the loop-facing API ----------------------------------------------------------------
     def step(self, samples: Any = None) -> Any:
         if self.backend is None:
-            return self.monitor.step(samples)
-        cm = self._step_cm
-        cm.samples = samples
-        return cm
+            cm = self.monitor.step(samples)
+        else:
+            cm = self._step_cm
+            cm.samples = samples
+        if self._profiling is None:
+            return cm
+        wrapped = self._profiled_step
+        wrapped.inner = cm
+        return wrapped
 
     def phase(self, name: str) -> Any:
         if self.backend is None:
@@ -175,6 +231,8 @@ class TorchMonitor:
         return cm
 
     def begin_step(self) -> None:
+        if self._profiling is not None:
+            self._profiling.before_step()
         if self.backend is None:
             self.monitor.begin_step()
             return
@@ -198,6 +256,8 @@ class TorchMonitor:
                 if len(self._pending) > self.max_pending:  # device far behind or hung: host time
                     self._report(self._pending.popleft(), resolved=False)
         self._maybe_memory()
+        if self._profiling is not None:
+            self._profiling.after_step()
 
     def _abandon(self) -> None:
         self._current = None
@@ -258,6 +318,8 @@ class TorchMonitor:
 
     def close(self, timeout: float = 5.0) -> None:
         """Wait for the last steps' events (outside the loop, so a wait is fine), then close."""
+        if self._profiling is not None:
+            self._profiling.close(timeout)
         self._drain_pending()
         self.monitor.close(timeout)
 
@@ -271,7 +333,8 @@ class TorchMonitor:
                 self._report(item, resolved=False)
 
     def stats(self) -> dict[str, Any]:
-        return {**self.monitor.stats(), "unresolved": len(self._pending)}
+        profiling = self._profiling.stats() if self._profiling is not None else {}
+        return {**self.monitor.stats(), "unresolved": len(self._pending), **profiling}
 
     def __enter__(self) -> TorchMonitor:
         return self

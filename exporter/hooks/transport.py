@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 STEPS_PATH = "/api/v1/steps"
+PROFILES_PATH = "/api/v1/profiles"
 
 
 class NotSent(Exception):
@@ -21,14 +22,15 @@ class Reply:
     body: bytes
 
 
-def steps_url(base: str) -> tuple[str, str, int, str]:
-    """scheme, host, port and path of the steps endpoint for a base URL like http://127.0.0.1:9435."""
+def steps_url(base: str, endpoint: str = STEPS_PATH) -> tuple[str, str, int, str]:
+    """scheme, host, port and path of the steps (or ``endpoint``) route for a base URL like http://127.0.0.1:9435."""
     parts = urlsplit(base if "://" in base else "http://" + base)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"expected an http(s) URL, got {base!r}")
     port = parts.port or (443 if parts.scheme == "https" else 80)
     path = parts.path.rstrip("/")
-    return parts.scheme, parts.hostname, port, path if path.endswith(STEPS_PATH) else path + STEPS_PATH
+    path = path.removesuffix(STEPS_PATH)   # a URL naming the steps route still names the exporter
+    return parts.scheme, parts.hostname, port, path + endpoint
 
 
 def basic_credentials(base: str) -> str | None:
@@ -48,8 +50,8 @@ def redacted(base: str) -> str:
 
 
 class Transport:
-    def __init__(self, url: str, token: str | None, timeout: float) -> None:
-        self.scheme, self.host, self.port, self.path = steps_url(url)
+    def __init__(self, url: str, token: str | None, timeout: float, endpoint: str = STEPS_PATH) -> None:
+        self.scheme, self.host, self.port, self.path = steps_url(url, endpoint)
         self.timeout = timeout
         self.headers = {"Content-Type": "application/json", "Connection": "keep-alive"}
         if token:

@@ -45,6 +45,7 @@ class JobCollector:
             yield metric
         yield _by_reason(m.INGEST_REJECTED, m.INGEST_REJECT_REASONS, c.rejected)
         yield _by_reason(m.INGEST_EVICTED, m.ADMISSION_REASONS, c.evicted)
+        yield _by_reason(m.INGEST_PROFILES_REJECTED, m.PROFILE_REJECT_REASONS, c.profiles_rejected)
 
 
 def _by_reason(spec: MetricSpec, reasons: tuple[str, ...], counts: tuple[tuple[str, int], ...]) -> Metric:

@@ -1,6 +1,7 @@
 """The ingest API: `POST /api/v1/steps` (authenticate, bound the body, validate, fold into the
-store) and its OpenAPI document (openapi.yaml beside this file, served at
-/api/v1/openapi.yaml).
+store), `POST /api/v1/profiles` (the same, for the summary of one profiling window, held in
+the profiles' posted store) and its OpenAPI document (openapi.yaml beside this file, served
+at /api/v1/openapi.yaml).
 
 Every rejection is a JSON `{"error": message, "reason": reason}` with a 4xx status and is
 counted by reason; a rejected batch changes nothing else.
@@ -15,12 +16,16 @@ from pathlib import Path
 
 from aiohttp import web
 
+from exporter.jobs.admission import client_key
 from exporter.jobs.store import IngestStore
 from exporter.jobs.validate import IngestError, parse_batch
+from exporter.jobs.validate_profile import parse_profile
+from exporter.profiles.posted import PostedProfiles
 from exporter.web.auth import AUTHENTICATED_USER
 
 OPENAPI_PATH = Path(__file__).with_name("openapi.yaml")
 STEPS_PATH = "/api/v1/steps"
+PROFILES_PATH = "/api/v1/profiles"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -74,6 +79,29 @@ def steps_handler(store: IngestStore, token: str | None, clock: Callable[[], flo
     return post_steps
 
 
+def profiles_handler(store: IngestStore, posted: PostedProfiles, token: str | None,
+                     on_accept: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.time) -> Handler:
+    """``on_accept``: publish now, so the summary is on /metrics at the next scrape."""
+    async def post_profiles(request: web.Request) -> web.Response:
+        try:
+            if request.get(AUTHENTICATED_USER) is None:
+                check_token(request.headers.get("Authorization"), token)
+            check_content_type(request.content_type)
+            body = await read_bounded(request, store.limits.max_body_bytes)
+            # From here on nothing awaits: validation and the store update are one step.
+            profile = parse_profile(body, store.limits, clock())
+            refusal = posted.offer(profile.summary, client_key(request.remote))
+            if refusal is not None:
+                raise IngestError(429, refusal, f"no room for job {profile.summary.job_name!r} rank {profile.summary.rank} ({refusal})")
+        except IngestError as exc:
+            store.reject_profile(exc.reason)
+            return error_response(exc)
+        store.count_profile(profile.skipped)
+        on_accept()
+        return web.json_response({"accepted": 1})
+    return post_profiles
+
+
 def openapi_handler() -> Handler:
     """Serves the API's OpenAPI document (read once, at startup)."""
     text = OPENAPI_PATH.read_text(encoding="utf-8")
@@ -83,15 +111,17 @@ def openapi_handler() -> Handler:
     return openapi
 
 
-def routes(store: IngestStore, token: str | None) -> list[web.RouteDef]:
-    """The ingest API's routes; ``token``: the bearer token hooks must send (None: none)."""
-    return [
-        web.post(STEPS_PATH, steps_handler(store, token)),
-        web.get("/api/v1/openapi.yaml", openapi_handler()),
-    ]
+def routes(store: IngestStore, token: str | None, posted: PostedProfiles | None = None,
+           on_profile: Callable[[], None] = lambda: None) -> list[web.RouteDef]:
+    """The ingest API's routes; ``token``: the bearer token hooks must send (None: none);
+    ``posted``: where profile summaries go (None: no profiles route, the profiles collector is off)."""
+    out = [web.post(STEPS_PATH, steps_handler(store, token))]
+    if posted is not None:
+        out.append(web.post(PROFILES_PATH, profiles_handler(store, posted, token, on_profile)))
+    return [*out, web.get("/api/v1/openapi.yaml", openapi_handler())]
 
 
 def bearer_paths(token: str | None) -> frozenset[str]:
     """The routes whose handler checks the bearer token itself: with a web config's basic auth
     in force, hooks may keep sending their token there."""
-    return frozenset({STEPS_PATH}) if token is not None else frozenset()
+    return frozenset({STEPS_PATH, PROFILES_PATH}) if token is not None else frozenset()

@@ -67,6 +67,22 @@ INGEST_EVICTED = spec(
     ("reason",), field="evicted")
 INGEST_RANKS = spec("cann_exporter_ingest_ranks", "gauge", "Job ranks currently held by the ingest store.", field="held_ranks")
 
-INGEST_METRICS = (INGEST_REQUESTS, INGEST_STEPS, INGEST_REJECTED, INGEST_DROPPED, INGEST_EXPIRED, INGEST_EVICTED, INGEST_RANKS)
+# POST /api/v1/profiles: the summaries of the hooks' profiling windows.
+PROFILE_REJECT_REASONS = (
+    "unauthorized", "content_type", "too_large", "malformed_json", "invalid", "out_of_range", "bad_label",
+    "too_many_jobs", "too_many_ranks", "per_client_limit",
+)
+INGEST_PROFILES = spec("cann_exporter_ingest_profiles_total", "counter", "Profile summaries accepted on POST /api/v1/profiles.", field="profiles")
+INGEST_PROFILES_REJECTED = spec(
+    "cann_exporter_ingest_profiles_rejected_total", "counter", "Profile summaries rejected on POST /api/v1/profiles, by reason.",
+    ("reason",), field="profiles_rejected")
+INGEST_PROFILE_WINDOWS_SKIPPED = spec(
+    "cann_exporter_ingest_profile_windows_skipped_total", "counter",
+    "Profiling windows the hooks skipped because the previous window's summary was still being made (as the hooks reported).",
+    field="profile_windows_skipped")
+
+INGEST_METRICS = (INGEST_REQUESTS, INGEST_STEPS, INGEST_REJECTED, INGEST_DROPPED, INGEST_EXPIRED, INGEST_EVICTED, INGEST_RANKS,
+                  INGEST_PROFILES, INGEST_PROFILES_REJECTED, INGEST_PROFILE_WINDOWS_SKIPPED)
 # Plain counts, in the order they are rendered (rejections and evictions come last, by reason).
-INGEST_COUNTS = (INGEST_REQUESTS, INGEST_STEPS, INGEST_DROPPED, INGEST_EXPIRED, INGEST_RANKS)
+INGEST_COUNTS = (INGEST_REQUESTS, INGEST_STEPS, INGEST_DROPPED, INGEST_EXPIRED, INGEST_RANKS, INGEST_PROFILES,
+                 INGEST_PROFILE_WINDOWS_SKIPPED)

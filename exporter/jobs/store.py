@@ -111,6 +111,9 @@ class IngestCounters:
     rejected: tuple[tuple[str, int], ...] = ()
     evicted: tuple[tuple[str, int], ...] = ()
     held_ranks: int = 0
+    profiles: int = 0                     # POST /api/v1/profiles: summaries accepted
+    profiles_rejected: tuple[tuple[str, int], ...] = ()
+    profile_windows_skipped: int = 0
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,9 @@ class IngestStore:
         self._expired = 0
         self._rejected: dict[str, int] = {}
         self._evicted: dict[str, int] = {}
+        self._profiles = 0
+        self._profiles_rejected: dict[str, int] = {}
+        self._profile_windows_skipped = 0
         self._changes = 0                      # bumped by every change a scrape would see
         self._part: tuple[int, JobsPart] | None = None
 
@@ -183,6 +189,18 @@ class IngestStore:
             self._rejected[reason] = self._rejected.get(reason, 0) + 1
             self._changes += 1
 
+    def count_profile(self, skipped: int) -> None:
+        """A profile summary accepted on POST /api/v1/profiles; ``skipped``: windows its client skipped."""
+        with self._lock:
+            self._profiles += 1
+            self._profile_windows_skipped += skipped
+            self._changes += 1
+
+    def reject_profile(self, reason: str) -> None:
+        with self._lock:
+            self._profiles_rejected[reason] = self._profiles_rejected.get(reason, 0) + 1
+            self._changes += 1
+
     def _expire(self, now: float) -> None:
         for key, entry in list(self._entries.items()):
             if now - entry.last_seen > (self.finished_ttl if entry.finished else self.ttl):
@@ -201,6 +219,8 @@ class IngestStore:
             counters = IngestCounters(
                 self._requests, self._steps, self._client_dropped, self._expired,
                 tuple(sorted(self._rejected.items())), tuple(sorted(self._evicted.items())), len(self._entries),
+                profiles=self._profiles, profiles_rejected=tuple(sorted(self._profiles_rejected.items())),
+                profile_windows_skipped=self._profile_windows_skipped,
             )
             self._part = (self._changes, JobsPart(ranks, counters))
             return self._part[1]

@@ -36,6 +36,8 @@ from exporter.npusmi.source import NpuSmiSource
 from exporter.pods.collector import PodCollector
 from exporter.pods.source import PodResourcesSource, in_kubernetes
 from exporter.profiles.collector import ProfileCollector
+from exporter.profiles.part import ProfilesPart
+from exporter.profiles.posted import PostedLimits, PostedProfiles, merged
 from exporter.profiles.source import ProfileSource
 from exporter.resources.collector import ResourcesCollector
 from exporter.resources.source import ResourcesSource
@@ -66,6 +68,7 @@ class Node:
     pods: PodResourcesSource | None = None  # kubelet pod attribution; None outside Kubernetes or off
     profiles: ProfileSource | None = None   # profiler exports; None without profiles.dirs
     ingest: IngestStore | None = None       # training-hook steps (POST /api/v1/steps); None when disabled
+    posted: PostedProfiles | None = None    # the hooks' profile summaries (POST /api/v1/profiles); None without ingest or profiles
     health: HealthRegistry = field(default_factory=HealthRegistry)
     collectors: tuple[CollectorState, ...] = ()
 
@@ -118,10 +121,26 @@ def build_ingest(settings: Settings) -> IngestStore:
     return IngestStore(ttl=options.ttl, finished_ttl=options.finished_ttl, limits=IngestLimits.of(options))
 
 
+def build_posted(settings: Settings, ingest: IngestStore | None) -> PostedProfiles | None:
+    """The hooks' profile summaries: with the ingest (its limits) and the profiles collector."""
+    if ingest is None or not settings.collector.profiles:
+        return None
+    options = settings.ingest
+    return PostedProfiles(PostedLimits(max_jobs=options.max_jobs, max_ranks=options.max_ranks,
+                                       max_ranks_per_client=options.max_ranks_per_client, top_k=settings.profiles.top_k))
+
+
+def profiles_part(profiles: ProfileSource | None, posted: PostedProfiles | None) -> ProfilesPart | None:
+    """Watched exports and posted summaries as one part: per job and rank the one produced last."""
+    if posted is None:
+        return profiles.part() if profiles else None
+    return merged(profiles.part() if profiles else None, posted.summaries())
+
+
 def build_snapshot(
     ready: bool, health: HealthRegistry, npu_smi: NpuSmiSource, simulated: Simulated | None = None, *,
     hccn: HccnSource | None = None, pods: PodResourcesSource | None = None, profiles: ProfileSource | None = None,
-    resources: ResourcesSource | None = None,
+    resources: ResourcesSource | None = None, posted: PostedProfiles | None = None,
 ) -> Snapshot:
     """A snapshot of every sampled source's part as of now (a part is None when its source is off)."""
     devices = npu_smi.part()
@@ -131,21 +150,24 @@ def build_snapshot(
         devices=devices,
         network=hccn.part() if hccn else None,
         pods=pods.part(devices.chips) if pods else None,
-        profiles=profiles.part() if profiles else None,
+        profiles=profiles_part(profiles, posted),
         resources=resources.part() if resources else None,
     )
 
 
 def assemble(settings: Settings, *, ingest: bool = True, security: WebSecurity | None = None,
-             http: Callable[[], HttpStatus] | None = None) -> Node:
+             http: Callable[[], HttpStatus] | None = None, single_scan: bool = False) -> Node:
     """``ingest=False`` leaves the hooks ingest out (`once` has no server); ``security`` (the
-    web config of `serve`) and ``http`` (the counts of `serve`'s listener) add their metrics."""
+    web config of `serve`) and ``http`` (the counts of `serve`'s listener) add their metrics;
+    ``single_scan`` (`once`) reports every finished profile export on the first scan."""
     collectors = settings.collector
     health = HealthRegistry()
     npu_smi, simulated = build_npu_smi(settings, health)
-    profiles = ProfileSource(settings.profiles, health) if collectors.profiles and settings.profiles.dirs else None
+    profiles = (ProfileSource(settings.profiles, health, single_scan=single_scan)
+                if collectors.profiles and settings.profiles.dirs else None)
     pods = build_pods(settings, health)
     ingest_store = build_ingest(settings) if ingest and collectors.jobs and settings.ingest.enabled else None
+    posted = build_posted(settings, ingest_store)
     web = security if collectors.self else None   # its metrics only; serve enforces it either way
     http = http if collectors.self else None       # likewise the listener's counts (serve's HttpServer.status)
     store = SnapshotStore(
@@ -164,7 +186,7 @@ def assemble(settings: Settings, *, ingest: bool = True, security: WebSecurity |
 
     def publish(ready: bool) -> None:
         store.publish(build_snapshot(ready, health, npu_smi, simulated, hccn=hccn, pods=pods, profiles=profiles,
-                                     resources=resources))
+                                     resources=resources, posted=posted))
 
     # Order of the exposition: chips, processes, the exporter itself, then the optional sources.
     wanted = [
@@ -172,7 +194,7 @@ def assemble(settings: Settings, *, ingest: bool = True, security: WebSecurity |
         (collectors.processes, ProcessesCollector(), lambda s: s.devices),
         (collectors.self, StatusCollector(), lambda s: s.status),
         (resources is not None, ResourcesCollector(), lambda s: s.resources),
-        (profiles is not None, ProfileCollector(), lambda s: s.profiles),
+        (profiles is not None or posted is not None, ProfileCollector(), lambda s: s.profiles),
         (hccn is not None, NetworkCollector(), lambda s: s.network),
         (pods is not None, PodCollector(), lambda s: s.pods),
         (ingest_store is not None, JobCollector(), lambda s: s.jobs),
@@ -185,17 +207,18 @@ def assemble(settings: Settings, *, ingest: bool = True, security: WebSecurity |
     if ingest_store is not None:
         log.info("training-hook ingest enabled",
                  extra={"path": "/api/v1/steps", "token": settings.ingest.token is not None, "ttl": settings.ingest.ttl})
-    states = collector_states(settings, npu_smi, simulated, hccn=hccn, pods=pods, profiles=profiles, jobs=ingest_store)
+    states = collector_states(settings, npu_smi, simulated, hccn=hccn, pods=pods, profiles=profiles, jobs=ingest_store,
+                              posted=posted)
     log.info("collectors enabled", extra={state.name: state.detail if state.on else "off" for state in states})
     # Withheld data leaves /metrics at most a tenth of max_age late, even if every task stalls.
     sampler = Sampler(tasks, health, publish, republish_interval=min(10.0, max(1.0, settings.max_age / 10)))
     return Node(store, registry, exposition, sampler, npu_smi, simulated, hccn=hccn, pods=pods, profiles=profiles,
-                ingest=ingest_store, health=health, collectors=states)
+                ingest=ingest_store, posted=posted, health=health, collectors=states)
 
 
 def collector_states(
     settings: Settings, npu_smi: NpuSmiSource, simulated: Simulated | None, *, hccn: HccnSource | None, pods: PodResourcesSource | None,
-    profiles: ProfileSource | None, jobs: IngestStore | None,
+    profiles: ProfileSource | None, jobs: IngestStore | None, posted: PostedProfiles | None = None,
 ) -> tuple[CollectorState, ...]:
     """Each collector, on or off, with what runs for it or what switched it off."""
     switches = settings.collector
@@ -215,7 +238,10 @@ def collector_states(
               "hccn.enabled is false or hccn_tool is not installed"),
         state("pods", pods is not None, f"kubelet pod-resources: {settings.podresources.socket}",
               "podresources.enabled is false or not in Kubernetes"),
-        state("profiles", profiles is not None, "profile directories: " + ", ".join(settings.profiles.dirs), "no profiles.dirs"),
+        state("profiles", profiles is not None or posted is not None,
+              "; ".join(([f"profile directories: {', '.join(settings.profiles.dirs)}"] if profiles else [])
+                        + (["POST /api/v1/profiles"] if posted else [])),
+              "no profiles.dirs, and no ingest for the hooks' profiles"),
         state("jobs", jobs is not None, "POST /api/v1/steps", "ingest.enabled is false, or `once`"),
         state("self", True, "the exporter's own metrics", ""),
     )

@@ -1,0 +1,91 @@
+"""Profile summaries the training hooks POST (/api/v1/profiles): held per job and rank, served
+with the watched exports as one set of npu_profile_* series.
+
+A posted summary and a watched export of the same job and rank are one series set: the one
+produced last wins, as between two exports. Posted summaries are bounded like the ingest's
+ranks (jobs, ranks per job, ranks per client address) and leave after ``max_age`` (the age
+at which the profile alerts stop reading a profile), so a job that stopped profiling does
+not stay on /metrics for ever. The store is touched on the event loop; the lock only guards
+a scrape reading it from another thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+
+from exporter.profiles.indicators import ProfileSummary
+from exporter.profiles.part import ProfileSample, ProfilesPart
+
+MAX_AGE = 86_400.0   # seconds: the default profile_max_age of the alert rules
+
+
+@dataclass(frozen=True)
+class PostedLimits:
+    max_jobs: int = 8
+    max_ranks: int = 16                  # per job
+    max_ranks_per_client: int = 32       # per remote address; loopback is not limited
+    max_age: float = MAX_AGE
+    top_k: int = 5                       # operator types served per summary (profiles.top_k)
+
+
+class PostedProfiles:
+    def __init__(self, limits: PostedLimits = PostedLimits(), clock: Callable[[], float] = time.time) -> None:
+        self.limits = limits
+        self.clock = clock
+        self._entries: dict[tuple[str, int | None], tuple[ProfileSummary, str]] = {}   # -> (summary, client)
+        self._lock = threading.Lock()
+
+    def offer(self, summary: ProfileSummary, client: str = "") -> str | None:
+        """Hold ``summary`` (replacing its job and rank's); the admission reason when it does not
+        fit (``too_many_jobs``, ``too_many_ranks``, ``per_client_limit``), nothing changed then.
+        ``client`` is the address key of the sender, "" for loopback."""
+        with self._lock:
+            self._expire()
+            key = (summary.job_name, summary.rank)
+            if key not in self._entries:
+                reason = self._refusal(summary.job_name, client)
+                if reason is not None:
+                    return reason
+            self._entries[key] = (replace(summary, top_operators=summary.top_operators[: self.limits.top_k]), client)
+            return None
+
+    def _refusal(self, job_name: str, client: str) -> str | None:
+        jobs = {job for job, _ in self._entries}
+        if job_name not in jobs and len(jobs) >= self.limits.max_jobs:
+            return "too_many_jobs"
+        if sum(1 for job, _ in self._entries if job == job_name) >= self.limits.max_ranks:
+            return "too_many_ranks"
+        if client and sum(1 for _, c in self._entries.values() if c == client) >= self.limits.max_ranks_per_client:
+            return "per_client_limit"
+        return None
+
+    def _expire(self) -> None:
+        oldest = self.clock() - self.limits.max_age
+        for key, (summary, _) in list(self._entries.items()):
+            if (summary.finished_at or 0.0) < oldest:
+                del self._entries[key]
+
+    def summaries(self) -> tuple[ProfileSummary, ...]:
+        with self._lock:
+            self._expire()
+            return tuple(summary for summary, _ in self._entries.values())
+
+
+def merged(part: ProfilesPart | None, posted: Iterable[ProfileSummary]) -> ProfilesPart:
+    """``part`` (the watched exports) with the posted summaries: per job and rank the one produced last."""
+    part = part if part is not None else ProfilesPart()
+    best: dict[tuple[str, int | None], ProfileSample] = {(s.job_name, s.rank): s for s in part.samples}
+    changed = False
+    for summary in posted:
+        key = (summary.job_name, summary.rank)
+        old = best.get(key)
+        if old is None or (summary.finished_at or 0.0) > (old.finished_at or 0.0):
+            best[key] = ProfileSample.of(summary)
+            changed = True
+    if not changed:
+        return part
+    order = sorted(best, key=lambda k: (k[0], k[1] is None, k[1] or 0))
+    return replace(part, samples=tuple(best[k] for k in order))
