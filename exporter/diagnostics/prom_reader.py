@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from exporter.core.values import format_duration
 from exporter.diagnostics import profile_indicators
 from exporter.diagnostics.model import (
     CannotDiagnose,
@@ -26,6 +27,7 @@ from exporter.diagnostics.promapi import (
     promql_duration,
     selector,
 )
+from exporter.generate.rules import profile_stale
 from exporter.generate.thresholds import Thresholds, duration_seconds
 from exporter.jobs.metrics import (
     JOB_INFO,
@@ -37,12 +39,13 @@ from exporter.jobs.metrics import (
 from exporter.npusmi.metrics import AICORE, ECC_ISOLATED_PAGES, PROCESS_MEMORY
 from exporter.pods.metrics import POD_INFO
 from exporter.profiles.indicators import OperatorShare, ProfileSummary
-from exporter.profiles.metrics import PROFILE_OPERATOR
+from exporter.profiles.metrics import PROFILE_LAST_UPDATE, PROFILE_OPERATOR
 
 UTIL = AICORE.name
 ChipKey = tuple[str, str, str, str]          # instance, npu, chip, device
 JobKey = tuple[str, str, str]                # instance, job_name, rank
 Progress = Callable[[str], None]
+HELD_POINTS = 60             # resolution of "how much of the window holds data": a sixtieth of it
 
 
 @dataclass(frozen=True)
@@ -55,14 +58,11 @@ class Window:
         return promql_duration(self.seconds)
 
     def describe(self) -> str:
-        return f"{_human(self.seconds)} ending {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(self.end))}"
+        return f"{format_duration(self.seconds)} ending {_when(self.end)}"
 
 
-def _human(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
 
 def read_prometheus(client: PrometheusClient, window: Window, matchers: str, table: Thresholds,
@@ -72,20 +72,47 @@ def read_prometheus(client: PrometheusClient, window: Window, matchers: str, tab
     try:
         chips = read_chips(ask, matchers, table)
         jobs = read_jobs(ask, matchers)
-        profiles = read_profiles(ask, matchers)
+        profiles, stale = read_profiles(ask, matchers, table)
+        held = held_since(client, window, matchers, progress) if (chips or jobs or profiles) else None
     except PrometheusError as exc:
         raise CannotDiagnose(str(exc)) from None
     where = f" matching {{{matchers}}}" if matchers else ""
     if not (chips or jobs or profiles):
+        old = f" (only profiles older than the {table.alerting.profile_max_age} the alerts accept)" if stale else ""
         raise CannotDiagnose(
             f"Prometheus at {client.url} has no NPU data{where} in the {window.describe()}: no "
-            f"{UTIL}, npu_job_iteration_duration_seconds or npu_profile_* series. Check --selector and --range, "
+            f"{UTIL}, npu_job_iteration_duration_seconds or npu_profile_* series{old}. Check --selector and --range, "
             "and that Prometheus scrapes cann-exporter")
     swing = promql_duration(min(_unstable_range(table), window.seconds))
     notes = [f"utilization swing: standard deviation over {swing} windows, averaged over the window "
              "(as NPUUtilizationUnstable)"] if chips else [f"no {UTIL} series{where}: chips not diagnosed"]
+    notes += stale
+    described = window.describe()
+    if held is not None:
+        covered = window.end - held
+        described += f" (data for the last {format_duration(covered)} only)"
+        notes.insert(0, f"less data than asked: --range {format_duration(window.seconds)}, but Prometheus holds NPU "
+                        f"data{where} only from about {_when(held)}, the last {format_duration(covered)}: averages "
+                        "and rates cover that time, and the verdicts judge it")
     return Observations(f"Prometheus {client.url}" + (f" {{{matchers}}}" if matchers else ""),
-                        window.describe(), chips, jobs, profiles, tuple(notes))
+                        described, chips, jobs, profiles, tuple(notes))
+
+
+def held_since(client: PrometheusClient, window: Window, matchers: str, progress: Progress | None = None) -> float | None:
+    """When the window holds NPU data (chips, jobs or profiles) only from some time on: about
+    when (the start of the sixtieth of the window where it begins); None when it is all held."""
+    if progress:
+        progress("history held")
+    step = max(1.0, round(window.seconds / HELD_POINTS))
+    # count_over_time drops the names, so each metric is counted on its own; any of them is data
+    query = " or ".join(f"count(count_over_time({selector(name, matchers)}[{promql_duration(step)}]))"
+                        for name in (UTIL, JOB_ITERATION_DURATION.name + "_count", PROFILE_LAST_UPDATE.name))
+    start = window.end - window.seconds + step
+    held = client.range(query, start, window.end, step)
+    if not held:
+        return None
+    begins = min(t for t, _ in held[0].points) - step
+    return begins if begins > start else None
 
 
 class _Asker:
@@ -206,7 +233,9 @@ def job_stats(key: JobKey, busy: float | None, rate: float | None, samples: floa
 # --- profiles (npu_profile_* gauges) -------------------------------------------------------------
 
 
-def read_profiles(ask: _Asker, matchers: str) -> tuple[ProfileSummary, ...]:
+def read_profiles(ask: _Asker, matchers: str, table: Thresholds) -> tuple[tuple[ProfileSummary, ...], list[str]]:
+    """The latest profile of each job and rank in the window, and a note for each one left out
+    because it is older than the profile alerts accept (their freshness rule, at the window's end)."""
     r = ask.window.range
     values: dict[JobKey, dict[str, float]] = {}
     for row in profile_indicators.ROWS:
@@ -215,10 +244,19 @@ def read_profiles(ask: _Asker, matchers: str) -> tuple[ProfileSummary, ...]:
         for s in ask(f"last_over_time({selector(row.spec.name, matchers)}[{r}])"):
             values.setdefault(_job_key(s.labels), {})[row.field] = s.value
     if not values:
-        return ()
+        return (), []
+    max_age = table.alerting.profile_max_age
+    updated = f"last_over_time({selector(PROFILE_LAST_UPDATE.name, matchers)}[{r}])"
+    ages = {_job_key(s.labels): s.value for s in ask(profile_stale(max_age, updated))}
+    notes = [f"profile of job {key[1]} rank {key[2] or '?'}" + (f" ({key[0]})" if key[0] else "")
+             + f" not judged: {format_duration(ages[key])} old at the window's end, older than the {max_age} "
+             "the profile alerts accept (alerting.profile_max_age)" for key in sorted(ages) if key in values]
+    values = {k: v for k, v in values.items() if k not in ages}
+    if not values:
+        return (), notes
     operators = _operators(ask(selector(PROFILE_OPERATOR.name, matchers))
                            or ask(f"last_over_time({selector(PROFILE_OPERATOR.name, matchers)}[{r}])"))
-    return tuple(profile_summary(key, values[key], operators.get(key, ())) for key in sorted(values))
+    return tuple(profile_summary(key, values[key], operators.get(key, ())) for key in sorted(values)), notes
 
 
 def _operators(samples: list[Sample]) -> dict[JobKey, tuple[OperatorShare, ...]]:

@@ -85,6 +85,12 @@ def test_whole_cluster_is_abnormal_with_the_known_verdicts(prometheus: Prometheu
     assert "NPUUtilizationUnstable" in advice["device_utilization"]["alerts"]
     assert any("double buffering" in lever for lever in advice["memcpy_share"]["levers"])
     assert advice["NPUTrainingStalled"]["runbooks"] == ["docs/runbooks.md#nputrainingstalled"]
+    # the stuck job's profile is two days old: the profile alerts ignore it after a day, and so does diagnose
+    assert not [s for s, _ in found if s.startswith("profile of job stuck")]
+    assert ("profile of job stuck rank 0 (node-c:9435) not judged: 2d old at the window's end, older than the 1d "
+            "the profile alerts accept (alerting.profile_max_age)") in doc["notes"]
+    # the whole hour holds data: nothing said about less data
+    assert not [n for n in doc["notes"] if n.startswith("less data")] and "data for the last" not in doc["window"]
 
 
 def test_busy_node_is_healthy_and_its_job_has_the_known_split(prometheus: Prometheus) -> None:
@@ -135,6 +141,19 @@ def test_markdown(prometheus: Prometheus) -> None:
     assert result.out.startswith("# cann-exporter diagnose\n")
     assert "| node-b:9435 NPU 0 chip 0 (device 0) | Device utilization | 40.0% | healthy > 85%, abnormal < 60% | **abnormal** |" in result.out
     assert "## What to try" in result.out
+
+
+def test_less_data_than_asked_is_said(prometheus: Prometheus) -> None:
+    # 40 days asked, 31 held: a verdict on what exists, saying how much that is (to within a sixtieth of the range)
+    code, doc, _ = diagnose_json(prometheus, "--range", "40d", "--selector", '{instance="node-a:9435"}')
+    assert code == 0
+    note = next(n for n in doc["notes"] if n.startswith("less data than asked: --range 40d, but Prometheus holds NPU data"))
+    covered = note.split("the last ")[1].split(":")[0]
+    assert covered in ("30d8h", "30d16h", "31d", "31d8h", "31d16h"), note
+    assert doc["window"].startswith("40d ending ") and doc["window"].endswith(f"(data for the last {covered} only)")
+    text = run_diagnose("--prometheus", prometheus.url, "--end", str(prometheus.now), "--range", "40d",
+                        "--selector", '{instance="node-a:9435"}').out
+    assert "window: 40d ending " in text and "note: less data than asked" in text
 
 
 def test_job_filter(prometheus: Prometheus) -> None:

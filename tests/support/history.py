@@ -15,7 +15,10 @@ Nodes (4 chips each, 64 GiB HBM per chip):
 - node-c: chip 0 idle the whole time (no process, no pod); chip 1 a saw-tooth (30% / 100%
   alternating samples); chips 2 and 3 at 96%; namespace team-c; no HBM series at all (a
   driver that does not report it); job `stuck` rank 0, whose last iteration was one hour
-  before ``now``.
+  before ``now``, and a profile of it made two days before ``now`` (older than the day the
+  profile alerts accept) with a hot operator.
+
+The profiles of bert and slow are fresh: their last update is every sample's own time.
 
 ECC isolated pages (HBM; node-c reports none): node-a chip 3 has had 2 single-bit pages the
 whole time (old, nothing new); node-b chip 0 one double-bit page since ten days ago; node-b
@@ -81,10 +84,17 @@ PROFILES = {
         "memcpy_ratio": 0.35, "framework_overhead_ratio": 0.12, "top3_operator_ratio": 0.90, "max_operator_ratio": 0.80,
     },
 }
+PROFILES[("node-c:9435", "stuck")] = {
+    "step_duration_seconds": 1.0, "compute_ratio": 0.40, "communication_ratio": 0.05, "idle_ratio": 0.55,
+    "memcpy_ratio": 0.40, "framework_overhead_ratio": 0.30, "top3_operator_ratio": 0.95, "max_operator_ratio": 0.90,
+}
 OPERATORS = {
     ("node-a:9435", "bert"): (("MatMul", 0.45), ("Conv2D", 0.20), ("Add", 0.10), ("Softmax", 0.05)),
     ("node-b:9435", "slow"): (("TransData", 0.80), ("MatMul", 0.05), ("Add", 0.05)),
+    ("node-c:9435", "stuck"): (("MatMul", 0.90),),
 }
+STALE_PROFILE_AGO = 2 * DAY      # stuck's profile was made then; the others at every sample
+
 PROFILE_METRICS = {
     "step_duration_seconds": "npu_profile_step_duration_seconds", "compute_ratio": "npu_profile_compute_ratio",
     "communication_ratio": "npu_profile_communication_ratio", "idle_ratio": "npu_profile_idle_ratio",
@@ -247,6 +257,12 @@ def _profile_families(now: int, times: list[int]) -> Iterator[str]:
         for position, (op_type, ratio) in enumerate(operators, start=1):
             labels = _labels(instance=instance, job="cann-exporter", job_name=job, rank=0, op_type=op_type, position=position)
             yield from (f"npu_profile_operator_time_ratio{labels} {ratio!r} {t}" for t in job_times)
+    yield "# TYPE npu_profile_last_update_timestamp_seconds gauge"
+    for instance, job in PROFILES:
+        labels = _labels(instance=instance, job="cann-exporter", job_name=job, rank=0)
+        stale = job == STUCK.name
+        yield from (f"npu_profile_last_update_timestamp_seconds{labels} {float(now - STALE_PROFILE_AGO if stale else t)!r} {t}"
+                    for t in job_times)
 
 
 def openmetrics(now: int) -> Iterator[str]:
