@@ -1,5 +1,6 @@
 """`cann-exporter once`: one collection, the exposition text on stdout; exit 1 if npu-smi ran
-and no chip was read."""
+and no chip was read. Its one profile scan reports every finished export (marker present, or
+settled): `serve` waits for a second identical scan, `once` has only the one."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from exporter.node.settings import Settings
 
 
 def run(settings: Settings) -> int:
-    node = assemble(settings, ingest=False)
+    node = assemble(settings, ingest=False, single_scan=True)
     asyncio.run(node.sampler.run_once())
     sys.stdout.write(generate_latest(node.registry).decode())
     ran_npu_smi = npu_smi_needed(settings.collector)

@@ -8,6 +8,11 @@ scrape never waits on a task. ``ready`` turns true once the first task has run.
 Parts leave out data older than its max age when they are built, so the sampler also
 publishes on its own when no task has for ``republish_interval`` seconds: a task that stalls
 (a source bug, a wedged call) cannot keep its last readings on /metrics past their age.
+
+A run still going after its task's ``overdue`` time (a worker thread stuck in a read) is
+recorded as a failure (reason ``overdue``): `cann_exporter_source_success` turns 0 and the
+last-success time stops, rather than the previous run's success standing for ever. The run is
+left to finish (a thread cannot be interrupted); no second run of the task starts meanwhile.
 """
 
 from __future__ import annotations
@@ -23,11 +28,22 @@ from exporter.core.health import Failure, HealthRegistry
 log = logging.getLogger("exporter.sampler")
 
 
+# A run is overdue after this many intervals, and never before OVERDUE_MIN seconds: npu-smi
+# calls have their own timeouts, and a big profile export can take tens of seconds to parse.
+OVERDUE_INTERVALS = 3
+OVERDUE_MIN = 60.0
+
+
 @dataclass(frozen=True)
 class Task:
     name: str
     interval: float
     run: Callable[[], Awaitable[None]]
+    overdue: float | None = None   # seconds; None: OVERDUE_INTERVALS x interval, at least OVERDUE_MIN
+
+    @property
+    def overdue_after(self) -> float:
+        return self.overdue if self.overdue is not None else max(OVERDUE_MIN, OVERDUE_INTERVALS * self.interval)
 
 
 class Sampler:
@@ -56,8 +72,15 @@ class Sampler:
         await asyncio.gather(self._republish(), self._rounds())
 
     async def _rounds(self) -> None:
-        await self.run_once()
-        await asyncio.gather(*(self._loop(task) for task in self.tasks))
+        """Each task's first run waits for the previous task's first run to end or go overdue:
+        the first snapshot is complete, and a task stuck from the start holds no other."""
+        previous: asyncio.Event | None = None
+        loops = []
+        for task in self.tasks:
+            settled = asyncio.Event()
+            loops.append(self._loop(task, previous, settled))
+            previous = settled
+        await asyncio.gather(*loops)
 
     async def _republish(self) -> None:
         while True:
@@ -69,7 +92,10 @@ class Sampler:
             except Exception:  # a bug in building a part must not stop the ageing of the others
                 log.exception("publishing the snapshot failed")
 
-    async def _loop(self, task: Task) -> None:
+    async def _loop(self, task: Task, after: asyncio.Event | None = None, settled: asyncio.Event | None = None) -> None:
+        if after is not None:
+            await after.wait()
+        await self._run(task, settled)
         next_at = time.monotonic() + task.interval
         while True:
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
@@ -80,15 +106,31 @@ class Sampler:
             if next_at < now:
                 next_at = now + task.interval
 
-    async def _run(self, task: Task) -> None:
+    async def _run(self, task: Task, settled: asyncio.Event | None = None) -> None:
+        """One run; ``settled`` is set when it ends or goes overdue, whichever is first."""
         start = time.monotonic()
+        run: asyncio.Future[None] | None = None
         try:
-            await task.run()
+            run = asyncio.ensure_future(task.run())
+            done, _ = await asyncio.wait({run}, timeout=task.overdue_after)
+            if not done:
+                message = f"still running after {task.overdue_after:g}s (a worker stuck in a read?)"
+                self.health[task.name].record(time.monotonic() - start, [Failure(task.name, "overdue", message)])
+                self.publish()
+                if settled is not None:
+                    settled.set()
+                await run
+            run.result()
         except asyncio.CancelledError:
+            if run is not None:
+                run.cancel()
             raise
         except Exception as exc:  # a bug in a source must not stop sampling
             log.exception("source crashed", extra={"source": task.name})
             self.health[task.name].record(time.monotonic() - start, [Failure(task.name, "internal", repr(exc))])
+        finally:
+            if settled is not None:
+                settled.set()
         self._done.add(task.name)
         self.publish()
 

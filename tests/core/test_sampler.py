@@ -61,3 +61,52 @@ async def test_a_crashing_task_is_counted_and_sampling_goes_on():
     (status,) = health.statuses()
     assert (status.name, status.success, dict(status.errors)) == ("buggy", False, {"internal": 1})
     assert published == [True]
+
+
+async def test_an_overdue_run_stops_reporting_success_and_holds_no_other_task():
+    """A run stuck past its task's overdue time turns the source's success to 0 (reason
+    overdue); the tasks after it in the first round still run, and no second run of the stuck
+    task starts; when it ends, its own result counts again."""
+    health = HealthRegistry()
+    release = asyncio.Event()
+    ran: list[str] = []
+
+    async def first() -> None:
+        health["first"].record(0.0)
+
+    async def stuck() -> None:
+        ran.append("stuck")
+        health["stuck"].record(0.0)   # a previous success would otherwise stand for ever
+        await release.wait()
+        health["stuck"].record(0.0)
+
+    async def after() -> None:
+        ran.append("after")
+
+    sampler = Sampler([Task("first", 3600.0, first), Task("stuck", 0.01, stuck, overdue=0.2), Task("after", 3600.0, after)],
+                      health, lambda ready: None, republish_interval=0.05)
+    runner = asyncio.create_task(sampler.run_forever())
+    try:
+        deadline = time.monotonic() + 10
+        while "after" not in ran and time.monotonic() < deadline:   # bounded poll
+            await asyncio.sleep(0.02)
+        status = {s.name: s for s in health.statuses()}["stuck"]
+        assert "after" in ran and ran.count("stuck") == 1
+        assert not status.success and dict(status.errors) == {"overdue": 1}
+        release.set()
+        while ran.count("stuck") < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert {s.name: s for s in health.statuses()}["stuck"].success
+    finally:
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner
+
+
+def test_overdue_defaults_to_three_intervals_and_at_least_a_minute():
+    async def run() -> None:
+        return None
+
+    assert Task("npu_smi_info", 10.0, run).overdue_after == 60.0
+    assert Task("npu_smi_details", 60.0, run).overdue_after == 180.0
+    assert Task("x", 60.0, run, overdue=5.0).overdue_after == 5.0

@@ -17,21 +17,26 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.exposition import Samples, samples
+from tests.support.paths import ROOT
 
 # logfmt (address=127.0.0.1:PORT) and JSON ("address": "127.0.0.1:PORT") alike.
 LISTENING = re.compile(r'listening.*?address"?[=:]\s*"?127\.0\.0\.1:(\d+)')
 
 
 class Exporter:
-    def __init__(self, args: list[str], tmp_path: Path, env: dict[str, str] | None = None) -> None:
+    """``launcher`` replaces ``python -m exporter`` (a privilege-dropping wrapper, or a module
+    that starts the exporter with a fault built in: tests/support/stuck_exporter.py)."""
+
+    def __init__(self, args: list[str], tmp_path: Path, env: dict[str, str] | None = None,
+                 launcher: list[str] | None = None) -> None:
         self._port: int | None = None
         self.fault_file = tmp_path / "faults"
         self.log_path = tmp_path / "exporter.log"
         environment = {**os.environ, "CANN_SIM_FAULT_FILE": str(self.fault_file), **(env or {})}
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "exporter", "serve", "--listen", "127.0.0.1:0", *args],
-            stdout=self._log, stderr=subprocess.STDOUT, env=environment,
+            [*(launcher or [sys.executable, "-m", "exporter"]), "serve", "--listen", "127.0.0.1:0", *args],
+            stdout=self._log, stderr=subprocess.STDOUT, env=environment, cwd=ROOT,
         )
 
     @property
@@ -86,3 +91,16 @@ class Exporter:
             self.proc.kill()
             self.proc.wait()
         self._log.close()
+
+    def terminate_within(self, seconds: float) -> int:
+        """SIGTERM, then the exit code if the process ended within ``seconds`` (else it is
+        killed and the test fails)."""
+        self.proc.terminate()
+        try:
+            return self.proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"still running {seconds}s after SIGTERM; log:\n{self.log_path.read_text()[-3000:]}") from None
+        finally:
+            self._log.close()

@@ -1,0 +1,121 @@
+"""Hostile profile directories under a real `cann-exporter serve` on the simulator: the exporter
+keeps serving every healthy export, counts each refusal by reason, stays small, and SIGTERM
+ends it in time, also while a worker thread is stuck in a read."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from exporter.core.shutdown import THREAD_GRACE
+from exporter.web.server import SHUTDOWN_GRACE
+from tests.support.exposition import value
+from tests.support.profile_exports import PT_LEVEL1, build
+from tests.support.serve import Exporter
+
+OUT = "ASCEND_PROFILER_OUTPUT"
+RSS_BOUND = 200 << 20          # the exporter idles near 50 MiB; reading the 400 MB line whole took 557 MiB
+EXIT_BOUND = SHUTDOWN_GRACE + THREAD_GRACE + 10
+QUIET = ["--simulate", "healthy", "--npu-smi.details=", "--no-collector.network", "--profiles.interval", "1s"]
+
+
+def without_dac_override() -> list[str] | None:
+    """A launcher under which a chmod 000 directory is really unreadable: none needed for a
+    normal user; for root, setpriv drops the capabilities that read through modes."""
+    if os.geteuid() != 0:
+        return [sys.executable, "-m", "exporter"]
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return None
+    return [setpriv, "--bounding-set", "-dac_override,-dac_read_search", sys.executable, "-m", "exporter"]
+
+
+def hostile_tree(root: Path, outside: Path) -> None:
+    build(root / "good" / "host_1_ascend_pt", PT_LEVEL1)
+    zero = build(root / "zero" / "host_2_ascend_pt", PT_LEVEL1)
+    (zero / "profiler_info_0.json").unlink()
+    (zero / "profiler_info_0.json").symlink_to("/dev/zero")
+    (zero / OUT / "step_trace_time.csv").unlink()
+    os.mkfifo(zero / OUT / "step_trace_time.csv")
+    giant = build(root / "giant" / "host_3_ascend_pt", PT_LEVEL1)
+    with open(giant / OUT / "kernel_details.csv", "wb") as handle:
+        handle.write(b"Step Id,Name,Type,Accelerator Core,Duration(us)\n1,")
+        handle.truncate(400 << 20)   # sparse: one 400 MB line
+    build(outside / "host_4_ascend_pt", PT_LEVEL1)
+    (root / "escape").mkdir()
+    (root / "escape" / "host_4_ascend_pt").symlink_to(outside / "host_4_ascend_pt")
+    locked = build(root / "locked" / "host_5_ascend_pt", PT_LEVEL1)
+    locked.parent.chmod(0)
+
+
+def errors_by_reason(found) -> dict[str, float]:
+    return {dict(labels)["reason"]: v for (name, labels), v in found.items()
+            if name == "cann_exporter_source_errors_total" and dict(labels).get("source") == "profiles"}
+
+
+def test_hostile_exports_cost_themselves_only(tmp_path: Path) -> None:
+    launcher = without_dac_override()
+    if launcher is None:
+        pytest.skip("running as root without setpriv: a chmod 000 directory cannot be made unreadable")
+    root = tmp_path / "watched"
+    hostile_tree(root, tmp_path / "elsewhere")
+    exporter = Exporter([*QUIET, "--profile-dir", str(root)], tmp_path, launcher=launcher)
+    try:
+        wanted = {"outside_root", "not_regular", "line_too_long", "permission_denied"}
+
+        def settled(found) -> bool:
+            return (value(found, "npu_profile_compute_ratio", job_name="good") is not None
+                    and wanted <= set(errors_by_reason(found)))
+
+        found = exporter.wait_for(settled, deadline=60)
+        assert value(found, "npu_aicore_utilization_ratio", device="0") is not None   # chips still served
+        served = {dict(labels)["job_name"] for (name, labels), _ in found.items() if name == "npu_profile_compute_ratio"}
+        assert served == {"good", "zero", "giant"}   # a refused file costs that file; the rest of its export is used
+        assert value(found, "cann_exporter_source_subject_failing", source="profiles",
+                     subject=str(root / "locked"), reason="permission_denied") == 1
+        assert psutil.Process(exporter.proc.pid).memory_info().rss < RSS_BOUND
+        exporter.wait_for(lambda found: errors_by_reason(found)["permission_denied"] >= 3)   # every scan counts it
+        log = exporter.log_path.read_text()
+        assert "Traceback" not in log
+        for reason in wanted - {"outside_root"}:   # one log line each while it lasts
+            assert log.count(f"reason={reason}") == 1, reason
+        started = time.monotonic()
+        assert exporter.terminate_within(EXIT_BOUND) == 0
+        assert time.monotonic() - started < EXIT_BOUND
+    finally:
+        (root / "locked").chmod(0o755)
+        if exporter.proc.poll() is None:
+            exporter.stop()
+
+
+def test_sigterm_ends_the_exporter_while_a_worker_is_stuck_in_a_read(tmp_path: Path) -> None:
+    """The profile scan blocks for ever opening a FIFO without a writer (the fault is built in by
+    tests/support/stuck_exporter.py: the exporter's own readers no longer block on one)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "watched").mkdir()
+    launcher = [sys.executable, "-m", "tests.support.stuck_exporter", str(fifo)]
+    exporter = Exporter([*QUIET, "--profile-dir", str(tmp_path / "watched")], tmp_path, launcher=launcher)
+    try:
+        exporter.wait_for(lambda found: value(found, "npu_aicore_utilization_ratio", device="0") is not None)
+        assert exporter.terminate_within(EXIT_BOUND) == 0
+        assert "worker threads still busy at exit" in exporter.log_path.read_text()
+    finally:
+        if exporter.proc.poll() is None:
+            exporter.stop()
+
+
+def test_once_shows_finished_exports(tmp_path: Path) -> None:
+    build(tmp_path / "watched" / "resnet" / "host_1_ascend_pt", PT_LEVEL1)
+    done = subprocess.run([sys.executable, "-m", "exporter", "once", "--simulate", "healthy", "--npu-smi.details=",
+                           "--no-collector.network", "--profile-dir", str(tmp_path / "watched")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert 'npu_profile_compute_ratio{job_name="resnet",rank="0"}' in done.stdout
