@@ -1,12 +1,21 @@
 """The TLS side of the web config: a server SSLContext from TLSServerConfig (reads the files),
-and one that new connections pick up after a reload."""
+and one that new connections pick up after a reload.
+
+Certificate, key and CA files are opened through exporter.core.inputfile (regular files only,
+never blocking on a FIFO, at most MAX_PEM_BYTES) and OpenSSL reads the descriptor that passed
+the checks, through /proc/self/fd, not the path again.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import ssl
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+from exporter.core.inputfile import InputRefused, MiB, open_input, read_input
 from exporter.web.config import (
     CIPHER_SUITES,
     TLS_VERSIONS,
@@ -28,13 +37,46 @@ def _verify_mode(auth: str) -> ssl.VerifyMode:
     return ssl.CERT_NONE  # NoClientCert; RequestClientCert (Go requests but never checks it)
 
 
+# A certificate chain, a key or a CA bundle is a few KiB; a public CA bundle about 200 KiB.
+MAX_PEM_BYTES = 1 * MiB
+
+
+@contextlib.contextmanager
+def _checked_paths(files: dict[str, Path]) -> Iterator[dict[str, str]]:
+    """``{key: path}`` opened through inputfile; yields paths OpenSSL can read the same open
+    files through. WebConfigError names every file refused."""
+    problems: list[str] = []
+    with contextlib.ExitStack() as stack:
+        paths = {}
+        for key, path in files.items():
+            try:
+                handle = stack.enter_context(open_input(path, MAX_PEM_BYTES))
+            except InputRefused as exc:
+                problems.append(f"tls_server_config.{key}: cannot read {path}: {exc.reason.replace('_', ' ')}")
+                continue
+            by_fd = f"/proc/self/fd/{handle.fileno()}"
+            paths[key] = by_fd if os.path.exists(by_fd) else path
+        if problems:
+            raise WebConfigError(problems)
+        yield paths
+
+
+def _read_ca(path: Path) -> str:
+    try:
+        return read_input(path, MAX_PEM_BYTES).decode("ascii", errors="replace")
+    except InputRefused as exc:
+        raise WebConfigError([f"tls_server_config.client_ca_file: cannot read {path}: {exc.reason.replace('_', ' ')}"]) from None
+
+
 def build_ssl_context(tls: TLSServerConfig) -> ssl.SSLContext:
     """A server SSLContext for ``tls``; WebConfigError naming the file that does not load."""
-    problems = [f"tls_server_config.{key}: cannot read {path}" for key, path in
-                (("cert_file", tls.cert_file), ("key_file", tls.key_file), ("client_ca_file", tls.client_ca_file))
-                if path is not None and not os.access(path, os.R_OK)]
-    if problems:
-        raise WebConfigError(problems)
+    with _checked_paths({"cert_file": tls.cert_file, "key_file": tls.key_file}) as files:
+        client_ca = _read_ca(tls.client_ca_file) if tls.client_ca_file is not None else None
+        return _context(tls, files["cert_file"], files["key_file"], client_ca)
+
+
+def _context(tls: TLSServerConfig, cert_file: str, key_file: str, client_ca_text: str | None) -> ssl.SSLContext:
+    problems: list[str] = []
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = TLS_VERSIONS[tls.min_version]
     ctx.maximum_version = TLS_VERSIONS[tls.max_version]
@@ -49,14 +91,16 @@ def build_ssl_context(tls: TLSServerConfig) -> ssl.SSLContext:
     except ssl.SSLError as exc:
         problems.append(f"tls_server_config.cipher_suites: none usable here: {exc}")
     try:
-        ctx.load_cert_chain(tls.cert_file, tls.key_file, password=_no_password)
+        ctx.load_cert_chain(cert_file, key_file, password=_no_password)
     except WebConfigError as exc:
         problems += exc.problems
     except (ssl.SSLError, OSError, ValueError) as exc:
         problems.append(f"tls_server_config.cert_file/key_file: {tls.cert_file}, {tls.key_file} do not load as a certificate and its key: {exc}")
-    if tls.client_ca_file is not None or tls.client_ca:
+    for cadata in (client_ca_text, tls.client_ca or None):   # the file's text (even empty: refused), inline PEM
+        if cadata is None:
+            continue
         try:
-            ctx.load_verify_locations(cafile=tls.client_ca_file, cadata=tls.client_ca)
+            ctx.load_verify_locations(cadata=cadata)
         except (ssl.SSLError, OSError, ValueError) as exc:
             problems.append(f"tls_server_config.client_ca_file: no usable CA certificate: {exc}")
     if problems:

@@ -4,6 +4,7 @@ exporter-toolkit format accepted as node_exporter reads it."""
 from __future__ import annotations
 
 import base64
+import os
 import ssl
 
 import pytest
@@ -118,6 +119,26 @@ def test_build_names_the_file_that_does_not_load(pki, tmp_path):
         "swapped": ({"cert_file": str(pki.server.key), "key_file": str(pki.server.cert)}, "do not load as a certificate"),
         "bad ca": ({**tls_doc(pki)["tls_server_config"], "client_auth_type": "RequireAndVerifyClientCert",
                     "client_ca_file": str(tmp_path / "garbage.pem")}, "client_ca_file: no usable CA"),
+    }
+    for tls, message in cases.values():
+        config = parse_web_config(repr({"tls_server_config": tls}).replace("'", '"'))
+        with pytest.raises(WebConfigError, match=message):
+            build_ssl_context(config.tls)
+
+
+def test_hostile_certificate_files_are_refused_without_blocking(pki, tmp_path):
+    """A FIFO (a plain open would block the reload for ever), /dev/zero (a read would never
+    end) and a huge file are refused before OpenSSL reads a byte; the key is named."""
+    os.mkfifo(tmp_path / "fifo.crt")
+    (tmp_path / "zero.key").symlink_to("/dev/zero")
+    with open(tmp_path / "huge.pem", "wb") as handle:
+        handle.truncate(64 << 20)
+    good = tls_doc(pki)["tls_server_config"]
+    cases = {
+        "fifo": ({**good, "cert_file": str(tmp_path / "fifo.crt")}, "cert_file: cannot read .*: not regular"),
+        "dev zero": ({**good, "key_file": str(tmp_path / "zero.key")}, "key_file: cannot read .*: not regular"),
+        "huge ca": ({**good, "client_auth_type": "RequireAndVerifyClientCert", "client_ca_file": str(tmp_path / "huge.pem")},
+                    "client_ca_file: cannot read .*: too large"),
     }
     for tls, message in cases.values():
         config = parse_web_config(repr({"tls_server_config": tls}).replace("'", '"'))
