@@ -60,7 +60,8 @@ class Exposition:
         self.encodes = 0     # parts encoded for serving: what the cache saves is counted in tests
         self._lock = threading.Lock()
         self._parts: dict[tuple[int, bool], _Encoded] = {}              # (rendering, openmetrics) -> encoding
-        self._bodies: dict[bool, tuple[tuple[bytes, ...], bytes]] = {}  # openmetrics -> (pieces, body)
+        # openmetrics -> (the parts' pieces, the body, every piece of the body: the EOF included)
+        self._bodies: dict[bool, tuple[tuple[bytes, ...], bytes, tuple[bytes, ...]]] = {}
 
     # --- prometheus_client collector: a fresh render of the current snapshot --------------------
     def describe(self) -> Iterator[Metric]:
@@ -115,11 +116,21 @@ class Exposition:
             self._parts[(index, openmetrics)] = _Encoded(part, text)
         return text
 
+    def parts_of(self, body: bytes) -> tuple[bytes, ...] | None:
+        """The pieces ``body`` is the join of, while it is a body this exposition serves (gzip
+        compresses them one by one, keeping the unchanged ones)."""
+        with self._lock:
+            for _, joined, pieces in self._bodies.values():
+                if joined is body:
+                    return pieces
+        return None
+
     def _join(self, openmetrics: bool, pieces: tuple[bytes, ...]) -> bytes:
         """The joined body; the same object while no piece changed (the gzip cache keys on it)."""
         cached = self._bodies.get(openmetrics)
         if cached is not None and len(cached[0]) == len(pieces) and all(a is b for a, b in zip(cached[0], pieces)):
             return cached[1]
-        body = b"".join(pieces) + (OPENMETRICS_EOF if openmetrics else b"")
-        self._bodies[openmetrics] = (pieces, body)
+        joined = pieces + (OPENMETRICS_EOF,) if openmetrics else pieces
+        body = b"".join(joined)
+        self._bodies[openmetrics] = (pieces, body, joined)
         return body

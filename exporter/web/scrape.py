@@ -3,16 +3,17 @@ for a body that did not change, and every encode or compress off the event loop.
 
 The event loop only checks that the cached encodings are current and joins them; when a part
 changed, one encoder thread renders it (scrapes arriving meanwhile wait for that one encode
-rather than each starting their own), and gzip of a new body runs there too. A scrape
-therefore never holds the loop for longer than a join, whatever the number of series, and
-/healthz stays answered while a large body is being made.
+rather than each starting their own), and gzip of a new body runs there too, compressing only
+the parts that changed (gzip_parts.py). A scrape therefore never holds the loop for longer
+than a join, whatever the number of series, and /healthz stays answered while a large body is
+being made.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gzip
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
@@ -22,6 +23,8 @@ from prometheus_client.exposition import generate_latest as encode_text
 from prometheus_client.openmetrics.exposition import (
     generate_latest as encode_openmetrics,
 )
+
+from exporter.web.gzip_parts import PartsGzip
 
 T = TypeVar("T")
 
@@ -39,6 +42,9 @@ class MetricsBody(Protocol):
     def body(self, openmetrics: bool) -> bytes:
         """The body, encoding what changed (called in the encoder thread)."""
 
+    def parts_of(self, body: bytes) -> Sequence[bytes] | None:
+        """The pieces ``body`` joins, if known: gzip then compresses only those that changed."""
+
 
 class RegistryBody:
     """A plain prometheus_client registry: rendered on every scrape (tests and tools)."""
@@ -51,6 +57,9 @@ class RegistryBody:
 
     def body(self, openmetrics: bool) -> bytes:
         return encode_openmetrics(self.registry) if openmetrics else encode_text(self.registry)
+
+    def parts_of(self, body: bytes) -> Sequence[bytes] | None:
+        return None
 
 
 def wants_openmetrics(accept: str) -> bool:
@@ -83,6 +92,7 @@ class Scrapes:
         self._executor: ThreadPoolExecutor | None = None
         self._encoding = asyncio.Lock()
         self._gzipped: dict[bool, tuple[bytes, bytes]] = {}   # openmetrics -> (body, its gzip)
+        self._parts_gzip = {openmetrics: PartsGzip(GZIP_LEVEL) for openmetrics in (False, True)}
 
     async def lifetime(self, app: web.Application) -> AsyncIterator[None]:
         """cleanup_ctx: the encoder thread lives as long as the app."""
@@ -111,9 +121,15 @@ class Scrapes:
         cached = self._gzipped.get(openmetrics)
         if cached is not None and cached[0] is body:
             return cached[1]
-        compressed = await self._run(lambda: gzip.compress(body, compresslevel=GZIP_LEVEL))
+        compressed = await self._run(self._compress, openmetrics, body)
         self._gzipped[openmetrics] = (body, compressed)
         return compressed
+
+    def _compress(self, openmetrics: bool, body: bytes) -> bytes:
+        parts = self.source.parts_of(body)
+        if parts is None:
+            return gzip.compress(body, compresslevel=GZIP_LEVEL)
+        return self._parts_gzip[openmetrics].gzip(parts, body)
 
     async def _run(self, work: Callable[..., T], *args: object) -> T:
         if self._executor is None:   # an app used without its cleanup_ctx (a bare test client)

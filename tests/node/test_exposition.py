@@ -20,6 +20,8 @@ from exporter.jobs.validate import IngestLimits, parse_batch
 from exporter.node.assembly import assemble
 from exporter.node.settings import build_settings
 from exporter.node.snapshot import SnapshotStore
+from exporter.web.gzip_parts import PartsGzip
+from exporter.web.scrape import GZIP_LEVEL
 from tests.support.apps import ingest_app
 
 
@@ -41,6 +43,18 @@ def test_served_bytes_equal_a_fresh_render_in_every_format():
         assert served == fresh(node.registry)
         assert node.exposition.ready_body(openmetrics) is served   # the same object until a part changes
     assert b"npu_network_" in served and served.endswith(b"# EOF\n") and served.count(b"# EOF") == 1
+
+
+def test_gzip_part_by_part_of_a_real_node_is_its_body_at_about_the_size_of_a_whole_gzip():
+    node = simulated_node()
+    for openmetrics in (False, True):
+        body = node.exposition.body(openmetrics)
+        parts = node.exposition.parts_of(body)
+        assert parts is not None and b"".join(parts) == body
+        compressed = PartsGzip(GZIP_LEVEL).gzip(parts, body)
+        assert gzip.decompress(compressed) == body
+        assert len(compressed) <= 1.1 * len(gzip.compress(body, GZIP_LEVEL))
+    assert node.exposition.parts_of(b"not a body of it") is None
 
 
 def test_an_unchanged_part_is_not_encoded_again():

@@ -14,7 +14,7 @@ from exporter.node.exposition import Exposition, Rendering
 from exporter.node.snapshot import Snapshot, SnapshotStore
 from exporter.npusmi.collector import ChipsCollector
 from exporter.npusmi.part import ChipSample, DevicesPart
-from exporter.web import scrape
+from exporter.web import gzip_parts
 from exporter.web.app import create_app
 from exporter.web.scrape import accepts_gzip, wants_openmetrics
 
@@ -97,19 +97,25 @@ async def test_encoding_runs_off_the_event_loop(aiohttp_client):
     assert collector.threads == ["metrics-encoder_0"]   # one encode for three scrapes, in the encoder thread
 
 
-async def test_gzip_is_not_redone_for_an_unchanged_body(aiohttp_client, monkeypatch):
-    calls = []
-    real = gzip.compress
-    monkeypatch.setattr(scrape.gzip, "compress", lambda data, **kw: calls.append(len(data)) or real(data, **kw))
-    exposition = exposition_of()
+async def test_gzip_is_not_redone_for_an_unchanged_body_and_only_the_changed_part_is_compressed(aiohttp_client, monkeypatch):
+    compressed = []
+    real = gzip_parts.deflate_chunk
+    monkeypatch.setattr(gzip_parts, "deflate_chunk", lambda data, level: compressed.append(data) or real(data, level))
+    store = SnapshotStore()
+    store.publish(SNAPSHOT)
+    steady = DevicesPart(chips=(ChipSample(npu=7, chip=0, device=7, up=True, model="910B3", health="OK"),), chips_seen=1)
+    exposition = Exposition(store, [Rendering(ChipsCollector(), lambda s: s.devices), Rendering(ChipsCollector(), lambda s: steady)])
     client = await aiohttp_client(app_for(exposition))
-    bodies = []
-    for _ in range(4):
+
+    async def scrape() -> bytes:
         resp = await client.get("/metrics", headers={"Accept-Encoding": "gzip"}, auto_decompress=False)
         assert resp.headers["Content-Encoding"] == "gzip"
-        bodies.append(gzip.decompress(await resp.read()))
-    assert len(calls) == 1 and len(set(bodies)) == 1
-    changed = Snapshot(ready=True, devices=DevicesPart(chips=(ChipSample(npu=1, chip=0, device=1, up=True, model="910B3", health="OK"),), chips_seen=1))
-    exposition.store.publish(changed)
-    resp = await client.get("/metrics", headers={"Accept-Encoding": "gzip"}, auto_decompress=False)
-    assert b'npu="1"' in gzip.decompress(await resp.read()) and len(calls) == 2
+        return gzip.decompress(await resp.read())
+
+    bodies = [await scrape() for _ in range(4)]
+    assert len(compressed) == 2 and len(set(bodies)) == 1      # each part once, then the kept gzip
+    assert bodies[0] == exposition.body(False)
+    store.publish(Snapshot(ready=True, devices=DevicesPart(chips=(ChipSample(npu=1, chip=0, device=1, up=True, model="910B3", health="OK"),), chips_seen=1)))
+    body = await scrape()
+    assert b'npu="1"' in body and b'npu="7"' in body and body == exposition.body(False)
+    assert len(compressed) == 3 and b'npu="1"' in compressed[-1]   # only the part that changed
