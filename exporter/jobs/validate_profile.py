@@ -121,7 +121,7 @@ def validate_profile(doc: Any, limits: IngestLimits, now: float) -> PostedProfil
     skipped = _int(doc.get("skipped", 0), "skipped", 0, 1 << 31)
     duration = doc.get("step_duration_seconds")
     ratios = {name: _ratio(doc[name], name) for name in RATIOS if doc.get(name) is not None}
-    operators = _operators(doc.get("operators", []), limits)
+    operators = _operators(doc["operators"], limits) if doc.get("operators") is not None else ()
     if operators and "max_operator_ratio" in ratios and ratios["max_operator_ratio"] < operators[0].ratio - _SLACK:
         raise _out_of_range("max_operator_ratio: smaller than the largest operator share")
     if ratios.get("max_operator_ratio", 0.0) > ratios.get("top3_operator_ratio", 1.0) + _SLACK:

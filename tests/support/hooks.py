@@ -37,6 +37,7 @@ class Sink:
 
     def __init__(self, port: int = 0) -> None:
         self.batches: list[dict] = []
+        self.profiles: list[dict] = []     # POST /api/v1/profiles
         self.headers: list[dict] = []
         self.status = 200
         self.hold = threading.Event()
@@ -53,11 +54,13 @@ class Sink:
                 sink.hold.wait(sink.hold_timeout)
                 doc = json.loads(raw)
                 status = sink.status
+                profile = self.path.endswith("/api/v1/profiles")
                 with sink.lock:
                     if status == 200:
-                        sink.batches.append(doc)
+                        (sink.profiles if profile else sink.batches).append(doc)
                     sink.headers.append(dict(self.headers))
-                answer = json.dumps({"accepted": len(doc["steps"])} if status == 200 else {"error": "no", "reason": "invalid"}).encode()
+                accepted = 1 if profile else len(doc["steps"])
+                answer = json.dumps({"accepted": accepted} if status == 200 else {"error": "no", "reason": "invalid"}).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(answer)))
