@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from exporter.core.errors import EXIT_OK, EXIT_USAGE
 from exporter.node.collectors import NAMES
-from exporter.node.settings import ConfigError, Settings, build_settings, load_yaml
+from exporter.node.settings import (
+    ConfigError,
+    Settings,
+    build_settings,
+    load_ingest_token,
+    read_config_file,
+)
 from exporter.web.config import WebConfigError
 from exporter.web.security import load_web_config
 
@@ -20,13 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     path = args.file
     try:
-        text = Path(path).read_text(encoding="utf-8")
-        settings = build_settings(load_yaml(text, path), {}, {}, origin=path)
+        settings = load_ingest_token(build_settings(read_config_file(path), {}, {}, origin=path))
         if settings.web.config_file is not None:
             load_web_config(settings.web.config_file)  # certificates included
-    except OSError as exc:
-        print(f"{path}: cannot read: {exc.strerror}", file=sys.stderr)
-        return EXIT_USAGE
     except (ConfigError, WebConfigError) as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)

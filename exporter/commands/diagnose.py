@@ -20,6 +20,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
+from exporter.core.errors import ReasonError
+from exporter.core.inputfile import read_text_input
+from exporter.core.yamlfile import MAX_FILE_BYTES
 from exporter.diagnostics import argtypes, profile_indicators
 from exporter.diagnostics import baseline as bl
 from exporter.diagnostics.analysis import analyse
@@ -178,9 +181,9 @@ def read_local(args: argparse.Namespace) -> Observations:
     text = None
     if config:
         try:
-            text = Path(config).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise CannotDiagnose(f"{config}: cannot read: {exc.strerror or exc}") from None
+            text = read_text_input(config, MAX_FILE_BYTES)
+        except ReasonError as exc:
+            raise CannotDiagnose(exc.message) from None
     # `npu-smi info` (utilization, processes), `info -m` (device ids) and, per card, `-t ecc`
     # (isolated pages, the hardware level): no other details and no board reads.
     flags = {"npu_smi.path": getattr(args, "npu_smi", None), "simulator.scenario": getattr(args, "simulate", None),

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from exporter.core.options import Option
 from exporter.node.settings import (
     OPTIONS,
-    ConfigError,
     Settings,
     build_settings,
     load_ingest_token,
-    load_yaml,
+    read_config_file,
 )
 
 
@@ -53,10 +51,6 @@ def load_settings(args: argparse.Namespace, env: Mapping[str, str]) -> Settings:
     origin = "config"
     if args.config:
         origin = args.config
-        try:
-            text = Path(args.config).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError([f"{args.config}: cannot read: {exc.strerror}"]) from None
-        file_values = load_yaml(text, origin)
+        file_values = read_config_file(args.config)
     flags = {option.key: getattr(args, option.key, None) for option in OPTIONS}
     return load_ingest_token(build_settings(file_values, env, flags, origin=origin))

@@ -16,10 +16,10 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import yaml
-
-from exporter.core.errors import ProblemsError
+from exporter.core.errors import ProblemsError, ReasonError
 from exporter.core.values import parse_duration as _parse_duration
+from exporter.core.values import shown
+from exporter.core.yamlfile import parse_yaml, read_yaml
 
 ENV_PREFIX = "CANN_EXPORTER_"
 S = TypeVar("S")
@@ -32,9 +32,20 @@ class ConfigError(ProblemsError):
 
 # --- value parsers (each raises ValueError with a message) -------------------------------------
 
+# No option needs more: a year-long interval or timeout is a typo, and far larger ones
+# overflow the clocks and timers they reach (threading, select and asyncio take C doubles
+# or 64-bit nanoseconds).
+MAX_DURATION_SECONDS = 366 * 86400.0
+# Counts and byte sizes end up in C calls (read sizes, semaphores, rlimits): 64-bit signed.
+MAX_INT = 2**63 - 1
+
+
 def parse_duration(value: Any) -> float:
-    """`10s`, `1.5m`, `500ms`, `2h` or a number of seconds; must be > 0."""
-    return _parse_duration(value)
+    """`10s`, `1.5m`, `500ms`, `2h` or a number of seconds; must be > 0 and at most a year."""
+    seconds = _parse_duration(value)
+    if seconds > MAX_DURATION_SECONDS:
+        raise ValueError(f"must be at most 366d, got {shown(value)}")
+    return seconds
 
 
 def parse_bool(value: Any) -> bool:
@@ -45,19 +56,18 @@ def parse_bool(value: Any) -> bool:
         return True
     if text in ("0", "false", "no", "off"):
         return False
-    raise ValueError(f"expected true or false, got {value!r}")
+    raise ValueError(f"expected true or false, got {shown(value)}")
+
+
+_POSITIVE_INT = re.compile(r"\+?[0-9]{1,19}", re.ASCII)
 
 
 def parse_positive_int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"expected a positive integer, got {value!r}")
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        raise ValueError(f"expected a positive integer, got {value!r}") from None
-    if number <= 0:
-        raise ValueError(f"expected a positive integer, got {value!r}")
-    return number
+    """1 to 2**63-1, written as decimal digits (YAML or text); nothing else is read."""
+    text = str(value).strip() if isinstance(value, (int, str)) and not isinstance(value, bool) else ""
+    if not _POSITIVE_INT.fullmatch(text) or not 0 < int(text) <= MAX_INT:
+        raise ValueError(f"expected a positive integer up to {MAX_INT}, got {shown(value)}")
+    return int(text)
 
 
 def parse_listen(value: Any) -> tuple[str, int]:
@@ -65,13 +75,13 @@ def parse_listen(value: Any) -> tuple[str, int]:
     text = str(value).strip()
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or len(port) > 5 or not 0 <= int(port) < 65536:
-        raise ValueError(f"expected HOST:PORT or :PORT (port 0 to 65535), got {value!r}")
+        raise ValueError(f"expected HOST:PORT or :PORT (port 0 to 65535), got {shown(value)}")
     return host.strip("[]"), int(port)
 
 
 def parse_text(value: Any) -> str:
     if not isinstance(value, (str, int, float)) or isinstance(value, bool) or not str(value).strip():
-        raise ValueError(f"expected a non-empty string, got {value!r}")
+        raise ValueError(f"expected a non-empty string, got {shown(value)}")
     return str(value).strip()
 
 
@@ -79,7 +89,7 @@ def choice(*allowed: str) -> Parse:
     def parse(value: Any) -> str:
         text = str(value).strip()
         if text not in allowed:
-            raise ValueError(f"expected one of {', '.join(allowed)}, got {value!r}")
+            raise ValueError(f"expected one of {', '.join(allowed)}, got {shown(value)}")
         return text
     parse.choices = allowed  # type: ignore[attr-defined]  # the flag's metavar reads them
     return parse
@@ -88,11 +98,10 @@ def choice(*allowed: str) -> Parse:
 def subset(*allowed: str) -> Parse:
     """A YAML list or a comma-separated string, each item in ``allowed``."""
     def parse(value: Any) -> tuple[str, ...]:
-        items = value if isinstance(value, (list, tuple)) else [v for v in str(value).split(",") if v.strip()]
-        out = tuple(str(item).strip() for item in items)
-        bad = [item for item in out if item not in allowed]
+        out = tuple(item for item in _items(value) if item)
+        bad = [shown(item) for item in out if item not in allowed]
         if bad:
-            raise ValueError(f"unknown {', '.join(bad)}; expected any of {', '.join(allowed)}")
+            raise ValueError(f"unknown {', '.join(bad[:5])}; expected any of {', '.join(allowed)}")
         return out
     return parse
 
@@ -106,8 +115,7 @@ def optional_text(value: Any) -> str | None:
 
 def text_list(value: Any) -> tuple[str, ...]:
     """A YAML list or a comma-separated string of non-empty items."""
-    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
-    out = tuple(str(item).strip() for item in items if str(item).strip())
+    out = tuple(item for item in _items(value) if item)
     if not out:
         raise ValueError("expected at least one item")
     return out
@@ -115,8 +123,18 @@ def text_list(value: Any) -> tuple[str, ...]:
 
 def path_list(value: Any) -> tuple[str, ...]:
     """Directories: a YAML list, repeated flags, or a comma-separated string; may be empty."""
-    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
-    return tuple(str(item).strip() for item in items if str(item).strip())
+    return tuple(item for item in _items(value) if item)
+
+
+def _items(value: Any) -> list[str]:
+    """The stripped items of a YAML list or a comma-separated string; nested values refused."""
+    if isinstance(value, (list, tuple)):
+        if not all(isinstance(item, (str, int, float)) and not isinstance(item, bool) for item in value):
+            raise ValueError("expected a list of names or paths, not of lists or mappings")
+        return [str(item).strip() for item in value]
+    if isinstance(value, (dict, set, bytes)):
+        raise ValueError(f"expected a list or a comma-separated string, got {type(value).__name__}")
+    return [item.strip() for item in str(value).split(",")]
 
 
 def auto_bool(value: Any) -> bool | None:
@@ -248,9 +266,23 @@ def flatten(doc: Mapping[Any, Any], keys: Mapping[str, Option], prefix: str = ""
 def load_yaml(text: str, keys: Mapping[str, Option], origin: str = "config") -> dict[str, Any]:
     """A config file's text -> dotted keys; problems are ConfigError naming the file."""
     try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError([f"{origin}: not valid YAML: {exc}"]) from None
+        doc = parse_yaml(text, origin)
+    except ReasonError as exc:
+        raise ConfigError([exc.message]) from None
+    return _document(doc, keys, origin)
+
+
+def read_config(path: str, keys: Mapping[str, Option]) -> dict[str, Any]:
+    """A config file -> dotted keys: a bounded, regular, UTF-8 file (exporter.core.yamlfile);
+    every refusal is a ConfigError naming the file."""
+    try:
+        doc = read_yaml(path)
+    except ReasonError as exc:
+        raise ConfigError([exc.message]) from None
+    return _document(doc, keys, path)
+
+
+def _document(doc: Any, keys: Mapping[str, Option], origin: str) -> dict[str, Any]:
     if doc is None:
         return {}
     if not isinstance(doc, dict):
@@ -303,7 +335,23 @@ def resolve(
     values: dict[str, Any] = {}
     for key, (value, where) in raw.items():
         try:
+            _check_text(value)
             values[key] = by_key[key].parse(value)
-        except ValueError as exc:
+        except (ValueError, TypeError, OverflowError) as exc:
             problems.append(f"{where}: {exc}")
     return values, problems
+
+
+def _check_text(value: Any) -> None:
+    """Refuse what no path or name holds and every system call would refuse later: a NUL
+    character, or a lone surrogate (a YAML "\\ud800" escape) that UTF-8 cannot encode."""
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            _check_text(item)
+    elif isinstance(value, str):
+        if "\0" in value:
+            raise ValueError("contains a NUL character")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("contains a lone surrogate, not text") from None

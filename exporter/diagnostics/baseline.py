@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from exporter.core.errors import ReasonError
+from exporter.core.inputfile import MiB, read_text_input
+from exporter.core.jsontext import parse_json
 from exporter.diagnostics.model import (
     BASELINE,
     RATIO,
@@ -29,6 +32,7 @@ from exporter.profiles.indicators import ProfileSummary
 
 KIND, VERSION = "cann-exporter-baseline", 1
 ALERT = "NPUIterationTimeRegression"
+MAX_BASELINE_BYTES = 16 * MiB   # a baseline holds a few numbers per job
 
 
 @dataclass(frozen=True)
@@ -103,15 +107,9 @@ def save_baseline(path: Path, document: Mapping[str, Any]) -> None:
 
 def load_baseline(path: Path) -> dict[str, JobPerf]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise CannotDiagnose(f"baseline {path}: cannot read: {reason}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CannotDiagnose(f"baseline {path}: not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg}); "
-                             "write one with --save-baseline") from None
+        data = parse_json(read_text_input(path, MAX_BASELINE_BYTES), str(path))
+    except ReasonError as exc:
+        raise CannotDiagnose(f"baseline {exc.message}; write one with --save-baseline") from None
     return parse_baseline(data, str(path))
 
 

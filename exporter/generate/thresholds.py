@@ -9,6 +9,7 @@ its threshold, windows and severity, taken from an indicator unless set) and the
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,10 +17,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from exporter.core.errors import ProblemsError
-from exporter.core.values import parse_duration
+from exporter.core.errors import ProblemsError, ReasonError
+from exporter.core.values import parse_duration, shown
+from exporter.core.yamlfile import read_yaml
 
 DEFAULT_PATH = Path(__file__).with_name("thresholds.yaml")
 HEALTHY, WARNING, ABNORMAL = "healthy", "warning", "abnormal"
@@ -162,7 +162,7 @@ def parse_thresholds(data: Any, origin: str = "thresholds") -> Thresholds:
     problems: list[str] = []
     version = data.get("version")
     if version != 1:
-        problems.append(f"{origin}: version: expected 1, got {version!r}")
+        problems.append(f"{origin}: version: expected 1, got {shown(version)}")
     entries = data.get("indicators")
     if not isinstance(entries, list) or not entries:
         raise ThresholdError(problems + [f"{origin}: indicators: expected a non-empty list"])
@@ -200,28 +200,28 @@ def _alert(entry: Any, where: str, indicators: Mapping[str, Indicator], problems
     start = len(problems)
     name = entry.get("alert")
     if not isinstance(name, str) or not _ALERT.match(name):
-        problems.append(f"{where}: alert: expected a CamelCase alert name, got {name!r}")
+        problems.append(f"{where}: alert: expected a CamelCase alert name, got {shown(name)}")
     else:
         where = f"{where} ({name})"
     known = {"alert", "indicator", "threshold", "window", "range", "severity", "params"}
     problems += [f"{where}: unknown key {key!r}" for key in entry if key not in known]
     indicator = None
     if entry.get("indicator") is not None:
-        indicator = indicators.get(entry["indicator"])
+        indicator = indicators.get(entry["indicator"]) if isinstance(entry["indicator"], str) else None
         if indicator is None:
-            problems.append(f"{where}: indicator: no indicator {entry['indicator']!r} in the table")
+            problems.append(f"{where}: indicator: no indicator {shown(entry['indicator'])} in the table")
     threshold = _bound(entry, "threshold", where, problems) if "threshold" in entry else None
     if threshold is None and indicator is not None:
         threshold = indicator.abnormal if indicator.abnormal is not None else indicator.healthy
     window = entry.get("window", indicator.window if indicator else None)
     if not _is_window(window):
-        problems.append(f"{where}: window: expected a duration like 10m, got {window!r}")
+        problems.append(f"{where}: window: expected a duration like 10m, got {shown(window)}")
     range_ = entry.get("range")
     if range_ is not None and (not _is_window(range_) or duration_seconds(range_) == 0):
-        problems.append(f"{where}: range: expected a duration like 5m, got {range_!r}")
+        problems.append(f"{where}: range: expected a duration like 5m, got {shown(range_)}")
     severity = entry.get("severity", indicator.severity if indicator else None)
     if severity not in SEVERITIES:
-        problems.append(f"{where}: severity: expected one of {', '.join(SEVERITIES)}, got {severity!r}")
+        problems.append(f"{where}: severity: expected one of {', '.join(SEVERITIES)}, got {shown(severity)}")
     params = entry.get("params", {}) or {}
     values: list[tuple[str, Any]] = []
     if not isinstance(params, Mapping):
@@ -232,10 +232,10 @@ def _alert(entry: Any, where: str, indicators: Mapping[str, Indicator], problems
                 values.append((str(key), tuple(value)))
             elif _is_window(value):
                 values.append((str(key), value))
-            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            elif _finite(value):
                 values.append((str(key), float(value)))
             else:
-                problems.append(f"{where}: params.{key}: expected a number, a duration or a list of texts, got {value!r}")
+                problems.append(f"{where}: params.{key}: expected a number, a duration or a list of texts, got {shown(value)}")
     if len(problems) > start:
         return None
     return AlertSpec(
@@ -275,14 +275,14 @@ def _recording(data: Any, where: str, problems: list[str]) -> RecordingSettings:
     if "quantiles" in data:
         q = data["quantiles"]
         if not isinstance(q, list) or not q or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1 for v in q):
-            problems.append(f"{where}: quantiles: expected a list of numbers between 0 and 1, got {q!r}")
+                _finite(v) and 0 < v < 1 for v in q):
+            problems.append(f"{where}: quantiles: expected a list of numbers between 0 and 1, got {shown(q)}")
         else:
             values["quantiles"] = tuple(float(v) for v in q)
     if "rollup_interval" in data:
         r = data["rollup_interval"]
         if not _is_window(r) or duration_seconds(r) == 0:
-            problems.append(f"{where}: rollup_interval: expected a duration like 1m, got {r!r}")
+            problems.append(f"{where}: rollup_interval: expected a duration like 1m, got {shown(r)}")
         else:
             values["rollup_interval"] = r
     return RecordingSettings(**values)
@@ -295,13 +295,13 @@ def _indicator(entry: Any, where: str, problems: list[str]) -> Indicator | None:
     start = len(problems)
     ident = entry.get("id")
     if not isinstance(ident, str) or not _ID.match(ident):
-        problems.append(f"{where}: id: expected a snake_case name, got {ident!r}")
+        problems.append(f"{where}: id: expected a snake_case name, got {shown(ident)}")
     else:
         where = f"{where} ({ident})"
     text = {key: _text(entry, key, where, problems, required=key in ("title", "description")) for key in ("title", "description", "alert", "note", "source")}
     direction = entry.get("direction")
     if direction not in DIRECTIONS:
-        problems.append(f"{where}: direction: expected one of {', '.join(DIRECTIONS)}, got {direction!r}")
+        problems.append(f"{where}: direction: expected one of {', '.join(DIRECTIONS)}, got {shown(direction)}")
     healthy, abnormal = _bound(entry, "healthy", where, problems), _bound(entry, "abnormal", where, problems)
     if healthy is None and abnormal is None and "healthy" in entry and "abnormal" in entry:
         problems.append(f"{where}: at least one of healthy and abnormal must be set")
@@ -310,10 +310,10 @@ def _indicator(entry: Any, where: str, problems: list[str]) -> Indicator | None:
             problems.append(f"{where}: healthy {healthy} and abnormal {abnormal} are in the wrong order for {direction}")
     window = entry.get("window")
     if not _is_window(window):
-        problems.append(f"{where}: window: expected a duration like 10m, got {window!r}")
+        problems.append(f"{where}: window: expected a duration like 10m, got {shown(window)}")
     severity = entry.get("severity")
     if severity not in SEVERITIES:
-        problems.append(f"{where}: severity: expected one of {', '.join(SEVERITIES)}, got {severity!r}")
+        problems.append(f"{where}: severity: expected one of {', '.join(SEVERITIES)}, got {shown(severity)}")
     lists = {key: _strings(entry, key, where, problems) for key in ("metrics", "causes", "levers")}
     if len(problems) > start:
         return None
@@ -329,7 +329,7 @@ def _text(entry: Mapping[str, Any], key: str, where: str, problems: list[str], r
     if value is None and not required:
         return None
     if not isinstance(value, str) or not value.strip():
-        problems.append(f"{where}: {key}: expected text, got {value!r}")
+        problems.append(f"{where}: {key}: expected text, got {shown(value)}")
         return None
     return value.strip()
 
@@ -341,10 +341,16 @@ def _bound(entry: Mapping[str, Any], key: str, where: str, problems: list[str]) 
     value = entry[key]
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        problems.append(f"{where}: {key}: expected a number or null, got {value!r}")
+    if not _finite(value):
+        problems.append(f"{where}: {key}: expected a finite number or null, got {shown(value)}")
         return None
     return float(value)
+
+
+def _finite(value: Any) -> bool:
+    """A YAML int or float that is a finite float (the rules print it)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and abs(value) < 1e300 and math.isfinite(value))
 
 
 def _strings(entry: Mapping[str, Any], key: str, where: str, problems: list[str]) -> tuple[str, ...]:
@@ -369,13 +375,9 @@ def _default() -> Thresholds:
 
 def _load(path: Path) -> Thresholds:
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ThresholdError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ThresholdError([f"{path}: not valid YAML: {exc}"]) from None
+        data = read_yaml(path)
+    except ReasonError as exc:
+        raise ThresholdError([exc.message]) from None
     return parse_thresholds(data, str(path))
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
+from exporter.core.errors import ReasonError
+from exporter.core.inputfile import KiB, read_text_input
 from exporter.core.logs import LogOptions
 from exporter.core.options import (
     ConfigError,
@@ -21,6 +22,7 @@ from exporter.core.options import (
     option,
     options_of,
     parse_duration,
+    read_config,
     resolve,
     section,
 )
@@ -37,7 +39,10 @@ from exporter.pods.options import PodsOptions
 from exporter.profiles.options import ProfilesOptions
 from exporter.web.options import WebOptions, listen_option
 
-__all__ = ["OPTIONS", "OPTIONS_BY_KEY", "ConfigError", "Settings", "build_settings", "load_ingest_token", "load_yaml"]
+__all__ = ["OPTIONS", "OPTIONS_BY_KEY", "ConfigError", "Settings", "build_settings", "load_ingest_token", "load_yaml",
+           "read_config_file"]
+
+MAX_TOKEN_FILE_BYTES = 64 * KiB  # a bearer token is a line; a mounted secret is small
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,12 @@ def load_yaml(text: str, origin: str = "config") -> dict[str, Any]:
     return _load_yaml(text, OPTIONS_BY_KEY, origin)
 
 
+def read_config_file(path: str) -> dict[str, Any]:
+    """The `--config` file -> dotted keys; ConfigError naming the file when it is refused
+    (not a regular file, over 1 MiB, not UTF-8, a NUL byte, alias bombs: core/yamlfile.py)."""
+    return read_config(path, OPTIONS_BY_KEY)
+
+
 def build_settings(
     file_values: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
@@ -94,9 +105,9 @@ def load_ingest_token(settings: Settings) -> Settings:
     if path is None:
         return settings
     try:
-        token = Path(path).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError([f"ingest.token_file: cannot read {path}: {exc}"]) from None
+        token = read_text_input(path, MAX_TOKEN_FILE_BYTES).strip()
+    except ReasonError as exc:
+        raise ConfigError([f"ingest.token_file: {exc.message}"]) from None
     if not token:
         raise ConfigError([f"ingest.token_file: {path} is empty"])
     return replace(settings, ingest=replace(settings.ingest, token=token))
@@ -105,10 +116,12 @@ def load_ingest_token(settings: Settings) -> Settings:
 def _cross_checks(values: Mapping[str, Any]) -> list[str]:
     problems = []
     if values["npu_smi.timeout"] > values["npu_smi.interval"] * 10:
-        problems.append("npu_smi.timeout: should not exceed ten sampling intervals")
-    slowest = values["npu_smi.detail_interval"] if values["npu_smi.details"] else values["npu_smi.interval"]
+        problems.append("npu_smi.timeout: should not exceed ten sampling intervals (npu_smi.interval)")
+    slowest_key = "npu_smi.detail_interval" if values["npu_smi.details"] else "npu_smi.interval"
+    slowest = values[slowest_key]
     if values["max_age"] <= slowest:
-        problems.append(f"max_age: must exceed the slowest sampling interval ({slowest:g}s), or that data would always be dropped")
+        problems.append(f"max_age: must exceed the slowest sampling interval ({slowest_key}, {slowest:g}s), "
+                        "or that data would always be dropped")
     if values["podresources.ttl"] <= values["podresources.interval"]:
         problems.append("podresources.ttl: must exceed podresources.interval, or attribution would flicker")
     if values["ingest.token"] is not None and values["ingest.token_file"] is not None:

@@ -40,9 +40,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
 from exporter.core.errors import ProblemsError
+from exporter.core.values import shown
+from exporter.core.yamlfile import YamlRefused, parse_yaml
 
 log = logging.getLogger("exporter.web")
 
@@ -163,7 +163,21 @@ def _string(value: Any, where: str, problems: _Problems) -> str | None:
     if not isinstance(value, str):
         problems.add(where, f"expected a string, got {type(value).__name__}")
         return None
+    if "\0" in value:  # no path or name holds one; the system calls would refuse it later
+        problems.add(where, "contains a NUL character")
+        return None
+    if not value.isascii() and not _utf8(value):   # a "\ud800" escape: not text a path can hold
+        problems.add(where, "contains a lone surrogate, not text")
+        return None
     return value
+
+
+def _utf8(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _bool(value: Any, where: str, problems: _Problems, default: bool) -> bool:
@@ -309,7 +323,7 @@ def _parse_headers(doc: Mapping[Any, Any], problems: _Problems) -> dict[str, str
             problems.add(where, "expected a single-line string")
             continue
         if HEADERS[name] and value not in HEADERS[name]:
-            problems.add(where, f"{value!r} is not one of {', '.join(HEADERS[name])}")
+            problems.add(where, f"{shown(value)} is not one of {', '.join(HEADERS[name])}")
             continue
         headers[name] = value
     return headers
@@ -319,11 +333,9 @@ def parse_web_config(text: str, base_dir: Path | str = ".", origin: str = "web c
     """The file's text -> WebConfig (pure: reads no file). Raises WebConfigError only."""
     problems = _Problems(origin)
     try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise WebConfigError([f"{origin}: not valid YAML: {exc}"]) from None
-    except RecursionError:
-        raise WebConfigError([f"{origin}: nested too deeply"]) from None
+        doc = parse_yaml(text, origin)
+    except YamlRefused as exc:
+        raise WebConfigError([exc.message]) from None
     doc = _mapping(doc, "top level", problems)
     _unknown(doc, _TOP_KEYS, "", problems)
     tls_doc = _mapping(doc.get("tls_server_config"), "tls_server_config", problems)

@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from exporter.core.clock import Clock, monotonic, wall
+from exporter.core.errors import ReasonError
+from exporter.core.inputfile import read_text_input
+from exporter.core.yamlfile import MAX_FILE_BYTES
 from exporter.web.auth import (
     AUTH_CACHE_SECONDS,
     AUTH_CACHE_SIZE,
@@ -71,13 +74,16 @@ def load_web_config(path: Path | str) -> WebState:
     path = Path(path)
     before = _signature((path,))
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise WebConfigError([f"{path}: cannot read: {exc}"]) from None
+        text = read_text_input(path, MAX_FILE_BYTES)
+    except ReasonError as exc:
+        raise WebConfigError([f"web.config_file: {exc.message}"]) from None
     config = parse_web_config(text, path.parent, str(path))
     files = config.tls.files if config.tls else ()
     signature = before + _signature(files)  # taken before reading: a change meanwhile reloads again
-    ctx = build_ssl_context(config.tls) if config.tls else None
+    try:
+        ctx = build_ssl_context(config.tls) if config.tls else None
+    except (OSError, ValueError, TypeError, OverflowError) as exc:  # whatever the ssl module raises on odd files
+        raise WebConfigError([f"{path}: tls_server_config: {exc}"]) from None
     return WebState(config, ctx, Dummies.for_users(config.users), signature)
 
 
@@ -108,6 +114,7 @@ class WebSecurity:
         self._pool = pool if pool is not None else BcryptPool()
         self._throttle = throttle if throttle is not None else AddressThrottle(clock=clock)
         self._failed_signature: Signature | None = None
+        self._failed_error: str | None = None   # the error last logged; logged again only when it changes
         self.last_reload_success = True
         self.last_reload_success_time = wall_clock()
         self.reloads: dict[str, int] = {"success": 0, "failure": 0}
@@ -141,14 +148,22 @@ class WebSecurity:
             if (new.ssl_context is None) != (self.ssl_context is None):
                 raise WebConfigError([f"{self.path}: switching TLS on or off needs a restart"])
         except WebConfigError as exc:
-            # Log before counting: the counter is what watchers (and tests) take as "done".
-            log.error("web config reload failed; keeping the last good one", extra={"file": str(self.path), "error": "; ".join(exc.problems)})
-            self._failed_signature = current
-            self.last_reload_success = False
-            self.reloads["failure"] += 1
+            self._failed(current, "; ".join(exc.problems))
+            return False
+        except Exception as exc:  # a bug must count as a failed reload too, not crash every poll
+            self._failed(current, f"{self.path}: {type(exc).__name__}: {exc}")
             return False
         self._apply(new)
         return True
+
+    def _failed(self, signature: Signature, error: str) -> None:
+        """Keep the last good state; log once per distinct error, count every failed version."""
+        # Log before counting: the counter is what watchers (and tests) take as "done".
+        if error != self._failed_error:
+            log.error("web config reload failed; keeping the last good one", extra={"file": str(self.path), "error": error})
+        self._failed_signature, self._failed_error = signature, error
+        self.last_reload_success = False
+        self.reloads["failure"] += 1
 
     def _apply(self, new: WebState) -> None:
         self.state = new
@@ -158,7 +173,7 @@ class WebSecurity:
         # send every scraper back to bcrypt, behind whatever guesses are queued). A changed
         # hash could not hit anyway (it is part of the key); its entries go now.
         self._cache.retain(new.config.users)
-        self._failed_signature = None
+        self._failed_signature = self._failed_error = None
         self.last_reload_success = True
         self.last_reload_success_time = self.wall_clock()
         self._log_state()

@@ -98,10 +98,13 @@ def test_baseline_from_a_profile(tmp_path: Path) -> None:
     ('{"kind": "cann-exporter-baseline", "version": 1, "jobs": {"bert": {"iteration_seconds": "fast"}}}',
      "jobs.bert.iteration_seconds: expected a positive number, got 'fast'"),
     ('{"kind": "other", "version": 1, "jobs": {"bert": {"iteration_seconds": 1}}}', "kind/version: expected"),
+    ('{"jobs": ' + "[" * 100_000 + "]" * 100_000 + "}", "JSON nested more than 64 levels deep"),
+    ('{"jobs": {"bert": {"iteration_seconds": ' + "9" * 5000 + "}}}", "a 5000-digit integer"),
+    ('{"kind": "cann-exporter-baseline"}'.encode("utf-16"), "UTF-16 text (byte-order mark)"),
 ])
-def test_corrupt_baseline_exits_2(prometheus: Prometheus, tmp_path: Path, content: str, message: str) -> None:
+def test_corrupt_baseline_exits_2(prometheus: Prometheus, tmp_path: Path, content: str | bytes, message: str) -> None:
     path = tmp_path / "b.json"
-    path.write_text(content)
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
     result = run_diagnose("--prometheus", prometheus.url, "--end", str(prometheus.now), "--baseline", str(path))
     assert (result.code, result.out) == (2, "")
     assert f"baseline {path}: " in result.err and message in result.err and "Traceback" not in result.err
@@ -109,7 +112,7 @@ def test_corrupt_baseline_exits_2(prometheus: Prometheus, tmp_path: Path, conten
 
 def test_missing_baseline_file_exits_2(tmp_path: Path) -> None:
     result = run_diagnose("--simulate", "healthy", "--baseline", str(tmp_path / "none.json"))
-    assert result.code == 2 and "cannot read: No such file or directory" in result.err
+    assert result.code == 2 and "not found (No such file or directory)" in result.err
 
 
 def test_baseline_without_matching_jobs_exits_2(prometheus: Prometheus, tmp_path: Path) -> None:
