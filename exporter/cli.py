@@ -24,7 +24,13 @@ from exporter.commands import (
 )
 from exporter.commands.flags import add_settings_flags, load_settings
 from exporter.core.errors import EXIT_USAGE
+from exporter.core.shutdown import EXIT_WITHIN, REQUEST_GRACE, THREAD_GRACE
 from exporter.node.settings import ConfigError
+
+SERVE_DESCRIPTION = (
+    f"Serve /metrics (the default command). SIGTERM or SIGINT stops it within about {EXIT_WITHIN:g} s: "
+    f"{REQUEST_GRACE:g} s for requests in flight, then {THREAD_GRACE:g} s for worker threads; one stuck "
+    f"in a read is left behind.")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,10 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"cann-exporter {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    def command(name: str, help: str) -> argparse.ArgumentParser:
-        return commands.add_parser(name, help=help, description=help, allow_abbrev=False)
+    def command(name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=help, description=description or help, allow_abbrev=False)
 
-    add_settings_flags(command("serve", "serve /metrics (the default command)"))
+    add_settings_flags(command("serve", "serve /metrics (the default command)", SERVE_DESCRIPTION))
     add_settings_flags(command("once", "collect once and print the exposition text"), serve=False)
     check_config.add_arguments(command("check-config", "validate a configuration file"))
     profile.add_arguments(command("profile", "indicators and verdicts of a torch_npu/msprof profile"))

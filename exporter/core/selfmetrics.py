@@ -57,6 +57,12 @@ unwell chip; for `npu_smi_info` the one `info` call.
   subject, absent once it succeeds again: at most {MAX_FAILING_SUBJECTS} per source (in subject
   order; the count above is exact), so a 16-card node failing everything adds 16 series, not 64.
 - CANNExporterSourceFailing lists the failing subjects and says whether the rest is fresh.
+- A run still going after three of its intervals (at least 60 s), a worker stuck in a read,
+  counts as a failure with reason `overdue`: success turns 0 and the last-success time stops
+  while it lasts; no second run of that source starts meanwhile.
+- `profiles` counts every refused file or directory by reason on its export (`not_regular`,
+  `outside_root`, `too_large`, `line_too_long`, `permission_denied`, ...; see
+  docs/formats/profiler-exports.md, "What a watched directory can cost").
 """
 
 SELF_METRICS = (BUILD_INFO, SIMULATED, SOURCE_SUCCESS, SOURCE_DURATION, SOURCE_ERRORS, SOURCE_LAST_SUCCESS, SOURCE_RUNS,

@@ -18,9 +18,12 @@ import time
 
 log = logging.getLogger("exporter")
 
-# After the HTTP server's own grace (web/server.py SHUTDOWN_GRACE, 5 s): SIGTERM ends the
-# process within about 10 s, inside systemd's and Kubernetes' stop timeouts.
+# At SIGTERM, in-flight requests get REQUEST_GRACE (web/server.py: handlers are quick; a client
+# that does not read would otherwise hold the exit for aiohttp's 60 s), then worker threads get
+# THREAD_GRACE: the process ends within EXIT_WITHIN, inside systemd's and Kubernetes' stop timeouts.
+REQUEST_GRACE = 5.0
 THREAD_GRACE = 5.0
+EXIT_WITHIN = REQUEST_GRACE + THREAD_GRACE
 
 
 def leave(code: int, grace: float = THREAD_GRACE) -> int:

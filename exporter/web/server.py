@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from exporter.core.shutdown import REQUEST_GRACE
 from exporter.web.accept import AcceptErrors, Acceptor
 from exporter.web.collector import HttpStatus
 from exporter.web.connection import ConnectionGuard
@@ -24,7 +25,7 @@ from exporter.web.options import WebOptions
 
 # At SIGTERM, in-flight requests get this long (handlers are quick; a client that does not read
 # would otherwise hold the exit for aiohttp's 60 s, past the unit's and the pod's stop timeouts).
-SHUTDOWN_GRACE = 5.0
+SHUTDOWN_GRACE = REQUEST_GRACE
 
 
 class HttpServer:

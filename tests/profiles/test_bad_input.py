@@ -181,7 +181,7 @@ def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert data.steps and data.kernels is None
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode (tests/profiles/test_hostile.py drops privileges)")
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode (tests/profiles/test_hostile_exporter.py drops the capability)")
 def test_unreadable_file_by_mode(tmp_path: Path) -> None:
     path = build(tmp_path / "r_ascend_pt", PT_LEVEL1)
     (path / OUT / "kernel_details.csv").chmod(0)

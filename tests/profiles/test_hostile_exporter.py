@@ -14,15 +14,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from exporter.core.shutdown import THREAD_GRACE
-from exporter.web.server import SHUTDOWN_GRACE
+from exporter.core.shutdown import EXIT_WITHIN
 from tests.support.exposition import value
 from tests.support.profile_exports import PT_LEVEL1, build
 from tests.support.serve import Exporter
 
 OUT = "ASCEND_PROFILER_OUTPUT"
 RSS_BOUND = 200 << 20          # the exporter idles near 50 MiB; reading the 400 MB line whole took 557 MiB
-EXIT_BOUND = SHUTDOWN_GRACE + THREAD_GRACE + 10
+EXIT_BOUND = EXIT_WITHIN + 10
 QUIET = ["--simulate", "healthy", "--npu-smi.details=", "--no-collector.network", "--profiles.interval", "1s"]
 
 
