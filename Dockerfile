@@ -19,7 +19,10 @@ COPY --from=build /install /usr/local
 # (docker run --group-add <gid>, Kubernetes supplementalGroups) to open the device nodes.
 RUN groupadd --system --gid 10001 cann-exporter \
  && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
-            --shell /usr/sbin/nologin cann-exporter
+            --shell /usr/sbin/nologin cann-exporter \
+ && install -d -o 10001 -g 10001 /var/lib/cann-exporter/generated
+# /var/lib/cann-exporter/generated: where the compose stack's `rules` service writes the
+# generated rules (a new volume mounted there takes this owner).
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1
 USER 10001:10001

@@ -45,8 +45,9 @@ soak: install-test
 	$(BIN)/python -m benchmarks.soak $(ARGS)
 
 # alerts/ and grafana/ from exporter/generate/thresholds.yaml, then the Kubernetes copies of them.
+# RUNBOOK_URL=https://.../docs/runbooks.md: the alerts link there (cann-exporter generate --runbook-url).
 generate: install
-	$(BIN)/cann-exporter generate
+	$(BIN)/cann-exporter generate $(if $(RUNBOOK_URL),--runbook-url '$(RUNBOOK_URL)')
 	$(BIN)/python deploy/kubernetes/generate.py
 
 clean:

@@ -1,8 +1,11 @@
-"""`cann-exporter generate [--thresholds FILE] [--out DIR]`: alerts/ and grafana/ from the table."""
+"""`cann-exporter generate [--thresholds FILE] [--runbook-url BASE] [--out DIR]`: alerts/ and grafana/
+from the table. BASE is where docs/runbooks.md is published; each alert links BASE#<its name>."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -13,8 +16,23 @@ from exporter.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--thresholds", metavar="FILE", default=None,
                         help="threshold table (default: the packaged exporter/generate/thresholds.yaml)")
+    parser.add_argument("--runbook-url", metavar="BASE", type=runbook_base, default=None,
+                        help="where docs/runbooks.md is published, e.g. https://git.example.com/ops/cann-exporter/"
+                             "blob/main/docs/runbooks.md; each alert's runbook_url is BASE#<alert name in lower case> "
+                             "(default or empty: the table's alerting.runbook_url, repository-relative docs/runbooks.md)")
     parser.add_argument("--out", metavar="DIR", default=".",
                         help="directory to write alerts/ and grafana/ into (default: the current directory)")
+
+
+def runbook_base(text: str) -> str:
+    """An absolute http(s) URL without a fragment (the alert's anchor is appended); empty: the
+    table's own (so a deployment can pass an unset variable)."""
+    base = text.strip()
+    if base and not re.fullmatch(r"https?://[^\s#]+", base):
+        raise argparse.ArgumentTypeError(
+            f"expected an http(s) URL of the published runbooks without #, e.g. "
+            f"https://git.example.com/ops/cann-exporter/blob/main/docs/runbooks.md, got {text!r}")
+    return base
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -26,6 +44,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     out, err = out or sys.stdout, err or sys.stderr
     try:
         table = load_thresholds(getattr(args, "thresholds", None))
+        base = getattr(args, "runbook_url", None)
+        if base:
+            table = dataclasses.replace(table, alerting=dataclasses.replace(table.alerting, runbook_url=base))
         files = render(table)
     except ThresholdError as exc:
         for problem in exc.problems:

@@ -26,15 +26,16 @@ def host_side(volume: str) -> str:
 def test_services_profiles_and_ports() -> None:
     doc = compose()
     services = doc["services"]
-    assert set(services) == {"exporter", "exporter-npu", "prometheus", "alertmanager", "grafana"}
+    assert set(services) == {"exporter", "exporter-npu", "rules", "prometheus", "alertmanager", "grafana"}
     assert services["exporter"]["profiles"] == ["simulator"]
     assert services["exporter-npu"]["profiles"] == ["npu"]
     assert "--simulate" in services["exporter"]["command"]
     assert "--simulate" not in services["exporter-npu"]["command"]
-    for name in ("prometheus", "alertmanager", "grafana"):
+    for name in ("rules", "prometheus", "alertmanager", "grafana"):
         assert "profiles" not in services[name], f"{name} must start with either profile"
     ports = {name: [p.split(":")[0] for p in svc.get("ports", [])] for name, svc in services.items()}
-    assert ports == {"exporter": ["9435"], "exporter-npu": ["9435"], "prometheus": ["9090"], "alertmanager": ["9093"], "grafana": ["3000"]}
+    assert ports == {"exporter": ["9435"], "exporter-npu": ["9435"], "rules": [], "prometheus": ["9090"], "alertmanager": ["9093"],
+                     "grafana": ["3000"]}
     # The simulator is the default (.env), and both exporters answer to `exporter` for Prometheus.
     env = dict(line.split("=", 1) for line in (COMPOSE_DIR / ".env").read_text().splitlines() if line and not line.startswith("#"))
     assert env["COMPOSE_PROFILES"] == "simulator"
@@ -59,7 +60,7 @@ def test_exporter_containers_are_locked_down() -> None:
 def test_mounts_point_at_the_repository() -> None:
     services = compose()["services"]
     prometheus = {host_side(v): v for v in services["prometheus"]["volumes"]}
-    assert "../../alerts" in prometheus and prometheus["../../alerts"].endswith(":/etc/prometheus/rules:ro")
+    assert prometheus["generated"] == "generated:/etc/prometheus/generated:ro"
     grafana = {host_side(v): v for v in services["grafana"]["volumes"]}
     assert "../../grafana/dashboards" in grafana
     for volumes in (services["prometheus"]["volumes"], services["alertmanager"]["volumes"], services["grafana"]["volumes"]):
@@ -81,10 +82,42 @@ def test_prometheus_config_passes_promtool(tmp_path: Path) -> None:
     config = yaml.safe_load(config_path.read_text())
     targets = {t for job in config["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]}
     assert "exporter:9435" in targets and "alertmanager:9093" in targets
-    # Again with the rule globs pointed at the repository's alerts/: promtool then also
-    # checks every rule file it finds there (none until alerts/ is generated).
-    container_rules = "/etc/prometheus/rules/"
-    config["rule_files"] = [str(ROOT / "alerts") + "/" + g.removeprefix(container_rules) for g in config["rule_files"]]
+
+RUNBOOKS = "https://git.example.com/ops/cann-exporter/blob/main/docs/runbooks.md"
+
+
+def _run_rules_service(out: Path, runbook_url: str) -> None:
+    """The `rules` service's command, as compose runs it (its ${RUNBOOK_URL:-} filled in), with
+    its volume at ``out``."""
+    from exporter.cli import main
+
+    service = compose()["services"]["rules"]
+    volume = service["volumes"][0].split(":")[1]
+    argv = [word.replace("${RUNBOOK_URL:-}", runbook_url).replace(volume, str(out)) for word in service["command"]]
+    assert main(argv) == 0
+
+
+def test_runbook_url_reaches_the_rules_prometheus_loads(tmp_path: Path) -> None:
+    services = compose()["services"]
+    rules = services["rules"]
+    assert rules["image"] == services["exporter"]["image"] and rules["network_mode"] == "none"
+    assert rules["read_only"] is True and rules["cap_drop"] == ["ALL"]
+    assert rules["volumes"] == ["generated:/var/lib/cann-exporter/generated"]
+    assert "install -d -o 10001 -g 10001 /var/lib/cann-exporter/generated" in (ROOT / "Dockerfile").read_text()
+    assert services["prometheus"]["depends_on"] == {"rules": {"condition": "service_completed_successfully"}}
+    env = dict(line.split("=", 1) for line in (COMPOSE_DIR / ".env").read_text().splitlines() if line and not line.startswith("#"))
+    assert env["RUNBOOK_URL"] == ""
+    # Prometheus' rule globs, pointed at what the service wrote, find the alerts with the links
+    config = yaml.safe_load((COMPOSE_DIR / "prometheus" / "prometheus.yml").read_text())
+    for url, link in ((RUNBOOKS, RUNBOOKS), ("", "docs/runbooks.md")):
+        out = tmp_path / (url and "linked" or "default")
+        _run_rules_service(out, url)
+        files = [f for g in config["rule_files"] for f in out.glob(g.removeprefix("/etc/prometheus/generated/"))]
+        assert files
+        alerts = [r for f in files for g in yaml.safe_load(f.read_text())["groups"] for r in g["rules"] if "alert" in r]
+        assert alerts and {r["annotations"]["runbook_url"] for r in alerts} == {f"{link}#{r['alert'].lower()}" for r in alerts}
+    # promtool on the configuration with those files
+    config["rule_files"] = [str(tmp_path / "linked") + "/" + g.removeprefix("/etc/prometheus/generated/") for g in config["rule_files"]]
     local = tmp_path / "prometheus.yml"
     local.write_text(yaml.safe_dump(config))
     promtool_check_config(local)

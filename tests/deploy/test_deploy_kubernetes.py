@@ -5,9 +5,12 @@ here, and the security/wiring invariants of the DaemonSet hold."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import tempfile
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -22,6 +25,7 @@ from tests.support.deploy import (
     run,
     tool,
 )
+from tests.support.prometheus import running
 
 kubernetes_validate = require_module("kubernetes_validate", "pip install kubernetes-validate")
 
@@ -428,3 +432,83 @@ def test_generator_with_rules_and_dashboards(tmp_path: Path) -> None:
     (root / "grafana" / "dashboards" / "NPU Overview.json").unlink()
     generate.write(root, target)
     assert not list((target / "base" / "dashboards").glob("*.json"))
+
+
+# --- runbook links and the node label --------------------------------------------------------
+
+RUNBOOKS = "https://git.example.com/ops/cann-exporter/blob/main/docs/runbooks.md"
+
+
+def _overlay_with_runbooks(tmp_path: Path, url: str | None) -> Path:
+    doc: dict = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+                 "resources": [os.path.relpath(K8S / "base", tmp_path)],
+                 "components": [os.path.relpath(K8S / "components" / "runbook-url", tmp_path)]}
+    if url:
+        doc["configMapGenerator"] = [{
+            "name": "cann-exporter-runbook-url", "literals": [f"url={url}"],
+            "options": {"disableNameSuffixHash": True, "annotations": {"config.kubernetes.io/local-config": "true"}}}]
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(doc))
+    return tmp_path
+
+
+def test_runbook_url_component_links_every_alert(tmp_path: Path) -> None:
+    objects = kustomize(_overlay_with_runbooks(tmp_path, RUNBOOKS))
+    validate_all(objects)
+    (rule,) = by_kind(objects, "PrometheusRule")
+    alerts = [r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
+    assert alerts and {r["annotations"]["runbook_url"] for r in alerts} == {f"{RUNBOOKS}#{r['alert'].lower()}" for r in alerts}
+    records = [r for g in rule["spec"]["groups"] for r in g["rules"] if "record" in r]
+    assert records and not any("annotations" in r for r in records)
+    # the parameter is read by Kustomize, not applied
+    assert not [o for o in objects if o["metadata"]["name"] == "cann-exporter-runbook-url"]
+
+
+def test_runbook_url_component_without_the_url_names_it(tmp_path: Path) -> None:
+    proc = run([tool("kubectl", "KUBECTL"), "kustomize", str(_overlay_with_runbooks(tmp_path, None))])
+    assert proc.returncode != 0 and "cann-exporter-runbook-url" in proc.stderr
+
+
+def _prometheus_relabel(relabel: dict) -> dict:
+    """A ServiceMonitor relabeling as the relabel_config the operator writes for it."""
+    names = {"sourceLabels": "source_labels", "targetLabel": "target_label"}
+    return {names.get(k, k): v for k, v in relabel.items()}
+
+
+def test_node_label_from_the_kubernetes_metadata(rendered: dict[str, list[dict]], tmp_path: Path) -> None:
+    """The shipped relabelings on a real Prometheus. Its Kubernetes discovery is swapped for
+    file discovery giving the same meta labels (Debian's Prometheus has no Kubernetes SD):
+    the pod's node name wins, the endpoint's stands in, and a target with neither gets no
+    `node` (the dashboards then go by instance)."""
+    groups = [
+        {"targets": ["127.0.0.1:1"], "labels": {"__meta_kubernetes_pod_node_name": "worker-1",
+                                                "__meta_kubernetes_endpoint_node_name": "stale-name",
+                                                "__meta_kubernetes_pod_container_port_name": "metrics"}},
+        {"targets": ["127.0.0.1:2"], "labels": {"__meta_kubernetes_endpoint_node_name": "worker-2",
+                                                "__meta_kubernetes_pod_container_port_name": "metrics"}},
+        {"targets": ["127.0.0.1:3"], "labels": {"__meta_kubernetes_pod_container_port_name": "metrics"}},
+    ]
+    (tmp_path / "targets.yml").write_text(yaml.safe_dump(groups))
+    sd = [{"files": [str(tmp_path / "targets.yml")]}]
+    jobs = [{"job_name": "servicemonitor-" + overlay.replace("/", "-"), "file_sd_configs": sd,
+             "relabel_configs": [_prometheus_relabel(r) for r in by_kind(rendered[overlay], "ServiceMonitor")[0]
+                                 ["spec"]["endpoints"][0]["relabelings"]]}
+            for overlay in ("base", "overlays/tls-basic-auth")]
+    (plain,) = yaml.safe_load((K8S / "overlays" / "prometheus-scrape" / "scrape-config.yaml").read_text())
+    jobs.append({"job_name": "plain", "file_sd_configs": sd, "relabel_configs": plain["relabel_configs"]})
+    config = tmp_path / "prometheus.yml"
+    config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1h"}, "scrape_configs": jobs}))
+    promtool_check_config(config)
+    expected = {("servicemonitor-base", "127.0.0.1:1"): "worker-1", ("servicemonitor-base", "127.0.0.1:2"): "worker-2",
+                ("servicemonitor-base", "127.0.0.1:3"): None, ("plain", "127.0.0.1:1"): "worker-1",
+                ("plain", "127.0.0.1:2"): None, ("plain", "127.0.0.1:3"): None}
+    expected |= {("servicemonitor-overlays-tls-basic-auth", t): v for (j, t), v in expected.items() if j == "servicemonitor-base"}
+    with running(config, tmp_path / "data", tmp_path) as url:
+        found: dict[tuple[str, str], str | None] = {}
+        for _ in range(100):                       # file discovery is read at start: a few polls at most
+            with urllib.request.urlopen(f"{url}/api/v1/targets", timeout=5) as response:
+                active = json.load(response)["data"]["activeTargets"]
+            found = {(t["labels"]["job"], t["labels"]["instance"]): t["labels"].get("node") for t in active}
+            if len(found) == len(expected):
+                break
+            time.sleep(0.1)
+    assert found == expected

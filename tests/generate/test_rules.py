@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from exporter.commands.generate import run
+from exporter.commands.generate import add_arguments, run
 from exporter.generate.common import GenerateError
 from exporter.generate.recording import recording_rules
 from exporter.generate.rules import CONTRACT_ALERTS, alerts
@@ -107,6 +107,31 @@ def test_run_reports_a_bad_table(tmp_path: Path) -> None:
     assert run(argparse.Namespace(thresholds=str(bad), out=str(tmp_path)), io.StringIO(), err) == 2
     assert "NPUSomethingNew: not contract alerts" in err.getvalue()
     assert not (tmp_path / "alerts").exists()
+
+
+RUNBOOKS = "https://git.example.com/ops/cann-exporter/blob/main/docs/runbooks.md"
+
+
+def test_runbook_url_reaches_every_alert(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--runbook-url", RUNBOOKS, "--out", str(tmp_path)])
+    assert run(args, io.StringIO(), io.StringIO()) == 0
+    rules = [r for g in yaml.safe_load((tmp_path / ALERTS_FILE).read_text())["groups"] for r in g["rules"]]
+    assert {r["annotations"]["runbook_url"] for r in rules} == {f"{RUNBOOKS}#{r['alert'].lower()}" for r in rules}
+    assert len(rules) >= len(CONTRACT_ALERT_NAMES)
+    # only the links differ from the committed rules
+    committed = (ROOT / ALERTS_FILE).read_text()
+    assert (tmp_path / ALERTS_FILE).read_text().replace(RUNBOOKS + "#", "docs/runbooks.md#") == committed
+
+
+@pytest.mark.parametrize("bad", ["docs/runbooks.md", "https://host/runbooks.md#x", "ftp://host/runbooks.md", "https://a b"])
+def test_runbook_url_must_be_an_absolute_link(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args(["--runbook-url", bad])
+    assert exc.value.code == 2 and "expected an http(s) URL of the published runbooks" in capsys.readouterr().err
 
 
 # --- content ---------------------------------------------------------------------------------

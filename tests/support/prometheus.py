@@ -53,10 +53,9 @@ def build_blocks(lines: Iterable[str], root: Path) -> Path:
 
 
 @contextmanager
-def serving_blocks(data: Path, root: Path, now: int) -> Iterator[Prometheus]:
-    """Prometheus on the blocks in ``data`` until the block ends (stopped, with its group)."""
-    config = root / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 1m\n")
+def running(config: Path, data: Path, root: Path) -> Iterator[str]:
+    """Prometheus with ``config`` and its TSDB in ``data`` on 127.0.0.1 until the block ends
+    (stopped, with its group): its URL."""
     port, log = free_port(), root / "prometheus.log"
     with log.open("w") as out:
         proc = subprocess.Popen([tool("prometheus"), f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}",
@@ -65,7 +64,7 @@ def serving_blocks(data: Path, root: Path, now: int) -> Iterator[Prometheus]:
     try:
         url = f"http://127.0.0.1:{port}"
         wait_ready(url, proc, log)
-        yield Prometheus(url, now)
+        yield url
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -74,3 +73,12 @@ def serving_blocks(data: Path, root: Path, now: int) -> Iterator[Prometheus]:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=5)
+
+
+@contextmanager
+def serving_blocks(data: Path, root: Path, now: int) -> Iterator[Prometheus]:
+    """Prometheus on the blocks in ``data`` until the block ends (stopped, with its group)."""
+    config = root / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 1m\n")
+    with running(config, data, root) as url:
+        yield Prometheus(url, now)
