@@ -276,9 +276,15 @@ def query_var(name: str, label: str, query: str, *, multi: bool = True, include_
 
 
 def node_vars(device: bool = False) -> list[Any]:
+    """Data source, job, node and instance (and chip). `node` is the Kubernetes node name the
+    ServiceMonitor's relabeling adds; instance lists the targets on the chosen nodes, so every
+    panel filters by instance. Without `node` labels (compose, systemd) the node list is empty,
+    its All (`.*`, or nothing selected: empty) matches series without the label, and instance
+    lists every target."""
     out = [datasource_var(),
            query_var("job", "Job", "label_values(npu_devices, job)"),
-           query_var("instance", "Node", 'label_values(npu_devices{job=~"$job"}, instance)')]
+           query_var("node", "Node", 'label_values(npu_devices{job=~"$job"}, node)'),
+           query_var("instance", "Instance", 'label_values(npu_devices{job=~"$job", node=~"$node"}, instance)')]
     if device:
         out.append(query_var("device", "Chip (logic id)", 'label_values(npu_up{job=~"$job", instance=~"$instance"}, device)'))
     return out

@@ -75,6 +75,7 @@ DEGRADED_DELIVERED = {("NPUUnhealthy", str(DEGRADED_CRITICAL_LOGIC_ID)), ("NPUMe
                       ("NPUMissing", "")}
 DEGRADED_INHIBITED = {("NPULowUtilization", str(DEGRADED_CRITICAL_LOGIC_ID))}
 EXPECTED_LOW = {str(i) for i in UNDERUTILIZED_LOGIC_IDS}
+NODE_NAMES = ("npu-node-1", "npu-node-2")    # the underutilized and the healthy targets' `node`
 
 
 # --- processes and HTTP -----------------------------------------------------------------------
@@ -285,7 +286,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     prometheus_config = {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]},
-        "scrape_configs": [{"job_name": "cann-exporter", "static_configs": [{"targets": [low, healthy, degraded, sawtooth]}]}],
+        # Two targets carry a `node` label, as the Kubernetes relabeling gives it; two do not.
+        "scrape_configs": [{"job_name": "cann-exporter", "static_configs": [
+            {"targets": [low], "labels": {"node": NODE_NAMES[0]}}, {"targets": [healthy], "labels": {"node": NODE_NAMES[1]}},
+            {"targets": [degraded, sawtooth]}]}],
     }
     # Rules are loaded only once both targets have been scraped (see below).
     (tmp / "prometheus.yml").write_text(yaml.safe_dump(prometheus_config))
@@ -461,6 +465,27 @@ def test_every_dashboard_query_returns_data(stack: Stack) -> None:
 
 
 # --- inhibition (last: its muted alerts need the longest `for:`, which the tests above wait out) ----
+def test_node_variable_picks_instances_and_falls_back_to_them(stack: Stack) -> None:
+    """The dashboards' Node variable lists the `node` labels; Instance lists the targets of the
+    chosen nodes, and every target (with or without `node`) when Node is All or empty."""
+    board = json.loads((ROOT / DASHBOARD_DIR / "fleet-overview.json").read_text())
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    selector, label = label_values_query(variables["node"]["query"]["query"])
+    assert label == "node"
+    # (the targets without a node group under no label: Grafana lists no value for them)
+    assert {s["metric"].get(label) for s in stack.query(f"group by ({label}) ({substitute(selector)})")} == {*NODE_NAMES, None}
+    selector, label = label_values_query(variables["instance"]["query"]["query"])
+
+    def instances(node: str) -> set[str]:
+        expr = substitute(selector.replace("$node", node))
+        return {s["metric"]["instance"] for s in stack.query(f"group by (instance) ({expr})")}
+
+    assert instances(NODE_NAMES[0]) == {stack.low}
+    assert instances(f"{NODE_NAMES[0]}|{NODE_NAMES[1]}") == {stack.low, stack.healthy}
+    assert instances(".*") == instances("") | {stack.low, stack.healthy} == {stack.low, stack.healthy, stack.degraded, stack.sawtooth}
+    assert instances("") == {stack.degraded, stack.sawtooth}       # no node selected: the targets without one
+
+
 def test_inhibition_delivers_exactly_the_expected_notifications(stack: Stack) -> None:
     """Sawtooth: NPULowUtilization for every chip, NPUUtilizationUnstable of the same chips held
     back (NPULowUtilization mutes it). Degraded: the Critical chip's health and page isolation and
