@@ -14,6 +14,12 @@ import pytest
 
 import exporter.profiles.layout as layout
 from exporter.core.health import HealthRegistry
+from exporter.profiles.formats.csvtable import MAX_ROWS
+from exporter.profiles.formats.tables import (
+    MAX_KERNEL_GROUPS,
+    read_kernels,
+    read_step_trace,
+)
 from exporter.profiles.options import ProfilesOptions
 from exporter.profiles.source import ProfileSource
 from tests.support.profile_builders import Step, torch_profile
@@ -177,3 +183,21 @@ async def test_a_fifo_state_file_is_refused_without_blocking(tmp_path: Path) -> 
     await source.refresh()
     (status,) = health.statuses()
     assert status.failing == {str(state): "state_file"} and dict(status.errors) == {"state_file": 1}
+
+
+def test_what_a_table_holds_does_not_grow_with_the_file() -> None:
+    """Unique kernel names without a type (each its own group) and endless step rows: past the
+    caps the rest is skipped with a too_large issue, and memory stays that of the caps."""
+    def kernels(n: int):
+        yield "Step Id,Name,Type,Accelerator Core,Duration(us)\n"
+        yield from (f"{i},kernel_{i}x,N/A,AI_CORE,1.5\n" for i in range(n))
+
+    def steps(n: int):
+        yield "Step,Computing,Communication(Not Overlapped),Free\n"
+        yield from (f"{i},1,2,3\n" for i in range(n))
+
+    table = read_kernels(kernels(MAX_KERNEL_GROUPS + 10))
+    assert len(table.steps) == MAX_KERNEL_GROUPS and table.rows == MAX_KERNEL_GROUPS + 10
+    assert [i.reason for i in table.issues] == ["too_large"] and "10 rows skipped" in table.issues[0].message
+    trace = read_step_trace(steps(MAX_ROWS + 10))
+    assert len(trace.rows) == MAX_ROWS and [i.reason for i in trace.issues] == ["too_large"]

@@ -8,6 +8,10 @@ from collections.abc import Iterable, Iterator
 
 from exporter.profiles.formats.common import Issue, ProfileParseError
 
+# Rows kept one by one (one per step, per API or per operator type in real exports): a file
+# with more is cut there, so what a table holds never grows with the file.
+MAX_ROWS = 50_000
+
 # --- CSV plumbing ----------------------------------------------------------------------------
 
 
@@ -20,6 +24,7 @@ class Table:
         self.reader = csv.reader(self.lines)  # pulls one line at a time: self.lines stays in step
         self.short_rows = 0
         self.bad_rows = 0
+        self.capped: int | None = None    # the row limit, once reached (the rest was not read)
         try:
             header = next(self.reader)
         except StopIteration:
@@ -44,10 +49,15 @@ class Table:
             )
         return index
 
-    def rows(self) -> Iterator[list[str]]:
-        """Rows as wide as the header; short (cut) rows are counted and skipped."""
+    def rows(self, limit: int | None = MAX_ROWS) -> Iterator[list[str]]:
+        """Rows as wide as the header; short (cut) rows are counted and skipped. After
+        ``limit`` rows reading stops (a ``too_large`` issue)."""
         width = self.width
+        count = 0
         while True:
+            if limit is not None and count >= limit:
+                self.capped = limit
+                return
             try:
                 row = next(self.reader)
             except StopIteration:
@@ -62,6 +72,7 @@ class Table:
                 if row:
                     self.short_rows += 1
                 continue
+            count += 1
             yield row
 
     def fast_rows(self, last: int) -> Iterator[list[str]]:
@@ -78,7 +89,7 @@ class Table:
             # a quote before the unsplit rest, or an odd count (a field going on to the next line)
             if quote >= 0 and (quote < len(line) - len(parts[-1]) or line.count('"') & 1):
                 self.reader = csv.reader(itertools.chain((line,), self.lines))
-                yield from self.rows()
+                yield from self.rows(limit=None)   # aggregated by the caller: no rows kept
                 return
             if len(parts) <= cut or line[-1:] not in "\r\n":
                 odd = self._odd_line(line, parts, cut)
@@ -109,6 +120,8 @@ class Table:
             out.append(Issue("malformed", f"{self.name}: {self.bad_rows} unreadable lines skipped"))
         if skipped_values:
             out.append(Issue("bad_value", f"{self.name}: {skipped_values} rows with a non-numeric value skipped"))
+        if self.capped is not None:
+            out.append(Issue("too_large", f"{self.name}: over {self.capped} rows; the rest skipped"))
         return tuple(out)
 
 

@@ -139,8 +139,14 @@ def is_communication(core: str, op_type: str, name: str) -> bool:
     return core.strip().upper() in _COMM_CORES or op_type.startswith("hcom_") or name.startswith("hcom_")
 
 
+# Distinct (step, operator type, core) groups, and kernel names whose type is guessed, held at
+# once: a real capture has thousands; a file with more is still read, its extra groups skipped.
+MAX_KERNEL_GROUPS = 50_000
+
+
 def read_kernels(lines: Iterable[str], name: str = "kernel_details.csv") -> KernelTable:
-    """Aggregates while streaming: memory depends on distinct (step, type), not on rows."""
+    """Aggregates while streaming: memory depends on distinct (step, type), at most
+    MAX_KERNEL_GROUPS of them, never on rows (one line at a time, capped by the caller)."""
     table = Table(lines, name)
     i_dur = table.require("Duration(us)", "Task Duration(us)")
     i_name = table.column("Name", "Op Name")
@@ -152,7 +158,7 @@ def read_kernels(lines: Iterable[str], name: str = "kernel_details.csv") -> Kern
     # (step, type, core) -> [total, count, max, name of max, wait]: one dict probe per row
     agg: dict[tuple[str, str, str], list[Any]] = {}
     guessed: dict[str, str] = {}
-    rows = bad = 0
+    rows = bad = over = 0
     device: int | None = None
     last = max(i for i in (i_dur, i_name, i_type, i_step, i_core, i_wait, i_device) if i is not None)
     for row in table.fast_rows(last):
@@ -168,10 +174,15 @@ def read_kernels(lines: Iterable[str], name: str = "kernel_details.csv") -> Kern
         kernel = row[i_name] if i_name is not None else ""
         op_type = row[i_type] if i_type is not None else "N/A"
         if is_na(op_type):
-            op_type = guessed.get(kernel) or guessed.setdefault(kernel, op_type_from_name(kernel))
+            op_type = guessed.get(kernel) or op_type_from_name(kernel)
+            if len(guessed) < MAX_KERNEL_GROUPS:
+                guessed[kernel] = op_type
         key = (row[i_step] if i_step is not None else "", op_type, row[i_core] if i_core is not None else "")
         slot = agg.get(key)
         if slot is None:
+            if len(agg) >= MAX_KERNEL_GROUPS:
+                over += 1
+                continue
             slot = agg[key] = [0.0, 0, -1.0, kernel, 0.0]
         slot[0] += duration
         slot[1] += 1
@@ -186,7 +197,10 @@ def read_kernels(lines: Iterable[str], name: str = "kernel_details.csv") -> Kern
             device = as_int(row[i_device])
     if rows and bad == rows:
         raise ProfileParseError("bad_value", f"{name}: no row has a numeric duration")
-    return KernelTable(_kernel_steps(agg), device, rows, table.issues(bad))
+    issues = table.issues(bad)
+    if over:
+        issues += (Issue("too_large", f"{name}: over {MAX_KERNEL_GROUPS} distinct step/operator groups; {over} rows skipped"),)
+    return KernelTable(_kernel_steps(agg), device, rows, issues)
 
 
 def _kernel_steps(agg: dict[tuple[str, str, str], list[Any]]) -> tuple[StepKernels, ...]:
