@@ -53,6 +53,7 @@ class NpuSmiSource:
     """
 
     INFO, INVENTORY, DETAILS = "npu_smi_info", "npu_smi_inventory", "npu_smi_details"
+    PROCESSES = "info processes"   # the subject of `info`'s process section, counted apart from its chips
 
     def __init__(
         self,
@@ -97,7 +98,9 @@ class NpuSmiSource:
             self._table, self._table_at, self._table_ok = table, self.clock(), True
             for chip in table.chips:
                 self._known[(chip.npu_id, chip.chip_id)] = chip
-        self.health[self.INFO].record(time.monotonic() - start, failures, ["info"])
+            if table.process_error is not None:  # the chips are served; their processes are unknown
+                failures.append(Failure(self.PROCESSES, "truncated", table.process_error))
+        self.health[self.INFO].record(time.monotonic() - start, failures, ["info", self.PROCESSES])
         if self._inventory_due():
             await self.refresh_inventory()
 

@@ -1,9 +1,12 @@
-"""Cut npu-smi output is NpuSmiError('truncated'), never a smaller table.
+"""Cut npu-smi output is NpuSmiError('truncated'), never a smaller table; only the process
+section may be lost on its own.
 
-Every real sample is cut at every line boundary and inside its lines: the cut raises
-NpuSmiError or reads exactly like the whole sample. Where npu-smi prints no end marker a cut
-can not be seen; those places, and the captures that forced an exception to a rule, are named
-in the tests that allow them (see also the docstrings of table.py and keyvalue.py).
+Every real sample is cut at every line boundary and inside its lines: a cut in the device table
+raises NpuSmiError or reads exactly like the whole sample; a cut after every chip row is whole
+(the process section missing where npu-smi always prints it, or cut) returns every chip with
+``processes=None`` and ``process_error`` set. Where npu-smi prints no end marker a cut can not
+be seen; those places, and the captures that forced an exception to a rule, are named in the
+tests that allow them (see also the docstrings of table.py and keyvalue.py).
 """
 
 from __future__ import annotations
@@ -47,6 +50,20 @@ def truncated(parser, text: str, **options) -> NpuSmiError:
         parser(text, **options)
     assert caught.value.reason == "truncated", caught.value
     return caught.value
+
+
+def process_cut(text: str, full: InfoTable | None = None, **options) -> InfoTable:
+    """The table of a cut that lost only the processes: every chip, processes unknown."""
+    table = parse_info(text, **options)
+    assert table.process_error is not None and table.processes is None and table.idle_npus == (), table
+    if full is not None:
+        assert table.chips == full.chips
+    return table
+
+
+def first_process_line(name: str) -> int | None:
+    """The index of the process section's first row (header or idle row), None without one."""
+    return next((i for i, line in enumerate(lines_of(name)) if "Process id" in line or "No running processes" in line), None)
 
 
 def cut_after(name: str, predicate, nth: int = 1) -> str:
@@ -103,12 +120,18 @@ def test_every_verbatim_and_mangled_table_parses_as_a_whole_output(name: str) ->
 @pytest.mark.parametrize("name", PARTIAL)
 def test_author_trimmed_excerpts_read_as_cut_output_unless_parsed_as_partial(name: str) -> None:
     # Trimmed on a line boundary, each is exactly what a cut npu-smi leaves (see its .src).
+    excerpt = parse_as_collected(load(name), name)
     if "__310__" in name:  # no version line: garbled by default, an excerpt without it
         with pytest.raises(NpuSmiError):
             parse_info(load(name))
     else:
-        truncated(parse_info, load(name))
-    assert parse_as_collected(load(name), name).chips
+        try:
+            table = parse_info(load(name))
+        except NpuSmiError as error:
+            assert error.reason == "truncated", error
+        else:  # trimmed after the device table: every chip, the processes unknown
+            assert process_cut(load(name)).chips == excerpt.chips and table.process_error
+    assert excerpt.chips
 
 
 @pytest.mark.parametrize("name", INFO)
@@ -122,6 +145,13 @@ def test_info_cut_at_every_line_boundary(name: str) -> None:
             assert error.reason in ("garbled", "truncated"), (end, error)
             continue
         if table == full:
+            continue
+        if table.process_error is not None:
+            # Every chip row before the cut is whole: all chips, or (cut exactly on an NPU border
+            # where a process section is required) those before it; processes unknown.
+            assert table.processes is None and table.idle_npus == (), end
+            assert full.chips[: len(table.chips)] == table.chips and table.chips, end
+            assert len(table.chips) == len(full.chips) or "before the process section" in table.process_error, end
             continue
         # Only where no end marker exists may a cut read as a smaller table; excerpts are read
         # without the completeness rules, so any of their cuts can.
@@ -139,8 +169,13 @@ def _cut_positions(content: str) -> set[int]:
 
 @pytest.mark.parametrize("name", INFO)
 def test_info_cut_inside_any_table_line_is_truncated(name: str) -> None:
+    """Inside a line of the device table: truncated. Inside a line of the process section
+    (after its "+---" top border): every chip, processes unknown."""
     lines = lines_of(name)
     version = next((i for i, line in enumerate(lines) if "Version:" in line), 0)
+    first = first_process_line(name)
+    processes_from = first if first is not None and "=" not in lines[first - 1] else len(lines)
+    full = parse_as_collected(load(name), name)
     for index in range(version + 1, len(lines)):
         raw = lines[index]
         content = raw.strip()
@@ -149,7 +184,10 @@ def test_info_cut_inside_any_table_line_is_truncated(name: str) -> None:
         lead = len(raw) - len(raw.lstrip())
         for position in sorted(_cut_positions(content)):
             text = "".join(lines[:index]) + raw[: lead + position]
-            truncated(parse_as_collected, text, name=name)
+            if index >= processes_from:
+                process_cut(text, full, partial=name in PARTIAL, require_version="__310__" not in name)
+            else:
+                truncated(parse_as_collected, text, name=name)
 
 
 # --- npu-smi info: one test per rule ------------------------------------------------------------
@@ -166,11 +204,12 @@ def _process_header(line: str) -> bool:
     "info__910B3__25.5.1__1", "info__910B2__23.0.7__1", "info__910_93-A3__25.2.0__1", "info__950PR__25.7.rc1__1",
 ])
 def test_a2_a3_950_table_cut_before_its_process_section(name: str) -> None:
-    # (a) everything up to the device table's closing "+===", and also its next border.
+    # (a) everything up to the device table's closing "+===", and also its next border: every
+    # chip, the process section (always printed on these) unknown.
     header = next(i for i, line in enumerate(lines_of(name)) if _process_header(line))
     for end in (header - 1, header):
-        error = truncated(parse_info, "".join(lines_of(name)[:end]))
-        assert "before the process section" in error.message
+        table = process_cut("".join(lines_of(name)[:end]), parse_info(load(name)))
+        assert table.process_error == "output ends before the process section"
 
 
 def test_310p_table_cut_before_its_process_section_is_not_detectable() -> None:
@@ -199,8 +238,8 @@ def test_process_section_cut_after_a_complete_npu_group(npus_listed: int) -> Non
     header = next(i for i, line in enumerate(lines_of(name)) if _process_header(line))
     text = "".join(lines_of(name)[: header + 2 + 2 * npus_listed])
     assert text.rstrip().endswith("=+")
-    error = truncated(parse_info, text)
-    assert error.message == f"process section ends before NPU {npus_listed}"
+    table = process_cut(text, parse_info(load(name)))
+    assert table.process_error == f"process section ends before NPU {npus_listed}"
 
 
 @pytest.mark.parametrize("name", ["info__910_93-A3__25.2.0__1", "info__950PR__25.7.rc1__1", "info__910B2C__23.0.2.1__1"])
@@ -209,22 +248,28 @@ def test_process_section_cut_after_a_process_row(name: str) -> None:
     header = next(i for i, line in enumerate(lines) if _process_header(line))
     row = next(i for i in range(header + 1, len(lines))
                if lines[i].startswith("|") and "No running processes" not in lines[i])
-    error = truncated(parse_info, "".join(lines[: row + 1]))
-    assert "after a process row" in error.message
+    table = process_cut("".join(lines[: row + 1]), parse_info(load(name)))
+    assert "after a process row" in table.process_error
 
 
 def test_process_section_cut_after_its_header() -> None:
     name = "info__950PR__25.7.rc1__1"  # 950 V2 lists only busy NPUs: the rows themselves are required
-    truncated(parse_info, cut_after(name, _process_header))
-    truncated(parse_info, cut_after(name, _is_border, nth=sum(map(_is_border, map(str.strip, lines_of(name)))) - 1))
+    full = parse_info(load(name))
+    process_cut(cut_after(name, _process_header), full)
+    process_cut(cut_after(name, _is_border, nth=sum(map(_is_border, map(str.strip, lines_of(name)))) - 1), full)
 
 
 def test_cut_inside_a_separator_line() -> None:
-    # (c) the last line is a prefix of a border.
+    # (c) the last line is a prefix of a border: the process section's last one here.
     text = load("info__910B3__25.5.1__1").rstrip("\n")
     for keep in (1, 20, 28, 29, 50, len(text.rsplit("\n", 1)[1]) - 1):
         cut = text.rsplit("\n", 1)[0] + "\n" + text.rsplit("\n", 1)[1][:keep]
-        error = truncated(parse_info, cut)
+        table = process_cut(cut, parse_info(load("info__910B3__25.5.1__1")))
+        assert "border" in table.process_error
+    # The closing border of the last NPU block of the device table: truncated.
+    lines = lines_of("info__910B3__25.5.1__1")
+    for keep in (1, 20, 50):
+        error = truncated(parse_info, "".join(lines[:29]) + lines[29][:keep])
         assert "border" in error.message
 
 
@@ -239,7 +284,7 @@ def test_910b2c_edited_closing_border_is_the_one_coverage_exception() -> None:
     assert [p.npu_id for p in parse_info(text).processes] == [0]
     last = text.rstrip("\n").rsplit("\n", 1)[1]
     edited = text.replace(last, last.replace("-", "="))
-    assert truncated(parse_info, edited).message == "process section ends before NPU 1"
+    assert process_cut(edited, parse_info(text)).process_error == "process section ends before NPU 1"
 
 
 def test_950_v2_process_section_lists_only_busy_npus() -> None:
@@ -259,9 +304,12 @@ def test_simulated_tables_cut_at_every_line(model: str, scenario: str) -> None:
             table = parse_info("".join(lines[:end]))
         except NpuSmiError:
             continue
-        # The 310P limit above: cut before the process section, at a card's or a chip's border.
-        assert model == "310p-duo" and table.processes is None and lines[end - 1].startswith("+"), end
-        assert table.chips == full.chips[: len(table.chips)]
+        assert table.chips == full.chips[: len(table.chips)] and table.processes is None, end
+        if table.process_error is None:
+            # The 310P limit above: cut before the process section, at a card's or a chip's border.
+            assert model == "310p-duo" and lines[end - 1].startswith("+"), end
+        else:
+            assert len(table.chips) == len(full.chips) or "before the process section" in table.process_error, end
 
 
 # --- -t <type>: fewer chip blocks than "Chip Count" -----------------------------------------------

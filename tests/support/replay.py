@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.support.paths import NPU_SMI_FIXTURES
 
-Reply = "str | tuple[str, int]"  # fixture name, or (fixture name, exit status)
+Reply = "str | Path | tuple[str | Path, int]"  # fixture name or file, or (that, exit status)
 CALLS = "npu-smi.calls"
 
 
@@ -16,14 +16,15 @@ def write_replay_npu_smi(directory: Path, replies: Mapping[str, object], default
     """A /bin/sh stand-in for npu-smi that prints a real fixture per command line.
 
     ``replies`` maps the argument string (e.g. "info -m", "info -t usages -i 0") to a
-    fixture name (printed, exit 0) or (fixture name, exit status). A glob such as
+    fixture name (printed, exit 0) or (fixture name, exit status); a Path instead of a name is
+    printed as it is (a fixture a test has cut, say). A glob such as
     "info -t usages -i *" is allowed. Anything else prints npu-smi's own bad-type text.
     Every call's arguments are appended to ``<directory>/npu-smi.calls`` (see :func:`calls`).
     """
     lines = ["#!/bin/sh", f'echo "$*" >> {shlex.quote(str(directory / CALLS))}', 'case "$*" in']
     for args, reply in replies.items():
         name, status = reply if isinstance(reply, tuple) else (reply, 0)
-        path = NPU_SMI_FIXTURES / f"{name}.txt"
+        path = name if isinstance(name, Path) else NPU_SMI_FIXTURES / f"{name}.txt"
         assert path.exists(), path
         pattern = "*".join(shlex.quote(piece) if piece else "" for piece in args.split("*"))
         lines.append(f"  {pattern}) cat {shlex.quote(str(path))}; exit {status} ;;")

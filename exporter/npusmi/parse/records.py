@@ -69,6 +69,9 @@ class InfoTable:
     processes: tuple[InfoProcess, ...] | None  # None when no process section was printed
     idle_npus: tuple[int, ...] = ()  # "No running processes found in NPU <id>"
     driver_warning: bool = False     # the "[WARNING]The driver package may not be ..." line
+    # Why the process section is unknown although every chip row is whole: the output ends
+    # before it (where npu-smi always prints one) or inside it. ``processes`` is then None.
+    process_error: str | None = None
 
 
 # --- npu-smi info -m ------------------------------------------------------------

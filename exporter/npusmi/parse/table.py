@@ -28,6 +28,14 @@ Decisions (see also the tests):
   ``partial=True`` (and ``require_version=False`` on a text without the version line) reads an
   excerpt its author trimmed on a line boundary: the rules on how a whole output ends are
   skipped, a line cut in the middle is still ``truncated``.
+- Only the chips are withheld for a cut inside the device table. When every chip's rows are
+  whole (the last NPU block closed by its ``+===``) and the process section is missing where it
+  is required, or cut anywhere (after its top border, mid-line, before its closing border, before
+  an NPU's group), the table is returned with ``processes=None`` and ``process_error`` saying
+  why: the chips are served, their processes are unknown (not zero), and the source counts the
+  cut as ``truncated`` for the process part. A cut exactly on an NPU border of the device table
+  reads the same way (nothing tells it from a table without a process section): the NPUs after
+  it are not listed, so they read as not read (``npu_up 0``), not as idle.
 """
 
 from __future__ import annotations
@@ -176,6 +184,9 @@ class _Reader:
     chip_border: str | None = None            # the border printed right after the last chip's rows
     process_rows: int = 0                     # process and idle rows of the process section
     previous_cells: int = 0                   # cell count of the row above the current line
+    last_border: str | None = None            # the line above, when it was a border
+    process_border: bool = False              # the process section's top border was printed
+    process_error: str | None = None          # why the process section is unknown (cut or missing)
 
     def end_block(self) -> None:
         """A border or a new section: nothing may be left half-read."""
@@ -188,9 +199,25 @@ class _Reader:
         self.end_block()
         if self.section == "device" and self.chips and self.chip_border is None:
             self.chip_border = line
+        # The process section opens with a "+---" border right under the last NPU's "+===".
+        if self.section == "device" and self.last_border and "=" in self.last_border and "=" not in line:
+            self.process_border = True
+        self.last_border = line
+
+    @property
+    def in_processes(self) -> bool:
+        """The device table is over: every chip row before this point is complete."""
+        return self.process_border or self.processes is not None
+
+    def cut(self, message: str) -> None:
+        """The output ends mid-line: within the process section only the processes are lost."""
+        if not self.in_processes:
+            raise NpuSmiError("truncated", message)
+        self.process_error = message
 
     def row(self, cells: list[str]) -> None:
         self.previous_cells = len(cells)
+        self.last_border = None
         header = _header(cells)
         if self.pending_header is not None:
             self._device_header(self.pending_header, header)
@@ -242,8 +269,6 @@ class _Reader:
         if self.processes is None:
             if not self.chips:
                 raise NpuSmiError("truncated", "output ends after the device table header")
-            if self._needs_process_section(tool_version):
-                raise NpuSmiError("truncated", "output ends before the process section")
             border = self.chip_border
             if border is None:
                 raise NpuSmiError("truncated", "output ends after a chip's rows, before its border")
@@ -252,11 +277,15 @@ class _Reader:
             # (its author cut the rest), so on those tables it cannot be told from a cut card.
             if "=" not in border and not (self._ddr_only and border.count("+") > 2):
                 raise NpuSmiError("truncated", f"output ends inside an NPU block (last border {border!r})")
+            if self._needs_process_section(tool_version):
+                self.process_error = "output ends before the process section"
+            return
+        if not self.process_rows:
+            self.process_error = "output ends after the process section header"
             return
         if not _BORDER_RE.fullmatch(last_line):
-            raise NpuSmiError("truncated", "output ends after a process row, before its border")
-        if not self.process_rows:
-            raise NpuSmiError("truncated", "output ends after the process section header")
+            self.process_error = "output ends after a process row, before its border"
+            return
         # npu-smi closes every NPU's process rows with "+===". info__910B2C__23.0.2.1__1 was
         # trimmed to 2 NPUs by its author and closed with a "+---" line npu-smi never prints
         # there: an edited table, so only a "+===" ending promises every NPU.
@@ -265,7 +294,7 @@ class _Reader:
             listed = {p.npu_id for p in self.processes or ()} | set(self.idle)
             missing = sorted({c.npu_id for c in self.chips} - listed)
             if missing:
-                raise NpuSmiError("truncated", f"process section ends before NPU {missing[0]}")
+                self.process_error = f"process section ends before NPU {missing[0]}"
 
     @property
     def _v2(self) -> bool:
@@ -329,24 +358,29 @@ def parse_info(text: str, *, require_version: bool = True, partial: bool = False
         if _BORDER_RE.fullmatch(line):
             # A border cut mid-line: npu-smi prints every border of a table at the same width.
             if last and (not line.endswith("+") or len(line) < widest):
-                raise NpuSmiError("truncated", f"output ends inside a border line {line!r}")
+                reader.cut(f"output ends inside a border line {line!r}")
+                break
             widest = max(widest, len(line))
             reader.border(line)
         elif (cells := table_cells(line)) is not None:
             if last and _is_cut_row(line, cells, reader.previous_cells, widest):
-                raise NpuSmiError("truncated", f"output ends inside a table row {line!r}")
+                reader.cut(f"output ends inside a table row {line!r}")
+                break
             reader.row(cells)
+        elif last:  # a row without its closing "|"
+            reader.cut(f"unterminated table line {line!r}")
         else:
-            # A row without its closing "|": cut output when last, else not a table we know.
-            raise NpuSmiError("truncated" if last else "garbled", f"unterminated table line {line!r}")
+            raise NpuSmiError("garbled", f"unterminated table line {line!r}")
     reader.finish()
-    if versions is not None and not partial:
+    if versions is not None and not partial and reader.process_error is None:
         reader.check_complete(table_lines[-1], versions.group(1))
+    cut = reader.process_error is not None  # the chips are whole; their processes are unknown
     return InfoTable(
         tool_version=versions.group(1) if versions else None,
         driver_version=versions.group(2) if versions else None,
         chips=tuple(reader.chips),
-        processes=None if reader.processes is None else tuple(reader.processes),
-        idle_npus=tuple(reader.idle),
+        processes=None if reader.processes is None or cut else tuple(reader.processes),
+        idle_npus=() if cut else tuple(reader.idle),
         driver_warning=_DRIVER_WARNING in text,
+        process_error=reader.process_error,
     )
