@@ -20,6 +20,7 @@ from exporter.profiles.formats.tables import (
     read_kernels,
     read_step_trace,
 )
+from exporter.profiles.formats.trace import read_trace
 from exporter.profiles.options import ProfilesOptions
 from exporter.profiles.source import ProfileSource
 from tests.support.profile_builders import Step, torch_profile
@@ -201,3 +202,25 @@ def test_what_a_table_holds_does_not_grow_with_the_file() -> None:
     assert [i.reason for i in table.issues] == ["too_large"] and "10 rows skipped" in table.issues[0].message
     trace = read_step_trace(steps(MAX_ROWS + 10))
     assert len(trace.rows) == MAX_ROWS and [i.reason for i in trace.issues] == ["too_large"]
+
+
+def test_an_object_style_trace_is_streamed_not_loaded(tmp_path: Path) -> None:
+    """{"traceEvents": [...]} used to be loaded whole (64 MiB of JSON is several hundred MiB of
+    objects); it is streamed event by event like the array form: memory is a read chunk."""
+    other = '{"ph": "X", "name": "aclnnAdd", "pid": 1, "tid": 1, "ts": "1.0", "dur": 5, "args": {"x": "%s"}}' % ("y" * 40)
+    path = tmp_path / "trace_view.json"
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write('{"schemaVersion": 1, "traceEvents": [')
+        handle.write('{"ph": "X", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": "10", "dur": 5}')
+        for _ in range(200):
+            handle.write(("," + other) * 1000)
+        handle.write("]}")
+    tracemalloc.start()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            trace = read_trace(handle, path.name)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert trace.events == 200_001 and len(trace.host_steps) == 1 and trace.issues == ()
+    assert path.stat().st_size > 20 << 20 and peak < 10 << 20

@@ -4,6 +4,7 @@ files loaded whole with errors that say whether the file was cut short."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any, Protocol, TextIO
 
@@ -58,6 +59,29 @@ def iter_json_array(handle: _Reader, name: str, chunk: int = 1 << 20, max_item: 
                 buf, pos = buf[pos:], 0
             continue
         return
+
+
+_EVENTS_KEY = re.compile(r'"traceEvents"\s*:\s*\[')
+
+
+def iter_trace_events(handle: TextIO, name: str, max_head: int, max_item: int) -> Iterator[Any]:
+    """The events of a Chrome trace, streamed: a top-level array, or the `traceEvents` array of
+    an object (Kineto writes a few small keys before it: at most ``max_head`` characters are
+    read looking for it). Memory stays about one event, never the file."""
+    head = handle.read(1)
+    while head and head in WHITESPACE:
+        head = handle.read(1)
+    if head != "{":
+        yield from iter_json_array(Prefixed(head, handle), name, max_item=max_item)
+        return
+    text, seen = head, 1
+    while not (match := _EVENTS_KEY.search(text)):
+        more = handle.read(1 << 16)
+        seen += len(more)
+        if not more or seen > max_head:
+            raise ProfileParseError("malformed", f"{name}: no traceEvents list")
+        text = text[-64:] + more   # the key may straddle two reads
+    yield from iter_json_array(Prefixed(text[match.end() - 1:], handle), name, max_item=max_item)
 
 
 def cut_short(text: str, exc: ValueError) -> bool:

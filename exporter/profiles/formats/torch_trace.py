@@ -29,7 +29,7 @@ from exporter.profiles.formats.common import (
     as_int,
     json_object,
 )
-from exporter.profiles.formats.jsonstream import WHITESPACE, Prefixed, iter_json_array
+from exporter.profiles.formats.jsonstream import iter_trace_events
 from exporter.profiles.formats.tables import OpTypeTime, merge_op_types
 from exporter.profiles.formats.trace import HostStep
 
@@ -39,7 +39,6 @@ _CONTAINERS = frozenset({"user_annotation", "python_function"})
 _KERNEL, _MEMCPY, _MEMSET = "kernel", "gpu_memcpy", "gpu_memset"
 _COPY_KINDS = (("htod", "h2d"), ("dtoh", "d2h"), ("dtod", "d2d"))
 _COMMUNICATION = re.compile(r"^nccl|^ncclDevKernel|^ncclKernel", re.IGNORECASE)
-_EVENTS_KEY = re.compile(r'"traceEvents"\s*:\s*\[')
 
 
 @dataclass(frozen=True)
@@ -295,20 +294,4 @@ def _open(path: Path, limits: Limits) -> TextIO:
 
 def trace_events(handle: TextIO, name: str, limits: Limits) -> Iterator[Any]:
     """The events of a top-level array, or of the `traceEvents` array of an object (streamed)."""
-    head = handle.read(1)
-    while head and head in WHITESPACE:
-        head = handle.read(1)
-    if head != "{":
-        yield from iter_json_array(Prefixed(head, handle), name, max_item=limits.max_json_event_bytes)
-        return
-    # Kineto writes a few small keys, then "traceEvents": [ ... ]: find the array, stream it.
-    text = head
-    while True:
-        match = _EVENTS_KEY.search(text)
-        if match:
-            break
-        more = handle.read(1 << 16)
-        if not more or len(text) > limits.max_json_bytes:
-            raise ProfileParseError("malformed", f"{name}: no traceEvents list")
-        text = text[-64:] + more if len(text) > 1 << 20 else text + more
-    yield from iter_json_array(Prefixed(text[match.end() - 1:], handle), name, max_item=limits.max_json_event_bytes)
+    return iter_trace_events(handle, name, limits.max_json_bytes, limits.max_json_event_bytes)

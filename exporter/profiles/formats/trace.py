@@ -18,12 +18,7 @@ from exporter.profiles.formats.common import (
     as_int,
     json_object,
 )
-from exporter.profiles.formats.jsonstream import (
-    WHITESPACE,
-    Prefixed,
-    iter_json_array,
-    loads,
-)
+from exporter.profiles.formats.jsonstream import iter_trace_events
 
 
 @dataclass(frozen=True)
@@ -219,19 +214,7 @@ def read_trace(handle: TextIO, name: str = "trace_view.json", limits: Limits = L
 
 
 def _trace_events(handle: TextIO, name: str, limits: Limits) -> Iterator[Any]:
-    head = handle.read(1)
-    while head and head in WHITESPACE:
-        head = handle.read(1)
-    if head == "{":  # {"traceEvents": [...]} layout: small enough files only
-        text = head + handle.read(limits.max_json_bytes + 1)
-        if len(text) > limits.max_json_bytes:
-            raise ProfileParseError("too_large", f"{name}: object-style trace over {limits.max_json_bytes >> 20} MiB")
-        events = loads(text, name).get("traceEvents") if text else None
-        if not isinstance(events, list):
-            raise ProfileParseError("malformed", f"{name}: no traceEvents list")
-        yield from events
-        return
-    yield from iter_json_array(Prefixed(head, handle), name, max_item=limits.max_json_event_bytes)
+    return iter_trace_events(handle, name, limits.max_json_bytes, limits.max_json_event_bytes)
 
 
 def merge_traces(parts: Iterable[TraceData]) -> TraceData | None:
