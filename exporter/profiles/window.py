@@ -33,6 +33,9 @@ from exporter.profiles.load import ProfileData, load_profile
 BACKENDS = ("cpu", "cuda", "npu")
 TRACE_NAME = "trace.json"          # what the hooks export a torch.profiler window to
 TOP_K = 5
+# Kineto writes ~1.3 KB per event (indented, with args): a 1 M-event window is ~1.3 GB. Streamed,
+# so the bound is on the time spent, not on memory.
+TORCH_TRACE_BYTES = 2 << 30
 PRODUCER = "hooks"                 # ProfileSummary.producer of a window's summary
 
 
@@ -68,7 +71,7 @@ def _npu(directory: Path, job_name: str, rank: int | None, top_k: int, wait: flo
 def _torch(path: Path, job_name: str, rank: int | None, top_k: int, limits: Limits, cuda: bool) -> ProfileSummary:
     if not path.is_file():
         raise ProfileParseError("no_data", f"{path.parent.name}: the window wrote no {TRACE_NAME}")
-    trace = read_torch_trace(path, limits)
+    trace = read_torch_trace(path, replace(limits, max_trace_bytes=max(limits.max_trace_bytes, TORCH_TRACE_BYTES)))
     data = torch_profile_data(trace, str(path.parent), job_name, rank, cuda)
     if not data.kernels:
         raise ProfileParseError("no_data", f"{path.name}: no operator in the trace")
