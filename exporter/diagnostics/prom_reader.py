@@ -27,7 +27,7 @@ from exporter.diagnostics.promapi import (
     promql_duration,
     selector,
 )
-from exporter.generate.rules import profile_stale
+from exporter.generate.common import profile_stale
 from exporter.generate.thresholds import Thresholds, duration_seconds
 from exporter.jobs.metrics import (
     JOB_INFO,

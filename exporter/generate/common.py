@@ -83,3 +83,17 @@ def in_use_chips(sources: tuple[str, ...] = IN_USE_SOURCES, alert: str = "NPULow
     if unknown or not sources:
         raise GenerateError(f"{alert}: params.in_use: expected some of {', '.join(parts)}, got {list(sources)}")
     return "\n  or ".join(parts[s] for s in sources)
+
+
+PROFILE_UPDATED = "npu_profile_last_update_timestamp_seconds"
+
+
+def profile_stale(max_age: str, updated: str = PROFILE_UPDATED) -> str:
+    """The freshness rule of the profile alerts: the job/ranks whose latest profile (``updated``,
+    its timestamp) is older than ``max_age``, valued at its age. `diagnose` applies the same."""
+    return f"time() - {updated} > {num(duration_seconds(max_age))}"
+
+
+def profile_fresh(expr: str, max_age: str) -> str:
+    """``expr`` (a profile gauge) unless that job/rank's latest profile is older than ``max_age``."""
+    return f"{expr}\nunless on ({JOB})\n  ({profile_stale(max_age)})"

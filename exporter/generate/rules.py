@@ -23,6 +23,7 @@ from exporter.generate.common import (
     in_use_chips,
     num,
     pct,
+    profile_fresh,
     with_windows,
 )
 from exporter.generate.source_failing import source_failing_description
@@ -38,21 +39,8 @@ from exporter.generate.texts import (
 )
 from exporter.generate.thresholds import AlertSpec, Thresholds, duration_seconds
 
+
 # --- expression pieces of the alerts -------------------------------------------------------
-PROFILE_UPDATED = "npu_profile_last_update_timestamp_seconds"
-
-
-def profile_stale(max_age: str, updated: str = PROFILE_UPDATED) -> str:
-    """The freshness rule of the profile alerts: the job/ranks whose latest profile (``updated``,
-    its timestamp) is older than ``max_age``, valued at its age. `diagnose` applies the same."""
-    return f"time() - {updated} > {num(duration_seconds(max_age))}"
-
-
-def profile_fresh(expr: str, max_age: str) -> str:
-    """``expr`` (a profile gauge) unless that job/rank's latest profile is older than ``max_age``."""
-    return f"{expr}\nunless on ({JOB})\n  ({profile_stale(max_age)})"
-
-
 def job_phase_share(phases: str, range_: str, offset: str = "") -> str:
     """Share of iteration time spent in ``phases`` (regex), from the hooks' counters."""
     off = f" offset {offset}" if offset else ""

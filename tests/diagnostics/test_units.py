@@ -20,13 +20,11 @@ from exporter.diagnostics.capacity import (
     NodeHbm,
     analyse_capacity,
     choose_step,
-    daily,
-    forecast,
     hours_text,
-    linear_fit,
     pct_text,
 )
 from exporter.diagnostics.charts import COLOURS, DASHES, MAX_LINES, lowest, series_style
+from exporter.diagnostics.forecast import daily, forecast, linear_fit
 from exporter.diagnostics.model import (
     ChipStats,
     JobStats,
