@@ -63,7 +63,8 @@ class Limits:
     max_json_bytes: int = 64 << 20      # communication.json, loaded whole
     max_info_bytes: int = 1 * MiB       # profiler_info*.json, profiler_metadata.json: a few KiB when real
     max_json_event_bytes: int = 16 << 20
-    max_memcpy_events: int = 2_000_000
+    max_memcpy_events: int = 2_000_000    # compact device events of torch.profiler traces (~20 bytes each)
+    max_memcpy_tasks: int = 200_000       # MEMCPY_ASYNC tasks kept as records (~300 bytes each): real captures hold thousands
     root: str | None = None             # the watched directory the export was found in
     allow_outside: bool = False         # profiles.allow_outside: follow symlinks out of root
 

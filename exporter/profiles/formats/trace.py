@@ -161,7 +161,7 @@ class _TraceAcc:
             return
         pid = event.get("pid")
         if name == "MEMCPY_ASYNC":
-            if len(self.memcpy) >= self.limits.max_memcpy_events:
+            if len(self.memcpy) >= self.limits.max_memcpy_tasks:
                 self.dropped_memcpy += 1
                 return
             args = json_object(event.get("args"))
@@ -185,7 +185,7 @@ class _TraceAcc:
         if self.bad:
             issues.append(Issue("bad_value", f"{name}: {self.bad} trace events without usable ts/dur skipped"))
         if self.dropped_memcpy:
-            issues.append(Issue("too_large", f"{name}: over {self.limits.max_memcpy_events} MEMCPY_ASYNC events; rest ignored"))
+            issues.append(Issue("too_large", f"{name}: over {self.limits.max_memcpy_tasks} MEMCPY_ASYNC events; rest ignored"))
         memcpy = tuple(
             MemcpyTask(start, duration, kind, self._device(pid))
             for pid, start, duration, kind in self.memcpy if self._is(pid, "Ascend Hardware")
