@@ -32,11 +32,13 @@ def _job_name(args: Any) -> str | None:
 
 
 class CannExporterCallback(TrainerCallback):  # type: ignore[misc]
-    def __init__(self, job_name: str | None = None, monitor: TorchMonitor | None = None, **monitor_kwargs: Any) -> None:
+    def __init__(self, job_name: str | None = None, monitor: TorchMonitor | None = None, *,
+                 profile_every: float | None = None, profile_steps: int | None = None, **monitor_kwargs: Any) -> None:
+        """``profile_every``/``profile_steps``: TorchMonitor's profiling windows (else the environment's)."""
         self.job_name = job_name
         self.monitor = monitor
         self._owned = monitor is None
-        self._monitor_kwargs = monitor_kwargs
+        self._monitor_kwargs = {"profile_every": profile_every, "profile_steps": profile_steps, **monitor_kwargs}
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.monitor is None:

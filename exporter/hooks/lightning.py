@@ -48,13 +48,17 @@ class CannExporterCallback(Callback):  # type: ignore[misc]
         job_name: str | None = None,
         batch_size_fn: Callable[[Any], int | None] | None = None,
         monitor: TorchMonitor | None = None,
+        *,
+        profile_every: float | None = None,
+        profile_steps: int | None = None,
         **monitor_kwargs: Any,
     ) -> None:
+        """``profile_every``/``profile_steps``: TorchMonitor's profiling windows (else the environment's)."""
         self.job_name = job_name
         self.batch_size_fn = batch_size_fn or batch_size
         self.monitor = monitor
         self._owned = monitor is None
-        self._monitor_kwargs = monitor_kwargs
+        self._monitor_kwargs = {"profile_every": profile_every, "profile_steps": profile_steps, **monitor_kwargs}
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         if self.monitor is None:

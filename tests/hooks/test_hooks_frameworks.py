@@ -37,12 +37,14 @@ def test_transformers_trainer_callback(sink, tmp_path):
         max_steps=5, report_to="none", save_strategy="no", logging_strategy="no", use_cpu=True,
         dataloader_num_workers=0, disable_tqdm=True,
     )
-    callback = CannExporterCallback(url=sink.url, flush_interval=0.05)
+    callback = CannExporterCallback(url=sink.url, flush_interval=0.05, profile_every=0.01, profile_steps=2)
     Trainer(model=Tiny(), args=args, train_dataset=data, callbacks=[callback]).train()
     steps = sink.steps(job_name="hf-run")
     assert len(steps) == 5
     assert all(s["samples"] == 8 and s["duration"] > 0 for s in steps)
     assert sink.batches[-1]["framework"] == "transformers" and sink.batches[-1]["final"]
+    # the profiling window passed through: its summary reached the exporter before the callback closed
+    assert [(p["job_name"], p["backend"], p["steps"]) for p in sink.profiles][:1] == [("hf-run", "cpu", 2)]
 
 
 def test_lightning_callback(sink, tmp_path):
@@ -70,13 +72,14 @@ def test_lightning_callback(sink, tmp_path):
     trainer = lightning.Trainer(
         max_steps=7, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(tmp_path),
-        callbacks=[CannExporterCallback("lit", url=sink.url, flush_interval=0.05)],
+        callbacks=[CannExporterCallback("lit", url=sink.url, flush_interval=0.05, profile_every=0.01, profile_steps=2)],
     )
     trainer.fit(Tiny(), loader)
     steps = sink.steps(job_name="lit")
     assert len(steps) == 7
     assert [s["samples"] for s in steps] == [8, 8, 8, 8, 8, 8, 8]
     assert sink.batches[-1]["framework"] == "lightning"
+    assert [(p["job_name"], p["backend"], p["steps"]) for p in sink.profiles][:1] == [("lit", "cpu", 2)]
     assert batch_size({"a": "text", "b": torch.zeros(3, 2)}) == 3 and batch_size(7) is None
 
 

@@ -49,7 +49,7 @@ class DeviceStep:
     span_us: float                   # the host step's duration
     computing_us: float              # union of compute kernels
     communication_not_overlapped_us: float  # NCCL kernels not hidden under compute
-    busy_us: float                   # union of every kernel, copy and set
+    busy_us: float                   # union of compute and communication kernels (copies count as Free, as on the NPU)
 
 
 @dataclass(frozen=True)
@@ -213,18 +213,16 @@ def _device_steps(acc: _Acc, steps: tuple[HostStep, ...]) -> tuple[DeviceStep, .
     if not steps or not len(acc.dev_start):
         return ()
     starts = [s.start_us for s in steps]
-    per_step: list[tuple[list[tuple[float, float]], list[tuple[float, float]], list[tuple[float, float]]]] = [
-        ([], [], []) for _ in steps]
+    per_step: list[tuple[list[tuple[float, float]], list[tuple[float, float]]]] = [([], []) for _ in steps]
     for start, end, kind in zip(acc.dev_start, acc.dev_end, acc.dev_kind, strict=True):
         index = bisect_right(starts, start) - 1
-        if index < 0:
+        if index < 0 or kind > 1:   # copies and sets: in Free (their own share comes from the copies)
             continue
-        compute, comm, other = per_step[index]
-        (compute if kind == 0 else comm if kind == 1 else other).append((start, end))
+        compute, comm = per_step[index]
+        (compute if kind == 0 else comm).append((start, end))
     out = []
-    for step, (compute, comm, other) in zip(steps, per_step, strict=True):
-        out.append(DeviceStep(step.step, step.duration_us, _union(compute), _minus(comm, compute),
-                              _union(compute + comm + other)))
+    for step, (compute, comm) in zip(steps, per_step, strict=True):
+        out.append(DeviceStep(step.step, step.duration_us, _union(compute), _minus(comm, compute), _union(compute + comm)))
     return tuple(out)
 
 
