@@ -26,6 +26,7 @@ from exporter.core.yamlfile import MAX_FILE_BYTES
 from exporter.diagnostics import argtypes, profile_indicators
 from exporter.diagnostics import baseline as bl
 from exporter.diagnostics.analysis import analyse
+from exporter.diagnostics.httpclient import Deadline
 from exporter.diagnostics.model import EXIT_CANNOT, CannotDiagnose, Observations, Report
 from exporter.diagnostics.promapi import (
     PrometheusClient,
@@ -68,7 +69,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--interval", type=argtypes.short_duration, default=10.0, metavar="DURATION",
                         help="time between --samples reads (default: 10s)")
     source.add_argument("--timeout", type=argtypes.short_duration, default=15.0, metavar="DURATION",
-                        help="bound on each HTTP request (default: 15s)")
+                        help="bound on each HTTP request, connection to last byte (default: 15s)")
+    source.add_argument("--deadline", type=argtypes.duration, default=None, metavar="DURATION",
+                        help="--prometheus, --metrics-url: bound on all requests together (default: none beyond "
+                             "--timeout per request)")
     source.add_argument("--job", action="append", default=None, metavar="NAME", help="only these training jobs (repeatable)")
     source.add_argument("--top", type=argtypes.bounded_int(1, 1000), default=5, metavar="K",
                         help="--profile-dir: operator types to list (default: 5)")
@@ -138,7 +142,8 @@ def read_prometheus(args: argparse.Namespace, table: Thresholds, err: TextIO) ->
     from exporter.diagnostics.prom_reader import read_prometheus as query
 
     try:
-        client = PrometheusClient(args.prometheus, timeout=getattr(args, "timeout", 15.0))
+        client = PrometheusClient(args.prometheus, timeout=getattr(args, "timeout", 15.0),
+                                  deadline=Deadline(getattr(args, "deadline", None)))
     except PrometheusError as exc:
         raise CannotDiagnose(str(exc)) from None
     end = args.end if getattr(args, "end", None) is not None else parse_time("now")
@@ -156,11 +161,16 @@ def read_metrics_url(args: argparse.Namespace) -> Observations:
         parse_exposition,
     )
 
+    deadline = Deadline(getattr(args, "deadline", None))
+    interval = getattr(args, "interval", 10.0)
     scrapes = []
     for index in range(getattr(args, "samples", 1)):
         if index:
-            time.sleep(getattr(args, "interval", 10.0))
-        text = fetch_metrics(args.metrics_url, getattr(args, "timeout", 15.0))
+            if deadline.remaining() <= interval:
+                raise CannotDiagnose(f"{args.metrics_url}: did not finish within --deadline {deadline.seconds:g}s "
+                                     f"({index} of the --samples read)")
+            time.sleep(interval)
+        text = fetch_metrics(args.metrics_url, getattr(args, "timeout", 15.0), deadline)
         scrapes.append(parse_exposition(text, time.time(), args.metrics_url))
     return observations(scrapes, f"exporter {args.metrics_url}")
 

@@ -22,6 +22,7 @@ from exporter.diagnostics import argtypes
 from exporter.diagnostics.capacity import analyse_capacity
 from exporter.diagnostics.capacity_reader import QUERIES, fit_window, read_capacity
 from exporter.diagnostics.html import render_html, report_json
+from exporter.diagnostics.httpclient import Deadline
 from exporter.diagnostics.model import EXIT_CANNOT, EXIT_HEALTHY, CannotDiagnose
 from exporter.diagnostics.progress import Progress
 from exporter.diagnostics.promapi import (
@@ -49,7 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--horizon", type=argtypes.duration, default=parse_duration("30d"), metavar="DURATION",
                         help="how far the forecasts look ahead (default: 30d)")
     parser.add_argument("--out", metavar="DIR", required=True, help="directory for index.html, the PNG charts and capacity.json")
-    parser.add_argument("--timeout", type=argtypes.short_duration, default=30.0, metavar="DURATION", help="bound on each query (default: 30s)")
+    parser.add_argument("--timeout", type=argtypes.short_duration, default=30.0, metavar="DURATION",
+                        help="bound on each query, connection to last byte (default: 30s)")
+    parser.add_argument("--deadline", type=argtypes.duration, default=None, metavar="DURATION",
+                        help="bound on all queries together (default: none beyond --timeout per query)")
     parser.add_argument("--thresholds", metavar="FILE", default=None, help="threshold table (default: the packaged one)")
 
 
@@ -72,7 +76,8 @@ def write_report(args: argparse.Namespace, err: TextIO) -> Path:
 
     table = load_thresholds(getattr(args, "thresholds", None))
     try:
-        client = PrometheusClient(args.prometheus, timeout=getattr(args, "timeout", 30.0))
+        client = PrometheusClient(args.prometheus, timeout=getattr(args, "timeout", 30.0),
+                                  deadline=Deadline(getattr(args, "deadline", None)))
     except PrometheusError as exc:
         raise CannotDiagnose(str(exc)) from None
     seconds = getattr(args, "range", 30 * 86400.0)

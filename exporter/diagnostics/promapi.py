@@ -1,23 +1,27 @@
-"""A small client for the Prometheus HTTP API (instant and range queries), standard library only.
+"""A small client for the Prometheus HTTP API (instant and range queries).
 
-Every request has a timeout; every failure becomes a :class:`PrometheusError` whose message
-says what went wrong in words (unreachable, HTTP status, Prometheus' own error text).
+Every request is bounded in time (in total, and by the command's deadline) and in size
+(:data:`MAX_ANSWER_BYTES`; see httpclient.py); answers are read as bounded JSON (any depth is
+refused cleanly). Every failure becomes a :class:`PrometheusError` whose message says what went
+wrong in words (unreachable, too slow, too large, HTTP status, Prometheus' own error text).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from exporter.core import values
+from exporter.core.jsontext import JsonRefused, parse_json
+from exporter.diagnostics.httpclient import Answer, Deadline, HttpFailure, MiB, fetch
+
+# A 30-day report on a large cluster answers tens of MiB; more is refused (narrow --selector,
+# or a coarser --step) rather than parsed into gigabytes.
+MAX_ANSWER_BYTES = 64 * MiB
 
 
 class PrometheusError(Exception):
@@ -92,8 +96,9 @@ def selector(metric: str, matchers: str, *extra: str) -> str:
 @dataclass
 class PrometheusClient:
     url: str
-    timeout: float = 15.0
-    opener: Callable[..., Any] = urllib.request.urlopen
+    timeout: float = 15.0                 # each request, in total (httpclient.py)
+    deadline: Deadline | None = None      # the command's, shared by its requests
+    max_bytes: int = MAX_ANSWER_BYTES
 
     def __post_init__(self) -> None:
         self.url = self.url.rstrip("/")
@@ -103,17 +108,19 @@ class PrometheusClient:
     def instant(self, query: str, at: float) -> list[Sample]:
         data = self._call("query", {"query": query, "time": f"{at:.3f}"})
         if data.get("resultType") == "scalar":
-            value = _number(data.get("result", [0, "NaN"])[1])
+            value = _point(data.get("result"))[1]
             return [Sample({}, value)] if value is not None else []
         return [Sample(_labels(item), v) for item in _result(data, query)
-                if (v := _number(item.get("value", [0, "NaN"])[1])) is not None]
+                if (v := _point(item.get("value"))[1]) is not None]
 
     def range(self, query: str, start: float, end: float, step: float) -> list[Series]:
         data = self._call("query_range", {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}",
                                           "step": promql_duration(step)})
         out = []
         for item in _result(data, query):
-            points = tuple((float(t), v) for t, raw in item.get("values", []) if (v := _number(raw)) is not None)
+            raw = item.get("values")
+            pairs = (_point(p) for p in (raw if isinstance(raw, list) else ()))
+            points = tuple((t, v) for t, v in pairs if t is not None and v is not None)
             if points:
                 out.append(Series(_labels(item), points))
         return out
@@ -121,45 +128,43 @@ class PrometheusClient:
     def _call(self, endpoint: str, params: dict[str, str]) -> dict[str, Any]:
         params = {**params, "timeout": promql_duration(self.timeout)}
         body = urllib.parse.urlencode(params).encode()
-        request = urllib.request.Request(f"{self.url}/api/v1/{endpoint}", data=body, method="POST",
-                                         headers={"Content-Type": "application/x-www-form-urlencoded",
-                                                  "Accept": "application/json"})
         what = f"Prometheus at {self.url}"
         try:
-            with self.opener(request, timeout=self.timeout) as response:
-                raw = response.read(256 << 20)
-        except urllib.error.HTTPError as exc:
-            raise PrometheusError(_http_error(what, exc, params.get("query", ""))) from None
-        except urllib.error.URLError as exc:
-            reason = exc.reason.strerror if isinstance(exc.reason, OSError) and exc.reason.strerror else exc.reason
-            raise PrometheusError(f"cannot reach {what}: {reason}") from None
-        except TimeoutError:
-            raise PrometheusError(f"{what} did not answer within {self.timeout:g}s") from None
-        except OSError as exc:
-            raise PrometheusError(f"cannot reach {what}: {exc.strerror or exc}") from None
-        return _payload(what, raw, params.get("query", ""))
+            answer = fetch(f"{self.url}/api/v1/{endpoint}", method="POST", data=body, timeout=self.timeout,
+                           max_bytes=self.max_bytes, what=what, deadline=self.deadline,
+                           headers={"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"})
+        except HttpFailure as exc:
+            raise PrometheusError(str(exc)) from None
+        if answer.status >= 400:
+            raise PrometheusError(_http_error(what, answer, params.get("query", "")))
+        return _payload(what, answer.body, params.get("query", ""))
 
 
-def _http_error(what: str, exc: urllib.error.HTTPError, query: str) -> str:
+def _http_error(what: str, answer: Answer, query: str) -> str:
     try:
-        detail = json.loads(exc.read(1 << 20) or b"{}")
-    except (ValueError, OSError):
+        detail = parse_json(answer.body or b"{}", what)
+    except JsonRefused:
         detail = {}
-    if isinstance(detail, dict) and detail.get("error"):
-        return f"{what} rejected the query ({detail.get('errorType', exc.code)}: {detail['error']}); query: {query}"
-    if exc.code == 404:
-        return f"{what}: {exc.code} Not Found for /api/v1 (is this the Prometheus base URL?)"
-    return f"{what} answered HTTP {exc.code} {exc.reason}"
+    error = detail.get("error") if isinstance(detail, dict) else None
+    if isinstance(error, str) and error:
+        kind = detail.get("errorType")
+        return f"{what} rejected the query ({kind if isinstance(kind, str) else answer.status}: {error}); query: {query}"
+    if answer.status == 404:
+        return f"{what}: {answer.status} Not Found for /api/v1 (is this the Prometheus base URL?)"
+    return f"{what} answered HTTP {answer.status} {answer.reason}"
 
 
 def _payload(what: str, raw: bytes, query: str) -> dict[str, Any]:
     try:
-        doc = json.loads(raw)
-    except ValueError:
-        raise PrometheusError(f"{what} did not answer with Prometheus API JSON (is this the Prometheus base URL?)") from None
+        doc = parse_json(raw, what)
+    except JsonRefused as exc:
+        if exc.reason == "bad_json":
+            raise PrometheusError(f"{what} did not answer with Prometheus API JSON (is this the Prometheus base URL?)") from None
+        raise PrometheusError(exc.message) from None
     if not isinstance(doc, dict) or doc.get("status") != "success" or not isinstance(doc.get("data"), dict):
         error = doc.get("error") if isinstance(doc, dict) else None
-        raise PrometheusError(f"{what} returned an error: {error or 'unexpected answer'}; query: {query}")
+        error = error if isinstance(error, str) and error else "unexpected answer"
+        raise PrometheusError(f"{what} returned an error: {error}; query: {query}")
     return doc["data"]
 
 
@@ -172,12 +177,21 @@ def _result(data: dict[str, Any], query: str) -> list[dict[str, Any]]:
 
 def _labels(item: dict[str, Any]) -> dict[str, str]:
     metric = item.get("metric")
-    return {str(k): str(v) for k, v in metric.items()} if isinstance(metric, dict) else {}
+    return {str(k): v for k, v in metric.items() if isinstance(v, str)} if isinstance(metric, dict) else {}
+
+
+def _point(raw: Any) -> tuple[float | None, float | None]:
+    """``[unix time, "value"]`` as Prometheus writes it; (None, None) for anything else."""
+    if not isinstance(raw, list) or len(raw) != 2:
+        return None, None
+    return _number(raw[0]), _number(raw[1])
 
 
 def _number(raw: Any) -> float | None:
+    if not isinstance(raw, (str, int, float)) or isinstance(raw, bool):
+        return None
     try:
         value = float(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return value if math.isfinite(value) else None

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import math
 import statistics
-import urllib.error
-import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from exporter.diagnostics import profile_indicators
+from exporter.diagnostics.httpclient import Deadline, HttpFailure, MiB, fetch
 from exporter.diagnostics.model import (
     CannotDiagnose,
     ChipStats,
@@ -37,6 +36,10 @@ from exporter.profiles.indicators import OperatorShare, ProfileSummary
 from exporter.profiles.metrics import PROFILE_OPERATOR
 
 Labels = tuple[tuple[str, str], ...]
+# One node's exporter serves well under 1 MiB (8 chips with jobs and profiles: about 300 KiB).
+# Parsing costs about 20 times the text in memory and a second per MiB, so a larger answer is
+# refused rather than parsed: 4 MiB parse in about 100 MB.
+MAX_EXPOSITION_BYTES = 4 * MiB
 SUM, COUNT = JOB_ITERATION_DURATION.name + "_sum", JOB_ITERATION_DURATION.name + "_count"
 
 
@@ -63,21 +66,19 @@ def parse_exposition(text: str, at: float, origin: str) -> Scrape:
     return Scrape(at, samples)
 
 
-def fetch_metrics(url: str, timeout: float) -> str:
-    """GET an exporter's /metrics as text (bounded time and size)."""
+def fetch_metrics(url: str, timeout: float, deadline: Deadline | None = None) -> str:
+    """GET an exporter's /metrics as text: at most ``timeout`` in total (and what is left of the
+    command's ``deadline``), at most MAX_EXPOSITION_BYTES."""
     if not url.startswith(("http://", "https://")):
         raise CannotDiagnose(f"--metrics-url: expected an http(s):// URL, got {url!r}")
-    request = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.read(64 << 20).decode("utf-8", errors="replace")
-    except urllib.error.HTTPError as exc:
-        raise CannotDiagnose(f"{url} answered HTTP {exc.code} {exc.reason}") from None
-    except urllib.error.URLError as exc:
-        reason = exc.reason.strerror if isinstance(exc.reason, OSError) and exc.reason.strerror else exc.reason
-        raise CannotDiagnose(f"cannot reach {url}: {reason}") from None
-    except (TimeoutError, OSError) as exc:
-        raise CannotDiagnose(f"cannot read {url}: {getattr(exc, 'strerror', None) or exc or 'timed out'}") from None
+        answer = fetch(url, timeout=timeout, max_bytes=MAX_EXPOSITION_BYTES, what=url, deadline=deadline,
+                       headers={"Accept": "text/plain;version=0.0.4"})
+    except HttpFailure as exc:
+        raise CannotDiagnose(str(exc)) from None
+    if answer.status >= 400:
+        raise CannotDiagnose(f"{url} answered HTTP {answer.status} {answer.reason}")
+    return answer.body.decode("utf-8", errors="replace")
 
 
 # --- scrapes -> observations (pure) -----------------------------------------------------------------

@@ -1,12 +1,17 @@
-"""Hostile inputs as real files, and commands run in a subprocess with their peak memory watched."""
+"""Hostile inputs as real files and local servers, and commands run in a subprocess with their
+peak memory watched."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import psutil
@@ -64,3 +69,72 @@ def run_watched(args: list[str], timeout: float = 60.0, env: dict[str, str] | No
             proc.kill()
         out, err = proc.communicate(timeout=30)
     return Ran(proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"), peak, time.monotonic() - start)
+
+
+# --- hostile servers on 127.0.0.1 --------------------------------------------------------------
+
+@contextlib.contextmanager
+def hostile_server(behaviour: Callable[[BaseHTTPRequestHandler], None]) -> Iterator[str]:
+    """A threaded HTTP server on 127.0.0.1 answering every GET and POST with ``behaviour``;
+    yields its base URL and stops it (and its handler threads) afterwards."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's names)
+            self._answer()
+
+        def do_POST(self) -> None:  # noqa: N802
+            length = int(self.headers.get("Content-Length") or 0)
+            self.rfile.read(min(length, 1 << 20))
+            self._answer()
+
+        def _answer(self) -> None:
+            try:
+                behaviour(self)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up, as it should
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def trickle(every: float = 0.5, limit: int = 240) -> Callable[[BaseHTTPRequestHandler], None]:
+    """Headers and body one byte at a time, ``every`` seconds apart (at most ``limit`` bytes)."""
+    def behave(handler: BaseHTTPRequestHandler) -> None:
+        data = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100000\r\n\r\n" + b"#" * 1000
+        for byte in data[:limit]:
+            handler.wfile.write(bytes([byte]))
+            handler.wfile.flush()
+            time.sleep(every)
+        handler.close_connection = True
+    return behave
+
+
+def body(content: bytes | Callable[[], Iterator[bytes]], content_type: str = "application/json",
+         length: int | None = None) -> Callable[[BaseHTTPRequestHandler], None]:
+    """A 200 answer with ``content``: bytes, or a generator of chunks streamed with the
+    Content-Length ``length`` announced, or without one (the end is the connection's close)."""
+    def behave(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", content_type)
+        if isinstance(content, bytes):
+            handler.send_header("Content-Length", str(len(content)))
+            handler.end_headers()
+            handler.wfile.write(content)
+            return
+        handler.send_header("Content-Length", str(length)) if length is not None else handler.send_header("Connection", "close")
+        handler.end_headers()
+        for chunk in content():
+            handler.wfile.write(chunk)
+        handler.close_connection = True
+    return behave
