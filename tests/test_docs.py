@@ -385,9 +385,10 @@ def routes() -> frozenset[tuple[str, str]]:
 
     from exporter.jobs import http as ingest_http
     from exporter.jobs.store import IngestStore
+    from exporter.profiles.posted import PostedProfiles
     from exporter.web.app import create_app
 
-    app = create_app(CollectorRegistry(), lambda: True, routes=ingest_http.routes(IngestStore(), None))
+    app = create_app(CollectorRegistry(), lambda: True, routes=ingest_http.routes(IngestStore(), None, PostedProfiles()))
     return frozenset((route.method, route.resource.canonical) for route in app.router.routes())
 
 
