@@ -16,6 +16,7 @@ goes on. After ``fork()`` the child starts with no window and no thread.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -122,6 +123,7 @@ class Profiling:
         self._busy = False               # a window's summary is being made
         self._thread: threading.Thread | None = None
         self._child: subprocess.Popen[bytes] | None = None
+        self._summarising: str | None = None   # the directory of the window being summarised
         self._skipped_sent = 0
         self._closed = False
         self._stale_checked = False
@@ -182,6 +184,7 @@ class Profiling:
             self._abort(f"cannot stop the {self.backend.name} profiler: {exc!r}")
             return
         self._busy = True
+        self._summarising = directory
         closed_at, steps = time.time(), self._count
         try:
             self._thread = threading.Thread(target=self._summarise, args=(session, directory, closed_at, steps),
@@ -226,6 +229,7 @@ class Profiling:
             self._disable(f"the profile summary failed: {exc!r}")
         finally:
             shutil.rmtree(directory, ignore_errors=True)
+            self._summarising = None
             self._busy = False
 
     def _summary(self, directory: str) -> dict[str, Any]:
@@ -296,6 +300,9 @@ class Profiling:
             if thread.is_alive() and child is not None:
                 child.kill()   # the thread then removes the window's files
                 thread.join(1.0)
+            directory = self._summarising
+            if thread.is_alive() and directory is not None:   # stuck in the profiler's export: remove them here
+                shutil.rmtree(directory, ignore_errors=True)
 
     def stats(self) -> dict[str, Any]:
         return {"profile_windows": self.windows, "profile_windows_skipped": self.skipped,
@@ -355,4 +362,11 @@ def _after_fork_in_child() -> None:
         profiling._fresh_state()
 
 
+def _close_all_at_exit() -> None:
+    # Bounded: a summary still being made at exit is ended, its files removed.
+    for profiling in list(_INSTANCES):
+        profiling.close(timeout=1.0)
+
+
 os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(_close_all_at_exit)

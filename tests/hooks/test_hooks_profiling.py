@@ -278,3 +278,22 @@ def test_a_fork_child_starts_without_a_window(tmp_path):
     result = run_script(FORK, env={"CANN_EXPORTER_URL": "http://127.0.0.1:9", "TMPDIR": str(tmp_path)}, timeout=60)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1]) == {"child": 0, "left": []}
+
+
+EXIT_MID_SUMMARY = """
+import os, time
+import torch
+from exporter.hooks.torch import TorchMonitor
+mon = TorchMonitor(job_name="exit", profile_every=0.01, profile_steps=1)
+time.sleep(0.05)
+for _ in range(2):
+    with mon.step():
+        torch.randn(64, 64) @ torch.randn(64, 64)
+assert mon._profiling._busy   # the summary is being made; the process ends without close()
+"""
+
+
+def test_exiting_while_a_summary_is_made_leaves_no_files(tmp_path):
+    result = run_script(EXIT_MID_SUMMARY, env={"CANN_EXPORTER_URL": "http://127.0.0.1:9", "TMPDIR": str(tmp_path)}, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert leftovers(tmp_path) == []
