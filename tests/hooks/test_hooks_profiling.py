@@ -297,3 +297,51 @@ def test_exiting_while_a_summary_is_made_leaves_no_files(tmp_path):
     result = run_script(EXIT_MID_SUMMARY, env={"CANN_EXPORTER_URL": "http://127.0.0.1:9", "TMPDIR": str(tmp_path)}, timeout=60)
     assert result.returncode == 0, result.stderr
     assert leftovers(tmp_path) == []
+
+
+class _CountingDevice:
+    """A device whose events finish at once; counts every synchronize."""
+
+    def __init__(self) -> None:
+        self.synchronize_calls = 0
+        device = self
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                self.at = 0.0
+
+            def record(self, stream=None) -> None:
+                self.at = time.perf_counter()
+
+            def query(self) -> bool:
+                return True
+
+            def elapsed_time(self, end) -> float:
+                return (end.at - self.at) * 1000
+
+            def synchronize(self) -> None:
+                device.synchronize_calls += 1
+
+        self.Event = Event
+
+    def synchronize(self) -> None:
+        self.synchronize_calls += 1
+
+    def memory_allocated(self) -> int:
+        return 0
+
+    def max_memory_allocated(self) -> int:
+        return 0
+
+
+def test_ordinary_steps_never_synchronize(sink):
+    device = _CountingDevice()
+    mon = TorchMonitor(job_name="sync", backend=device, url=sink.url, profile_every=3600)
+    for _ in range(50):
+        with mon.step(samples=1):
+            with mon.phase("compute"):
+                pass
+        mon.begin_step()
+        mon.end_step(1)
+    assert device.synchronize_calls == 0 and mon.stats()["profile_in_window"] is False
+    mon.close(timeout=1)
