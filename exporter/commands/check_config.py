@@ -50,7 +50,10 @@ def collectors(settings: Settings) -> list[str]:
                     False: "nothing runs: hccn.enabled is false"}[settings.hccn.enabled],
         "pods": {None: "inside Kubernetes (podresources.enabled auto)", True: f"kubelet at {settings.podresources.socket}",
                  False: "nothing runs: podresources.enabled is false"}[settings.podresources.enabled],
-        "profiles": f"{len(settings.profiles.dirs)} profiles.dirs" if settings.profiles.dirs else "nothing runs: no profiles.dirs",
+        "profiles": "; ".join(filter(None, (
+            f"{len(settings.profiles.dirs)} profiles.dirs" if settings.profiles.dirs else "",
+            "POST /api/v1/profiles" if settings.ingest.enabled and settings.collector.jobs else "",
+        ))) or "nothing runs: no profiles.dirs, and no ingest for the hooks' profiles",
         "jobs": "POST /api/v1/steps" if settings.ingest.enabled else "nothing runs: ingest.enabled is false",
         "self": "cann_exporter_*, process_*, python_*",
     }

@@ -109,7 +109,7 @@ def test_check_config_command(tmp_path, capsys):
     listed = capsys.readouterr().out.splitlines()
     # Every collector, on or off, and what else decides whether its source runs.
     assert [line.split(":")[0] for line in listed[1:]] == [f"collector.{name}" for name in NAMES]
-    assert "collector.network: off" in listed and "collector.profiles: on, 1 profiles.dirs" in listed
+    assert "collector.network: off" in listed and "collector.profiles: on, 1 profiles.dirs; POST /api/v1/profiles" in listed
     assert "collector.pods: on, inside Kubernetes (podresources.enabled auto)" in listed
     bad = tmp_path / "bad.yaml"
     bad.write_text("npu_smi:\n  timeout: never\nbogus: 1\n")
