@@ -68,7 +68,7 @@ def served(exporter, metric: str, job_name: str) -> dict:
     def check() -> dict | None:
         found = exporter.samples()
         return found if value(found, metric, job_name=job_name) is not None else None
-    return wait_until(check, what=f"{metric} of {job_name} on /metrics")
+    return wait_until(check, deadline=60, what=f"{metric} of {job_name} on /metrics")
 
 
 def leftovers(tmp: Path) -> list[str]:
@@ -184,7 +184,7 @@ def test_a_window_due_while_the_summary_is_made_is_skipped_and_counted(sink, tmp
     assert profiling.skipped >= 3 and profiling.windows == 0
     skipped = profiling.skipped
     release.set()
-    wait_until(lambda: sink.profiles, what="the summary posted")
+    wait_until(lambda: sink.profiles, deadline=60, what="the summary posted")
     assert sink.profiles[0]["skipped"] == skipped and sink.profiles[0]["job_name"] == "skip"
     profiling.close()
     mon.close()
@@ -218,7 +218,7 @@ def test_a_failure_disables_profiling_with_one_warning_and_the_loop_goes_on(sink
                 pass
             profiling.after_step()
             time.sleep(0.01)
-        wait_until(lambda: profiling.disabled and not profiling._busy, what="profiling disabled")
+        wait_until(lambda: profiling.disabled and not profiling._busy, deadline=60, what="profiling disabled")
         run_steps(profiling, 10, pause=0.01)
     warnings = [r for r in caplog.records if "profiling disabled" in r.getMessage()]
     assert len(warnings) == 1, [r.getMessage() for r in warnings]
