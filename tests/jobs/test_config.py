@@ -54,7 +54,7 @@ def test_token_file(tmp_path):
     path.write_text("s3cret\n")
     s = load_ingest_token(build_settings(flags={"ingest.token_file": str(path)}))
     assert s.ingest.token == "s3cret"
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(ConfigError, match="ingest.token_file: .*missing: not found"):
         load_ingest_token(build_settings(flags={"ingest.token_file": str(tmp_path / "missing")}))
     (tmp_path / "empty").write_text("\n")
     with pytest.raises(ConfigError, match="empty"):
