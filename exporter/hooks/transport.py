@@ -1,15 +1,24 @@
-"""One keep-alive HTTP connection to the exporter, used only by the sender thread."""
+"""One keep-alive HTTP connection to the exporter, used only by the sender thread.
+
+Whatever answers at the URL is bounded: each exchange (request, headers, reply) has one total
+deadline, ``timeout``, enforced by shutting the socket down, so a server that trickles a byte
+at a time cannot hold the sender past it; and a reply longer than :data:`MAX_REPLY_BYTES`
+(the exporter's are a few hundred bytes) is refused unread.
+"""
 
 from __future__ import annotations
 
 import base64
 import encodings.idna  # noqa: F401 - loaded now: a lazy codec import in a thread (or a fork child) can fail (bpo-29288)
 import http.client
+import socket
+import threading
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 STEPS_PATH = "/api/v1/steps"
 PROFILES_PATH = "/api/v1/profiles"
+MAX_REPLY_BYTES = 64 * 1024
 
 
 class NotSent(Exception):
@@ -94,10 +103,19 @@ class Transport:
             raise
 
     def _exchange(self, conn: http.client.HTTPConnection, body: bytes) -> Reply:
-        conn.request("POST", self.path, body=body, headers=self.headers)
-        resp = conn.getresponse()
-        data = resp.read()
-        if resp.will_close:
+        watchdog = threading.Timer(self.timeout, _cut, (conn,))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            conn.request("POST", self.path, body=body, headers=self.headers)
+            resp = conn.getresponse()
+            data = resp.read(MAX_REPLY_BYTES + 1)
+        finally:
+            watchdog.cancel()
+        if len(data) > MAX_REPLY_BYTES:
+            self.close()
+            raise http.client.HTTPException(f"reply longer than {MAX_REPLY_BYTES} bytes")
+        if resp.will_close or not resp.isclosed():   # not read to its end: the connection is spent
             self.close()
         return Reply(resp.status, data)
 
@@ -108,3 +126,13 @@ class Transport:
             except OSError:
                 pass
             self._conn = None
+
+
+def _cut(conn: http.client.HTTPConnection) -> None:
+    """The exchange's deadline: wake the sender's blocked read with an error."""
+    sock = conn.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
