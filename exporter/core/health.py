@@ -12,6 +12,10 @@ from types import MappingProxyType
 
 log = logging.getLogger("exporter.sources")
 
+# Failing subjects remembered to log state changes. Subjects can be paths someone else creates
+# (profile exports): beyond this many, those not failing in the latest run are forgotten.
+MAX_REMEMBERED_SUBJECTS = 1024
+
 
 @dataclass(frozen=True)
 class SourceStatus:
@@ -52,7 +56,7 @@ class SourceHealth:
         self._duration: float | None = None
         self._last_success: float | None = None
         self._errors: Counter[str] = Counter()
-        self._state: dict[str, str] = {}  # subject -> failing reason ('' when fine)
+        self._state: dict[str, str] = {}  # failing subject -> reason (MAX_REMEMBERED_SUBJECTS)
         self._subjects = 0
         self._failing: dict[str, str] = {}
 
@@ -78,7 +82,9 @@ class SourceHealth:
         for subject in subjects:
             if subject not in failed and self._state.get(subject):
                 log.info("source recovered", extra={"source": self.name, "subject": subject})
-                self._state[subject] = ""
+                del self._state[subject]
+        if len(self._state) > MAX_REMEMBERED_SUBJECTS:
+            self._state = {subject: reason for subject, reason in self._state.items() if subject in failed}
 
     def status(self) -> SourceStatus:
         return SourceStatus(

@@ -13,6 +13,11 @@ from exporter.core.options import (
     path_list,
 )
 from exporter.profiles.formats.common import Limits
+from exporter.profiles.layout import MAX_DEPTH, MAX_ENTRIES
+
+# Exports remembered (held, dropped or failed) per export held: beyond max_exports times this
+# the oldest not held are forgotten, so what the source remembers never grows with what was created.
+REMEMBERED_PER_EXPORT = 4
 
 
 @dataclass(frozen=True)
@@ -33,7 +38,15 @@ class ProfilesOptions:
         256, parse_positive_int, "exports held (parsed and served); beyond it the oldest are dropped and counted", metavar="N")
     max_jobs: int = option(
         32, parse_positive_int, "job names held; beyond it the exports of the oldest jobs are dropped and counted", metavar="N")
+    max_entries: int = option(
+        MAX_ENTRIES, parse_positive_int, "directory entries one scan examines per profile directory; beyond it the scan "
+        "stops there (reason too_many_entries)", metavar="N")
     # Bounds, not options: what one scan may cost.
-    max_depth: int = 4                       # directory levels searched below each root
+    max_depth: int = MAX_DEPTH               # directory levels searched below each root
     max_parses_per_run: int = 4              # a backlog is worked off over several runs
     limits: Limits = field(default_factory=Limits)
+
+    @property
+    def max_remembered(self) -> int:
+        """Exports remembered at most (their fingerprints, and the scan before's candidates)."""
+        return REMEMBERED_PER_EXPORT * self.max_exports

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +41,8 @@ def summary_from_dict(data: Mapping[str, Any]) -> ProfileSummary:
 
 
 STATE_VERSION = 1
-# A full state (max_exports summaries of a few KiB, a path and fingerprint per dropped export)
-# is far below this; anything larger is not a file we wrote.
+# A full state (max_exports summaries of a few KiB, a path and fingerprint for each of the other
+# exports remembered, at most 4 x max_exports) is far below this; anything larger is not a file we wrote.
 MAX_STATE_BYTES = 64 * MiB
 
 
@@ -50,16 +51,26 @@ class Entry:
     fingerprint: str
     summaries: tuple[ProfileSummary, ...] = ()
     error: str | None = None
+    newest_mtime: float = 0.0                # of its listing when parsed: which exports are oldest
 
 
-def read_state_file(path: Path) -> tuple[dict[str, Entry], list[Failure]]:
+@dataclass
+class State:
+    """Every export remembered, and the newest mtime of those forgotten (older exports found
+    again are not parsed: see ProfileSource._forget_oldest)."""
+
+    entries: dict[str, Entry] = field(default_factory=dict)
+    forgotten_before: float = 0.0
+
+
+def read_state_file(path: Path) -> tuple[State, list[Failure]]:
     """What a previous run parsed; an unreadable state file is reported and then replaced."""
     if not os.path.lexists(path):
-        return {}, []
+        return State(), []
     try:
         return parse_state(read_text_input(path, MAX_STATE_BYTES)), []
     except (InputRefused, ValueError, ProfileParseError, RecursionError) as exc:
-        return {}, [Failure(str(path), "state_file", f"{path}: ignoring unreadable state file: {exc}")]
+        return State(), [Failure(str(path), "state_file", f"{path}: ignoring unreadable state file: {exc}")]
 
 
 def write_state_file(path: Path, text: str) -> list[Failure]:
@@ -73,15 +84,17 @@ def write_state_file(path: Path, text: str) -> list[Failure]:
     return []
 
 
-def render_state(entries: dict[str, Entry]) -> str:
+def render_state(state: State) -> str:
     profiles = {
-        path: {"fingerprint": e.fingerprint, "error": e.error, "summaries": [summary_to_dict(s) for s in e.summaries]}
-        for path, e in sorted(entries.items())
+        path: {"fingerprint": e.fingerprint, "error": e.error, "newest_mtime": e.newest_mtime,
+               "summaries": [summary_to_dict(s) for s in e.summaries]}
+        for path, e in sorted(state.entries.items())
     }
-    return json.dumps({"version": STATE_VERSION, "profiles": profiles}, indent=1, sort_keys=True) + "\n"
+    return json.dumps({"version": STATE_VERSION, "profiles": profiles, "forgotten_before": state.forgotten_before},
+                      indent=1, sort_keys=True) + "\n"
 
 
-def parse_state(text: str) -> dict[str, Entry]:
+def parse_state(text: str) -> State:
     """Raises ValueError (or ProfileParseError) on anything but a state file we wrote."""
     data: Any = json.loads(text)
     if not isinstance(data, dict) or data.get("version") != STATE_VERSION or not isinstance(data.get("profiles"), dict):
@@ -95,5 +108,17 @@ def parse_state(text: str) -> dict[str, Entry]:
             item["fingerprint"],
             tuple(summary_from_dict(s) for s in item.get("summaries") or ()),
             error if isinstance(error, str) else None,
+            _time(item.get("newest_mtime")),
         )
-    return entries
+    return State(entries, _time(data.get("forgotten_before")))
+
+
+def _time(value: Any) -> float:
+    """A stored time; absent (a file from before it was kept) or not a finite number: 0, the oldest."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0.0
+    try:
+        number = float(value)
+    except OverflowError:
+        return 0.0
+    return number if math.isfinite(number) else 0.0

@@ -5,8 +5,10 @@ from __future__ import annotations
 import io
 import json
 import logging
+import tracemalloc
 
-from exporter.core.health import Failure, SourceHealth
+import exporter.core.health as health_module
+from exporter.core.health import MAX_REMEMBERED_SUBJECTS, Failure, SourceHealth
 from exporter.core.logs import setup_logging
 
 
@@ -48,3 +50,32 @@ def test_a_failure_is_logged_once_per_state_change():
     status = health.status()
     assert status.errors == {"timeout": 5, "garbled": 1}
     assert status.success and status.runs == 8
+
+
+def test_what_is_remembered_of_failing_subjects_stays_bounded():
+    """Subjects can be paths a training job creates without end: a flood of new failing ones
+    never grows what health keeps past MAX_REMEMBERED_SUBJECTS, and a subject failing all along
+    is still logged once."""
+    stream = capture("logfmt")
+    health = SourceHealth("profiles")
+    flood = 3 * MAX_REMEMBERED_SUBJECTS
+
+    def held_by_health(snapshot: tracemalloc.Snapshot) -> int:
+        only = snapshot.filter_traces([tracemalloc.Filter(True, health_module.__file__)])
+        return sum(stat.size for stat in only.statistics("filename"))
+
+    tracemalloc.start()
+    try:
+        for i in range(flood):
+            health.record(0.1, [Failure("/watched", "too_many_entries", "stopped"),
+                                Failure(f"/watched/job/export_{i:06d}_ascend_pt", "no_data", "nothing usable")],
+                          ["/watched"])
+            if i == MAX_REMEMBERED_SUBJECTS:
+                before = held_by_health(tracemalloc.take_snapshot())
+        grown = held_by_health(tracemalloc.take_snapshot()) - before
+    finally:
+        tracemalloc.stop()
+    text = stream.getvalue()
+    assert text.count("reason=too_many_entries") == 1 and text.count("reason=no_data") == flood
+    assert grown < 16 * 1024          # 2,000 more subjects would hold about 100 KiB
+    assert health.status().errors == {"too_many_entries": flood, "no_data": flood}

@@ -131,10 +131,10 @@ async def test_an_export_that_cannot_be_listed_costs_itself_only(tmp_path: Path,
     assert jobs(source) == {"good", "locked"}
     real = layout._stat_files
 
-    def denied(directory: Path):
+    def denied(directory: Path, *budgets):
         if Path(directory).is_relative_to(locked):
             raise PermissionError(13, "Permission denied", str(directory))
-        return real(directory)
+        return real(directory, *budgets)
 
     monkeypatch.setattr(layout, "_stat_files", denied)
     await scanned(source)
