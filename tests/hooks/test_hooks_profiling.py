@@ -31,14 +31,15 @@ from tests.support.tools import tool  # noqa: E402
 
 STANDIN = ROOT / "tests" / "support" / "standin_torch_npu"
 
-# A loop whose time is large matrix multiplications (aten::mm), until one window was accepted.
+# A loop whose time is large matrix multiplications (aten::mm), until one window was accepted;
+# large enough (tens of ms each) that a preemption inside a cheap operator never outweighs them.
 LOOP = """
 import json, os, sys, time
 {prelude}
 import torch
 from exporter.hooks.torch import TorchMonitor
 mon = TorchMonitor(job_name={job!r}, profile_every=0.2, profile_steps=3)
-a, b = torch.randn(256, 256), torch.randn(256, 256)
+a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
 deadline = time.monotonic() + 60
 while time.monotonic() < deadline:
     with mon.step(samples=4):

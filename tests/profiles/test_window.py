@@ -21,10 +21,13 @@ from tests.support.profile_exports import PT_LEVEL1, build
 
 @pytest.fixture(scope="module")
 def cpu_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real torch.profiler CPU trace of three steps of matrix multiplications and a ReLU."""
+    """A real torch.profiler CPU trace of three steps of matrix multiplications and a ReLU.
+
+    The matrices are large (tens of milliseconds per multiplication) so that a preemption of
+    the test process inside a cheap operator never outweighs them on a loaded machine."""
     torch = pytest.importorskip("torch")
     window = tmp_path_factory.mktemp("window")
-    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
     profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
     profiler.start()
     for step in range(3):
@@ -55,7 +58,7 @@ def test_the_cpu_summary_has_operator_shares_and_no_device_figures(cpu_trace):
     assert (summary.compute_ratio, summary.idle_ratio, summary.memcpy_ratio, summary.communication_ratio) == (None,) * 4
     doc = summary_document(summary, "cpu")
     assert "compute_ratio" not in doc and "idle_ratio" not in doc and doc["operators"][0]["op_type"] == "aten::mm"
-    assert sum(o["ratio"] for o in doc["operators"]) <= 1.0
+    assert sum(o["ratio"] for o in doc["operators"]) <= 1.0 + 1e-9   # float sums; the route allows 1e-6
 
 
 def test_a_trace_cut_short_still_gives_what_came_before(cpu_trace, tmp_path):
