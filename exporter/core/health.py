@@ -15,6 +15,9 @@ log = logging.getLogger("exporter.sources")
 # Failing subjects remembered to log state changes. Subjects can be paths someone else creates
 # (profile exports): beyond this many, those not failing in the latest run are forgotten.
 MAX_REMEMBERED_SUBJECTS = 1024
+# Subjects logged one by one per run, each way; the rest in one line with their count (a
+# directory of 50,000 symlinks out of a watched directory is one run, not 50,000 lines).
+MAX_LOGGED_PER_RUN = 10
 
 
 @dataclass(frozen=True)
@@ -71,18 +74,31 @@ class SourceHealth:
         failed = {f.subject: f for f in failures}
         self._subjects = len(set(subjects) | set(failed))
         self._failing = {subject: f.reason for subject, f in sorted(failed.items())}
+        logged, unlogged = 0, Counter[str]()
         for failure in failures:
             self._errors[failure.reason] += 1
             if self._state.get(failure.subject) != failure.reason:
-                log.warning(
-                    "source failing",
-                    extra={"source": self.name, "subject": failure.subject, "reason": failure.reason, "error": failure.message},
-                )
+                if logged >= MAX_LOGGED_PER_RUN:
+                    unlogged[failure.reason] += 1
+                else:
+                    logged += 1
+                    log.warning(
+                        "source failing",
+                        extra={"source": self.name, "subject": failure.subject, "reason": failure.reason, "error": failure.message},
+                    )
             self._state[failure.subject] = failure.reason
+        recovered = 0
         for subject in subjects:
             if subject not in failed and self._state.get(subject):
-                log.info("source recovered", extra={"source": self.name, "subject": subject})
+                recovered += 1
+                if recovered <= MAX_LOGGED_PER_RUN:
+                    log.info("source recovered", extra={"source": self.name, "subject": subject})
                 del self._state[subject]
+        if unlogged:
+            log.warning("source failing: more subjects", extra={
+                "source": self.name, "subjects": sum(unlogged.values()), "reasons": ",".join(sorted(unlogged))})
+        if recovered > MAX_LOGGED_PER_RUN:
+            log.info("source recovered: more subjects", extra={"source": self.name, "subjects": recovered - MAX_LOGGED_PER_RUN})
         if len(self._state) > MAX_REMEMBERED_SUBJECTS:
             self._state = {subject: reason for subject, reason in self._state.items() if subject in failed}
 

@@ -8,7 +8,12 @@ import logging
 import tracemalloc
 
 import exporter.core.health as health_module
-from exporter.core.health import MAX_REMEMBERED_SUBJECTS, Failure, SourceHealth
+from exporter.core.health import (
+    MAX_LOGGED_PER_RUN,
+    MAX_REMEMBERED_SUBJECTS,
+    Failure,
+    SourceHealth,
+)
 from exporter.core.logs import setup_logging
 
 
@@ -79,3 +84,20 @@ def test_what_is_remembered_of_failing_subjects_stays_bounded():
     assert text.count("reason=too_many_entries") == 1 and text.count("reason=no_data") == flood
     assert grown < 16 * 1024          # 2,000 more subjects would hold about 100 KiB
     assert health.status().errors == {"too_many_entries": flood, "no_data": flood}
+
+
+def test_one_run_with_many_new_failing_subjects_logs_a_few_and_a_count():
+    """50,000 symlinks out of a watched directory fail in one scan: ten lines and one count,
+    not a line each; their recovery likewise."""
+    stream = capture("logfmt")
+    health = SourceHealth("profiles")
+    links = [f"/watched/link_{i:05d}" for i in range(50_000)]
+    health.record(0.1, [Failure(link, "outside_root", "resolves outside /watched") for link in links], links)
+    lines = stream.getvalue().splitlines()
+    assert sum('msg="source failing"' in line for line in lines) == MAX_LOGGED_PER_RUN
+    (more,) = [line for line in lines if "more subjects" in line]
+    assert f"subjects={50_000 - MAX_LOGGED_PER_RUN}" in more and "reasons=outside_root" in more
+    assert health.status().errors == {"outside_root": 50_000} and len(health.status().failing) == 50_000
+    health.record(0.1, [], links)
+    recovered = [line for line in stream.getvalue().splitlines() if "recovered" in line]
+    assert len(recovered) == MAX_LOGGED_PER_RUN + 1 and recovered[-1].count("more subjects") == 1
