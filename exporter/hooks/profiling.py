@@ -197,6 +197,11 @@ class Profiling:
 
     def _abort(self, message: str) -> None:
         """A failure in the loop thread: drop the window, remove its files, stop profiling."""
+        self._drop_window()
+        self._disable(message)
+
+    def _drop_window(self) -> None:
+        """Stop the open window's profiler (whatever it raises) and remove its files."""
         session, directory = self._session, self._directory
         self._session = self._directory = None
         if session is not None:
@@ -206,7 +211,6 @@ class Profiling:
                 pass
         if directory is not None:
             shutil.rmtree(directory, ignore_errors=True)
-        self._disable(message)
 
     # --- the background thread --------------------------------------------------------------
     def _summarise(self, session: ProfilerSession, directory: str, closed_at: float, steps: int) -> None:
@@ -284,15 +288,7 @@ class Profiling:
     def close(self, timeout: float = 5.0) -> None:
         """Drop an open window and end a summary still being made (bounded); their files go too."""
         self._closed = True
-        if self._session is not None:
-            session, directory = self._session, self._directory
-            self._session = self._directory = None
-            try:
-                session.stop()
-            except Exception:
-                pass
-            if directory is not None:
-                shutil.rmtree(directory, ignore_errors=True)
+        self._drop_window()
         thread = self._thread
         if thread is not None and thread.is_alive():
             thread.join(timeout)

@@ -25,28 +25,9 @@ from exporter.profiles.options import ProfilesOptions
 from exporter.profiles.source import ProfileSource
 from tests.support.profile_builders import Step, torch_profile
 from tests.support.profile_exports import PT_LEVEL1, build
+from tests.support.profile_source import errors, jobs, scanned, source_for
 
 OUT = "ASCEND_PROFILER_OUTPUT"
-
-
-def source_for(tmp_path: Path, single_scan: bool = False, settle: float = 0.0, **kw) -> tuple[ProfileSource, HealthRegistry]:
-    health = HealthRegistry()
-    options = ProfilesOptions(dirs=(str(tmp_path / "watched"),), settle=settle, **kw)
-    return ProfileSource(options, health, single_scan=single_scan), health
-
-
-async def scanned(source: ProfileSource, runs: int = 2) -> None:
-    for _ in range(runs):
-        await source.refresh()
-
-
-def errors(health: HealthRegistry) -> dict[str, int]:
-    (status,) = health.statuses()
-    return dict(status.errors)
-
-
-def jobs(source: ProfileSource) -> set[str]:
-    return {s.job_name for s in source.part().samples}
 
 
 def good_export(tmp_path: Path, job: str = "good") -> Path:

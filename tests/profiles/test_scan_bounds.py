@@ -16,44 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from exporter.core.health import HealthRegistry
 from exporter.profiles.layout import (
     MAX_ENTRIES,
     MAX_EXPORT_ENTRIES,
     EntryBudget,
     find_profiles,
 )
-from exporter.profiles.options import ProfilesOptions
-from exporter.profiles.source import ProfileSource
 from exporter.profiles.state import State, parse_state, render_state
 from tests.support.profile_builders import Step, torch_profile
 from tests.support.profile_exports import PT_LEVEL1, build
+from tests.support.profile_source import errors, failing, jobs, scanned, source_for
 
 OUT = "ASCEND_PROFILER_OUTPUT"
-
-
-def source_for(tmp_path: Path, settle: float = 0.0, **kw) -> tuple[ProfileSource, HealthRegistry]:
-    health = HealthRegistry()
-    return ProfileSource(ProfilesOptions(dirs=(str(tmp_path / "watched"),), settle=settle, **kw), health), health
-
-
-async def scanned(source: ProfileSource, runs: int = 2) -> None:
-    for _ in range(runs):
-        await source.refresh()
-
-
-def errors(health: HealthRegistry) -> dict[str, int]:
-    (status,) = health.statuses()
-    return dict(status.errors)
-
-
-def failing(health: HealthRegistry) -> dict[str, str]:
-    (status,) = health.statuses()
-    return dict(status.failing)
-
-
-def jobs(source: ProfileSource) -> set[str]:
-    return {s.job_name for s in source.part().samples}
 
 
 def flood(directory: Path, count: int) -> None:

@@ -4,6 +4,7 @@ files loaded whole with errors that say whether the file was cut short."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
 from typing import Any, Protocol, TextIO
@@ -82,6 +83,18 @@ def iter_trace_events(handle: TextIO, name: str, max_head: int, max_item: int) -
             raise ProfileParseError("malformed", f"{name}: no traceEvents list")
         text = text[-64:] + more   # the key may straddle two reads
     yield from iter_json_array(Prefixed(text[match.end() - 1:], handle), name, max_item=max_item)
+
+
+def event_span(event: dict[str, Any]) -> tuple[float, float] | None:
+    """Start and duration (µs) of a complete ("X") trace event; None when either is missing,
+    not a number, not finite, or the duration is negative."""
+    try:
+        start, duration = float(event["ts"]), float(event.get("dur", 0.0))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not (math.isfinite(start) and math.isfinite(duration) and duration >= 0.0):
+        return None
+    return start, duration
 
 
 def cut_short(text: str, exc: ValueError) -> bool:

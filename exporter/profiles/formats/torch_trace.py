@@ -29,7 +29,7 @@ from exporter.profiles.formats.common import (
     as_int,
     json_object,
 )
-from exporter.profiles.formats.jsonstream import iter_trace_events
+from exporter.profiles.formats.jsonstream import event_span, iter_trace_events
 from exporter.profiles.formats.tables import OpTypeTime, merge_op_types
 from exporter.profiles.formats.trace import HostStep
 
@@ -103,14 +103,11 @@ class _Acc:
         name, category = event.get("name"), event.get("cat")
         if not isinstance(name, str) or not isinstance(category, str):
             return
-        try:
-            start, duration = float(event["ts"]), float(event.get("dur", 0.0))
-        except (KeyError, TypeError, ValueError):
+        span = event_span(event)
+        if span is None:
             self.bad += 1
             return
-        if not (math.isfinite(start) and math.isfinite(duration) and duration >= 0.0):
-            self.bad += 1
-            return
+        start, duration = span
         if category == _CPU_OP or category in _CONTAINERS:
             self._host(event, category, name, start, duration)
         elif category in (_KERNEL, _MEMCPY, _MEMSET):

@@ -5,7 +5,6 @@ Quoted section names refer to docs/formats/profiler-exports.md.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from exporter.profiles.formats.common import (
     as_int,
     json_object,
 )
-from exporter.profiles.formats.jsonstream import iter_trace_events
+from exporter.profiles.formats.jsonstream import event_span, iter_trace_events
 
 
 @dataclass(frozen=True)
@@ -151,14 +150,11 @@ class _TraceAcc:
             self.process_labels[event.get("pid")] = args["labels"]
 
     def _span(self, event: dict[str, Any], name: str) -> None:
-        try:
-            start, duration = float(event["ts"]), float(event.get("dur", 0.0))
-        except (KeyError, TypeError, ValueError):
+        span = event_span(event)
+        if span is None:
             self.bad += 1
             return
-        if not (math.isfinite(start) and math.isfinite(duration) and duration >= 0.0):
-            self.bad += 1
-            return
+        start, duration = span
         pid = event.get("pid")
         if name == "MEMCPY_ASYNC":
             if len(self.memcpy) >= self.limits.max_memcpy_tasks:
