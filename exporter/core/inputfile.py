@@ -51,6 +51,18 @@ class InputRefused(ReasonError):
     """A file refused before or while reading it; ``reason`` is one of :data:`REASONS`."""
 
 
+MAX_SHOWN_PATH = 200   # characters of a path in a message; a path can be as long as its file system allows
+
+
+def shown_path(path: str | os.PathLike[str]) -> str:
+    """``path`` for a message: its head and tail when it is longer than MAX_SHOWN_PATH."""
+    text = os.fspath(path)
+    if len(text) <= MAX_SHOWN_PATH:
+        return text
+    half = MAX_SHOWN_PATH // 2
+    return f"{text[:half]}...({len(text) - 2 * half} characters)...{text[-half:]}"
+
+
 def _os_reason(exc: OSError) -> str:
     if exc.errno in (errno.ENOENT, errno.ENOTDIR):
         return "not_found"
@@ -64,7 +76,7 @@ def _os_reason(exc: OSError) -> str:
 def refusal_from_os_error(path: str | os.PathLike[str], exc: OSError) -> InputRefused:
     """The :class:`InputRefused` for an OSError met while scanning or reading ``path``."""
     reason = _os_reason(exc)
-    return InputRefused(reason, f"{os.fspath(path)}: {reason.replace('_', ' ')} ({exc.strerror or exc})")
+    return InputRefused(reason, f"{shown_path(path)}: {reason.replace('_', ' ')} ({exc.strerror or exc})")
 
 
 def is_within(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:
@@ -84,7 +96,7 @@ def open_input(
     """Open ``path`` for binary reading after the checks above; the caller closes the handle."""
     name = os.fspath(path)
     if root is not None and not allow_outside and not is_within(name, root):
-        raise InputRefused("outside_root", f"{name}: resolves outside {os.fspath(root)}")
+        raise InputRefused("outside_root", f"{shown_path(name)}: resolves outside {shown_path(root)}")
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError as exc:
@@ -92,10 +104,10 @@ def open_input(
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise InputRefused("not_regular", f"{name}: not a regular file")
+            raise InputRefused("not_regular", f"{shown_path(name)}: not a regular file")
         if info.st_size > max_bytes:
             raise InputRefused(
-                "too_large", f"{name}: {info.st_size} bytes, more than the {max_bytes} allowed"
+                "too_large", f"{shown_path(name)}: {info.st_size} bytes, more than the {max_bytes} allowed"
             )
         # Regular files never block; clearing the flag keeps reads ordinary everywhere.
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
@@ -119,7 +131,7 @@ def read_input(
         except OSError as exc:
             raise refusal_from_os_error(path, exc) from None
     if len(data) > max_bytes:
-        raise InputRefused("too_large", f"{os.fspath(path)}: more than the {max_bytes} bytes allowed")
+        raise InputRefused("too_large", f"{shown_path(path)}: more than the {max_bytes} bytes allowed")
     return data
 
 
@@ -135,11 +147,11 @@ def decode_utf8(data: bytes, name: str) -> str:
     """UTF-8 text (a UTF-8 byte-order mark is dropped); any other encoding is a clear refusal."""
     for bom, encoding in _BOMS:
         if data.startswith(bom):
-            raise InputRefused("bad_encoding", f"{name}: {encoding} text (byte-order mark); save it as UTF-8")
+            raise InputRefused("bad_encoding", f"{shown_path(name)}: {encoding} text (byte-order mark); save it as UTF-8")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise InputRefused("bad_encoding", f"{name}: not UTF-8 (byte {exc.start})") from None
+        raise InputRefused("bad_encoding", f"{shown_path(name)}: not UTF-8 (byte {exc.start})") from None
 
 
 def read_text_input(
@@ -164,7 +176,7 @@ def bounded_lines(lines: Iterable[str] | io.TextIOBase, max_line: int, name: str
     if readline is None:
         for line in lines:
             if len(line) > max_line:
-                raise InputRefused("line_too_long", f"{name}: a line longer than {max_line} characters")
+                raise InputRefused("line_too_long", f"{shown_path(name)}: a line longer than {max_line} characters")
             yield line
         return
     while True:
@@ -172,7 +184,7 @@ def bounded_lines(lines: Iterable[str] | io.TextIOBase, max_line: int, name: str
         if not line:
             return
         if len(line) > max_line:
-            raise InputRefused("line_too_long", f"{name}: a line longer than {max_line} characters")
+            raise InputRefused("line_too_long", f"{shown_path(name)}: a line longer than {max_line} characters")
         yield line
 
 

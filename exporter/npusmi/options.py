@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from exporter.core.options import (
@@ -12,19 +13,17 @@ from exporter.core.options import (
     parse_text,
     subset,
 )
+from exporter.core.values import shown
+
+MAX_EXPECTED_CHIPS = 1024   # far above any node (16 dies on an Atlas A3), far below a typo's digits
 
 
 def parse_count(value: object) -> int:
-    """A whole number >= 0 (0: none)."""
-    if isinstance(value, bool):
-        raise ValueError(f"expected a whole number >= 0, got {value!r}")
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        raise ValueError(f"expected a whole number >= 0, got {value!r}") from None
-    if number < 0:
-        raise ValueError(f"expected a whole number >= 0, got {value!r}")
-    return number
+    """A whole number of chips, 0 (none) to MAX_EXPECTED_CHIPS."""
+    text = str(value).strip() if isinstance(value, (int, str)) and not isinstance(value, bool) else ""
+    if not re.fullmatch(r"\+?[0-9]{1,5}", text, re.ASCII) or int(text) > MAX_EXPECTED_CHIPS:
+        raise ValueError(f"expected a whole number from 0 to {MAX_EXPECTED_CHIPS}, got {shown(value)}")
+    return int(text)
 
 
 # The per-card `-t` queries the source knows (health is per chip, and only for chips not OK).

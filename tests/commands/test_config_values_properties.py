@@ -60,6 +60,7 @@ def config_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @example(key="ingest.token_file", value="/dev/zero")
 @example(key="profiles.dirs", value="{a: b}")
 @example(key="web.config_file", value="/")
+@example(key="web.config_file", value="7" * 5000)   # a path too long to open, not echoed whole
 def test_any_value_is_accepted_or_refused_naming_its_key(config_path: Path, key: str, value: str) -> None:
     text = _document(key, value)
     config_path.write_bytes(text.encode("utf-8", errors="surrogatepass"))

@@ -91,3 +91,11 @@ def test_bounded_lines_holds_at_most_one_capped_line():
         next(lines)
     assert caught.value.reason == "line_too_long"
     assert list(bounded_lines(["ab\n", "cd"], 5)) == ["ab\n", "cd"]
+
+
+def test_a_path_too_long_to_open_is_named_by_its_head_and_tail(tmp_path):
+    long = str(tmp_path / ("d" * 5000))
+    with pytest.raises(InputRefused) as caught:
+        read_input(long, 100)
+    assert caught.value.reason == "unreadable" and len(caught.value.message) < 400
+    assert caught.value.message.startswith(str(tmp_path)[:50]) and "characters)" in caught.value.message
