@@ -125,3 +125,13 @@ def test_promtool_turns_a_window_into_one_block_with_every_sample(tmp_path):
     assert len(metas) == 1
     assert metas[0]["stats"]["numSamples"] == stats.samples
     assert metas[0]["minTime"] == first * 1000 and metas[0]["maxTime"] == last * 1000 + 1
+
+
+def test_a_failed_reader_query_is_timed_and_answers_no_series():
+    from benchmarks._common import free_port
+    from benchmarks.fleet_capacity import TimedClient
+
+    client = TimedClient(f"http://127.0.0.1:{free_port()}", timeout=2.0)     # nothing listens there
+    assert client.range("up", 0, 3600, 60) == [] and client.instant("up", 0) == []
+    assert [(c["endpoint"], c["query"], c["series"]) for c in client.calls] == [("query_range", "up", 0), ("query", "up", 0)]
+    assert all(c["error"] and c["seconds"] >= 0 for c in client.calls)
