@@ -422,7 +422,7 @@ def capacity(table_: Thresholds) -> Board:
               q("cluster:npu_aicore_utilization_ratio:avg5m", "use of all chips"), unit="percentunit", steps=steps, lo=0, hi=1),
         graph("HBM headroom", q("cluster:npu_hbm_headroom_bytes:sum", "free HBM (cluster)"), unit="bytes", lo=0, w=8),
         graph("Peak HBM use (daily)", q("cluster:npu_hbm_usage:max1d", "busiest chip"),
-              q('max by (instance) (chip:npu_hbm_usage:max1d{job=~"$job"})', "{{instance}}"), unit="percentunit", lo=0, hi=1, w=8),
+              q('instance:npu_hbm_usage:max1d{job=~"$job"}', "{{instance}}"), unit="percentunit", lo=0, hi=1, w=8),
         graph("Chips in use (daily mean)", q("cluster:npu_chips_in_use:avg1d", "in use"), unit="short", lo=0, w=8),
     )
     b.row("Forecast")

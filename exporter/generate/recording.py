@@ -163,7 +163,9 @@ def recording_specs(table: Thresholds) -> list[tuple[str, str | None, list[Recor
         Record(f"cluster:{UTIL}:avg1d", f"avg by () (chip:{UTIL}:avg1d)", "mean chip utilization of the cluster, daily"),
     ] + _chip_hours(table.recording.rollup_interval) + [
         Record("cluster:npu_chips_in_use:avg1d", "avg_over_time(cluster:npu_chips_in_use:sum[1d])", "mean chips in use over the last day"),
-        Record("cluster:npu_hbm_usage:max1d", "max by () (chip:npu_hbm_usage:max1d)", "peak HBM use of any chip over the last day"),
+        Record("instance:npu_hbm_usage:max1d", f"max by ({NODE}) (chip:npu_hbm_usage:max1d)",
+               "peak HBM used / total of a node's busiest chip over the last day"),
+        Record("cluster:npu_hbm_usage:max1d", "max by () (instance:npu_hbm_usage:max1d)", "peak HBM use of any chip over the last day"),
     ] + [r for r in _levels("1h", quantiles) if "in_use" not in r.record]
     return [
         ("cann-exporter-capacity-5m", None, chips),

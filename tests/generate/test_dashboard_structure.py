@@ -216,6 +216,17 @@ def test_the_fleet_overview_has_what_the_issue_asks_for() -> None:
     assert any("predict_linear" in t["expr"] for p in data_panels(capacity) for t in p["targets"])
 
 
+def test_capacity_graphs_over_time_read_no_per_chip_series() -> None:
+    """A graph over 30 days reads every sample of its series: per-chip recorded series
+    (8 per node) only in instant queries, which read the latest once."""
+    capacity = load(ROOT / DASHBOARD_DIR / "capacity-planning.json")
+    targets = [(p["title"], t) for p in data_panels(capacity) for t in p["targets"]]
+    assert any(t["instant"] and "chip:" in t["expr"] for _, t in targets)
+    over_time = [(title, t["expr"]) for title, t in targets if not t["instant"]]
+    assert over_time and not [(title, expr) for title, expr in over_time if "chip:" in expr]
+    assert ("Peak HBM use (daily)", 'instance:npu_hbm_usage:max1d{job=~"$job"}') in over_time
+
+
 def test_provisioning_files() -> None:
     datasource = yaml.safe_load((ROOT / DATASOURCE_FILE).read_text())
     assert datasource["apiVersion"] == 1 and datasource["datasources"][0]["type"] == "prometheus"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import re
 import subprocess
 from pathlib import Path
 
@@ -199,8 +200,22 @@ def test_recording_rule_names_follow_level_metric_operations() -> None:
         assert f"{level}:npu_aicore_utilization_ratio:avg1d" in records
     for name in ("chip:npu_aicore_utilization_ratio:avg5m", "chip:npu_aicore_utilization_ratio:avg1h",
                  "cluster:npu_idle_chip_hours:sum1d", "cluster:npu_allocation:ratio", "cluster:npu_hbm_headroom_bytes:sum",
-                 "cluster:npu_chip_hours:sum1d"):
+                 "cluster:npu_chip_hours:sum1d", "instance:npu_hbm_usage:max1d"):
         assert name in records
+
+
+def test_a_recording_rule_follows_the_rules_of_its_group_it_reads() -> None:
+    """Prometheus evaluates a group's rules in order: a rule reading a series recorded in its
+    own group must come after it, or it reads the previous evaluation's value."""
+    doc = yaml.safe_load((ROOT / RECORDING_FILE).read_text())
+    for group in doc["groups"]:
+        records = [r["record"] for r in group["rules"]]
+        for index, rule in enumerate(group["rules"]):
+            reads = set(re.findall(r"\b[a-z_]+:[a-z0-9_]+:[a-z0-9_]+\b", rule["expr"])) & set(records)
+            assert all(records.index(name) < index for name in reads), (group["name"], rule["record"], reads)
+    rollups = [r["record"] for r in doc["groups"][1]["rules"]]
+    assert rollups.index("chip:npu_hbm_usage:max1d") < rollups.index("instance:npu_hbm_usage:max1d") \
+        < rollups.index("cluster:npu_hbm_usage:max1d")
 
 
 def test_chip_hours_add_up_evaluations_at_the_rollup_interval() -> None:
