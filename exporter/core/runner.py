@@ -2,7 +2,9 @@
 
 npu-smi and hccn_tool can hang for minutes on an unhealthy device, so every call has a
 timeout after which the whole process group is killed and reaped, output is capped,
-concurrency is bounded, and no shell is ever involved.
+concurrency is bounded, and no shell is ever involved. An urgent call (the one-second
+overview a node's liveness rests on) waits ahead of the others, so a batch of per-card
+queries that fills every slot for seconds cannot age it out.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from exporter.core.errors import ReasonError
@@ -38,6 +41,52 @@ class RunResult:
         return self.stdout if not self.stderr else f"{self.stdout}\n{self.stderr}"
 
 
+class Slots:
+    """A counting semaphore whose urgent waiters are served before the others, each kind in
+    arrival order."""
+
+    def __init__(self, count: int) -> None:
+        self.free = count
+        self._waiters: tuple[deque[asyncio.Future[None]], deque[asyncio.Future[None]]] = (deque(), deque())
+
+    @property
+    def waiting(self) -> int:
+        return sum(not w.done() for queue in self._waiters for w in queue)
+
+    async def acquire(self, urgent: bool = False) -> None:
+        if self.free > 0 and not any(self._waiters):
+            self.free -= 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters[0 if urgent else 1].append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()    # handed a slot just as it was cancelled: pass it on
+            else:
+                with contextlib.suppress(ValueError):   # release() may have dropped it already
+                    self._waiters[0 if urgent else 1].remove(waiter)
+            raise
+
+    def release(self) -> None:
+        for queue in self._waiters:
+            while queue:
+                waiter = queue.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)   # the slot goes straight to the waiter
+                    return
+        self.free += 1
+
+    @contextlib.asynccontextmanager
+    async def held(self, urgent: bool = False) -> AsyncIterator[None]:
+        await self.acquire(urgent)
+        try:
+            yield
+        finally:
+            self.release()
+
+
 class CommandRunner:
     """Runs argv lists with a per-call timeout, an output cap and a concurrency bound."""
 
@@ -51,12 +100,13 @@ class CommandRunner:
         self.timeout = timeout
         self.max_output_bytes = max_output_bytes
         self.env = env
-        self._slots = asyncio.Semaphore(max_concurrency)
+        self._slots = Slots(max_concurrency)
 
-    async def run(self, argv: Sequence[str], timeout: float | None = None) -> RunResult:
-        """Run ``argv`` to completion; raise RunError on spawn failure, timeout or oversize output."""
+    async def run(self, argv: Sequence[str], timeout: float | None = None, *, urgent: bool = False) -> RunResult:
+        """Run ``argv`` to completion; raise RunError on spawn failure, timeout or oversize output.
+        An ``urgent`` call takes the next free slot before any other waiting call."""
         limit = self.timeout if timeout is None else timeout
-        async with self._slots:
+        async with self._slots.held(urgent):
             start = time.monotonic()
             proc = await self._spawn(argv)
             try:

@@ -90,7 +90,7 @@ class NpuSmiSource:
         start = time.monotonic()
         failures: list[Failure] = []
         try:
-            table = p.parse_info((await self._run("info")).output)
+            table = p.parse_info((await self._run("info", urgent=True)).output)
         except (RunError, p.NpuSmiError) as exc:
             failures.append(Failure("info", exc.reason, str(exc)))
             self._table_ok = False
@@ -221,8 +221,10 @@ class NpuSmiSource:
 
     # --- calls -------------------------------------------------------------------------------
 
-    async def _run(self, *args: str) -> RunResult:
-        result = await self.runner.run([*self.command, *args])
+    async def _run(self, *args: str, urgent: bool = False) -> RunResult:
+        """One npu-smi call; the overview is ``urgent``: it passes the per-card queries waiting
+        for a slot, so their batch never ages the chips out (max_age)."""
+        result = await self.runner.run([*self.command, *args], urgent=urgent)
         if result.returncode != 0:
             error = p.detect_error(result.output)
             if error is not None:

@@ -55,7 +55,7 @@ class SimRunner:
     def __init__(self) -> None:
         self.failing: set[str] = set()
 
-    async def run(self, argv, timeout=None) -> RunResult:
+    async def run(self, argv, timeout=None, urgent=False) -> RunResult:
         args = list(argv)[1:]  # argv[0] is the npu-smi command
         kind = args[args.index("-t") + 1] if "-t" in args else "info"
         if kind in self.failing:
