@@ -11,6 +11,7 @@ the event loop. The same object is also the registry's prometheus_client collect
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -110,7 +111,9 @@ class Exposition:
             if cached is not None and cached.part is part:
                 return cached.text
         families = _Families(self.renderings[index], part)
+        started = time.perf_counter()
         text = encode_openmetrics(families).removesuffix(OPENMETRICS_EOF) if openmetrics else encode_text(families)
+        self.store.charge(part, time.perf_counter() - started)
         with self._lock:
             self.encodes += 1
             self._parts[(index, openmetrics)] = _Encoded(part, text)

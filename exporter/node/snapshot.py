@@ -38,8 +38,8 @@ class Snapshot:
     http: HttpStatus | None = None          # `serve`'s listener: connections, the cap, deadlines
 
 
-# Reading the live parts costs a fraction of encoding them; pausing this many times the read
-# keeps a store that changes at every step to a few percent of a core.
+# Pausing this many times what reading the live parts and encoding them cost keeps a store that
+# changes at every step to a few percent of a core (2% of the loop's and the encoder's time).
 LIVE_COST_FACTOR = 50.0
 
 
@@ -50,9 +50,10 @@ class SnapshotStore:
     same object, which is how the exposition knows its encoding is still current. ``jobs``,
     ``web`` and ``http``, when given, are the parts that change between sampler runs (training
     hooks POST at any time, the web config reloads, clients connect). They are read again only
-    after a pause in proportion to what reading them cost (``LIVE_COST_FACTOR`` times), at most
-    ``live_interval`` seconds: a store of a few ranks is fresh at every scrape, while a burst of
-    steps into a large store costs one new part (and one encode) per interval, not one per scrape.
+    after a pause in proportion to what reading them, and encoding what changed, cost
+    (``LIVE_COST_FACTOR`` times; the exposition reports its encodes through :meth:`charge`), at
+    most ``live_interval`` seconds: a store of a few ranks is fresh at every scrape, while a burst
+    of steps into a large store costs one new part (and one encode) per interval, not one per scrape.
     """
 
     def __init__(
@@ -94,6 +95,14 @@ class SnapshotStore:
             return snapshot
         _, jobs, web, http = self._live_parts()
         return replace(snapshot, jobs=jobs, web=web, http=http)
+
+    def charge(self, part: object, seconds: float) -> None:
+        """``part`` took ``seconds`` to encode: when it is a live part, the pause grows by its
+        share (an encode of thousands of series costs far more than reading them)."""
+        with self._lock:
+            live = self._live
+            if live is not None and any(part is p for p in live[1:] if p is not None):
+                self._pause = min(self.live_interval, self._pause + LIVE_COST_FACTOR * seconds)
 
     def _live_parts(self) -> tuple[float, JobsPart | None, WebStatus | None, HttpStatus | None]:
         with self._lock:   # scrapes encode in threads: one reader refreshes, the others reuse

@@ -7,8 +7,12 @@ cannot hold the exporter, while a client that sends its request at once (a kubel
 scraper) is answered long before it could be chosen, so a flood of new connections cannot
 push it out either. When no connection has waited that long, ``web.health_connections`` more
 are admitted on *health slots*, which answer /healthz and /readyz and nothing else (503 and
-close); when those are taken too, the new connection is closed at once. Nothing waits in a
-queue of ours: what the kernel's listen backlog holds is all.
+close). A probe sends its request with its connection, so a health slot whose client has sent
+nothing for ``HEALTH_EVICT_AFTER`` is given to the next newcomer: connections that stay silent
+cannot hold the health slots, even when an attacker renews all its connections every second to
+keep them younger than ``EVICT_AFTER``. When no health slot can be had either, the new
+connection is closed at once. Nothing waits in a queue of ours: what the kernel's listen
+backlog holds is all.
 
 Pure bookkeeping: the connections themselves (connection.py) say whether they are waiting on
 their client and close themselves when evicted.
@@ -30,6 +34,9 @@ REJECT_REASONS = ("full", "health_only", "evicted", "throttled")
 # A connection waiting on its client this long may make room for a new one when all are taken.
 # Far above what a probe or a scraper needs to send a request, far below any read deadline.
 EVICT_AFTER = 1.0
+# A health slot's silent client this long may make room: far above the time the event loop
+# takes to read a request that came with its connection.
+HEALTH_EVICT_AFTER = 0.25
 
 
 class Pool(enum.Enum):
@@ -69,27 +76,28 @@ class ConnectionTable:
         """The pool ``slot`` joins, or None: refused (the caller closes it)."""
         if len(self._pools[Pool.REGULAR]) < self.max_connections:
             return self._join(Pool.REGULAR, slot)
-        victim = self._longest_waiting()
+        victim = self._longest_waiting(tuple(Pool), EVICT_AFTER)
+        if victim is None and len(self._pools[Pool.HEALTH]) < self.health_connections:
+            return self._join(Pool.HEALTH, slot)
+        victim = victim or self._longest_waiting((Pool.HEALTH,), HEALTH_EVICT_AFTER)
         if victim is not None:
             pool, old = victim
             self.remove(old)
             self.count_rejected("evicted")
             old.evict()
             return self._join(pool, slot)
-        if len(self._pools[Pool.HEALTH]) < self.health_connections:
-            return self._join(Pool.HEALTH, slot)
         self.count_rejected("full")
         return None
 
-    def _longest_waiting(self) -> tuple[Pool, Slot] | None:
-        """The connection that has waited longest on its client, if past EVICT_AFTER."""
+    def _longest_waiting(self, pools: tuple[Pool, ...], after: float) -> tuple[Pool, Slot] | None:
+        """The connection of ``pools`` that has waited longest on its client, if past ``after``."""
         oldest: tuple[float, Pool, Slot] | None = None
-        for pool, slots in self._pools.items():
-            for slot in slots:
+        for pool in pools:
+            for slot in self._pools[pool]:
                 since = slot.waiting_since()
                 if since is not None and (oldest is None or since < oldest[0]):
                     oldest = (since, pool, slot)
-        if oldest is None or self.clock() - oldest[0] < EVICT_AFTER:
+        if oldest is None or self.clock() - oldest[0] < after:
             return None
         return oldest[1], oldest[2]
 

@@ -112,6 +112,29 @@ def test_training_steps_are_coalesced_into_one_part_per_interval():
     assert ingest.part() is not later
 
 
+def test_the_encode_of_a_live_part_counts_in_the_pause():
+    """Reading a large store is cheap next to encoding its thousands of series: what the encode
+    cost pauses the next read too (the encoder holds the GIL the event loop needs)."""
+    now = [100.0]
+    ingest = IngestStore()
+    cheap = iter(range(0, 10**6))   # reads "cost" 1 µs each
+    store = SnapshotStore(jobs=ingest.part, live_interval=1.0, clock=lambda: now[0], cost_clock=lambda: next(cheap) * 1e-6)
+    step = {"job_name": "bert", "rank": 0, "steps": [{"duration": 0.5}]}
+    ingest.accept(batch(step))
+    first = store.current.jobs
+    store.charge(object(), 1.0)          # not a live part: no pause
+    ingest.accept(batch(step))
+    now[0] += 0.001
+    second = store.current.jobs
+    assert second is not first
+    store.charge(second, 0.004)          # its encode took 4 ms: paused 50 x 4 ms = 0.2 s
+    ingest.accept(batch(step))
+    now[0] += 0.1
+    assert store.current.jobs is second
+    now[0] += 0.15
+    assert store.current.jobs.counters.steps == 3
+
+
 async def test_an_ingest_app_serves_encoded_parts_equal_to_a_fresh_render(aiohttp_client):
     ingest = IngestStore()
     ingest.accept(batch({"job_name": "bert", "rank": 0, "steps": [{"duration": 0.5, "phases": {"h2d": 0.1}}]}))

@@ -265,6 +265,21 @@ async def test_fresh_connections_never_push_out_a_probe_in_flight():
             writer.close()
 
 
+async def test_silent_connections_renewed_within_the_grace_cannot_hold_the_health_slots(monkeypatch):
+    """An attacker that keeps every connection younger than EVICT_AFTER fills the regular slots
+    for good; the health slots still go to a probe, taken from a silent holder."""
+    monkeypatch.setattr(limits, "EVICT_AFTER", 3600.0)               # the regular slots stay taken
+    async with serving(CAPPED) as served:
+        held = [await served.connect() for _ in range(3)]           # both regular slots and the health slot
+        await served.until(lambda: served.server.table.open == 3)
+        await asyncio.sleep(limits.HEALTH_EVICT_AFTER + 0.05)
+        assert (await request(served, "/healthz")).startswith(b"HTTP/1.1 200")
+        assert await closed_by_server(held[2][0]) == b""             # the silent health-slot holder
+        assert served.server.table.rejected["evicted"] == 1
+        for _, writer in held:
+            writer.close()
+
+
 async def test_an_address_the_web_config_throttles_is_closed_at_accept():
     server = HttpServer(CAPPED)
     sock = socket.create_server(("127.0.0.1", 0))
@@ -312,6 +327,11 @@ def test_the_table_admits_regular_then_evicts_the_longest_waiting_then_health_th
     assert not any(s.evicted for s in (busy, fresh, probe))
     assert table.rejected == {"full": 1, "health_only": 0, "evicted": 1, "throttled": 0}
     assert table.open == 3
+    # A silent health slot past its short grace goes to a newcomer, a regular one not yet.
+    now[0] += limits.HEALTH_EVICT_AFTER
+    taker = FakeSlot(since=now[0])
+    assert table.admit(taker) is Pool.HEALTH and probe.evicted and not fresh.evicted
+    assert table.rejected == {"full": 1, "health_only": 0, "evicted": 2, "throttled": 0}
     now[0] += limits.EVICT_AFTER   # time passes: the newcomer that is still silent may go
     assert table.admit(FakeSlot(since=now[0])) is Pool.REGULAR and fresh.evicted
     table.remove(busy)
