@@ -17,22 +17,19 @@ from prometheus_client import CollectorRegistry
 from exporter import __version__
 from exporter.web.landing import About, render, routes
 from exporter.web.middleware import install
+from exporter.web.probes import CONTENT_TYPE, PROBES, SERVER, Probes
 from exporter.web.scrape import MetricsBody, RegistryBody, Scrapes
 from exporter.web.security import WebSecurity
 
-READY = web.AppKey("ready", Callable[[], bool])
 ABOUT = web.AppKey("about", object)   # Callable[[], About] | None: what `/` says runs
 
 BackgroundTask = Callable[[], Awaitable[None]]
 
-async def healthz(request: web.Request) -> web.Response:
-    return web.Response(text="ok\n")
-
-
-async def readyz(request: web.Request) -> web.Response:
-    if request.app[READY]():
-        return web.Response(text="ready\n")
-    return web.Response(status=503, text="waiting for the first sample\n")
+async def health(request: web.Request) -> web.Response:
+    """/healthz and /readyz as aiohttp answers them (a plain probe is answered by its
+    connection already, probes.py, with the same answer)."""
+    status, text = request.app[PROBES].status(request.path)
+    return web.Response(status=status, text=text, content_type=CONTENT_TYPE.partition(";")[0])
 
 
 async def landing(request: web.Request) -> web.Response:
@@ -66,11 +63,11 @@ def create_app(
     scrapes = Scrapes(RegistryBody(metrics) if isinstance(metrics, CollectorRegistry) else metrics)
     app.cleanup_ctx.append(scrapes.lifetime)
     app.on_response_prepare.append(_server_header)
-    app[READY] = ready
     app[ABOUT] = about
+    app[PROBES] = Probes(ready, security)
     app.router.add_get("/metrics", scrapes.handle)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/healthz", health)
+    app.router.add_get("/readyz", health)
     app.router.add_get("/", landing)
     app.router.add_routes(routes)
     for task in background:
@@ -86,7 +83,7 @@ def _closer(security: WebSecurity) -> Callable[[web.Application], Awaitable[None
 
 async def _server_header(request: web.Request, response: web.StreamResponse) -> None:
     """No versions in `Server`: they only help someone match the host to known flaws."""
-    response.headers["Server"] = "cann-exporter"
+    response.headers["Server"] = SERVER
 
 
 def _background(run: BackgroundTask) -> Callable[[web.Application], AsyncIterator[None]]:

@@ -19,6 +19,9 @@ deadline that fires aborts the transport: what is buffered is dropped, not flush
 that does not read; while it waits, nothing more is read from that client either.
 :class:`ConnectionGuard` admits sockets through the table (limits.py), connects them and
 follows each request through a middleware (headers parsed, handler done).
+
+Until a connection sends something other than a plain health probe, its probes are answered
+here (probes.py), without aiohttp; from the first other request on, every byte goes to aiohttp.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from aiohttp import StreamReader, web
 
 from exporter.web.limits import HEALTH_PATHS, ConnectionTable, Pool
 from exporter.web.options import WebOptions
+from exporter.web.probes import Probes, may_be_probe
 
 WRITE_BUFFER_HIGH = 64 * 1024   # bytes buffered for a client before it counts as not reading
 HANDSHAKE_SLACK = 1.0           # asyncio's own handshake timeout, a backstop behind the header deadline
@@ -67,6 +71,11 @@ class GuardedConnection(asyncio.Protocol):
         self._pending = False      # a next request began while the handler ran
         self._closed = False       # lost or closed: nothing may arm a deadline again
         self._paused_reading = False  # reading paused here while the client does not read
+        # Probes are answered here until the first other request; bytes of a request not yet
+        # whole wait in ``_held`` (at most a probe's head, or one read while the client does
+        # not read our answers).
+        self._direct = guard.probes is not None
+        self._held = b""
 
     def begin(self) -> None:
         """Admitted: the header deadline runs from now (the TLS handshake counts against it)."""
@@ -91,6 +100,10 @@ class GuardedConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         assert self.inner is not None
+        if self._direct:
+            data = self._answer_probes(self._held + data)
+            if not data:
+                return
         self.inner.data_received(data)
         if self.phase is Phase.IDLE:
             self._enter(Phase.HEADERS)
@@ -98,6 +111,37 @@ class GuardedConnection(asyncio.Protocol):
             self._pending = True
         elif self.phase is Phase.BODY and self._body is not None and self._body.is_eof():
             self._body_done()
+
+    def _answer_probes(self, data: bytes) -> bytes:
+        """Answer the whole probes at the start of ``data``; returns what is aiohttp's."""
+        assert self.transport is not None and self.guard.probes is not None
+        self._held = b""
+        if self.phase is Phase.IDLE:
+            self._enter(Phase.HEADERS)             # a request begins: the header deadline runs
+        answered = False
+        while data:
+            end = data.find(b"\r\n\r\n")
+            answer = self.guard.probes.answer(data[:end]) if end >= 0 else None
+            if answer is None:
+                if end < 0 and may_be_probe(data):
+                    self._held = data              # more of a probe to come
+                    break
+                self._direct = False               # not a probe: this connection is aiohttp's from here
+                if answered:
+                    self._enter(Phase.HEADERS)
+                return data
+            self.transport.write(answer.payload)
+            answered, data = True, data[end + 4:]
+            if answer.close or self.health_only:   # one probe per health slot
+                self.transport.close()
+                self.forget()
+                return b""
+            if self._write_timer is not None:      # the client does not read: the rest waits
+                self._held = data
+                break
+        if answered:
+            self._enter(Phase.HEADERS if self._held else Phase.IDLE)
+        return b""
 
     def eof_received(self) -> bool | None:
         return self.inner.eof_received() if self.inner is not None else None
@@ -115,11 +159,13 @@ class GuardedConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._cancel_write_timer()
-        if self._paused_reading and self.transport is not None and not self.transport.is_closing():
-            self._paused_reading = False
-            self.transport.resume_reading()
         if self.inner is not None:
             self.inner.resume_writing()
+        if self._held and self._direct and not self._closed:
+            self.data_received(b"")               # the probes that waited for the client to read
+        if self._write_timer is None and self._paused_reading and self.transport is not None and not self.transport.is_closing():
+            self._paused_reading = False
+            self.transport.resume_reading()
         if self._timer is None:    # a read deadline expired while the client was not reading
             self._arm()
 
@@ -213,10 +259,11 @@ class ConnectionGuard:
 
     def __init__(self, table: ConnectionTable, options: WebOptions, make_handler: Callable[[], asyncio.Protocol],
                  loop: asyncio.AbstractEventLoop, ssl_context: ssl.SSLContext | None = None,
-                 refuse: Callable[[str | None], bool] | None = None) -> None:
+                 refuse: Callable[[str | None], bool] | None = None, probes: Probes | None = None) -> None:
         self.table, self.options, self.make_handler, self.loop = table, options, make_handler, loop
         self.ssl_context = ssl_context
         self.refuse = refuse     # peer address -> close at once (out of failed-login budget)
+        self.probes = probes     # health probes answered without aiohttp (None: all through aiohttp)
         self.by_handler: dict[object, GuardedConnection] = {}   # aiohttp's protocol -> its connection
 
     def accepted(self, sock: socket.socket) -> None:

@@ -22,6 +22,7 @@ from exporter.web.collector import HttpStatus
 from exporter.web.connection import ConnectionGuard
 from exporter.web.limits import ConnectionTable
 from exporter.web.options import WebOptions
+from exporter.web.probes import PROBES
 
 # At SIGTERM, in-flight requests get this long (handlers are quick; a client that does not read
 # would otherwise hold the exit for aiohttp's 60 s, past the unit's and the pod's stop timeouts).
@@ -73,7 +74,7 @@ class HttpServer:
             assert runner is not None and runner.server is not None
             return runner.server()
 
-        guard = ConnectionGuard(self.table, self.options, make_handler, loop, ssl_context, refuse)
+        guard = ConnectionGuard(self.table, self.options, make_handler, loop, ssl_context, refuse, app.get(PROBES))
         app.middlewares.insert(0, guard.middleware())
         # aiohttp's keep-alive close is only a backstop: the idle deadline fires first, and counts.
         # A connection closed by a deadline cancels its handler, rather than failing its read with
