@@ -23,6 +23,7 @@ from exporter.web import limits
 from exporter.web.limits import ConnectionTable, Pool
 from exporter.web.options import WebOptions
 from exporter.web.server import HttpServer
+from tests.support.rawhttp import closed_by_server
 from tests.support.webconfig import Pki
 
 BIG = b"x" * (4 << 20)       # a response no socket buffer of a non-reading client holds
@@ -89,17 +90,6 @@ async def serving(options: WebOptions, ssl_context: ssl.SSLContext | None = None
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-
-
-async def closed_by_server(reader: asyncio.StreamReader) -> bytes:
-    """What arrives until the server closes (EOF or reset); fails if it never does."""
-    received = b""
-    try:
-        while chunk := await asyncio.wait_for(reader.read(65536), BOUND):
-            received += chunk
-    except ConnectionResetError:
-        pass
-    return received
 
 
 async def request(served: Served, path: str) -> bytes:

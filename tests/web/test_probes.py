@@ -22,6 +22,7 @@ from exporter.web.options import WebOptions
 from exporter.web.probes import PROBES, Probes
 from exporter.web.security import WebSecurity
 from exporter.web.server import HttpServer
+from tests.support.rawhttp import closed_by_server
 from tests.support.webconfig import write_web_config
 
 BOUND = 10.0
@@ -43,12 +44,7 @@ class Served:
         """Send ``raw`` on a new connection and read until the server closes it."""
         reader, writer = await self.connect(rcvbuf)
         writer.write(raw)
-        received = b""
-        try:
-            while chunk := await asyncio.wait_for(reader.read(65536), BOUND):
-                received += chunk
-        except ConnectionResetError:
-            pass
+        received = await closed_by_server(reader)
         writer.close()
         return received
 
