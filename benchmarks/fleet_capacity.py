@@ -146,11 +146,8 @@ class Running:
         return self._status("VmHWM")
 
     def metric(self, name: str) -> float | None:
-        status, body = post(self.url, "/metrics", None, 10.0, method="GET")
-        for line in body.decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-        return None
+        _, body = post(self.url, "/metrics", None, 10.0, method="GET")
+        return c.sample_value(body.decode(), name)
 
 
 @dataclass

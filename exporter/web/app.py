@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from exporter import __version__
 from exporter.web.landing import About, render, routes
+from exporter.web.limits import HEALTH_PATHS
 from exporter.web.middleware import install
 from exporter.web.probes import CONTENT_TYPE, PROBES, SERVER, Probes
 from exporter.web.scrape import MetricsBody, RegistryBody, Scrapes
@@ -66,8 +67,8 @@ def create_app(
     app[ABOUT] = about
     app[PROBES] = Probes(ready, security)
     app.router.add_get("/metrics", scrapes.handle)
-    app.router.add_get("/healthz", health)
-    app.router.add_get("/readyz", health)
+    for path in sorted(HEALTH_PATHS):
+        app.router.add_get(path, health)
     app.router.add_get("/", landing)
     app.router.add_routes(routes)
     for task in background:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from exporter.web.limits import HEALTH_PATHS
 from exporter.web.security import WebSecurity
 
 SERVER = "cann-exporter"          # the Server header: no versions, they only help match known flaws
@@ -33,7 +34,9 @@ CONTENT_TYPE = "text/plain; charset=utf-8"
 # A probe's head is a few hundred bytes; a request head larger than this is not one.
 MAX_PROBE_HEAD = 4096
 
-_REQUEST_LINE = re.compile(rb"GET (/healthz|/readyz) HTTP/1\.([01])")
+_PROBE_STARTS = tuple(f"GET {path} ".encode() for path in sorted(HEALTH_PATHS))
+_PATHS = b"|".join(re.escape(path.encode()) for path in sorted(HEALTH_PATHS))
+_REQUEST_LINE = re.compile(rb"GET (" + _PATHS + rb") HTTP/1\.([01])")
 _HEADER_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*([^\x00-\x08\x0a-\x1f\x7f]*?)[ \t]*")
 _NOT_OURS = frozenset({b"transfer-encoding", b"expect", b"upgrade"})
 _OWN_HEADERS = frozenset({"content-type", "content-length", "date", "server", "connection"})
@@ -118,4 +121,4 @@ PROBES = web.AppKey("probes", Probes)
 
 def may_be_probe(start: bytes) -> bool:
     """Whether an incomplete request head could still turn out to be a probe."""
-    return len(start) <= MAX_PROBE_HEAD and any(p.startswith(start[:len(p)]) for p in (b"GET /healthz ", b"GET /readyz "))
+    return len(start) <= MAX_PROBE_HEAD and any(p.startswith(start[:len(p)]) for p in _PROBE_STARTS)
