@@ -59,15 +59,23 @@ def parse_bool(value: Any) -> bool:
     raise ValueError(f"expected true or false, got {shown(value)}")
 
 
-_POSITIVE_INT = re.compile(r"\+?[0-9]{1,19}", re.ASCII)
+_DIGITS = re.compile(r"\+?[0-9]{1,19}", re.ASCII)
 
 
-def parse_positive_int(value: Any) -> int:
-    """1 to 2**63-1, written as decimal digits (YAML or text); nothing else is read."""
-    text = str(value).strip() if isinstance(value, (int, str)) and not isinstance(value, bool) else ""
-    if not _POSITIVE_INT.fullmatch(text) or not 0 < int(text) <= MAX_INT:
-        raise ValueError(f"expected a positive integer up to {MAX_INT}, got {shown(value)}")
-    return int(text)
+def whole_number(low: int, high: int) -> Parse:
+    """A parser for whole numbers from ``low`` to ``high`` (at most 2**63-1), written as decimal
+    digits (YAML or text); nothing else is read, so huge or fractional values never reach int()."""
+    wanted = f"a positive integer up to {high}" if low == 1 else f"a whole number from {low} to {high}"
+
+    def parse(value: Any) -> int:
+        text = str(value).strip() if isinstance(value, (int, str)) and not isinstance(value, bool) else ""
+        if not _DIGITS.fullmatch(text) or not low <= int(text) <= high:
+            raise ValueError(f"expected {wanted}, got {shown(value)}")
+        return int(text)
+    return parse
+
+
+parse_positive_int = whole_number(1, MAX_INT)
 
 
 def parse_listen(value: Any) -> tuple[str, int]:

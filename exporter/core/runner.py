@@ -2,7 +2,11 @@
 
 npu-smi and hccn_tool can hang for minutes on an unhealthy device, so every call has a
 timeout after which the whole process group is killed and reaped, output is capped,
-concurrency is bounded, and no shell is ever involved. An urgent call (the one-second
+concurrency is bounded, and no shell is ever involved. Calls run in their own process group
+but in the exporter's session, and nicer than it: a new session would also be a new
+scheduling group (Linux autogroups), worth as much CPU as the whole exporter however nice,
+and a round of per-chip calls (one simulated call costs a core for 0.1 s) then starved the
+event loop that answers /metrics and the kubelet's probes. An urgent call (the one-second
 overview a node's liveness rests on) waits ahead of the others, so a batch of per-card
 queries that fills every slot for seconds cannot age it out.
 """
@@ -13,14 +17,30 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from exporter.core.errors import ReasonError
+from exporter.core.options import option, whole_number
 
 _REAP_SECONDS = 5.0  # bound on draining/reaping a killed child (a setsid grandchild could hold a pipe)
+
+
+# A process group of its own, in our session (see above); Python 3.10 has no process_group
+# and pays for a fork instead of a vfork.
+_OWN_GROUP: dict[str, Any] = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+
+
+def nice_option(tool: str) -> Any:
+    """The `nice` option of a command-line source."""
+    return option(
+        5, whole_number(0, 19),
+        f"{tool} calls run this much nicer than the exporter, so a burst of them cannot delay /metrics "
+        "or the health probes (0: same priority)", metavar="N")
 
 
 class RunError(ReasonError):
@@ -96,8 +116,10 @@ class CommandRunner:
         max_concurrency: int = 4,
         max_output_bytes: int = 4 << 20,
         env: dict[str, str] | None = None,
+        nice: int = 0,
     ) -> None:
         self.timeout = timeout
+        self.nice = nice
         self.max_output_bytes = max_output_bytes
         self.env = env
         self._slots = Slots(max_concurrency)
@@ -109,6 +131,7 @@ class CommandRunner:
         async with self._slots.held(urgent):
             start = time.monotonic()
             proc = await self._spawn(argv)
+            _lower_priority(proc.pid, self.nice)
             try:
                 stdout, stderr = await asyncio.wait_for(self._read_capped(proc), limit)
                 returncode = await asyncio.wait_for(proc.wait(), limit)
@@ -132,7 +155,7 @@ class CommandRunner:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,  # own process group, so a timeout kills grandchildren too
+                **_OWN_GROUP,  # so a timeout kills grandchildren too
                 env=self.env,
                 limit=min(self.max_output_bytes, 1 << 20),
             )
@@ -187,6 +210,16 @@ async def _kill_group(proc: asyncio.subprocess.Process) -> None:
 async def _drain(stream: asyncio.StreamReader) -> None:
     while await stream.read(65536):
         pass
+
+
+def _lower_priority(pid: int, nice: int) -> None:
+    """Make a just-started child ``nice`` steps nicer than us. It may have run for a moment at
+    our priority (setting it in the child would cost the vfork); it cannot have gone further
+    than its own start-up."""
+    if nice <= 0:
+        return
+    with contextlib.suppress(OSError):   # already gone, or a kernel that refuses: it runs as it is
+        os.setpriority(os.PRIO_PROCESS, pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
 
 
 def _decode(data: bytes) -> str:

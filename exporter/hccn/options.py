@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from exporter.core.options import auto_bool, option, parse_duration, parse_text
+from exporter.core.runner import nice_option
 
 DEFAULT_PATH = "/usr/local/Ascend/driver/tools/hccn_tool"
 
@@ -19,3 +20,4 @@ class HccnOptions:
         "30s", parse_duration, "how often link, link_stat, speed, net_health and stat are read per chip", metavar="DURATION", serve_only=True)
     slow_interval: float = option(
         "60s", parse_duration, "how often bandwidth (a ~1 s measurement), optical and ip are read per chip", metavar="DURATION", serve_only=True)
+    nice: int = nice_option("hccn_tool")

@@ -82,7 +82,8 @@ def build_npu_smi(settings: Settings, health: HealthRegistry) -> tuple[NpuSmiSou
     options = settings.npu_smi
     if not settings.collector.devices:
         options = replace(options, details=(), board=False)   # both only fill chip series
-    runner = CommandRunner(timeout=options.timeout, max_concurrency=options.max_concurrency, max_output_bytes=options.max_output_bytes)
+    runner = CommandRunner(timeout=options.timeout, max_concurrency=options.max_concurrency, max_output_bytes=options.max_output_bytes,
+                           nice=options.nice)
     return NpuSmiSource(options, runner, health, command=command, max_age=settings.max_age), simulated
 
 
@@ -105,7 +106,8 @@ def build_hccn(settings: Settings, health: HealthRegistry, store: SnapshotStore,
     command = hccn_command(options, simulated) if settings.collector.network else None
     if command is None:
         return None
-    runner = CommandRunner(timeout=options.timeout, max_concurrency=HCCN_MAX_CONCURRENCY, max_output_bytes=HCCN_MAX_OUTPUT_BYTES)
+    runner = CommandRunner(timeout=options.timeout, max_concurrency=HCCN_MAX_CONCURRENCY, max_output_bytes=HCCN_MAX_OUTPUT_BYTES,
+                           nice=options.nice)
     return HccnSource(options, runner, health, chips=lambda: store.sampled.devices.chips, command=command, max_age=settings.max_age)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from exporter.core.options import (
@@ -12,18 +11,14 @@ from exporter.core.options import (
     parse_positive_int,
     parse_text,
     subset,
+    whole_number,
 )
-from exporter.core.values import shown
+from exporter.core.runner import nice_option
 
 MAX_EXPECTED_CHIPS = 1024   # far above any node (16 dies on an Atlas A3), far below a typo's digits
 
 
-def parse_count(value: object) -> int:
-    """A whole number of chips, 0 (none) to MAX_EXPECTED_CHIPS."""
-    text = str(value).strip() if isinstance(value, (int, str)) and not isinstance(value, bool) else ""
-    if not re.fullmatch(r"\+?[0-9]{1,5}", text, re.ASCII) or int(text) > MAX_EXPECTED_CHIPS:
-        raise ValueError(f"expected a whole number from 0 to {MAX_EXPECTED_CHIPS}, got {shown(value)}")
-    return int(text)
+parse_count = whole_number(0, MAX_EXPECTED_CHIPS)   # chips this node should have; 0: none
 
 
 # The per-card `-t` queries the source knows (health is per chip, and only for chips not OK).
@@ -43,6 +38,7 @@ class NpuSmiOptions:
         "`-t` queries (per card; health per chip, only when not OK): " + ",".join(DETAIL_KINDS), metavar="LIST")
     board: bool = option(True, parse_bool, "read `-t board -c` per chip at inventory time (die ids)")
     max_concurrency: int = option(4, parse_positive_int, "npu-smi calls running at once", metavar="N")
+    nice: int = nice_option("npu-smi")
     max_output_bytes: int = option(4 << 20, parse_positive_int, "larger npu-smi outputs are discarded", metavar="BYTES")
     expected_devices: int = option(
         0, parse_count, "chips this node should have (npu_expected_devices{source=\"config\"}; NPUMissing); 0: none",

@@ -45,6 +45,36 @@ async def test_timeout_kills_the_whole_process_group(tmp_path):
     assert running() == [] and zombies() == []
 
 
+# The child waits (bounded) until the runner has lowered its priority, then reports where it runs.
+_REPORT = (
+    "import os, time\n"
+    "deadline = time.monotonic() + 20\n"
+    "while os.getpriority(os.PRIO_PROCESS, 0) == {base} and time.monotonic() < deadline:\n"
+    "    time.sleep(0.005)\n"
+    "print(os.getsid(0), os.getpgid(0), os.getpid(), os.getpriority(os.PRIO_PROCESS, 0))\n"
+)
+
+
+async def test_a_call_runs_in_its_own_group_in_our_session_and_nicer():
+    """Its own process group (a timeout kills the group) but not its own session: on Linux a
+    new session is a new autogroup, which gets as much CPU as the whole exporter, nice or not."""
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    if base >= 19:
+        pytest.skip("this test process already runs at nice 19: nothing nicer to set")
+    runner = CommandRunner(timeout=30, nice=5)
+    result = await runner.run([PY, "-c", _REPORT.format(base=base)])
+    sid, pgid, pid, nice = map(int, result.stdout.split())
+    assert sid == os.getsid(0)
+    assert pgid == pid != os.getpgid(0)
+    assert nice == min(19, base + 5)
+
+
+async def test_nice_zero_leaves_the_priority_alone():
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    result = await CommandRunner(timeout=30).run([PY, "-c", "import os; print(os.getpriority(os.PRIO_PROCESS, 0))"])
+    assert int(result.stdout) == base
+
+
 async def test_output_is_capped():
     runner = CommandRunner(timeout=20, max_output_bytes=10_000)
     with pytest.raises(RunError) as info:
