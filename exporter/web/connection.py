@@ -22,6 +22,8 @@ follows each request through a middleware (headers parsed, handler done).
 
 Until a connection sends something other than a plain health probe, its probes are answered
 here (probes.py), without aiohttp; from the first other request on, every byte goes to aiohttp.
+A plain-text socket holding one whole probe that asks to close is answered at accept, before
+the cap and without a connection.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from aiohttp import StreamReader, web
 
 from exporter.web.limits import HEALTH_PATHS, ConnectionTable, Pool
 from exporter.web.options import WebOptions
-from exporter.web.probes import Probes, may_be_probe
+from exporter.web.probes import Probes, answer_at_accept, may_be_probe
 
 WRITE_BUFFER_HIGH = 64 * 1024   # bytes buffered for a client before it counts as not reading
 HANDSHAKE_SLACK = 1.0           # asyncio's own handshake timeout, a backstop behind the header deadline
@@ -267,10 +269,12 @@ class ConnectionGuard:
         self.by_handler: dict[object, GuardedConnection] = {}   # aiohttp's protocol -> its connection
 
     def accepted(self, sock: socket.socket) -> None:
-        """An accepted socket: admitted (and connected), or closed at once."""
+        """An accepted socket: admitted (and connected), answered at once (a probe), or closed."""
         if self.refuse is not None and self.refuse(_peer_host(sock)):
             self.table.count_rejected("throttled")
             sock.close()
+            return
+        if self.ssl_context is None and self.probes is not None and answer_at_accept(self.probes, sock):
             return
         conn = GuardedConnection(self)
         pool = self.table.admit(conn)

@@ -1,4 +1,4 @@
-"""Health probes answered by the connection itself, before aiohttp sees a byte.
+"""Health probes answered at accept or by the connection itself, before aiohttp sees a byte.
 
 A kubelet probe is one short `GET /healthz` (or `/readyz`) on a new connection. Through
 aiohttp it costs a request object, a task, the middleware chain and a response object, and
@@ -11,12 +11,14 @@ HTTP/1.0 or 1.1, well-formed header lines, no body, no Expect or Upgrade, and a 
 needs no credentials and no client certificate check under the current web config. Anything
 else, from the first byte that does not fit on, is aiohttp's to answer (its 400s, 401s and
 405s included). The answers are those of the app's routes: the same status, body and headers
-(the web config's among them).
+(the web config's among them). A probe that asks to close its connection, whole in the socket
+when it is accepted, is answered by the acceptor (:func:`answer_at_accept`).
 """
 
 from __future__ import annotations
 
 import re
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,9 +64,10 @@ class Probes:
             return 503, NOT_READY
         return 200, READY if path == "/readyz" else HEALTHY
 
-    def answer(self, head: bytes) -> Answer | None:
+    def answer(self, head: bytes, *, closing_only: bool = False) -> Answer | None:
         """The whole answer to a request ``head`` (without its blank line), or None when the
-        request is not a plain probe this connection may answer."""
+        request is not a plain probe this connection may answer (``closing_only``: or one that
+        would keep the connection open)."""
         request_line, *lines = head.split(b"\r\n")
         match = _REQUEST_LINE.fullmatch(request_line)
         if match is None:
@@ -82,7 +85,7 @@ class Probes:
                 tokens = {token.strip().lower() for token in value.split(b",")}
                 keep_alive = b"close" not in tokens and (keep_alive or b"keep-alive" in tokens)
         extra = self._headers_for(path)
-        if extra is None:
+        if extra is None or (closing_only and keep_alive):
             return None
         self.answered += 1
         return Answer(self._payload(minor, *self.status(path), extra, keep_alive), close=not keep_alive)
@@ -117,6 +120,30 @@ class Probes:
 
 
 PROBES = web.AppKey("probes", Probes)
+
+
+def answer_at_accept(probes: Probes, sock: socket.socket) -> bool:
+    """Answer and close a just-accepted plain-text socket when all it has sent is one whole
+    probe that asks to close (a kubelet's): written in the callback that accepted it, three
+    turns of a busy event loop sooner than through a connection, and before the connection
+    cap, so a full table never turns the kubelet away. Anything else is left unread."""
+    try:
+        data = sock.recv(MAX_PROBE_HEAD + 1, socket.MSG_PEEK)
+    except OSError:        # nothing yet (EAGAIN), or already reset
+        return False
+    end = data.find(b"\r\n\r\n")
+    if end < 0 or end + 4 != len(data):
+        return False
+    answer = probes.answer(data[:end], closing_only=True)
+    if answer is None:
+        return False
+    try:
+        sock.recv(len(data))        # taken off the socket, so closing it sends no reset
+        sock.send(answer.payload)   # a few hundred bytes into an empty send buffer
+    except OSError:
+        pass                        # the client is gone: nothing to answer
+    sock.close()
+    return True
 
 
 def may_be_probe(start: bytes) -> bool:

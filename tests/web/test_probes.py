@@ -204,3 +204,54 @@ async def test_a_client_pipelining_probes_without_reading_is_held_and_dropped():
         assert served.server.table.timeouts["write"] == 1
         assert served.probes.answered < sent                   # far from every probe sent was answered
         writer.transport.abort()
+
+
+def connect_and_send(port: int, raw: bytes) -> socket.socket:
+    """Connect and send without yielding to the event loop: when the server accepts, the whole
+    request is already waiting in the socket."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=BOUND)
+    sock.sendall(raw)
+    sock.setblocking(False)
+    return sock
+
+
+async def until_closed(sock: socket.socket) -> bytes:
+    reader, writer = await asyncio.open_connection(sock=sock)
+    try:
+        return await closed_by_server(reader)
+    finally:
+        writer.close()
+
+
+async def test_a_closing_probe_waiting_at_accept_is_answered_even_when_every_slot_is_taken():
+    """The kubelet's probe (Connection: close, sent with the connection) is answered in the
+    callback that accepts it, before the connection cap: with the regular and the health slot
+    held by clients that are never evictable (the table's clock frozen), it still gets its 200,
+    while a scrape, and a probe that asks to keep its connection, are closed unanswered."""
+    async with serving(WebOptions(max_connections=1, health_connections=1)) as served:
+        served.server.table.clock = lambda: float("-inf")    # nobody has ever waited long enough
+        holders = [await served.connect() for _ in range(2)]
+        end = asyncio.get_running_loop().time() + BOUND
+        while served.server.table.open < 2:
+            assert asyncio.get_running_loop().time() < end, "the holders were never admitted"
+            await asyncio.sleep(0.01)
+        answered = await until_closed(connect_and_send(served.port, close(PROBE)))
+        assert answers(answered)[0][:1] == (b"HTTP/1.1 200 OK",) and answers(answered)[0][2] == b"ok\n"
+        assert answered.endswith(b"ok\n") and served.probes.answered == 1
+        assert served.server.table.rejected["full"] == 0 and served.server.table.open == 2
+        for refused in (close(b"GET /metrics HTTP/1.1\r\nHost: t\r\n"), PROBE + b"\r\n"):
+            assert await until_closed(connect_and_send(served.port, refused)) == b""
+        assert served.server.table.rejected["full"] == 2 and served.probes.answered == 1
+        for _, writer in holders:
+            writer.close()
+
+
+async def test_a_probe_answered_at_accept_equals_the_route_s_answer():
+    async with serving() as served:
+        for ready in (False, True):
+            served.ready[0] = ready
+            for path in (b"/healthz", b"/readyz"):
+                at_accept = await until_closed(connect_and_send(served.port, close(PROBE.replace(b"/healthz", path))))
+                routed = await served.exchange(close(PROBE.replace(b"/healthz", path + b"?")))
+                assert answers(at_accept) == answers(routed), (path, ready)
+        assert served.probes.answered == 4 and served.server.table.open == 0
