@@ -35,7 +35,7 @@ class CannedNpuSmi:
         self.calls = 0
         self._cache: dict[tuple[int, tuple[str, ...]], tuple[int, str]] = {}
 
-    async def run(self, argv: Sequence[str], timeout: float | None = None) -> RunResult:
+    async def run(self, argv: Sequence[str], timeout: float | None = None, *, urgent: bool = False) -> RunResult:
         self.calls += 1
         args = tuple(argv[1:])   # drop the "npu-smi" the source puts first
         key = (self.point % len(self.states), args)
