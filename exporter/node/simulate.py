@@ -11,6 +11,7 @@ import logging
 import shutil
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from exporter.core.options import choice, option
@@ -52,7 +53,7 @@ def npu_smi_command(options: SimulatorOptions, npu_smi_path: str) -> tuple[tuple
         )
         scenario = "healthy"
     if scenario:
-        prefix = (sys.executable, "-m", "exporter.simulator", "--model", options.model, "--scenario", chip_scenario(scenario), "--")
+        prefix = (*stand_in("exporter.simulator.npusmi"), "--model", options.model, "--scenario", chip_scenario(scenario), "--")
         return prefix, (scenario, options.model)
     return (npu_smi_path,), None
 
@@ -60,4 +61,14 @@ def npu_smi_command(options: SimulatorOptions, npu_smi_path: str) -> tuple[tuple
 def hccn_tool_command(simulated: Simulated) -> tuple[str, ...]:
     """The argv prefix that makes the simulator answer like hccn_tool."""
     scenario, model = simulated
-    return (sys.executable, "-m", "exporter.simulator.hccn", "--model", model, "--scenario", scenario, "--")
+    return (*stand_in("exporter.simulator.hccn"), "--model", model, "--scenario", scenario, "--")
+
+
+def stand_in(module: str) -> tuple[str, ...]:
+    """The interpreter running ``module``'s main() isolated and without site: the stand-ins need
+    only the standard library and this package, found where this one was loaded from. A
+    simulated call is a whole interpreter start, and site (with an editable install's finder)
+    was a fifth of it."""
+    root = str(Path(__file__).resolve().parents[2])
+    code = f"import sys; sys.path.insert(0, {root!r}); from {module} import main; sys.exit(main())"
+    return (sys.executable, "-I", "-S", "-c", code)

@@ -18,7 +18,7 @@ import errno
 import hashlib
 import os
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,16 +117,21 @@ class EntryBudget:
 
 
 def find_profiles(root: Path, max_depth: int = MAX_DEPTH, allow_outside: bool = False,
-                  budget: EntryBudget | None = None) -> tuple[list[ProfileRef], list[Failure]]:
-    """Every export :func:`walk_exports` finds; a spent budget adds its ``too_many_entries`` failure."""
+                  budget: EntryBudget | None = None,
+                  each: Callable[[ProfileRef, list[Failure]], None] | None = None) -> tuple[list[ProfileRef], list[Failure]]:
+    """Every export :func:`walk_exports` finds; a spent budget adds its ``too_many_entries``
+    failure. ``each(ref, failures)`` runs on each export as it is found, so what it lists
+    counts against the same budget (and its failures come in walk order)."""
     budget = budget or EntryBudget()
     refs: list[ProfileRef] = []
     failures: list[Failure] = []
     for found in walk_exports(root, budget, max_depth, allow_outside):
         if isinstance(found, Failure):
             failures.append(found)
-        else:
-            refs.append(found)
+            continue
+        refs.append(found)
+        if each is not None:
+            each(found, failures)
     if budget.stopped_in is not None:
         failures.append(budget.failure(root))
     return refs, failures

@@ -17,6 +17,7 @@ the newest forgotten one are not parsed again) and as many candidates waiting to
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -36,9 +37,9 @@ from exporter.profiles.layout import (
     Listing,
     ProfileRef,
     TooManyEntries,
+    find_profiles,
     is_finished,
     list_export,
-    walk_exports,
 )
 from exporter.profiles.load import load_profile
 from exporter.profiles.options import ProfilesOptions
@@ -138,18 +139,18 @@ class ProfileSource:
         refs: list[ProfileRef] = []
         listings: dict[str, Listing] = {}
         failures: list[Failure] = []
+
+        def listed(budget: EntryBudget, ref: ProfileRef, found_failures: list[Failure]) -> None:
+            listing = _list(ref, budget, found_failures)
+            if listing is not None:
+                listings[str(ref.path)] = listing
+
         for root in self.directories:
             budget = EntryBudget(self.options.max_entries)
-            for found in walk_exports(root, budget, self.options.max_depth, self.options.allow_outside):
-                if isinstance(found, Failure):
-                    failures.append(found)
-                    continue
-                refs.append(found)
-                listing = _list(found, budget, failures)
-                if listing is not None:
-                    listings[str(found.path)] = listing
-            if budget.stopped_in is not None:
-                failures.append(budget.failure(root))
+            found, missed = find_profiles(root, self.options.max_depth, self.options.allow_outside, budget,
+                                          functools.partial(listed, budget))
+            refs += found
+            failures += missed
         present = {str(r.path) for r in refs}
         # An unlistable directory (e.g. a network mount hiccup) must not drop what it holds.
         gone = [k for k in remembered if k not in present and (not os.path.exists(k) or not self._watched(k))]

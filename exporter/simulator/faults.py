@@ -23,9 +23,6 @@ A spec is a comma-separated list of ``[scope:]kind[=value]``, e.g. ``usages:hang
 from __future__ import annotations
 
 import math
-import random
-import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -95,6 +92,8 @@ def is_flap_down(t: float) -> bool:
 
 def hang_forever() -> None:
     """Block like a wedged npu-smi: a child holds stdout open, so killing only us is not enough."""
+    import shutil  # here, not at the top: every simulated call imports this module
+    import subprocess
     sleeper = shutil.which("sleep")
     argv = [sleeper, "1000000"] if sleeper else [sys.executable, "-c", "import time; time.sleep(1e6)"]
     subprocess.Popen(argv, stdin=subprocess.DEVNULL)  # stdout/stderr inherited on purpose
@@ -104,6 +103,7 @@ def hang_forever() -> None:
 
 def garbage(seed: int, t: float) -> bytes:
     """A few KiB of printable noise, stray table borders and invalid UTF-8."""
+    import random
     rng = random.Random(f"{seed}:{int(t)}:garbage")
     pieces = []
     for _ in range(64):

@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import BinaryIO
+from io import BufferedIOBase
 
 from exporter.simulator import faults as faultlib
 from exporter.simulator import network as n
@@ -295,7 +295,7 @@ def _fault_reply(faults: tuple[Fault, ...]) -> Reply | None:
     return None
 
 
-def run(options: SimOptions, args: Sequence[str], out: BinaryIO, err: BinaryIO) -> int:
+def run(options: SimOptions, args: Sequence[str], out: BufferedIOBase, err: BufferedIOBase) -> int:
     command = parse_command(args)
     if isinstance(command, Reply):
         return _emit(command, out, err)
@@ -313,7 +313,7 @@ def run(options: SimOptions, args: Sequence[str], out: BinaryIO, err: BinaryIO) 
     return int(forced.value) if forced is not None and forced.value is not None else code
 
 
-def _emit(reply: Reply, out: BinaryIO, err: BinaryIO) -> int:
+def _emit(reply: Reply, out: BufferedIOBase, err: BufferedIOBase) -> int:
     stream = err if reply.stream == "err" else out
     stream.write(reply.text.encode())
     stream.flush()

@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import BinaryIO
+from io import BufferedIOBase
 
 from exporter.simulator import faults as faultlib
 from exporter.simulator import render, watch
@@ -262,12 +262,12 @@ def _now(options: SimOptions, faults: tuple[Fault, ...]) -> float:
     return (time.time() if options.time is None else options.time) + faultlib.clock_offset(faults)
 
 
-def _write(out: BinaryIO, data: bytes) -> None:
+def _write(out: BufferedIOBase, data: bytes) -> None:
     out.write(data)
     out.flush()
 
 
-def run(options: SimOptions, args: Sequence[str], out: BinaryIO) -> int:
+def run(options: SimOptions, args: Sequence[str], out: BufferedIOBase) -> int:
     """Parse, apply faults, answer. ``out`` is a binary stream (sys.stdout.buffer)."""
     command = parse_command(args)
     if isinstance(command, Result):
@@ -286,7 +286,7 @@ def run(options: SimOptions, args: Sequence[str], out: BinaryIO) -> int:
     return _exit_code(result.code, faults)
 
 
-def _watch(command: Command, options: SimOptions, faults: tuple[Fault, ...], out: BinaryIO) -> int:
+def _watch(command: Command, options: SimOptions, faults: tuple[Fault, ...], out: BufferedIOBase) -> int:
     """Header once, then one round of rows every ``delay`` seconds, each flushed."""
     t0 = _now(options, faults)
     state = _state(options, t0, faults)

@@ -11,14 +11,14 @@ from exporter.cli import main
 
 
 def block_scans_on(fifo: str) -> None:
-    real = profile_source.walk_exports
+    real = profile_source.find_profiles
 
     def blocked(*args, **kwargs):
         with open(fifo, "rb") as handle:   # blocks in open(): no writer ever comes
             handle.read()
-        yield from real(*args, **kwargs)
+        return real(*args, **kwargs)
 
-    profile_source.walk_exports = blocked
+    profile_source.find_profiles = blocked
 
 
 if __name__ == "__main__":
