@@ -44,6 +44,7 @@ _NOT_OURS = frozenset({b"transfer-encoding", b"expect", b"upgrade"})
 _OWN_HEADERS = frozenset({"content-type", "content-length", "date", "server", "connection"})
 _REASONS = {200: "OK", 503: "Service Unavailable"}
 
+
 @dataclass(frozen=True)
 class Answer:
     payload: bytes
@@ -56,7 +57,7 @@ class Probes:
     def __init__(self, ready: Callable[[], bool], security: WebSecurity | None = None,
                  wall: Callable[[], float] = time.time) -> None:
         self.ready, self.security, self.wall = ready, security, wall
-        self.answered = 0               # probes answered by connections, not by aiohttp
+        self.answered = 0               # probes answered without aiohttp (at accept or by a connection)
         self._date: tuple[int, str] = (-1, "")
 
     def status(self, path: str) -> tuple[int, str]:

@@ -23,11 +23,10 @@ from exporter.web import limits
 from exporter.web.limits import ConnectionTable, Pool
 from exporter.web.options import WebOptions
 from exporter.web.server import HttpServer
-from tests.support.rawhttp import closed_by_server
+from tests.support.rawhttp import BOUND, closed_by_server, connect, serve_app, until
 from tests.support.webconfig import Pki
 
 BIG = b"x" * (4 << 20)       # a response no socket buffer of a non-reading client holds
-BOUND = 10.0                  # seconds any single wait may take (generous)
 REACHED = web.AppKey("reached", asyncio.Event)   # set when /slow's handler runs
 FAST = WebOptions(header_timeout=0.3, body_timeout=0.3, idle_timeout=0.3, write_timeout=0.3)
 
@@ -64,32 +63,17 @@ class Served:
     app: web.Application
 
     async def connect(self, rcvbuf: int | None = None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        sock = socket.socket()
-        if rcvbuf is not None:   # before connect, so the window is small from the start
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        sock.setblocking(False)
-        await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", self.port)), BOUND)
-        return await asyncio.open_connection(sock=sock)
+        return await connect(self.port, rcvbuf)
 
     async def until(self, condition: Callable[[], bool]) -> None:
-        """Bounded poll of the server's state."""
-        end = asyncio.get_running_loop().time() + BOUND
-        while not condition():
-            assert asyncio.get_running_loop().time() < end, "condition not met in time"
-            await asyncio.sleep(0.02)
+        await until(condition)
 
 
 @asynccontextmanager
 async def serving(options: WebOptions, ssl_context: ssl.SSLContext | None = None) -> AsyncIterator[Served]:
-    server = HttpServer(options)
-    sock = socket.create_server(("127.0.0.1", 0))
     app = small_app()
-    task = asyncio.create_task(server.serve(app, [sock], ssl_context, handle_signals=False))
-    try:
-        yield Served(server, sock.getsockname()[1], app)
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    async with serve_app(app, options, ssl_context) as (server, port):
+        yield Served(server, port, app)
 
 
 async def request(served: Served, path: str) -> bytes:

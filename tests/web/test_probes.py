@@ -22,10 +22,9 @@ from exporter.web.options import WebOptions
 from exporter.web.probes import PROBES, Probes
 from exporter.web.security import WebSecurity
 from exporter.web.server import HttpServer
-from tests.support.rawhttp import closed_by_server
+from tests.support.rawhttp import BOUND, closed_by_server, connect, serve_app, until
 from tests.support.webconfig import write_web_config
 
-BOUND = 10.0
 PROBE = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:9101\r\nUser-Agent: kube-probe/1.29\r\nAccept: */*\r\n"
 
 
@@ -49,26 +48,15 @@ class Served:
         return received
 
     async def connect(self, rcvbuf: int | None = None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        sock = socket.socket()
-        if rcvbuf is not None:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        sock.setblocking(False)
-        await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", self.port)), BOUND)
-        return await asyncio.open_connection(sock=sock)
+        return await connect(self.port, rcvbuf)
 
 
 @asynccontextmanager
 async def serving(options: WebOptions = WebOptions(), security: WebSecurity | None = None) -> AsyncIterator[Served]:
     ready = [False]
     app = create_app(CollectorRegistry(), lambda: ready[0], security=security)
-    server = HttpServer(options)
-    sock = socket.create_server(("127.0.0.1", 0))
-    task = asyncio.create_task(server.serve(app, [sock], handle_signals=False))
-    try:
-        yield Served(server, sock.getsockname()[1], app, ready)
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    async with serve_app(app, options) as (server, port):
+        yield Served(server, port, app, ready)
 
 
 def answers(raw: bytes) -> list[tuple[bytes, dict[bytes, bytes], bytes]]:
@@ -197,10 +185,7 @@ async def test_a_client_pipelining_probes_without_reading_is_held_and_dropped():
                 await asyncio.wait_for(writer.drain(), 2.0)    # blocks once the exporter stops reading
                 sent += 1000
         assert sent < 200_000
-        end = asyncio.get_running_loop().time() + BOUND
-        while served.server.table.open:
-            assert asyncio.get_running_loop().time() < end, "the non-reading client was never dropped"
-            await asyncio.sleep(0.05)
+        await until(lambda: served.server.table.open == 0, "the non-reading client dropped")
         assert served.server.table.timeouts["write"] == 1
         assert served.probes.answered < sent                   # far from every probe sent was answered
         writer.transport.abort()
@@ -231,10 +216,7 @@ async def test_a_closing_probe_waiting_at_accept_is_answered_even_when_every_slo
     async with serving(WebOptions(max_connections=1, health_connections=1)) as served:
         served.server.table.clock = lambda: float("-inf")    # nobody has ever waited long enough
         holders = [await served.connect() for _ in range(2)]
-        end = asyncio.get_running_loop().time() + BOUND
-        while served.server.table.open < 2:
-            assert asyncio.get_running_loop().time() < end, "the holders were never admitted"
-            await asyncio.sleep(0.01)
+        await until(lambda: served.server.table.open == 2, "both holders admitted")
         answered = await until_closed(connect_and_send(served.port, close(PROBE)))
         assert answers(answered)[0][:1] == (b"HTTP/1.1 200 OK",) and answers(answered)[0][2] == b"ok\n"
         assert answered.endswith(b"ok\n") and served.probes.answered == 1
