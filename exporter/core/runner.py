@@ -32,7 +32,7 @@ _REAP_SECONDS = 5.0  # bound on draining/reaping a killed child (a setsid grandc
 
 # A process group of its own, in our session (see above); Python 3.10 has no process_group
 # and pays for a fork instead of a vfork.
-_OWN_GROUP: dict[str, Any] = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+OWN_PROCESS_GROUP: dict[str, Any] = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
 
 
 def nice_option(tool: str) -> Any:
@@ -155,7 +155,7 @@ class CommandRunner:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                **_OWN_GROUP,  # so a timeout kills grandchildren too
+                **OWN_PROCESS_GROUP,  # so a timeout kills grandchildren too
                 env=self.env,
                 limit=min(self.max_output_bytes, 1 << 20),
             )

@@ -78,7 +78,7 @@ class Node:
 
 
 def build_npu_smi(settings: Settings, health: HealthRegistry) -> tuple[NpuSmiSource, Simulated | None]:
-    command, simulated = npu_smi_command(settings.simulator, settings.npu_smi.path)
+    command, simulated = npu_smi_command(settings.simulator, settings.npu_smi.path, settings.npu_smi.nice)
     options = settings.npu_smi
     if not settings.collector.devices:
         options = replace(options, details=(), board=False)   # both only fill chip series

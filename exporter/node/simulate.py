@@ -8,13 +8,17 @@ differs.
 from __future__ import annotations
 
 import logging
+import select
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from exporter.core.options import choice, option
+from exporter.core.runner import OWN_PROCESS_GROUP
+from exporter.simulator import resident as resident_simulator
 from exporter.simulator.models import MODEL_NAMES
 from exporter.simulator.network import ALL_SCENARIOS, chip_scenario
 
@@ -40,8 +44,9 @@ class SimulatorOptions:
     model: str = option("910b3", choice(*MODEL_NAMES), "simulated node model", flag="--simulate.model")
 
 
-def npu_smi_command(options: SimulatorOptions, npu_smi_path: str) -> tuple[tuple[str, ...], Simulated | None]:
-    """The npu-smi argv prefix and, when simulating, (scenario, model)."""
+def npu_smi_command(options: SimulatorOptions, npu_smi_path: str, nice: int = 5) -> tuple[tuple[str, ...], Simulated | None]:
+    """The npu-smi argv prefix and, when simulating, (scenario, model); the resident simulator
+    starts here, ``nice`` steps nicer than we are (as npu-smi calls run)."""
     scenario = options.scenario
     if scenario == "auto":
         found = shutil.which(npu_smi_path)
@@ -53,7 +58,7 @@ def npu_smi_command(options: SimulatorOptions, npu_smi_path: str) -> tuple[tuple
         )
         scenario = "healthy"
     if scenario:
-        prefix = (*stand_in("exporter.simulator.npusmi"), "--model", options.model, "--scenario", chip_scenario(scenario), "--")
+        prefix = (*simulated_tool("npusmi", nice), "--model", options.model, "--scenario", chip_scenario(scenario), "--")
         return prefix, (scenario, options.model)
     return (npu_smi_path,), None
 
@@ -61,7 +66,7 @@ def npu_smi_command(options: SimulatorOptions, npu_smi_path: str) -> tuple[tuple
 def hccn_tool_command(simulated: Simulated) -> tuple[str, ...]:
     """The argv prefix that makes the simulator answer like hccn_tool."""
     scenario, model = simulated
-    return (*stand_in("exporter.simulator.hccn"), "--model", model, "--scenario", scenario, "--")
+    return (*simulated_tool("hccn"), "--model", model, "--scenario", scenario, "--")
 
 
 def stand_in(module: str) -> tuple[str, ...]:
@@ -72,3 +77,60 @@ def stand_in(module: str) -> tuple[str, ...]:
     root = str(Path(__file__).resolve().parents[2])
     code = f"import sys; sys.path.insert(0, {root!r}); from {module} import main; sys.exit(main())"
     return (sys.executable, "-I", "-S", "-c", code)
+
+
+def simulated_tool(tool: str, nice: int = 5) -> tuple[str, ...]:
+    """The argv of a simulated ``tool`` (a key of the resident's TOOLS): the resident simulator's
+    bash client when it runs, else the whole stand-in."""
+    whole = stand_in(resident_simulator.TOOLS[tool])
+    resident = running_resident(nice)
+    if resident is None:
+        return whole
+    return (resident.bash, "-c", resident_simulator.CLIENT, "cann-sim", resident.port, resident.token_file, tool,
+            whole[0], whole[-1])
+
+
+@dataclass(frozen=True)
+class Resident:
+    process: subprocess.Popen[bytes]
+    bash: str
+    port: str
+    token_file: str
+
+
+_resident: list[Resident] = []   # the one resident of this process, once started
+
+
+def running_resident(nice: int = 5) -> Resident | None:
+    """The resident simulator, started on first use (and again if it died); None where it
+    cannot run (no bash), and calls then start the whole stand-in."""
+    if _resident and _resident[0].process.poll() is None:
+        return _resident[0]
+    _resident.clear()
+    started = _start_resident(nice)
+    if started is not None:
+        _resident.append(started)
+    return started
+
+
+def _start_resident(nice: int) -> Resident | None:
+    bash = shutil.which("bash")
+    if bash is None:
+        log.info("bash not found; every simulated call starts a whole simulator process")
+        return None
+    # Its own process group (a Ctrl-C to the exporter's terminal is the exporter's to handle)
+    # in our session; it exits when its stdin, our pipe, closes.
+    process = subprocess.Popen([*stand_in("exporter.simulator.resident"), str(nice)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, **OWN_PROCESS_GROUP)
+    assert process.stdout is not None
+    ready, _, _ = select.select([process.stdout], [], [], resident_simulator.START_TIMEOUT)
+    line = process.stdout.readline().decode(errors="replace") if ready else ""
+    process.stdout.close()
+    port, _, token_file = line.strip().partition(" ")
+    if not port.isdigit() or not token_file:
+        process.kill()
+        process.wait()
+        log.warning("the resident simulator did not start; every simulated call starts a whole simulator process",
+                    extra={"answer": line[:200]})
+        return None
+    return Resident(process, bash, port, token_file)

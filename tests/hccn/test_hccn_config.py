@@ -7,7 +7,7 @@ import pytest
 from exporter.core.options import ConfigError
 from exporter.node.assembly import assemble, hccn_command
 from exporter.node.settings import build_settings
-from exporter.node.simulate import npu_smi_command, stand_in
+from exporter.node.simulate import npu_smi_command, simulated_tool
 
 
 def test_defaults():
@@ -49,7 +49,7 @@ def test_simulation_uses_the_hccn_simulator_and_link_flap_keeps_chips_healthy():
     assert simulated == ("link-flap", "a3")
     assert command[command.index("--scenario") + 1] == "healthy"
     assert hccn_command(settings.hccn, simulated) == (
-        *stand_in("exporter.simulator.hccn"), "--model", "a3", "--scenario", "link-flap", "--",
+        *simulated_tool("hccn"), "--model", "a3", "--scenario", "link-flap", "--",
     )
     off = build_settings(flags={"simulator.scenario": "healthy", "hccn.enabled": "false"})
     assert hccn_command(off.hccn, ("healthy", "910b3")) is None

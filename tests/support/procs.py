@@ -44,12 +44,18 @@ def exited(pid: int) -> bool:
         return True
 
 
+def calls(pid: int | None = None) -> list[psutil.Process]:
+    """Descendants but the resident simulator, which lives as long as the process that started
+    it (exporter/simulator/resident.py): what is left are calls and what they started."""
+    return [p for p in descendants(pid) if "exporter.simulator.resident" not in cmdline(p)]
+
+
 def running(pid: int | None = None) -> list[psutil.Process]:
-    return [p for p in descendants(pid) if status(p) not in (None, psutil.STATUS_ZOMBIE)]
+    return [p for p in calls(pid) if status(p) not in (None, psutil.STATUS_ZOMBIE)]
 
 
 def zombies(pid: int | None = None) -> list[psutil.Process]:
-    return [p for p in descendants(pid) if status(p) == psutil.STATUS_ZOMBIE]
+    return [p for p in calls(pid) if status(p) == psutil.STATUS_ZOMBIE]
 
 
 def lingering_zombies(pid: int | None = None, grace: float = 10.0) -> list[psutil.Process]:
