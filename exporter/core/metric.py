@@ -8,6 +8,7 @@ they never see a subprocess or a file, only the immutable part they are handed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -25,6 +26,7 @@ P = TypeVar("P", contravariant=True)
 # Every per-chip series carries exactly these labels: the NPU id npu-smi prints (the `-i`
 # argument), the chip index within the card, and the chip logic id frameworks use.
 CHIP_LABELS = ("npu", "chip", "device")
+LEGACY_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,13 @@ class MetricSpec:
     help: str
     labels: tuple[str, ...] = ()
     fields: tuple[str, ...] = ()     # the part's fields that fill it (values, or label values)
+
+    def __post_init__(self) -> None:
+        # Classic names only (no colons: those are for recording rules): every scraper reads
+        # them, and the exposition encodes them without escaping (node/exposition.py).
+        for name in (self.name, *self.labels):
+            if not LEGACY_NAME.fullmatch(name) or name.startswith("__"):
+                raise ValueError(f"{self.name}: {name!r} is not a classic Prometheus name ([a-zA-Z_][a-zA-Z0-9_]*)")
 
     @property
     def family_name(self) -> str:

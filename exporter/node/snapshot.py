@@ -76,12 +76,22 @@ class SnapshotStore:
         self._pause = 0.0   # until the live parts are read again: LIVE_COST_FACTOR x their cost
         self._live: tuple[float, JobsPart | None, WebStatus | None, HttpStatus | None] | None = None
         self._lock = threading.Lock()
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` (in the publisher's thread) after a publish that changed a part,
+        until the returned function is called."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
 
     def publish(self, snapshot: Snapshot) -> None:
         old = self._sampled
         kept = {f.name: getattr(old, f.name) for f in fields(Snapshot)
                 if getattr(snapshot, f.name) is not getattr(old, f.name) and getattr(snapshot, f.name) == getattr(old, f.name)}
-        self._sampled = replace(snapshot, **kept) if kept else snapshot
+        self._sampled = new = replace(snapshot, **kept) if kept else snapshot
+        if any(getattr(new, f.name) is not getattr(old, f.name) for f in fields(Snapshot)):
+            for listener in self._listeners:
+                listener()
 
     @property
     def sampled(self) -> Snapshot:
