@@ -19,7 +19,6 @@ import os
 import signal
 import sys
 import time
-import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -34,25 +33,6 @@ _REAP_SECONDS = 5.0  # bound on draining/reaping a killed child (a setsid grandc
 # A process group of its own, in our session (see above); Python 3.10 has no process_group
 # and pays for a fork instead of a vfork.
 OWN_PROCESS_GROUP: dict[str, Any] = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
-
-
-def watch_children_with_pidfds() -> bool:
-    """Before 3.12, asyncio waits for every child in a thread of its own, started at spawn: a
-    round of calls started as many threads, and each start handed the GIL to the new thread and
-    back while the machine was busy with the calls themselves (spawns on the event loop took
-    3-10 ms instead of 1). A pidfd watched by the event loop needs no thread; 3.12 uses one
-    itself. Returns whether pidfds are in use (Linux 5.3+, not refused by a seccomp filter)."""
-    if sys.version_info >= (3, 12):
-        return True
-    try:
-        os.close(os.pidfd_open(os.getpid()))
-    except (AttributeError, OSError):
-        return False
-    if not isinstance(asyncio.get_child_watcher(), asyncio.PidfdChildWatcher):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            asyncio.set_child_watcher(asyncio.PidfdChildWatcher())
-    return True
 
 
 def nice_option(tool: str) -> Any:
@@ -143,7 +123,6 @@ class CommandRunner:
         self.max_output_bytes = max_output_bytes
         self.env = env
         self._slots = Slots(max_concurrency)
-        watch_children_with_pidfds()
 
     async def run(self, argv: Sequence[str], timeout: float | None = None, *, urgent: bool = False) -> RunResult:
         """Run ``argv`` to completion; raise RunError on spawn failure, timeout or oversize output.

@@ -186,9 +186,15 @@ def assemble(settings: Settings, *, ingest: bool = True, security: WebSecurity |
         if source is not None:
             tasks += source.tasks()
 
+    def snapshot(ready: bool) -> Snapshot:
+        return build_snapshot(ready, health, npu_smi, simulated, hccn=hccn, pods=pods, profiles=profiles,
+                              resources=resources, posted=posted)
+
     def publish(ready: bool) -> None:
-        store.publish(build_snapshot(ready, health, npu_smi, simulated, hccn=hccn, pods=pods, profiles=profiles,
-                                     resources=resources, posted=posted))
+        store.publish(snapshot(ready))
+
+    async def publish_prepared(ready: bool) -> None:
+        await store.publish_prepared(lambda: snapshot(ready))
 
     # Order of the exposition: chips, processes, the exporter itself, then the optional sources.
     wanted = [
@@ -213,7 +219,8 @@ def assemble(settings: Settings, *, ingest: bool = True, security: WebSecurity |
                               posted=posted)
     log.info("collectors enabled", extra={state.name: state.detail if state.on else "off" for state in states})
     # Withheld data leaves /metrics at most a tenth of max_age late, even if every task stalls.
-    sampler = Sampler(tasks, health, publish, republish_interval=min(10.0, max(1.0, settings.max_age / 10)))
+    sampler = Sampler(tasks, health, publish, republish_interval=min(10.0, max(1.0, settings.max_age / 10)),
+                      prepared=publish_prepared)
     return Node(store, registry, exposition, sampler, npu_smi, simulated, hccn=hccn, pods=pods, profiles=profiles,
                 ingest=ingest_store, posted=posted, health=health, collectors=states)
 

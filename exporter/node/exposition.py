@@ -3,9 +3,12 @@ order, and each part's text is kept encoded until that part changes.
 
 A scrape that finds every part's encoding current joins bytes and never renders (most scrapes:
 sources change every few seconds, Prometheus scrapes more often, several may scrape). A part
-that changed is encoded again, alone, by :meth:`Exposition.body`, which the web app runs off
-the event loop. The same object is also the registry's prometheus_client collector, for
-`once` and for tests that render a fresh copy to compare with what was served.
+that changed is encoded again, alone, off the event loop: for a sampler run, before its
+snapshot is published (:meth:`Exposition.prepare_with`), so scrapes meanwhile get the current
+one, ready; for a live part, or a format nobody asked for lately, by the scrape that needs it
+(:meth:`Exposition.body`). The encodings of the current snapshot and of the one being prepared
+are both kept. The same object is also the registry's prometheus_client collector, for `once`
+and for tests that render a fresh copy to compare with what was served.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from __future__ import annotations
 import inspect
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from prometheus_client.core import Metric
@@ -27,6 +31,7 @@ from exporter.core.metric import Collector, family
 from exporter.node.snapshot import Snapshot, SnapshotStore
 
 OPENMETRICS_EOF = b"# EOF\n"
+KEPT = 2   # encodings kept per part and format, bodies per format: the served and the prepared
 
 
 def _classic_names() -> dict[str, str]:
@@ -77,9 +82,11 @@ class Exposition:
         self.renderings = tuple(renderings)
         self.encodes = 0     # parts encoded for serving: what the cache saves is counted in tests
         self._lock = threading.Lock()
-        self._parts: dict[tuple[int, bool], _Encoded] = {}              # (rendering, openmetrics) -> encoding
-        # openmetrics -> (the parts' pieces, the body, every piece of the body: the EOF included)
-        self._bodies: dict[bool, tuple[tuple[bytes, ...], bytes, tuple[bytes, ...]]] = {}
+        # (rendering, openmetrics) -> its latest encodings, newest first
+        self._parts: dict[tuple[int, bool], tuple[_Encoded, ...]] = {}
+        # openmetrics -> its latest bodies, newest first: (the parts' pieces, the body, every
+        # piece of the body: the EOF included)
+        self._bodies: dict[bool, tuple[tuple[tuple[bytes, ...], bytes, tuple[bytes, ...]], ...]] = {}
 
     # --- prometheus_client collector: a fresh render of the current snapshot --------------------
     def describe(self) -> Iterator[Metric]:
@@ -95,43 +102,48 @@ class Exposition:
                 yield from rendering.collector.render(part)
 
     # --- served bytes -----------------------------------------------------------------------
-    def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
-        """``listener`` is called after a sampler run changed a part (not for the live parts),
-        until the returned function is called."""
-        return self.store.on_change(listener)
+    def prepare_with(self, preparer: Callable[[Callable[[bool], bytes]], Awaitable[None]]) -> Callable[[], None]:
+        """Before a sampler run's snapshot is published, ``preparer`` is handed the function
+        that encodes its body in a format (run it off the event loop), until the returned
+        function is called."""
+        return self.store.prepare_with(lambda snapshot: preparer(partial(self.body_of, snapshot)))
 
     def ready_body(self, openmetrics: bool) -> bytes | None:
         """The body when every part's encoding is current, else None; never encodes (cheap
         enough for the event loop: identity checks and, when a part changed, a join)."""
-        parts = self._current_parts()
+        parts = self._parts_of(self.store.current)
         with self._lock:
             pieces = []
             for index, part in enumerate(parts):
-                encoded = self._parts.get((index, openmetrics))
-                if part is not None and (encoded is None or encoded.part is not part):
+                text = b"" if part is None else self._cached(index, openmetrics, part)
+                if text is None:
                     return None
-                pieces.append(encoded.text if part is not None and encoded else b"")
+                pieces.append(text)
             return self._join(openmetrics, tuple(pieces))
 
     def body(self, openmetrics: bool) -> bytes:
-        """The body, encoding the parts that changed since they were last encoded (run it off
-        the event loop: a large part takes long to encode)."""
-        parts = self._current_parts()
-        pieces = []
-        for index, part in enumerate(parts):
-            pieces.append(b"" if part is None else self._encoded(index, part, openmetrics))
+        """The current body, encoding the parts that changed since they were last encoded (run
+        it off the event loop: a large part takes long to encode)."""
+        return self.body_of(self.store.current, openmetrics)
+
+    def body_of(self, snapshot: Snapshot, openmetrics: bool) -> bytes:
+        """``snapshot``'s body, with the live parts as they are now (off the event loop)."""
+        parts = self._parts_of(self.store.with_live(snapshot))
+        pieces = [b"" if part is None else self._encoded(index, part, openmetrics) for index, part in enumerate(parts)]
         with self._lock:
             return self._join(openmetrics, tuple(pieces))
 
-    def _current_parts(self) -> list[Any]:
-        snapshot = self.store.current
+    def _parts_of(self, snapshot: Snapshot) -> list[Any]:
         return [rendering.part(snapshot) for rendering in self.renderings]
+
+    def _cached(self, index: int, openmetrics: bool, part: Any) -> bytes | None:
+        return next((encoded.text for encoded in self._parts.get((index, openmetrics), ()) if encoded.part is part), None)
 
     def _encoded(self, index: int, part: Any, openmetrics: bool) -> bytes:
         with self._lock:
-            cached = self._parts.get((index, openmetrics))
-            if cached is not None and cached.part is part:
-                return cached.text
+            cached = self._cached(index, openmetrics, part)
+        if cached is not None:
+            return cached
         families = _Families(self.renderings[index], part)
         started = time.perf_counter()
         encode = encode_openmetrics if openmetrics else encode_text
@@ -139,24 +151,27 @@ class Exposition:
         self.store.charge(part, time.perf_counter() - started)
         with self._lock:
             self.encodes += 1
-            self._parts[(index, openmetrics)] = _Encoded(part, text)
+            key = (index, openmetrics)
+            self._parts[key] = (_Encoded(part, text), *self._parts.get(key, ())[:KEPT - 1])
         return text
 
     def parts_of(self, body: bytes) -> tuple[bytes, ...] | None:
         """The pieces ``body`` is the join of, while it is a body this exposition serves (gzip
         compresses them one by one, keeping the unchanged ones)."""
         with self._lock:
-            for _, joined, pieces in self._bodies.values():
-                if joined is body:
-                    return pieces
+            for bodies in self._bodies.values():
+                for _, joined, pieces in bodies:
+                    if joined is body:
+                        return pieces
         return None
 
     def _join(self, openmetrics: bool, pieces: tuple[bytes, ...]) -> bytes:
         """The joined body; the same object while no piece changed (the gzip cache keys on it)."""
-        cached = self._bodies.get(openmetrics)
-        if cached is not None and len(cached[0]) == len(pieces) and all(a is b for a, b in zip(cached[0], pieces)):
-            return cached[1]
+        kept = self._bodies.get(openmetrics, ())
+        for cached in kept:
+            if len(cached[0]) == len(pieces) and all(a is b for a, b in zip(cached[0], pieces)):
+                return cached[1]
         joined = pieces + (OPENMETRICS_EOF,) if openmetrics else pieces
         body = b"".join(joined)
-        self._bodies[openmetrics] = (pieces, body, joined)
+        self._bodies[openmetrics] = ((pieces, body, joined), *kept[:KEPT - 1])
         return body

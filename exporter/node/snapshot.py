@@ -9,9 +9,10 @@ source is off.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields, replace
 
 from exporter.core.selfmetrics import StatusPart
@@ -22,6 +23,8 @@ from exporter.pods.part import PodsPart
 from exporter.profiles.part import ProfilesPart
 from exporter.resources.part import ResourcesPart
 from exporter.web.collector import HttpStatus, WebStatus
+
+log = logging.getLogger("exporter")
 
 
 @dataclass(frozen=True)
@@ -76,22 +79,49 @@ class SnapshotStore:
         self._pause = 0.0   # until the live parts are read again: LIVE_COST_FACTOR x their cost
         self._live: tuple[float, JobsPart | None, WebStatus | None, HttpStatus | None] | None = None
         self._lock = threading.Lock()
-        self._listeners: list[Callable[[], None]] = []
-
-    def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
-        """Call ``listener`` (in the publisher's thread) after a publish that changed a part,
-        until the returned function is called."""
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener)
+        self._preparer: Callable[[Snapshot], Awaitable[None]] | None = None
+        self._generation = 0   # publishes so far: a prepared publish checks nobody published meanwhile
 
     def publish(self, snapshot: Snapshot) -> None:
+        """Make ``snapshot`` current now (its encodings are made when a scrape asks)."""
+        self._sampled = self._merged(snapshot)
+        self._generation += 1
+
+    async def publish_prepared(self, build: Callable[[], Snapshot]) -> None:
+        """Publish the snapshot ``build`` makes once the preparer (the web app's encoder) has
+        encoded what changed in it: until then scrapes get the current snapshot, ready, instead
+        of waiting for an encode. If someone published meanwhile, build again (from the sources'
+        latest parts) and publish that at once."""
+        generation = self._generation
+        snapshot = self._merged(build())
+        preparer = self._preparer
+        if preparer is not None and any(getattr(snapshot, f.name) is not getattr(self._sampled, f.name) for f in fields(Snapshot)):
+            try:
+                await preparer(snapshot)
+            except Exception:   # the scrape that needs it encodes it (and fails) in the open
+                log.exception("preparing the new snapshot's encodings failed")
+            if self._generation != generation:
+                snapshot = self._merged(build())
+        self._sampled = snapshot
+        self._generation += 1
+
+    def prepare_with(self, preparer: Callable[[Snapshot], Awaitable[None]]) -> Callable[[], None]:
+        """Have ``preparer`` encode each changed snapshot of :meth:`publish_prepared` before it is
+        published, until the returned function is called."""
+        self._preparer = preparer
+
+        def stop() -> None:
+            if self._preparer is preparer:
+                self._preparer = None
+        return stop
+
+    def _merged(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot`` with each part equal to the current one replaced by the current one: an
+        unchanged part stays the same object, so its encodings stay valid."""
         old = self._sampled
         kept = {f.name: getattr(old, f.name) for f in fields(Snapshot)
                 if getattr(snapshot, f.name) is not getattr(old, f.name) and getattr(snapshot, f.name) == getattr(old, f.name)}
-        self._sampled = new = replace(snapshot, **kept) if kept else snapshot
-        if any(getattr(new, f.name) is not getattr(old, f.name) for f in fields(Snapshot)):
-            for listener in self._listeners:
-                listener()
+        return replace(snapshot, **kept) if kept else snapshot
 
     @property
     def sampled(self) -> Snapshot:
@@ -100,7 +130,10 @@ class SnapshotStore:
 
     @property
     def current(self) -> Snapshot:
-        snapshot = self._sampled
+        return self.with_live(self._sampled)
+
+    def with_live(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot`` with the live parts as they are now."""
         if self.jobs is None and self.web is None and self.http is None:
             return snapshot
         _, jobs, web, http = self._live_parts()

@@ -1,12 +1,13 @@
 """GET /metrics: the format the scraper asks for, bytes that were encoded before, gzip kept
 for a body that did not change, and every encode or compress off the event loop.
 
-The event loop only checks that the cached encodings are current and joins them. When a sampler
-run changes a part, the one encoder thread renders it at once, and gzips the new body, for every
-format and encoding scraped in the last ``WANTED_SECONDS``: the next scrape finds its bytes
-ready. A part that changes between runs (training steps, connection counts) is encoded when a
-scrape finds it changed; scrapes arriving during an encode wait for that one encode rather than
-each starting their own. Gzip compresses only the parts that changed (gzip_parts.py). A scrape
+The event loop only checks that the cached encodings are current and joins them. Before a
+sampler run's changes are published, the one encoder thread encodes them, and gzips the new
+body, for every format and encoding scraped in the last ``WANTED_SECONDS``: scrapes meanwhile
+get the body before the change, ready, and the first one after it finds its bytes ready too. A
+part that changes between runs (training steps, connection counts) is encoded when a scrape
+finds it changed; scrapes arriving during an encode wait for that one encode rather than each
+starting their own. Gzip compresses only the parts that changed (gzip_parts.py). A scrape
 therefore never holds the loop for longer than a join, whatever the number of series, and
 /healthz stays answered while a large body is being made.
 """
@@ -15,9 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
@@ -41,8 +41,6 @@ GZIP_LEVEL = 5
 # (Prometheus scrapes every 10 s to 2 min; a one-off curl is not worth encoding for an hour).
 WANTED_SECONDS = 600.0
 
-log = logging.getLogger("exporter")
-
 
 class MetricsBody(Protocol):
     def ready_body(self, openmetrics: bool) -> bytes | None:
@@ -54,9 +52,9 @@ class MetricsBody(Protocol):
     def parts_of(self, body: bytes) -> Sequence[bytes] | None:
         """The pieces ``body`` joins, if known: gzip then compresses only those that changed."""
 
-    def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
-        """Call ``listener`` (from any thread) when the body changed by itself, until the
-        returned function is called."""
+    def prepare_with(self, preparer: Callable[[Callable[[bool], bytes]], Awaitable[None]]) -> Callable[[], None]:
+        """Before the body changes by itself, hand ``preparer`` the function that encodes the
+        coming body in a format, until the returned function is called."""
 
 
 class RegistryBody:
@@ -74,7 +72,7 @@ class RegistryBody:
     def parts_of(self, body: bytes) -> Sequence[bytes] | None:
         return None
 
-    def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
+    def prepare_with(self, preparer: Callable[[Callable[[bool], bytes]], Awaitable[None]]) -> Callable[[], None]:
         return lambda: None   # rendered per scrape: nothing to prepare
 
 
@@ -105,28 +103,24 @@ Variant = tuple[bool, bool]   # (openmetrics, gzip)
 
 class Scrapes:
     """The /metrics handler's state: the body source, one encoder thread, the gzip cache, and
-    the variants scraped lately (prepared ahead after a change)."""
+    the variants scraped lately (prepared before a change is published)."""
 
     def __init__(self, source: MetricsBody, clock: Callable[[], float] = time.monotonic) -> None:
         self.source = source
         self._clock = clock
         self._executor: ThreadPoolExecutor | None = None
         self._encoding = asyncio.Lock()
-        self._gzipped: dict[bool, tuple[bytes, bytes]] = {}   # openmetrics -> (body, its gzip)
+        # openmetrics -> (body, its gzip) of the served body and of the one prepared, newest first
+        self._gzipped: dict[bool, tuple[tuple[bytes, bytes], ...]] = {}
         self._parts_gzip = {openmetrics: PartsGzip(GZIP_LEVEL) for openmetrics in (False, True)}
         self._wanted: dict[Variant, float] = {}               # variant -> when it was last scraped
-        self._preparing: asyncio.Task[None] | None = None
-        self._changed_again = False
 
     async def lifetime(self, app: web.Application) -> AsyncIterator[None]:
-        """cleanup_ctx: the encoder thread lives as long as the app; changes are prepared ahead."""
+        """cleanup_ctx: the encoder thread lives as long as the app, and prepares changes."""
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics-encoder")
-        loop = asyncio.get_running_loop()
-        stop_listening = self.source.on_change(lambda: loop.call_soon_threadsafe(self._changed))
+        stop_preparing = self.source.prepare_with(self._prepare)
         yield
-        stop_listening()
-        if self._preparing is not None:
-            self._preparing.cancel()
+        stop_preparing()
         self._executor.shutdown(wait=False, cancel_futures=True)
         self._executor = None
 
@@ -141,34 +135,18 @@ class Scrapes:
             headers["Content-Encoding"] = "gzip"
         return web.Response(body=body, headers=headers)
 
-    def _changed(self) -> None:
-        """A part changed: prepare the wanted variants now; a change during that, once more after."""
-        if self._executor is None:
-            return
-        if self._preparing is not None and not self._preparing.done():
-            self._changed_again = True
-            return
-        self._preparing = asyncio.create_task(self._prepare())
-
-    async def _prepare(self) -> None:
-        while True:
-            self._changed_again = False
-            now = self._clock()
-            # The variant scraped last first: the one a scraper is most likely to ask for next.
-            for variant, scraped in sorted(self._wanted.items(), key=lambda item: -item[1]):
-                if now - scraped > WANTED_SECONDS:
-                    del self._wanted[variant]
-                    continue
-                openmetrics, gzipped = variant
-                try:
-                    body = await self._body(openmetrics)
-                    if gzipped:
-                        await self._gzip(openmetrics, body)
-                except Exception:   # the scrape that wants it will encode (and fail) in the open
-                    log.exception("preparing /metrics failed", extra={"openmetrics": openmetrics, "gzip": gzipped})
-                    return
-            if not self._changed_again:
-                return
+    async def _prepare(self, render: Callable[[bool], bytes]) -> None:
+        """Encode (and gzip) the coming body in the variants scraped lately, the latest first."""
+        now = self._clock()
+        for variant, scraped in sorted(self._wanted.items(), key=lambda item: -item[1]):
+            if now - scraped > WANTED_SECONDS:
+                del self._wanted[variant]
+                continue
+            openmetrics, gzipped = variant
+            async with self._encoding:
+                body = await self._run(render, openmetrics)
+            if gzipped:
+                await self._gzip(openmetrics, body)
 
     async def _body(self, openmetrics: bool) -> bytes:
         body = self.source.ready_body(openmetrics)
@@ -179,16 +157,19 @@ class Scrapes:
             return body if body is not None else await self._run(self.source.body, openmetrics)
 
     async def _gzip(self, openmetrics: bool, body: bytes) -> bytes:
-        cached = self._gzipped.get(openmetrics)
-        if cached is not None and cached[0] is body:
-            return cached[1]
-        async with self._encoding:   # as for encodes: one compress of a body, however many wait
-            cached = self._gzipped.get(openmetrics)
-            if cached is not None and cached[0] is body:
-                return cached[1]
-            compressed = await self._run(self._compress, openmetrics, body)
-            self._gzipped[openmetrics] = (body, compressed)
+        compressed = self._gzip_of(openmetrics, body)
+        if compressed is not None:
             return compressed
+        async with self._encoding:   # as for encodes: one compress of a body, however many wait
+            compressed = self._gzip_of(openmetrics, body)
+            if compressed is None:
+                compressed = await self._run(self._compress, openmetrics, body)
+                kept = self._gzipped.get(openmetrics, ())
+                self._gzipped[openmetrics] = ((body, compressed), *kept[:1])
+            return compressed
+
+    def _gzip_of(self, openmetrics: bool, body: bytes) -> bytes | None:
+        return next((compressed for plain, compressed in self._gzipped.get(openmetrics, ()) if plain is body), None)
 
     def _compress(self, openmetrics: bool, body: bytes) -> bytes:
         parts = self.source.parts_of(body)

@@ -9,6 +9,8 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
 from exporter.node.exposition import Exposition, Rendering
 from exporter.node.snapshot import Snapshot, SnapshotStore
@@ -17,6 +19,7 @@ from exporter.npusmi.part import ChipSample, DevicesPart
 from exporter.web import gzip_parts
 from exporter.web.app import create_app
 from exporter.web.scrape import accepts_gzip, wants_openmetrics
+from tests.support.rawhttp import until
 
 SNAPSHOT = Snapshot(ready=True, devices=DevicesPart(chips=(ChipSample(npu=0, chip=0, device=0, up=True, model="910B3", health="OK"),), chips_seen=1))
 
@@ -119,3 +122,45 @@ async def test_gzip_is_not_redone_for_an_unchanged_body_and_only_the_changed_par
     body = await scrape()
     assert b'npu="1"' in body and b'npu="7"' in body and body == exposition.body(False)
     assert len(compressed) == 3 and b'npu="1"' in compressed[-1]   # only the part that changed
+
+
+def warning_chip() -> Snapshot:
+    return Snapshot(ready=True, devices=DevicesPart(chips=(ChipSample(npu=0, chip=0, device=0, up=True, model="910B3", health="Warning"),), chips_seen=1))
+
+
+async def test_a_sampler_run_is_published_once_encoded_and_scrapes_meanwhile_get_the_body_before_it(aiohttp_client):
+    collector = BlockingChips()
+    exposition = exposition_of(collector)
+    client = await aiohttp_client(app_for(exposition))
+    collector.go.set()
+    before = await (await client.get("/metrics")).text()       # the text format is now wanted
+    collector.go.clear()
+    publishing = asyncio.create_task(exposition.store.publish_prepared(warning_chip))
+    await until(lambda: len(collector.threads) == 2, "the encoder inside the new snapshot's render")
+    during = await client.get("/metrics")                        # answered while that encode is blocked
+    assert during.status == 200 and await during.text() == before and not publishing.done()
+    collector.go.set()
+    await publishing
+    encodes = exposition.encodes
+    after = await (await client.get("/metrics")).text()
+    assert exposition.encodes == encodes                          # prepared: the scrape encoded nothing
+    assert collector.threads == ["metrics-encoder_0"] * 2         # both encodes in the encoder thread
+    assert 'state="Warning"} 1.0' in after and after == generate_latest(registry_of(exposition)).decode()
+
+
+async def test_a_prepared_body_is_gzipped_before_it_is_published(aiohttp_client):
+    exposition = exposition_of()
+    client = await aiohttp_client(app_for(exposition))
+    await client.get("/metrics", headers={"Accept": "application/openmetrics-text", "Accept-Encoding": "gzip"})
+    await exposition.store.publish_prepared(warning_chip)
+    ready = exposition.ready_body(True)
+    assert ready is not None and b'state="Warning"} 1.0' in ready    # encoded before it was published
+    resp = await client.get("/metrics", headers={"Accept": "application/openmetrics-text", "Accept-Encoding": "gzip"},
+                            auto_decompress=False)
+    assert gzip.decompress(await resp.read()) == ready == generate_openmetrics(registry_of(exposition))
+
+
+def registry_of(exposition: Exposition) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    registry.register(exposition)
+    return registry
