@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from exporter.core.runner import CommandRunner, RunError
-from exporter.node.simulate import Resident, _start_resident, running_resident, simulated_tool, stand_in
+from exporter.node.simulate import (
+    Resident,
+    _start_resident,
+    running_resident,
+    simulated_tool,
+    stand_in,
+)
 from exporter.simulator import resident as resident_simulator
 from exporter.simulator.resident import TOOLS, parse_request
 from tests.support.procs import running

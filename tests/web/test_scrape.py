@@ -10,7 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+from prometheus_client.openmetrics.exposition import (
+    generate_latest as generate_openmetrics,
+)
 
 from exporter.node.exposition import Exposition, Rendering
 from exporter.node.snapshot import Snapshot, SnapshotStore
