@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.core.children import use_pidfds
 from exporter.core.errors import ReasonError
 from exporter.core.options import option, whole_number
 
@@ -123,6 +124,7 @@ class CommandRunner:
         self.max_output_bytes = max_output_bytes
         self.env = env
         self._slots = Slots(max_concurrency)
+        use_pidfds()   # no waiter thread per call (children.py)
 
     async def run(self, argv: Sequence[str], timeout: float | None = None, *, urgent: bool = False) -> RunResult:
         """Run ``argv`` to completion; raise RunError on spawn failure, timeout or oversize output.

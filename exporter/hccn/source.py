@@ -34,7 +34,7 @@ from exporter.core.runner import CommandRunner, RunError
 from exporter.core.sampler import Task
 from exporter.hccn import parse as p
 from exporter.hccn.options import HccnOptions
-from exporter.hccn.part import NetworkPart, port_sample
+from exporter.hccn.part import NetworkPart, PortSample, port_sample
 from exporter.npusmi.part import ChipSample
 
 FAST_COMMANDS = ("link", "link_stat", "speed", "net_health", "stat")
@@ -55,6 +55,7 @@ _AS_READING: dict[str, dict[str, object]] = {
 
 ChipKey = tuple[int, int]          # (npu, chip)
 PortKey = tuple[int, int, str]     # (npu, chip, port label)
+Fresh = tuple[tuple[str, Stamped[object]], ...]   # a port's fresh readings, by command
 
 
 def age_limit(options: HccnOptions, max_age: float, command: str) -> float:
@@ -149,6 +150,9 @@ class HccnSource:
         self._targets: dict[PortKey, Target] = {}
         self._a5_ports: dict[ChipKey, tuple[p.PortInfo, ...]] = {}
         self._readings: dict[tuple[PortKey, str], Stamped[object]] = {}
+        # port -> (device, the readings, the sample built from them); the part built last
+        self._built: dict[PortKey, tuple[int | None, Fresh, PortSample]] = {}
+        self._last_part: NetworkPart | None = None
         self._unsupported: set[tuple[ChipKey, str]] = set()
         self._unsupported_product: set[str] = set()   # "not supported on this product": every chip
         self._probed: set[str] = set()                # commands asked at least once
@@ -234,6 +238,7 @@ class HccnSource:
             else:
                 targets.append(Target(chip.npu, chip.chip, chip.device, ident))
         self._targets = {t.key: t for t in targets}
+        self._built = {key: built for key, built in self._built.items() if key in self._targets}
         return targets, outcomes
 
     async def _discover_a5_ports(self, chip: ChipSample, ident: int, rediscover: bool) -> list[_Outcome]:
@@ -316,13 +321,27 @@ class HccnSource:
         devices = {(c.npu, c.chip): c.device for c in self.chips()}
         out = []
         for key, target in sorted(self._targets.items()):
-            fresh = {
-                command: stamped.value
+            fresh = tuple(
+                (command, stamped)
                 for command in FAST_COMMANDS + SLOW_COMMANDS
                 if (stamped := self._readings.get((key, command))) is not None
                 and stamped.fresh(now, age_limit(self.options, self.max_age, command))
-            }
+            )
             if fresh:
-                device = devices.get(target.chip_key, target.device)
-                out.append(port_sample(target.npu, target.chip, device, target.port_label, fresh))
-        return NetworkPart(tuple(out))
+                out.append(self._port_sample(key, target, devices.get(target.chip_key, target.device), fresh))
+        samples = tuple(out)
+        last = self._last_part
+        if last is None or len(last.ports) != len(samples) or any(a is not b for a, b in zip(last.ports, samples)):
+            last = self._last_part = NetworkPart(samples)
+        return last
+
+    def _port_sample(self, key: PortKey, target: Target, device: int | None, fresh: Fresh) -> PortSample:
+        """A port's sample, built again only when one of its readings (or its device) changed:
+        the snapshot is rebuilt after every task run, and classifying counters is most of it."""
+        built = self._built.get(key)
+        if built is not None and built[0] == device and len(built[1]) == len(fresh) and all(
+                a[0] == b[0] and a[1] is b[1] for a, b in zip(built[1], fresh)):
+            return built[2]
+        sample = port_sample(target.npu, target.chip, device, target.port_label, {command: stamped.value for command, stamped in fresh})
+        self._built[key] = (device, fresh, sample)
+        return sample

@@ -296,3 +296,19 @@ async def test_a_product_without_roce_is_counted_per_command_not_per_chip(tmp_pa
     assert set(errors(health).values()) == {1}  # one chip asked first, the others never
     assert len(calls(tmp_path)) == 8
     assert all(success(health).values()) and source.part().ports == ()
+
+
+async def test_a_port_sample_is_built_again_only_when_its_readings_change(tmp_path):
+    script = write_replay_hccn(tmp_path, SAMPLE_REPLIES)
+    now = [1000.0]
+    options = HccnOptions(timeout=5, interval=10, slow_interval=60)
+    source = HccnSource(options, CommandRunner(timeout=5), HealthRegistry(), chips=lambda: (CHIP0,), command=(str(script),),
+                        max_age=30, clock=lambda: now[0])
+    await run_all(source)
+    first = source.part()
+    assert source.part() is first                    # nothing new: the same part, nothing rebuilt
+    await source.refresh_fast()
+    again = source.part()
+    assert again is not first and again == first     # new readings of the same values: rebuilt, equal
+    now[0] += 100                                    # the fast readings age out
+    assert source.part().ports[0].link_up is None and first.ports[0].link_up is not None
