@@ -21,6 +21,7 @@ Scenario properties (chips named by logic id, i.e. the `-m` Chip Logic ID):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from dataclasses import dataclass, replace
@@ -226,6 +227,7 @@ def simulate(model: NodeModel, scenario: str, t: float, seed: int = 0) -> NodeSt
 
 # --- deterministic noise ---------------------------------------------------------------
 
+@functools.lru_cache(maxsize=16384)   # a call asks for the same knots many times, and so do the next calls
 def unit_noise(*key: object) -> float:
     """Uniform [0, 1) from a key; blake2b so it does not depend on PYTHONHASHSEED."""
     digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
