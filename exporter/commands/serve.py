@@ -8,6 +8,7 @@ import sys
 
 from exporter import __version__
 from exporter.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from exporter.core.gil import favour_the_event_loop
 from exporter.core.heap import freeze_startup
 from exporter.core.shutdown import leave
 from exporter.jobs import http as ingest_http
@@ -59,5 +60,6 @@ def run(settings: Settings) -> int:
     ssl_context = security.ssl_context if security is not None else None
     log.info("listening", extra={"address": addresses(sockets), "tls": ssl_context is not None, "version": __version__})
     freeze_startup()
+    favour_the_event_loop()
     http.run(app, sockets, ssl_context, refuse=security.throttled if security is not None else None)
     return leave(EXIT_OK)   # a worker stuck in a read must not keep the stopped exporter alive
