@@ -3,8 +3,10 @@ for a body that did not change, and every encode or compress off the event loop.
 
 The event loop only checks that the cached encodings are current and joins them. Before a
 sampler run's changes are published, the one encoder thread encodes them, and gzips the new
-body, for every format and encoding scraped in the last ``WANTED_SECONDS``: scrapes meanwhile
-get the body before the change, ready, and the first one after it finds its bytes ready too. A
+body, for every format and encoding scraped in the last ``WANTED_SECONDS`` and since it was
+last prepared: scrapes meanwhile get the body before the change, ready, and the first one after
+it finds its bytes ready too; data that changes faster than it is scraped is encoded ahead
+once per scrape, not once per change. A
 part that changes between runs (training steps, connection counts) is encoded when a scrape
 finds it changed; scrapes arriving during an encode wait for that one encode rather than each
 starting their own. Gzip compresses only the parts that changed (gzip_parts.py). A scrape
@@ -114,6 +116,7 @@ class Scrapes:
         self._gzipped: dict[bool, tuple[tuple[bytes, bytes], ...]] = {}
         self._parts_gzip = {openmetrics: PartsGzip(GZIP_LEVEL) for openmetrics in (False, True)}
         self._wanted: dict[Variant, float] = {}               # variant -> when it was last scraped
+        self._scraped_since: set[Variant] = set()             # scraped since it was last prepared
 
     async def lifetime(self, app: web.Application) -> AsyncIterator[None]:
         """cleanup_ctx: the encoder thread lives as long as the app, and prepares changes."""
@@ -128,6 +131,7 @@ class Scrapes:
         openmetrics = wants_openmetrics(request.headers.get("Accept", ""))
         gzipped = accepts_gzip(request.headers.get("Accept-Encoding", ""))
         self._wanted[(openmetrics, gzipped)] = self._clock()
+        self._scraped_since.add((openmetrics, gzipped))
         body = await self._body(openmetrics)
         headers = {"Content-Type": CONTENT_TYPES[openmetrics]}
         if gzipped:
@@ -136,12 +140,17 @@ class Scrapes:
         return web.Response(body=body, headers=headers)
 
     async def _prepare(self, render: Callable[[bool], bytes]) -> None:
-        """Encode (and gzip) the coming body in the variants scraped lately, the latest first."""
+        """Encode (and gzip) the coming body in the variants scraped lately, the latest first;
+        only those scraped since they were last prepared, so data that changes more often than
+        it is scraped costs no more encodes than scrapes (the scrape encodes what changed since)."""
         now = self._clock()
         for variant, scraped in sorted(self._wanted.items(), key=lambda item: -item[1]):
             if now - scraped > WANTED_SECONDS:
                 del self._wanted[variant]
                 continue
+            if variant not in self._scraped_since:
+                continue
+            self._scraped_since.discard(variant)
             openmetrics, gzipped = variant
             async with self._encoding:
                 body = await self._run(render, openmetrics)

@@ -166,3 +166,19 @@ def registry_of(exposition: Exposition) -> CollectorRegistry:
     registry = CollectorRegistry()
     registry.register(exposition)
     return registry
+
+
+async def test_changes_faster_than_scrapes_are_encoded_ahead_once_per_scrape(aiohttp_client):
+    exposition = exposition_of()
+    client = await aiohttp_client(app_for(exposition))
+    await client.get("/metrics")
+    await exposition.store.publish_prepared(warning_chip)
+    prepared = exposition.encodes
+    alarm = Snapshot(ready=True, devices=DevicesPart(chips=(ChipSample(npu=0, chip=0, device=0, up=True, model="910B3", health="Alarm"),),
+                                                     chips_seen=1))
+    await exposition.store.publish_prepared(lambda: alarm)      # not scraped since the last one: not encoded ahead
+    assert exposition.encodes == prepared and exposition.ready_body(False) is None
+    body = await (await client.get("/metrics")).text()          # the scrape encodes it
+    assert 'state="Alarm"} 1.0' in body and exposition.encodes == prepared + 1
+    await exposition.store.publish_prepared(warning_chip)        # scraped since: encoded ahead again
+    assert exposition.encodes == prepared + 2 and exposition.ready_body(False) is not None
