@@ -42,6 +42,7 @@ GZIP_LEVEL = 5
 # A format and encoding is prepared ahead after a change while someone scraped it this recently
 # (Prometheus scrapes every 10 s to 2 min; a one-off curl is not worth encoding for an hour).
 WANTED_SECONDS = 600.0
+KEPT_GZIPS = 2   # per format: the served body's gzip and the prepared one's (node/exposition.py KEPT)
 
 
 class MetricsBody(Protocol):
@@ -112,7 +113,7 @@ class Scrapes:
         self._clock = clock
         self._executor: ThreadPoolExecutor | None = None
         self._encoding = asyncio.Lock()
-        # openmetrics -> (body, its gzip) of the served body and of the one prepared, newest first
+        # openmetrics -> (body, its gzip), newest first, KEPT_GZIPS of them
         self._gzipped: dict[bool, tuple[tuple[bytes, bytes], ...]] = {}
         self._parts_gzip = {openmetrics: PartsGzip(GZIP_LEVEL) for openmetrics in (False, True)}
         self._wanted: dict[Variant, float] = {}               # variant -> when it was last scraped
@@ -174,7 +175,7 @@ class Scrapes:
             if compressed is None:
                 compressed = await self._run(self._compress, openmetrics, body)
                 kept = self._gzipped.get(openmetrics, ())
-                self._gzipped[openmetrics] = ((body, compressed), *kept[:1])
+                self._gzipped[openmetrics] = ((body, compressed), *kept[:KEPT_GZIPS - 1])
             return compressed
 
     def _gzip_of(self, openmetrics: bool, body: bytes) -> bytes | None:
