@@ -6,7 +6,7 @@
 
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY exporter ./exporter
 RUN pip install --no-cache-dir --no-compile --prefix=/install .
 

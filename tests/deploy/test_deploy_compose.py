@@ -147,6 +147,11 @@ def test_dockerfile() -> None:
     assert re.search(r'^ENTRYPOINT \["cann-exporter"\]$', text, re.M)
     ignore = (ROOT / ".dockerignore").read_text().splitlines()
     assert "*" in ignore and "!exporter/" in ignore and "!pyproject.toml" in ignore
+    # Everything the build stage copies exists and passes the ignore file (the wheel carries LICENSE).
+    copied = [name for word, rest in instructions if word == "COPY" and "--from" not in rest for name in rest.split()[:-1]]
+    assert "LICENSE" in copied
+    for name in copied:
+        assert (ROOT / name).exists() and f"!{name.rstrip('/')}" in [entry.rstrip("/") for entry in ignore], name
 
 
 def test_healthcheck_command_works_against_the_exporter(tmp_path: Path) -> None:
