@@ -46,6 +46,7 @@ if torch is not None:
 from exporter.hooks import DEFAULT_URL, Monitor
 
 LISTENING = re.compile(r"msg=listening address=(127\.0\.0\.1:\d+)")
+STOP_WAIT = 30   # seconds from SIGTERM to SIGKILL for the temporary exporter
 
 
 # --- the PyTorch loop --------------------------------------------------------------------------
@@ -153,8 +154,19 @@ def exporter_at(url: str) -> Iterator[tuple[str, bool]]:
     try:
         yield f"http://{listening_address(proc)}", True
     finally:
-        proc.terminate()
-        proc.wait(timeout=15)
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL if the exporter has not left in STOP_WAIT seconds (it promises about
+    10 s; a loaded machine can stretch that, and the example's results are already printed)."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=STOP_WAIT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        print(f"the temporary exporter did not stop within {STOP_WAIT} s of SIGTERM; killed it", file=sys.stderr)
 
 
 def listening_address(proc: subprocess.Popen) -> str:
