@@ -1,6 +1,7 @@
 # cann-exporter image: the exporter on python:3.11-slim, running as an unprivileged user.
 #   docker build -t cann-exporter:0.1.0 .
-#   docker run --rm -p 9435:9435 cann-exporter:0.1.0                 # built-in simulator
+#   docker buildx build --platform linux/amd64,linux/arm64 -t cann-exporter:0.1.0 .   # both (make image)
+#   docker run --rm -p 9435:9435 cann-exporter:0.1.0 serve --simulate healthy   # a demo on the simulator
 # On an NPU host (deploy/docker-compose, profile "npu"), pass the device nodes and mount the
 # driver's npu-smi; see docs/install.md.
 
@@ -32,5 +33,5 @@ EXPOSE 9435
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
   CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9435/healthz', timeout=4)"]
 ENTRYPOINT ["cann-exporter"]
-# `auto`: real npu-smi when it is on PATH, else the built-in simulator (logged at start).
-CMD ["serve", "--simulate", "auto"]
+# The real npu-smi only: without it the exporter reports the failure, never simulated chips.
+CMD ["serve"]

@@ -6,7 +6,7 @@ ARGS ?=
 # Test extras: the framework adapters are tested on their real libraries (CPU builds).
 TEST_EXTRAS ?= test,torch,hf,lightning
 
-.PHONY: run test example bench soak generate install install-test bytecode clean
+.PHONY: run test example bench soak generate image install install-test bytecode clean
 
 $(BIN)/cann-exporter: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,8 @@ install-test: $(VENV)/.test-deps
 bytecode: install
 	@$(BIN)/python -m compileall -q exporter
 
-# Starts the exporter on :9435; without npu-smi on PATH it runs the built-in simulator.
+# The demo: the exporter on :9435, on the built-in simulator when npu-smi is not on PATH (it says
+# so in its first log line). A real node runs `cann-exporter serve`, which never simulates.
 run: install bytecode
 	$(BIN)/cann-exporter serve --simulate auto $(ARGS)
 
@@ -55,6 +56,14 @@ soak: install-test bytecode
 generate: install
 	$(BIN)/cann-exporter generate $(if $(RUNBOOK_URL),--runbook-url '$(RUNBOOK_URL)')
 	$(BIN)/python deploy/kubernetes/generate.py
+
+# The container image for both architectures Ascend servers come in (x86_64 and Kunpeng aarch64).
+# A multi-platform result must go to a registry (PUSH=1, IMAGE=registry/name:tag) or to Docker's
+# containerd image store; PLATFORMS=linux/arm64 builds one.
+IMAGE ?= cann-exporter:0.1.0
+PLATFORMS ?= linux/amd64,linux/arm64
+image:
+	docker buildx build --platform $(PLATFORMS) -t $(IMAGE) $(if $(PUSH),--push) .
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

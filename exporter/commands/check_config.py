@@ -1,11 +1,22 @@
-"""`cann-exporter check-config FILE`: validate a configuration file (and the web config it names)."""
+"""`cann-exporter check-config FILE`: validate a configuration file (and the web config it names),
+then check that the tools it would run exist here.
+
+Exit 0: valid, and this machine can serve it. Exit 2: the configuration is wrong (each problem
+named). Exit 3: the configuration is valid but a tool it needs is missing or not executable on
+this machine (npu-smi, or hccn_tool with hccn.enabled true): on the node that is a broken
+install; on a build or CI machine that validates configs for other hosts, 3 is expected.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
 
 from exporter.core.errors import EXIT_OK, EXIT_USAGE
+
+EXIT_TOOLS_MISSING = 3  # valid configuration, but this machine lacks a tool it runs
 from exporter.node.collectors import NAMES
 from exporter.node.settings import (
     ConfigError,
@@ -35,7 +46,37 @@ def run(args: argparse.Namespace) -> int:
     print(f"{path}: ok")
     for line in collectors(settings):
         print(line)
-    return EXIT_OK
+    missing = missing_tools(settings)
+    for problem in missing:
+        print(problem, file=sys.stderr)
+    return EXIT_TOOLS_MISSING if missing else EXIT_OK
+
+
+def missing_tools(settings: Settings) -> list[str]:
+    """A line per tool the configuration runs that is not an executable file here."""
+    needed: list[tuple[str, str]] = []
+    if (settings.collector.devices or settings.collector.processes) and settings.simulator.scenario in (None, "auto"):
+        needed.append(("npu_smi.path", settings.npu_smi.path))
+    if settings.collector.network and settings.hccn.enabled:
+        needed.append(("hccn.path", settings.hccn.path))
+    problems = []
+    for key, tool in needed:
+        problem = tool_problem(tool)
+        if problem:
+            auto = key == "npu_smi.path" and settings.simulator.scenario == "auto"
+            problems.append(f"{key}: {problem}" + ("; --simulate auto would serve the simulator" if auto else ""))
+    return problems
+
+
+def tool_problem(tool: str) -> str | None:
+    """Why ``tool`` (a name looked up on PATH, or a path) cannot be run here, or None."""
+    if os.sep not in tool:
+        return None if shutil.which(tool) else f"{tool} is not on PATH ({os.environ.get('PATH', '')})"
+    if not os.path.exists(tool):
+        return f"{tool} does not exist"
+    if not os.path.isfile(tool) or not os.access(tool, os.X_OK):
+        return f"{tool} is not an executable file"
+    return None
 
 
 def collectors(settings: Settings) -> list[str]:

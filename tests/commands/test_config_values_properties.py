@@ -67,7 +67,9 @@ def test_any_value_is_accepted_or_refused_naming_its_key(config_path: Path, key:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(["check-config", str(config_path)])
-    assert code in (0, 2), (code, text[:200], err.getvalue()[-500:])
+    assert code in (0, 2, 3), (code, text[:200], err.getvalue()[-500:])
+    if code == 3:   # valid, but a tool it runs is missing here: named by its key
+        assert "npu_smi.path: " in err.getvalue() or "hccn.path: " in err.getvalue(), err.getvalue()[-500:]
     if code == 2:
         message = err.getvalue()
         assert message.strip() and "Traceback" not in message

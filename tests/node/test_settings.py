@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -102,9 +103,31 @@ def test_the_example_config_is_valid_and_documents_every_option():
         assert option.key.split(".")[-1] in text, f"{option.key} is not documented in config.example.yaml"
 
 
+# An executable file standing where npu-smi would: check-config only asks that it can be run.
+STAND_IN = shutil.which("true")
+
+
+def test_check_config_names_a_missing_tool_with_exit_3(tmp_path, capsys):
+    """A valid configuration whose npu-smi (or enabled hccn_tool) cannot be run here: exit 3, not 0."""
+    config, plain = tmp_path / "c.yaml", tmp_path / "hccn_tool"
+    plain.write_text("not a program\n")
+    plain.chmod(0o644)
+    config.write_text(f"npu_smi:\n  path: /nonexistent/npu-smi\nhccn:\n  enabled: true\n  path: {plain}\n")
+    assert main(["check-config", str(config)]) == 3
+    err = capsys.readouterr().err
+    assert "npu_smi.path: /nonexistent/npu-smi does not exist" in err
+    assert f"hccn.path: {plain} is not an executable file" in err
+    config.write_text("npu_smi:\n  path: no-such-npu-smi\nsimulator:\n  scenario: auto\n")
+    assert main(["check-config", str(config)]) == 3
+    assert "no-such-npu-smi is not on PATH" in capsys.readouterr().err
+    config.write_text("simulator:\n  scenario: healthy\n")   # simulating by name runs no npu-smi
+    assert main(["check-config", str(config)]) == 0
+
+
 def test_check_config_command(tmp_path, capsys):
     good = tmp_path / "good.yaml"
-    good.write_text("npu_smi:\n  timeout: 5s\ncollector:\n  network: false\nprofiles:\n  dirs: [/data/profiles]\n")
+    good.write_text(f"npu_smi:\n  timeout: 5s\n  path: {STAND_IN}\ncollector:\n  network: false\n"
+                    "profiles:\n  dirs: [/data/profiles]\n")
     assert main(["check-config", str(good)]) == 0
     listed = capsys.readouterr().out.splitlines()
     # Every collector, on or off, and what else decides whether its source runs.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 import ssl
 
 import pytest
@@ -162,7 +163,7 @@ def test_check_config_and_serve_refuse_a_bad_web_config(tmp_path, capsys):
     web = tmp_path / "web.yml"
     web.write_text("basic_auth_users: {bob: hunter2}\n")
     config = tmp_path / "config.yml"
-    config.write_text(f"web:\n  config_file: {web}\n")
+    config.write_text(f"web:\n  config_file: {web}\nnpu_smi:\n  path: {shutil.which('true')}\n")
     assert main(["check-config", str(config)]) == 2
     assert "basic_auth_users.bob: expected a bcrypt hash" in capsys.readouterr().err
     assert main(["serve", "--web.config.file", str(web), "--simulate", "healthy"]) == 2
