@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 from difflib import get_close_matches
 
 from exporter import __version__
@@ -24,6 +25,7 @@ from exporter.commands import (
 )
 from exporter.commands.flags import add_settings_flags, load_settings
 from exporter.core.errors import EXIT_USAGE
+from exporter.core.options import FAMILIAR_KEYS
 from exporter.core.shutdown import EXIT_WITHIN, REQUEST_GRACE, THREAD_GRACE
 from exporter.node.settings import ConfigError
 
@@ -33,11 +35,19 @@ SERVE_DESCRIPTION = (
     f"in a read is left behind.")
 
 
+class Parser(argparse.ArgumentParser):
+    """An error is one line and a pointer to --help: serve's whole usage is 50 lines, and the
+    mistake scrolled out of sight above it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n(`{self.prog} --help` lists every option)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     # No abbreviations: `--list` must not quietly mean `--listen`, and new flags must not
     # change what an old abbreviation meant.
-    parser = argparse.ArgumentParser(prog="cann-exporter", description="Prometheus exporter for Huawei Ascend NPU nodes.",
-                                     allow_abbrev=False)
+    parser = Parser(prog="cann-exporter", description="Prometheus exporter for Huawei Ascend NPU nodes.",
+                    allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"cann-exporter {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -59,8 +69,11 @@ def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespac
     args, extra = parser.parse_known_args(argv)
     if extra:
         command = _subparsers(parser).get(args.command, parser)
-        known = [flag for action in command._actions for flag in action.option_strings]
-        hints = [f"{word} (did you mean {close[0]}?)" if (close := get_close_matches(word.split("=")[0], known, n=1)) else word
+        known = {flag: flag for action in command._actions for flag in action.option_strings}
+        if "--listen" in known:
+            known |= {"--" + theirs.replace("_", "-"): "--" + ours for theirs, ours in FAMILIAR_KEYS.items()}
+        hints = [f"{word} (did you mean {known[close[0]]}?)"
+                 if (close := get_close_matches(word.split("=")[0], list(known), n=1)) else word
                  for word in extra]
         command.error(f"unrecognized arguments: {' '.join(hints)}")   # exits 2
     return args

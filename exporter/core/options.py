@@ -228,7 +228,7 @@ class Option:
 
     @property
     def env_name(self) -> str:
-        return ENV_PREFIX + re.sub(r"[.\-]", "_", self.key).upper()
+        return env_form(self.key)
 
 
 def options_of(cls: type, prefix: str = "") -> tuple[Option, ...]:
@@ -298,10 +298,22 @@ def _document(doc: Any, keys: Mapping[str, Option], origin: str) -> dict[str, An
     return flatten(doc, keys)
 
 
-def did_you_mean(name: str, known: Iterable[str], prefix: str = "") -> str:
+# Names operators bring from Prometheus' own exporters (key form) -> the key that does that here,
+# so `web.listen-address` and its typos are pointed at `listen` rather than left unexplained.
+FAMILIAR_KEYS = {"web.listen_address": "listen", "web.listen-address": "listen"}
+
+
+def env_form(key: str) -> str:
+    """The `CANN_EXPORTER_*` variable of a dotted key."""
+    return ENV_PREFIX + re.sub(r"[.\-]", "_", key).upper()
+
+
+def did_you_mean(name: str, known: Iterable[str], prefix: str = "", familiar: Mapping[str, str] | None = None) -> str:
     """`; did you mean X?` for the closest known name, or nothing. A ``prefix`` every name
-    shares is left out of the comparison, or it would make any two names look alike."""
+    shares is left out of the comparison, or it would make any two names look alike.
+    ``familiar`` maps names from other exporters to ours: a match there suggests ours."""
     by_rest = {k.removeprefix(prefix): k for k in known}
+    by_rest.update({k.removeprefix(prefix): ours for k, ours in (familiar or {}).items()})
     close = difflib.get_close_matches(name.removeprefix(prefix), list(by_rest), n=1, cutoff=0.6)
     return f"; did you mean {by_rest[close[0]]!r}?" if close else ""
 
@@ -310,7 +322,8 @@ def unknown_env(env: Mapping[str, str], table: tuple[Option, ...], others: Colle
     """Problems for every `CANN_EXPORTER_*` variable that names no option (a typo would
     otherwise be ignored in silence); ``others`` are variables read elsewhere (the hooks)."""
     known = {o.env_name for o in table} | set(others)
-    return [f"{name}: unknown environment variable{did_you_mean(name, known, ENV_PREFIX)}"
+    familiar = {env_form(theirs): env_form(ours) for theirs, ours in FAMILIAR_KEYS.items()}
+    return [f"{name}: unknown environment variable{did_you_mean(name, known, ENV_PREFIX, familiar)}"
             for name in sorted(env) if name.startswith(ENV_PREFIX) and name not in known]
 
 
@@ -329,7 +342,7 @@ def resolve(
     raw: dict[str, tuple[Any, str]] = {o.key: (o.default, "default") for o in table}
     for key, value in (file_values or {}).items():
         if key not in by_key:
-            problems.append(f"{origin}: unknown key {key!r}{did_you_mean(key, by_key)}")
+            problems.append(f"{origin}: unknown key {key!r}{did_you_mean(key, by_key, familiar=FAMILIAR_KEYS)}")
         else:
             raw[key] = (value, f"{origin}: {key}")
     env = env or {}

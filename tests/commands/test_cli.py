@@ -65,19 +65,29 @@ def test_every_default_is_shown_once_and_readable(capsys):
     assert "default: None" not in text and "default: ()" not in text and "default: True" not in text
 
 
-@pytest.mark.parametrize(("argv", "usage", "hint"), [
-    (["serve", "--listn", ":9435"], "usage: cann-exporter serve", "--listn (did you mean --listen?)"),
-    (["--listn", ":9435"], "usage: cann-exporter serve", "did you mean --listen?"),   # serve is the default
-    (["once", "--npu-smi.timout", "3s"], "usage: cann-exporter once", "did you mean --npu-smi.timeout?"),
-    (["diagnose", "--prometeus", "http://127.0.0.1:1"], "usage: cann-exporter diagnose", "did you mean --prometheus?"),
-    (["serve", "--list", ":9435"], "usage: cann-exporter serve", "--list (did you mean --listen?)"),  # no abbreviations
+@pytest.mark.parametrize(("argv", "command", "hint"), [
+    (["serve", "--listn", ":9435"], "cann-exporter serve", "--listn (did you mean --listen?)"),
+    (["--listn", ":9435"], "cann-exporter serve", "did you mean --listen?"),   # serve is the default
+    (["once", "--npu-smi.timout", "3s"], "cann-exporter once", "did you mean --npu-smi.timeout?"),
+    (["diagnose", "--prometeus", "http://127.0.0.1:1"], "cann-exporter diagnose", "did you mean --prometheus?"),
+    (["serve", "--list", ":9435"], "cann-exporter serve", "--list (did you mean --listen?)"),  # no abbreviations
+    (["serve", "--web.listen-address", ":9435"], "cann-exporter serve", "did you mean --listen?"),  # exporter-toolkit's
 ])
-def test_a_mistyped_option_shows_the_commands_usage_and_a_guess(argv, usage, hint, capsys):
+def test_a_mistyped_option_is_one_line_with_a_guess_and_a_pointer_to_help(argv, command, hint, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     err = capsys.readouterr().err
     assert exit_info.value.code == 2
-    assert err.startswith(usage) and hint in err
+    first, pointer = err.splitlines()   # the error and where the options are, not 50 lines of usage
+    assert first.startswith(f"{command}: error: unrecognized arguments: ") and hint in first
+    assert pointer == f"(`{command} --help` lists every option)"
+
+
+def test_familiar_names_from_other_exporters_are_pointed_at_ours(tmp_path, capsys):
+    config = tmp_path / "c.yaml"
+    config.write_text("web:\n  listen_adress: ':9435'\n")
+    assert main(["check-config", str(config)]) == 2
+    assert "unknown key 'web.listen_adress'; did you mean 'listen'?" in capsys.readouterr().err
 
 
 def test_unknown_environment_variable_exits_2_with_a_guess():
