@@ -72,9 +72,17 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
 
 def write_report(args: argparse.Namespace, err: TextIO) -> Path:
-    from exporter.diagnostics.charts import ChartsUnavailable, draw_all
+    from exporter.diagnostics.charts import ChartsUnavailable, draw_all, require_charts
 
     table = load_thresholds(getattr(args, "thresholds", None))
+    directory = Path(args.out)
+    try:   # what the report needs is checked before any query: those can take minutes
+        require_charts()
+        directory.mkdir(parents=True, exist_ok=True)
+    except ChartsUnavailable as exc:
+        raise CannotDiagnose(str(exc)) from None
+    except OSError as exc:
+        raise CannotDiagnose(f"{directory}: cannot write the report: {exc.strerror or exc}") from None
     try:
         client = PrometheusClient(args.prometheus, timeout=getattr(args, "timeout", 30.0),
                                   deadline=Deadline(getattr(args, "deadline", None)))
@@ -87,9 +95,7 @@ def write_report(args: argparse.Namespace, err: TextIO) -> Path:
         window = fit_window(client, end, seconds, getattr(args, "step", None), matchers, progress.step)
         data = read_capacity(client, window.first, window.last, window.step, matchers, progress.step, window.requested)
     report = analyse_capacity(data, table, getattr(args, "horizon", 30 * 86400.0) / 86400.0)
-    directory = Path(args.out)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
         charts = draw_all(report, directory)
         (directory / "capacity.json").write_text(report_json(report, charts), encoding="utf-8")
         index = directory / "index.html"

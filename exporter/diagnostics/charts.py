@@ -25,6 +25,11 @@ class ChartsUnavailable(Exception):
     """matplotlib is not installed (pip install 'cann-exporter[report]')."""
 
 
+def require_charts() -> None:
+    """ChartsUnavailable now, before minutes of queries, when the charts cannot be drawn."""
+    _pyplot()
+
+
 def _pyplot() -> Any:
     try:
         import matplotlib

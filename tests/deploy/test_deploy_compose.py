@@ -186,3 +186,11 @@ def test_healthcheck_command_works_against_the_exporter(tmp_path: Path) -> None:
         server.server_close()
     down = subprocess.run([sys.executable, "-c", code.replace("9435", str(port))], capture_output=True, timeout=15)
     assert down.returncode != 0
+
+
+def test_grafana_has_no_default_password():
+    """An empty GRAFANA_ADMIN_PASSWORD stops `docker compose up` (`:?`) rather than opening admin/admin."""
+    env = dict(line.split("=", 1) for line in (COMPOSE_DIR / ".env").read_text().splitlines() if line and not line.startswith("#"))
+    assert env["GRAFANA_ADMIN_PASSWORD"] == ""
+    grafana = yaml.safe_load((COMPOSE_DIR / "compose.yaml").read_text())["services"]["grafana"]
+    assert grafana["environment"]["GF_SECURITY_ADMIN_PASSWORD"].startswith("${GRAFANA_ADMIN_PASSWORD:?")

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -178,6 +180,28 @@ def test_unwritable_output_exits_2(prometheus: Prometheus, tmp_path: Path) -> No
     result = run_report("--prometheus", prometheus.url, "--end", str(prometheus.now), "--range", "1d",
                         "--out", str(blocker / "sub"))
     assert result.code == 2 and "cannot write the report" in result.err
+
+
+@pytest.mark.parametrize("problem", ["no matplotlib", "unwritable"])
+def test_what_the_report_needs_is_checked_before_any_query(problem: str, tmp_path: Path) -> None:
+    """Without matplotlib, or with an output it cannot write, the report says so at once: a
+    listening Prometheus stand-in sees no connection."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    out = blocker / "sub" if problem == "unwritable" else tmp_path / "r"
+    hide = "sys.modules['matplotlib'] = None; " if problem == "no matplotlib" else ""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(0)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        proc = subprocess.run(
+            [sys.executable, "-c", f"import sys; {hide}from exporter.cli import main; sys.exit(main())",
+             "report", "--prometheus", url, "--range", "1d", "--out", str(out)],
+            capture_output=True, text=True, timeout=60)
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    assert proc.returncode == 2, proc.stderr
+    expected = "the report needs matplotlib" if problem == "no matplotlib" else "cannot write the report"
+    assert expected in proc.stderr and "querying" not in proc.stderr
 
 
 def test_progress_shows_on_a_terminal_only(prometheus: Prometheus, tmp_path: Path) -> None:
