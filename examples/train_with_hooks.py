@@ -226,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\nThe temporary exporter has stopped. To keep one: `make run` in another terminal, then this again.")
     print("Where to look: /metrics (npu_job_*), the Grafana dashboard grafana/dashboards/training-jobs.json,"
           " and `cann-exporter diagnose --metrics-url URL/metrics` for a verdict per job.")
+    if not temporary:
+        print(f"The job has ended: the exporter keeps its series for jobs.finished_ttl (60 s by default) after its"
+              f" hook closed, so run diagnose now:\n  cann-exporter diagnose --metrics-url {url}/metrics")
     return 0
 
 

@@ -18,6 +18,7 @@ ENDPOINTS = {
     "/healthz": "liveness: the process answers",
     "/readyz": "readiness: the first sample is done",
     "/api/v1/steps": "training-hook iteration timings (JSON, bearer token when set)",
+    "/api/v1/profiles": "profiling-window summaries from the training hooks (JSON, bearer token when set)",
     "/api/v1/openapi.yaml": "OpenAPI document of the ingest API",
     "/": "this page",
 }

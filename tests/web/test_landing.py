@@ -38,6 +38,9 @@ def test_a_running_exporter_lists_every_endpoint_and_its_collectors(start):
     for path in ("/metrics", "/healthz", "/readyz", "/api/v1/openapi.yaml"):
         assert f'<a href="{path}">{path}</a>' in page
     assert "<td>POST</td><td>/api/v1/steps</td>" in page
+    # Every route is described (an empty description cell is a route someone forgot here).
+    described = re.findall(r"<td>(?:GET|POST|HEAD)</td><td>(?:<a [^>]*>)?([^<]+)(?:</a>)?</td><td>([^<]*)</td>", page)
+    assert described and all(text for _, text in described), described
     assert "<td>devices</td><td>on</td><td>npu-smi: the built-in simulator (910b3, scenario healthy)</td>" in page
     assert "<td>pods</td><td>off</td><td>collector.pods is off</td>" in page
     assert "<td>network</td><td>off</td><td>hccn.enabled is false or hccn_tool is not installed</td>" in page
