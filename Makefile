@@ -6,7 +6,7 @@ ARGS ?=
 # Test extras: the framework adapters are tested on their real libraries (CPU builds).
 TEST_EXTRAS ?= test,torch,hf,lightning
 
-.PHONY: run test example bench soak generate image install install-test bytecode clean
+.PHONY: run test test-under-load example bench soak generate image install install-test bytecode clean
 
 $(BIN)/cann-exporter: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ run: install bytecode
 test: install-test bytecode
 	@scripts/install-test-packages
 	$(BIN)/python -m pytest -q $(ARGS)
+
+# The whole suite RUNS times (default 3) with two busy processes per core beside it.
+test-under-load: install-test bytecode
+	@scripts/install-test-packages
+	scripts/test-under-load $(ARGS)
 
 # The training-hook example: steps to `make run`'s exporter (or a temporary one it starts), then
 # the npu_job_* series they became. PyTorch when installed, else a standard-library loop.
