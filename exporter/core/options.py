@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import ipaddress
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -84,7 +85,32 @@ def parse_listen(value: Any) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or len(port) > 5 or not 0 <= int(port) < 65536:
         raise ValueError(f"expected HOST:PORT or :PORT (port 0 to 65535), got {shown(value)}")
-    return host.strip("[]"), int(port)
+    host = host.strip("[]")
+    problem = _host_problem(host)
+    if problem:
+        raise ValueError(f"expected HOST:PORT or :PORT, {problem}, got {shown(value)}")
+    return host, int(port)
+
+
+_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")   # "_": compose and /etc/hosts names
+
+
+def _host_problem(host: str) -> str | None:
+    """Why ``host`` is neither empty (every interface), an IP address nor a DNS name, or None.
+    Checked here because the resolver's IDNA step raises UnicodeError on a bad label."""
+    if not host:
+        return None
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    if len(host) > 253:
+        return "the host name is longer than 253 characters"
+    labels = host.removesuffix(".").split(".")
+    if not all(_LABEL.fullmatch(label) for label in labels):
+        return "the host is not an IP address or a host name (labels of 1 to 63 letters, digits, underscores or inner hyphens)"
+    return None
 
 
 def parse_text(value: Any) -> str:

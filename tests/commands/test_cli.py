@@ -132,3 +132,16 @@ def test_a_taken_port_is_reported_before_anything_says_listening(tmp_path):
     assert proc.returncode == 1
     assert "address already in use" in proc.stderr and f"address=127.0.0.1:{port}" in proc.stderr
     assert "msg=listening" not in proc.stderr
+
+
+@pytest.mark.parametrize("listen", ["ab..c:9435", ".:9435", "a" * 64 + ".example:9435", "node:99999", "[::1]x:9435"])
+def test_a_malformed_listen_address_exits_2_naming_it(listen, tmp_path, capsys):
+    """Not a UnicodeError traceback from the resolver at bind time: refused where it is read."""
+    config = tmp_path / "c.yaml"
+    config.write_text(f"listen: '{listen}'\n")
+    assert main(["check-config", str(config)]) == 2
+    assert "listen" in capsys.readouterr().err
+    proc = subprocess.run([sys.executable, "-m", "exporter", "serve", "--simulate", "--listen", listen],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "listen" in proc.stderr and "expected HOST:PORT" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
