@@ -137,6 +137,8 @@ class NpuSmiSource:
         )
         failures = [f for f in results if f is not None]
         subjects = [f"{kind} -i {npu}" for kind, npu in jobs] + [f"health -i {n} -c {c}" for n, c in unwell]
+        if not npus:   # nothing to read is not success: a node with no chip must not look healthy
+            failures.append(Failure("details", "no_chips", "no chip known from npu-smi info, nothing to query"))
         self.health[self.DETAILS].record(time.monotonic() - start, failures, subjects)
 
     def tasks(self) -> list[Task]:
