@@ -314,7 +314,7 @@ def cli_error(args: list[str]) -> str | None:
             lenient_parser().parse_args(args)
     except SystemExit as exc:
         if exc.code:
-            return stderr.getvalue().strip().splitlines()[-1]
+            return next(line for line in stderr.getvalue().splitlines() if ": error: " in line)
     return None
 
 

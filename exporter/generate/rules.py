@@ -296,6 +296,14 @@ def _fds_high(spec: AlertSpec, table: Thresholds) -> Built:
              f"and scrapes fail."))
 
 
+def _simulated(spec: AlertSpec, table: Thresholds) -> Built:
+    expr = "cann_exporter_simulated == 1"
+    return (expr, "cann-exporter on {{ $labels.instance }} serves SIMULATED chips",
+            (f"The exporter on {{{{ $labels.instance }}}} has served data from its built-in simulator (scenario "
+             f"{{{{ $labels.scenario }}}}, model {{{{ $labels.model }}}}) for {spec.window}: its chips, utilization and "
+             f"alerts are not real hardware. Remove --simulate (and CANN_EXPORTER_SIMULATOR_SCENARIO) on a real node."))
+
+
 # --- network / interconnect (hccn_tool) --------------------------------------------------------
 # Optical power params (watts) of NPUOpticalPowerOutOfRange: (direction, metric, low param, high param).
 OPTICAL_POWER = (
@@ -421,6 +429,7 @@ BUILDERS: dict[str, Callable[[AlertSpec, Thresholds], Built | list[Tier]]] = {
     "CANNExporterDown": _exporter_down,
     "CANNExporterMemoryHigh": _memory_high,
     "CANNExporterFileDescriptorsHigh": _fds_high,
+    "CANNExporterSimulated": _simulated,
 }
 CONTRACT_ALERTS = tuple(BUILDERS)
 
@@ -433,13 +442,13 @@ GROUPS = (
     ("cann-exporter-network", ("NPUNetworkLinkDown", "NPUNetworkLinkFlapping", "NPUNetworkErrors", "NPUNetworkPFCStorm",
                                "NPUOpticalPowerOutOfRange", "NPUOpticalTemperatureHigh", "NPUNetworkUnhealthy")),
     ("cann-exporter-self", ("CANNExporterSourceFailing", "CANNExporterDown", "CANNExporterMemoryHigh",
-                            "CANNExporterFileDescriptorsHigh")),
+                            "CANNExporterFileDescriptorsHigh", "CANNExporterSimulated")),
 )
 # Alerts about a training rank (job_name, rank): they carry the rank's device (npu_job_info).
 JOB_ALERTS = dict(GROUPS)["cann-exporter-training"]
 # Thresholds that need a value for the expression to make sense.
 _NEEDS_THRESHOLD = {name for name in CONTRACT_ALERTS} - {
-    "NPUUnhealthy", "NPUMissing", "CANNExporterSourceFailing", "CANNExporterDown", "NPUNetworkLinkDown",
+    "NPUUnhealthy", "NPUMissing", "CANNExporterSourceFailing", "CANNExporterDown", "CANNExporterSimulated", "NPUNetworkLinkDown",
     "NPUOpticalPowerOutOfRange", "NPUNetworkUnhealthy"}
 _NEEDS_RANGE = {"NPULowUtilization", "NPUUtilizationUnstable", "NPUMemcpyHigh", "NPUFrameworkOverheadHigh",
                 "NPUIdleGapsHigh", "NPUIterationTimeRegression", "NPUECCDoubleBitErrors", "NPUMemoryPagesIsolated",

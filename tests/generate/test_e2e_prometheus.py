@@ -64,6 +64,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 # The utilization alerts average over a whole saw-tooth period (60s), and NPUUtilizationUnstable
 # waits longer than NPULowUtilization, as in the table (15m against 10m): the alert that mutes
 # it fires first, so what Alertmanager delivers does not depend on which evaluation came first.
+SIMULATED = "CANNExporterSimulated"   # every node here: the alert that says so is checked on its own
 WINDOWS = {"window": "5s", "range": "10s", "rollup_interval": "1s",
            "NPULowUtilization.range": "60s", "NPUUtilizationUnstable.range": "60s", "NPUUtilizationUnstable.window": "60s"}
 SAWTOOTH_CHIPS = 8          # the 910b3 model
@@ -170,10 +171,13 @@ class Webhook:
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
         self.thread.start()
 
-    def received(self) -> set[tuple[str, str, str]]:
+    def received(self, alertname: str | None = None) -> set[tuple[str, str, str]]:
+        """(alertname, instance, device) of the firing notifications: of ``alertname``, or of every
+        alert but CANNExporterSimulated (every node of this stack is simulated, and says so)."""
         with self.lock:
             return {(a["labels"].get("alertname", ""), a["labels"].get("instance", ""), a["labels"].get("device", ""))
-                    for a in self.alerts if a.get("status") == "firing"}
+                    for a in self.alerts if a.get("status") == "firing"
+                    and (a["labels"].get("alertname") == alertname if alertname else a["labels"].get("alertname") != SIMULATED)}
 
     def severities(self, alertname: str) -> set[tuple[str, str, str]]:
         """(instance, device, severity) of every firing notification of ``alertname``."""
@@ -262,7 +266,8 @@ class Stack:
         status, body = http_get(f"{self.prometheus}/api/v1/alerts")
         assert status == 200, body
         return {(a["labels"]["alertname"], a["labels"].get("instance", ""), a["labels"].get("device", ""), a["state"])
-                for a in json.loads(body)["data"]["alerts"] if a["labels"].get("instance", "") in instances}
+                for a in json.loads(body)["data"]["alerts"]
+                if a["labels"].get("instance", "") in instances and a["labels"]["alertname"] != SIMULATED}
 
 
 @pytest.fixture(scope="module")
@@ -383,8 +388,15 @@ def test_low_utilization_is_delivered_for_exactly_the_underutilized_chips(stack:
         time.sleep(0.5)
     received = {(name, inst, dev) for name, inst, dev in stack.webhook.received() if inst in (stack.low, stack.healthy)}
     assert received == expected, received
-    series = stack.query(f'ALERTS{{instance="{stack.healthy}"}}')
+    series = stack.query(f'ALERTS{{instance="{stack.healthy}", alertname!="{SIMULATED}"}}')
     assert series == [], f"the healthy node has alerts: {series}"
+
+
+def test_every_simulated_node_says_so_once(stack: Stack) -> None:
+    nodes = {stack.low, stack.healthy, stack.degraded, stack.sawtooth}
+    expected = {(SIMULATED, node, "") for node in nodes}
+    wait_for("CANNExporterSimulated for every node", lambda: stack.webhook.received(SIMULATED) >= expected, stack.procs, 60)
+    assert {a for a in stack.webhook.received(SIMULATED) if a[1] in nodes} == expected
 
 
 def test_page_isolation_pages_the_failing_chip_only_and_once(stack: Stack) -> None:

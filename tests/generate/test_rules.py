@@ -40,6 +40,7 @@ CONTRACT_ALERT_NAMES = {
     "NPUFrameworkOverheadHigh", "NPUIdleGapsHigh", "NPUTrainingStalled", "NPUIterationTimeRegression", "NPUUnhealthy",
     "NPUMissing", "NPUTemperatureHigh", "NPUHBMAlmostFull", "NPUECCDoubleBitErrors", "NPUMemoryPagesIsolated",
     "CANNExporterSourceFailing", "CANNExporterDown", "CANNExporterMemoryHigh", "CANNExporterFileDescriptorsHigh",
+    "CANNExporterSimulated",
 }
 # Alerts that page at two severities under one name (one rule each, excluding each other).
 TIERED_ALERTS = {"NPUMemoryPagesIsolated": ["warning", "critical"]}
@@ -152,7 +153,7 @@ def test_every_contract_alert_with_severity_summary_description_and_runbook() ->
         assert notes["runbook_url"] == f"docs/runbooks.md#{name.lower()}"
         assert name in headings, f"docs/runbooks.md has no section '## {name}'"
         if name not in ("CANNExporterDown", "NPUUnhealthy", "CANNExporterSourceFailing",
-                        "NPUNetworkLinkDown", "NPUNetworkUnhealthy"):  # value is just 0/1
+                        "NPUNetworkLinkDown", "NPUNetworkUnhealthy", "CANNExporterSimulated"):  # value is just 0/1
             assert "$value" in notes["description"], name
         needed = {"$labels.instance"}
         if name in JOB_ALERTS:
