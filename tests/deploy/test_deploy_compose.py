@@ -36,9 +36,10 @@ def test_services_profiles_and_ports() -> None:
     ports = {name: [p.split(":")[0] for p in svc.get("ports", [])] for name, svc in services.items()}
     assert ports == {"exporter": ["9435"], "exporter-npu": ["9435"], "rules": [], "prometheus": ["9090"], "alertmanager": ["9093"],
                      "grafana": ["3000"]}
-    # The simulator is the default (.env), and both exporters answer to `exporter` for Prometheus.
+    # The real npu-smi is the default (.env): the simulator only when asked for by name; both
+    # exporters answer to `exporter` for Prometheus.
     env = dict(line.split("=", 1) for line in (COMPOSE_DIR / ".env").read_text().splitlines() if line and not line.startswith("#"))
-    assert env["COMPOSE_PROFILES"] == "simulator"
+    assert env["COMPOSE_PROFILES"] == "npu"
     assert services["exporter-npu"]["networks"]["default"]["aliases"] == ["exporter"]
 
 
