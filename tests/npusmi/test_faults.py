@@ -37,7 +37,9 @@ def all_up(found: dict) -> bool:
 
 
 def test_repeated_hangs_leak_nothing(start):
-    exporter = start("--simulate", "healthy", "--npu-smi.interval", "1s", "--npu-smi.timeout", "1s",
+    # 3 s: long enough that a healthy call on a loaded machine never times out (the log must show
+    # one timeout state, the hang's), short enough for four hangs in the deadline.
+    exporter = start("--simulate", "healthy", "--npu-smi.interval", "1s", "--npu-smi.timeout", "3s",
                      "--npu-smi.details=", "--max-age", "3s")
     exporter.wait_for(all_up)
     proc = psutil.Process(exporter.proc.pid)
@@ -67,7 +69,9 @@ def test_repeated_hangs_leak_nothing(start):
 
 
 def test_every_fault_kind_in_turn_then_recovery(start):
-    exporter = start("--simulate", "healthy", "--npu-smi.interval", "1s", "--npu-smi.timeout", "1s",
+    # A 5 s timeout: a healthy simulated call on a loaded machine (load 4 on 2 cores) can take over
+    # a second, and each such timeout would be one more logged state than the faults make.
+    exporter = start("--simulate", "healthy", "--npu-smi.interval", "1s", "--npu-smi.timeout", "5s",
                      "--npu-smi.details=usages", "--npu-smi.detail-interval", "1s", "--max-age", "3s")
     found = exporter.wait_for(lambda f: all_up(f) and len(values(f, "npu_aicpu_utilization_ratio", "npu")) == 8)
 
@@ -80,7 +84,7 @@ def test_every_fault_kind_in_turn_then_recovery(start):
     exporter.fault("info:slow=0.5")
     found = exporter.wait_for(lambda f: (value(f, "cann_exporter_source_duration_seconds", source="npu_smi_info") or 0) >= 0.5)
     assert value(found, "cann_exporter_source_success", source="npu_smi_info") == 1 and all_up(found)
-    found = next_error("info:slow=3", "npu_smi_info", "timeout")               # slower than the timeout
+    found = next_error("info:slow=8", "npu_smi_info", "timeout")               # slower than the timeout
     # The real dcmi texts, non-zero exit, on every command (details too).
     found = next_error("error-8005", "npu_smi_info", "dcmi_init_failed")
     found = exporter.wait_for(lambda f: errors(f, "npu_smi_details", "dcmi_init_failed") >= 1)
