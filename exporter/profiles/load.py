@@ -19,7 +19,7 @@ from exporter.profiles.formats.common import (
     ProfileParseError,
     as_int,
     frozen_map,
-    open_text,
+    open_file,
     read_csv,
 )
 from exporter.profiles.formats.info import (
@@ -28,7 +28,7 @@ from exporter.profiles.formats.info import (
     read_communication,
     read_job_name,
     read_profiler_info,
-    read_small_json,
+    read_json_file,
 )
 from exporter.profiles.formats.tables import (
     ApiStat,
@@ -122,7 +122,7 @@ def _load_framework(path: Path, producer: str, job_name: str, limits: Limits) ->
     out, collect = output_dir(path, producer), _Collect()
     info = _profiler_info(path, collect, limits)
     meta = _file(path, "profiler_metadata.json")
-    job = collect.run(lambda: read_small_json(meta, read_job_name, limits, limits.max_info_bytes)) if meta else None
+    job = collect.run(lambda: read_json_file(meta, read_job_name, limits, limits.max_info_bytes, whole=True)) if meta else None
     steps = _file(out, "step_trace_time.csv")
     kernels = _file(out, "kernel_details.csv")
     op_stat = _file(out, "op_statistic.csv")
@@ -143,7 +143,7 @@ def _load_framework(path: Path, producer: str, job_name: str, limits: Limits) ->
         op_statistic=collect.run(lambda: read_csv(op_stat, read_op_statistic, limits)) if op_stat else None,
         trace=trace_data,
         api=api_table.items if api_table else (),
-        communication=(collect.run(lambda: read_small_json(comm, read_communication, limits)) or ()) if comm else (),
+        communication=(collect.run(lambda: read_json_file(comm, read_communication, limits)) or ()) if comm else (),
     )
     device = next((r.device_id for r in data.steps if r.device_id is not None), None)
     device = device if device is not None else (kernel_table.device_id if kernel_table else None)
@@ -154,7 +154,7 @@ def _profiler_info(path: Path, collect: _Collect, limits: Limits) -> ProfilerInf
     candidates = sorted(path.glob("profiler_info*.json"))
     if not candidates:
         return None
-    info = collect.run(lambda: read_small_json(candidates[0], read_profiler_info, limits, limits.max_info_bytes))
+    info = collect.run(lambda: read_json_file(candidates[0], read_profiler_info, limits, limits.max_info_bytes, whole=True))
     if info is not None and info.rank is None:
         suffix = as_int(candidates[0].stem.removeprefix("profiler_info").lstrip("_"))
         info = replace(info, rank=suffix)
@@ -170,7 +170,7 @@ def _rank_from_name(path: Path) -> int | None:
 
 
 def _read_trace(path: Path, limits: Limits) -> TraceData:
-    with open_text(path, limits.max_trace_bytes, limits) as handle:
+    with open_file(path, limits.max_trace_bytes, limits) as handle:
         try:
             return read_trace(handle, path.name, limits)
         except OSError as exc:

@@ -12,7 +12,7 @@ from exporter.core.inputfile import refusal_from_os_error
 from exporter.profiles.formats import common as formats_common
 from exporter.profiles.formats.common import Limits, ProfileParseError
 from exporter.profiles.formats.info import read_communication, read_profiler_info
-from exporter.profiles.formats.jsonstream import iter_json_array
+from exporter.profiles.formats.jsonstream import JsonCaps, trace_events
 from exporter.profiles.formats.tables import read_kernels, read_step_trace
 from exporter.profiles.formats.trace import read_trace
 from exporter.profiles.indicators import summarize
@@ -110,24 +110,29 @@ def test_trace_cut_mid_way_uses_events_before_the_cut() -> None:
     assert "cut short" in trace.issues[0].message
 
 
-def test_json_streaming_across_chunk_boundaries() -> None:
-    events = [{"ph": "X", "name": f"e{i}", "ts": str(i), "dur": 1.0, "args": {"s": "x" * (i % 50)}} for i in range(500)]
+def test_json_streaming_across_read_blocks() -> None:
+    events = [{"ph": "X", "name": f"e{i}", "ts": str(i), "dur": 1.0, "args": {"s": "x" * (i % 50)}} for i in range(5000)]
     import json
 
     text = json.dumps(events)
-    assert list(iter_json_array(io.StringIO(text), "t.json", chunk=7)) == events
-    assert list(iter_json_array(io.StringIO(" [ ] "), "t.json")) == []
+    assert len(text) > 4 * 64 * 1024  # several read blocks
+    assert list(trace_events(io.StringIO(text), "t.json", JsonCaps())) == events
+    assert list(trace_events(io.BytesIO(b"\xef\xbb\xbf" + text.encode()), "t.json", JsonCaps())) == events  # BOM dropped
+    assert list(trace_events(io.StringIO(" [ ] "), "t.json", JsonCaps())) == []
 
 
 @pytest.mark.parametrize("text,reason", [
-    ("", "empty"), ("[", "truncated"), ('[{"a": 1}, {"b": ', "truncated"), ('[{"a": "x', "truncated"),
+    ("", "empty"), ("  \n", "empty"), ("[", "truncated"), ('[{"a": 1}, {"b": ', "truncated"), ('[{"a": "x', "truncated"),
     ("{not json", "malformed"), ("42", "malformed"), ('[{"a": 1} {"b": 2}, ???]', "malformed"),
-    ("[" * 100_000, "malformed"),
+    ('{"traceEvents": 3}', "malformed"), ('{"other": []}', "malformed"), ("[" + "9" * 5000 + "]", "malformed"),
+    ("[" * 100_000, "too_deep"), ('[{"a": ' + "[" * 70 + "]" * 70 + "}]", "too_deep"),
+    ('[{"a": "' + "x" * (2 << 20) + '"}]', "item_too_large"), ("[[" + "0," * 100_001 + "0]]", "item_too_large"),
 ])
 def test_json_errors_have_reasons(text: str, reason: str) -> None:
     with pytest.raises(ProfileParseError) as err:
-        list(iter_json_array(io.StringIO(text), "t.json")) if text.startswith("[") else read_trace(io.StringIO(text))
+        list(trace_events(io.StringIO(text), "t.json", JsonCaps()))
     assert err.value.reason == reason
+    assert err.value.message.startswith("t.json: ") and len(err.value.message) < 200  # no excerpt of the file
 
 
 def test_trace_with_a_bad_event_keeps_the_good_ones() -> None:

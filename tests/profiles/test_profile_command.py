@@ -100,7 +100,7 @@ def test_partial_profile_notes_are_shown(tmp_path: Path) -> None:
     write(path / "ASCEND_PROFILER_OUTPUT" / "trace_view.json", "[{\"ph\": \"M\"}, {")
     code, out, _ = invoke(str(path))
     assert code == 0
-    assert "note: trace_view.json: JSON ends inside the event list (file cut short?); used the 1 events before it" in out
+    assert "note: trace_view.json: JSON ends inside a value (file cut short?); used the 1 events before it" in out
 
 
 def test_bad_top_value_is_a_usage_error() -> None:

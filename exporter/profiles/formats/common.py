@@ -29,7 +29,8 @@ class ProfileParseError(ReasonError):
 
     ``reason`` is a short label-safe kind for self-metrics: ``unreadable``, ``empty``,
     ``missing_columns``, ``truncated``, ``malformed``, ``bad_value``, ``too_large``,
-    ``no_data``, ``unsupported``, and the refusals of exporter.core.inputfile
+    ``no_data``, ``unsupported``, the JSON caps (``item_too_large``, ``too_deep``,
+    ``too_many_objects``, ``too_many_events``), ``cell_too_long``, ``too_many_columns``, and the refusals of exporter.core.inputfile
     (``not_regular``, ``outside_root``, ``line_too_long``, ``permission_denied``, ``not_found``).
     ``issues`` are the file problems behind a ``no_data``: each is counted too.
     """
@@ -59,10 +60,18 @@ class Limits:
 
     max_csv_bytes: int = 2 << 30        # streamed (~150 MB/s): bounds the time spent (a 5 M-kernel capture is ~1.5 GB)
     max_csv_line: int = 1 * MiB         # one CSV line held at a time: memory stays this, whatever the file
-    max_trace_bytes: int = 1 << 30      # trace_view.json / msprof_*.json, streamed (~90 MB/s)
-    max_json_bytes: int = 64 << 20      # communication.json, loaded whole
+    max_trace_bytes: int = 1 << 30      # trace_view.json / msprof_*.json, streamed
+    max_json_bytes: int = 64 << 20      # communication.json, streamed
     max_info_bytes: int = 1 * MiB       # profiler_info*.json, profiler_metadata.json: a few KiB when real
-    max_json_event_bytes: int = 16 << 20
+    # One JSON item (a trace event, a communication op, a small file whole): real ones are a few
+    # hundred bytes to a few KiB, dozens of values, 3-5 levels deep. Past a cap the file is refused.
+    max_json_event_bytes: int = 1 * MiB         # item_too_large
+    max_json_event_values: int = 100_000        # item_too_large (objects, arrays and scalars)
+    max_json_depth: int = 64                    # too_deep
+    max_json_values: int = 5_000_000            # too_many_objects: values in communication.json (~50 per op)
+    max_trace_events: int = 10_000_000          # too_many_events: a 1 GiB trace holds ~5 M
+    max_trace_processes: int = 4_096            # pids whose names or Overlap Analysis sums are kept (real: dozens)
+    max_host_steps: int = 100_000               # ProfilerStep spans kept (real: a few hundred)
     max_memcpy_events: int = 2_000_000    # compact device events of torch.profiler traces (~20 bytes each)
     max_memcpy_tasks: int = 200_000       # MEMCPY_ASYNC tasks kept as records (~300 bytes each): real captures hold thousands
     root: str | None = None             # the watched directory the export was found in

@@ -1,5 +1,5 @@
-"""Small JSON files of an export, loaded whole: communication.json, profiler_info*.json and
-profiler_metadata.json.
+"""The JSON files of an export beside the timeline: communication.json (streamed op by op) and
+profiler_info*.json and profiler_metadata.json (small, built whole under the same caps).
 Quoted section names refer to docs/formats/profiler-exports.md.
 """
 
@@ -15,11 +15,19 @@ from exporter.profiles.formats.common import (
     ProfileParseError,
     as_int,
     json_object,
-    read_small,
+    open_file,
 )
-from exporter.profiles.formats.jsonstream import loads
+from exporter.profiles.formats.jsonstream import (
+    JsonCaps,
+    Path as JsonPath,
+    Readable,
+    as_handle,
+    json_caps,
+    json_items,
+    load_document,
+)
 
-# --- JSON: small files loaded whole -----------------------------------------------------------
+Source = str | bytes | Readable   # a file's text, or the file
 
 
 @dataclass(frozen=True)
@@ -33,25 +41,40 @@ class CommunicationStep:
     synchronization_us: float
 
 
-def read_communication(text: str, name: str = "communication.json") -> tuple[CommunicationStep, ...]:
-    data = loads(text, name)
-    if not isinstance(data, dict):
-        raise ProfileParseError("malformed", f"{name}: expected a JSON object keyed by step")
-    out = []
-    for step_key, groups in data.items():
-        if not isinstance(groups, dict):
-            continue
-        sums = [0.0, 0.0, 0.0, 0.0]
-        for kind in ("collective", "p2p"):
-            ops = groups.get(kind)
-            for op_name, op in (ops.items() if isinstance(ops, dict) else ()):
-                info = op.get("Communication Time Info") if isinstance(op, dict) and op_name != "Total Op Info" else None
-                if isinstance(info, dict):
-                    for i, key in enumerate(("Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)", "Synchronization Time(ms)")):
-                        value = info.get(key)
-                        if isinstance(value, (int, float)) and not isinstance(value, bool):
-                            sums[i] += float(value) * 1000.0  # ms -> us ("Units")
-        out.append(CommunicationStep(as_int(str(step_key).removeprefix("step")), *sums))
+MAX_COMMUNICATION_STEPS = 10_000   # steps summed at once (a real capture profiles a few dozen)
+_COMMUNICATION_KINDS = ("collective", "p2p")
+_TIME_KEYS = ("Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)", "Synchronization Time(ms)")
+
+
+def read_communication(source: Source, name: str = "communication.json",
+                       caps: JsonCaps = JsonCaps(file_values=Limits.max_json_values)) -> tuple[CommunicationStep, ...]:
+    """Per-step sums, streamed one op at a time: `{step: {collective|p2p: {op: {...}}}}`."""
+    sums: dict[str, list[float]] = {}
+
+    def select(path: JsonPath, kind: str) -> bool | None:
+        if not path:
+            if kind != "map":
+                raise ProfileParseError("malformed", f"{name}: expected a JSON object keyed by step")
+            return None
+        if len(path) == 1:
+            if kind == "map" and path[0] not in sums:
+                if len(sums) >= MAX_COMMUNICATION_STEPS:
+                    raise ProfileParseError("too_many_objects", f"{name}: more than {MAX_COMMUNICATION_STEPS} steps")
+                sums[str(path[0])] = [0.0, 0.0, 0.0, 0.0]
+            return None if kind == "map" else False
+        if len(path) == 2:
+            return None if kind == "map" and path[1] in _COMMUNICATION_KINDS else False
+        return path[2] != "Total Op Info" and kind == "map"
+
+    for path, op in json_items(as_handle(source), name, select, caps):
+        info = op.get("Communication Time Info")
+        if isinstance(info, dict):
+            step = sums[str(path[0])]
+            for i, key in enumerate(_TIME_KEYS):
+                value = info.get(key)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    step[i] += float(value) * 1000.0  # ms -> us ("Units")
+    out = [CommunicationStep(as_int(key.removeprefix("step")), *values) for key, values in sums.items()]
     return tuple(sorted(out, key=lambda s: (s.step is None, s.step or 0)))
 
 
@@ -64,8 +87,8 @@ class ProfilerInfo:
     collection_end: float | None      # unix seconds ("end_info.collectionTimeEnd" is ns)
 
 
-def read_profiler_info(text: str, name: str = "profiler_info.json") -> ProfilerInfo:
-    data = loads(text, name)
+def read_profiler_info(source: Source, name: str = "profiler_info.json", caps: JsonCaps = JsonCaps()) -> ProfilerInfo:
+    data = load_document(as_handle(source), name, caps)
     if not isinstance(data, dict):
         raise ProfileParseError("malformed", f"{name}: expected a JSON object")
     experimental = json_object(json_object(data.get("config")).get("experimental_config"))
@@ -83,9 +106,9 @@ def read_profiler_info(text: str, name: str = "profiler_info.json") -> ProfilerI
 _JOB_KEYS = ("job_name", "jobname", "job", "job_id", "model_name", "task_name")
 
 
-def read_job_name(text: str, name: str = "profiler_metadata.json") -> str | None:
+def read_job_name(source: Source, name: str = "profiler_metadata.json", caps: JsonCaps = JsonCaps()) -> str | None:
     """A job name the user stored with `prof.add_metadata(...)`, if any."""
-    data = loads(text, name)
+    data = load_document(as_handle(source), name, caps)
     if not isinstance(data, dict):
         return None
     lowered = {str(k).lower(): v for k, v in data.items()}
@@ -96,11 +119,14 @@ def read_job_name(text: str, name: str = "profiler_metadata.json") -> str | None
     return None
 
 
-def read_small_json(path: Path, reader: Callable[[str, str], Any], limits: Limits, max_bytes: int | None = None) -> Any:
-    """``reader`` over the whole of ``path``, at most ``max_bytes`` (default ``limits.max_json_bytes``)."""
-    text = read_small(path, limits.max_json_bytes if max_bytes is None else max_bytes, limits)
-    if not text.strip():
-        raise ProfileParseError("empty", f"{path.name}: empty file")
-    return reader(text, path.name)
-
-
+def read_json_file(path: Path, reader: Callable[[Source, str, JsonCaps], Any], limits: Limits,
+                   max_bytes: int | None = None, whole: bool = False) -> Any:
+    """``reader`` streaming ``path`` (at most ``max_bytes``, default ``limits.max_json_bytes``);
+    ``whole``: a small file built as one item (its size is then the item's bound)."""
+    cap = limits.max_json_bytes if max_bytes is None else max_bytes
+    caps = json_caps(limits, file_values=limits.max_json_values, item_bytes=cap if whole else None)
+    with open_file(path, cap, limits) as handle:
+        try:
+            return reader(handle, path.name, caps)
+        except OSError as exc:
+            raise ProfileParseError("unreadable", f"{path.name}: read failed: {exc.strerror or exc}") from None

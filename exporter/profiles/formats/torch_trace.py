@@ -10,7 +10,6 @@ its own. A trace written as `{"traceEvents": [...]}` (Kineto's layout) is stream
 
 from __future__ import annotations
 
-import io
 import math
 import os
 import re
@@ -19,7 +18,7 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 from exporter.core.inputfile import InputRefused, open_input
 from exporter.profiles.formats.common import (
@@ -29,7 +28,9 @@ from exporter.profiles.formats.common import (
     as_int,
     json_object,
 )
-from exporter.profiles.formats.jsonstream import event_span, iter_trace_events
+from exporter.profiles.formats.jsonstream import Readable, event_span, json_caps
+from exporter.profiles.formats.jsonstream import trace_events as json_trace_events
+from exporter.profiles.formats.trace import CAP_REASONS
 from exporter.profiles.formats.tables import OpTypeTime, merge_op_types
 from exporter.profiles.formats.trace import HostStep
 
@@ -98,6 +99,8 @@ class _Acc:
 
     def add(self, event: Any) -> None:
         self.events += 1
+        if self.events > self.limits.max_trace_events:
+            raise ProfileParseError("too_many_events", f"more than {self.limits.max_trace_events} trace events")
         if not isinstance(event, dict) or event.get("ph") != "X":
             return
         name, category = event.get("name"), event.get("cat")
@@ -261,7 +264,7 @@ def read_torch_trace(path: Path, limits: Limits = Limits()) -> TorchTrace:
             for event in trace_events(handle, path.name, limits):
                 acc.add(event)
         except ProfileParseError as exc:
-            if acc.events == 0:
+            if acc.events == 0 or exc.reason in CAP_REASONS:
                 raise
             issues.append(Issue(exc.reason, f"{exc.message}; used the {acc.events} events before it"))
     if acc.bad:
@@ -278,15 +281,14 @@ def read_torch_trace(path: Path, limits: Limits = Limits()) -> TorchTrace:
                       acc.events, tuple(issues))
 
 
-def _open(path: Path, limits: Limits) -> TextIO:
+def _open(path: Path, limits: Limits) -> BinaryIO:
     """Through exporter.core.inputfile: a regular file no larger than ``max_trace_bytes``."""
     try:
-        binary = open_input(path, limits.max_trace_bytes)
+        return open_input(path, limits.max_trace_bytes)
     except InputRefused as exc:
         raise ProfileParseError(exc.reason, exc.message.replace(os.fspath(path), path.name, 1)) from None
-    return io.TextIOWrapper(binary, encoding="utf-8", errors="replace")
 
 
-def trace_events(handle: TextIO, name: str, limits: Limits) -> Iterator[Any]:
+def trace_events(handle: Readable, name: str, limits: Limits) -> Iterator[Any]:
     """The events of a top-level array, or of the `traceEvents` array of an object (streamed)."""
-    return iter_trace_events(handle, name, limits.max_json_bytes, limits.max_json_event_bytes)
+    return json_trace_events(handle, name, json_caps(limits))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any
 
 from exporter.profiles.formats.common import (
     Issue,
@@ -17,7 +17,7 @@ from exporter.profiles.formats.common import (
     as_int,
     json_object,
 )
-from exporter.profiles.formats.jsonstream import event_span, iter_trace_events
+from exporter.profiles.formats.jsonstream import Readable, event_span, json_caps, trace_events
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,9 @@ _MEMCPY_OPERATIONS = {
 }
 _MEMCPY_QUEUES = {"PCIE_DMA_SQE": "h2d_d2h", "SDMA_SQE": "d2d"}
 _NPU_LABEL = re.compile(r"^NPU\s*(\d+)$")
+_PROCESS_TEXT = 64   # characters of a process name or label kept: the ones compared are short
+# File-level refusals: what was read before is not used (a cut or a bad event keeps it).
+CAP_REASONS = frozenset({"item_too_large", "too_deep", "too_many_objects", "too_many_events"})
 
 
 def memcpy_kind(task_type: object, operation: object) -> str:
@@ -126,10 +129,12 @@ class _TraceAcc:
         self.host_steps: list[HostStep] = []
         self.memcpy: list[tuple[object, float, float, str]] = []
         self.overlap: dict[object, _OverlapAcc] = {}
-        self.events = self.bad = self.dropped_memcpy = 0
+        self.events = self.bad = self.dropped_memcpy = self.dropped_steps = self.dropped_processes = 0
 
     def add(self, event: Any) -> None:
         self.events += 1
+        if self.events > self.limits.max_trace_events:
+            raise ProfileParseError("too_many_events", f"more than {self.limits.max_trace_events} trace events")
         if not isinstance(event, dict) or not isinstance(event.get("pid"), (int, float, str, type(None))):
             self.bad += 1  # not an event, or a pid we could not use as a key
             return
@@ -145,9 +150,16 @@ class _TraceAcc:
         if not isinstance(args, dict):
             return
         if name == "process_name" and isinstance(args.get("name"), str):
-            self.process_names[event.get("pid")] = args["name"]
+            self._remember(self.process_names, event.get("pid"), args["name"])
         elif name == "process_labels" and isinstance(args.get("labels"), str):
-            self.process_labels[event.get("pid")] = args["labels"]
+            self._remember(self.process_labels, event.get("pid"), args["labels"])
+
+    def _remember(self, table: dict[object, str], pid: object, text: str) -> None:
+        """At most max_trace_processes pids; a longer text than any compared is kept as ''."""
+        if pid not in table and len(table) >= self.limits.max_trace_processes:
+            self.dropped_processes += 1
+            return
+        table[pid] = text if len(text) <= _PROCESS_TEXT else ""
 
     def _span(self, event: dict[str, Any], name: str) -> None:
         span = event_span(event)
@@ -164,10 +176,20 @@ class _TraceAcc:
             self.memcpy.append((pid, start, duration, memcpy_kind(args.get("Task Type"), args.get("operation"))))
         elif name.startswith("ProfilerStep#"):
             step = as_int(name.removeprefix("ProfilerStep#"))
-            if step is not None:
-                self.host_steps.append(HostStep(step, start, duration))
+            if step is None:
+                return
+            if len(self.host_steps) >= self.limits.max_host_steps:
+                self.dropped_steps += 1
+                return
+            self.host_steps.append(HostStep(step, start, duration))
         else:
-            self.overlap.setdefault(pid, _OverlapAcc()).add(name, start, duration)
+            acc = self.overlap.get(pid)
+            if acc is None:
+                if len(self.overlap) >= self.limits.max_trace_processes:
+                    self.dropped_processes += 1
+                    return
+                acc = self.overlap[pid] = _OverlapAcc()
+            acc.add(name, start, duration)
 
     def _device(self, pid: object) -> int | None:
         match = _NPU_LABEL.match(self.process_labels.get(pid, "").strip())
@@ -182,6 +204,11 @@ class _TraceAcc:
             issues.append(Issue("bad_value", f"{name}: {self.bad} trace events without usable ts/dur skipped"))
         if self.dropped_memcpy:
             issues.append(Issue("too_large", f"{name}: over {self.limits.max_memcpy_tasks} MEMCPY_ASYNC events; rest ignored"))
+        if self.dropped_steps:
+            issues.append(Issue("too_large", f"{name}: over {self.limits.max_host_steps} ProfilerStep spans; rest ignored"))
+        if self.dropped_processes:
+            issues.append(Issue("too_large", f"{name}: over {self.limits.max_trace_processes} processes; "
+                                             f"{self.dropped_processes} events of the others ignored"))
         memcpy = tuple(
             MemcpyTask(start, duration, kind, self._device(pid))
             for pid, start, duration, kind in self.memcpy if self._is(pid, "Ascend Hardware")
@@ -193,24 +220,22 @@ class _TraceAcc:
         return TraceData(steps, memcpy, overlaps, self.events, tuple(issues))
 
 
-def read_trace(handle: TextIO, name: str = "trace_view.json", limits: Limits = Limits()) -> TraceData:
+def read_trace(handle: Readable, name: str = "trace_view.json", limits: Limits = Limits()) -> TraceData:
     """Step spans, memory copies and Overlap Analysis sums from a Chrome trace ("trace_view.json and the msprof timeline").
 
-    A trace cut mid-way yields what was read before the cut, with a ``truncated`` issue.
+    A trace cut mid-way (or with an unreadable event) yields what was read before, with a
+    ``truncated`` (``malformed``) issue; past a cap (CAP_REASONS) the file is refused.
     """
     acc, issues = _TraceAcc(limits), []
     try:
-        for event in _trace_events(handle, name, limits):
+        for event in trace_events(handle, name, json_caps(limits)):
             acc.add(event)
     except ProfileParseError as exc:
-        if acc.events == 0:
-            raise
-        issues.append(Issue(exc.reason, f"{exc.message}; used the {acc.events} events before it"))
+        message = exc.message if exc.message.startswith(name) else f"{name}: {exc.message}"
+        if acc.events == 0 or exc.reason in CAP_REASONS:
+            raise ProfileParseError(exc.reason, message) from None
+        issues.append(Issue(exc.reason, f"{message}; used the {acc.events} events before it"))
     return acc.result(issues, name)
-
-
-def _trace_events(handle: TextIO, name: str, limits: Limits) -> Iterator[Any]:
-    return iter_trace_events(handle, name, limits.max_json_bytes, limits.max_json_event_bytes)
 
 
 def merge_traces(parts: Iterable[TraceData]) -> TraceData | None:
