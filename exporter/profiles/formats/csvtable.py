@@ -11,6 +11,12 @@ from exporter.profiles.formats.common import Issue, ProfileParseError
 # Rows kept one by one (one per step, per API or per operator type in real exports): a file
 # with more is cut there, so what a table holds never grows with the file.
 MAX_ROWS = 50_000
+# A cell kept as text (an operator, kernel, API or task name; a step id): real ones are under
+# 300 characters. A longer one refuses the file (cell_too_long), so what the rows kept above
+# hold is at most this much each. A header wider than MAX_COLUMNS refuses it (too_many_columns):
+# real headers have under 60.
+MAX_CELL = 1024
+MAX_COLUMNS = 1024
 
 # --- CSV plumbing ----------------------------------------------------------------------------
 
@@ -31,6 +37,8 @@ class Table:
             raise ProfileParseError("empty", f"{name}: empty file") from None
         except csv.Error as exc:
             raise ProfileParseError("malformed", f"{name}: unreadable header: {exc}") from None
+        if len(header) > MAX_COLUMNS:
+            raise ProfileParseError("too_many_columns", f"{name}: {len(header)} columns, more than {MAX_COLUMNS}")
         self.header = [h.strip().lstrip("\ufeff") for h in header]
         self.width = len(self.header)
         self._index = {h: i for i, h in reversed(list(enumerate(self.header)))}
@@ -48,6 +56,13 @@ class Table:
                 "missing_columns", f"{self.name}: no column {' or '.join(repr(a) for a in aliases)} in header"
             )
         return index
+
+    def kept(self, *cells: str) -> None:
+        """Refuses the file (cell_too_long) when a cell about to be kept is over MAX_CELL."""
+        for cell in cells:
+            if len(cell) > MAX_CELL:
+                raise ProfileParseError("cell_too_long", f"{self.name}: a name cell of {len(cell)} characters, "
+                                                         f"more than {MAX_CELL}")
 
     def rows(self, limit: int | None = MAX_ROWS) -> Iterator[list[str]]:
         """Rows as wide as the header; short (cut) rows are counted and skipped. After

@@ -176,6 +176,7 @@ def read_kernels(lines: Iterable[str], name: str = "kernel_details.csv") -> Kern
         if is_na(op_type):
             op_type = guessed.get(kernel) or op_type_from_name(kernel)
             if len(guessed) < MAX_KERNEL_GROUPS:
+                table.kept(kernel)
                 guessed[kernel] = op_type
         key = (row[i_step] if i_step is not None else "", op_type, row[i_core] if i_core is not None else "")
         slot = agg.get(key)
@@ -183,10 +184,12 @@ def read_kernels(lines: Iterable[str], name: str = "kernel_details.csv") -> Kern
             if len(agg) >= MAX_KERNEL_GROUPS:
                 over += 1
                 continue
+            table.kept(*key, kernel)
             slot = agg[key] = [0.0, 0, -1.0, kernel, 0.0]
         slot[0] += duration
         slot[1] += 1
         if duration > slot[2]:
+            table.kept(kernel)
             slot[2], slot[3] = duration, kernel
         if i_wait is not None:
             try:
@@ -287,6 +290,7 @@ def read_op_statistic(lines: Iterable[str], name: str = "op_statistic.csv") -> O
             continue
         core = row[i_core] if i_core is not None else ""
         op_type = row[i_type].strip()
+        table.kept(op_type)
         if is_communication(core, op_type, op_type):
             continue
         count = as_int(row[i_count]) if i_count is not None else None
@@ -323,6 +327,7 @@ def read_api_statistic(lines: Iterable[str], name: str = "api_statistic.csv") ->
         if time_us is None:
             bad += 1
             continue
+        table.kept(row[i_api], row[i_level] if i_level is not None else "")
         items.append(ApiStat(
             level=row[i_level].strip() if i_level is not None else "",
             api=row[i_api].strip(),
@@ -355,6 +360,7 @@ def read_task_time(lines: Iterable[str], name: str = "task_time.csv") -> TaskTim
             bad += 1
             continue
         kind = row[i_type].strip()
+        table.kept(kind)
         totals[kind] = totals.get(kind, 0.0) + time_us
         if device is None and i_device is not None:
             device = as_int(row[i_device])
