@@ -127,7 +127,8 @@ def json_items(handle: Readable, name: str, select: Select, caps: JsonCaps = Jso
 
 def _walk(events: Iterator[tuple[str, Any]], guard: _Guard, name: str, select: Select,
           caps: JsonCaps) -> Iterator[tuple[Path, Any]]:
-    """Containers descended into, each as (its path, is a map, the pending key)."""
+    """Containers descended into are open: [path, is a map, pending key, choices by kind]; an
+    array's members share one path, so ``select`` is asked once per kind there."""
     open_: list[list[Any]] = []
     counter = _Counter(caps, name)
     for event, value in events:
@@ -138,18 +139,31 @@ def _walk(events: Iterator[tuple[str, Any]], guard: _Guard, name: str, select: S
         if event == "end_map" or event == "end_array":
             open_.pop()
             continue
-        here: Path = (*open_[-1][0], open_[-1][2] if open_[-1][1] else None) if open_ else ()
         kind = "map" if event == "start_map" else "array" if event == "start_array" else "scalar"
-        choice = select(here, kind)
         counter.add(1)
+        if not open_:
+            here: Path = ()
+            choice = select(here, kind)
+        else:
+            parent = open_[-1]
+            here = (*parent[0], parent[2] if parent[1] else None)
+            if parent[1]:
+                choice = select(here, kind)
+            else:
+                if kind not in parent[3]:
+                    parent[3][kind] = select(here, kind)
+                choice = parent[3][kind]
         if choice is None and kind != "scalar":
             if len(open_) >= caps.depth:
                 raise _too_deep(name, caps)
-            open_.append([here, kind == "map", None])
+            open_.append([here, kind == "map", None, {}])
         elif choice:
             yield here, _build(event, value, events, len(open_), name, caps, counter)
         elif kind != "scalar":
             _skip(events, guard, len(open_), name, caps, counter)
+
+
+_SCALARS = frozenset({"string", "number", "boolean", "null"})
 
 
 def _build(event: str, value: Any, events: Iterator[tuple[str, Any]], depth: int, name: str,
@@ -164,38 +178,43 @@ def _build(event: str, value: Any, events: Iterator[tuple[str, Any]], depth: int
         return value
     if depth + 1 > caps.depth:
         raise _too_deep(name, caps)
-    stack: list[Any] = [root]
-    keys: list[Any] = [None]
-    count, limit, deepest = 1, caps.item_values, caps.depth - depth
+    top, is_list, key = root, event == "start_array", None
+    outer: list[tuple[Any, bool, Any]] = []     # the containers around ``top``, with their pending key
+    count, limit, deepest = 1, caps.item_values, caps.depth - depth - 1
     for event, value in events:
         if event == "map_key":
-            keys[-1] = value
-            continue
-        if event == "end_map" or event == "end_array":
-            stack.pop()
-            keys.pop()
-            if not stack:
-                counter.add(count - 1)
-                return root
-            continue
-        if event == "start_map":
-            value = {}
-        elif event == "start_array":
-            value = []
-        count += 1
-        if count > limit:
-            raise ProfileParseError("item_too_large", f"{name}: one JSON item with more than {limit} values")
-        top = stack[-1]
-        if type(top) is list:
-            top.append(value)
-        else:
-            top[keys[-1]] = value
-        if event == "start_map" or event == "start_array":
-            if len(stack) >= deepest:
+            key = value
+        elif event in _SCALARS:
+            count += 1
+            if count > limit:
+                raise _too_many_values(name, limit)
+            if is_list:
+                top.append(value)
+            else:
+                top[key] = value
+        elif event == "start_map" or event == "start_array":
+            count += 1
+            if count > limit:
+                raise _too_many_values(name, limit)
+            child: Any = {} if event == "start_map" else []
+            if is_list:
+                top.append(child)
+            else:
+                top[key] = child
+            if len(outer) >= deepest:
                 raise _too_deep(name, caps)
-            stack.append(value)
-            keys.append(None)
+            outer.append((top, is_list, key))
+            top, is_list, key = child, event == "start_array", None
+        elif outer:
+            top, is_list, key = outer.pop()
+        else:
+            counter.add(count - 1)
+            return root
     return root  # the events ended inside the item: ijson raises before this
+
+
+def _too_many_values(name: str, limit: int) -> ProfileParseError:
+    return ProfileParseError("item_too_large", f"{name}: one JSON item with more than {limit} values")
 
 
 def _skip(events: Iterator[tuple[str, Any]], guard: _Guard, depth: int, name: str, caps: JsonCaps,
