@@ -61,7 +61,9 @@ unwell chip; for `npu_smi_info` the one `info` call.
   counts as a failure with reason `overdue`: success turns 0 and the last-success time stops
   while it lasts; no second run of that source starts meanwhile.
 - `profiles` counts every refused file or directory by reason on its export (`not_regular`,
-  `outside_root`, `too_large`, `line_too_long`, `permission_denied`, ...) and a scan stopped at
+  `outside_root`, `too_large`, `line_too_long`, `permission_denied`, ...; past the caps on what
+  a file may keep: `item_too_large`, `too_deep`, `too_many_objects`, `too_many_events`,
+  `cell_too_long`, `too_many_columns`) and a scan stopped at
   `profiles.max_entries` once per scan on its directory (`too_many_entries`); see
   docs/formats/profiler-exports.md, "What a watched directory can cost".
 """

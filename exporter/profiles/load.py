@@ -27,8 +27,8 @@ from exporter.profiles.formats.info import (
     ProfilerInfo,
     read_communication,
     read_job_name,
-    read_profiler_info,
     read_json_file,
+    read_profiler_info,
 )
 from exporter.profiles.formats.tables import (
     ApiStat,
@@ -154,7 +154,8 @@ def _profiler_info(path: Path, collect: _Collect, limits: Limits) -> ProfilerInf
     candidates = sorted(path.glob("profiler_info*.json"))
     if not candidates:
         return None
-    info = collect.run(lambda: read_json_file(candidates[0], read_profiler_info, limits, limits.max_info_bytes, whole=True))
+    info: ProfilerInfo | None = collect.run(
+        lambda: read_json_file(candidates[0], read_profiler_info, limits, limits.max_info_bytes, whole=True))
     if info is not None and info.rank is None:
         suffix = as_int(candidates[0].stem.removeprefix("profiler_info").lstrip("_"))
         info = replace(info, rank=suffix)

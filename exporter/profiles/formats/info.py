@@ -19,15 +19,18 @@ from exporter.profiles.formats.common import (
 )
 from exporter.profiles.formats.jsonstream import (
     JsonCaps,
-    Path as JsonPath,
     Readable,
     as_handle,
     json_caps,
     json_items,
     load_document,
 )
+from exporter.profiles.formats.jsonstream import (
+    Path as JsonPath,
+)
 
 Source = str | bytes | Readable   # a file's text, or the file
+DEFAULT_CAPS = JsonCaps(file_values=Limits.max_json_values)
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ _TIME_KEYS = ("Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)", "Synchroni
 
 
 def read_communication(source: Source, name: str = "communication.json",
-                       caps: JsonCaps = JsonCaps(file_values=Limits.max_json_values)) -> tuple[CommunicationStep, ...]:
+                       caps: JsonCaps = DEFAULT_CAPS) -> tuple[CommunicationStep, ...]:
     """Per-step sums, streamed one op at a time: `{step: {collective|p2p: {op: {...}}}}`."""
     sums: dict[str, list[float]] = {}
 
@@ -87,7 +90,7 @@ class ProfilerInfo:
     collection_end: float | None      # unix seconds ("end_info.collectionTimeEnd" is ns)
 
 
-def read_profiler_info(source: Source, name: str = "profiler_info.json", caps: JsonCaps = JsonCaps()) -> ProfilerInfo:
+def read_profiler_info(source: Source, name: str = "profiler_info.json", caps: JsonCaps = DEFAULT_CAPS) -> ProfilerInfo:
     data = load_document(as_handle(source), name, caps)
     if not isinstance(data, dict):
         raise ProfileParseError("malformed", f"{name}: expected a JSON object")
@@ -106,7 +109,7 @@ def read_profiler_info(source: Source, name: str = "profiler_info.json", caps: J
 _JOB_KEYS = ("job_name", "jobname", "job", "job_id", "model_name", "task_name")
 
 
-def read_job_name(source: Source, name: str = "profiler_metadata.json", caps: JsonCaps = JsonCaps()) -> str | None:
+def read_job_name(source: Source, name: str = "profiler_metadata.json", caps: JsonCaps = DEFAULT_CAPS) -> str | None:
     """A job name the user stored with `prof.add_metadata(...)`, if any."""
     data = load_document(as_handle(source), name, caps)
     if not isinstance(data, dict):

@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, BinaryIO, Protocol
+from typing import Any, Protocol
 
 from exporter.core.inputfile import MiB
 from exporter.profiles.formats.common import Limits, ProfileParseError
@@ -166,19 +166,19 @@ def _walk(events: Iterator[tuple[str, Any]], guard: _Guard, name: str, select: S
 _SCALARS = frozenset({"string", "number", "boolean", "null"})
 
 
-def _build(event: str, value: Any, events: Iterator[tuple[str, Any]], depth: int, name: str,
+def _build(first: str, scalar: Any, events: Iterator[tuple[str, Any]], depth: int, name: str,
            caps: JsonCaps, counter: _Counter) -> Any:
     """One item from its first event on; the guard's mark stays at its start, so its whole text
     is bounded, and its values and depth are counted as they are made."""
-    if event == "start_map":
+    if first == "start_map":
         root: Any = {}
-    elif event == "start_array":
+    elif first == "start_array":
         root = []
     else:
-        return value
+        return scalar
     if depth + 1 > caps.depth:
         raise _too_deep(name, caps)
-    top, is_list, key = root, event == "start_array", None
+    top, is_list, key = root, first == "start_array", None
     outer: list[tuple[Any, bool, Any]] = []     # the containers around ``top``, with their pending key
     count, limit, deepest = 1, caps.item_values, caps.depth - depth - 1
     for event, value in events:

@@ -30,9 +30,8 @@ from exporter.profiles.formats.common import (
 )
 from exporter.profiles.formats.jsonstream import Readable, event_span, json_caps
 from exporter.profiles.formats.jsonstream import trace_events as json_trace_events
-from exporter.profiles.formats.trace import CAP_REASONS
 from exporter.profiles.formats.tables import OpTypeTime, merge_op_types
-from exporter.profiles.formats.trace import HostStep
+from exporter.profiles.formats.trace import CAP_REASONS, HostStep
 
 # Host operator spans, and spans that only nest them (record_function, Python frames).
 _CPU_OP = "cpu_op"

@@ -6,7 +6,7 @@ Quoted section names refer to docs/formats/profiler-exports.md.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,12 @@ from exporter.profiles.formats.common import (
     as_int,
     json_object,
 )
-from exporter.profiles.formats.jsonstream import Readable, event_span, json_caps, trace_events
+from exporter.profiles.formats.jsonstream import (
+    Readable,
+    event_span,
+    json_caps,
+    trace_events,
+)
 
 
 @dataclass(frozen=True)
