@@ -13,7 +13,7 @@ from exporter.profiles.formats import common as formats_common
 from exporter.profiles.formats.common import Limits, ProfileParseError
 from exporter.profiles.formats.info import read_communication, read_profiler_info
 from exporter.profiles.formats.jsonstream import JsonCaps, trace_events
-from exporter.profiles.formats.tables import read_kernels, read_step_trace
+from exporter.profiles.formats.tables import read_api_statistic, read_kernels, read_op_statistic, read_step_trace
 from exporter.profiles.formats.trace import read_trace
 from exporter.profiles.indicators import summarize
 from exporter.profiles.load import load_profile
@@ -149,6 +149,55 @@ def test_small_json_cut_or_wrong_shape() -> None:
     with pytest.raises(ProfileParseError) as err:
         read_profiler_info("[1, 2]")
     assert err.value.reason == "malformed"
+
+
+def test_caps_on_what_a_json_file_keeps_refuse_it_by_name() -> None:
+    with pytest.raises(ProfileParseError) as err:   # the issue's file: an array where steps are expected
+        read_communication("[" + "{}," * 1000 + "{}]")
+    assert err.value.reason == "malformed"
+    with pytest.raises(ProfileParseError) as err:
+        read_communication('{"step1": [' + "{}," * 1000 + "{}]}", caps=JsonCaps(file_values=500))
+    assert err.value.reason == "too_many_objects"
+    with pytest.raises(ProfileParseError) as err:
+        read_communication("{" + ",".join(f'"step{i}": {{}}' for i in range(10_001)) + "}")
+    assert err.value.reason == "too_many_objects" and "10000 steps" in err.value.message
+    with pytest.raises(ProfileParseError) as err:
+        read_trace(io.StringIO("[" + '{"ph": "M"},' * 10 + '{"ph": "M"}]'), limits=Limits(max_trace_events=5))
+    assert err.value.reason == "too_many_events"   # a cap refuses the file: no partial use
+    with pytest.raises(ProfileParseError) as err:
+        read_profiler_info('{"a": "' + "x" * 200_000 + '"}', caps=JsonCaps(item_bytes=1000))   # checked per 64 KiB read
+    assert err.value.reason == "item_too_large"
+
+
+def test_trace_processes_and_steps_kept_are_bounded() -> None:
+    events = [{"ph": "M", "name": "process_name", "pid": i, "args": {"name": "Overlap Analysis" + "x" * 100 * (i % 2)}}
+              for i in range(20)]
+    events += [{"ph": "X", "name": "Free", "pid": i, "ts": "1", "dur": 1.0} for i in range(20)]
+    events += [{"ph": "X", "name": f"ProfilerStep#{i}", "pid": 0, "ts": str(i), "dur": 1.0} for i in range(20)]
+    import json
+
+    trace = read_trace(io.StringIO(json.dumps(events)), limits=Limits(max_trace_processes=8, max_host_steps=5))
+    assert len(trace.overlaps) == 4          # 8 pids kept; the long names are kept as '' (not Overlap Analysis)
+    assert len(trace.host_steps) == 5
+    assert reasons(trace.issues) == {"too_large"} and len(trace.issues) == 2
+
+
+def test_csv_name_cells_and_headers_are_bounded() -> None:
+    long = "T" * 2000
+    with pytest.raises(ProfileParseError) as err:
+        read_op_statistic(io.StringIO(f"OP Type,Total Time(us)\n{long},1.0\n"), "op_statistic.csv")
+    assert err.value.reason == "cell_too_long" and long not in err.value.message
+    with pytest.raises(ProfileParseError) as err:
+        read_kernels(io.StringIO(f"Name,Type,Duration(us)\nk,A,1.0\nk,{long},2.0\n"), "kernel_details.csv")
+    assert err.value.reason == "cell_too_long"
+    with pytest.raises(ProfileParseError) as err:
+        read_api_statistic(io.StringIO(f"API Name,Time(us)\n{long},1.0\n"), "api_statistic.csv")
+    assert err.value.reason == "cell_too_long"
+    with pytest.raises(ProfileParseError) as err:
+        read_step_trace(io.StringIO(",".join(f"c{i}" for i in range(1025)) + "\n"), "step_trace_time.csv")
+    assert err.value.reason == "too_many_columns"
+    ok = read_op_statistic(io.StringIO(f"OP Type,Total Time(us)\n{'T' * 1024},1.0\n"), "op_statistic.csv")
+    assert ok.op_types[0].total_us == 1.0
 
 
 # --- whole profiles ---------------------------------------------------------------------------------
