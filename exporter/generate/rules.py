@@ -297,8 +297,7 @@ def _fds_high(spec: AlertSpec, table: Thresholds) -> Built:
 
 
 def _simulated(spec: AlertSpec, table: Thresholds) -> Built:
-    expr = "cann_exporter_simulated == 1"
-    return (expr, "cann-exporter on {{ $labels.instance }} serves SIMULATED chips",
+    return ("cann_exporter_simulated == 1", "cann-exporter on {{ $labels.instance }} serves SIMULATED chips",
             (f"The exporter on {{{{ $labels.instance }}}} has served data from its built-in simulator (scenario "
              f"{{{{ $labels.scenario }}}}, model {{{{ $labels.model }}}}) for {spec.window}: its chips, utilization and "
              f"alerts are not real hardware. Remove --simulate (and CANN_EXPORTER_SIMULATOR_SCENARIO) on a real node."))
