@@ -194,10 +194,10 @@ def read_local(args: argparse.Namespace) -> Observations:
             text = read_text_input(config, MAX_FILE_BYTES)
         except ReasonError as exc:
             raise CannotDiagnose(exc.message) from None
-    # `npu-smi info` (utilization, processes), `info -m` (device ids) and, per card, `-t ecc`
-    # (isolated pages, the hardware level): no other details and no board reads.
+    # Every `-t` detail `serve` reads (health and error codes, ECC, the per-card reads whose
+    # failures the hardware level names) and hccn_tool's network; no board reads (die ids).
     flags = {"npu_smi.path": getattr(args, "npu_smi", None), "simulator.scenario": getattr(args, "simulate", None),
-             "simulator.model": getattr(args, "simulate_model", None), "npu_smi.details": "ecc", "npu_smi.board": False}
+             "simulator.model": getattr(args, "simulate_model", None), "npu_smi.board": False}
     settings = local_settings(text, config or "config", os.environ, flags)
     scrapes = asyncio.run(scrape_local(settings, getattr(args, "samples", 1), getattr(args, "interval", 10.0)))
     simulated = f" (simulator: {settings.simulator.scenario})" if settings.simulator.scenario else ""

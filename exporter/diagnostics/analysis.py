@@ -9,9 +9,9 @@ threshold from the same table gives the verdict, so `diagnose` and the alerts ag
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from exporter.diagnostics import profile_indicators
+from exporter.diagnostics import hardware, profile_indicators
 from exporter.diagnostics.model import (
     HARDWARE,
     MACRO,
@@ -50,9 +50,10 @@ _PROFILE_LEVELS = {
 
 
 def analyse(obs: Observations, table: Thresholds) -> Report:
+    sound = hardware.by_subject([*hardware.hardware_findings(obs.hardware, table), *hardware_findings(obs.chips, table)])
     findings = [
-        *hardware_findings(obs.chips, table),
-        *chip_findings(obs.chips, table),
+        *sound,
+        *chip_findings(obs.chips, table, hardware.faulty_chips(sound)),
         *job_findings(obs.jobs, table),
         *profile_findings(obs.profiles, table),
     ]
@@ -124,9 +125,16 @@ def isolated_pages_verdict(total: float, double: float, new: float | None, limit
 # --- macro: chips -----------------------------------------------------------------------------
 
 
-def chip_findings(chips: Iterable[ChipStats], table: Thresholds) -> list[Finding]:
+def chip_findings(chips: Iterable[ChipStats], table: Thresholds,
+                  faulty: Mapping[str, str] | None = None) -> list[Finding]:
+    """Utilization and swing of each chip; a chip with a hardware fault (``faulty``: subject ->
+    the fault) is not judged on them: its low use follows from the fault, no pipeline lever helps."""
     out: list[Finding] = []
     for chip in chips:
+        fault = (faulty or {}).get(chip.subject)
+        if fault is not None:
+            out.append(consequence_finding(chip, fault))
+            continue
         out.append(utilization_finding(chip, table))
         stability = stability_finding(chip, table)
         if stability is not None:
@@ -142,6 +150,11 @@ def utilization_finding(chip: ChipStats, table: Thresholds) -> Finding:
         detail = "not in use (no process, pod or job): idle capacity, not judged" + (f"; {detail}" if detail else "")
     return Finding(MACRO, "utilization", "Device utilization", chip.subject, chip.mean, RATIO, verdict,
                    UTILIZATION, alert, bounds, detail)
+
+
+def consequence_finding(chip: ChipStats, fault: str) -> Finding:
+    return Finding(MACRO, "utilization", "Device utilization", chip.subject, chip.mean, RATIO, None, None, None, "",
+                   f"not judged: a consequence of the hardware fault ({fault}), see Hardware")
 
 
 def _spread(chip: ChipStats) -> str:

@@ -5,6 +5,7 @@ Ratios are 0..1, times in seconds. ``None`` means "not known from this source", 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from exporter.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
@@ -20,7 +21,7 @@ LEVEL_TITLES = {
     MICRO: "Micro: which operators?",
     BASELINE: "Baseline: faster or slower than before?",
 }
-RATIO, SECONDS, PER_SECOND, PAGES = "ratio", "seconds", "per_second", "pages"
+RATIO, SECONDS, PER_SECOND, PAGES, COUNT = "ratio", "seconds", "per_second", "pages", "count"
 _RANK = {None: 0, HEALTHY: 1, WARNING: 2, ABNORMAL: 3}
 
 # diagnose's verdict as its exit status
@@ -32,6 +33,11 @@ class CannotDiagnose(Exception):
 
     The message names what is missing; it is shown as is, without a traceback.
     """
+
+
+def chip_subject(instance: str, npu: str, chip: str, device: str) -> str:
+    where = f"{instance} " if instance else ""
+    return f"{where}NPU {npu} chip {chip} (device {device or '?'})"
 
 
 @dataclass(frozen=True)
@@ -62,8 +68,7 @@ class ChipStats:
 
     @property
     def subject(self) -> str:
-        where = f"{self.instance} " if self.instance else ""
-        return f"{where}NPU {self.npu} chip {self.chip} (device {self.device or '?'})"
+        return chip_subject(self.instance, self.npu, self.chip, self.device)
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,37 @@ class JobStats:
         return dict(self.phase_shares).get(name)
 
 
+Labels = Mapping[str, str]
+Series = tuple[Labels, float]
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A stretch of the window without the exporter's samples."""
+
+    instance: str
+    start: float          # unix seconds
+    seconds: float
+    trailing: bool = False
+
+
+@dataclass(frozen=True)
+class HardwareReadings:
+    """Hardware facts from any reader: latest values and counter increases by metric name, with labels."""
+
+    latest: Mapping[str, tuple[Series, ...]] = field(default_factory=dict)
+    increases: Mapping[str, tuple[Series, ...]] = field(default_factory=dict)   # empty: one reading
+    seconds: float | None = None                  # time the increases cover
+    gaps: tuple[Gap, ...] = ()
+
+    def get(self, name: str) -> tuple[Series, ...]:
+        return self.latest.get(name, ())
+
+    @property
+    def empty(self) -> bool:
+        return not any(self.latest.values())
+
+
 @dataclass(frozen=True)
 class Observations:
     """Everything one input told us, whatever the input was."""
@@ -99,6 +135,7 @@ class Observations:
     jobs: tuple[JobStats, ...] = ()
     profiles: tuple[ProfileSummary, ...] = ()
     notes: tuple[str, ...] = ()                  # partial problems worth telling (not fatal)
+    hardware: HardwareReadings = field(default_factory=lambda: HardwareReadings())
 
     @property
     def empty(self) -> bool:

@@ -11,11 +11,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from exporter.core.selfmetrics import BUILD_INFO   # served by every exporter on every scrape
 from exporter.core.values import format_duration
-from exporter.diagnostics import profile_indicators
+from exporter.diagnostics import hardware, profile_indicators
 from exporter.diagnostics.model import (
     CannotDiagnose,
     ChipStats,
+    Gap,
+    HardwareReadings,
     JobStats,
     Observations,
     PageCount,
@@ -36,7 +39,7 @@ from exporter.jobs.metrics import (
     JOB_PHASE_SECONDS,
     JOB_SAMPLES,
 )
-from exporter.npusmi.metrics import AICORE, ECC_ISOLATED_PAGES, PROCESS_MEMORY
+from exporter.npusmi.metrics import AICORE, DEVICES, ECC_ISOLATED_PAGES, PROCESS_MEMORY
 from exporter.pods.metrics import POD_INFO
 from exporter.profiles.indicators import OperatorShare, ProfileSummary
 from exporter.profiles.metrics import PROFILE_LAST_UPDATE, PROFILE_OPERATOR
@@ -74,6 +77,7 @@ def read_prometheus(client: PrometheusClient, window: Window, matchers: str, tab
         jobs = read_jobs(ask, matchers)
         profiles, stale = read_profiles(ask, matchers, table)
         held = held_since(client, window, matchers, progress) if (chips or jobs or profiles) else None
+        readings = read_hardware(ask, matchers, client, window) if (chips or jobs or profiles) else HardwareReadings()
     except PrometheusError as exc:
         raise CannotDiagnose(str(exc)) from None
     where = f" matching {{{matchers}}}" if matchers else ""
@@ -95,7 +99,7 @@ def read_prometheus(client: PrometheusClient, window: Window, matchers: str, tab
                         f"data{where} only from about {_when(held)}, the last {format_duration(covered)}: averages "
                         "and rates cover that time, and the verdicts judge it")
     return Observations(f"Prometheus {client.url}" + (f" {{{matchers}}}" if matchers else ""),
-                        described, chips, jobs, profiles, tuple(notes))
+                        described, chips, jobs, profiles, tuple(notes), readings)
 
 
 def held_since(client: PrometheusClient, window: Window, matchers: str, progress: Progress | None = None) -> float | None:
@@ -113,6 +117,41 @@ def held_since(client: PrometheusClient, window: Window, matchers: str, progress
         return None
     begins = min(t for t, _ in held[0].points) - step
     return begins if begins > start else None
+
+
+def read_hardware(ask: _Asker, matchers: str, client: PrometheusClient, window: Window) -> HardwareReadings:
+    """The hardware series at their latest value in the window, the counters' increase over
+    it, the most chips each exporter listed, and the gaps in the exporter's own samples."""
+    r = window.range
+    latest = {name: _series(ask(f"last_over_time({selector(name, matchers)}[{r}])")) for name in hardware.LATEST}
+    latest[hardware.PEAK_DEVICES] = _series(ask(f"max_over_time({selector(DEVICES.name, matchers)}[{r}])"))
+    increases = {name: _series(ask(f"increase({selector(name, matchers)}[{r}])")) for name in hardware.INCREASES}
+    return HardwareReadings(latest, increases, window.seconds, exporter_gaps(client, window, matchers))
+
+
+def _series(samples: list[Sample]) -> tuple[tuple[dict[str, str], float], ...]:
+    return tuple((s.labels, s.value) for s in samples)
+
+
+GAP_STEP = 60.0       # seconds: longer than any sane scrape interval, so a step without a sample is an outage
+
+
+def exporter_gaps(client: PrometheusClient, window: Window, matchers: str) -> tuple[Gap, ...]:
+    """Stretches of the window (after each exporter's first sample) with no sample of the
+    exporter's build info: a down exporter or node, or scrapes that failed."""
+    step = max(GAP_STEP, round(window.seconds / 240))
+    query = f"count by (instance) (count_over_time({selector(BUILD_INFO.name, matchers)}[{promql_duration(step)}]))"
+    start = window.end - window.seconds + step
+    out = []
+    for series in client.range(query, start, window.end, step):
+        times = sorted(t for t, _ in series.points)
+        instance = series.labels.get("instance", "")
+        for before, after in zip(times, times[1:]):
+            if after - before > step * 1.5:
+                out.append(Gap(instance, before, after - before - step))
+        if window.end - times[-1] > step * 1.5:
+            out.append(Gap(instance, times[-1], window.end - times[-1], trailing=True))
+    return tuple(out)
 
 
 class _Asker:

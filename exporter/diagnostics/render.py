@@ -7,12 +7,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from exporter.diagnostics.hardware import ADVICE as HARDWARE_ADVICE
 from exporter.diagnostics.model import (
     HARDWARE,
     LEVEL_TITLES,
     LEVELS,
     MACRO,
     MESO,
+    COUNT,
     MICRO,
     PAGES,
     PER_SECOND,
@@ -25,7 +27,7 @@ from exporter.generate.thresholds import ABNORMAL, HEALTHY, WARNING, Thresholds
 
 # What each level needs, said when a level has nothing to show.
 NO_DATA = {
-    HARDWARE: "no ECC page counts (npu_ecc_isolated_pages, from npu-smi info -t ecc)",
+    HARDWARE: "no health, ECC, chip count, read failure or network readings (npu_health, npu_ecc_*, npu_network_*)",
     MACRO: "no chip utilization, job or profile data",
     MESO: "needs training-job phases (hooks, docs/training-hooks.md) or a profile (--profile-dir)",
     MICRO: "needs a profile: --profile-dir, or npu_profile_* metrics (exporter --profile-dir)",
@@ -39,13 +41,15 @@ _COLOURS = {HEALTHY: "32", WARNING: "33", ABNORMAL: "31;1"}
 
 def format_value(value: float | None, unit: str) -> str:
     if value is None:
-        return "n/a"
+        return "" if unit == COUNT else "n/a"
     if unit == SECONDS:
         return format_seconds(value)
     if unit == PER_SECOND:
         return f"{value:.4g}/s"
     if unit == PAGES:
         return f"{value:g} pages"
+    if unit == COUNT:
+        return f"{value:g}"
     return f"{value * 100:.1f}%"
 
 
@@ -83,11 +87,12 @@ def advice(report: Report, table: Thresholds) -> list[Advice]:
     out = []
     for key, findings in groups.items():
         indicator = table[key] if key in table else None
+        causes, levers = (indicator.causes, indicator.levers) if indicator else HARDWARE_ADVICE.get(key, ((), ()))
         alerts = tuple(dict.fromkeys(f.alert for f in findings if f.alert))
         subjects = tuple(dict.fromkeys(f.subject for f in findings))
         out.append(Advice(
             key, indicator.title if indicator else findings[0].title, worst(f.verdict for f in findings) or WARNING,
-            subjects, indicator.causes if indicator else (), indicator.levers if indicator else (), alerts,
+            subjects, causes, levers, alerts,
             tuple(f"{table.alerting.runbook_url}#{alert.lower()}" for alert in alerts),
         ))
     return sorted(out, key=lambda a: (a.verdict != ABNORMAL, a.key))

@@ -13,11 +13,12 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from exporter.diagnostics import profile_indicators
+from exporter.diagnostics import hardware, profile_indicators
 from exporter.diagnostics.httpclient import Deadline, HttpFailure, MiB, fetch
 from exporter.diagnostics.model import (
     CannotDiagnose,
     ChipStats,
+    HardwareReadings,
     JobStats,
     Observations,
     PageCount,
@@ -30,7 +31,7 @@ from exporter.jobs.metrics import (
     JOB_PHASE_SECONDS,
     JOB_SAMPLES,
 )
-from exporter.npusmi.metrics import AICORE, ECC_ISOLATED_PAGES, PROCESS_MEMORY, UP
+from exporter.npusmi.metrics import AICORE, DEVICES, ECC_ISOLATED_PAGES, PROCESS_MEMORY, UP
 from exporter.pods.metrics import POD_INFO
 from exporter.profiles.indicators import OperatorShare, ProfileSummary
 from exporter.profiles.metrics import PROFILE_OPERATOR
@@ -93,12 +94,31 @@ def observations(scrapes: Sequence[Scrape], source: str) -> Observations:
     profiles = profiles_from(last)
     notes = (f"utilization swing: standard deviation of the {len(scrapes)} readings",) if len(scrapes) > 1 else (
         "one reading: utilization swing (saw-tooth) and job rates need several, e.g. --samples 7 --interval 10s",)
-    obs = Observations(source, _window(scrapes), chips, jobs, profiles, notes)
+    obs = Observations(source, _window(scrapes), chips, jobs, profiles, notes, hardware_readings(scrapes))
     if obs.empty:
         raise CannotDiagnose(
             f"{source}: no NPU data: no {AICORE.name}, npu_job_* or npu_profile_* series (is this a cann-exporter, "
             "and can it read npu-smi?)")
     return obs
+
+
+def hardware_readings(scrapes: Sequence[Scrape]) -> HardwareReadings:
+    """The last scrape's hardware series; with several scrapes, the counters' increase between
+    the first and the last (a counter that went down was reset: its last value is the increase)."""
+    last = scrapes[-1]
+    latest = {name: tuple(last.values(name)) for name in hardware.LATEST}
+    peak = max((value for scrape in scrapes for _, value in scrape.values(DEVICES.name)), default=None)
+    if peak is not None and len(scrapes) > 1:
+        latest[hardware.PEAK_DEVICES] = (({}, peak),)
+    if len(scrapes) < 2:
+        return HardwareReadings(latest)
+    increases = {}
+    for name in hardware.INCREASES:
+        before = {tuple(sorted(labels.items())): value for labels, value in scrapes[0].values(name)}
+        increases[name] = tuple((labels, value - before[key] if value >= before.get(key, value + 1) else value)
+                                for labels, value in last.values(name)
+                                for key in [tuple(sorted(labels.items()))] if key in before)
+    return HardwareReadings(latest, increases, last.at - scrapes[0].at)
 
 
 def _window(scrapes: Sequence[Scrape]) -> str | None:

@@ -13,6 +13,8 @@ import pytest
 
 from exporter.simulator.scenarios import (
     DEGRADED_CRITICAL_LOGIC_ID,
+    DEGRADED_FAILING_LOGIC_ID,
+    DEGRADED_FAILING_SUBCOMMANDS,
     UNDERUTILIZED_LOGIC_IDS,
 )
 from tests.support.cli import run_diagnose
@@ -38,8 +40,8 @@ def test_simulated_underutilized_node_is_abnormal() -> None:
 def test_simulated_healthy_node_exits_0() -> None:
     result = run_diagnose("--simulate", "healthy")
     assert result.code == 0, result.err
-    # 8 chips: utilization (macro) and isolated pages (hardware, from `-t ecc`) each
-    assert "verdict: HEALTHY (0 abnormal, 0 warning, 16 healthy)" in result.out
+    # 8 chips: utilization (macro), health and isolated pages (hardware, `-t health`, `-t ecc`) each
+    assert "verdict: HEALTHY (0 abnormal, 0 warning, 24 healthy)" in result.out
     assert "one reading: utilization swing (saw-tooth) and job rates need several" in result.out
 
 
@@ -56,6 +58,38 @@ def test_the_degraded_chip_is_named_at_the_hardware_level() -> None:
     assert {f["value"] for s, f in pages.items() if f["verdict"] == "healthy"} == {0}
     advice = {a["key"]: a for a in doc["advice"]}
     assert advice["NPUMemoryPagesIsolated"]["runbooks"] == ["docs/runbooks.md#npumemorypagesisolated"]
+
+
+def test_degraded_node_names_every_hardware_fault_the_alerts_page_on(tmp_path: Path) -> None:
+    """Health and codes, the missing chip (against npu_smi.expected_devices), the failing card
+    reads with their reason, the network probe and the dark lane; the Critical chip's 0% is a
+    consequence with hardware advice, never a pipeline lever."""
+    (tmp_path / "c.yaml").write_text("npu_smi: {expected_devices: 8}\n")
+    result = run_diagnose("--simulate", "degraded", "--config", str(tmp_path / "c.yaml"), "--format", "json")
+    assert result.code == 1, result.err
+    doc = json.loads(result.out)
+    critical = f"NPU {DEGRADED_CRITICAL_LOGIC_ID} chip 0 (device {DEGRADED_CRITICAL_LOGIC_ID})"
+    off = {(f["subject"], f["check"]): f for f in doc["levels"]["hardware"] if f["verdict"] in ("warning", "abnormal")}
+    health = off[(critical, "health")]
+    assert health["verdict"] == "abnormal" and health["alert"] == "NPUUnhealthy"
+    assert "Critical" in health["detail"] and "80E18005" in health["detail"] and "80CB8009" in health["detail"]
+    missing = off[("this node: chips", "missing")]
+    assert (missing["value"], missing["verdict"], missing["alert"]) == (1, "abnormal", "NPUMissing")
+    assert "7 listed by npu-smi, 8 expected" in missing["detail"]
+    failing, = [f for (s, check), f in off.items() if check == "read_failure"]
+    assert "dcmi_init_failed" in failing["title"] and failing["alert"] == "CANNExporterSourceFailing"
+    assert failing["detail"] == ", ".join(f"{c} -i {DEGRADED_FAILING_LOGIC_ID}" for c in sorted(DEGRADED_FAILING_SUBCOMMANDS))
+    assert off[(critical, "network_health")]["alert"] == "NPUNetworkUnhealthy"
+    assert off[(critical, "optical_power")]["alert"] == "NPUOpticalPowerOutOfRange"
+    # the chip's 0% is not judged, and no pipeline lever is offered for it
+    util, = [f for f in doc["levels"]["macro"] if f["subject"] == critical and f["check"] == "utilization"]
+    assert util["verdict"] is None and "consequence of the hardware fault" in util["detail"]
+    advice = {a["key"]: a for a in doc["advice"]}
+    assert "device_utilization" not in advice
+    assert any("npu-smi info -t health" in lever for lever in advice["NPUUnhealthy"]["levers"])
+    assert any("drain" in lever for lever in advice["NPUUnhealthy"]["levers"])
+    levers = " ".join(lever for a in doc["advice"] for lever in a["levers"])
+    assert "double buffer" not in levers.lower() and "numa" not in levers.lower()
 
 
 def test_idle_node_is_not_judged_on_unused_chips() -> None:

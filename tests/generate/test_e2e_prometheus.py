@@ -44,6 +44,7 @@ from exporter.simulator.scenarios import (
     DEGRADED_CRITICAL_LOGIC_ID,
     UNDERUTILIZED_LOGIC_IDS,
 )
+from tests.support.cli import run_diagnose
 from tests.support.kubelet import FakeKubelet, container, pod
 from tests.support.paths import FIXTURES, ROOT
 from tests.support.ports import free_port
@@ -409,6 +410,30 @@ def test_page_isolation_pages_the_failing_chip_only_and_once(stack: Stack) -> No
               if name == "NPUMemoryPagesIsolated"}
     assert firing == {critical[:2]}, firing
     assert stack.webhook.severities("NPUMemoryPagesIsolated") == {critical}   # one tier: no warning beside it
+
+
+# --- diagnose against this Prometheus ---------------------------------------------------------
+def test_diagnose_names_the_degraded_nodes_hardware_faults(stack: Stack) -> None:
+    """What the alerts page on for the degraded node, `diagnose --prometheus` names: the Critical
+    chip with its codes and the missing chip (7 listed, 8 in its sysfs); the Critical chip's low
+    utilization is a consequence with hardware advice, no pipeline lever."""
+    wait_for("the degraded node's health codes and expected chips scraped",
+             lambda: stack.query(f'npu_health_error_info{{instance="{stack.degraded}"}}')
+             and stack.query(f'npu_expected_devices{{instance="{stack.degraded}"}}'), stack.procs, 60)
+    result = run_diagnose("--prometheus", stack.prometheus, "--range", "1m", "--selector",
+                          f'{{instance="{stack.degraded}"}}', "--format", "json")
+    assert result.code == 1, result.err
+    doc = json.loads(result.out)
+    critical = f"{stack.degraded} NPU {DEGRADED_CRITICAL_LOGIC_ID} chip 0 (device {DEGRADED_CRITICAL_LOGIC_ID})"
+    off = {(f["subject"], f["check"]): f for f in doc["levels"]["hardware"] if f["verdict"] == "abnormal"}
+    health = off[(critical, "health")]
+    assert health["alert"] == "NPUUnhealthy" and "Critical" in health["detail"] and "80E18005" in health["detail"]
+    missing = off[(f"{stack.degraded}: chips", "missing")]
+    assert missing["value"] == 1 and "7 listed by npu-smi, 8 expected" in missing["detail"], missing
+    util, = [f for f in doc["levels"]["macro"] if f["subject"] == critical and f["check"] == "utilization"]
+    assert util["verdict"] is None and "consequence of the hardware fault" in util["detail"]
+    advice = {a["key"]: a for a in doc["advice"]}
+    assert "device_utilization" not in advice and any("drain" in lever for lever in advice["NPUUnhealthy"]["levers"])
 
 
 # --- dashboards against this Prometheus -------------------------------------------------------
