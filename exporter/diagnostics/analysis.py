@@ -10,6 +10,7 @@ threshold from the same table gives the verdict, so `diagnose` and the alerts ag
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from exporter.diagnostics import hardware, profile_indicators
 from exporter.diagnostics.model import (
@@ -35,6 +36,7 @@ from exporter.generate.thresholds import (
     AlertSpec,
     Indicator,
     Thresholds,
+    duration_seconds,
 )
 from exporter.profiles.indicators import ProfileSummary
 
@@ -188,10 +190,36 @@ def unstable_verdict(stddev: float, mean: float, threshold: float, mean_below: f
 
 def job_findings(jobs: Iterable[JobStats], table: Thresholds) -> list[Finding]:
     out: list[Finding] = []
+    minimum = min_job_age(table)
     for job in jobs:
-        out += job_macro(job, table)
-        out += job_meso(job, table)
+        young = job.lifetime is not None and job.lifetime < minimum
+        found = job_macro(job, table) + job_meso(job, table)
+        if young:
+            found = [f if f.check == "stall" or f.verdict is None else unjudged(f, f"too young to judge: {_duration(job.lifetime or 0)} of "
+                                                             f"iterations, under {_duration(minimum)}") for f in found]
+        out += ([age_finding(job, minimum)] if job.lifetime is not None else []) + found
     return out
+
+
+def min_job_age(table: Thresholds) -> float:
+    """A job is judged once it has run as long as the alerts on its steps look back
+    (NPUIdleGapsHigh's range, 5m): younger, its shares and gaps are noise of its start."""
+    spec = _alert(table, "NPUIdleGapsHigh")
+    return duration_seconds(spec.range) if spec is not None and spec.range else 300.0
+
+
+def age_finding(job: JobStats, minimum: float) -> Finding:
+    lifetime = job.lifetime or 0.0
+    whole = job.window is not None and lifetime >= 0.95 * job.window
+    detail = ("iterating over the whole window" if whole else
+              f"judged over its own {_duration(lifetime)} of iterations in the window, not the whole window")
+    if lifetime < minimum:
+        detail = f"too young to judge (under {_duration(minimum)}): its numbers are shown, not judged"
+    return Finding(MACRO, "job_age", "Iterating for (in the window)", job.subject, lifetime, SECONDS, detail=detail)
+
+
+def unjudged(finding: Finding, why: str) -> Finding:
+    return replace(finding, verdict=None, bounds="", detail=why)
 
 
 def job_macro(job: JobStats, table: Thresholds) -> list[Finding]:
@@ -286,7 +314,7 @@ def _pct(value: float) -> str:
 
 def _duration(seconds: float) -> str:
     if seconds >= 3600:
-        return f"{seconds / 3600:g}h"
+        return f"{seconds / 3600:.3g}h"
     if seconds >= 60:
-        return f"{seconds / 60:g}m"
-    return f"{seconds:g}s"
+        return f"{seconds / 60:.3g}m"
+    return f"{seconds:.3g}s"

@@ -84,6 +84,8 @@ class JobStats:
     busy_ratio: float | None = None              # share of wall time spent inside iterations
     phase_shares: tuple[tuple[str, float], ...] = ()   # share of iteration time per reported phase
     seconds_since_last_iteration: float | None = None
+    lifetime: float | None = None                # seconds it reported within the window (None: unknown)
+    window: float | None = None                  # the window's length, when it was judged over one
 
     @property
     def subject(self) -> str:

@@ -256,17 +256,34 @@ def read_jobs(ask: _Asker, matchers: str) -> tuple[JobStats, ...]:
     query = f"sum by (instance, job_name, rank, phase) (rate({selector(JOB_PHASE_SECONDS.name, matchers)}[{r}]))"
     for s in ask(query):
         phases.setdefault(_job_key(s.labels), {})[s.labels.get("phase", "other")] = s.value
-    return tuple(job_stats(key, busy.get(key), rate.get(key), samples.get(key), phases.get(key, {}), ages.get(key))
+    lifetimes = read_lifetimes(ask, matchers)
+    return tuple(job_stats(key, busy.get(key), rate.get(key), samples.get(key), phases.get(key, {}), ages.get(key),
+                           lifetimes.get(key), ask.window.seconds)
                  for key in sorted(set(busy) | set(rate)))
 
 
+def read_lifetimes(ask: _Asker, matchers: str) -> dict[JobKey, float]:
+    """How long each rank iterated within the window: its last iteration's end at the window's
+    end minus the earliest it held in the window (a job older than the window: about the window)."""
+    last = selector(JOB_LAST_ITERATION.name, matchers)
+    r = ask.window.range
+    return _by_job(ask(f"last_over_time({last}[{r}]) - min_over_time({last}[{r}])"))
+
+
 def job_stats(key: JobKey, busy: float | None, rate: float | None, samples: float | None,
-              phases: dict[str, float], age: float | None) -> JobStats:
-    """A rank's numbers from its rates: seconds in iterations per second, iterations per
-    second, samples per second, phase seconds per second."""
+              phases: dict[str, float], age: float | None, lifetime: float | None = None,
+              window: float | None = None) -> JobStats:
+    """A rank's numbers from its rates over the window: seconds in iterations per second,
+    iterations per second, samples per second, phase seconds per second. A rank that reported
+    for only part of the window is judged over that part: rate() spreads its increase over the
+    whole window, so the rates are scaled back to its lifetime."""
+    if lifetime is not None and window:
+        lifetime = min(max(lifetime, 0.0), window)
+        scale = window / lifetime if lifetime > 0 else 1.0
+        busy, rate, samples = (v * scale if v is not None else None for v in (busy, rate, samples))
     iteration = busy / rate if busy is not None and rate else None
     shares = tuple((p, v / busy) for p, v in sorted(phases.items())) if busy else ()
-    return JobStats(key[0], key[1], key[2], iteration, rate, samples, busy, shares, age)
+    return JobStats(key[0], key[1], key[2], iteration, rate, samples, busy, shares, age, lifetime, window)
 
 
 # --- profiles (npu_profile_* gauges) -------------------------------------------------------------

@@ -202,13 +202,16 @@ def _totals(scrape: Scrape) -> dict[tuple[str, str], _JobTotals]:
 
 
 def jobs_from(scrapes: Sequence[Scrape]) -> tuple[JobStats, ...]:
-    first, last = _totals(scrapes[0]), _totals(scrapes[-1])
+    """Rates between the first scrape that shows each rank and the last (its own lifetime in
+    the readings); a rank in one scrape only: its means since it started reporting."""
+    totals = [_totals(scrape) for scrape in scrapes]
+    last, window = totals[-1], scrapes[-1].at - scrapes[0].at
     out = []
     for key in sorted(last):
         now = last[key]
-        before = first.get(key)
-        if before is not None and now.at > before.at and _grew(before, now):
-            out.append(_rates(key, before, now))
+        before = next(t[key] for t in totals if key in t)
+        if now.at > before.at and _grew(before, now):
+            out.append(replace(_rates(key, before, now), lifetime=now.at - before.at, window=window))
         else:
             out.append(_since_start(key, now))
     return tuple(out)

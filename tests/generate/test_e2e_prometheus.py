@@ -436,6 +436,23 @@ def test_diagnose_names_the_degraded_nodes_hardware_faults(stack: Stack) -> None
     assert "device_utilization" not in advice and any("drain" in lever for lever in advice["NPUUnhealthy"]["levers"])
 
 
+def test_diagnose_judges_a_young_job_over_its_own_life(stack: Stack) -> None:
+    """The job posting since the stack started is minutes old: over a 1h window its rates are
+    its own (not spread over the hour), its age is shown, and it is too young to be warned about."""
+    wait_for("the job's iterations scraped", lambda: stack.query("rate(npu_job_iterations_total[10s]) > 0"), stack.procs, 60)
+    result = run_diagnose("--prometheus", stack.prometheus, "--range", "1h", "--selector",
+                          f'{{instance="{stack.low}"}}', "--format", "json")
+    doc = json.loads(result.out)
+    job = {f["check"]: f for f in doc["levels"]["macro"] if f["subject"].startswith("job e2e-bert")}
+    assert 0 < job["job_age"]["value"] < 300 and "too young to judge" in job["job_age"]["detail"], job["job_age"]
+    idle = job["idle_gaps"]
+    # the loop has no gaps: over the hour the old reading was above 90% idle
+    assert idle["value"] < 0.3 and idle["verdict"] is None and "too young" in idle["detail"], idle
+    rate, = [f for f in doc["levels"]["meso"] if f["subject"].startswith("job e2e-bert") and f["check"] == "iteration_rate"]
+    assert rate["value"] > 1.0, rate    # a step every 0.2 s (slower on a loaded machine), not its hourly average
+    assert "idle_share" not in {a["key"] for a in doc["advice"]}
+
+
 # --- dashboards against this Prometheus -------------------------------------------------------
 # Series that exist only after an event this run does not cause (an error, a rejected or
 # dropped batch, an expired rank), or that the simulator does not produce by default.
