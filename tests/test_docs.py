@@ -454,6 +454,36 @@ def check_flags(text: str) -> Iterator[str]:
             yield f"no flag {flag}"
 
 
+HEADING = re.compile(r"^(#{1,6})\s")
+HEADING_COMMAND = re.compile(r"`cann-exporter ([a-z][\w-]*)")
+
+
+def command_scopes(text: str) -> dict[int, str]:
+    """Line -> the command whose section (a heading naming `cann-exporter COMMAND`, down to the
+    next heading of its level or above) holds it."""
+    scopes: dict[int, str] = {}
+    scope: tuple[int, str] | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if heading := HEADING.match(line):
+            level, named = len(heading[1]), HEADING_COMMAND.search(line)
+            if named and named[1] in _subcommands(lenient_parser()):
+                scope = (level, named[1])
+            elif scope and level <= scope[0]:
+                scope = None
+        if scope:
+            scopes[number] = scope[1]
+    return scopes
+
+
+def check_scoped_flag(text: str, command: str | None) -> Iterator[str]:
+    """A bare flag (``--step``, ``--range 1h``) in a command's section must be that command's."""
+    if command is None or not (match := re.fullmatch(r"(--[\w-]+)(?:[ =].*)?", text)):
+        return
+    parser = _subcommands(lenient_parser())[command]
+    if match[1] not in {flag for action in parser._actions for flag in action.option_strings}:
+        yield f"cann-exporter {command} has no flag {match[1]}"
+
+
 def check_names(text: str) -> Iterator[str]:
     """Settings keys (``npu_smi.timeout``), ``CANN_*`` variables and fixture names in prose."""
     for word in (w.strip(",;:()") for w in text.split()):
@@ -561,7 +591,9 @@ def problems(text: str, doc: Path) -> list[str]:
     found = []
     for snippet in parsed.shell:
         found += [(snippet, p) for p in check_shell(snippet.text)]
+    scopes = command_scopes(text)
     for snippet in parsed.inline:
+        found += [(snippet, p) for p in check_scoped_flag(snippet.text, scopes.get(snippet.line))]
         found += [(snippet, p) for p in check_shell(snippet.text, complete=False)]
         found += [(snippet, p) for p in check_flags(snippet.text)]
         found += [(snippet, p) for p in check_names(snippet.text)]
@@ -597,6 +629,10 @@ Run `cann-exporter diagnose --format yaml`, then read `exporter/no_such_file.py`
 [the missing doc](docs/missing.md), or scrape `/no-such-endpoint` and `GET /api/v1/steps`.
 Set `npu_smi.no_such_key`, `CANN_EXPORTER_NO_SUCH` or `--no-such.flag`; see
 [install](docs/install.md#no-such-heading), `info__no-chip__1.0__1` and `alerts/*.yaml`.
+
+## `cann-exporter diagnose`
+
+Narrow `--selector` or coarsen `--step`.
 """
 
 
@@ -609,7 +645,8 @@ def test_the_checks_catch_drift() -> None:
                      "README.md:11: no route /no-such-endpoint", "README.md:11: no route GET /api/v1/steps",
                      "README.md:12: no setting npu_smi.no_such_key", "README.md:12: no variable CANN_EXPORTER_NO_SUCH",
                      "README.md:12: no flag --no-such.flag", "README.md:13: no heading #no-such-heading",
-                     "README.md:13: no fixture info__no-chip__1.0__1", "README.md:13: no file alerts/*.yaml"):
+                     "README.md:13: no fixture info__no-chip__1.0__1", "README.md:13: no file alerts/*.yaml",
+                     "README.md:17: cann-exporter diagnose has no flag --step: --step"):
         assert expected in found, found
 
 
