@@ -32,7 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "generate": {"core", "hccn"},
     "node": {"core", "npusmi", "hccn", "pods", "profiles", "resources", "jobs", "web", "simulator",
              "hooks"},                # the hooks' CANN_EXPORTER_* names, which are not typos
-    "diagnostics": {"core", "npusmi", "pods", "profiles", "jobs", "generate", "node", "simulator"},
+    "diagnostics": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "generate", "node", "simulator"},
     "commands": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "web", "generate", "node", "diagnostics", "simulator"},
     "cli": {"core", "node", "commands"},
     "__main__": {"cli"},

@@ -23,9 +23,15 @@ from exporter.diagnostics.model import (
     Labels,
     chip_subject,
 )
-from exporter.generate.rules import OPTICAL_POWER, optical_power_limits
 from exporter.generate.common import GenerateError
-from exporter.generate.thresholds import ABNORMAL, HEALTHY, WARNING, AlertSpec, Thresholds
+from exporter.generate.rules import OPTICAL_POWER, optical_power_limits
+from exporter.generate.thresholds import (
+    ABNORMAL,
+    HEALTHY,
+    WARNING,
+    AlertSpec,
+    Thresholds,
+)
 from exporter.hccn.metrics import (
     NETWORK_ERRORS,
     NETWORK_HEALTH,
@@ -37,7 +43,15 @@ from exporter.hccn.metrics import (
     OPTICAL_TEMPERATURE,
     OPTICAL_TX_POWER,
 )
-from exporter.npusmi.metrics import DEVICES, ECC_ERRORS, EXPECTED_DEVICES, HEALTH, HEALTH_ERROR, TEMPERATURE, UP
+from exporter.npusmi.metrics import (
+    DEVICES,
+    ECC_ERRORS,
+    EXPECTED_DEVICES,
+    HEALTH,
+    HEALTH_ERROR,
+    TEMPERATURE,
+    UP,
+)
 
 SUBJECT_FAILING = "cann_exporter_source_subject_failing"
 PEAK_DEVICES = "npu_devices:peak"          # most chips listed within the window (NPUMissing without an expectation)
@@ -53,8 +67,8 @@ _DRAIN = "drain the chip or node (cordon in Kubernetes) and move the workload be
 ADVICE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "NPUUnhealthy": (("a hardware or driver fault the chip reports (error codes)",),
                      (_DRAIN, "npu-smi info -t health -i <npu> -c <chip> on the node: the error text of each code",
-                      "reset the chip or reboot the node as the Ascend documentation of the code prescribes; "
-                      "replace hardware that stays Critical")),
+                      ("reset the chip or reboot the node as the Ascend documentation of the code prescribes; "
+                       "replace hardware that stays Critical"))),
     "NPUMissing": (("a chip dropped off the bus (driver, power, PCIe link) or is held by another container",),
                    (_DRAIN, "npu-smi info and lspci on the node; dmesg for the driver's messages",
                     "reboot the node; replace the card if the chip stays missing")),
@@ -246,7 +260,7 @@ def network_counters(readings: HardwareReadings, table: Thresholds) -> list[Find
     if flapping is not None and flapping.threshold is not None:
         downs = {_key(labels): (labels, v) for labels, v in readings.increases.get(NETWORK_LINK_DOWN_TRANSITIONS.name, ())}
         ups = {_key(labels): (labels, v) for labels, v in readings.increases.get(NETWORK_LINK_UP_TRANSITIONS.name, ())}
-        for key, (labels, changes) in {**ups, **downs}.items():
+        for labels, changes in {**ups, **downs}.values():
             if changes >= flapping.threshold:
                 out.append(_finding("link_flapping", "Network link changes", labels, changes, COUNT, WARNING,
                                     flapping.alert, f"warning >= {flapping.threshold:g} in the window"))

@@ -9,9 +9,12 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from typing import Any
 
-from exporter.core.selfmetrics import BUILD_INFO   # served by every exporter on every scrape
+from exporter.core.selfmetrics import (
+    BUILD_INFO,  # served by every exporter on every scrape
+)
 from exporter.core.values import format_duration
 from exporter.diagnostics import hardware, profile_indicators
 from exporter.diagnostics.model import (
@@ -146,7 +149,7 @@ def exporter_gaps(client: PrometheusClient, window: Window, matchers: str) -> tu
     for series in client.range(query, start, window.end, step):
         times = sorted(t for t, _ in series.points)
         instance = series.labels.get("instance", "")
-        for before, after in zip(times, times[1:]):
+        for before, after in pairwise(times):
             if after - before > step * 1.5:
                 out.append(Gap(instance, before, after - before - step))
         if window.end - times[-1] > step * 1.5:

@@ -9,12 +9,12 @@ from dataclasses import asdict, dataclass
 
 from exporter.diagnostics.hardware import ADVICE as HARDWARE_ADVICE
 from exporter.diagnostics.model import (
+    COUNT,
     HARDWARE,
     LEVEL_TITLES,
     LEVELS,
     MACRO,
     MESO,
-    COUNT,
     MICRO,
     PAGES,
     PER_SECOND,

@@ -31,7 +31,13 @@ from exporter.jobs.metrics import (
     JOB_PHASE_SECONDS,
     JOB_SAMPLES,
 )
-from exporter.npusmi.metrics import AICORE, DEVICES, ECC_ISOLATED_PAGES, PROCESS_MEMORY, UP
+from exporter.npusmi.metrics import (
+    AICORE,
+    DEVICES,
+    ECC_ISOLATED_PAGES,
+    PROCESS_MEMORY,
+    UP,
+)
 from exporter.pods.metrics import POD_INFO
 from exporter.profiles.indicators import OperatorShare, ProfileSummary
 from exporter.profiles.metrics import PROFILE_OPERATOR
