@@ -61,5 +61,5 @@ def run(settings: Settings) -> int:
     log.info("listening", extra={"address": addresses(sockets), "tls": ssl_context is not None, "version": __version__})
     freeze_startup()
     favour_the_event_loop()
-    http.run(app, sockets, ssl_context, refuse=security.throttled if security is not None else None)
+    http.run(app, sockets, ssl_context)
     return leave(EXIT_OK)   # a worker stuck in a read must not keep the stopped exporter alive

@@ -16,21 +16,25 @@ from prometheus_client import CollectorRegistry
 
 from exporter import __version__
 from exporter.web.landing import About, render, routes
-from exporter.web.limits import HEALTH_PATHS
 from exporter.web.middleware import install
-from exporter.web.probes import CONTENT_TYPE, PROBES, SERVER, Probes
+from exporter.web.bodies import MAX_BODY_BYTES
+from exporter.web.guard import SERVER
 from exporter.web.scrape import MetricsBody, RegistryBody, Scrapes
 from exporter.web.security import WebSecurity
 
 ABOUT = web.AppKey("about", object)   # Callable[[], About] | None: what `/` says runs
+READY = web.AppKey("ready", object)   # Callable[[], bool]: whether the first sample is in
 
 BackgroundTask = Callable[[], Awaitable[None]]
 
-async def health(request: web.Request) -> web.Response:
-    """/healthz and /readyz as aiohttp answers them (a plain probe is answered by its
-    connection already, probes.py, with the same answer)."""
-    status, text = request.app[PROBES].status(request.path)
-    return web.Response(status=status, text=text, content_type=CONTENT_TYPE.partition(";")[0])
+async def healthz(request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
+async def readyz(request: web.Request) -> web.Response:
+    if not request.app[READY]():
+        return web.Response(status=503, text="waiting for the first sample\n")
+    return web.Response(text="ready\n")
 
 
 async def landing(request: web.Request) -> web.Response:
@@ -56,7 +60,7 @@ def create_app(
     headers go on every response, and its files are watched for changes. ``about`` tells
     the landing page which collectors and sources run.
     """
-    app = web.Application(client_max_size=1 << 20)
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
     if security is not None:
         install(app, security, bearer_paths)
         background = [*background, security.watch]
@@ -65,10 +69,10 @@ def create_app(
     app.cleanup_ctx.append(scrapes.lifetime)
     app.on_response_prepare.append(_server_header)
     app[ABOUT] = about
-    app[PROBES] = Probes(ready, security)
+    app[READY] = ready
     app.router.add_get("/metrics", scrapes.handle)
-    for path in sorted(HEALTH_PATHS):
-        app.router.add_get(path, health)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
     app.router.add_get("/", landing)
     app.router.add_routes(routes)
     for task in background:

@@ -12,10 +12,13 @@ from prometheus_client.core import Metric
 from exporter.core.metric import family
 from exporter.web.metrics import (
     HTTP_ACCEPT_ERRORS,
+    HTTP_BODY_BYTES_IN_FLIGHT,
     HTTP_CONNECTIONS,
+    HTTP_MAX_BODY_BYTES_IN_FLIGHT,
     HTTP_MAX_CONNECTIONS,
     HTTP_METRICS,
     HTTP_REJECTED,
+    HTTP_REQUEST_ERRORS,
     HTTP_TIMEOUTS,
     WEB_AUTH_BCRYPT_CHECKS,
     WEB_AUTH_BCRYPT_PENDING,
@@ -62,17 +65,23 @@ class HttpStatus:
     rejected: tuple[tuple[str, int], ...] = ()        # (reason, count)
     timeouts: tuple[tuple[str, int], ...] = ()        # (kind, count)
     accept_errors: tuple[tuple[str, int], ...] = ()   # (errno name, count)
+    request_errors: tuple[tuple[str, int], ...] = ()  # (reason, count)
+    body_bytes_in_flight: int = 0                     # reserved by requests being handled
+    max_body_bytes_in_flight: int = 0                 # the budget
 
 
 class HttpCollector:
     specs = HTTP_METRICS
 
     def render(self, part: HttpStatus) -> Iterator[Metric]:
-        connections, cap = family(HTTP_CONNECTIONS), family(HTTP_MAX_CONNECTIONS)
-        connections.add_metric([], part.connections)
-        cap.add_metric([], part.max_connections)
-        yield from (connections, cap)
-        for spec, counts in ((HTTP_REJECTED, part.rejected), (HTTP_TIMEOUTS, part.timeouts), (HTTP_ACCEPT_ERRORS, part.accept_errors)):
+        for spec, value in ((HTTP_CONNECTIONS, part.connections), (HTTP_MAX_CONNECTIONS, part.max_connections),
+                            (HTTP_BODY_BYTES_IN_FLIGHT, part.body_bytes_in_flight),
+                            (HTTP_MAX_BODY_BYTES_IN_FLIGHT, part.max_body_bytes_in_flight)):
+            gauge = family(spec)
+            gauge.add_metric([], value)
+            yield gauge
+        for spec, counts in ((HTTP_REJECTED, part.rejected), (HTTP_TIMEOUTS, part.timeouts), (HTTP_ACCEPT_ERRORS, part.accept_errors),
+                             (HTTP_REQUEST_ERRORS, part.request_errors)):
             counter = family(spec)
             for key, count in counts:
                 counter.add_metric([key], count)

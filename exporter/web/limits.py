@@ -1,26 +1,33 @@
-"""The connection cap: which connections are admitted, which are refused, and the counts of both.
+"""The connection cap and the per-address bounds: which connections are admitted, which are
+refused, and the counts of both.
 
-``web.max_connections`` connections are served as usual. When they are all taken, a new
-connection takes the place of the one that has waited longest on its client (for a request,
-a body, a handshake), provided it has waited at least ``EVICT_AFTER``: idle or slow connections
-cannot hold the exporter, while a client that sends its request at once (a kubelet probe, a
-scraper) is answered long before it could be chosen, so a flood of new connections cannot
-push it out either. When no connection has waited that long, ``web.health_connections`` more
-are admitted on *health slots*, which answer /healthz and /readyz and nothing else (503 and
-close). A probe sends its request with its connection, so a health slot whose client has sent
-nothing for ``HEALTH_EVICT_AFTER`` is given to the next newcomer: connections that stay silent
-cannot hold the health slots, even when an attacker renews all its connections every second to
-keep them younger than ``EVICT_AFTER``. When no health slot can be had either, the new
-connection is closed at once. Nothing waits in a queue of ours: what the kernel's listen
-backlog holds is all.
+``web.max_connections`` connections are served as usual. No address holds more than
+``web.max_connections_per_address`` of them: past that, its own connection that has waited
+longest on its client (``HEALTH_EVICT_AFTER`` at least) makes room, so a probe from a busy
+address still gets through; else the newcomer is closed. When every slot is taken, a new connection takes the place of:
 
-Pure bookkeeping: the connections themselves (connection.py) say whether they are waiting on
-their client and close themselves when evicted.
+1. the longest-waiting connection (``HEALTH_EVICT_AFTER`` at least) of the address holding the
+   most, when that address holds more than the newcomer's would (fair share: a flood from a few addresses cannot push out a
+   scraper, whose one connection is never the most);
+2. else the connection that has waited longest on its client, provided it has waited at least
+   ``EVICT_AFTER`` (a client that sends its request at once is answered long before);
+3. else a *health slot* (``web.health_connections`` more), which answers /healthz and /readyz
+   and nothing else (503 and close); a health slot silent for ``HEALTH_EVICT_AFTER`` goes to
+   the next newcomer;
+4. else the new connection is closed at once.
+
+Before any of this, :class:`AddressRates` caps how many new connections an address may open a
+second (a token bucket), so churn is turned away at accept, before it costs a slot. Nothing
+waits in a queue of ours: what the kernel's listen backlog holds is all.
+
+Pure bookkeeping: the connections themselves (guard.py) say whether they are waiting on their
+client and close themselves when evicted.
 """
 
 from __future__ import annotations
 
 import enum
+import sys
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -28,15 +35,19 @@ from typing import Protocol
 HEALTH_PATHS = frozenset({"/healthz", "/readyz"})
 TIMEOUT_KINDS = ("header", "body", "idle", "write")
 # full: closed at accept, every slot taken; health_only: asked a health slot for another path
-# (503); evicted: waited on its client past EVICT_AFTER, closed to admit a newer connection;
-# throttled: from an address out of failed-login budget (web config), closed at accept.
-REJECT_REASONS = ("full", "health_only", "evicted", "throttled")
+# (503); evicted: closed to admit a newer connection; rate_limited: the address opened new
+# connections faster than web.new_connections_per_second, closed at accept.
+REJECT_REASONS = ("full", "health_only", "evicted", "rate_limited")
 # A connection waiting on its client this long may make room for a new one when all are taken.
 # Far above what a probe or a scraper needs to send a request, far below any read deadline.
 EVICT_AFTER = 1.0
-# A health slot's silent client this long may make room: far above the time the event loop
-# takes to read a request that came with its connection.
+# A health slot's silent client this long may make room, and so may the connection of an address
+# over its share: far above the time the event loop takes to read a request that came with its
+# connection.
 HEALTH_EVICT_AFTER = 0.25
+# Addresses whose token buckets are remembered at most; past it, full buckets are forgotten
+# (they hold nothing), then the oldest, so a flood of source addresses costs bounded memory.
+MAX_TRACKED_ADDRESSES = 4096
 
 
 class Pool(enum.Enum):
@@ -47,6 +58,10 @@ class Pool(enum.Enum):
 class Slot(Protocol):
     """A connection as the table sees it."""
 
+    @property
+    def address(self) -> str | None:
+        """The client's address (None: unknown, counted as one address)."""
+
     def waiting_since(self) -> float | None:
         """When it began waiting on its client (time.monotonic), None while a handler runs."""
 
@@ -54,13 +69,16 @@ class Slot(Protocol):
 
 
 class ConnectionTable:
-    """The open connections by pool, and what the cap and the timeouts closed."""
+    """The open connections by pool and by address, and what the cap and the timeouts closed."""
 
-    def __init__(self, max_connections: int, health_connections: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, max_connections: int, health_connections: int, per_address: int | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.max_connections = max_connections
         self.health_connections = health_connections
+        self.per_address = per_address or sys.maxsize   # None: no cap of its own
         self._pools: dict[Pool, dict[Slot, None]] = {Pool.REGULAR: {}, Pool.HEALTH: {}}  # insertion-ordered: oldest first
+        self._by_address: dict[str | None, dict[Slot, None]] = {}
         self.rejected = dict.fromkeys(REJECT_REASONS, 0)
         self.timeouts = dict.fromkeys(TIMEOUT_KINDS, 0)
 
@@ -74,44 +92,82 @@ class ConnectionTable:
 
     def admit(self, slot: Slot) -> Pool | None:
         """The pool ``slot`` joins, or None: refused (the caller closes it)."""
+        own = self._by_address.get(slot.address, {})
+        if len(own) >= self.per_address:
+            return self._replace(self._longest_waiting(own, HEALTH_EVICT_AFTER), slot)
         if len(self._pools[Pool.REGULAR]) < self.max_connections:
             return self._join(Pool.REGULAR, slot)
-        victim = self._longest_waiting(tuple(Pool), EVICT_AFTER)
+        heaviest = max(self._by_address.values(), key=len, default={})
+        victim = self._longest_waiting(heaviest, HEALTH_EVICT_AFTER) if len(heaviest) > len(own) + 1 else None
+        victim = victim or self._longest_waiting(self.connections(), EVICT_AFTER)
         if victim is None and len(self._pools[Pool.HEALTH]) < self.health_connections:
             return self._join(Pool.HEALTH, slot)
-        victim = victim or self._longest_waiting((Pool.HEALTH,), HEALTH_EVICT_AFTER)
-        if victim is not None:
-            pool, old = victim
-            self.remove(old)
-            self.count_rejected("evicted")
-            old.evict()
-            return self._join(pool, slot)
-        self.count_rejected("full")
-        return None
+        return self._replace(victim or self._longest_waiting(self._pools[Pool.HEALTH], HEALTH_EVICT_AFTER), slot)
 
-    def _longest_waiting(self, pools: tuple[Pool, ...], after: float) -> tuple[Pool, Slot] | None:
-        """The connection of ``pools`` that has waited longest on its client, if past ``after``."""
-        oldest: tuple[float, Pool, Slot] | None = None
-        for pool in pools:
-            for slot in self._pools[pool]:
-                since = slot.waiting_since()
-                if since is not None and (oldest is None or since < oldest[0]):
-                    oldest = (since, pool, slot)
+    def _replace(self, victim: Slot | None, slot: Slot) -> Pool | None:
+        if victim is None:
+            self.count_rejected("full")
+            return None
+        pool = Pool.HEALTH if victim in self._pools[Pool.HEALTH] else Pool.REGULAR
+        self.remove(victim)
+        self.count_rejected("evicted")
+        victim.evict()
+        return self._join(pool, slot)
+
+    def _longest_waiting(self, slots: dict[Slot, None] | list[Slot], after: float) -> Slot | None:
+        """The one of ``slots`` that has waited longest on its client, if past ``after``."""
+        oldest: tuple[float, Slot] | None = None
+        for slot in slots:
+            since = slot.waiting_since()
+            if since is not None and (oldest is None or since < oldest[0]):
+                oldest = (since, slot)
         if oldest is None or self.clock() - oldest[0] < after:
             return None
-        return oldest[1], oldest[2]
+        return oldest[1]
 
     def _join(self, pool: Pool, slot: Slot) -> Pool:
         self._pools[pool][slot] = None
+        self._by_address.setdefault(slot.address, {})[slot] = None
         return pool
 
     def remove(self, slot: Slot) -> None:
         """Forget ``slot``; closing paths may call it more than once."""
         for pool in self._pools.values():
             pool.pop(slot, None)
+        own = self._by_address.get(slot.address)
+        if own is not None:
+            own.pop(slot, None)
+            if not own:
+                del self._by_address[slot.address]
 
     def count_rejected(self, reason: str) -> None:
         self.rejected[reason] += 1
 
     def count_timeout(self, kind: str) -> None:
         self.timeouts[kind] += 1
+
+
+class AddressRates:
+    """New connections per address: a token bucket of ``burst`` refilled at ``rate`` a second."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate, self.burst, self.clock = rate, burst, clock
+        self._buckets: dict[str | None, tuple[float, float]] = {}   # address -> (tokens, when)
+
+    def allow(self, address: str | None) -> bool:
+        """Whether ``address`` may open one more connection now (and take its token)."""
+        now = self.clock()
+        tokens, when = self._buckets.pop(address, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - when) * self.rate)
+        if len(self._buckets) >= MAX_TRACKED_ADDRESSES:
+            self._forget(now)
+        allowed = tokens >= 1.0
+        self._buckets[address] = (tokens - 1.0 if allowed else tokens, now)   # re-inserted: newest last
+        return allowed
+
+    def _forget(self, now: float) -> None:
+        """Full buckets say nothing; if all hold something, the oldest half goes (amortised)."""
+        refill = self.burst / self.rate
+        self._buckets = {a: b for a, b in self._buckets.items() if now - b[1] < refill}
+        if len(self._buckets) >= MAX_TRACKED_ADDRESSES:
+            self._buckets = dict(list(self._buckets.items())[MAX_TRACKED_ADDRESSES // 2:])

@@ -1,5 +1,5 @@
 """`listen` and `web.*`: where the exporter serves, the web config that guards it and the
-bounds that keep one client from exhausting it (limits.py, connection.py, accept.py)."""
+bounds that keep one client from exhausting it (limits.py, guard.py, bodies.py)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,20 @@ class WebOptions:
     health_connections: int = option(
         8, parse_positive_int, "connections kept beyond max_connections for /healthz and /readyz only, so kubelet probes get through a full server",
         metavar="N")
+    max_connections_per_address: int = option(
+        64, parse_positive_int, "open connections one client address holds at most; past it, its own connection silent longest makes room, else the new one is closed",
+        metavar="N")
+    new_connections_per_second: int = option(
+        100, parse_positive_int, "new connections one client address may open a second (loopback included), on average; past it they are closed at accept, before they cost a slot",
+        metavar="N")
+    new_connections_burst: int = option(
+        200, parse_positive_int, "new connections one client address may open at once before web.new_connections_per_second applies", metavar="N")
+    max_tls_handshakes: int = option(
+        64, parse_positive_int, "TLS handshakes run at once at most; a handshake starts only once the client has sent its first byte, and later ones wait their turn",
+        metavar="N")
+    max_body_bytes_in_flight: int = option(
+        16 << 20, parse_positive_int, "request bytes all connections together may have announced and not yet delivered to a handler; a body that would pass it gets 503 at once, unread",
+        metavar="BYTES")
     header_timeout: float = option("10s", parse_duration, "close a connection that has not sent a request's headers this long after connecting (TLS handshake included) or after the request's first byte",
                                    metavar="DURATION")
     body_timeout: float = option("30s", parse_duration, "close a connection whose request body has not fully arrived this long after its headers",

@@ -22,7 +22,9 @@ import urllib.request
 
 import pytest
 
-from exporter.web.accept import ASYNCIO_ACCEPT_MESSAGE, AcceptErrors, Acceptor
+from exporter.web import guard
+from exporter.web.guard import Front
+from exporter.web.limits import ConnectionTable
 from exporter.web.fds import FD_RESERVE, plan
 from exporter.web.options import WebOptions
 
@@ -33,35 +35,10 @@ def emfile() -> OSError:
     return OSError(errno.EMFILE, "Too many open files")
 
 
-def test_failures_are_counted_and_logged_once_per_state_change(caplog):
-    errors = AcceptErrors()
-    with caplog.at_level(logging.INFO, logger="exporter.web"):
-        for _ in range(1000):
-            errors.failed(emfile())
-        errors.failed(OSError(errno.ENFILE, "Too many open files in system"))
-        for _ in range(10):
-            errors.succeeded()
-        errors.failed(emfile())
-    assert errors.counts["emfile"] == 1001 and errors.counts["enfile"] == 1
-    messages = [r.getMessage() for r in caplog.records]
-    assert messages == ["cannot accept connections; pausing accept and retrying", "accepting connections again",
-                        "cannot accept connections; pausing accept and retrying"]
-    assert caplog.records[1].failed_accepts == 1001
-
-
-def test_asyncio_accept_errors_go_to_the_counter_not_the_log(caplog):
-    errors = AcceptErrors()
-    loop = asyncio.new_event_loop()
-    try:
-        with caplog.at_level(logging.DEBUG, logger="asyncio"):
-            for _ in range(100):
-                errors.loop_handler(loop, {"message": ASYNCIO_ACCEPT_MESSAGE, "exception": emfile(), "socket": None})
-            assert not [r for r in caplog.records if r.name == "asyncio"]
-            errors.loop_handler(loop, {"message": "something else", "exception": ValueError("x")})
-            assert [r for r in caplog.records if r.name == "asyncio"]   # anything else: asyncio's own handler
-    finally:
-        loop.close()
-    assert errors.counts["emfile"] == 100
+def front() -> Front:
+    options = WebOptions()
+    return Front(ConnectionTable(options.max_connections, options.health_connections), options,
+                 lambda: None, asyncio.get_running_loop())
 
 
 class FailingSocket(socket.socket):
@@ -77,25 +54,26 @@ class FailingSocket(socket.socket):
         return super().accept()
 
 
-async def test_the_acceptor_backs_off_and_recovers(caplog):
+async def test_the_acceptor_backs_off_counts_and_logs_once_per_state_change(caplog, monkeypatch):
+    monkeypatch.setattr(guard, "ACCEPT_BACKOFF", 0.1)
     listener = FailingSocket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen()
     client = socket.create_connection(listener.getsockname())   # pending in the backlog: always readable
     accepted: list[socket.socket] = []
-    errors = AcceptErrors()
-    acceptor = Acceptor(listener, accepted.append, errors, asyncio.get_running_loop(), backoff=0.1)
+    served = front()
+    served.accepted = lambda sock, address: accepted.append(sock)
     with caplog.at_level(logging.INFO, logger="exporter.web"):
-        acceptor.start()
+        stop = served.listen(listener)
         await asyncio.sleep(0.5)
         # A retry every backoff, not a spin: a handful of attempts in half a second.
-        assert 2 <= FailingSocket.attempts <= 10 and errors.counts["emfile"] == FailingSocket.attempts
+        assert 2 <= FailingSocket.attempts <= 10 and served.accept_errors["emfile"] == FailingSocket.attempts
         FailingSocket.failing = False
         end = time.monotonic() + BOUND
         while not accepted:
             assert time.monotonic() < end
             await asyncio.sleep(0.02)
-    acceptor.close()
+    stop()
     client.close()
     for sock in accepted:
         sock.close()

@@ -9,7 +9,6 @@ is bounded.
 from __future__ import annotations
 
 import asyncio
-import socket
 import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -234,7 +233,7 @@ async def test_fresh_connections_never_push_out_a_probe_in_flight():
         await served.until(lambda: served.server.table.open == 3)
         refused = await served.connect()                             # everything taken, nothing old: closed at once
         assert await closed_by_server(refused[0]) == b""
-        assert served.server.table.rejected == {"full": 1, "health_only": 0, "evicted": 0, "throttled": 0}
+        assert served.server.table.rejected == {"full": 1, "health_only": 0, "evicted": 0, "rate_limited": 0}
         for _, writer in [*held, refused]:
             writer.close()
 
@@ -254,30 +253,13 @@ async def test_silent_connections_renewed_within_the_grace_cannot_hold_the_healt
             writer.close()
 
 
-async def test_an_address_the_web_config_throttles_is_closed_at_accept():
-    server = HttpServer(CAPPED)
-    sock = socket.create_server(("127.0.0.1", 0))
-    asked: list[str | None] = []
-    refuse = lambda peer: asked.append(peer) or True   # noqa: E731 (every address out of budget)
-    task = asyncio.create_task(server.serve(small_app(), [sock], handle_signals=False, refuse=refuse))
-    try:
-        served = Served(server, sock.getsockname()[1], web.Application())
-        reader, writer = await served.connect()
-        writer.write(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
-        assert await closed_by_server(reader) == b""                # not a byte read or answered
-        writer.close()
-        assert asked == ["127.0.0.1"] and server.table.rejected["throttled"] == 1 and server.table.open == 0
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
-
 # --- the table, on its own ------------------------------------------------------------------------
 
 @dataclass(eq=False)
 class FakeSlot:
     since: float | None = 0.0     # None: in a handler
     evicted: bool = False
+    address: str | None = "192.0.2.1"
 
     def waiting_since(self) -> float | None:
         return self.since
@@ -299,18 +281,63 @@ def test_the_table_admits_regular_then_evicts_the_longest_waiting_then_health_th
     assert table.admit(probe) is Pool.HEALTH
     assert table.admit(FakeSlot(since=10.0)) is None
     assert not any(s.evicted for s in (busy, fresh, probe))
-    assert table.rejected == {"full": 1, "health_only": 0, "evicted": 1, "throttled": 0}
+    assert table.rejected == {"full": 1, "health_only": 0, "evicted": 1, "rate_limited": 0}
     assert table.open == 3
     # A silent health slot past its short grace goes to a newcomer, a regular one not yet.
     now[0] += limits.HEALTH_EVICT_AFTER
     taker = FakeSlot(since=now[0])
     assert table.admit(taker) is Pool.HEALTH and probe.evicted and not fresh.evicted
-    assert table.rejected == {"full": 1, "health_only": 0, "evicted": 2, "throttled": 0}
+    assert table.rejected == {"full": 1, "health_only": 0, "evicted": 2, "rate_limited": 0}
     now[0] += limits.EVICT_AFTER   # time passes: the newcomer that is still silent may go
     assert table.admit(FakeSlot(since=now[0])) is Pool.REGULAR and fresh.evicted
     table.remove(busy)
     table.remove(busy)   # closing paths may report twice
     assert table.admit(FakeSlot()) is Pool.REGULAR and table.open == 3
+
+
+def test_when_full_the_address_holding_the_most_makes_room_for_another():
+    """Fair share: a flood from one address cannot push out a scraper from another, and the
+    flooder's silent connection goes, not the scraper's idle keep-alive one."""
+    now = [10.0]
+    table = ConnectionTable(max_connections=3, health_connections=1, clock=lambda: now[0])
+    scraper = FakeSlot(since=9.5, address="10.0.0.1")   # idle, but not past EVICT_AFTER
+    flood = [FakeSlot(since=9.6 + i / 10, address="10.0.0.66") for i in range(2)]
+    for slot in (scraper, *flood):
+        assert table.admit(slot) is Pool.REGULAR
+    newcomer = FakeSlot(since=now[0], address="10.0.0.2")
+    assert table.admit(newcomer) is Pool.REGULAR                 # 2 > 0 + 1: the flooder's oldest went
+    assert flood[0].evicted and not scraper.evicted and not flood[1].evicted
+    # Shares now even (1 each): no fair-share victim, nobody past EVICT_AFTER: a health slot.
+    assert table.admit(FakeSlot(since=now[0], address="10.0.0.3")) is Pool.HEALTH
+
+
+def test_an_address_at_its_cap_replaces_its_own_silent_connection_or_is_refused():
+    now = [10.0]
+    table = ConnectionTable(max_connections=10, health_connections=1, per_address=2, clock=lambda: now[0])
+    silent, busy = FakeSlot(since=9.0), FakeSlot(since=None)
+    assert table.admit(silent) is Pool.REGULAR and table.admit(busy) is Pool.REGULAR
+    probe = FakeSlot(since=now[0])
+    assert table.admit(probe) is Pool.REGULAR and silent.evicted    # its own silent one made room
+    assert table.admit(FakeSlot(since=now[0])) is None              # the probe is fresh, the other busy
+    assert table.admit(FakeSlot(since=now[0], address="192.0.2.9")) is Pool.REGULAR   # others unaffected
+    assert table.rejected["full"] == 1 and table.rejected["evicted"] == 1
+
+
+def test_new_connections_per_address_are_a_token_bucket():
+    now = [0.0]
+    rates = limits.AddressRates(rate=10, burst=5, clock=lambda: now[0])
+    assert [rates.allow("a") for _ in range(6)] == [True] * 5 + [False]
+    assert rates.allow("b")                                          # another address has its own
+    now[0] += 0.1                                                    # one token back
+    assert rates.allow("a") and not rates.allow("a")
+
+
+def test_the_rate_table_stays_bounded_under_a_flood_of_addresses():
+    now = [0.0]
+    rates = limits.AddressRates(rate=1, burst=2, clock=lambda: now[0])
+    for i in range(3 * limits.MAX_TRACKED_ADDRESSES):
+        rates.allow(f"10.{i >> 16}.{(i >> 8) & 255}.{i & 255}")
+    assert len(rates._buckets) <= limits.MAX_TRACKED_ADDRESSES
 
 
 @pytest.mark.parametrize("flag", ["max_connections", "health_connections"])
