@@ -38,9 +38,10 @@ def release_freed_memory() -> None:
     """Give the memory a burst freed back to the system.
 
     Buffers of many connections at once (TLS buffers, request bodies) are freed to glibc's
-    heap, which keeps them: RSS would stay at the burst's peak for good. A collection frees
-    what cycles still held, then malloc_trim returns the free pages (a few ms).
+    heap, which keeps them: RSS would stay at the burst's peak for good. A collection of the
+    young generations frees what cycles of the burst still held (a full one walks the whole
+    heap: too long a stall for the event loop), then malloc_trim returns the free pages.
     """
-    gc.collect()
+    gc.collect(1)
     if _TRIM is not None:
         _TRIM(0)

@@ -45,6 +45,10 @@ log = logging.getLogger("exporter.web")
 
 SERVER = "cann-exporter"       # the Server header: no versions, they only help match known flaws
 WRITE_BUFFER_HIGH = 64 * 1024  # bytes buffered for a client before it counts as not reading
+# A body left unread (refused, 413/503) is still read and dropped this long after the answer, so
+# the client sees the answer rather than a reset; aiohttp's 10 s would let refused bodies
+# hold their connections.
+LINGER = 1.0
 HANDSHAKE_SLACK = 1.0          # asyncio's own handshake timeout, a backstop behind the header deadline
 ACCEPT_BACKOFF = 0.25          # seconds without accept() after a failure
 ACCEPT_BATCH = 64              # accept() calls per wake-up, so one busy listener cannot hog the loop
@@ -62,6 +66,11 @@ def errno_reason(exc: OSError) -> str:
     """A label-safe reason: the errno's name in lower case (emfile, enfile, ...)."""
     name = errno.errorcode.get(exc.errno or 0)
     return name.lower() if name else "other"
+
+
+def accept_error_counts() -> dict[str, int]:
+    """Failed accept() calls by reason, every usual reason present from the start."""
+    return {errno_reason(OSError(number, "")): 0 for number in RESOURCE_ERRNOS}
 
 
 class Phase(enum.Enum):
@@ -250,13 +259,13 @@ class Front:
 
     def __init__(self, table: ConnectionTable, options: WebOptions, make_handler: Callable[[], FrontHandler],
                  loop: asyncio.AbstractEventLoop, ssl_context: ssl.SSLContext | None = None,
-                 count_error: Callable[[str], None] = lambda reason: None) -> None:
+                 count_error: Callable[[str], None] = lambda reason: None, accept_errors: dict[str, int] | None = None) -> None:
         self.table, self.options, self.make_handler, self.loop = table, options, make_handler, loop
         self.ssl_context = ssl_context
         self.count_error = count_error   # request errors by reason (bodies.BodyBudget.count)
         self.rates = AddressRates(options.new_connections_per_second, options.new_connections_burst)
         self.by_handler: dict[object, Connection] = {}     # aiohttp's protocol -> its connection
-        self.accept_errors = {errno_reason(OSError(number, "")): 0 for number in RESOURCE_ERRNOS}
+        self.accept_errors = accept_errors if accept_errors is not None else accept_error_counts()   # by errno name
         self.accept_failing = False
         self.handshakes = 0
         self._handshake_queue: collections.deque[Connection] = collections.deque()

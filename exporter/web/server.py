@@ -19,7 +19,7 @@ from aiohttp import web
 from exporter.core.shutdown import REQUEST_GRACE
 from exporter.web.bodies import MAX_BODY_BYTES, BodyBudget
 from exporter.web.collector import HttpStatus
-from exporter.web.guard import Front, FrontHandler
+from exporter.web.guard import LINGER, Front, FrontHandler, accept_error_counts
 from exporter.web.limits import ConnectionTable
 from exporter.web.options import WebOptions
 
@@ -35,13 +35,13 @@ class HttpServer:
         self.options = options
         self.table = ConnectionTable(options.max_connections, options.health_connections, options.max_connections_per_address)
         self.bodies = BodyBudget(options.max_body_bytes_in_flight, MAX_BODY_BYTES)
+        self.accept_errors = accept_error_counts()
         self.front: Front | None = None
 
     def status(self) -> HttpStatus:
-        accept_errors = self.front.accept_errors if self.front is not None else {}
         return HttpStatus(
             self.table.open, self.table.max_connections, tuple(self.table.rejected.items()),
-            tuple(self.table.timeouts.items()), tuple(sorted(accept_errors.items())),
+            tuple(self.table.timeouts.items()), tuple(sorted(self.accept_errors.items())),
             tuple(self.bodies.errors.items()), self.bodies.in_flight, self.bodies.limit,
         )
 
@@ -72,9 +72,9 @@ class HttpServer:
 
         def make_handler() -> FrontHandler:
             assert runner is not None and runner.server is not None
-            return FrontHandler(runner.server, loop=loop, keepalive_timeout=keepalive, access_log=None)
+            return FrontHandler(runner.server, loop=loop, keepalive_timeout=keepalive, access_log=None, lingering_time=LINGER)
 
-        self.front = front = Front(self.table, self.options, make_handler, loop, ssl_context, self.bodies.count)
+        self.front = front = Front(self.table, self.options, make_handler, loop, ssl_context, self.bodies.count, self.accept_errors)
         app.middlewares.insert(0, front.middleware())
         app.middlewares.append(self.bodies.middleware())   # inside the auth middleware: after credentials
         # A connection closed by a deadline cancels its handler, rather than failing its read with
