@@ -15,13 +15,10 @@ traceback); an encoding aiohttp does not decode is refused (415).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 from aiohttp.web_exceptions import HTTPRequestEntityTooLarge
 from aiohttp.web_protocol import RequestPayloadError
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 # A request body a handler reads at most, decompressed (the app's client_max_size).
 MAX_BODY_BYTES = 1 << 20
@@ -54,7 +51,7 @@ class BodyBudget:
     def count(self, reason: str) -> None:
         self.errors[reason] += 1
 
-    def middleware(self) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+    def middleware(self) -> Middleware:
         @web.middleware
         async def bodies(request: web.Request, handler: Handler) -> web.StreamResponse:
             if not request.body_exists:

@@ -29,12 +29,14 @@ import logging
 import socket
 import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
 from aiohttp import StreamReader, web
+from aiohttp.abc import AbstractAccessLogger
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.typedefs import Handler, Middleware
 from aiohttp.web_protocol import RequestPayloadError
 
 from exporter.core.heap import release_freed_memory
@@ -59,7 +61,6 @@ MAX_LOGGED_ADDRESSES = 4096    # addresses remembered for that; past it the wind
 TRIM_AFTER_PEAK = 32
 TRIM_DELAY = 1.0               # seconds after the burst has closed (once per burst)
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def errno_reason(exc: OSError) -> str:
@@ -78,6 +79,17 @@ class Phase(enum.Enum):
     BODY = "body"          # waiting for the rest of a request's body
     HANDLING = "handling"  # a handler runs: nothing awaited from the client
     IDLE = "idle"          # kept alive, waiting for the next request
+
+
+class NoAccessLog(AbstractAccessLogger):
+    """No access log: a line per request would be a log flood of its own."""
+
+    @property
+    def enabled(self) -> bool:
+        return False
+
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+        pass
 
 
 class FrontHandler(web.RequestHandler):
@@ -157,7 +169,9 @@ class Connection(asyncio.Protocol):
             self._body_done()
 
     def eof_received(self) -> bool | None:
-        return self.inner.eof_received() if self.inner is not None else None
+        if self.inner is not None:
+            self.inner.eof_received()
+        return None   # close on EOF, as aiohttp's protocol does
 
     def pause_writing(self) -> None:
         if self._write_timer is None and not self.gone:
@@ -395,7 +409,7 @@ class Front:
                     extra={"remote": address, "error": str(exc.message)[:120], "since_last_log": count})
 
     # --- requests ------------------------------------------------------------------------------
-    def middleware(self) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+    def middleware(self) -> Middleware:
         """Tells each connection when its request's headers are in and when its handler is done;
         health slots answer /healthz and /readyz only."""
 

@@ -19,7 +19,13 @@ from aiohttp import web
 from exporter.core.shutdown import REQUEST_GRACE
 from exporter.web.bodies import MAX_BODY_BYTES, BodyBudget
 from exporter.web.collector import HttpStatus
-from exporter.web.guard import LINGER, Front, FrontHandler, accept_error_counts
+from exporter.web.guard import (
+    LINGER,
+    Front,
+    FrontHandler,
+    NoAccessLog,
+    accept_error_counts,
+)
 from exporter.web.limits import ConnectionTable
 from exporter.web.options import WebOptions
 
@@ -72,7 +78,7 @@ class HttpServer:
 
         def make_handler() -> FrontHandler:
             assert runner is not None and runner.server is not None
-            return FrontHandler(runner.server, loop=loop, keepalive_timeout=keepalive, access_log=None, lingering_time=LINGER)
+            return FrontHandler(runner.server, loop=loop, keepalive_timeout=keepalive, access_log_class=NoAccessLog, lingering_time=LINGER)
 
         self.front = front = Front(self.table, self.options, make_handler, loop, ssl_context, self.bodies.count, self.accept_errors)
         app.middlewares.insert(0, front.middleware())

@@ -23,9 +23,9 @@ import urllib.request
 import pytest
 
 from exporter.web import guard
+from exporter.web.fds import FD_RESERVE, plan
 from exporter.web.guard import Front
 from exporter.web.limits import ConnectionTable
-from exporter.web.fds import FD_RESERVE, plan
 from exporter.web.options import WebOptions
 
 BOUND = 20.0

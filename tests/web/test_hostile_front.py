@@ -49,8 +49,8 @@ def app() -> web.Application:
 
 
 @asynccontextmanager
-async def serving(options: WebOptions = WebOptions(), ssl_context: ssl.SSLContext | None = None) -> AsyncIterator[tuple[HttpServer, int]]:
-    async with serve_app(app(), options, ssl_context) as served:
+async def serving(options: WebOptions | None = None, ssl_context: ssl.SSLContext | None = None) -> AsyncIterator[tuple[HttpServer, int]]:
+    async with serve_app(app(), options or WebOptions(), ssl_context) as served:
         yield served
 
 
@@ -113,7 +113,7 @@ async def test_requests_a_plain_http_server_refuses_get_400_with_our_server_head
 
 async def test_a_probe_stalled_then_60000_spaces_never_holds_the_loop() -> None:
     """The attack that held the loop 12-20 s through the old probe parser's regex."""
-    async with serving() as (server, port), measure() as lag:
+    async with serving() as (_, port), measure() as lag:
         reader, writer = await open_from(port)
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: t\r\nX: a")
         await asyncio.sleep(0.2)
