@@ -12,7 +12,13 @@ timers), against 127.0.0.1:PORT only, each kind of client from loopback addresse
 - slow: connections that never read (SO_RCVBUF 4 KiB, 127.3.x.y): even ones pipeline
   GET /metrics with valid credentials (a stuck scraper), odd ones bursts of unauthenticated
   GET /healthz (exempt from auth); a new burst every second; reconnecting when dropped;
-- overflow: idle connections beyond the connection limit (127.5.x.y), reconnecting when closed.
+- overflow: idle connections beyond the connection limit (127.5.x.y), reconnecting when closed;
+- stalled: POST /api/v1/steps with the bearer token announcing 1 MiB, all but one byte sent,
+  then silence (127.6.x.y, ``stalled_addresses`` of them), reconnecting when answered or closed;
+- churn: ``churn`` clients that each connect, stay silent 0.9 s and close, again and again
+  (127.7.x.y, ``churn_addresses`` of them: hundreds of new connections a second);
+- malformed: clients sending `Content-Length: abc` on new connections back to back
+  (127.8.x.y), each answer counted.
 
 Writes OUT_DIR/ready once every kind has started, runs until OUT_DIR/stop appears (or its
 hard deadline), then writes OUT_DIR/result.json: per kind, requests, statuses, errors and
@@ -197,6 +203,70 @@ class Load:
                 sock.close()
             await self.pause(0.5)
 
+    # --- stalled bodies, churn, malformed requests -------------------------------------------------
+    async def stalled(self, index: int, st: dict[str, Any]) -> None:
+        cfg = self.cfg
+        head = request_bytes("POST", "/api/v1/steps", {"Content-Type": "application/json",
+                                                       "Authorization": f"Bearer {cfg['ingest_token']}",
+                                                       "Content-Length": str(1 << 20)})
+        body = b"[" + b" " * ((1 << 20) - 2)
+        while self.running():
+            writer = None
+            try:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(
+                    HOST, self.port, local_addr=(address(6, index % int(cfg["stalled_addresses"])), 0)), 5)
+                st["connects"] += 1
+                writer.write(head + body)
+                answer = asyncio.ensure_future(reader.read(64))
+                stopped = asyncio.ensure_future(self.stop.wait())
+                await asyncio.wait({answer, stopped}, timeout=max(0.0, self.deadline - time.monotonic()),
+                                   return_when=asyncio.FIRST_COMPLETED)
+                stopped.cancel()
+                if answer.done() and answer.exception() is None:
+                    got = answer.result()
+                    st["requests"] += 1
+                    st["status"][got[9:12].decode(errors="replace") if got else "closed"] += 1
+                else:
+                    answer.cancel()
+            except (OSError, asyncio.TimeoutError) as exc:
+                st["errors"][type(exc).__name__] += 1
+            finally:
+                if writer is not None:
+                    writer.transport.abort()
+            await self.pause(0.5)
+
+    async def churn(self, index: int, st: dict[str, Any]) -> None:
+        source = address(7, index % int(self.cfg["churn_addresses"]))
+        while self.running():
+            try:
+                _, writer = await asyncio.wait_for(asyncio.open_connection(HOST, self.port, local_addr=(source, 0)), 5)
+                st["connects"] += 1
+                await self.pause(0.9)
+                writer.transport.abort()
+            except (OSError, asyncio.TimeoutError) as exc:
+                st["errors"][type(exc).__name__] += 1
+                await self.pause(0.1)
+
+    async def malformed(self, index: int, st: dict[str, Any]) -> None:
+        raw = b"POST /api/v1/steps HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: abc\r\n\r\n"
+        while self.running():
+            writer = None
+            try:
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(HOST, self.port, local_addr=(address(8, index), 0)), 5)
+                st["connects"] += 1
+                writer.write(raw)
+                got = await asyncio.wait_for(reader.read(64), 5)
+                st["requests"] += 1
+                st["status"][got[9:12].decode(errors="replace") if got else "closed"] += 1
+            except (OSError, asyncio.TimeoutError) as exc:
+                st["errors"][type(exc).__name__] += 1
+                await self.pause(0.1)
+            finally:
+                if writer is not None:
+                    writer.transport.abort()
+            await asyncio.sleep(0)
+
     async def main(self) -> None:
         cfg = self.cfg
         tasks = [asyncio.ensure_future(self.watch_stop()), asyncio.ensure_future(self.ingest())]
@@ -208,6 +278,9 @@ class Load:
         tasks += [asyncio.ensure_future(self.slow(i, slow)) for i in range(int(cfg["slow"]))]
         overflow = self.stats.kind("overflow", int(cfg["overflow"]))
         tasks += [asyncio.ensure_future(self.idle(5, i, overflow, 0.25)) for i in range(int(cfg["overflow"]))]
+        for kind, work in (("stalled", self.stalled), ("churn", self.churn), ("malformed", self.malformed)):
+            st = self.stats.kind(kind, int(cfg.get(kind, 0)))
+            tasks += [asyncio.ensure_future(work(i, st)) for i in range(int(cfg.get(kind, 0)))]
         await asyncio.sleep(0.5)
         (self.out / "ready").write_text("ready\n")
         await asyncio.wait(tasks, timeout=max(1.0, self.deadline - time.monotonic() + 5))
