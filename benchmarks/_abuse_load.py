@@ -206,9 +206,8 @@ class Load:
     # --- stalled bodies, churn, malformed requests -------------------------------------------------
     async def stalled(self, index: int, st: dict[str, Any]) -> None:
         cfg = self.cfg
-        head = request_bytes("POST", "/api/v1/steps", {"Content-Type": "application/json",
-                                                       "Authorization": f"Bearer {cfg['ingest_token']}",
-                                                       "Content-Length": str(1 << 20)})
+        head = (f"POST /api/v1/steps HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
+                f"Authorization: Bearer {cfg['ingest_token']}\r\nContent-Length: {1 << 20}\r\n\r\n").encode()
         body = b"[" + b" " * ((1 << 20) - 2)
         while self.running():
             writer = None

@@ -36,6 +36,7 @@ from typing import Any
 from aiohttp import StreamReader, web
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.http_parser import RawRequestMessage
 from aiohttp.typedefs import Handler, Middleware
 from aiohttp.web_protocol import RequestPayloadError
 
@@ -96,8 +97,21 @@ class FrontHandler(web.RequestHandler):
     """aiohttp's protocol for one connection, whose own error answers (the 400s of its parser)
     say ``Server: cann-exporter`` and are counted and logged by the front, never with a traceback."""
 
-    __slots__ = ("front",)
+    __slots__ = ("front", "refusing")
     front: Front
+    refusing: bool
+
+    def data_received(self, data: bytes) -> None:
+        """After a request aiohttp's parser refused, nothing more is read: the parser would turn
+        every later chunk into an error of its own whose message quotes the chunk, each held
+        until answered (hundreds of MiB from a few hundred clients sending bodies)."""
+        if self.refusing:
+            return
+        super().data_received(data)
+        if self._messages and not isinstance(self._messages[-1][0], RawRequestMessage):   # an error queued
+            self.refusing = True
+            if self.transport is not None:
+                self.transport.pause_reading()
 
     def handle_error(self, request: Any, status: int = 500, exc: BaseException | None = None,
                      message: str | None = None) -> web.StreamResponse:
@@ -154,7 +168,7 @@ class Connection(asyncio.Protocol):
         self.transport = transport
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         self.inner = self.front.make_handler()
-        self.inner.front = self.front
+        self.inner.front, self.inner.refusing = self.front, False
         self.front.by_handler[self.inner] = self
         self.inner.connection_made(transport)
 
