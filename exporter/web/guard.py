@@ -63,7 +63,6 @@ TRIM_AFTER_PEAK = 32
 TRIM_DELAY = 1.0               # seconds after the burst has closed (once per burst)
 
 
-
 def errno_reason(exc: OSError) -> str:
     """A label-safe reason: the errno's name in lower case (emfile, enfile, ...)."""
     name = errno.errorcode.get(exc.errno or 0)
@@ -405,7 +404,8 @@ class Front:
 
     def _trimmed(self) -> None:
         self._trim, self._peak = None, self.table.open
-        release_freed_memory()
+        # In a thread: malloc_trim walks the whole heap without the GIL, the loop goes on.
+        self.loop.run_in_executor(None, release_freed_memory)
 
     # --- malformed requests --------------------------------------------------------------------
     def malformed(self, address: str | None, exc: HttpProcessingError) -> None:

@@ -371,7 +371,7 @@ def test_silent_tls_connections_cost_little_and_rss_comes_back(tmp_path: Path, p
         time.sleep(3.0)
         after = rss(exporter.proc.pid)
         assert during < baseline + 48 * MiB, f"{(during - baseline) / MiB:.0f} MiB for 264 silent TLS connections"
-        assert after < baseline + 16 * MiB, f"RSS {after / MiB:.0f} MiB after (baseline {baseline / MiB:.0f})"
+        assert after < baseline + 24 * MiB, f"RSS {after / MiB:.0f} MiB after (baseline {baseline / MiB:.0f}, during {during / MiB:.0f})"
         context = pki.client_context()
         with socket.create_connection(("127.0.0.1", port), timeout=BOUND) as raw, \
                 context.wrap_socket(raw, server_hostname="localhost") as tls:
