@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from exporter.core.values import format_duration
 from exporter.diagnostics.capacity import (
@@ -134,9 +134,11 @@ def read_capacity(client: PrometheusClient, start: float, end: float, step: floa
         total = _by_instance(ask("HBM total", f"sum by (instance) (avg_over_time({selector(HBM_TOTAL.name, matchers)}[{s}]))"))
     except PrometheusError as exc:
         raise CannotDiagnose(str(exc)) from None
-    chips = tuple(sorted((_chip(series, in_use, namespaces, edges) for series in util),
+    name = node_names(util)
+    chips = tuple(sorted((replace(_chip(series, in_use, namespaces, edges), instance=name(series.labels.get("instance", "")))
+                          for series in util),
                          key=lambda c: (c.instance, _num(c.npu), _num(c.chip), _num(c.device))))
-    hbm = tuple(NodeHbm(i, used[i], total[i]) for i in sorted(set(used) & set(total)))
+    hbm = tuple(NodeHbm(name(i), used[i], total[i]) for i in sorted(set(used) & set(total)))
     notes = []
     if not found_in_use:
         notes.append(f"no {PROCESS_MEMORY.name}, {POD_INFO.name} or {JOB_INFO.name} series: a chip counts as "
@@ -224,6 +226,21 @@ def _chip(series: Series, in_use: dict[tuple[str, str], set[float]], namespaces:
     observed = edges.get(key, ())
     return ChipHistory(key[0], key[1], key[2], key[3], series.points,
                        frozenset(in_use.get((key[0], key[3]), ())), tuple(sorted(namespaces.get(key, ()))), observed)
+
+
+def node_names(series: Iterable[Series]) -> Callable[[str], str]:
+    """Target -> its `node` label (as the Kubernetes relabeling and the shipped scrape configs
+    give it), where every target of that node name is this one; else the target itself."""
+    nodes: dict[str, set[str]] = {}
+    for s in series:
+        if s.labels.get("node"):
+            nodes.setdefault(s.labels.get("instance", ""), set()).add(s.labels["node"])
+    targets: dict[str, set[str]] = {}
+    for instance, names in nodes.items():
+        for node in names:
+            targets.setdefault(node, set()).add(instance)
+    unique = {i: next(iter(n)) for i, n in nodes.items() if len(n) == 1 and len(targets[next(iter(n))]) == 1}
+    return lambda instance: unique.get(instance, instance)
 
 
 def _by_instance(series: list[Series]) -> dict[str, tuple[tuple[float, float], ...]]:

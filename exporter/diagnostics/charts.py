@@ -6,6 +6,7 @@ matplotlib is imported only here, so `diagnose` works without the `report` extra
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -43,6 +44,17 @@ def _pyplot() -> Any:
 
 def _dates(points: Sequence[Point]) -> list[datetime]:
     return [datetime.fromtimestamp(t, tz=timezone.utc) for t, _ in points]
+
+
+def gapped(points: Sequence[Point], step: float) -> list[Point]:
+    """``points`` with a NaN after each one followed by a missing step (an outage, a chip
+    removed): matplotlib breaks the line there instead of drawing straight across."""
+    out: list[Point] = []
+    for index, (t, v) in enumerate(points):
+        if index and t - points[index - 1][0] > step * 1.5:
+            out.append((points[index - 1][0] + step, math.nan))
+        out.append((t, v))
+    return out
 
 
 def _figure(plt: Any, title: str, ylabel: str) -> tuple[Any, Any]:
@@ -92,9 +104,11 @@ def _shown(title: str, shown: int, total: int, what: str) -> str:
 def _lines(plt: Any, report: CapacityReport, series: Mapping[str, Sequence[Point]], title: str, path: Path,
            total: Sequence[Point] = ()) -> Path:
     fig, ax = _figure(plt, title, "AI Core utilization (%)")
-    for index, (name, points) in enumerate(series.items()):
+    for index, (name, raw) in enumerate(series.items()):
+        points = gapped(raw, report.step)
         ax.plot(_dates(points), [v * 100 for _, v in points], linewidth=1.2, label=name, **series_style(index))
     if total:
+        total = gapped(total, report.step)
         ax.plot(_dates(total), [v * 100 for _, v in total], label="cluster", zorder=3, **TOTAL_STYLE)
     _bands(ax, report)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -157,7 +171,8 @@ def hbm_headroom(plt: Any, r: CapacityReport, out: Path) -> Path | None:
         return None
     shown = lowest(r.hbm_headroom)
     fig, ax = _figure(plt, _shown("Free HBM per node", len(shown), len(r.hbm_headroom), "nodes"), "GiB free")
-    for index, (name, points) in enumerate(shown.items()):
+    for index, (name, raw) in enumerate(shown.items()):
+        points = gapped(raw, r.step)
         ax.plot(_dates(points), [v / GIB for _, v in points], linewidth=1.2, label=name, **series_style(index))
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 
 import pytest
 
@@ -292,3 +293,12 @@ def test_chips_below_the_bound_are_named_with_their_average() -> None:
     assert "Chips in use averaging below 60%: device 1 (NPU 1, chip 0) on n:9435 (30.0%)." in report.findings
     assert report.findings[0].startswith("3 chips on 1 node;")
     assert set(report.empty) == {"utilization_namespaces", "hbm_headroom", "forecast"}
+
+
+def test_chart_lines_break_at_missing_steps() -> None:
+    from exporter.diagnostics.charts import gapped
+
+    points = [(0.0, 0.5), (60.0, 0.5), (420.0, 0.7), (480.0, 0.7)]   # five steps missing
+    drawn = gapped(points, 60.0)
+    assert [t for t, _ in drawn] == [0.0, 60.0, 120.0, 420.0, 480.0] and math.isnan(drawn[2][1])
+    assert gapped(points[:2], 60.0) == points[:2]                    # nothing missing: unchanged

@@ -44,7 +44,7 @@ from exporter.simulator.scenarios import (
     DEGRADED_CRITICAL_LOGIC_ID,
     UNDERUTILIZED_LOGIC_IDS,
 )
-from tests.support.cli import run_diagnose
+from tests.support.cli import run_diagnose, run_report
 from tests.support.kubelet import FakeKubelet, container, pod
 from tests.support.paths import FIXTURES, ROOT
 from tests.support.ports import free_port
@@ -451,6 +451,17 @@ def test_diagnose_judges_a_young_job_over_its_own_life(stack: Stack) -> None:
     rate, = [f for f in doc["levels"]["meso"] if f["subject"].startswith("job e2e-bert") and f["check"] == "iteration_rate"]
     assert rate["value"] > 1.0, rate    # a step every 0.2 s (slower on a loaded machine), not its hourly average
     assert "idle_share" not in {a["key"] for a in doc["advice"]}
+
+
+def test_report_names_nodes_by_their_node_label(stack: Stack, tmp_path: Path) -> None:
+    """Targets with a `node` label are reported by it; the others by their target."""
+    pytest.importorskip("matplotlib")
+    # the report's last step ends on a whole minute: wait until one has passed with data
+    result = wait_for("a report with a whole minute of data",
+                      lambda: (r := run_report("--prometheus", stack.prometheus, "--range", "1h", "--out", str(tmp_path))).code == 0
+                      and r, stack.procs, 120)
+    doc = json.loads((tmp_path / "capacity.json").read_text())
+    assert {n["instance"] for n in doc["nodes"]} == {*NODE_NAMES, stack.degraded, stack.sawtooth}
 
 
 # --- dashboards against this Prometheus -------------------------------------------------------
