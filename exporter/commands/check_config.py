@@ -37,13 +37,14 @@ def run(args: argparse.Namespace) -> int:
     path = args.file
     try:
         settings = load_ingest_token(build_settings(read_config_file(path), {}, {}, origin=path))
-        if settings.web.config_file is not None:
-            load_web_config(settings.web.config_file)  # certificates included
+        web = load_web_config(settings.web.config_file) if settings.web.config_file is not None else None  # certificates included
     except (ConfigError, WebConfigError) as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return EXIT_USAGE
     print(f"{path}: ok")
+    for warning in web.config.warnings if web is not None else ():
+        print(f"warning: {warning}", file=sys.stderr)
     for line in collectors(settings):
         print(line)
     missing = missing_tools(settings)

@@ -90,13 +90,14 @@ def profiles_handler(store: IngestStore, posted: PostedProfiles, token: str | No
             body = await read_bounded(request, store.limits.max_body_bytes)
             # From here on nothing awaits: validation and the store update are one step.
             profile = parse_profile(body, store.limits, clock())
+            evicted = posted.evicted_jobs
             refusal = posted.offer(profile.summary, client_key(request.remote))
             if refusal is not None:
                 raise IngestError(429, refusal, f"no room for job {profile.summary.job_name!r} rank {profile.summary.rank} ({refusal})")
         except IngestError as exc:
             store.reject_profile(exc.reason)
             return error_response(exc)
-        store.count_profile(profile.skipped)
+        store.count_profile(profile.skipped, posted.evicted_jobs - evicted)
         on_accept()
         return web.json_response({"accepted": 1})
     return post_profiles

@@ -70,7 +70,7 @@ INGEST_RANKS = spec("cann_exporter_ingest_ranks", "gauge", "Job ranks currently 
 # POST /api/v1/profiles: the summaries of the hooks' profiling windows.
 PROFILE_REJECT_REASONS = (
     "unauthorized", "content_type", "too_large", "malformed_json", "invalid", "out_of_range", "bad_label",
-    "too_many_jobs", "too_many_ranks", "per_client_limit",
+    "too_many_ranks", "per_client_limit",
 )
 INGEST_PROFILES = spec("cann_exporter_ingest_profiles_total", "counter", "Profile summaries accepted on POST /api/v1/profiles.", field="profiles")
 INGEST_PROFILES_REJECTED = spec(
@@ -80,9 +80,13 @@ INGEST_PROFILE_WINDOWS_SKIPPED = spec(
     "cann_exporter_ingest_profile_windows_skipped_total", "counter",
     "Profiling windows the hooks skipped because the previous window's summary was still being made (as the hooks reported).",
     field="profile_windows_skipped")
+INGEST_PROFILE_JOBS_EVICTED = spec(
+    "cann_exporter_ingest_profile_jobs_evicted_total", "counter",
+    "Jobs whose posted profile summaries were removed to admit a new job past ingest.max_jobs (the job with the oldest latest summary goes).",
+    field="profile_jobs_evicted")
 
 INGEST_METRICS = (INGEST_REQUESTS, INGEST_STEPS, INGEST_REJECTED, INGEST_DROPPED, INGEST_EXPIRED, INGEST_EVICTED, INGEST_RANKS,
-                  INGEST_PROFILES, INGEST_PROFILES_REJECTED, INGEST_PROFILE_WINDOWS_SKIPPED)
+                  INGEST_PROFILES, INGEST_PROFILES_REJECTED, INGEST_PROFILE_WINDOWS_SKIPPED, INGEST_PROFILE_JOBS_EVICTED)
 # Plain counts, in the order they are rendered (rejections and evictions come last, by reason).
 INGEST_COUNTS = (INGEST_REQUESTS, INGEST_STEPS, INGEST_DROPPED, INGEST_EXPIRED, INGEST_RANKS, INGEST_PROFILES,
-                 INGEST_PROFILE_WINDOWS_SKIPPED)
+                 INGEST_PROFILE_WINDOWS_SKIPPED, INGEST_PROFILE_JOBS_EVICTED)

@@ -114,6 +114,7 @@ class IngestCounters:
     profiles: int = 0                     # POST /api/v1/profiles: summaries accepted
     profiles_rejected: tuple[tuple[str, int], ...] = ()
     profile_windows_skipped: int = 0
+    profile_jobs_evicted: int = 0         # posted profile jobs removed to admit a new job
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,7 @@ class IngestStore:
         self._profiles = 0
         self._profiles_rejected: dict[str, int] = {}
         self._profile_windows_skipped = 0
+        self._profile_jobs_evicted = 0
         self._changes = 0                      # bumped by every change a scrape would see
         self._part: tuple[int, JobsPart] | None = None
 
@@ -189,11 +191,13 @@ class IngestStore:
             self._rejected[reason] = self._rejected.get(reason, 0) + 1
             self._changes += 1
 
-    def count_profile(self, skipped: int) -> None:
-        """A profile summary accepted on POST /api/v1/profiles; ``skipped``: windows its client skipped."""
+    def count_profile(self, skipped: int, evicted_jobs: int = 0) -> None:
+        """A profile summary accepted on POST /api/v1/profiles; ``skipped``: windows its client
+        skipped; ``evicted_jobs``: posted jobs it took the place of."""
         with self._lock:
             self._profiles += 1
             self._profile_windows_skipped += skipped
+            self._profile_jobs_evicted += evicted_jobs
             self._changes += 1
 
     def reject_profile(self, reason: str) -> None:
@@ -220,7 +224,7 @@ class IngestStore:
                 self._requests, self._steps, self._client_dropped, self._expired,
                 tuple(sorted(self._rejected.items())), tuple(sorted(self._evicted.items())), len(self._entries),
                 profiles=self._profiles, profiles_rejected=tuple(sorted(self._profiles_rejected.items())),
-                profile_windows_skipped=self._profile_windows_skipped,
+                profile_windows_skipped=self._profile_windows_skipped, profile_jobs_evicted=self._profile_jobs_evicted,
             )
             self._part = (self._changes, JobsPart(ranks, counters))
             return self._part[1]

@@ -5,7 +5,9 @@ A posted summary and a watched export of the same job and rank are one series se
 produced last wins, as between two exports. Posted summaries are bounded like the ingest's
 ranks (jobs, ranks per job, ranks per client address) and leave after ``max_age`` (the age
 at which the profile alerts stop reading a profile), so a job that stopped profiling does
-not stay on /metrics for ever. The store is touched on the event loop; the lock only guards
+not stay on /metrics for ever. A new job when ``max_jobs`` are held takes the place of the
+job whose latest summary is the oldest (a finished job must not keep every later one out
+until it ages out); ranks per job and per client are refused past their bounds. The store is touched on the event loop; the lock only guards
 a scrape reading it from another thread.
 """
 
@@ -37,10 +39,12 @@ class PostedProfiles:
         self.clock = clock
         self._entries: dict[tuple[str, int | None], tuple[ProfileSummary, str]] = {}   # -> (summary, client)
         self._lock = threading.Lock()
+        self.evicted_jobs = 0     # jobs removed to make room for a new one, so far
 
     def offer(self, summary: ProfileSummary, client: str = "") -> str | None:
         """Hold ``summary`` (replacing its job and rank's); the admission reason when it does not
-        fit (``too_many_jobs``, ``too_many_ranks``, ``per_client_limit``), nothing changed then.
+        fit (``too_many_ranks``, ``per_client_limit``), nothing changed then. A new job past
+        ``max_jobs`` evicts the job with the oldest latest summary (counted in ``evicted_jobs``).
         ``client`` is the address key of the sender, "" for loopback."""
         with self._lock:
             self._expire()
@@ -49,18 +53,28 @@ class PostedProfiles:
                 reason = self._refusal(summary.job_name, client)
                 if reason is not None:
                     return reason
+                self._make_room(summary.job_name)
             self._entries[key] = (replace(summary, top_operators=summary.top_operators[: self.limits.top_k]), client)
             return None
 
     def _refusal(self, job_name: str, client: str) -> str | None:
-        jobs = {job for job, _ in self._entries}
-        if job_name not in jobs and len(jobs) >= self.limits.max_jobs:
-            return "too_many_jobs"
         if sum(1 for job, _ in self._entries if job == job_name) >= self.limits.max_ranks:
             return "too_many_ranks"
         if client and sum(1 for _, c in self._entries.values() if c == client) >= self.limits.max_ranks_per_client:
             return "per_client_limit"
         return None
+
+    def _make_room(self, job_name: str) -> None:
+        """Evict the jobs whose latest summary is oldest until ``job_name`` fits."""
+        latest: dict[str, float] = {}
+        for (job, _), (summary, _) in self._entries.items():
+            latest[job] = max(latest.get(job, float("-inf")), summary.finished_at or 0.0)
+        if job_name in latest:
+            return
+        for job in sorted(latest, key=lambda j: (latest[j], j))[: max(0, len(latest) - self.limits.max_jobs + 1)]:
+            for key in [k for k in self._entries if k[0] == job]:
+                del self._entries[key]
+            self.evicted_jobs += 1
 
     def _expire(self) -> None:
         oldest = self.clock() - self.limits.max_age

@@ -25,7 +25,8 @@ client certificate without verifying it, so `RequireAnyClientCert` verifies agai
 `client_ca_file` (required) and `RequestClientCert` does not ask for one (Go would not
 check it either); `cert`/`key` inline in the file are refused (use `cert_file`/`key_file`);
 `curve_preferences`, `http2` and `rate_limit` are accepted and ignored (logged); bcrypt
-costs above MAX_BCRYPT_COST are refused (a check must fit in a scrape).
+costs above MAX_BCRYPT_COST are refused (a check must fit in a scrape), above WARN_BCRYPT_COST
+warned about; header values must be valid HTTP (checked here, not when the first answer fails).
 """
 
 from __future__ import annotations
@@ -90,6 +91,9 @@ MIN_BCRYPT_COST = 4           # bcrypt's own minimum
 # Prometheus' 10 s scrape timeout, before any wait) and 31 ~1.5 days. An uncached check must
 # fit in a scrape, so 16 is the most accepted; htpasswd -nBC 10 is a sound choice.
 MAX_BCRYPT_COST = 16
+# Above this a hash loads with a warning: a check of cost 13 or more holds a worker for half
+# a second or more, and the few workers are shared with every guesser (cost 12: ~250 ms).
+WARN_BCRYPT_COST = 12
 _TOP_KEYS = frozenset({"tls_server_config", "http_server_config", "basic_auth_users", "rate_limit"})
 _TLS_KEYS = frozenset({
     "cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version", "max_version", "cipher_suites",
@@ -127,6 +131,7 @@ class WebConfig:
     users: Mapping[str, bytes] = field(default_factory=lambda: MappingProxyType({}))  # user -> bcrypt hash
     headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     ignored: tuple[str, ...] = ()              # accepted for compatibility, not applied
+    warnings: tuple[str, ...] = ()             # accepted, but worth changing (logged, printed by check-config)
 
 
 # --- parsing (pure) --------------------------------------------------------------------------
@@ -137,9 +142,13 @@ class _Problems:
     def __init__(self, origin: str) -> None:
         self.origin = origin
         self.items: list[str] = []
+        self.warnings: list[str] = []
 
     def add(self, where: str, message: str) -> None:
         self.items.append(f"{self.origin}: {where}: {message}")
+
+    def warn(self, where: str, message: str) -> None:
+        self.warnings.append(f"{self.origin}: {where}: {message}")
 
 
 def _mapping(value: Any, where: str, problems: _Problems) -> dict[Any, Any]:
@@ -275,6 +284,7 @@ def _parse_tls(doc: Mapping[Any, Any], base_dir: Path, problems: _Problems) -> T
 
 
 def _parse_users(doc: Mapping[Any, Any], problems: _Problems) -> dict[str, bytes]:
+    """The users and their hashes; a warning in ``problems.warnings`` per costly hash."""
     users: dict[str, bytes] = {}
     for name, hashed in doc.items():
         where = f"basic_auth_users.{name}"
@@ -289,6 +299,11 @@ def _parse_users(doc: Mapping[Any, Any], problems: _Problems) -> dict[str, bytes
             problems.add(where, problem)
             continue
         users[str(name)] = hashed.encode("ascii")
+        cost = int(hashed[4:6])
+        if cost > WARN_BCRYPT_COST:
+            problems.warn(where, f"bcrypt cost {cost} is above {WARN_BCRYPT_COST}: each uncached check holds one of the few "
+                                 f"bcrypt workers for ~{0.25 * 2 ** (cost - WARN_BCRYPT_COST):g} s; make new hashes at cost "
+                                 f"{WARN_BCRYPT_COST} with: htpasswd -nBC {WARN_BCRYPT_COST} \"\" | tr -d ':\\n'")
     return users
 
 
@@ -312,6 +327,20 @@ def _bcrypt_problem(hashed: str) -> str | None:
     return None
 
 
+def _header_value_problem(value: str) -> str | None:
+    """Why ``value`` cannot be sent as an HTTP header value, or None. Visible ASCII, spaces and
+    tabs only: a curly quote is not Latin-1 (the answer could not be encoded at all), and
+    obs-text or a control character is read differently by every client."""
+    for index, char in enumerate(value):
+        if char == "\t" or " " <= char <= "~":
+            continue
+        return (f"character U+{ord(char):04X} at position {index + 1} is not allowed in an HTTP header value "
+                "(visible ASCII, spaces and tabs only; write curly quotes as straight ones)")
+    if value != value.strip(" \t"):
+        return "leading or trailing whitespace is not part of an HTTP header value"
+    return None
+
+
 def _parse_headers(doc: Mapping[Any, Any], problems: _Problems) -> dict[str, str]:
     headers: dict[str, str] = {}
     for name, value in doc.items():
@@ -319,8 +348,12 @@ def _parse_headers(doc: Mapping[Any, Any], problems: _Problems) -> dict[str, str
         if name not in HEADERS:
             problems.add(where, f"this header cannot be configured; allowed: {', '.join(HEADERS)}")
             continue
-        if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
-            problems.add(where, "expected a single-line string")
+        if not isinstance(value, str):
+            problems.add(where, f"expected a string, got {type(value).__name__}")
+            continue
+        problem = _header_value_problem(value)
+        if problem is not None:
+            problems.add(where, problem)
             continue
         if HEADERS[name] and value not in HEADERS[name]:
             problems.add(where, f"{shown(value)} is not one of {', '.join(HEADERS[name])}")
@@ -351,4 +384,4 @@ def parse_web_config(text: str, base_dir: Path | str = ".", origin: str = "web c
     ignored = [k for k in ("rate_limit",) if doc.get(k)]
     ignored += [f"http_server_config.{k}" for k in ("http2",) if k in http]
     ignored += [f"tls_server_config.{k}" for k in ("curve_preferences",) if k in tls_doc]
-    return WebConfig(tls, MappingProxyType(users), MappingProxyType(headers), tuple(ignored))
+    return WebConfig(tls, MappingProxyType(users), MappingProxyType(headers), tuple(ignored), tuple(problems.warnings))

@@ -131,6 +131,8 @@ class WebSecurity:
             "file": str(self.path), "tls": config.tls is not None, "users": len(config.users),
             "client_auth": config.tls.client_auth_type if config.tls else "", "headers": ",".join(config.headers),
         })
+        for warning in config.warnings:
+            log.warning("web config: worth changing", extra={"file": str(self.path), "warning": warning})
         if config.ignored:
             log.warning("web config: accepted for compatibility but not applied", extra={"keys": ",".join(config.ignored)})
 

@@ -160,12 +160,31 @@ async def test_ranks_are_admitted_within_the_ingest_limits(aiohttp_client):
     assert (await post(client, summary(rank=1))).status == 200
     resp = await post(client, summary(rank=2))
     assert resp.status == 429 and (await resp.json())["reason"] == "too_many_ranks"
-    resp = await post(client, summary(job="other"))
-    assert resp.status == 429 and (await resp.json())["reason"] == "too_many_jobs"
     assert (await post(client, summary(rank=1, max_operator_ratio=0.8, operators=[{"op_type": "A", "ratio": 0.8}]))).status == 200
     found = await metrics(client)
     assert get(found, "npu_profile_max_operator_ratio", rank="1") == 0.8
     assert get(found, "npu_profile_max_operator_ratio", rank="2") is None
+
+
+async def test_a_new_job_past_max_jobs_evicts_the_job_with_the_oldest_summary(aiohttp_client):
+    """Eight jobs held, a ninth and a tenth come: each is admitted in the place of the job whose
+    latest summary is oldest (all its ranks), never refused for a day."""
+    client = await aiohttp_client(make_app())
+    now = time.time()
+    for i in range(8):
+        for rank in (0, 1):
+            assert (await post(client, summary(job=f"job{i}", rank=rank, finished_at=now - 1000 + i * 10))).status == 200
+    assert (await post(client, summary(job="job0", rank=1, finished_at=now - 500))).status == 200   # job0 refreshed: job1 is oldest now
+    for newcomer in ("late", "later"):
+        resp = await post(client, summary(job=newcomer, finished_at=now))
+        assert resp.status == 200, await resp.text()
+    found = await metrics(client)
+    held = {job for (name, labels), _ in found.items() if name == "npu_profile_max_operator_ratio" for k, job in labels if k == "job_name"}
+    assert held == {"job0", "job3", "job4", "job5", "job6", "job7", "late", "later"}
+    assert get(found, "npu_profile_max_operator_ratio", job_name="job1", rank="1") is None
+    assert get(found, "cann_exporter_ingest_profile_jobs_evicted_total") == 2
+    assert get(found, "cann_exporter_ingest_profiles_total") == 19
+    assert get(found, "cann_exporter_ingest_profiles_rejected_total", reason="too_many_ranks") == 0
 
 
 async def test_skipped_windows_are_counted(aiohttp_client):

@@ -21,6 +21,11 @@ BAD = {
                  "tls_server_config.cert_file: contains a NUL character"),
     "alias_bomb": (alias_bomb(), "more than 100000 values once aliases are expanded"),
     "utf16": (GOOD.encode("utf-16"), "UTF-16 text (byte-order mark)"),
+    # Not Latin-1: once accepted, every answer failed to encode (empty /healthz, a traceback each).
+    "curly_quotes": ("http_server_config:\n  headers:\n    Content-Security-Policy: default-src \u201cself\u201d\n",
+                     "http_server_config.headers.Content-Security-Policy: character U+201C at position 13"),
+    "crlf": ('http_server_config:\n  headers:\n    Strict-Transport-Security: "max-age=1\\r\\nSet-Cookie: a=b"\n',
+             "http_server_config.headers.Strict-Transport-Security: character U+000D at position 10"),
 }
 RELOAD_FAILED = "web config reload failed"
 

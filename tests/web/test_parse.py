@@ -222,3 +222,59 @@ def test_any_text_parses_or_raises_web_config_error(text):
 def test_parse_basic_never_raises(header):
     result = parse_basic(header)
     assert result is None or (isinstance(result[0], bytes) and isinstance(result[1], bytes))
+
+
+# --- response headers: only what HTTP can carry -----------------------------------------------------
+
+@pytest.mark.parametrize("value, where", [
+    ("default-src \u201cself\u201d", "character U+201C at position 13"),       # curly quotes: not Latin-1
+    ("max-age=1\r\nSet-Cookie: a=b", "character U+000D at position 10"),
+    ("max-age=1\nX: y", "character U+000A at position 10"),
+    ("a\x07b", "character U+0007 at position 2"),
+    ("a\x7fb", "character U+007F at position 2"),
+    ("caf\u00e9", "character U+00E9 at position 4"),                          # obs-text: read differently by each client
+    (" max-age=1", "leading or trailing whitespace"),
+])
+def test_a_header_value_http_cannot_carry_is_refused_naming_the_header(value, where):
+    with pytest.raises(WebConfigError) as err:
+        parse_web_config(yaml.safe_dump({"http_server_config": {"headers": {"Content-Security-Policy": value}}}))
+    assert len(err.value.problems) == 1
+    assert err.value.problems[0].startswith("web config: http_server_config.headers.Content-Security-Policy: ")
+    assert where in err.value.problems[0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.text(max_size=40))
+@example(value="default-src 'self'; img-src *")
+@example(value="a\tb")
+def test_every_accepted_header_value_is_visible_ascii_on_one_line(value):
+    try:
+        config = parse_web_config(yaml.safe_dump({"http_server_config": {"headers": {"Content-Security-Policy": value}}}))
+    except WebConfigError:
+        return
+    sent = config.headers["Content-Security-Policy"]
+    assert sent.encode("ascii").decode("latin-1") == sent
+    assert all(c == "\t" or " " <= c <= "~" for c in sent) and sent == sent.strip()
+
+
+# --- bcrypt costs above 12: accepted with a warning ---------------------------------------------------
+
+def _cost_hash(cost: int) -> str:
+    return f"$2b${cost:02d}${'a' * 21}.{'b' * 31}"
+
+
+def test_a_cost_above_12_loads_with_a_warning_saying_how_to_make_a_cost_12_hash():
+    config = parse_web_config(yaml.safe_dump({"basic_auth_users": {"cheap": _cost_hash(12), "dear": _cost_hash(14)}}))
+    assert set(config.users) == {"cheap", "dear"}
+    assert len(config.warnings) == 1
+    assert config.warnings[0].startswith("web config: basic_auth_users.dear: bcrypt cost 14 is above 12")
+    assert "htpasswd -nBC 12" in config.warnings[0]
+
+
+def test_check_config_prints_the_cost_warning_and_still_passes(tmp_path, capsys):
+    web_yml = write_web_config(tmp_path / "web.yml", {"basic_auth_users": {"dear": _cost_hash(13)}})
+    config = tmp_path / "config.yml"
+    config.write_text(f"web:\n  config_file: {web_yml}\nnpu_smi:\n  path: /bin/true\n")
+    assert main(["check-config", str(config)]) in (0, 3)
+    err = capsys.readouterr().err
+    assert "warning: " in err and "basic_auth_users.dear: bcrypt cost 13 is above 12" in err
