@@ -1,10 +1,10 @@
-"""Basic auth against the web config's bcrypt hashes: the header, the checks in threads of their
-own, the cache of verified credentials, the dummies unknown users are checked against and the
-per-address budget of failed attempts."""
+"""Basic auth against the web config's bcrypt hashes: the header, the cache of verified
+credentials (bound to the client's address), the dummies unknown users are checked against and
+the budget of failed attempts per address and user. The checks themselves run in
+exporter.web.bcrypt_pool."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import functools
@@ -12,11 +12,9 @@ import hashlib
 import hmac
 import ipaddress
 import math
-import os
 import secrets
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,29 +23,21 @@ import bcrypt
 from exporter.core.clock import Clock, monotonic
 
 AUTH_CACHE_SECONDS = 120.0   # a verified credential skips bcrypt this long: scrapes stay cheap
+# ... and, this long after its last check, skips the failed-login budget: re-checked in its
+# turn, never refused because someone else failed from its address with its user name.
+AUTH_REMEMBER_SECONDS = 3600.0
 AUTH_CACHE_SIZE = 256
 _BCRYPT_MAX_BYTES = 72       # bcrypt reads no further; Go truncates silently, and so do we
 _BCRYPT_ALPHABET = "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
-# At most this many bcrypt checks run at once, whatever arrives: the rest of the node keeps
-# its cores (exporter-toolkit runs one at a time; two halve the wait behind a queue).
-BCRYPT_WORKERS = 2
-# ... and at a lower CPU priority (nice +10, Linux: per thread): a check is the one piece of work
-# an outsider can order at will, so it gets the cycles nobody else wants, never those of the
-# event loop, the encoder or the node's training job. Idle cores still run it at full speed.
-BCRYPT_NICE = 10
-# Checks waiting or running, at most: beyond either bound a request is refused at once (503)
-# instead of queueing, so a flood cannot build a backlog that a scrape would wait behind.
-# Work is counted in bcrypt rounds (2**cost): 16 checks of cost 10 per worker, a second or
-# two of waiting at most; a costlier check is always admitted when nothing is waiting.
-BCRYPT_MAX_PENDING = 64
-BCRYPT_MAX_WORK = BCRYPT_WORKERS * 16 * 2**10
 OVERLOADED_RETRY_SECONDS = 1
 
-# Failed attempts per client address: a burst of 10, then one every 2 s (30 a minute).
+# Failed attempts per client address and user name: a burst of 10, then one every 2 s (30 a
+# minute); per address, whatever the names, three times that (a spray over user names).
 THROTTLE_BURST = 10.0
 THROTTLE_PER_SECOND = 0.5
-THROTTLE_ADDRESSES = 4096    # addresses remembered; the least recently failing is forgotten first
+THROTTLE_ADDRESS_FACTOR = 3.0
+THROTTLE_ADDRESSES = 4096    # budgets remembered; the least recently failing is forgotten first
 
 # request[...] key: the basic-auth user the middleware admitted (handlers with their own
 # bearer token accept such a request without one).
@@ -134,32 +124,44 @@ def _dummy_hash(cost: int) -> bytes:
 # --- verified credentials -----------------------------------------------------------------------
 
 class SuccessCache:
-    """Verified credentials, keyed by an HMAC of user, hash and password so no password is kept
-    and a changed hash can never hit; only successes are cached, so every failed guess still
-    costs a full bcrypt."""
+    """Verified credentials, keyed by an HMAC of the client's address, user, hash and password,
+    so no password is kept, a changed hash can never hit, and a credential verified from one
+    address admits nobody from another. Only successes are cached: every failed guess still
+    costs a full bcrypt. An entry is *fresh* for ``ttl`` after its check (admitted without
+    bcrypt) and *remembered* for ``remember`` (checked again, but outside the failed-login
+    budget)."""
 
-    def __init__(self, ttl: float, size: int, clock: Callable[[], float]) -> None:
+    def __init__(self, ttl: float, size: int, clock: Callable[[], float], remember: float = AUTH_REMEMBER_SECONDS) -> None:
         self.ttl, self.size, self.clock = ttl, size, clock
+        self.remember = max(ttl, remember)
         self._secret = secrets.token_bytes(32)
-        self._entries: dict[bytes, tuple[float, str, bytes]] = {}   # key -> (expires, user, hash)
+        self._entries: dict[bytes, tuple[float, str, bytes]] = {}   # key -> (verified at, user, hash), oldest first
         self._lock = threading.Lock()    # reloads prune from a thread
 
-    def key(self, user: bytes, hashed: bytes, password: bytes) -> bytes:
-        return hmac.new(self._secret, repr((user, hashed, password)).encode(), hashlib.sha256).digest()
+    def key(self, address: str, user: bytes, hashed: bytes, password: bytes) -> bytes:
+        return hmac.new(self._secret, repr((address, user, hashed, password)).encode(), hashlib.sha256).digest()
 
-    def hit(self, key: bytes) -> bool:
+    def _age(self, key: bytes) -> float | None:
         with self._lock:
             entry = self._entries.get(key)
-            return entry is not None and entry[0] > self.clock()
+            return None if entry is None else self.clock() - entry[0]
+
+    def fresh(self, key: bytes) -> bool:
+        age = self._age(key)
+        return age is not None and age < self.ttl
+
+    def remembered(self, key: bytes) -> bool:
+        age = self._age(key)
+        return age is not None and age < self.remember
 
     def add(self, key: bytes, user: str, hashed: bytes) -> None:
         with self._lock:
             now = self.clock()
-            if len(self._entries) >= self.size:
-                self._entries = {k: e for k, e in self._entries.items() if e[0] > now}
-                while len(self._entries) >= self.size:
-                    del self._entries[next(iter(self._entries))]
-            self._entries[key] = (now + self.ttl, user, hashed)
+            self._entries.pop(key, None)          # re-inserted last: the most recently verified
+            while self._entries and (len(self._entries) >= self.size or
+                                     now - next(iter(self._entries.values()))[0] >= self.remember):
+                del self._entries[next(iter(self._entries))]
+            self._entries[key] = (now, user, hashed)
 
     def retain(self, users: Mapping[str, bytes]) -> None:
         """Forget the entries of users removed or rehashed; the others stay verified."""
@@ -174,57 +176,7 @@ class SuccessCache:
             self._entries.clear()
 
 
-# --- the checks ---------------------------------------------------------------------------------
-
-class BcryptPool:
-    """bcrypt off the event loop (it releases the GIL), ``workers`` at a time, and a bound on
-    the checks waiting: :meth:`submit` says None rather than queue beyond it."""
-
-    def __init__(self, workers: int = BCRYPT_WORKERS, max_pending: int = BCRYPT_MAX_PENDING,
-                 max_work: int = BCRYPT_MAX_WORK) -> None:
-        self.max_pending, self.max_work = max_pending, max_work
-        self._executor = ThreadPoolExecutor(workers, thread_name_prefix="bcrypt", initializer=_lower_priority)
-        self._lock = threading.Lock()
-        self._work = 0
-        self.pending = 0     # queued or running
-        self.checks = 0      # started so far
-
-    def submit(self, check: Callable[[bytes, bytes], bool], password: bytes, hashed: bytes) -> asyncio.Future[bool] | None:
-        work = 2 ** bcrypt_cost(hashed)
-        with self._lock:
-            if self.pending and (self.pending >= self.max_pending or self._work + work > self.max_work):
-                return None
-            self.pending += 1
-            self._work += work
-        future: Future[bool] = self._executor.submit(self._run, check, password, hashed)
-        # Released when the check ends or is cancelled while queued, not when its caller
-        # goes away: a check still running still holds a worker.
-        future.add_done_callback(lambda _: self._release(work))
-        return asyncio.wrap_future(future)
-
-    def _run(self, check: Callable[[bytes, bytes], bool], password: bytes, hashed: bytes) -> bool:
-        with self._lock:
-            self.checks += 1
-        return check(password, hashed)
-
-    def _release(self, work: int) -> None:
-        with self._lock:
-            self.pending -= 1
-            self._work -= work
-
-    def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
-
-
-# --- failed attempts per address ----------------------------------------------------------------
-
-def _lower_priority() -> None:
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + BCRYPT_NICE))
-    except (OSError, AttributeError):  # not Linux, or not allowed: run at the loop's priority
-        pass
-
+# --- failed attempts per address and user -------------------------------------------------------
 
 @functools.lru_cache(maxsize=THROTTLE_ADDRESSES)   # a flood asks for the same few addresses
 def client_address(remote: str | None) -> str:
@@ -243,42 +195,56 @@ def client_address(remote: str | None) -> str:
 
 
 class AddressThrottle:
-    """A token bucket per client address: each check that runs bcrypt takes a token, a
-    success gives it back, so only failures drain it. Addresses with a full bucket are not
-    kept; past ``size`` addresses the least recently failing is forgotten (its budget starts
-    afresh: an attacker with that many addresses is held by the pool's bound instead)."""
+    """Token buckets of failed logins: one per (client address, user name) and one per address.
+    Each check that runs bcrypt takes a token from both, a success gives them back, so only
+    failures drain them; a check is refused while either is empty. Full buckets are not kept;
+    past ``size`` the least recently failing is forgotten (its budget starts afresh: an
+    attacker with that many addresses is held by the pool's bounds instead)."""
 
     def __init__(self, burst: float = THROTTLE_BURST, per_second: float = THROTTLE_PER_SECOND,
-                 size: int = THROTTLE_ADDRESSES, clock: Clock = monotonic) -> None:
-        self.burst, self.rate, self.size, self.clock = burst, per_second, size, clock
-        self._buckets: dict[str, tuple[float, float]] = {}   # address -> (tokens, when)
+                 size: int = THROTTLE_ADDRESSES, clock: Clock = monotonic,
+                 address_factor: float = THROTTLE_ADDRESS_FACTOR) -> None:
+        self.size, self.clock = size, clock
+        self._limits = {False: (burst, per_second), True: (burst * address_factor, per_second * address_factor)}
+        self._buckets: dict[tuple[str, bytes | None], tuple[float, float]] = {}   # -> (tokens, when)
 
-    def _tokens(self, address: str, now: float) -> float:
-        tokens, when = self._buckets.get(address, (self.burst, now))
-        return min(self.burst, tokens + (now - when) * self.rate)
+    @staticmethod
+    def _keys(address: str, user: bytes) -> tuple[tuple[str, bytes | None], tuple[str, bytes | None]]:
+        # A digest, not the name: user names are whatever a client sends, up to a header's size.
+        return (address, hashlib.blake2b(user, digest_size=16).digest()), (address, None)
 
-    def retry_after(self, address: str) -> int | None:
-        """None within the budget, else the seconds until the next attempt is allowed."""
-        tokens = self._tokens(address, self.clock())
-        if tokens >= 1:
-            return None
-        return max(1, math.ceil((1 - tokens) / self.rate))
+    def _tokens(self, key: tuple[str, bytes | None], now: float) -> float:
+        burst, rate = self._limits[key[1] is None]
+        tokens, when = self._buckets.get(key, (burst, now))
+        return min(burst, tokens + (now - when) * rate)
 
-    def spend(self, address: str) -> None:
+    def retry_after(self, address: str, user: bytes) -> int | None:
+        """None within both budgets, else the seconds until the next attempt is allowed."""
         now = self.clock()
-        tokens = self._tokens(address, now) - 1
-        self._buckets.pop(address, None)           # re-inserted last: most recently failing
-        if len(self._buckets) >= self.size:
-            del self._buckets[next(iter(self._buckets))]
-        self._buckets[address] = (tokens, now)
+        waits = []
+        for key in self._keys(address, user):
+            tokens = self._tokens(key, now)
+            if tokens < 1:
+                waits.append(max(1, math.ceil((1 - tokens) / self._limits[key[1] is None][1])))
+        return max(waits) if waits else None
 
-    def refund(self, address: str) -> None:
+    def spend(self, address: str, user: bytes) -> None:
         now = self.clock()
-        tokens = self._tokens(address, now) + 1
-        if tokens >= self.burst:
-            self._buckets.pop(address, None)
-        else:
-            self._buckets[address] = (tokens, now)
+        for key in self._keys(address, user):
+            tokens = self._tokens(key, now) - 1
+            self._buckets.pop(key, None)           # re-inserted last: most recently failing
+            if len(self._buckets) >= self.size:
+                del self._buckets[next(iter(self._buckets))]
+            self._buckets[key] = (tokens, now)
+
+    def refund(self, address: str, user: bytes) -> None:
+        now = self.clock()
+        for key in self._keys(address, user):
+            tokens = self._tokens(key, now) + 1
+            if tokens >= self._limits[key[1] is None][0]:
+                self._buckets.pop(key, None)
+            else:
+                self._buckets[key] = (tokens, now)
 
     def __len__(self) -> int:
         return len(self._buckets)

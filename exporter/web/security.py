@@ -21,13 +21,13 @@ from exporter.web.auth import (
     AUTH_CACHE_SIZE,
     OVERLOADED_RETRY_SECONDS,
     AddressThrottle,
-    BcryptPool,
     Dummies,
     SuccessCache,
     checkpw,
     client_address,
     parse_basic,
 )
+from exporter.web.bcrypt_pool import BcryptPool
 from exporter.web.collector import WebStatus
 from exporter.web.config import WebConfig, WebConfigError, parse_web_config
 from exporter.web.tls import ReloadableSSLContext, build_ssl_context
@@ -195,13 +195,20 @@ class WebSecurity:
     async def authenticate(self, header: str | None, remote: str | None = None) -> Verdict:
         """Check basic credentials from the client at ``remote`` (the connection's peer).
 
-        In this order: a throttled address is refused before the cache is asked (else it
-        could try guesses against the cache at hash-table speed: 429 wrong, 200 right); a
-        cached credential is admitted before anything queues (a verified scraper never waits
-        behind others' bcrypt); everything else spends a token of the address's budget
-        (given back on success) and runs bcrypt in the pool, or is refused at once when the
-        pool is full. Unknown users take the path of a wrong password, against a dummy of
-        a cost a known user has (see Dummies): neither answer nor time tells them apart."""
+        In this order: a credential this address verified within the cache window is admitted
+        at once (a verified scraper never waits, nor is it refused because another client at
+        its address failed); one it verified within the remember window is checked again in
+        its turn in the pool, outside the failed-login budget; anything else is refused with
+        429 while the address and user, or the address, is out of budget (no bcrypt), else
+        spends a token of both (given back on success) and is checked in the pool, or refused
+        at once (503) when the address has its share of the pool or the pool is full.
+
+        The cache comes first on purpose: a guesser at the very address of a verified client,
+        with its user name, can try guesses against the cache at request speed once out of
+        budget (429 wrong, 200 right). Refusing the verified client instead is what the cache
+        is there to prevent; long random passwords make that trade safe. Unknown users take
+        the path of a wrong password, against a dummy of a cost a known user has (see
+        Dummies): neither answer nor time tells them apart."""
         creds = parse_basic(header)
         if creds is None:
             return self._refuse("no_credentials")
@@ -212,33 +219,31 @@ class WebSecurity:
         name = _user_name(user)
         stored = state.config.users.get(name) if name is not None else None
         address = client_address(remote)
-        wait = self._throttle.retry_after(address)
-        if wait is not None:
-            return self._refuse("throttled", wait)
         hashed = stored if stored is not None else state.dummies.hash_for(user)
-        key = self._cache.key(user, hashed, password)
-        if self._cache.hit(key) and stored is not None:
+        key = self._cache.key(address, user, hashed, password)
+        if stored is not None and self._cache.fresh(key):
             return Verdict(name)
-        # Spent before the pool is asked: a refusal for overload costs the address too, so
-        # keeping the pool full does not buy guesses the budget would refuse.
-        self._throttle.spend(address)
-        check = self._pool.submit(checkpw, password, hashed)
-        if check is None:
+        budgeted = stored is None or not self._cache.remembered(key)
+        if budgeted:
+            wait = self._throttle.retry_after(address, user)
+            if wait is not None:
+                return self._refuse("throttled", wait)
+            # Spent before the pool is asked: a refusal for overload costs the address too, so
+            # keeping the pool full does not buy guesses the budget would refuse.
+            self._throttle.spend(address, user)
+        check = self._pool.submit(checkpw, password, hashed, address)
+        ok = await check if check is not None else None
+        if ok is None:
             return self._refuse("overloaded", OVERLOADED_RETRY_SECONDS)
-        ok = await check
         if stored is None or name is None:
             return self._refuse("unknown_user")
         # A reload during the check may have removed the user or changed the hash.
         if not ok or self.state.config.users.get(name) != stored:
             return self._refuse("wrong_password")
-        self._throttle.refund(address)
+        if budgeted:
+            self._throttle.refund(address, user)
         self._cache.add(key, name, stored)
         return Verdict(name)
-
-    def throttled(self, remote: str | None) -> bool:
-        """Whether the address has spent its budget of failed logins (spends nothing): the
-        listener closes such a client's new connections before reading a byte of them."""
-        return self._throttle.retry_after(client_address(remote)) is not None
 
     def _refuse(self, reason: str, retry_after: int | None = None) -> Verdict:
         self.count_failure(reason)

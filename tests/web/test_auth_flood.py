@@ -21,8 +21,9 @@ from aiohttp import web
 
 from exporter.cli import main
 from exporter.jobs.store import IngestStore
-from exporter.web import auth, security
-from exporter.web.auth import AddressThrottle, BcryptPool, Dummies, client_address
+from exporter.web import auth, bcrypt_pool, security
+from exporter.web.auth import AddressThrottle, Dummies, client_address
+from exporter.web.bcrypt_pool import BcryptPool
 from exporter.web.config import WebConfigError, parse_web_config
 from exporter.web.security import WebSecurity, load_web_config
 from tests.support.apps import ingest_app
@@ -145,7 +146,7 @@ async def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> No
 
 async def test_a_verified_client_is_answered_while_a_flood_holds_every_bcrypt_worker(serve_with, tmp_path, checks):
     running = await serve_with(write_web_config(tmp_path / "web.yml", users()),
-                               pool=BcryptPool(workers=2), throttle=AddressThrottle(burst=1000))
+                               pool=BcryptPool(workers=2, per_address=100), throttle=AddressThrottle(burst=1000))
     assert (await running.get("/metrics", None, GOOD))[0] == 200
     assert checks.passwords() == [PASSWORD.encode()]
 
@@ -229,25 +230,26 @@ class Clock:
         return self.now
 
 
-async def test_failures_are_throttled_per_address_without_bcrypt(make_security, checks):
+async def test_failures_are_throttled_per_address_and_user_without_bcrypt(make_security, checks):
     clock = Clock()
-    sec = make_security(throttle=AddressThrottle(burst=3, per_second=0.1, clock=clock))
+    sec = make_security(throttle=AddressThrottle(burst=3, per_second=0.1, clock=clock, address_factor=2))
     assert (await sec.authenticate(header(*GOOD), "192.0.2.9")).user == "prometheus"   # verified elsewhere
     reasons = [(await sec.authenticate(header("prometheus", "guess"), "192.0.2.1")).reason for _ in range(3)]
     assert reasons == ["wrong_password"] * 3 and len(checks.calls) == 4
 
-    throttled = [await sec.authenticate(header(user, password), "192.0.2.1")
-                 for user, password in (("prometheus", "guess"), ("mallory", "guess"), GOOD)]
+    # The credential verified at 192.0.2.9 admits nobody at 192.0.2.1: refused before bcrypt.
+    throttled = [await sec.authenticate(header(user, password), "192.0.2.1") for user, password in (("prometheus", "guess"), GOOD)]
     assert {(v.reason, v.retry_after) for v in throttled} == {("throttled", 10)}
-    assert len(checks.calls) == 4                                    # refused before bcrypt, and before the cache
+    assert len(checks.calls) == 4
     assert (await sec.authenticate(header(*GOOD), "192.0.2.9")).user == "prometheus"   # others are not held back
     assert (await sec.authenticate(header("prometheus", "guess"), "192.0.2.2")).reason == "wrong_password"
 
-    assert sec.throttled("192.0.2.1") and not sec.throttled("192.0.2.9")   # what the listener asks at accept
-    clock.now += 10                                                  # one token back
-    assert not sec.throttled("192.0.2.1")
+    # Other names from the same address have a budget of their own, within the address's (6).
+    others = [(await sec.authenticate(header(f"user{i}", "guess"), "192.0.2.1")).reason for i in range(4)]
+    assert others == ["unknown_user"] * 3 + ["throttled"]
+    clock.now += 10                                                  # one token back (per user; two per address)
     assert (await sec.authenticate(header(*GOOD), "192.0.2.1")).user == "prometheus"
-    assert sec.auth_failures == {"wrong_password": 4, "throttled": 3}
+    assert sec.auth_failures == {"wrong_password": 4, "unknown_user": 3, "throttled": 3}
 
 
 async def test_successes_do_not_drain_the_budget(make_security, checks):
@@ -257,7 +259,7 @@ async def test_successes_do_not_drain_the_budget(make_security, checks):
     assert len(checks.calls) == 5
 
 
-async def test_a_throttled_address_gets_429_with_retry_after(serve_with, tmp_path, checks):
+async def test_a_throttled_address_and_user_gets_429_with_retry_after(serve_with, tmp_path, checks):
     running = await serve_with(write_web_config(tmp_path / "web.yml", users()),
                                throttle=AddressThrottle(burst=2, per_second=0.01))
     statuses = [(await running.get("/metrics", None, ("prometheus", "guess")))[0] for _ in range(2)]
@@ -277,44 +279,44 @@ def test_addresses_share_a_budget_per_ipv4_address_and_ipv6_64():
 
 def test_the_address_table_is_bounded():
     clock = Clock()
-    throttle = AddressThrottle(burst=1, per_second=0.001, size=2, clock=clock)
+    throttle = AddressThrottle(burst=1, per_second=0.001, size=4, clock=clock)
     for address in ("a", "b", "c"):
-        throttle.spend(address)
+        throttle.spend(address, b"u")                                # two budgets each: (address, user), address
+    assert len(throttle) == 4
+    assert throttle.retry_after("a", b"u") is None                  # forgotten first: the least recently failing
+    assert throttle.retry_after("b", b"u") and throttle.retry_after("c", b"u")
+    throttle.refund("c", b"u")                                       # back to full: not kept
     assert len(throttle) == 2
-    assert throttle.retry_after("a") is None                        # forgotten first: the least recently failing
-    assert throttle.retry_after("b") and throttle.retry_after("c")
-    throttle.refund("c")                                             # back to full: not kept
-    assert len(throttle) == 1
 
 
 # --- the bound on waiting checks ------------------------------------------------------------------
 
 async def test_past_the_bound_a_check_is_refused_at_once(serve_with, tmp_path, checks):
     running = await serve_with(write_web_config(tmp_path / "web.yml", users()),
-                               pool=BcryptPool(workers=1, max_pending=3), throttle=AddressThrottle(burst=100))
+                               pool=BcryptPool(workers=1, max_pending=3, per_address=100), throttle=AddressThrottle(burst=100))
     assert (await running.get("/metrics", None, GOOD))[0] == 200
     checks.hold()
-    held = [asyncio.create_task(running.get("/metrics", None, ("prometheus", f"guess-{i}"))) for i in range(3)]
+    held = [asyncio.create_task(running.get("/metrics", None, ("prometheus", f"guess-{i}"))) for i in range(4)]
     await checks.wait_started(2)
-    await wait_until(lambda: running.security.part().bcrypt_pending == 3)
+    await wait_until(lambda: running.security.part().bcrypt_pending == 4)     # one running, three waiting
     status, body, headers = await asyncio.wait_for(running.get("/metrics", None, ("mallory", "guess")), HOLD_SECONDS / 2)
     assert (status, headers["Retry-After"]) == (503, "1") and "too many credential checks" in body
     assert (await asyncio.wait_for(running.get("/metrics", None, GOOD), HOLD_SECONDS / 2))[0] == 200
     assert len(checks.calls) == 2                                    # the first check and one held guess
     checks.release()
-    assert [r[0] for r in await asyncio.gather(*held)] == [401] * 3
-    assert running.security.auth_failures == {"overloaded": 1, "wrong_password": 3}
+    assert [r[0] for r in await asyncio.gather(*held)] == [401] * 4
+    assert running.security.auth_failures == {"overloaded": 1, "wrong_password": 4}
     assert running.security.part().bcrypt_pending == 0
 
 
 async def test_the_bound_counts_bcrypt_work_not_just_checks():
     gate = threading.Event()
-    pool = BcryptPool(workers=1, max_pending=10, max_work=2 * 2**4)
+    pool = BcryptPool(workers=1, max_pending=10, max_work=2**4)      # one cost-4 check may wait (the running one is not counted)
     try:
         cheap, dear = fake_hash(4).encode(), fake_hash(12).encode()
         first, second = pool.submit(lambda p, h: gate.wait(HOLD_SECONDS), b"", cheap), pool.submit(lambda p, h: True, b"", cheap)
         assert first is not None and second is not None
-        assert pool.submit(lambda p, h: True, b"", cheap) is None     # a third would exceed the work
+        assert pool.submit(lambda p, h: True, b"", cheap) is None     # a second waiting would exceed the work
         assert pool.submit(lambda p, h: True, b"", dear) is None
         gate.set()
         assert await first and await second
@@ -332,7 +334,7 @@ async def test_bcrypt_runs_below_the_event_loop_s_priority():
         check = pool.submit(lambda p, h: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()), b"", fake_hash(4).encode())
         assert check is not None
         loop_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-        assert await check == min(19, loop_nice + auth.BCRYPT_NICE)
+        assert await check == min(19, loop_nice + bcrypt_pool.BCRYPT_NICE)
     finally:
         pool.close()
 
