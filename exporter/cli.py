@@ -110,4 +110,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(settings.log.format, settings.log.level)
     if args.command == "once":
         return once.run(settings)
-    return serve.run(settings)
+    return serve.run(settings, reread=lambda: load_settings(args, os.environ))

@@ -7,6 +7,7 @@ import logging
 import sys
 
 from exporter import __version__
+from exporter.commands.reload import Reread, hold_sighup, reload_on_sighup
 from exporter.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from exporter.core.gil import favour_the_event_loop
 from exporter.core.heap import freeze_startup
@@ -29,7 +30,10 @@ def web_security(settings: Settings) -> WebSecurity | None:
     return WebSecurity.from_file(settings.web.config_file, exempt_paths=exempt)
 
 
-def run(settings: Settings) -> int:
+def run(settings: Settings, reread: Reread | None = None) -> int:
+    """Serve until SIGINT or SIGTERM; SIGHUP re-reads the files (``reread``: the settings as
+    at start, from the files again)."""
+    hold_sighup()
     from exporter.web.app import create_app
     from exporter.web.fds import fit_open_files
     from exporter.web.server import HttpServer
@@ -46,7 +50,7 @@ def run(settings: Settings) -> int:
     routes = ingest_http.routes(node.ingest, token, node.posted, node.sampler.publish) if node.ingest is not None else []
     app = create_app(
         node.exposition, lambda: node.store.sampled.ready, routes=routes, bearer_paths=ingest_http.bearer_paths(token),
-        security=security, background=[node.sampler.run_forever], about=node.about,
+        security=security, background=[node.sampler.run_forever, reload_on_sighup(settings, reread, security)], about=node.about,
     )
     host, port = settings.listen
     try:

@@ -17,6 +17,7 @@ run bcrypt. ``checks`` and ``pending`` are plain ints a scrape may read from ano
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
 from collections import deque
@@ -132,7 +133,7 @@ class BcryptPool:
             if len(self._served) > _SERVED_SIZE:
                 del self._served[next(iter(self._served))]
             ran = asyncio.wrap_future(self._executor.submit(job.check, job.password, job.hashed))
-            ran.add_done_callback(lambda done, job=job: self._finished(job, done))
+            ran.add_done_callback(functools.partial(self._finished, job))
 
     def _finished(self, job: _Job, done: asyncio.Future[bool]) -> None:
         self._running -= 1

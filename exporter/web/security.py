@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import ssl
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,6 +114,7 @@ class WebSecurity:
         self._cache = SuccessCache(cache_seconds, AUTH_CACHE_SIZE, clock)
         self._pool = pool if pool is not None else BcryptPool()
         self._throttle = throttle if throttle is not None else AddressThrottle(clock=clock)
+        self._reloading = threading.Lock()
         self._failed_signature: Signature | None = None
         self._failed_error: str | None = None   # the error last logged; logged again only when it changes
         self.last_reload_success = True
@@ -138,12 +140,16 @@ class WebSecurity:
 
     # --- reload ---
 
-    def reload_if_changed(self) -> bool | None:
-        """Re-read when a file changed: True reloaded, False kept the last good state, None unchanged.
-        Blocking (file reads): run it in a thread."""
+    def reload_if_changed(self, force: bool = False) -> bool | None:
+        """Re-read when a file changed (``force``: in any case, as SIGHUP asks): True reloaded,
+        False kept the last good state, None unchanged. Blocking (file reads): run it in a thread."""
+        with self._reloading:    # the poll and a SIGHUP may ask at once, from two threads
+            return self._reload(force)
+
+    def _reload(self, force: bool) -> bool | None:
         paths = [self.path, *(self.state.config.tls.files if self.state.config.tls else ())]
         current = _signature(tuple(paths))
-        if current == self.state.signature or current == self._failed_signature:
+        if not force and (current == self.state.signature or current == self._failed_signature):
             return None
         try:
             new = load_web_config(self.path)

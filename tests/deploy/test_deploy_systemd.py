@@ -43,6 +43,7 @@ def test_sandbox_options() -> None:
     allowed = {v.split()[0] for v in d["DeviceAllow"]}
     assert {"/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"} | {f"/dev/davinci{i}" for i in range(8)} <= allowed
     assert one["ExecStart"].split()[1:] == ["serve", "--config", "/etc/cann-exporter/config.yaml"]
+    assert one["ExecReload"] == "/bin/kill -HUP $MAINPID"       # serve re-reads its files on SIGHUP, never exits
 
 
 def test_systemd_analyze_verify(tmp_path: Path) -> None:

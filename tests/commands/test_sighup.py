@@ -1,0 +1,85 @@
+"""SIGHUP to a real `serve --simulate`: the web config is re-read (even when its stat did not
+change, so the every-second watcher could not have seen it) and the --config file checked
+again; each outcome is logged; bad files keep the last good state; the exporter never exits."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.support.hostile import write
+
+CSP = "http_server_config:\n  headers:\n    Content-Security-Policy: default-src '{}'\n"
+
+
+def csp(port: int) -> str | None:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+        return resp.headers.get("Content-Security-Policy")
+
+
+def rewrite_keeping_stat(path: Path, text: str) -> None:
+    """New content of the same size in the same inode, the old mtime put back: the watcher's
+    signature does not change, only a re-read sees it."""
+    before = os.stat(path)
+    assert len(text.encode()) == before.st_size
+    with open(path, "r+b") as f:
+        f.write(text.encode())
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def hup_and_wait(exporter, log_line: str, count: int = 1, deadline: float = 30.0) -> str:
+    """SIGHUP, then the log once it holds ``log_line`` ``count`` times (bounded)."""
+    os.kill(exporter.proc.pid, signal.SIGHUP)
+    end = time.monotonic() + deadline
+    while True:
+        log = exporter.log_path.read_text(errors="replace")
+        if log.count(log_line) >= count:
+            return log
+        assert exporter.proc.poll() is None, f"exited on SIGHUP ({exporter.proc.returncode}); log:\n{log[-3000:]}"
+        assert time.monotonic() < end, f"no {log_line!r} x{count} in {deadline}s; log:\n{log[-3000:]}"
+        time.sleep(0.1)
+
+
+def test_sighup_rereads_the_files_logs_it_and_never_exits(start: Callable[..., object], tmp_path: Path) -> None:
+    web = write(tmp_path / "web.yml", CSP.format("self"))
+    config = write(tmp_path / "config.yaml", f"web:\n  config_file: {web}\nmax_age: 180s\n")
+    exporter = start("--simulate", "--config", str(config))
+    port = exporter.port
+    assert csp(port) == "default-src 'self'"
+
+    # Changed without a stat change: only SIGHUP's re-read applies it.
+    rewrite_keeping_stat(web, CSP.format("none"))
+    time.sleep(2.5)                                                # two polls of the watcher: nothing seen
+    assert csp(port) == "default-src 'self'"
+    log = hup_and_wait(exporter, "SIGHUP: web config re-read")
+    assert "SIGHUP: re-reading the configuration files" in log and "applied" in log
+    assert "the configuration is valid and unchanged" in log
+    assert csp(port) == "default-src 'none'"
+
+    # A header HTTP cannot carry: refused naming it, the last good one stays.
+    write(web, CSP.format("s\u2019f"))
+    log = hup_and_wait(exporter, "SIGHUP: web config re-read", count=2)
+    assert "http_server_config.headers.Content-Security-Policy: character U+2019" in log
+    assert "refused, the last good one stays in force" in log
+    assert csp(port) == "default-src 'none'"
+
+    # --config changed (valid): logged as needing a restart; then invalid: problems by key.
+    write(config, f"web:\n  config_file: {web}\nmax_age: 240s\n")
+    log = hup_and_wait(exporter, "the changes take effect at the next restart")
+    assert "max_age" in log.split("the changes take effect at the next restart")[-1].splitlines()[0]
+    write(config, f"web:\n  config_file: {web}\nmax_agee: 240s\n")
+    log = hup_and_wait(exporter, "SIGHUP: the configuration has problems")
+    assert "max_agee" in log.split("SIGHUP: the configuration has problems")[-1].splitlines()[0]
+
+    # A burst of signals: folded into one more re-read or a few, never fatal.
+    done = log.count("SIGHUP: re-reading the configuration files")
+    for _ in range(5):
+        os.kill(exporter.proc.pid, signal.SIGHUP)
+    log = hup_and_wait(exporter, "SIGHUP: re-reading the configuration files", count=done + 1)
+    assert exporter.get("/healthz")[0] == 200 and exporter.get("/metrics")[0] == 200
+    assert "Traceback" not in log and "reload crashed" not in log
+    assert exporter.terminate_within(15) == 0
