@@ -220,6 +220,7 @@ class Recorded(BcryptPool):
         return future
 
 
+@pytest.mark.timeout(300)    # cost 14 in niced threads: minutes on a machine loaded 30 deep
 async def test_guessers_at_cost_14_do_not_starve_the_scraper_once_its_cache_expires(serve):
     """Four addresses guess at 0.5/s each against a cost-14 user (never throttled), which keeps
     both bcrypt threads busy: every uncached scrape is still admitted and answered 200, and
@@ -231,7 +232,7 @@ async def test_guessers_at_cost_14_do_not_starve_the_scraper_once_its_cache_expi
     hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(14)).decode()
     pool = Recorded()
     url, sec = await serve({"prometheus": hashed}, cache_seconds=2.5, pool=pool)
-    assert await get(url + "/metrics", GOOD, timeout=120) == 200
+    assert await get(url + "/metrics", GOOD, timeout=60) == 200
     stop = asyncio.Event()
 
     async def guess(source: str) -> None:
@@ -241,21 +242,23 @@ async def test_guessers_at_cost_14_do_not_starve_the_scraper_once_its_cache_expi
                 break
             pending.append(asyncio.create_task(get(url + "/metrics", ("prometheus", f"guess-{source}-{i}"), source=source, timeout=300)))
             await asyncio.sleep(2.0)
+        for task in pending:        # guesses still queued hang up (their places are freed), as a scrape timeout would
+            task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
 
     guessers = [asyncio.create_task(guess(source)) for source in GUESSERS]
     try:
         scrapes = []
-        for _ in range(4):
+        for _ in range(3):
             await asyncio.sleep(3.0)                               # the cache (2.5 s) has expired
-            scrapes.append(await get(url + "/metrics", GOOD, timeout=120))
+            scrapes.append(await get(url + "/metrics", GOOD, timeout=60))
     finally:
         stop.set()
         await asyncio.gather(*guessers)
-    assert scrapes == [200] * 4
+    assert scrapes == [200] * 3
     events = pool.events
     scraper = [i for i, e in enumerate(events) if e == ("submit", PASSWORD.encode())]
-    assert len(scraper) == 5 and sum(e[0] == "submit" for e in events) > 5 + 4    # guesses were checked too
+    assert len(scraper) == 4 and sum(e[0] == "submit" for e in events) > 4 + 4    # guesses were checked too
     for submitted in scraper:
         started = events.index(("start", PASSWORD.encode()), submitted)
         ahead = [e for e in events[submitted:started] if e[0] == "start"]
