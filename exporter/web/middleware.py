@@ -52,9 +52,9 @@ def _refused(request: web.Request, verdict: Verdict) -> web.Response:
         response = web.json_response({"error": message, "reason": reason}, status=status, headers=headers)
     else:
         response = web.Response(status=status, text=message + "\n", headers=headers)
-    # Closed after the answer: a throttled client must connect again, and the listener turns
-    # its new connections away before parsing a request (cheap), so a flood of guesses cannot
-    # keep the event loop busy answering 429s.
+    # Closed after the answer: a throttled client must connect again, and new connections from
+    # one address are rate-limited before they cost a slot (web/limits.py), so a flood of guesses
+    # cannot keep the event loop busy answering 429s on one kept-alive connection.
     response.force_close()
     return response
 
