@@ -13,6 +13,7 @@ from exporter.core.errors import EXIT_FAILURE, EXIT_OK
 from exporter.node.assembly import assemble
 from exporter.node.collectors import npu_smi_needed
 from exporter.node.settings import Settings
+from exporter.npusmi.part import DEVICES
 
 
 def run(settings: Settings) -> int:
@@ -20,7 +21,8 @@ def run(settings: Settings) -> int:
     asyncio.run(node.sampler.run_once())
     sys.stdout.write(generate_latest(node.registry).decode())
     ran_npu_smi = npu_smi_needed(settings.collector)
-    if ran_npu_smi and not any(chip.up for chip in node.store.current.devices.chips):
+    devices = node.store.current.get(DEVICES)
+    if ran_npu_smi and not (devices and any(chip.up for chip in devices.chips)):
         print("cann-exporter: no chip could be read", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK

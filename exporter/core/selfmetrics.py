@@ -11,6 +11,7 @@ from prometheus_client.core import Metric
 from exporter import __version__
 from exporter.core.health import SourceStatus
 from exporter.core.metric import family, spec
+from exporter.core.snapshot import PartKey
 
 BUILD_INFO = spec("cann_exporter_build_info", "gauge", "Exporter build; value 1.", ("version", "python_version"),
                   field=("version", "python_version"))
@@ -117,3 +118,6 @@ class StatusCollector:
         stale = family(STALE_CHIPS)
         stale.add_metric([], part.stale_chips)
         yield stale
+
+
+STATUS = PartKey("status", StatusPart)   # its snapshot key

@@ -9,6 +9,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from exporter.core.selfmetrics import STATUS
 from exporter.diagnostics.model import CannotDiagnose
 from exporter.diagnostics.scrape_reader import Scrape, any_chip_read, parse_exposition
 from exporter.node.settings import ConfigError, Settings, build_settings, load_yaml
@@ -28,9 +29,11 @@ async def scrape_local(settings: Settings, samples: int = 1, interval: float = 1
     from prometheus_client import generate_latest
 
     from exporter.node.assembly import assemble
+    from exporter.npusmi.source import NpuSmiSource
 
     node = assemble(settings, ingest=False)
-    command = " ".join(node.npu_smi.command)
+    npu_smi = node.source(NpuSmiSource)
+    command = " ".join(npu_smi.command) if npu_smi else "npu-smi"
     scrapes: list[Scrape] = []
     for index in range(max(1, samples)):
         if index:
@@ -39,7 +42,8 @@ async def scrape_local(settings: Settings, samples: int = 1, interval: float = 1
         text = generate_latest(node.registry).decode()
         scrapes.append(parse_exposition(text, time.time(), "local node"))
     if not any_chip_read(scrapes):
-        sources = node.store.sampled.status.sources
+        status = node.store.sampled.get(STATUS)
+        sources = status.sources if status else ()
         errors = sorted({f"{s.name}: {reason}" for s in sources for reason in s.errors})
         detail = f" ({', '.join(errors)})" if errors else ""
         raise CannotDiagnose(f"no NPU chip could be read through {command}{detail}; use --npu-smi PATH, "

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from exporter.core.snapshot import PartKey
 from exporter.hccn import records as p
 from exporter.hccn.records import NET_HEALTH_STATES
 
@@ -178,3 +179,6 @@ def _classify(key: str) -> tuple[str, str, str] | None:
     if what in _A5_ERRORS:
         return ("errors", direction, _A5_ERRORS[what])
     return ("packets", direction, _A5_RENAMES.get(what, what))
+
+
+NETWORK = PartKey("network", NetworkPart)   # its snapshot key

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from exporter.core.snapshot import PartKey
 from exporter.jobs.admission import Newcomer, client_key, plan
 from exporter.jobs.metrics import JOB_DURATION_BUCKETS
 from exporter.jobs.options import IngestOptions
@@ -228,3 +229,6 @@ class IngestStore:
             )
             self._part = (self._changes, JobsPart(ranks, counters))
             return self._part[1]
+
+
+JOBS = PartKey("jobs", JobsPart)   # its snapshot key

@@ -28,7 +28,8 @@ from prometheus_client.openmetrics.exposition import (
 )
 
 from exporter.core.metric import Collector, family
-from exporter.node.snapshot import Snapshot, SnapshotStore
+from exporter.core.snapshot import Snapshot
+from exporter.node.snapshot import SnapshotStore
 
 OPENMETRICS_EOF = b"# EOF\n"
 KEPT = 2   # encodings kept per part and format, bodies per format: the served and the prepared
@@ -53,7 +54,11 @@ CLASSIC_NAMES = _classic_names()
 @dataclass(frozen=True)
 class Rendering:
     collector: Collector[Any]
-    part: Callable[[Snapshot], Any]     # the collector's part of a snapshot; None: nothing to render
+    name: str                           # the snapshot key of the part it renders
+
+    def part(self, snapshot: Snapshot) -> Any:
+        """Its part of ``snapshot``; None: nothing to render."""
+        return snapshot.parts.get(self.name)
 
 
 @dataclass(frozen=True)

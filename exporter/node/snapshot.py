@@ -1,10 +1,6 @@
-"""The snapshot: what /metrics renders at one moment, one immutable part per source.
-
-The sampler publishes a new snapshot after every task run, built from each sampled source's
-``part()`` (npu-smi, hccn_tool, kubelet, profiles, the exporter's process) and the exporter's own
-status. The parts that change between runs by themselves, the ingest (jobs), the web
-config and the HTTP listener's counts, are read when a scrape asks. A part is None when its
-source is off.
+"""The snapshot store: the latest snapshot the sampler published (core/snapshot.py), and the
+live parts (pushed training steps, the web config, the HTTP listener's counts), which change
+between sampler runs and are read again on their own cadence.
 """
 
 from __future__ import annotations
@@ -12,33 +8,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, fields, replace
+from collections.abc import Awaitable, Callable, Mapping
 
-from exporter.core.selfmetrics import StatusPart
-from exporter.hccn.part import NetworkPart
-from exporter.jobs.store import JobsPart
-from exporter.npusmi.part import DevicesPart
-from exporter.pods.part import PodsPart
-from exporter.profiles.part import ProfilesPart
-from exporter.resources.part import ResourcesPart
-from exporter.web.collector import HttpStatus, WebStatus
+from exporter.core.snapshot import Snapshot
 
 log = logging.getLogger("exporter")
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    ready: bool = False                     # the first sample is done (npu-smi's overview)
-    status: StatusPart = StatusPart()
-    devices: DevicesPart = DevicesPart()
-    network: NetworkPart | None = None
-    pods: PodsPart | None = None
-    profiles: ProfilesPart | None = None
-    jobs: JobsPart | None = None
-    web: WebStatus | None = None
-    resources: ResourcesPart | None = None
-    http: HttpStatus | None = None          # `serve`'s listener: connections, the cap, deadlines
 
 
 # Pausing this many times what reading the live parts and encoding them cost keeps a store that
@@ -50,8 +24,8 @@ class SnapshotStore:
     """The latest sampled snapshot; replacing the reference is the only mutation.
 
     A published part equal to the one it replaces is not replaced: an unchanged part stays the
-    same object, which is how the exposition knows its encoding is still current. ``jobs``,
-    ``web`` and ``http``, when given, are the parts that change between sampler runs (training
+    same object, which is how the exposition knows its encoding is still current. ``live``
+    names the parts that change between sampler runs (training
     hooks POST at any time, the web config reloads, clients connect). They are read again only
     after a pause in proportion to what reading them, and encoding what changed, cost
     (``LIVE_COST_FACTOR`` times; the exposition reports its encodes through :meth:`charge`), at
@@ -61,23 +35,19 @@ class SnapshotStore:
 
     def __init__(
         self,
-        jobs: Callable[[], JobsPart] | None = None,
-        web: Callable[[], WebStatus] | None = None,
+        live: Mapping[str, Callable[[], object]] | None = None,
         *,
-        http: Callable[[], HttpStatus] | None = None,
         live_interval: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
         cost_clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._sampled = Snapshot()
-        self.jobs = jobs
-        self.web = web
-        self.http = http
+        self.live = dict(live or {})
         self.live_interval = live_interval
         self._clock = clock
         self._cost_clock = cost_clock
         self._pause = 0.0   # until the live parts are read again: LIVE_COST_FACTOR x their cost
-        self._live: tuple[float, JobsPart | None, WebStatus | None, HttpStatus | None] | None = None
+        self._live: tuple[float, dict[str, object]] | None = None
         self._lock = threading.Lock()
         self._preparer: Callable[[Snapshot], Awaitable[None]] | None = None
         self._generation = 0   # publishes so far: a prepared publish checks nobody published meanwhile
@@ -95,7 +65,7 @@ class SnapshotStore:
         generation = self._generation
         snapshot = self._merged(build())
         preparer = self._preparer
-        if preparer is not None and any(getattr(snapshot, f.name) is not getattr(self._sampled, f.name) for f in fields(Snapshot)):
+        if preparer is not None and _changed(snapshot, self._sampled):
             try:
                 await preparer(snapshot)
             except Exception:   # the scrape that needs it encodes it (and fails) in the open
@@ -118,10 +88,10 @@ class SnapshotStore:
     def _merged(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot`` with each part equal to the current one replaced by the current one: an
         unchanged part stays the same object, so its encodings stay valid."""
-        old = self._sampled
-        kept = {f.name: getattr(old, f.name) for f in fields(Snapshot)
-                if getattr(snapshot, f.name) is not getattr(old, f.name) and getattr(snapshot, f.name) == getattr(old, f.name)}
-        return replace(snapshot, **kept) if kept else snapshot
+        old = self._sampled.parts
+        kept = {name: old[name] for name, part in snapshot.parts.items()
+                if name in old and part is not old[name] and part == old[name]}
+        return snapshot.replaced(kept) if kept else snapshot
 
     @property
     def sampled(self) -> Snapshot:
@@ -134,32 +104,33 @@ class SnapshotStore:
 
     def with_live(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot`` with the live parts as they are now."""
-        if self.jobs is None and self.web is None and self.http is None:
+        if not self.live:
             return snapshot
-        _, jobs, web, http = self._live_parts()
-        return replace(snapshot, jobs=jobs, web=web, http=http)
+        return snapshot.replaced(self._live_parts()[1])
 
     def charge(self, part: object, seconds: float) -> None:
         """``part`` took ``seconds`` to encode: when it is a live part, the pause grows by its
         share (an encode of thousands of series costs far more than reading them)."""
         with self._lock:
             live = self._live
-            if live is not None and any(part is p for p in live[1:] if p is not None):
+            if live is not None and any(part is p for p in live[1].values() if p is not None):
                 self._pause = min(self.live_interval, self._pause + LIVE_COST_FACTOR * seconds)
 
-    def _live_parts(self) -> tuple[float, JobsPart | None, WebStatus | None, HttpStatus | None]:
+    def _live_parts(self) -> tuple[float, dict[str, object]]:
         with self._lock:   # scrapes encode in threads: one reader refreshes, the others reuse
             now = self._clock()
             live = self._live
             if live is None or now - live[0] >= self._pause:
                 started = self._cost_clock()
-                jobs = self.jobs() if self.jobs is not None else None
-                web = self.web() if self.web is not None else None
-                http = self.http() if self.http is not None else None
+                parts = {name: read() for name, read in self.live.items()}
                 self._pause = min(self.live_interval, LIVE_COST_FACTOR * (self._cost_clock() - started))
                 if live is not None:   # equal parts stay the same object (see publish)
-                    jobs = live[1] if jobs is live[1] or jobs == live[1] else jobs
-                    web = live[2] if web is live[2] or web == live[2] else web
-                    http = live[3] if http is live[3] or http == live[3] else http
-                live = self._live = (now, jobs, web, http)
+                    parts = {name: live[1][name] if name in live[1] and (part is live[1][name] or part == live[1][name]) else part
+                             for name, part in parts.items()}
+                live = self._live = (now, parts)
             return live
+
+
+def _changed(new: Snapshot, old: Snapshot) -> bool:
+    """Whether some part of ``new`` is not the very object of ``old``'s."""
+    return new.parts.keys() != old.parts.keys() or any(part is not old.parts[name] for name, part in new.parts.items())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from exporter.core.snapshot import PartKey
 from exporter.npusmi import parse as p
 
 MIB = 1024 * 1024          # npu-smi's "MB" are MiB
@@ -184,3 +185,6 @@ def ecc_counts(ecc: p.ChipEcc, suffix: str, memories: tuple[str, ...] = ("ddr", 
             if count is not None:
                 out.append(EccCount(memory, kind, count))
     return tuple(out)
+
+
+DEVICES = PartKey("devices", DevicesPart)   # its snapshot key

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from exporter.core.snapshot import PartKey
 from exporter.npusmi.part import ChipSample
 from exporter.pods.kubelet import SKIP_REASONS, PodAttribution
 
@@ -72,3 +73,6 @@ def match(attributions: Iterable[PodAttribution], chips: Iterable[ChipSample], m
     for reason, count in skipped.items():
         counts[reason] = counts.get(reason, 0) + count
     return Matched(PodsPart(tuple(found), tuple(sorted(counts.items()))), tuple(no_chip))
+
+
+PODS = PartKey("pods", PodsPart)   # its snapshot key

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from exporter.core.snapshot import PartKey
 from exporter.profiles.indicators import OperatorShare, ProfileSummary
 
 
@@ -63,3 +64,6 @@ def latest_per_rank(summaries: Iterable[ProfileSummary]) -> tuple[ProfileSummary
         if old is None or (summary.finished_at or 0.0, summary.path) > (old.finished_at or 0.0, old.path):
             best[key] = summary
     return tuple(best[k] for k in sorted(best, key=lambda k: (k[0], k[1] is None, k[1] or 0)))
+
+
+PROFILES = PartKey("profiles", ProfilesPart)   # its snapshot key

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from exporter.core.snapshot import PartKey
+
 
 @dataclass(frozen=True)
 class GcGeneration:
@@ -28,3 +30,6 @@ class ResourcesPart:
     memory_limit_bytes: float | None = None      # the cgroup's, lowest up the hierarchy; None: unlimited
     python: tuple[str, str, str, str, str] = ("", "", "", "", "")   # implementation, major, minor, patchlevel, version
     gc: tuple[GcGeneration, ...] = ()
+
+
+RESOURCES = PartKey("resources", ResourcesPart)   # its snapshot key

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from prometheus_client.core import Metric
 
 from exporter.core.metric import family
+from exporter.core.snapshot import PartKey
 from exporter.web.metrics import (
     HTTP_ACCEPT_ERRORS,
     HTTP_BODY_BYTES_IN_FLIGHT,
@@ -86,3 +87,7 @@ class HttpCollector:
             for key, count in counts:
                 counter.add_metric([key], count)
             yield counter
+
+
+WEB = PartKey("web", WebStatus)      # snapshot keys of the web layer's own parts
+HTTP = PartKey("http", HttpStatus)

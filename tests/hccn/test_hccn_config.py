@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from exporter.core.options import ConfigError
-from exporter.node.assembly import assemble, hccn_command
+from exporter.node.assembly import assemble
+from exporter.node.sources import hccn_command
 from exporter.node.settings import build_settings
 from exporter.node.simulate import npu_smi_command, simulated_tool
 
@@ -60,6 +61,6 @@ def test_assembly_adds_the_tasks_after_npu_smi_and_the_collector():
     names = [task.name for task in exporter.sampler.tasks]
     assert names[0] == "npu_smi_info" and names.index("hccn") > names.index("npu_smi_info")
     assert names[names.index("hccn"):names.index("hccn") + 2] == ["hccn", "hccn_slow"]
-    assert exporter.hccn is not None
+    assert "network" in exporter.sources
     off = assemble(build_settings(flags={"simulator.scenario": "healthy", "hccn.enabled": "false"}), ingest=False)
-    assert off.hccn is None and "hccn" not in [task.name for task in off.sampler.tasks]
+    assert "network" not in off.sources and "hccn" not in [task.name for task in off.sampler.tasks]

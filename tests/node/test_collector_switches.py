@@ -13,7 +13,7 @@ from prometheus_client import generate_latest
 
 from exporter.cli import main
 from exporter.core.metric import MetricSpec
-from exporter.core.selfmetrics import SELF_METRICS
+from exporter.core.selfmetrics import SELF_METRICS, STATUS
 from exporter.hccn.metrics import NETWORK_METRICS
 from exporter.jobs.metrics import INGEST_METRICS, JOB_METRICS
 from exporter.node.assembly import Node, assemble
@@ -24,6 +24,7 @@ from exporter.pods.metrics import POD_METRICS
 from exporter.pods.podresources_pb import api_pb2 as pb
 from exporter.profiles.metrics import PROFILE_METRICS
 from exporter.resources.metrics import RESOURCE_METRICS
+from exporter.resources.part import RESOURCES
 from exporter.web.metrics import HTTP_METRICS, WEB_METRICS
 from tests.support.hccn import calls as hccn_calls
 from tests.support.hccn import write_replay_hccn
@@ -98,7 +99,7 @@ def test_all_on_every_source_runs(stage: Stage) -> None:
     assert {"info", "info -m", "info -t usages -i 0", "info -t ecc -i 0"} <= set(npu_smi_calls(stage.root / "npu"))
     assert any(call.startswith("info -t board") for call in npu_smi_calls(stage.root / "npu"))
     assert hccn_calls(stage.root / "hccn") and stage.kubelet.calls >= 1
-    assert node.profiles is not None and node.ingest is not None
+    assert node.sources.get("profiles") is not None and node.ingest is not None
     # Every collector's families are described (those with series under an event, too).
     for name in ("devices", "processes", "network", "pods", "profiles", "jobs"):
         assert names(FAMILIES[name]) & described(text), name
@@ -113,15 +114,15 @@ def test_one_collector_off(stage: Stage, off: str) -> None:
     if off == "devices":   # the process table still needs `info`; the chip-only reads are skipped
         assert "info" in npu_smi and not [c for c in npu_smi if c.startswith("info -t")]
     elif off == "network":
-        assert hccn_calls(stage.root / "hccn") == [] and node.hccn is None
+        assert hccn_calls(stage.root / "hccn") == [] and "network" not in node.sources
     elif off == "pods":
-        assert stage.kubelet.calls == 0 and node.pods is None
+        assert stage.kubelet.calls == 0 and "pods" not in node.sources
     elif off == "profiles":
-        assert node.profiles is None and "profiles" not in {s.name for s in node.store.sampled.status.sources}
+        assert "profiles" not in node.sources and "profiles" not in {s.name for s in node.store.sampled.get(STATUS).sources}
     elif off == "jobs":
         assert node.ingest is None
     elif off == "self":
-        assert node.store.sampled.resources is None
+        assert node.store.sampled.get(RESOURCES) is None
     # Everything else still runs.
     for name in set(NAMES) - {off}:
         assert names(FAMILIES[name]) & described(text), name

@@ -14,8 +14,8 @@ from prometheus_client.openmetrics.exposition import (
     generate_latest as generate_openmetrics,
 )
 
-from exporter.core.selfmetrics import StatusPart
-from exporter.jobs.store import IngestStore
+from exporter.core.selfmetrics import STATUS, StatusPart
+from exporter.jobs.store import JOBS, IngestStore
 from exporter.jobs.validate import IngestLimits, parse_batch
 from exporter.node.assembly import assemble
 from exporter.node.settings import build_settings
@@ -70,8 +70,8 @@ def test_an_unchanged_part_is_not_encoded_again():
     node.store.publish(replace(node.store.sampled))
     assert exposition.ready_body(False) is not None and exposition.encodes == parts
     # One part changes: only that part is encoded again.
-    status = node.store.sampled.status
-    node.store.publish(replace(node.store.sampled, status=StatusPart(status.sources, status.simulated, status.stale_chips + 1)))
+    status = node.store.sampled.get(STATUS)
+    node.store.publish(node.store.sampled.replaced({STATUS.name: StatusPart(status.sources, status.simulated, status.stale_chips + 1)}))
     assert exposition.ready_body(False) is None
     exposition.body(False)
     assert exposition.encodes == parts + 1
@@ -81,13 +81,13 @@ def test_a_store_that_is_cheap_to_read_is_fresh_at_every_read():
     ingest = IngestStore()
     now = [100.0]
     cheap = iter(range(0, 10**6))   # each read "costs" 1 µs: a pause of 50 µs, far below the cap
-    store = SnapshotStore(jobs=ingest.part, live_interval=1.0, clock=lambda: now[0], cost_clock=lambda: next(cheap) * 1e-6)
+    store = SnapshotStore({"jobs": ingest.part}, live_interval=1.0, clock=lambda: now[0], cost_clock=lambda: next(cheap) * 1e-6)
     step = {"job_name": "bert", "rank": 0, "steps": [{"duration": 0.5}]}
     seen = []
     for _ in range(3):
         ingest.accept(batch(step))
         now[0] += 0.001
-        seen.append(store.current.jobs.counters.steps)
+        seen.append(store.current.get(JOBS).counters.steps)
     assert seen == [1, 2, 3]
 
 
@@ -95,18 +95,18 @@ def test_training_steps_are_coalesced_into_one_part_per_interval():
     now = [100.0]
     ingest = IngestStore()
     costly = iter(range(0, 10**6, 1))   # every read of the parts "costs" 1 s: the pause is the cap
-    store = SnapshotStore(jobs=ingest.part, live_interval=1.0, clock=lambda: now[0], cost_clock=lambda: float(next(costly)))
+    store = SnapshotStore({"jobs": ingest.part}, live_interval=1.0, clock=lambda: now[0], cost_clock=lambda: float(next(costly)))
     step = {"job_name": "bert", "rank": 0, "steps": [{"duration": 0.5}]}
     ingest.accept(batch(step))
-    first = store.current.jobs
+    first = store.current.get(JOBS)
     for _ in range(10):   # a burst of steps within the interval: the same part
         ingest.accept(batch(step))
-        assert store.current.jobs is first
+        assert store.current.get(JOBS) is first
     now[0] += 1.0
-    later = store.current.jobs
+    later = store.current.get(JOBS)
     assert later is not first and later.counters.steps == 11
     now[0] += 1.0
-    assert store.current.jobs is later   # nothing new: equal, so still the same object
+    assert store.current.get(JOBS) is later   # nothing new: equal, so still the same object
     assert ingest.part() is ingest.part() is later   # an idle store copies nothing
     ingest.reject("too_large")
     assert ingest.part() is not later
@@ -118,21 +118,21 @@ def test_the_encode_of_a_live_part_counts_in_the_pause():
     now = [100.0]
     ingest = IngestStore()
     cheap = iter(range(0, 10**6))   # reads "cost" 1 µs each
-    store = SnapshotStore(jobs=ingest.part, live_interval=1.0, clock=lambda: now[0], cost_clock=lambda: next(cheap) * 1e-6)
+    store = SnapshotStore({"jobs": ingest.part}, live_interval=1.0, clock=lambda: now[0], cost_clock=lambda: next(cheap) * 1e-6)
     step = {"job_name": "bert", "rank": 0, "steps": [{"duration": 0.5}]}
     ingest.accept(batch(step))
-    first = store.current.jobs
+    first = store.current.get(JOBS)
     store.charge(object(), 1.0)          # not a live part: no pause
     ingest.accept(batch(step))
     now[0] += 0.001
-    second = store.current.jobs
+    second = store.current.get(JOBS)
     assert second is not first
     store.charge(second, 0.004)          # its encode took 4 ms: paused 50 x 4 ms = 0.2 s
     ingest.accept(batch(step))
     now[0] += 0.1
-    assert store.current.jobs is second
+    assert store.current.get(JOBS) is second
     now[0] += 0.15
-    assert store.current.jobs.counters.steps == 3
+    assert store.current.get(JOBS).counters.steps == 3
 
 
 async def test_an_ingest_app_serves_encoded_parts_equal_to_a_fresh_render(aiohttp_client):

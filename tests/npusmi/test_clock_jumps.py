@@ -19,7 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.core.health import HealthRegistry
 from exporter.core.runner import RunError, RunResult
 from exporter.core.sampler import Sampler
-from exporter.core.selfmetrics import StatusCollector
+from exporter.core.selfmetrics import StatusCollector, StatusPart
+from exporter.core.source import Derived, Sampled
 from exporter.hccn.source import HccnSource
 from exporter.jobs.store import IngestStore
 from exporter.jobs.validate import IngestLimits, parse_batch
@@ -28,6 +29,7 @@ from exporter.node.exposition import Exposition, Rendering
 from exporter.node.snapshot import SnapshotStore
 from exporter.npusmi.collector import ChipsCollector
 from exporter.npusmi.options import NpuSmiOptions
+from exporter.npusmi.part import DEVICES
 from exporter.npusmi.source import NpuSmiSource
 from exporter.pods.source import PodResourcesSource
 from exporter.simulator.npusmi import SimOptions
@@ -78,12 +80,14 @@ class Node:
         options = NpuSmiOptions(details=("usages",), board=False, interval=10, detail_interval=10)
         self.source = NpuSmiSource(options, self.runner, self.health, max_age=MAX_AGE, clock=self.mono)
         self.store = SnapshotStore()
+        devices = Sampled("devices", self.source)
+        sources = {"devices": devices, "status": Derived("status", lambda s: StatusPart(self.health.statuses(), None, s.get(DEVICES).stale_chips))}
         self.sampler = Sampler(
-            self.source.tasks(), self.health, lambda ready: self.store.publish(build_snapshot(ready, self.health, self.source)),
+            self.source.tasks(), self.health, lambda ready: self.store.publish(build_snapshot(ready, sources)),
         )
         self.registry = CollectorRegistry()
         self.registry.register(Exposition(self.store, [
-            Rendering(ChipsCollector(), lambda s: s.devices), Rendering(StatusCollector(), lambda s: s.status),
+            Rendering(ChipsCollector(), "devices"), Rendering(StatusCollector(), "status"),
         ]))
 
     def scrape(self) -> dict:

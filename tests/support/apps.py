@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from exporter.core.snapshot import Snapshot
 from exporter.jobs import http as ingest_http
 from exporter.jobs.collector import JobCollector
-from exporter.jobs.store import IngestStore
+from exporter.jobs.store import JOBS, IngestStore
 from exporter.node.exposition import Exposition, Rendering
-from exporter.node.snapshot import Snapshot, SnapshotStore
+from exporter.node.snapshot import SnapshotStore
 from exporter.profiles.collector import ProfileCollector
+from exporter.profiles.part import PROFILES
 from exporter.profiles.posted import PostedProfiles, merged
 from exporter.web.app import create_app
-from exporter.web.collector import WebCollector
+from exporter.web.collector import WEB, WebCollector
 from exporter.web.security import WebSecurity
 
 
@@ -21,18 +23,19 @@ def ingest_app(ingest: IngestStore | None, token: str | None = None, security: W
                posted: PostedProfiles | None = None) -> web.Application:
     """/metrics renders the ingest's and the web config's metrics; ``ingest=None``: no ingest API;
     ``posted``: POST /api/v1/profiles too, its summaries published as the profiles part."""
-    store = SnapshotStore(jobs=ingest.part if ingest else None, web=security.part if security else None)
+    live = {**({JOBS.name: ingest.part} if ingest else {}), **({WEB.name: security.part} if security else {})}
+    store = SnapshotStore(live)
     renderings = []
     if posted is not None:
-        renderings.append(Rendering(ProfileCollector(), lambda s: s.profiles))
+        renderings.append(Rendering(ProfileCollector(), PROFILES.name))
     if ingest is not None:
-        renderings.append(Rendering(JobCollector(), lambda s: s.jobs))
+        renderings.append(Rendering(JobCollector(), JOBS.name))
     if security is not None:
-        renderings.append(Rendering(WebCollector(), lambda s: s.web))
+        renderings.append(Rendering(WebCollector(), WEB.name))
     exposition = Exposition(store, renderings)   # served as `serve` serves it: encoded parts
     def publish() -> None:
         assert posted is not None
-        store.publish(Snapshot(profiles=merged(None, posted.summaries())))
+        store.publish(Snapshot.of(False, {PROFILES.name: merged(None, posted.summaries())}))
 
     routes = ingest_http.routes(ingest, token, posted, publish) if ingest is not None else []
     ready = lambda: store.sampled.ready  # noqa: E731 (never: nothing is sampled here)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import gzip
 
+from exporter.core.snapshot import Snapshot
 from exporter.node.exposition import Exposition, Rendering
-from exporter.node.snapshot import Snapshot, SnapshotStore
+from exporter.node.snapshot import SnapshotStore
 from exporter.npusmi.collector import ChipsCollector
 from exporter.npusmi.part import ChipSample, DevicesPart
 from exporter.web.app import create_app
@@ -18,12 +19,12 @@ def chip(npu: int, **values) -> ChipSample:
 def make_app(snapshot: Snapshot):
     store = SnapshotStore()
     store.publish(snapshot)
-    exposition = Exposition(store, [Rendering(ChipsCollector(), lambda s: s.devices)])
+    exposition = Exposition(store, [Rendering(ChipsCollector(), "devices")])
     return create_app(exposition, lambda: store.sampled.ready), store
 
 
 async def test_text_format_by_default(aiohttp_client):
-    app, _ = make_app(Snapshot(ready=True, devices=DevicesPart(chips=(chip(0, aicore_utilization_ratio=0.91),), chips_seen=1)))
+    app, _ = make_app(Snapshot.of(True, {"devices": DevicesPart(chips=(chip(0, aicore_utilization_ratio=0.91),), chips_seen=1)}))
     client = await aiohttp_client(app)
     resp = await client.get("/metrics")
     assert resp.status == 200
@@ -34,7 +35,7 @@ async def test_text_format_by_default(aiohttp_client):
 
 
 async def test_openmetrics_when_asked(aiohttp_client):
-    app, _ = make_app(Snapshot(ready=True, devices=DevicesPart(chips=(chip(0, power_watts=99.5),), chips_seen=1)))
+    app, _ = make_app(Snapshot.of(True, {"devices": DevicesPart(chips=(chip(0, power_watts=99.5),), chips_seen=1)}))
     client = await aiohttp_client(app)
     resp = await client.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
     assert resp.headers["Content-Type"].startswith("application/openmetrics-text")
@@ -44,7 +45,7 @@ async def test_openmetrics_when_asked(aiohttp_client):
 
 
 async def test_gzip_when_asked(aiohttp_client):
-    app, _ = make_app(Snapshot(ready=True, devices=DevicesPart(chips=(chip(0),), chips_seen=1)))
+    app, _ = make_app(Snapshot.of(True, {"devices": DevicesPart(chips=(chip(0),), chips_seen=1)}))
     client = await aiohttp_client(app)
     resp = await client.get("/metrics", headers={"Accept-Encoding": "gzip"}, auto_decompress=False)
     assert resp.headers["Content-Encoding"] == "gzip"
@@ -56,7 +57,7 @@ async def test_health_readiness_and_landing(aiohttp_client):
     client = await aiohttp_client(app)
     assert (await client.get("/healthz")).status == 200
     assert (await client.get("/readyz")).status == 503
-    store.publish(Snapshot(ready=True))
+    store.publish(Snapshot.of(True, {}))
     assert (await client.get("/readyz")).status == 200
     landing = await client.get("/")
     assert landing.status == 200 and "/metrics" in await landing.text()

@@ -14,8 +14,9 @@ from prometheus_client.openmetrics.exposition import (
     generate_latest as generate_openmetrics,
 )
 
+from exporter.core.snapshot import Snapshot
 from exporter.node.exposition import Exposition, Rendering
-from exporter.node.snapshot import Snapshot, SnapshotStore
+from exporter.node.snapshot import SnapshotStore
 from exporter.npusmi.collector import ChipsCollector
 from exporter.npusmi.part import ChipSample, DevicesPart
 from exporter.web import gzip_parts
@@ -23,7 +24,7 @@ from exporter.web.app import create_app
 from exporter.web.scrape import accepts_gzip, wants_openmetrics
 from tests.support.rawhttp import until
 
-SNAPSHOT = Snapshot(ready=True, devices=DevicesPart(chips=(ChipSample(npu=0, chip=0, device=0, up=True, model="910B3", health="OK"),), chips_seen=1))
+SNAPSHOT = Snapshot.of(True, {"devices": DevicesPart(chips=(ChipSample(npu=0, chip=0, device=0, up=True, model="910B3", health="OK"),), chips_seen=1)})
 
 
 @pytest.mark.parametrize(("accept", "openmetrics"), [
@@ -54,7 +55,7 @@ def app_for(exposition: Exposition):
 def exposition_of(collector=None) -> Exposition:
     store = SnapshotStore()
     store.publish(SNAPSHOT)
-    return Exposition(store, [Rendering(collector or ChipsCollector(), lambda s: s.devices)])
+    return Exposition(store, [Rendering(collector or ChipsCollector(), "devices")])
 
 
 @pytest.mark.parametrize("accept", ["application/openmetrics-text; version=abc", "application/openmetrics-text; version=1.0.0.0.0; q=x", "a" * 4000])
@@ -106,10 +107,10 @@ async def test_gzip_is_not_redone_for_an_unchanged_body_and_only_the_changed_par
     compressed = []
     real = gzip_parts.deflate_chunk
     monkeypatch.setattr(gzip_parts, "deflate_chunk", lambda data, level: compressed.append(data) or real(data, level))
-    store = SnapshotStore()
+    store = SnapshotStore({"steady": lambda: steady})
     store.publish(SNAPSHOT)
     steady = DevicesPart(chips=(ChipSample(npu=7, chip=0, device=7, up=True, model="910B3", health="OK"),), chips_seen=1)
-    exposition = Exposition(store, [Rendering(ChipsCollector(), lambda s: s.devices), Rendering(ChipsCollector(), lambda s: steady)])
+    exposition = Exposition(store, [Rendering(ChipsCollector(), "devices"), Rendering(ChipsCollector(), "steady")])
     client = await aiohttp_client(app_for(exposition))
 
     async def scrape() -> bytes:
@@ -120,14 +121,14 @@ async def test_gzip_is_not_redone_for_an_unchanged_body_and_only_the_changed_par
     bodies = [await scrape() for _ in range(4)]
     assert len(compressed) == 2 and len(set(bodies)) == 1      # each part once, then the kept gzip
     assert bodies[0] == exposition.body(False)
-    store.publish(Snapshot(ready=True, devices=DevicesPart(chips=(ChipSample(npu=1, chip=0, device=1, up=True, model="910B3", health="OK"),), chips_seen=1)))
+    store.publish(Snapshot.of(True, {"devices": DevicesPart(chips=(ChipSample(npu=1, chip=0, device=1, up=True, model="910B3", health="OK"),), chips_seen=1)}))
     body = await scrape()
     assert b'npu="1"' in body and b'npu="7"' in body and body == exposition.body(False)
     assert len(compressed) == 3 and b'npu="1"' in compressed[-1]   # only the part that changed
 
 
 def warning_chip() -> Snapshot:
-    return Snapshot(ready=True, devices=DevicesPart(chips=(ChipSample(npu=0, chip=0, device=0, up=True, model="910B3", health="Warning"),), chips_seen=1))
+    return Snapshot.of(True, {"devices": DevicesPart(chips=(ChipSample(npu=0, chip=0, device=0, up=True, model="910B3", health="Warning"),), chips_seen=1)})
 
 
 async def test_a_sampler_run_is_published_once_encoded_and_scrapes_meanwhile_get_the_body_before_it(aiohttp_client):
@@ -174,8 +175,8 @@ async def test_changes_faster_than_scrapes_are_encoded_ahead_once_per_scrape(aio
     await client.get("/metrics")
     await exposition.store.publish_prepared(warning_chip)
     prepared = exposition.encodes
-    alarm = Snapshot(ready=True, devices=DevicesPart(chips=(ChipSample(npu=0, chip=0, device=0, up=True, model="910B3", health="Alarm"),),
-                                                     chips_seen=1))
+    alarm = Snapshot.of(True, {"devices": DevicesPart(chips=(ChipSample(npu=0, chip=0, device=0, up=True, model="910B3", health="Alarm"),),
+                                                     chips_seen=1)})
     await exposition.store.publish_prepared(lambda: alarm)      # not scraped since the last one: not encoded ahead
     assert exposition.encodes == prepared and exposition.ready_body(False) is None
     body = await (await client.get("/metrics")).text()          # the scrape encodes it
