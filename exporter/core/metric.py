@@ -65,7 +65,8 @@ def spec(name: str, kind: str, help: str, labels: tuple[str, ...] = (), *, field
 class Collector(Protocol[P]):
     """What every collector is: its specs (for describe and docs) and ``render(part)``."""
 
-    specs: tuple[MetricSpec, ...]
+    @property
+    def specs(self) -> tuple[MetricSpec, ...]: ...   # read-only: a collector's own tuple of specs fits
 
     def render(self, part: P) -> Iterable[Metric]: ...
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from exporter.core.health import HealthRegistry
 from exporter.core.metric import Collector
 from exporter.core.runner import CommandRunner
-from exporter.core.selfmetrics import STATUS, StatusCollector, StatusPart
+from exporter.core.selfmetrics import SOURCE_NOTE, STATUS, StatusCollector, StatusPart
 from exporter.core.snapshot import Snapshot
 from exporter.core.source import Derived, Live, Sampled, Source
 from exporter.hccn.collector import NetworkCollector
@@ -33,6 +33,7 @@ from exporter.node.collectors import npu_smi_needed
 from exporter.node.settings import Settings
 from exporter.node.simulate import Simulated, hccn_tool_command, npu_smi_command
 from exporter.npusmi.collector import ChipsCollector, ProcessesCollector
+from exporter.npusmi.metrics import ECC_NOTE
 from exporter.npusmi.part import DEVICES, DevicesPart
 from exporter.npusmi.source import NpuSmiSource
 from exporter.pods.collector import PodCollector
@@ -79,6 +80,7 @@ class Registration:
     name: str
     build: Callable[[Build], Source | None]
     collectors: tuple[tuple[str, Callable[[], Collector[Any]]], ...]   # (collector.* switch, its collector)
+    notes: tuple[str, ...] = ()   # what the metric reference says below its table, where a row cannot say enough
 
 
 def npu_smi(b: Build) -> Source | None:
@@ -199,8 +201,8 @@ def http(b: Build) -> Source | None:
 
 
 SOURCES: tuple[Registration, ...] = (
-    Registration(DEVICES.name, npu_smi, (("devices", ChipsCollector), ("processes", ProcessesCollector))),
-    Registration(STATUS.name, status, (("self", StatusCollector),)),
+    Registration(DEVICES.name, npu_smi, (("devices", ChipsCollector), ("processes", ProcessesCollector)), (ECC_NOTE,)),
+    Registration(STATUS.name, status, (("self", StatusCollector),), (SOURCE_NOTE,)),
     Registration(RESOURCES.name, resources, (("self", ResourcesCollector),)),
     Registration(PROFILES.name, profiles, (("profiles", ProfileCollector),)),
     Registration(NETWORK.name, hccn, (("network", NetworkCollector),)),

@@ -1,0 +1,84 @@
+"""Adding a source is one package and one line of the table in node/sources.py: every source
+package and every part key has its line, and no other module of node/ names a source."""
+
+from __future__ import annotations
+
+import ast
+
+from exporter.core.snapshot import Snapshot
+from exporter.node.settings import build_settings
+from exporter.node.sources import SOURCES
+from tests.support.paths import ROOT
+
+PACKAGE = ROOT / "exporter"
+NODE = PACKAGE / "node"
+# What a source package holds that only the table may name.
+SOURCE_MODULES = ("source", "collector", "part", "metrics", "store", "posted")
+
+
+def source_packages() -> set[str]:
+    """The packages with a sampled source (a source.py), but core (the protocol)."""
+    return {path.parent.name for path in PACKAGE.glob("*/source.py")} - {"core"}
+
+
+# What `serve` hands assemble or takes back, by type: the ingest routes' store and posted profiles,
+# the listener's counts, and its web config.
+HANDLES = {"exporter.jobs.store", "exporter.profiles.posted", "exporter.web.collector", "exporter.web.security"}
+
+
+def imported(path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    return {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+
+
+def declared_part_keys_modules() -> set[str]:
+    """The modules that declare a part key."""
+    return {".".join(path.relative_to(ROOT).with_suffix("").parts) for path in PACKAGE.rglob("*.py")
+            if "PartKey(" in path.read_text() and path.name != "snapshot.py"}
+
+
+def declared_part_keys() -> set[str]:
+    """Every ``PartKey("name", ...)`` in the package."""
+    names = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "PartKey"
+                    and node.args and isinstance(node.args[0], ast.Constant)):
+                names.add(node.args[0].value)
+    return names
+
+
+def test_every_source_package_has_a_line_in_the_table():
+    table = imported(NODE / "sources.py")
+    missing = sorted(pkg for pkg in source_packages() if f"exporter.{pkg}.source" not in table)
+    assert not missing, missing
+
+
+def test_every_part_key_has_a_line_and_every_line_a_key():
+    names = [registration.name for registration in SOURCES]
+    assert len(names) == len(set(names))
+    assert set(names) == declared_part_keys()
+
+
+def test_no_other_node_module_names_a_source():
+    packages = {name.split(".")[1] for name in declared_part_keys_modules()} - {"core"}
+    wrong = sorted(
+        f"{path.name} imports {module}"
+        for path in NODE.glob("*.py") if path.name != "sources.py"
+        for module in imported(path)
+        if module.startswith("exporter.") and module.split(".")[1] in packages and module.split(".")[-1] in SOURCE_MODULES
+        and not (path.name == "assembly.py" and module in HANDLES)
+    )
+    assert not wrong, wrong
+
+
+def test_the_snapshot_has_no_field_per_source():
+    assert [f for f in Snapshot.__dataclass_fields__] == ["ready", "parts"]
+
+
+def test_a_snapshot_holds_one_part_per_source_on_by_name():
+    from exporter.node.assembly import assemble
+
+    node = assemble(build_settings(flags={"simulator.scenario": "healthy"}), ingest=False)
+    node.sampler.publish()
+    assert set(node.store.sampled.parts) <= set(node.sources) and "devices" in node.store.sampled.parts
