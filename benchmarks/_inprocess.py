@@ -17,6 +17,7 @@ from prometheus_client import generate_latest
 from exporter.core.runner import RunResult
 from exporter.node.assembly import Node, assemble
 from exporter.node.settings import build_settings
+from exporter.npusmi.source import NpuSmiSource
 from exporter.simulator.models import get_model
 from exporter.simulator.npusmi import Result, execute, parse_command
 from exporter.simulator.scenarios import simulate
@@ -51,14 +52,20 @@ def build(**flags: Any) -> tuple[Node, CannedNpuSmi]:
     settings = build_settings(flags={"npu_smi.path": "npu-smi", **flags})
     exporter = assemble(settings)
     fake = CannedNpuSmi()
-    exporter.npu_smi.runner = fake  # the one substitution: no subprocess, same source code path
+    npu_smi(exporter).runner = fake  # the one substitution: no subprocess, same source code path
     return exporter, fake
+
+
+def npu_smi(exporter: Node) -> NpuSmiSource:
+    source = exporter.source(NpuSmiSource)
+    assert source is not None
+    return source
 
 
 async def cycle(exporter: Node, fake: CannedNpuSmi, index: int) -> bytes:
     """refresh_overview + refresh_details + publish + a registry render (text format 0.0.4)."""
     fake.point = index
-    await exporter.npu_smi.refresh_overview()
-    await exporter.npu_smi.refresh_details()
+    await npu_smi(exporter).refresh_overview()
+    await npu_smi(exporter).refresh_details()
     exporter.sampler.publish()
     return generate_latest(exporter.registry)

@@ -49,7 +49,7 @@ TOP = 15
 
 async def _phases() -> dict[str, list[float]]:
     exporter, fake = _inprocess.build()
-    src = exporter.npu_smi
+    src = _inprocess.npu_smi(exporter)
     times: dict[str, list[float]] = defaultdict(list)
     for index in range(WARMUP_CYCLES + PHASE_CYCLES):
         fake.point = index
