@@ -1,5 +1,6 @@
-"""`cann-exporter generate [--thresholds FILE] [--runbook-url BASE] [--out DIR]`: alerts/ and grafana/
-from the table. BASE is where docs/runbooks.md is published; each alert links BASE#<its name>."""
+"""`cann-exporter generate [--thresholds FILE] [--runbook-url BASE] [--exporter-selector MATCHERS] [--out DIR]`:
+alerts/ and grafana/ from the table. BASE is where docs/runbooks.md is published; each alert links
+BASE#<its name>. MATCHERS narrow the targets CANNExporterDown watches (default: any job)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where docs/runbooks.md is published, e.g. https://git.example.com/ops/cann-exporter/"
                              "blob/main/docs/runbooks.md; each alert's runbook_url is BASE#<alert name in lower case> "
                              "(default or empty: the table's alerting.runbook_url, repository-relative docs/runbooks.md)")
+    parser.add_argument("--exporter-selector", metavar="MATCHERS", type=exporter_selector, default=None,
+                        help='PromQL label matchers (without braces) narrowing the targets CANNExporterDown watches, '
+                             'e.g. job="npu" (default: the table\'s alerting.exporter_selector, empty: every target '
+                             "that served cann_exporter_build_info, whatever its job name)")
     parser.add_argument("--out", metavar="DIR", default=".",
                         help="directory to write alerts/ and grafana/ into (default: the current directory)")
 
@@ -35,6 +40,15 @@ def runbook_base(text: str) -> str:
     return base
 
 
+def exporter_selector(text: str) -> str:
+    from exporter.generate.thresholds import selector_problem
+
+    problem = selector_problem(text.strip())
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text.strip()
+
+
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     # Imported here: building the CLI parser must not load the Grafana SDK.
     from exporter.generate.common import GenerateError
@@ -47,6 +61,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         base = getattr(args, "runbook_url", None)
         if base:
             table = dataclasses.replace(table, alerting=dataclasses.replace(table.alerting, runbook_url=base))
+        selector = getattr(args, "exporter_selector", None)
+        if selector is not None:
+            table = dataclasses.replace(table, alerting=dataclasses.replace(table.alerting, exporter_selector=selector))
         files = render(table)
     except ThresholdError as exc:
         for problem in exc.problems:

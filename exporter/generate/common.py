@@ -39,14 +39,14 @@ JOB = "job, instance, job_name, rank"              # one training process
 IN_USE_SOURCES = ("process", "pod", "job")
 
 # Window names `windows=` may override (besides any duration-valued alert param by its name).
-WINDOW_KEYS = ("window", "range", "profile_max_age", "rollup_interval")
+WINDOW_KEYS = ("window", "range", "profile_max_age", "handover", "rollup_interval")
 
 
 # --- windows override (test variants) ---------------------------------------------------------
 def with_windows(table: Thresholds, windows: Mapping[str, str] | None) -> Thresholds:
     """The table with durations replaced by name: ``window`` (every alert's `for:`, except
     alerts that fire at once), ``range``, ``profile_max_age``, ``rollup_interval``, or the
-    name of a duration param (``baseline``, ``lookback``). ``ALERT.name`` sets one for that
+    name of a duration param (``baseline``, ``lookback``), ``handover`` (keep_firing_for). ``ALERT.name`` sets one for that
     alert only (``NPUUtilizationUnstable.window``). For tests on short time scales."""
     if not windows:
         return table
@@ -64,8 +64,9 @@ def with_windows(table: Thresholds, windows: Mapping[str, str] | None) -> Thresh
         params = tuple((k, mine.get(k, v) if isinstance(v, str) else v) for k, v in spec.params)
         alerts.append(dataclasses.replace(spec, params=params, **changes))
     alerting = table.alerting
-    if "profile_max_age" in everyone:
-        alerting = dataclasses.replace(alerting, profile_max_age=everyone["profile_max_age"])
+    for key in ("profile_max_age", "handover"):
+        if key in everyone:
+            alerting = dataclasses.replace(alerting, **{key: everyone[key]})
     recording = table.recording
     if "rollup_interval" in everyone:
         recording = dataclasses.replace(recording, rollup_interval=everyone["rollup_interval"])

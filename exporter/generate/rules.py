@@ -228,7 +228,7 @@ def _hbm_full(spec: AlertSpec, table: Thresholds) -> Built:
 def _ecc(spec: AlertSpec, table: Thresholds) -> Built:
     expr = f"increase(npu_ecc_errors_total{{type=\"double_bit\"}}[{spec.range}]) > {num(spec.threshold)}"
     return (expr, f"Uncorrectable ECC errors on NPU {CHIP_SHORT}",
-            (f"{CHIP_TEXT[0].upper()}{CHIP_TEXT[1:]} counted {{{{ $value | humanize }}}} new double-bit ECC "
+            (f"{CHIP_TEXT[0].upper()}{CHIP_TEXT[1:]} counted {{{{ $value | printf \"%.0f\" }}}} new double-bit ECC "
             f"error(s) in its {{{{ $labels.memory }}}} memory within {spec.range}."))
 
 
@@ -269,12 +269,27 @@ def _source_failing(spec: AlertSpec, table: Thresholds) -> Built:
             source_failing_description(spec.window))
 
 
+EXPORTER_INFO = "cann_exporter_build_info"     # a series only this exporter serves, whatever the scrape job
+
+
+def exporter_down(selector: str, lookback: str) -> str:
+    """Targets that served the exporter's build info within ``lookback`` and are now down (any
+    job name; ``selector`` narrows them), or no target that served it within ``lookback`` at all
+    (a new install that scrapes no exporter; never beside the per-target form)."""
+    sel = f"{{{selector}}}" if selector else ""
+    return (f"up{sel} == 0\nand on (job, instance)\n  max_over_time({EXPORTER_INFO}{sel}[{lookback}])\n"
+            f"or\nabsent_over_time({EXPORTER_INFO}{sel}[{lookback}])")
+
+
 def _exporter_down(spec: AlertSpec, table: Thresholds) -> Built:
     sel = table.alerting.exporter_selector
-    expr = f"up{{{sel}}} == 0\nor\nabsent(up{{{sel}}})"
-    return (expr, "cann-exporter is down{{ with $labels.instance }} on {{ . }}{{ end }}",
-            (f"Prometheus cannot scrape the NPU exporter{{{{ with $labels.instance }}}} on {{{{ . }}}}{{{{ end }}}} "
-            f"(or finds no target matching up{{{sel}}}) for {spec.window}: no NPU metrics and no NPU alerts from it."))
+    lookback = spec.param("lookback", "1d")
+    which = f" matching {{{sel}}}" if sel else ""
+    return (exporter_down(sel, lookback), "cann-exporter is down{{ with $labels.instance }} on {{ . }}{{ end }}",
+            (f"{{{{ with $labels.instance }}}}Prometheus cannot scrape the NPU exporter on {{{{ . }}}} (job "
+             f"{{{{ $labels.job }}}}), which answered within the last {lookback}, for {spec.window}: no NPU metrics "
+             f"from it, and its alerts are muted until it answers again.{{{{ else }}}}No target{which} has served "
+             f"{EXPORTER_INFO} within the last {lookback}: Prometheus scrapes no cann-exporter at all.{{{{ end }}}}"))
 
 
 def _memory_high(spec: AlertSpec, table: Thresholds) -> Built:
@@ -455,6 +470,21 @@ _NEEDS_RANGE = {"NPULowUtilization", "NPUUtilizationUnstable", "NPUMemcpyHigh", 
                 "NPUNetworkErrors", "NPUNetworkPFCStorm"}
 
 
+# The alert every other one hands over to when its target stops answering (alerting.handover).
+HANDS_OVER_TO = "CANNExporterDown"
+
+
+def handover_problem(table: Thresholds) -> str | None:
+    """Why the table's handover cannot bridge to CANNExporterDown, or None: the other alerts must
+    keep firing longer than the down alert's `for:` (docs/runbooks.md#cannexporterdown: by at
+    least an evaluation interval and a scrape interval)."""
+    down = next((a for a in table.alerts if a.alert == HANDS_OVER_TO), None)
+    if down is None or duration_seconds(table.alerting.handover) > duration_seconds(down.window):
+        return None
+    return (f"alerting.handover {table.alerting.handover}: must be longer than {HANDS_OVER_TO}'s window {down.window}, "
+            f"or a dead exporter's alerts resolve before it fires")
+
+
 def runbook_url(table: Thresholds, alert: str) -> str:
     return f"{table.alerting.runbook_url}#{alert.lower()}"
 
@@ -480,6 +510,8 @@ def rule(spec: AlertSpec, table: Thresholds, tier: Tier) -> dict[str, Any]:
     out: dict[str, Any] = {"alert": spec.alert, "expr": expr + "\n"}
     if duration_seconds(spec.window) > 0:
         out["for"] = spec.window
+    if spec.alert != HANDS_OVER_TO:
+        out["keep_firing_for"] = table.alerting.handover
     out["labels"] = {"severity": tier.severity}
     out["annotations"] = {"summary": summary, "description": description, "runbook_url": runbook_url(table, spec.alert)}
     return out
@@ -492,6 +524,9 @@ def alerts(table: Thresholds, *, windows: Mapping[str, str] | None = None) -> di
     unknown = sorted(set(specs) - set(CONTRACT_ALERTS))
     if unknown:
         raise GenerateError(f"alerts {', '.join(unknown)}: not contract alerts; the generator knows {', '.join(CONTRACT_ALERTS)}")
+    problem = handover_problem(table)
+    if problem:
+        raise GenerateError(problem)
     groups = []
     for name, members in GROUPS:
         rules = [r for m in members if m in specs for r in alert_rules(specs[m], table)]

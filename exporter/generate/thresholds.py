@@ -28,6 +28,15 @@ DIRECTIONS = ("lower_is_better", "higher_is_better")
 SEVERITIES = ("info", "warning", "critical")
 _ID = re.compile(r"^[a-z][a-z0-9_]*$")
 _ALERT = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+_MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"[^"\\]*"\s*'
+_SELECTOR = re.compile(rf"^(?:{_MATCHER}(?:,{_MATCHER})*)?$")
+
+
+def selector_problem(text: str) -> str | None:
+    """Why ``text`` is not a list of PromQL label matchers (``job="npu", env=~"prod.*"``), or None."""
+    if _SELECTOR.match(text):
+        return None
+    return f'expected PromQL label matchers such as job="npu" (without braces), or nothing, got {text!r}'
 
 
 def duration_seconds(text: str) -> float:
@@ -114,8 +123,9 @@ class AlertSpec:
 @dataclass(frozen=True)
 class AlertingSettings:
     runbook_url: str = "docs/runbooks.md"
-    exporter_selector: str = 'job=~".*cann-exporter.*"'
+    exporter_selector: str = ""
     profile_max_age: str = "1d"
+    handover: str = "2m30s"            # keep_firing_for of every alert but CANNExporterDown
 
 
 @dataclass(frozen=True)
@@ -249,19 +259,26 @@ def _alerting(data: Any, where: str, problems: list[str]) -> AlertingSettings:
     if not isinstance(data, Mapping):
         problems.append(f"{where}: expected a mapping")
         return default
-    problems += [f"{where}: unknown key {key!r}" for key in data if key not in ("runbook_url", "exporter_selector", "profile_max_age")]
+    problems += [f"{where}: unknown key {key!r}" for key in data
+                 if key not in ("runbook_url", "exporter_selector", "profile_max_age", "handover")]
     values = {}
-    for key in ("runbook_url", "exporter_selector"):
-        if key in data:
-            if not isinstance(data[key], str) or not data[key].strip():
-                problems.append(f"{where}: {key}: expected text, got {data[key]!r}")
-            else:
-                values[key] = data[key].strip()
-    if "profile_max_age" in data:
-        if not _is_window(data["profile_max_age"]):
-            problems.append(f"{where}: profile_max_age: expected a duration like 1d, got {data['profile_max_age']!r}")
+    if "runbook_url" in data:
+        if not isinstance(data["runbook_url"], str) or not data["runbook_url"].strip():
+            problems.append(f"{where}: runbook_url: expected text, got {data['runbook_url']!r}")
         else:
-            values["profile_max_age"] = data["profile_max_age"]
+            values["runbook_url"] = data["runbook_url"].strip()
+    if "exporter_selector" in data:
+        selector = data["exporter_selector"]
+        if selector is not None and (not isinstance(selector, str) or selector_problem(selector)):
+            problems.append(f"{where}: exporter_selector: {selector_problem(str(selector))}")
+        else:
+            values["exporter_selector"] = (selector or "").strip()
+    for key in ("profile_max_age", "handover"):
+        if key in data:
+            if not _is_window(data[key]):
+                problems.append(f"{where}: {key}: expected a duration like 1d, got {data[key]!r}")
+            else:
+                values[key] = data[key]
     return AlertingSettings(**values)
 
 
