@@ -7,9 +7,12 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from exporter.generate.common import MIN_FORECAST_DAYS
+
+__all__ = ["MIN_FORECAST_DAYS", "Forecast"]
+
 Point = tuple[float, float]
 DAY = 86400.0
-MIN_FORECAST_DAYS = 3
 
 
 @dataclass(frozen=True)

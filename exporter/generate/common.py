@@ -33,6 +33,10 @@ def dbm(watts: float) -> float:
     return 10 * math.log10(watts * 1000)
 
 
+# The least history a forecast is made on, in days: `report` (daily values) and the capacity
+# dashboard's projections (the recording rule they project) alike.
+MIN_FORECAST_DAYS = 3
+
 CHIP = "job, instance, npu, chip, device"          # one chip
 NODE = "job, instance"                             # one node (exporter target)
 JOB = "job, instance, job_name, rank"              # one training process

@@ -14,7 +14,7 @@ from typing import Any
 from grafana_foundation_sdk.builders import timeseries
 from grafana_foundation_sdk.models import dashboard as dm
 
-from exporter.generate.common import dbm, num, pct
+from exporter.generate.common import MIN_FORECAST_DAYS, dbm, num, pct
 from exporter.generate.exporter_board import exporter_health
 from exporter.generate.panels import (
     CHIP_LEGEND,
@@ -66,18 +66,18 @@ def fleet(table_: Thresholds) -> Board:
               variables=node_vars())
     b.row("Fleet")
     b.add(
-        single("Chips", q(f"count(npu_up{{{SEL}}})"), description="Chips the exporters report."),
-        single("Chips in use", q(f"sum(chip:npu_in_use:bool{{{SEL}}})"),
+        single("Chips", q(f"count(npu_up{{{SEL}}})"), decimals=0, description="Chips the exporters report."),
+        single("Chips in use", q(f"sum(chip:npu_in_use:bool{{{SEL}}})"), decimals=0,
                description="Chips with a process, a pod or a training job on them."),
-        single(f"In use below {pct(bound)}", q(f"sum(instance:npu_chips_low_utilization:sum{{{SEL}}})"),
+        single(f"In use below {pct(bound)}", q(f"sum(instance:npu_chips_low_utilization:sum{{{SEL}}})"), decimals=0,
                steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color=RED)],
                description=f"Chips in use whose 5m AI Core utilization is below {pct(bound)} (NPULowUtilization's bound)."),
         single("Mean utilization", q(f"avg(chip:{UTIL}:avg5m{{{SEL}}})"), unit="percentunit", steps=steps, lo=0, hi=1,
                description=f"Mean 5m AI Core utilization of the selected chips (healthy: {util.healthy_text()})."),
-        single("Chips not OK", q(f"count(npu_health{{{SEL}, state!=\"OK\"}} == 1) or vector(0)"),
+        single("Chips not OK", q(f"count(npu_health{{{SEL}, state!=\"OK\"}} == 1) or vector(0)"), decimals=0,
                steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color=RED)],
                description="Chips whose npu-smi Health is not OK."),
-        single("Missing chips", q(f"sum(clamp_min(\n{missing}\n, 0)) or vector(0)"),
+        single("Missing chips", q(f"sum(clamp_min(\n{missing}\n, 0)) or vector(0)"), decimals=0,
                steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color=RED)],
                description=(f"Chips the nodes should have but do not list now: npu_expected_devices (config, else PCI), "
                             f"or the most they listed within {lookback} where there is no expectation (NPUMissing).")),
@@ -106,11 +106,11 @@ def fleet(table_: Thresholds) -> Board:
                 steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color="yellow"),
                        dm.Threshold(value=2, color=ORANGE), dm.Threshold(value=3, color=RED), dm.Threshold(value=4, color="purple")],
                 description="npu-smi Health of every chip over time (npu_health)."),
-        graph("Missing chips by node", q(f"clamp_min(\n{missing}\n, 0)", "{{instance}}"),
+        graph("Missing chips by node", q(f"clamp_min(\n{missing}\n, 0)", "{{instance}}"), decimals=0,
               steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color=RED)], lo=0,
               description=(f"Expected chips (npu_expected_devices; without one, the most listed within {lookback}) "
                            f"minus chips listed now (NPUMissing fires above 0).")),
-        graph("Chips up by node", q(f"sum by (instance) (npu_up{{{SEL}}})", "{{instance}}"), lo=0,
+        graph("Chips up by node", q(f"sum by (instance) (npu_up{{{SEL}}})", "{{instance}}"), lo=0, decimals=0,
               description="Chips whose latest npu-smi read succeeded."),
         grid("Chips with isolated memory pages", q(f"{isolated_pages(SEL)} > 0", table_format=True),
              steps=limit_steps(pages.limit if pages else None), hidden=("__name__", "job"), sort="Value", w=24, h=6,
@@ -198,7 +198,8 @@ def node(table_: Thresholds) -> Board:
         grid("Processes", q(f"npu_process_memory_bytes{{{CHIP_SEL}}}", table_format=True), unit="bytes", hidden=("__name__", "job")),
         grid("Pods (kubelet)", q(f"npu_pod_info{{{CHIP_SEL}}}", table_format=True), hidden=("__name__", "job", "Value")),
         grid("Chips", q(f"npu_device_info{{{CHIP_SEL}}}", table_format=True), hidden=("__name__", "job", "Value")),
-        grid("Driver", q(f"npu_driver_info{{{SEL}}}", table_format=True), hidden=("__name__", "job", "Value")),
+        grid("Driver", q(f"npu_driver_info{{{SEL}}}\nand on (job, instance) npu_up{{{CHIP_SEL}}}", table_format=True),
+             hidden=("__name__", "job", "Value"), description="The driver of the nodes of the chosen chips."),
     )
     return b
 
@@ -381,7 +382,7 @@ def capacity(table_: Thresholds) -> Board:
     quantiles = table_.recording.quantiles
     b = Board("capacity-planning", "Utilization trends, distribution, idle capacity, allocation versus use and a 30-day forecast, "
               "from the recording rules (alerts/cann-exporter.rules.yml).", time_from="now-30d", refresh="15m",
-              variables=[datasource_var(), query_var("job", "Job", "label_values(npu_devices, job)")])
+              variables=[datasource_var()])
     b.row("Trends")
     b.add(
         graph("Cluster utilization (1h and daily means)", q("cluster:npu_aicore_utilization_ratio:avg1h", "1h mean (chips)"),
@@ -390,7 +391,7 @@ def capacity(table_: Thresholds) -> Board:
         graph("Utilization quantiles across chips (1h)",
               *[q(f"cluster:npu_aicore_utilization_ratio:quantile_avg1h{{quantile=\"{num(v)}\"}}", f"p{num(v * 100)}") for v in quantiles],
               unit="percentunit", steps=steps, lo=0, hi=1),
-        graph("Utilization by node (daily)", q('instance:npu_aicore_utilization_ratio:avg1d{job=~"$job"}', "{{instance}}"),
+        graph("Utilization by node (daily)", q("instance:npu_aicore_utilization_ratio:avg1d", "{{instance}}"),
               unit="percentunit", steps=steps, lo=0, hi=1),
         graph("Utilization by namespace (1h)", q("namespace:npu_aicore_utilization_ratio:avg1h", "{{namespace}}"),
               unit="percentunit", steps=steps, lo=0, hi=1, description="Chips attributed to namespaces by the kubelet (npu_pod_info)."),
@@ -398,10 +399,10 @@ def capacity(table_: Thresholds) -> Board:
     b.row("Distribution and idle capacity")
     b.add(
         bars("Chips by daily utilization",
-             *[q(f"count(chip:npu_aicore_utilization_ratio:avg1d{{job=~\"$job\"}} >= {num(lo_)} < {num(hi_)}) or vector(0)",
+             *[q(f"count(chip:npu_aicore_utilization_ratio:avg1d >= {num(lo_)} < {num(hi_)}) or vector(0)",
                  f"{pct(lo_)}-{pct(hi_)}", instant=True)
                for lo_, hi_ in ((0, util.abnormal or 0.6), (util.abnormal or 0.6, util.healthy or 0.85), (util.healthy or 0.85, 1.01))],
-             unit="short", description="Chips below the abnormal bound, in between, and healthy, by their daily mean."),
+             unit="short", decimals=0, description="Chips below the abnormal bound, in between, and healthy, by their daily mean."),
         graph("Idle and unused chip-hours per day", q("cluster:npu_chip_hours:sum1d", "observed"),
               q("cluster:npu_idle_chip_hours:sum1d", "idle (nothing on the chip)"),
               q("cluster:npu_unused_chip_hours:sum1d", "unused (AI Cores not busy)"), unit="short", lo=0,
@@ -409,33 +410,49 @@ def capacity(table_: Thresholds) -> Board:
                           "minutes it was scraped): idle = no process, pod or job; unused = (1 - utilization) x observed hours."),
         grid("Unused chip-hours per namespace (last day)", q("namespace:npu_unused_chip_hours:sum1d", table_format=True),
              hidden=("__name__",), sort="Value"),
-        grid("Idle chip-hours per node (last day)", q('instance:npu_idle_chip_hours:sum1d{job=~"$job"}', table_format=True),
+        grid("Idle chip-hours per node (last day)", q("instance:npu_idle_chip_hours:sum1d", table_format=True),
              hidden=("__name__",), sort="Value"),
     )
     b.row("Allocation versus use")
     b.add(
         graph("Chips: total, in use, below target", q("cluster:npu_chips:count", "total"), q("cluster:npu_chips_in_use:sum", "in use"),
               q("cluster:npu_chips_low_utilization:sum", "in use, below target"), q("sum(namespace:npu_chips:count)", "allocated to pods"),
-              unit="short", lo=0),
+              unit="short", lo=0, decimals=0),
         graph("Allocation and use", q("cluster:npu_allocation:ratio", "allocated (in use / total)"),
               q("cluster:npu_aicore_utilization_ratio_in_use:avg5m", "use of allocated chips"),
               q("cluster:npu_aicore_utilization_ratio:avg5m", "use of all chips"), unit="percentunit", steps=steps, lo=0, hi=1),
         graph("HBM headroom", q("cluster:npu_hbm_headroom_bytes:sum", "free HBM (cluster)"), unit="bytes", lo=0, w=8),
         graph("Peak HBM use (daily)", q("cluster:npu_hbm_usage:max1d", "busiest chip"),
-              q('instance:npu_hbm_usage:max1d{job=~"$job"}', "{{instance}}"), unit="percentunit", lo=0, hi=1, w=8),
+              q("instance:npu_hbm_usage:max1d", "{{instance}}"), unit="percentunit", lo=0, hi=1, w=8),
         graph("Chips in use (daily mean)", q("cluster:npu_chips_in_use:avg1d", "in use"), unit="short", lo=0, w=8),
     )
     b.row("Forecast")
     b.add(
         graph("Chips in use: 7-day trend projected 30 days", q("cluster:npu_chips_in_use:sum", "now"),
-              q("predict_linear(cluster:npu_chips_in_use:sum[7d], 30 * 86400)", "in 30 days"),
-              q("cluster:npu_chips:count", "capacity"), unit="short", lo=0,
-              description="predict_linear over the last 7 days: when the projection crosses capacity, plan more chips."),
+              q(forecast("cluster:npu_chips_in_use:sum", "0", f"scalar({CHIPS})"), "in 30 days"),
+              q(CHIPS, "capacity"), unit="short", lo=0, decimals=0,
+              description=(f"predict_linear over the last 7 days, between 0 and the chips there are: reaching capacity "
+                           f"means plan more chips. Empty until the record has {MIN_FORECAST_DAYS} days of history.")),
         graph("Utilization: 7-day trend projected 30 days", q("cluster:npu_aicore_utilization_ratio:avg1h", "now"),
-              q("predict_linear(cluster:npu_aicore_utilization_ratio:avg1h[7d], 30 * 86400)", "in 30 days"),
-              unit="percentunit", steps=steps, lo=0, hi=1),
+              q(forecast("cluster:npu_aicore_utilization_ratio:avg1h", "0", "1"), "in 30 days"),
+              unit="percentunit", steps=steps, lo=0, hi=1,
+              description=f"predict_linear over the last 7 days, between 0 and 100%. Empty until the record has "
+                          f"{MIN_FORECAST_DAYS} days of history."),
     )
     return b
+
+
+CHIPS = "cluster:npu_chips:count"
+FORECAST_RANGE_DAYS, FORECAST_AHEAD_DAYS = 7, 30
+
+
+def forecast(record: str, low: str, high: str) -> str:
+    """``record`` projected 30 days ahead from its last 7, clamped to [low, high] (the physical
+    bounds), and only where ``record`` has MIN_FORECAST_DAYS of history: a sample MIN_FORECAST_DAYS
+    or more ago inside the range (a line through hours of data swings to absurd values)."""
+    older = FORECAST_RANGE_DAYS - MIN_FORECAST_DAYS
+    return (f"clamp(predict_linear({record}[{FORECAST_RANGE_DAYS}d], {FORECAST_AHEAD_DAYS} * 86400), {low}, {high})\n"
+            f"and on () present_over_time({record}[{older}d] offset {MIN_FORECAST_DAYS}d)")
 
 
 def _has(table_: Thresholds, alert: str) -> bool:

@@ -111,15 +111,17 @@ def _targets(builder: Any, queries: Iterable[Query]) -> Any:
     return builder
 
 
-def _common(builder: Any, title: str, description: str, unit: str, w: int, h: int) -> Any:
+def _common(builder: Any, title: str, description: str, unit: str, w: int, h: int, decimals: int | None = None) -> Any:
     builder = builder.title(title).datasource(DATASOURCE).span(w).height(h).unit(unit)
+    if decimals is not None:
+        builder = builder.decimals(decimals)      # counts of chips are whole numbers
     return builder.description(description) if description else builder
 
 
 def graph(title: str, *queries: Query, unit: str = "short", description: str = "", steps: list[dm.Threshold] | None = None,
           lo: float | None = None, hi: float | None = None, stack: bool = False, w: int = 12, h: int = 8,
-          bars: bool = False) -> timeseries.Panel:
-    panel = _common(timeseries.Panel(), title, description, unit, w, h)
+          bars: bool = False, decimals: int | None = None) -> timeseries.Panel:
+    panel = _common(timeseries.Panel(), title, description, unit, w, h, decimals)
     panel = panel.legend(cb.VizLegendOptions().display_mode(cm.LegendDisplayMode.LIST).placement(cm.LegendPlacement.BOTTOM).show_legend(True))
     panel = panel.tooltip(cb.VizTooltipOptions().mode(cm.TooltipDisplayMode.MULTI).sort(cm.SortOrder.DESCENDING))
     panel = panel.fill_opacity(60 if stack or bars else 10).line_width(1)
@@ -140,8 +142,8 @@ def graph(title: str, *queries: Query, unit: str = "short", description: str = "
 
 
 def single(title: str, query: Query, *, unit: str = "short", description: str = "", steps: list[dm.Threshold] | None = None,
-           w: int = 4, h: int = 4, lo: float | None = None, hi: float | None = None) -> stat.Panel:
-    panel = _common(stat.Panel(), title, description, unit, w, h)
+           w: int = 4, h: int = 4, lo: float | None = None, hi: float | None = None, decimals: int | None = None) -> stat.Panel:
+    panel = _common(stat.Panel(), title, description, unit, w, h, decimals)
     panel = panel.reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
     panel = panel.color_mode(cm.BigValueColorMode.VALUE).graph_mode(cm.BigValueGraphMode.AREA)
     panel = panel.thresholds(_thresholds(steps or [dm.Threshold(value=None, color=BLUE)]))
@@ -185,8 +187,8 @@ def history(title: str, query: Query, *, unit: str = "short", description: str =
 
 
 def bars(title: str, *queries: Query, unit: str = "short", description: str = "", steps: list[dm.Threshold] | None = None,
-         w: int = 12, h: int = 8, lo: float | None = None, hi: float | None = None) -> bargauge.Panel:
-    panel = _common(bargauge.Panel(), title, description, unit, w, h)
+         w: int = 12, h: int = 8, lo: float | None = None, hi: float | None = None, decimals: int | None = None) -> bargauge.Panel:
+    panel = _common(bargauge.Panel(), title, description, unit, w, h, decimals)
     panel = panel.display_mode(cm.BarGaugeDisplayMode.GRADIENT).orientation(cm.VizOrientation.HORIZONTAL)
     panel = panel.reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False)).show_unfilled(True)
     panel = panel.thresholds(_thresholds(steps or [dm.Threshold(value=None, color=BLUE)]))
@@ -265,26 +267,30 @@ def datasource_var() -> db.DatasourceVariable:
     return db.DatasourceVariable("datasource").label("Data source").type("prometheus")
 
 
-def query_var(name: str, label: str, query: str, *, multi: bool = True, include_all: bool = True) -> db.QueryVariable:
+def query_var(name: str, label: str, query: str, *, multi: bool = True, include_all: bool = True,
+              all_value: str | None = ".*") -> db.QueryVariable:
+    """A picker filled by ``query``. ``all_value=None``: "All" is the regex of the listed values,
+    so a picker whose list follows another one's choice (instance after node) narrows by it."""
     var = (db.QueryVariable(name).label(label).datasource(DATASOURCE)
            .query({"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery", "qryType": 1})
            .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED).sort(dm.VariableSort.ALPHABETICAL_ASC)
            .multi(multi).include_all(include_all))
-    if include_all:
-        var = var.all_value(".*")
+    if include_all and all_value is not None:
+        var = var.all_value(all_value)
     return var
 
 
 def node_vars(device: bool = False) -> list[Any]:
     """Data source, job, node and instance (and chip). `node` is the Kubernetes node name the
-    ServiceMonitor's relabeling adds; instance lists the targets on the chosen nodes, so every
-    panel filters by instance. Without `node` labels (compose, systemd) the node list is empty,
-    its All (`.*`, or nothing selected: empty) matches series without the label, and instance
-    lists every target."""
+    ServiceMonitor's relabeling adds; instance lists the targets on the chosen nodes and its All
+    is that list (no `.*`), so every panel, filtering by instance, narrows by the node too (the
+    recording rules keep job and instance, not node). Without `node` labels (compose, systemd)
+    the node list is empty, its All (`.*`, or nothing selected: empty) matches series without the
+    label, and instance lists every target."""
     out = [datasource_var(),
            query_var("job", "Job", "label_values(npu_devices, job)"),
            query_var("node", "Node", 'label_values(npu_devices{job=~"$job"}, node)'),
-           query_var("instance", "Instance", 'label_values(npu_devices{job=~"$job", node=~"$node"}, instance)')]
+           query_var("instance", "Instance", 'label_values(npu_devices{job=~"$job", node=~"$node"}, instance)', all_value=None)]
     if device:
         out.append(query_var("device", "Chip (logic id)", 'label_values(npu_up{job=~"$job", instance=~"$instance"}, device)'))
     return out

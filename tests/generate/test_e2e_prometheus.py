@@ -68,7 +68,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 # For the same reason NPULowUtilization waits longer than NPUUnhealthy, which mutes it on a
 # Critical chip (10m against 1m in the table).
 SIMULATED = "CANNExporterSimulated"   # every node here: the alert that says so is checked on its own
-WINDOWS = {"window": "5s", "range": "10s", "rollup_interval": "1s",
+# The handover (keep_firing_for) outlasts CANNExporterDown's 5s `for:` by a few evaluations.
+WINDOWS = {"window": "5s", "range": "10s", "rollup_interval": "1s", "handover": "15s",
            "NPULowUtilization.range": "60s", "NPULowUtilization.window": "15s", "NPUUtilizationUnstable.range": "60s", "NPUUtilizationUnstable.window": "60s"}
 SAWTOOTH_CHIPS = 8          # the 910b3 model
 # What Alertmanager must deliver for the degraded node (logic id 2 Critical, one NPU missing of 8
@@ -287,7 +288,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "route": {"receiver": "test", "group_by": ["alertname", "instance", "device"],
                   "group_wait": "1s", "group_interval": "1s", "repeat_interval": "1h"},
         "receivers": [{"name": "test", "webhook_configs": [
-            {"url": f"http://127.0.0.1:{webhook.port}/alerts", "send_resolved": False}]}],
+            {"url": f"http://127.0.0.1:{webhook.port}/alerts", "send_resolved": True}]}],
         # The shipped inhibit rules, as `cann-exporter generate` writes them.
         "inhibit_rules": yaml.safe_load(files[INHIBIT_FILE])["inhibit_rules"],
     }))
@@ -574,3 +575,28 @@ def test_inhibition_delivers_exactly_the_expected_notifications(stack: Stack) ->
         missing = [a["annotations"]["description"] for a in stack.webhook.alerts
                    if a["labels"].get("alertname") == "NPUMissing" and a["labels"].get("instance") == stack.degraded]
     assert missing and "reports 1 NPU chip(s) fewer than expected" in missing[0] and "should have 8 (pci)." in missing[0], missing
+
+
+# --- handover (last: it kills an exporter) ------------------------------------------------------
+def test_a_killed_exporter_hands_its_pages_over_without_a_resolved(stack: Stack) -> None:
+    """SIGKILL the underutilized exporter while its chips page: CANNExporterDown (with its
+    instance) is delivered, and no "resolved" for its chips reaches the webhook, neither before
+    the down page nor after the handover ends (Alertmanager mutes them)."""
+    low_pages = {("NPULowUtilization", stack.low, device) for device in EXPECTED_LOW}
+    wait_for("the low chips paging", lambda: stack.webhook.received() >= low_pages, stack.procs, 90)
+    exporter = next(p for p in stack.procs if p.name == "exporter underutilized")
+    os.killpg(exporter.proc.pid, signal.SIGKILL)
+    exporter.proc.wait(timeout=10)
+    others = [p for p in stack.procs if p is not exporter]
+    down = ("CANNExporterDown", stack.low, "")
+    wait_for("CANNExporterDown for the killed target", lambda: down in stack.webhook.received(), others, 60)
+    # Past the handover (15s here) the chip alerts end in Prometheus, muted in Alertmanager.
+    wait_for("the chip alerts ended in Prometheus",
+             lambda: not {a for a in stack.active_alerts(stack.low) if a[0] == "NPULowUtilization"}, others, 60)
+    time.sleep(3)   # a few group intervals: a resolved that slipped through would arrive now
+    with stack.webhook.lock:
+        events = [(a["status"], a["labels"].get("alertname"), a["labels"].get("device", "")) for a in stack.webhook.alerts
+                  if a["labels"].get("instance") == stack.low and a["labels"].get("alertname") != SIMULATED]
+    first_down = events.index(("firing", "CANNExporterDown", ""))
+    resolved = [e for e in events if e[0] == "resolved" and e[1] != "CANNExporterDown"]
+    assert not resolved, f"resolved for a dead exporter's chips: {resolved} (down page at #{first_down} of {events})"

@@ -19,6 +19,7 @@ from exporter.generate.rules import CONTRACT_ALERTS, alerts
 from exporter.generate.thresholds import (
     DEFAULT_PATH,
     ThresholdError,
+    duration_seconds,
     load_thresholds,
     parse_thresholds,
 )
@@ -134,6 +135,46 @@ def test_runbook_url_must_be_an_absolute_link(bad: str, capsys: pytest.CaptureFi
     with pytest.raises(SystemExit) as exc:
         parser.parse_args(["--runbook-url", bad])
     assert exc.value.code == 2 and "expected an http(s) URL of the published runbooks" in capsys.readouterr().err
+
+
+def test_exporter_selector_narrows_the_down_alert_only(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--exporter-selector", 'job="npu", env=~"prod.*"', "--out", str(tmp_path)])
+    assert run(args, io.StringIO(), io.StringIO()) == 0
+    rules = {r["alert"]: r for r in all_alert_rules(yaml.safe_load((tmp_path / ALERTS_FILE).read_text()))}
+    down = rules["CANNExporterDown"]["expr"]
+    assert down.count('{job="npu", env=~"prod.*"}') == 3, down      # up, the build info, its absence
+    committed = {r["alert"]: r for r in all_alert_rules(yaml.safe_load((ROOT / ALERTS_FILE).read_text()))}
+    assert 'job=' not in committed["CANNExporterDown"]["expr"]       # default: any job name
+    assert {k: v for k, v in rules.items() if k != "CANNExporterDown"} == {
+        k: v for k, v in committed.items() if k != "CANNExporterDown"}
+
+
+@pytest.mark.parametrize("bad", ["{job=\"npu\"}", "job=npu", 'job="npu",', 'job="a" or up'])
+def test_exporter_selector_must_be_label_matchers(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args(["--exporter-selector", bad])
+    assert exc.value.code == 2 and "expected PromQL label matchers" in capsys.readouterr().err
+    with pytest.raises(ThresholdError, match="exporter_selector: expected PromQL label matchers"):
+        parse_thresholds({**yaml.safe_load(DEFAULT_PATH.read_text()), "alerting": {"exporter_selector": bad}})
+
+
+def test_every_alert_hands_over_to_the_exporter_down_page() -> None:
+    """A dead exporter's alerts keep firing past CANNExporterDown's `for:`
+    (alerts/tests/cann-exporter.handover.test.yml checks every evaluation of it)."""
+    rules = all_alert_rules(yaml.safe_load((ROOT / ALERTS_FILE).read_text()))
+    down = next(r for r in rules if r["alert"] == "CANNExporterDown")
+    assert "keep_firing_for" not in down and duration_seconds(down["for"]) == 60
+    others = [r for r in rules if r["alert"] != "CANNExporterDown"]
+    assert {r["alert"] for r in others} == ALL_ALERTS - {"CANNExporterDown"}
+    assert {r.get("keep_firing_for") for r in others} == {"2m30s"}
+    assert duration_seconds("2m30s") > duration_seconds(down["for"]) + 60      # plus one evaluation at the default 1m
+    table = parse_thresholds({**yaml.safe_load(DEFAULT_PATH.read_text()), "alerting": {"handover": "1m"}})
+    with pytest.raises(GenerateError, match="handover 1m: must be longer than CANNExporterDown's window 1m"):
+        alerts(table)
 
 
 # --- content ---------------------------------------------------------------------------------
