@@ -56,10 +56,12 @@ bench: install-test bytecode
 soak: install-test bytecode
 	$(BIN)/python -m benchmarks.soak $(ARGS)
 
-# alerts/ and grafana/ from exporter/generate/thresholds.yaml, then the Kubernetes copies of them.
+# alerts/ and grafana/ from exporter/generate/thresholds.yaml, then the Kubernetes copies of them,
+# and the runbooks the exporter serves at /runbooks.
 # RUNBOOK_URL=https://.../docs/runbooks.md: the alerts link there (cann-exporter generate --runbook-url).
 generate: install
 	$(BIN)/cann-exporter generate $(if $(RUNBOOK_URL),--runbook-url '$(RUNBOOK_URL)')
+	cp docs/runbooks.md exporter/web/runbooks.md
 	$(BIN)/python deploy/kubernetes/generate.py
 
 # The container image for both architectures Ascend servers come in (x86_64 and Kunpeng aarch64).

@@ -102,7 +102,7 @@ class RawEquivalents:
 
     def _replace(self, match: re.Match[str]) -> str:
         name, matchers, window, offset = match.group(1), match.group(2) or "", match.group(4), match.group(5)
-        if offset:
+        if offset and window is None:
             raise ValueError(f"an offset on a recorded series has no raw equivalent here: {match.group(0)!r}")
         rule = self._rule(name, _matchers(matchers))
         inner = f"({self.expand(rule.expr)})"
@@ -110,7 +110,8 @@ class RawEquivalents:
             inner = f'label_replace({inner}, "{label}", "{value}", "", "")'
         if window is None:
             return inner
-        return f"({inner})[{window.strip()}:{rule.interval:g}s]"
+        # a subquery takes the offset as the range did (its duration follows in the query)
+        return f"({inner})[{window.strip()}:{rule.interval:g}s]{offset or ''}"
 
     def _rule(self, name: str, matchers: list[tuple[str, str, str]]) -> Rule:
         if name not in self.rules:

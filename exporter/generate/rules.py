@@ -26,6 +26,7 @@ from exporter.generate.common import (
     profile_fresh,
     with_windows,
 )
+from exporter.generate.handover import HANDS_OVER_TO, exporter_down_alert, handover_problem
 from exporter.generate.source_failing import source_failing_description
 from exporter.generate.texts import (
     CHIP_SHORT,
@@ -269,29 +270,6 @@ def _source_failing(spec: AlertSpec, table: Thresholds) -> Built:
             source_failing_description(spec.window))
 
 
-EXPORTER_INFO = "cann_exporter_build_info"     # a series only this exporter serves, whatever the scrape job
-
-
-def exporter_down(selector: str, lookback: str) -> str:
-    """Targets that served the exporter's build info within ``lookback`` and are now down (any
-    job name; ``selector`` narrows them), or no target that served it within ``lookback`` at all
-    (a new install that scrapes no exporter; never beside the per-target form)."""
-    sel = f"{{{selector}}}" if selector else ""
-    return (f"up{sel} == 0\nand on (job, instance)\n  max_over_time({EXPORTER_INFO}{sel}[{lookback}])\n"
-            f"or\nabsent_over_time({EXPORTER_INFO}{sel}[{lookback}])")
-
-
-def _exporter_down(spec: AlertSpec, table: Thresholds) -> Built:
-    sel = table.alerting.exporter_selector
-    lookback = spec.param("lookback", "1d")
-    which = f" matching {{{sel}}}" if sel else ""
-    return (exporter_down(sel, lookback), "cann-exporter is down{{ with $labels.instance }} on {{ . }}{{ end }}",
-            (f"{{{{ with $labels.instance }}}}Prometheus cannot scrape the NPU exporter on {{{{ . }}}} (job "
-             f"{{{{ $labels.job }}}}), which answered within the last {lookback}, for {spec.window}: no NPU metrics "
-             f"from it, and its alerts are muted until it answers again.{{{{ else }}}}No target{which} has served "
-             f"{EXPORTER_INFO} within the last {lookback}: Prometheus scrapes no cann-exporter at all.{{{{ end }}}}"))
-
-
 def _memory_high(spec: AlertSpec, table: Thresholds) -> Built:
     # Only where the exporter reports a cgroup limit: the division drops every other target.
     expr = f"process_resident_memory_bytes / cann_exporter_memory_limit_bytes > {num(spec.threshold)}"
@@ -440,7 +418,7 @@ BUILDERS: dict[str, Callable[[AlertSpec, Thresholds], Built | list[Tier]]] = {
     "NPUOpticalTemperatureHigh": _optical_temperature,
     "NPUNetworkUnhealthy": _network_unhealthy,
     "CANNExporterSourceFailing": _source_failing,
-    "CANNExporterDown": _exporter_down,
+    "CANNExporterDown": exporter_down_alert,
     "CANNExporterMemoryHigh": _memory_high,
     "CANNExporterFileDescriptorsHigh": _fds_high,
     "CANNExporterSimulated": _simulated,
@@ -468,21 +446,6 @@ _NEEDS_RANGE = {"NPULowUtilization", "NPUUtilizationUnstable", "NPUMemcpyHigh", 
                 "NPUIdleGapsHigh", "NPUIterationTimeRegression", "NPUECCDoubleBitErrors", "NPUMemoryPagesIsolated",
                 "NPUNetworkLinkFlapping",
                 "NPUNetworkErrors", "NPUNetworkPFCStorm"}
-
-
-# The alert every other one hands over to when its target stops answering (alerting.handover).
-HANDS_OVER_TO = "CANNExporterDown"
-
-
-def handover_problem(table: Thresholds) -> str | None:
-    """Why the table's handover cannot bridge to CANNExporterDown, or None: the other alerts must
-    keep firing longer than the down alert's `for:` (docs/runbooks.md#cannexporterdown: by at
-    least an evaluation interval and a scrape interval)."""
-    down = next((a for a in table.alerts if a.alert == HANDS_OVER_TO), None)
-    if down is None or duration_seconds(table.alerting.handover) > duration_seconds(down.window):
-        return None
-    return (f"alerting.handover {table.alerting.handover}: must be longer than {HANDS_OVER_TO}'s window {down.window}, "
-            f"or a dead exporter's alerts resolve before it fires")
 
 
 def runbook_url(table: Thresholds, alert: str) -> str:

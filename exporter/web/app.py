@@ -19,6 +19,7 @@ from exporter.web.bodies import MAX_BODY_BYTES
 from exporter.web.guard import SERVER
 from exporter.web.landing import About, render, routes
 from exporter.web.middleware import install
+from exporter.web import runbooks
 from exporter.web.scrape import MetricsBody, RegistryBody, Scrapes
 from exporter.web.security import WebSecurity
 
@@ -74,6 +75,7 @@ def create_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/", landing)
+    app.router.add_get(runbooks.PATH, runbooks.runbooks)
     app.router.add_routes(routes)
     for task in background:
         app.cleanup_ctx.append(_background(task))

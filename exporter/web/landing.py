@@ -20,6 +20,7 @@ ENDPOINTS = {
     "/api/v1/steps": "training-hook iteration timings (JSON, bearer token when set)",
     "/api/v1/profiles": "profiling-window summaries from the training hooks (JSON, bearer token when set)",
     "/api/v1/openapi.yaml": "OpenAPI document of the ingest API",
+    "/runbooks": "what to do about each alert (the alerts' runbook links)",
     "/": "this page",
 }
 

@@ -107,18 +107,20 @@ def test_runbook_url_reaches_the_rules_prometheus_loads(tmp_path: Path) -> None:
     assert "install -d -o 10001 -g 10001 /var/lib/cann-exporter/generated" in (ROOT / "Dockerfile").read_text()
     assert services["prometheus"]["depends_on"] == {"rules": {"condition": "service_completed_successfully"}}
     env = dict(line.split("=", 1) for line in (COMPOSE_DIR / ".env").read_text().splitlines() if line and not line.startswith("#"))
-    assert env["RUNBOOK_URL"] == ""
+    # by default the exporter's own /runbooks on the published port: opens with nothing configured
+    assert env["RUNBOOK_URL"] == "http://localhost:9435/runbooks"
+    assert "9435:9435" in services["exporter"]["ports"]
     # Prometheus' rule globs, pointed at what the service wrote, find the alerts with the links
     config = yaml.safe_load((COMPOSE_DIR / "prometheus" / "prometheus.yml").read_text())
-    for url, link in ((RUNBOOKS, RUNBOOKS), ("", "docs/runbooks.md")):
-        out = tmp_path / (url and "linked" or "default")
+    for url, link in ((RUNBOOKS, RUNBOOKS), (env["RUNBOOK_URL"], env["RUNBOOK_URL"]), ("", "docs/runbooks.md")):
+        out = tmp_path / (url and f"linked{len(url)}" or "default")
         _run_rules_service(out, url)
         files = [f for g in config["rule_files"] for f in out.glob(g.removeprefix("/etc/prometheus/generated/"))]
         assert files
         alerts = [r for f in files for g in yaml.safe_load(f.read_text())["groups"] for r in g["rules"] if "alert" in r]
         assert alerts and {r["annotations"]["runbook_url"] for r in alerts} == {f"{link}#{r['alert'].lower()}" for r in alerts}
     # promtool on the configuration with those files
-    config["rule_files"] = [str(tmp_path / "linked") + "/" + g.removeprefix("/etc/prometheus/generated/") for g in config["rule_files"]]
+    config["rule_files"] = [str(tmp_path / f"linked{len(RUNBOOKS)}") + "/" + g.removeprefix("/etc/prometheus/generated/") for g in config["rule_files"]]
     local = tmp_path / "prometheus.yml"
     local.write_text(yaml.safe_dump(config))
     promtool_check_config(local)
