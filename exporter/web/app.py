@@ -15,11 +15,11 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from exporter import __version__
+from exporter.web import runbooks
 from exporter.web.bodies import MAX_BODY_BYTES
 from exporter.web.guard import SERVER
 from exporter.web.landing import About, render, routes
 from exporter.web.middleware import install
-from exporter.web import runbooks
 from exporter.web.scrape import MetricsBody, RegistryBody, Scrapes
 from exporter.web.security import WebSecurity
 
