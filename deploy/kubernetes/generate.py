@@ -41,6 +41,23 @@ def _dump(data: object) -> str:
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=1000, allow_unicode=True)
 
 
+# Where the copies here link their runbooks unless a component or `generate --runbook-url` says
+# otherwise: the exporter's own /runbooks, which opens on the on-call's machine after
+#   kubectl -n cann-exporter port-forward daemonset/cann-exporter 9435
+# (any pod serves the same pages). The repository-relative default opens nowhere.
+RELATIVE_RUNBOOKS = "docs/runbooks.md"
+PORT_FORWARDED_RUNBOOKS = "http://localhost:9435/runbooks"
+
+
+def linked(rule: dict) -> dict:
+    """``rule`` with a repository-relative runbook link pointed at the port-forwarded exporter."""
+    url = rule.get("annotations", {}).get("runbook_url", "")
+    if not url.startswith(RELATIVE_RUNBOOKS + "#"):
+        return rule
+    annotations = {**rule["annotations"], "runbook_url": PORT_FORWARDED_RUNBOOKS + url[len(RELATIVE_RUNBOOKS):]}
+    return {**rule, "annotations": annotations}
+
+
 def rule_groups(alerts: Path) -> list[dict]:
     groups: list[dict] = []
     if not alerts.is_dir():
@@ -49,7 +66,8 @@ def rule_groups(alerts: Path) -> list[dict]:
     for path in files:
         doc = yaml.safe_load(path.read_text())
         if isinstance(doc, dict) and isinstance(doc.get("groups"), list):
-            groups.extend(doc["groups"])
+            groups.extend({**group, "rules": [linked(rule) for rule in group.get("rules", [])]}
+                          for group in doc["groups"])
     return groups
 
 

@@ -512,3 +512,19 @@ def test_node_label_from_the_kubernetes_metadata(rendered: dict[str, list[dict]]
                 break
             time.sleep(0.1)
     assert found == expected
+
+
+def test_the_base_links_runbooks_that_open_through_a_port_forward() -> None:
+    """With nothing configured, every alert links the exporter's own /runbooks on localhost:9435
+    (`kubectl port-forward`), at an anchor that page has."""
+    from exporter.web.runbooks import render
+
+    page = render((ROOT / "exporter" / "web" / "runbooks.md").read_text())
+    anchors = set(re.findall(r'<h2 id="([^"]+)">', page))
+    for path in ("base/prometheusrule.yaml", "overlays/prometheus-scrape/rules/cann-exporter.rules.yaml"):
+        doc = yaml.safe_load((K8S / path).read_text())
+        groups = doc["spec"]["groups"] if "spec" in doc else doc["groups"]
+        links = [rule["annotations"]["runbook_url"] for group in groups for rule in group["rules"] if "alert" in rule]
+        assert links and all(link.startswith("http://localhost:9435/runbooks#") for link in links), path
+        assert {link.split("#", 1)[1] for link in links} <= anchors, path
+    assert "port-forward daemonset/cann-exporter 9435" in (K8S / "README.md").read_text()
