@@ -20,7 +20,7 @@ from typing import TextIO
 
 from exporter.diagnostics import argtypes
 from exporter.diagnostics.capacity import analyse_capacity
-from exporter.diagnostics.capacity_reader import QUERIES, fit_window, read_capacity
+from exporter.diagnostics.capacity_reader import QUERIES, fit_window, read_capacity, unhealthy_states
 from exporter.diagnostics.html import render_html, report_json
 from exporter.diagnostics.httpclient import Deadline
 from exporter.diagnostics.model import EXIT_CANNOT, EXIT_HEALTHY, CannotDiagnose
@@ -93,7 +93,8 @@ def write_report(args: argparse.Namespace, err: TextIO) -> Path:
     matchers = getattr(args, "selector", "")
     with Progress(err, "querying Prometheus", total=QUERIES) as progress:
         window = fit_window(client, end, seconds, getattr(args, "step", None), matchers, progress.step)
-        data = read_capacity(client, window.first, window.last, window.step, matchers, progress.step, window.requested)
+        data = read_capacity(client, window.first, window.last, window.step, matchers, progress.step, window.requested,
+                             unhealthy_states(table))
     report = analyse_capacity(data, table, getattr(args, "horizon", 30 * 86400.0) / 86400.0)
     try:
         charts = draw_all(report, directory)

@@ -53,6 +53,7 @@ class ChipHistory:
     in_use: frozenset[float] = frozenset()           # step ends with a process, pod or job on the chip
     namespace: tuple[tuple[float, str], ...] = ()    # (step end, namespace the chip was allocated to)
     observed: tuple[Point, ...] = ()                 # (step end, seconds observed); none given: whole steps
+    unhealthy: frozenset[float] = frozenset()        # step ends where the chip's health paged (NPUUnhealthy's states)
 
     def hours(self, step: float) -> Callable[[float], float]:
         """Hours observed in the step ending at t (the whole step when nothing says otherwise)."""
@@ -81,6 +82,18 @@ class CapacityInput:
     namespaces_known: bool = False   # npu_pod_info existed
     notes: tuple[str, ...] = ()
     requested: float | None = None   # seconds asked for, when the data covers less (the window is what exists)
+    inventory: Mapping[str, NodeInventory] = field(default_factory=dict)   # node -> its chips at the window's end
+
+
+@dataclass(frozen=True)
+class NodeInventory:
+    """A node's chips at the window's end: installed (npu_expected_devices, else None), listed
+    by npu-smi, unhealthy (health pages) and unread (npu_up 0)."""
+
+    expected: int | None = None
+    seen: int | None = None
+    unhealthy: int = 0
+    unread: int = 0
 
 
 @dataclass(frozen=True)
@@ -120,6 +133,7 @@ class NodeSummary:
     hbm_peak_ratio: float | None = None
     hbm_min_headroom_bytes: float | None = None
     verdict: str | None = None
+    inventory: NodeInventory = field(default_factory=NodeInventory)
 
 
 @dataclass(frozen=True)
@@ -187,6 +201,9 @@ def _mean(values: Iterable[float]) -> float | None:
 
 
 def _in_use(chip: ChipHistory, t: float, value: float, known: bool) -> bool:
+    """Allocated at step ``t``; never while its health pages (a broken chip is no capacity in use)."""
+    if t in chip.unhealthy:
+        return False
     return t in chip.in_use if known else value >= 0.01
 
 
@@ -284,6 +301,7 @@ def _nodes(data: CapacityInput, bounds: Bounds, table: Thresholds) -> tuple[Node
             instance, len(chips), mean, sum(1 for v in used if v < bounds.low) / len(used) if used else None,
             len(used) / len(points) if points else 0.0, observed, idle,
             sum((1.0 - min(1.0, max(0.0, v))) * h for _, _, v, h in points), peak, headroom, _verdict(table, mean),
+            data.inventory.get(instance, NodeInventory()),
         ))
     return tuple(out)
 

@@ -19,6 +19,7 @@ from exporter.diagnostics.capacity import (
     CapacityInput,
     ChipHistory,
     NodeHbm,
+    NodeInventory,
     choose_step,
 )
 from exporter.diagnostics.model import CannotDiagnose
@@ -29,15 +30,25 @@ from exporter.diagnostics.promapi import (
     promql_duration,
     selector,
 )
+from exporter.generate.thresholds import Thresholds
 from exporter.jobs.metrics import JOB_INFO
-from exporter.npusmi.metrics import AICORE, HBM_TOTAL, HBM_USED, PROCESS_MEMORY
+from exporter.npusmi.metrics import (
+    AICORE,
+    DEVICES,
+    EXPECTED_DEVICES,
+    HBM_TOTAL,
+    HBM_USED,
+    HEALTH,
+    PROCESS_MEMORY,
+    UP,
+)
 from exporter.pods.metrics import POD_INFO
 
 ChipKey = tuple[str, str, str, str]
 RESOLUTION = 60.0    # seconds between the evaluations that find a step's first and last sample
 MAX_EDGE_STEPS = 48  # steps where some chip's samples begin or stop, read one by one; more: one coarser range query
 Point = tuple[float, float]
-QUERIES = 10         # for the progress line: history held, utilization, edges (2), 3 in-use sources, namespaces, HBM used and total
+QUERIES = 11         # for the progress line: history held, utilization, edges (2), 3 in-use sources, namespaces, health, HBM used and total
 MAX_FITS = 4         # finer steps tried when the data covers less than the range asked for
 
 
@@ -101,7 +112,8 @@ def _key(labels: dict[str, str]) -> ChipKey:
 
 
 def read_capacity(client: PrometheusClient, start: float, end: float, step: float, matchers: str,
-                  progress: Callable[[str], None] | None = None, requested: float | None = None) -> CapacityInput:
+                  progress: Callable[[str], None] | None = None, requested: float | None = None,
+                  unhealthy_states: tuple[str, ...] = ("Alarm", "Critical")) -> CapacityInput:
     def ask(what: str, query: str) -> list[Series]:
         if progress:
             progress(what)
@@ -130,12 +142,20 @@ def read_capacity(client: PrometheusClient, start: float, end: float, step: floa
         for series in pods:
             namespaces.setdefault(_key(series.labels), []).extend(
                 (t, series.labels.get("namespace", "")) for t, _ in series.points)
+        paging = selector(HEALTH.name, matchers, f'state=~"{"|".join(unhealthy_states)}"')
+        unhealthy: dict[tuple[str, str], set[float]] = {}
+        for series in ask("health", f"max by (instance, device) (max_over_time({paging}[{s}])) == 1"):
+            unhealthy.setdefault((series.labels.get("instance", ""), series.labels.get("device", "")), set()).update(
+                t for t, _ in series.points)
+        inventory = read_inventory(client, end, end - start + step, matchers, paging)
         used = _by_instance(ask("HBM used", f"sum by (instance) (avg_over_time({selector(HBM_USED.name, matchers)}[{s}]))"))
         total = _by_instance(ask("HBM total", f"sum by (instance) (avg_over_time({selector(HBM_TOTAL.name, matchers)}[{s}]))"))
     except PrometheusError as exc:
         raise CannotDiagnose(str(exc)) from None
     name = node_names(util)
-    chips = tuple(sorted((replace(_chip(series, in_use, namespaces, edges), instance=name(series.labels.get("instance", "")))
+    chips = tuple(sorted((replace(_chip(series, in_use, namespaces, edges), instance=name(series.labels.get("instance", "")),
+                                  unhealthy=frozenset(unhealthy.get((series.labels.get("instance", ""),
+                                                                     series.labels.get("device", "")), ())))
                           for series in util),
                          key=lambda c: (c.instance, _num(c.npu), _num(c.chip), _num(c.device))))
     hbm = tuple(NodeHbm(name(i), used[i], total[i]) for i in sorted(set(used) & set(total)))
@@ -157,7 +177,34 @@ def read_capacity(client: PrometheusClient, start: float, end: float, step: floa
         notes.append(f"--range asked for {format_duration(requested)}; {AICORE.name} begins {_iso(start - step)} "
                      f"(to within one {format_duration(step)} step): the report covers the "
                      f"{format_duration(end - start + step)} that exist")
-    return CapacityInput(source, start, end, step, chips, hbm, found_in_use, bool(pods), tuple(notes), requested)
+    return CapacityInput(source, start, end, step, chips, hbm, found_in_use, bool(pods), tuple(notes), requested,
+                         {name(i): v for i, v in inventory.items()})
+
+
+def unhealthy_states(table: Thresholds) -> tuple[str, ...]:
+    """npu-smi Health states that page (NPUUnhealthy's params.states)."""
+    try:
+        return tuple(table.alert("NPUUnhealthy").param("states", ("Alarm", "Critical")))
+    except KeyError:
+        return ("Alarm", "Critical")
+
+
+def read_inventory(client: PrometheusClient, end: float, seconds: float, matchers: str,
+                   paging: str) -> dict[str, NodeInventory]:
+    """Each node's chips at the window's end: installed (config, else PCI), listed, unhealthy, unread."""
+    r = promql_duration(seconds)
+
+    def per_node(query: str) -> dict[str, int]:
+        return {s.labels.get("instance", ""): int(s.value) for s in client.instant(query, end)}
+
+    config = selector(EXPECTED_DEVICES.name, matchers, 'source="config"')
+    expected = per_node(f"max by (instance) (last_over_time({config}[{r}]))"
+                        f" or max by (instance) (last_over_time({selector(EXPECTED_DEVICES.name, matchers)}[{r}]))")
+    seen = per_node(f"max by (instance) (last_over_time({selector(DEVICES.name, matchers)}[{r}]))")
+    sick = per_node(f"count by (instance) (last_over_time({paging}[{r}]) == 1)")
+    unread = per_node(f"count by (instance) (last_over_time({selector(UP.name, matchers)}[{r}]) == 0)")
+    return {i: NodeInventory(expected.get(i), seen.get(i), sick.get(i, 0), unread.get(i, 0))
+            for i in set(expected) | set(seen) | set(sick) | set(unread)}
 
 
 def _num(text: str) -> int:

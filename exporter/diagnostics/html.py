@@ -100,10 +100,16 @@ def _span(r: CapacityReport) -> str:
     return f"{format_duration(r.covered)} of data; {format_duration(r.requested)} asked for"
 
 
+def _count(value: int | None) -> str:
+    return "?" if value is None else str(value)
+
+
 def _section_table(name: str, r: CapacityReport) -> str:
     if name == "utilization_nodes":
-        return _table(["node", "chips", "mean (in use)", "verdict", "allocated", f"< {r.bounds.low * 100:g}%"], [
-            [escape(n.instance), str(n.chips), _pct(n.mean_utilization), _verdict(n.verdict), _pct(n.allocation),
+        return _table(["node", "installed", "seen", "unhealthy", "unread", "chips with data", "mean (in use)", "verdict",
+                       "allocated", f"< {r.bounds.low * 100:g}%"], [
+            [escape(n.instance), _count(n.inventory.expected), _count(n.inventory.seen), str(n.inventory.unhealthy),
+             str(n.inventory.unread), str(n.chips), _pct(n.mean_utilization), _verdict(n.verdict), _pct(n.allocation),
              _pct(n.below_share)] for n in r.nodes])
     if name == "utilization_namespaces" and r.namespaces:
         return _table(["namespace", "chips (max)", "chip-hours", "mean", "verdict", f"< {r.bounds.low * 100:g}%"], [

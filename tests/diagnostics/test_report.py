@@ -221,7 +221,7 @@ def test_progress_shows_on_a_terminal_only(prometheus: Prometheus, tmp_path: Pat
     err = Tty()
     assert report.run(args, out=io.StringIO(), err=err) == 0
     text = err.getvalue()
-    assert "\rquerying Prometheus: 1/10 history held" in text and "2/10 chip utilization" in text and "10/10 HBM total" in text
+    assert "\rquerying Prometheus: 1/11 history held" in text and "2/11 chip utilization" in text and "11/11 HBM total" in text
     assert text.endswith("\r") and text.rstrip("\r ").count("\r") >= 7    # the line is cleared at the end
     quiet = io.StringIO()
     assert report.run(args, out=io.StringIO(), err=quiet) == 0 and quiet.getvalue() == ""

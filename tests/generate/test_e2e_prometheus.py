@@ -462,7 +462,13 @@ def test_report_names_nodes_by_their_node_label(stack: Stack, tmp_path: Path) ->
                       lambda: (r := run_report("--prometheus", stack.prometheus, "--range", "1h", "--out", str(tmp_path))).code == 0
                       and r, stack.procs, 120)
     doc = json.loads((tmp_path / "capacity.json").read_text())
-    assert {n["instance"] for n in doc["nodes"]} == {*NODE_NAMES, stack.degraded, stack.sawtooth}
+    nodes = {n["instance"]: n for n in doc["nodes"]}
+    assert set(nodes) == {*NODE_NAMES, stack.degraded, stack.sawtooth}
+    # the degraded node: 8 installed (its sysfs), 7 seen, the Critical chip unhealthy and never
+    # counted as allocated or as a chip in use below the bound
+    assert nodes[stack.degraded]["inventory"] == {"expected": 8, "seen": 7, "unhealthy": 1, "unread": 0}
+    critical = f"NPU {DEGRADED_CRITICAL_LOGIC_ID} "
+    assert not [c for c in doc["chips_below"] if c["instance"] == stack.degraded and critical in c["subject"]]
 
 
 # --- dashboards against this Prometheus -------------------------------------------------------
