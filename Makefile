@@ -28,8 +28,8 @@ install-test: $(VENV)/.test-deps
 bytecode: install
 	@$(BIN)/python -m compileall -q exporter
 
-# The demo: the exporter on :9435, on the built-in simulator when npu-smi is not on PATH (it says
-# so in its first log line). A real node runs `cann-exporter serve`, which never simulates.
+# The demo: the exporter on :9435, on the built-in simulator when npu-smi is not on PATH and the
+# machine shows no NPU (it says so in its first log lines). A real node runs `cann-exporter serve`, which never simulates.
 run: install bytecode
 	$(BIN)/cann-exporter serve --simulate auto $(ARGS)
 

@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks._replay import replay_tools
+
 REPO = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 
@@ -197,11 +199,13 @@ SIM_MODEL, SIM_PROCESSES_PER_DIE, EXPECTED_CHIPS, EXPECTED_PROCESSES = "a3", 4, 
 
 
 def exporter_argv(port: int, *extra: str, network: bool = False) -> list[str]:
-    # The core exporter's figures (issue 2: 16 chips, 64 processes): the simulated hccn_tool
-    # network source, on by default under --simulate, is left out so the series match that case.
-    # network=True keeps it (the a3 node as shipped: about 1,800 samples with the network's).
-    return [sys.executable, "-m", "exporter", "serve", "--simulate", "healthy", "--simulate.model", SIM_MODEL,
-            "--listen", f"{HOST}:{port}", *(() if network else ("--no-hccn.enabled",)), *extra]
+    # npu-smi and hccn_tool replay the simulator's answers (_replay.py): as cheap as the native
+    # tools, so the machine's CPU goes to the exporters compared. The core exporter's figures
+    # (16 chips, 64 processes) leave the hccn_tool network source out so the series match that
+    # case; network=True keeps it (the a3 node as shipped: about 1,800 samples with the network's).
+    npu_smi, hccn_tool = replay_tools(SIM_MODEL)
+    return [sys.executable, "-m", "exporter", "serve", "--npu-smi", npu_smi, "--hccn-tool", hccn_tool,
+            "--listen", f"{HOST}:{port}", "--hccn.enabled" if network else "--no-hccn.enabled", *extra]
 
 
 _SERVE_FLAGS: frozenset[str] | None = None

@@ -282,7 +282,7 @@ def run() -> dict[str, Any]:
                     for name, value in after_counters.items() if value or before_counters.get(name)]
     limit_flags = f" --web.max-connections {MAX_CONNECTIONS} --web.health-connections {HEALTH_CONNECTIONS}"
     notes += [
-        f"Exporter: `python -m exporter serve --simulate healthy --simulate.model a3 --web.config.file WEB.yml "
+        f"Exporter: `python -m exporter serve` on replayed npu-smi and hccn_tool (benchmarks/_replay.py: the simulator's a3 answers, healthy, captured once) `--web.config.file WEB.yml "
         f"--ingest.token-file TOKEN{limit_flags if limits else ''}` "
         f"(network on, CANN_SIM_PROCESSES=4, {samples} samples); RSS {rss_start:.0f} MiB once complete.",
         f"Connection cap in force (cann_exporter_http_max_connections): {cap if cap is not None else 'n/a'}; held by the "
@@ -292,7 +292,7 @@ def run() -> dict[str, Any]:
         f"Wrong passwords: {AUTH_CLIENTS} clients from {AUTH_ADDRESSES} loopback addresses, one attempt per "
         f"{AUTH_PAUSE:g} s each (at most {AUTH_CLIENTS / AUTH_PAUSE if AUTH_PAUSE else float('inf'):.0f} a second); "
         f"bcrypt cost {BCRYPT_COST}.",
-        "Everything runs on the same cores: the load process, this client, the exporter and its simulator "
+        "Everything runs on the same cores: the load process, this client, the exporter and its replayed tools "
         "children (npu-smi every 10 s, hccn_tool every 30 s and 60 s).",
         "A failed or non-200 request counts in the percentiles as its timeout (probe 2 s, scrape 10 s).",
     ]

@@ -108,7 +108,7 @@ def run() -> dict[str, Any]:
         f"(usages/common/ecc for 8 NPUs = 24 calls each), {inventory:g} inventory rounds.",
         "CPU per cycle = exporter CPU in the window / info cycles, so the details round is amortised over "
         "the cycles, as it is in steady state.",
-        f"npu-smi simulator children used {delta['cann_exporter']['children_user'] + delta['cann_exporter']['children_system']:.2f} s "
+        f"replayed npu-smi children used {delta['cann_exporter']['children_user'] + delta['cann_exporter']['children_system']:.2f} s "
         "of CPU in the window (not counted: a real npu-smi's cost is the driver's, not the exporter's).",
         f"Baselines over the same window: {version} scraped once per second ({node_scrapes} collections); "
         "an idle `aiohttp.web.run_app` in the same Python.",

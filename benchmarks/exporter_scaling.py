@@ -326,7 +326,7 @@ def run() -> dict[str, Any]:
         change_row["jobs changes (mixed used)"] = f"{j['changes']} ({j['mixed_used']})"
         change_rows.append(change_row)
     notes += [
-        f"Exporter: `python -m exporter serve --simulate healthy --simulate.model a3 --no-hccn.enabled {' '.join(caps)}` "
+        f"Exporter: `python -m exporter serve` on replayed npu-smi and hccn_tool (benchmarks/_replay.py: the simulator's a3 answers, healthy, captured once) `--no-hccn.enabled {' '.join(caps)}` "
         f"(CANN_SIM_PROCESSES=4); its own series before any job: about {levels[0]['samples'] - levels[0]['jobs_series']:,} "
         f"samples; ranks added {RANKS_PER_JOB} a job, {SERIES_PER_RANK} series each (every phase, samples, memory).",
         f"Steady: {SECONDS:g} s of rounds per size, no POST; a scrape of ours is 'after a sampled change' when the "

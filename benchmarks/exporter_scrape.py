@@ -108,11 +108,11 @@ def run() -> dict[str, Any]:
     notes += [
         f"node_exporter: {version}, the package's default collectors, started as "
         f"`{os.path.basename(binary)} --web.listen-address=127.0.0.1:PORT`.",
-        "cann-exporter: `python -m exporter serve --simulate healthy --simulate.model a3` with "
+        "cann-exporter: `python -m exporter serve` on replayed npu-smi and hccn_tool (benchmarks/_replay.py: the simulator's a3 answers, healthy, captured once) with "
         "CANN_SIM_PROCESSES=4 (16 dies, 64 processes), default intervals (info 10 s, details 60 s); "
         "timing started once /readyz was 200 and all 16 chips' details and 64 processes were served.",
         f"Sample cycles of cann-exporter that overlapped the timed scrapes: {runs['npu_smi_info']:g} info, "
-        f"{runs['npu_smi_details']:g} details (their npu-smi simulator children share the same cores).",
+        f"{runs['npu_smi_details']:g} details (their replayed npu-smi children share the same cores).",
         f"{SCRAPES} timed scrapes per target and header set after {WARMUP} warm-up scrapes; "
         "targets alternated, the first of each pair flipping every round; one keep-alive connection each.",
     ]

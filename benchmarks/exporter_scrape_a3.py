@@ -3,8 +3,8 @@ the static-bytes floor.
 
 Three real processes on 127.0.0.1, side by side in one run:
 
-- ours: the simulator as shipped for an Atlas A3 node (``--simulate healthy --simulate.model
-  a3``, 4 processes per die) *with* the simulated hccn_tool network source (about 1,800
+- ours: an Atlas A3 node (4 processes per die) on npu-smi and hccn_tool replaying the
+  simulator's captured answers (benchmarks/_replay.py), *with* the network source (about 1,800
   samples); timing starts once every chip's details and the network's fast and slow reads
   have been served;
 - node_exporter with its Debian package's default collectors;
@@ -101,10 +101,10 @@ def run() -> dict[str, Any]:
     ours_samples = modes["plain"]["cann_exporter"].get("samples")
     notes += [
         f"node_exporter: {version}, the package's default collectors.",
-        f"cann-exporter: `python -m exporter serve --simulate healthy --simulate.model a3` (network on) with "
+        f"cann-exporter: `python -m exporter serve` on replayed npu-smi and hccn_tool (benchmarks/_replay.py: the simulator's a3 answers, healthy, captured once) (network on) with "
         f"CANN_SIM_PROCESSES=4: {ours_samples} samples in the text format; timing started "
         f"{startup['network_complete_seconds']:.0f} s after start, once the hccn_tool fast and slow reads had been served. "
-        "Its sampler keeps running meanwhile (npu-smi every 10 s, hccn_tool every 30 s / 60 s, as simulator children "
+        "Its sampler keeps running meanwhile (npu-smi every 10 s, hccn_tool every 30 s / 60 s, as replayed children "
         "on the same cores); a scrape after a change re-encodes the changed part.",
         "static: benchmarks/_static_server.py, aiohttp defaults, our body and response headers captured just "
         "before the header set's rounds, served from memory.",

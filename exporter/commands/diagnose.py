@@ -36,8 +36,7 @@ from exporter.diagnostics.promapi import (
 )
 from exporter.diagnostics.render import render_json, render_markdown, render_text
 from exporter.generate.thresholds import ThresholdError, Thresholds, load_thresholds
-from exporter.simulator.models import MODEL_NAMES
-from exporter.simulator.network import ALL_SCENARIOS
+from exporter.node.simulate import ALL_SCENARIOS, MODEL_NAMES
 
 PROG = "cann-exporter diagnose"
 MAX_SAMPLES = 360

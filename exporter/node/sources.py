@@ -84,7 +84,7 @@ class Registration:
 
 
 def npu_smi(b: Build) -> Source | None:
-    command, b.simulated = npu_smi_command(b.settings.simulator, b.settings.npu_smi.path, b.settings.npu_smi.nice)
+    command, b.simulated = npu_smi_command(b.settings.simulator, b.settings.npu_smi.path)
     options = b.settings.npu_smi
     if not b.settings.collector.devices:
         options = replace(options, details=(), board=False)   # both only fill chip series

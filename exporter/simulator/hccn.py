@@ -24,7 +24,6 @@ tests/fixtures/hccn. `-bandwidth` answers at once instead of measuring for a sec
 
 from __future__ import annotations
 
-import io
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -312,15 +311,6 @@ def run(options: SimOptions, args: Sequence[str], out: BufferedIOBase, err: Buff
     code = _emit(reply, out, err)
     forced = next((f for f in faults if f.kind == "exit"), None)
     return int(forced.value) if forced is not None and forced.value is not None else code
-
-
-def answer_at_once(options: SimOptions, args: Sequence[str]) -> tuple[int, bytes, bytes] | None:
-    """(status, stdout, stderr) of a call that needs no fault, from ``run`` itself (the resident
-    simulator's answers); None for the rest."""
-    if options.fault:
-        return None
-    out, err = io.BytesIO(), io.BytesIO()
-    return run(options, args, out, err), out.getvalue(), err.getvalue()
 
 
 def _emit(reply: Reply, out: BufferedIOBase, err: BufferedIOBase) -> int:

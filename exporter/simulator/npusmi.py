@@ -17,7 +17,6 @@ hardware: 0 on success, EXIT_INVALID for bad arguments/ids, EXIT_DCMI for dcmi e
 
 from __future__ import annotations
 
-import io
 import itertools
 import math
 import sys
@@ -285,16 +284,6 @@ def run(options: SimOptions, args: Sequence[str], out: BufferedIOBase) -> int:
     result = execute(command, _state(options, t0, faults))
     _write(out, _transform(result.text.encode(), faults, options, t0))
     return _exit_code(result.code, faults)
-
-
-def answer_at_once(options: SimOptions, args: Sequence[str]) -> tuple[int, bytes, bytes] | None:
-    """(status, stdout, stderr) of a call that needs no fault and does not stream, from ``run``
-    itself (the resident simulator's answers); None for the rest."""
-    command = parse_command(args)
-    if options.fault or (isinstance(command, Command) and command.key == "watch"):
-        return None
-    out = io.BytesIO()
-    return run(options, args, out), out.getvalue(), b""
 
 
 def _watch(command: Command, options: SimOptions, faults: tuple[Fault, ...], out: BufferedIOBase) -> int:

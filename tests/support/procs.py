@@ -45,9 +45,8 @@ def exited(pid: int) -> bool:
 
 
 def calls(pid: int | None = None) -> list[psutil.Process]:
-    """Descendants but the resident simulator, which lives as long as the process that started
-    it (exporter/simulator/resident.py): what is left are calls and what they started."""
-    return [p for p in descendants(pid) if "exporter.simulator.resident" not in cmdline(p)]
+    """Descendants: the calls and what they started (nothing else lives beside an exporter)."""
+    return descendants(pid)
 
 
 def running(pid: int | None = None) -> list[psutil.Process]:
