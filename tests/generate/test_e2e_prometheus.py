@@ -303,8 +303,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     # Rules are loaded only once both targets have been scraped (see below).
     (tmp / "prometheus.yml").write_text(yaml.safe_dump(prometheus_config))
     fast = ["--npu-smi.interval", "1s", "--npu-smi.detail-interval", "2s", "--max-age", "8s"]
-    # hccn_tool (network panels) on the underutilized node only, on a schedule max_age allows.
-    hccn = ["--hccn.interval", "3s", "--hccn.slow-interval", "3s"]
+    # hccn_tool (network panels) on the underutilized node only. Each simulated call is a whole
+    # Python process: a round of 8 chips can take 15 s on a loaded machine, so that node's data
+    # may be older than the others' 8 s before it ages out.
+    hccn = ["--hccn.interval", "5s", "--hccn.slow-interval", "5s", "--max-age", "60s"]
     profiles = tmp / "profiles"
     healthy_profile(profiles / "e2e-bert_rank0_ascend_pt")
     # A kubelet that allocated chips 0 (busy) and 1 (low) of the underutilized node to one pod.
