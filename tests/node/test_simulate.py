@@ -29,8 +29,10 @@ from exporter.commands import serve
 from exporter.commands.flags import load_settings
 from exporter.node.assembly import assemble
 settings = load_settings(parse(build_parser(), ["serve", *sys.argv[1:]]), os.environ)
+from exporter.npusmi.source import NpuSmiSource
 node = assemble(settings, security=None)
-print(json.dumps({"modules": sorted(sys.modules), "simulated": node.simulated, "npu_smi": list(node.npu_smi.command)}))
+npu_smi = node.source(NpuSmiSource)
+print(json.dumps({"modules": sorted(sys.modules), "simulated": node.simulated, "npu_smi": list(npu_smi.command)}))
 """
 
 
