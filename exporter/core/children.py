@@ -18,7 +18,12 @@ import os
 import sys
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:   # the watcher's signature, as typeshed declares it
+    from typing_extensions import TypeVarTuple, Unpack
+
+    _Ts = TypeVarTuple("_Ts")
 
 log = logging.getLogger("exporter")
 
@@ -61,7 +66,7 @@ if sys.version_info < (3, 12):
         def attach_loop(self, loop: asyncio.AbstractEventLoop | None) -> None:
             return None
 
-        def add_child_handler(self, pid: int, callback: Callable[..., object], *args: Any) -> None:
+        def add_child_handler(self, pid: int, callback: Callable[[int, int, Unpack[_Ts]], object], *args: Unpack[_Ts]) -> None:
             loop = asyncio.get_running_loop()
             pidfd = os.pidfd_open(pid)
             self._children[pid] = (loop, pidfd)

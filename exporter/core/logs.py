@@ -7,6 +7,7 @@ import logging
 import sys
 import time
 from dataclasses import dataclass
+from typing import TextIO
 
 from exporter.core.options import choice, option
 
@@ -58,7 +59,7 @@ def _logfmt_value(value: object) -> str:
 _HANDLER_NAME = "cann-exporter"
 
 
-def setup_logging(fmt: str = "logfmt", level: str = "info", stream=None) -> None:
+def setup_logging(fmt: str = "logfmt", level: str = "info", stream: TextIO | None = None) -> None:
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else LogfmtFormatter())
     handler.set_name(_HANDLER_NAME)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, Union
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -71,13 +71,27 @@ class Collector(Protocol[P]):
     def render(self, part: P) -> Iterable[Metric]: ...
 
 
-def family(spec: MetricSpec) -> Metric:
-    """An empty family for ``spec`` with its labels and help text."""
+# The families a value per label set is added to (a histogram adds buckets and a sum instead).
+ValueFamily = Union[GaugeMetricFamily, CounterMetricFamily]
+
+
+def family(spec: MetricSpec) -> ValueFamily:
+    """An empty gauge or counter family for ``spec`` with its labels and help text."""
     if spec.kind == "counter":
         return CounterMetricFamily(spec.family_name, spec.help, labels=spec.labels)
     if spec.kind == "histogram":
-        return HistogramMetricFamily(spec.family_name, spec.help, labels=spec.labels)
+        raise ValueError(f"{spec.name} is a histogram: use histogram_family")
     return GaugeMetricFamily(spec.family_name, spec.help, labels=spec.labels)
+
+
+def histogram_family(spec: MetricSpec) -> HistogramMetricFamily:
+    """An empty histogram family for ``spec``."""
+    return HistogramMetricFamily(spec.family_name, spec.help, labels=spec.labels)
+
+
+def empty_family(spec: MetricSpec) -> Metric:
+    """An empty family of any kind (what a collector's describe() lists)."""
+    return histogram_family(spec) if spec.kind == "histogram" else family(spec)
 
 
 def label(value: object) -> str:

@@ -15,7 +15,7 @@ import ipaddress
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from exporter.core.errors import ProblemsError, ReasonError
 from exporter.core.values import parse_duration as _parse_duration
@@ -23,6 +23,9 @@ from exporter.core.values import shown
 from exporter.core.yamlfile import parse_yaml, read_yaml
 
 ENV_PREFIX = "CANN_EXPORTER_"
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 S = TypeVar("S")
 Parse = Callable[[Any], Any]
 
@@ -275,7 +278,7 @@ def _walk(cls: type, prefix: str, serve_only: bool = False) -> Iterator[Option]:
 def build(cls: type[S], values: Mapping[str, Any], prefix: str = "") -> S:
     """An instance of ``cls`` from parsed values by dotted key (absent keys keep their default)."""
     kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
+    for f in dataclasses.fields(cast("type[DataclassInstance]", cls)):
         if "section" in f.metadata:
             kwargs[f.name] = build(f.metadata["section"], values, f"{prefix}{f.name}.")
         elif "option" in f.metadata and prefix + f.name in values:

@@ -64,7 +64,7 @@ class BoundedLoader(yaml.SafeLoader):
         if self._expanded > MAX_NODES:
             raise _Refusal("too_many_nodes", f"more than {MAX_NODES} values once aliases are expanded{_at(mark)}")
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         mark = self.peek_event().start_mark
         if self.check_event(yaml.AliasEvent):
             self._aliases += 1

@@ -12,6 +12,7 @@ hccn_tool prints some errors on stdout with a non-zero exit and its exit codes c
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 
@@ -97,7 +98,7 @@ def _hex(text: str) -> int | None:
 
 def dbm_to_mw(dbm: float) -> float:
     """Optical power: P[mW] = 10 ** (P[dBm] / 10)."""
-    return 10.0 ** (dbm / 10.0)
+    return math.pow(10.0, dbm / 10.0)
 
 
 def _lines(text: str) -> list[str]:

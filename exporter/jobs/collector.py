@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from prometheus_client.core import Metric
 from prometheus_client.utils import floatToGoString
 
-from exporter.core.metric import MetricSpec, family, field_families
+from exporter.core.metric import MetricSpec, family, field_families, histogram_family
 from exporter.jobs import metrics as m
 from exporter.jobs.store import IngestCounters, JobsPart, RankView
 
@@ -28,7 +28,7 @@ class JobCollector:
         yield from self._self(part.counters)
 
     def _jobs(self, ranks: tuple[RankView, ...]) -> Iterator[Metric]:
-        info, duration, phases = family(m.JOB_INFO), family(m.JOB_ITERATION_DURATION), family(m.JOB_PHASE_SECONDS)
+        info, duration, phases = family(m.JOB_INFO), histogram_family(m.JOB_ITERATION_DURATION), family(m.JOB_PHASE_SECONDS)
         for r in ranks:
             key = _key(r)
             info.add_metric(key + [r.device, str(r.world_size), r.framework, r.pid], 1)

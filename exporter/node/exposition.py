@@ -27,7 +27,7 @@ from prometheus_client.openmetrics.exposition import (
     generate_latest as encode_openmetrics,
 )
 
-from exporter.core.metric import Collector, family
+from exporter.core.metric import Collector, empty_family
 from exporter.core.snapshot import Snapshot
 from exporter.node.snapshot import SnapshotStore
 
@@ -97,7 +97,7 @@ class Exposition:
     def describe(self) -> Iterator[Metric]:
         for rendering in self.renderings:
             for spec in rendering.collector.specs:
-                yield family(spec)
+                yield empty_family(spec)
 
     def collect(self) -> Iterator[Metric]:
         snapshot = self.store.current    # one snapshot for the whole scrape

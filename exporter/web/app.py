@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -23,10 +24,10 @@ from exporter.web.middleware import install
 from exporter.web.scrape import MetricsBody, RegistryBody, Scrapes
 from exporter.web.security import WebSecurity
 
-ABOUT = web.AppKey("about", object)   # Callable[[], About] | None: what `/` says runs
-READY = web.AppKey("ready", object)   # Callable[[], bool]: whether the first sample is in
+ABOUT: web.AppKey[Callable[[], About] | None] = web.AppKey("about")   # what `/` says runs
+READY: web.AppKey[Callable[[], bool]] = web.AppKey("ready")   # whether the first sample is in
 
-BackgroundTask = Callable[[], Awaitable[None]]
+BackgroundTask = Callable[[], Coroutine[Any, Any, None]]
 
 async def healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok\n")

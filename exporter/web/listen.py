@@ -8,6 +8,7 @@ logged as the port the kernel chose.
 from __future__ import annotations
 
 import socket
+from typing import Any
 
 
 def bind(host: str, port: int) -> list[socket.socket]:
@@ -31,8 +32,8 @@ def bind(host: str, port: int) -> list[socket.socket]:
     return sockets
 
 
-def _addresses(host: str, port: int) -> list[tuple[socket.AddressFamily, tuple]]:
-    seen: list[tuple[socket.AddressFamily, tuple]] = []
+def _addresses(host: str, port: int) -> list[tuple[socket.AddressFamily, tuple[Any, ...]]]:
+    seen: list[tuple[socket.AddressFamily, tuple[Any, ...]]] = []
     for family, _, _, _, address in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE):
         if (family, address) not in seen and family in (socket.AF_INET, socket.AF_INET6):
             seen.append((family, address))

@@ -7,6 +7,7 @@ import ipaddress
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from exporter.web.auth import AUTHENTICATED_USER
 from exporter.web.security import Verdict, WebSecurity
@@ -69,7 +70,7 @@ def _unauthorized(request: web.Request) -> web.Response:
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def middleware(security: WebSecurity, bearer_paths: frozenset[str] = frozenset()) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def middleware(security: WebSecurity, bearer_paths: frozenset[str] = frozenset()) -> Middleware:
     """Basic auth (and client_allowed_sans) for every path but the exempt ones.
 
     ``bearer_paths``: routes whose handler checks a bearer token of its own; a request there

@@ -47,7 +47,7 @@ def _checked_paths(files: dict[str, Path]) -> Iterator[dict[str, str]]:
     files through. WebConfigError names every file refused."""
     problems: list[str] = []
     with contextlib.ExitStack() as stack:
-        paths = {}
+        paths: dict[str, str] = {}
         for key, path in files.items():
             try:
                 handle = stack.enter_context(open_input(path, MAX_PEM_BYTES))
@@ -55,7 +55,7 @@ def _checked_paths(files: dict[str, Path]) -> Iterator[dict[str, str]]:
                 problems.append(f"tls_server_config.{key}: cannot read {path}: {exc.reason.replace('_', ' ')}")
                 continue
             by_fd = f"/proc/self/fd/{handle.fileno()}"
-            paths[key] = by_fd if os.path.exists(by_fd) else path
+            paths[key] = by_fd if os.path.exists(by_fd) else str(path)
         if problems:
             raise WebConfigError(problems)
         yield paths
@@ -129,5 +129,5 @@ class ReloadableSSLContext(ssl.SSLContext):
                  server_hostname: str | None = None, session: ssl.SSLSession | None = None) -> ssl.SSLObject:
         return self.current.wrap_bio(incoming, outgoing, server_side=server_side, server_hostname=server_hostname, session=session)
 
-    def wrap_socket(self, *args: Any, **kwargs: Any) -> ssl.SSLSocket:  # type: ignore[override]
+    def wrap_socket(self, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
         return self.current.wrap_socket(*args, **kwargs)
