@@ -6,7 +6,7 @@ ARGS ?=
 # Test extras: the framework adapters are tested on their real libraries (CPU builds).
 TEST_EXTRAS ?= test,torch,hf,lightning
 
-.PHONY: run test test-under-load example bench soak generate image install install-test bytecode clean
+.PHONY: run test lint test-under-load example bench soak generate image install install-test bytecode clean
 
 $(BIN)/cann-exporter: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,9 +34,15 @@ run: install bytecode
 	$(BIN)/cann-exporter serve --simulate auto $(ARGS)
 
 # Installs the Debian packages the real-tool tests need when it can; otherwise says what will be skipped.
-test: install-test bytecode
+test: install-test bytecode lint
 	@scripts/install-test-packages
 	$(BIN)/python -m pytest -q $(ARGS)
+
+# ruff (lint, and the format every file is in) and mypy, configured in pyproject.toml.
+lint: install-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # The whole suite RUNS times (default 3) with two busy processes per core beside it.
 test-under-load: install-test bytecode

@@ -48,11 +48,13 @@ LONG_RUNNING = {"fleet_capacity": 4 * 3600.0}
 
 
 def discover() -> list[str]:
-    return sorted(m.name for m in pkgutil.iter_modules([str(PACKAGE_DIR)])
-                  if not m.name.startswith("_") and not m.ispkg and m.name not in OPT_IN)
+    return sorted(
+        m.name for m in pkgutil.iter_modules([str(PACKAGE_DIR)]) if not m.name.startswith("_") and not m.ispkg and m.name not in OPT_IN
+    )
 
 
 # --- the child: import one module, run it, write JSON ----------------------------------------------
+
 
 def _on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)  # unwinds `finally` blocks, so started processes are stopped
@@ -92,6 +94,7 @@ def child(name: str, out_path: str) -> int:
 
 # --- the parent: run every module in its own process group ------------------------------------------
 
+
 def _kill_group(proc: subprocess.Popen[bytes], grace: float) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)
@@ -109,14 +112,12 @@ def run_one(name: str, timeout: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         out = Path(tmp) / "result.json"
         start = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "benchmarks", "--child", name, str(out)],
-                                cwd=REPO, start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-m", "benchmarks", "--child", name, str(out)], cwd=REPO, start_new_session=True)
         try:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
             _kill_group(proc, grace=15)
-            return {"status": "timeout", "error": f"did not finish within {timeout:g} s; stopped",
-                    "seconds": time.monotonic() - start}
+            return {"status": "timeout", "error": f"did not finish within {timeout:g} s; stopped", "seconds": time.monotonic() - start}
         except BaseException:
             _kill_group(proc, grace=5)
             raise
@@ -125,13 +126,13 @@ def run_one(name: str, timeout: float) -> dict[str, Any]:
         try:
             record = json.loads(out.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return {"status": "crashed", "error": f"exited with status {proc.returncode} without a result",
-                    "seconds": elapsed}
+            return {"status": "crashed", "error": f"exited with status {proc.returncode} without a result", "seconds": elapsed}
         record["wall_seconds"] = elapsed
         return record
 
 
 # --- machine --------------------------------------------------------------------------------------
+
 
 def interpreter() -> str:
     """Where the interpreter lives, in words that mean something on another machine."""
@@ -183,6 +184,7 @@ def machine() -> dict[str, str]:
 
 # --- RESULTS.md -----------------------------------------------------------------------------------
 
+
 def fmt(value: Any) -> str:
     if value is None:
         return "n/a"
@@ -215,8 +217,12 @@ def figures_of(result: dict[str, Any]) -> list[dict[str, Any]]:
     if isinstance(figs, list):
         return [f for f in figs if isinstance(f, dict)]
     if any(k in result for k in ("ratio", "goal", "meets_goal")):  # a flat result
-        return [{"name": result.get("name") or result.get("title") or "result", **{k: result.get(k) for k in
-                 ("value", "unit", "baseline_name", "baseline", "ratio", "goal", "meets_goal") if k in result}}]
+        return [
+            {
+                "name": result.get("name") or result.get("title") or "result",
+                **{k: result.get(k) for k in ("value", "unit", "baseline_name", "baseline", "ratio", "goal", "meets_goal") if k in result},
+            }
+        ]
     return []
 
 
@@ -283,19 +289,29 @@ def section(name: str, record: dict[str, Any]) -> list[str]:
         lines += [f"- {fmt(n)}" for n in notes]
         lines.append("")
     command = result.get("command") or f".venv/bin/python -m benchmarks {name}"
-    lines += [f"Reproduce alone: `{command}` (or `.venv/bin/python -m benchmarks.{name}`). "
-              f"Took {record.get('wall_seconds', record.get('seconds', 0)):.0f} s.", ""]
+    lines += [
+        f"Reproduce alone: `{command}` (or `.venv/bin/python -m benchmarks.{name}`). "
+        f"Took {record.get('wall_seconds', record.get('seconds', 0)):.0f} s.",
+        "",
+    ]
     payload: Any = dict(extra)
     if "raw" in result:
         payload = {"raw": result["raw"], **extra} if extra else result["raw"]
     if payload:
-        lines += ["<details><summary>raw numbers</summary>", "", "```json",
-                  json.dumps(payload, indent=1, default=str), "```", "", "</details>", ""]
+        lines += [
+            "<details><summary>raw numbers</summary>",
+            "",
+            "```json",
+            json.dumps(payload, indent=1, default=str),
+            "```",
+            "",
+            "</details>",
+            "",
+        ]
     return lines
 
 
-def render(records: dict[str, dict[str, Any]], info: dict[str, str], started: dt.datetime,
-           finished: dt.datetime, argv: list[str]) -> str:
+def render(records: dict[str, dict[str, Any]], info: dict[str, str], started: dt.datetime, finished: dt.datetime, argv: list[str]) -> str:
     ok = {n: r for n, r in records.items() if r.get("status") == "ok"}
     skipped = {n: r for n, r in records.items() if r.get("status") != "ok"}
     this_run = " ".join(shlex.quote(a) for a in [".venv/bin/python", "-m", "benchmarks", *argv])
@@ -340,8 +356,16 @@ def render(records: dict[str, dict[str, Any]], info: dict[str, str], started: dt
         lines.append("")
         for name, record in skipped.items():
             if record.get("error"):
-                lines += [f"<details><summary>{name}: {record.get('status')}</summary>", "", "```",
-                          str(record["error"]).strip(), "```", "", "</details>", ""]
+                lines += [
+                    f"<details><summary>{name}: {record.get('status')}</summary>",
+                    "",
+                    "```",
+                    str(record["error"]).strip(),
+                    "```",
+                    "",
+                    "</details>",
+                    "",
+                ]
     for name, record in ok.items():
         lines += section(name, record)
     return "\n".join(lines).rstrip() + "\n"
@@ -358,11 +382,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", help="modules to run (default: all); see --list")
     parser.add_argument("--list", action="store_true", help="list the benchmark modules and exit")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"report path (default {DEFAULT_OUT.relative_to(REPO)})")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
-                        help=f"seconds per module (default %(default)g; {', '.join(f'{n} {t:g}' for n, t in LONG_RUNNING.items())})")
-    parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET,
-                        help="seconds for the whole run, plus the long-running modules' own limits; a module gets at "
-                             "most what is left (default %(default)g)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        help=f"seconds per module (default %(default)g; {', '.join(f'{n} {t:g}' for n, t in LONG_RUNNING.items())})",
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=DEFAULT_BUDGET,
+        help="seconds for the whole run, plus the long-running modules' own limits; a module gets at "
+        "most what is left (default %(default)g)",
+    )
     parser.add_argument("--strict", action="store_true", help="exit 1 if a goal is missed or a module is skipped")
     args = parser.parse_args(args_list)
     available = discover()
@@ -391,18 +423,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[benchmarks] {name} ...", flush=True)
         records[name] = record = run_one(name, min(max(args.timeout, LONG_RUNNING.get(name, 0.0)), left))
         status = record.get("status")
-        print(f"[benchmarks] {name}: {status} in {record.get('wall_seconds', record.get('seconds', 0)):.0f} s"
-              + ("" if status == "ok" else f" ({str(record.get('error', '')).strip().splitlines()[-1:]})"), flush=True)
+        print(
+            f"[benchmarks] {name}: {status} in {record.get('wall_seconds', record.get('seconds', 0)):.0f} s"
+            + ("" if status == "ok" else f" ({str(record.get('error', '')).strip().splitlines()[-1:]})"),
+            flush=True,
+        )
     finished = dt.datetime.now(dt.timezone.utc)
     args.out.write_text(render(records, info, started, finished, args_list), encoding="utf-8")
     for name, record in records.items():
         for fig in figures_of(record.get("result") or {}) if record.get("status") == "ok" else []:
             name_, value, baseline, ratio_, goal, met = figure_cells(fig)
-            print(f"[benchmarks] {name}: {name_}: {value}" + (f" vs {baseline} (ratio {ratio_})" if baseline else "")
-                  + (f"; goal {goal}: {met}" if goal else ""))
+            print(
+                f"[benchmarks] {name}: {name_}: {value}"
+                + (f" vs {baseline} (ratio {ratio_})" if baseline else "")
+                + (f"; goal {goal}: {met}" if goal else "")
+            )
     print(f"[benchmarks] wrote {args.out}")
-    missed = any(f.get("meets_goal") is False for r in records.values() if r.get("status") == "ok"
-                 for f in figures_of(r["result"]))
+    missed = any(f.get("meets_goal") is False for r in records.values() if r.get("status") == "ok" for f in figures_of(r["result"]))
     skipped = any(r.get("status") != "ok" for r in records.values())
     return 1 if args.strict and (missed or skipped) else 0
 

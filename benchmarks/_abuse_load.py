@@ -39,8 +39,9 @@ from typing import Any
 
 from benchmarks._rawhttp import HOST, Connection, basic_auth, request_bytes
 
-PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
-                     "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+PROMETHEUS_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
 
 
 def address(block: int, index: int) -> str:
@@ -52,8 +53,14 @@ class Stats:
         self.kinds: dict[str, dict[str, Any]] = {}
 
     def kind(self, name: str, clients: int) -> dict[str, Any]:
-        self.kinds[name] = {"clients": clients, "requests": 0, "status": Counter(), "errors": Counter(), "connects": 0,
-                            "closed_by_server": 0}
+        self.kinds[name] = {
+            "clients": clients,
+            "requests": 0,
+            "status": Counter(),
+            "errors": Counter(),
+            "connects": 0,
+            "closed_by_server": 0,
+        }
         return self.kinds[name]
 
     def json(self) -> dict[str, Any]:
@@ -104,18 +111,24 @@ class Load:
 
         def batch(job: str, rank: int, steps: int) -> bytes:
             end = time.time()
-            body = {"job_name": job, "rank": rank, "world_size": max(16, rank + 1), "device": str(rank % 16), "pid": 4000 + rank,
-                    "steps": [{"end": end, "duration": 0.05, "samples": 32, "phases": phases}] * steps}
+            body = {
+                "job_name": job,
+                "rank": rank,
+                "world_size": max(16, rank + 1),
+                "device": str(rank % 16),
+                "pid": 4000 + rank,
+                "steps": [{"end": end, "duration": 0.05, "samples": 32, "phases": phases}] * steps,
+            }
             return request_bytes("POST", "/api/v1/steps", headers, json.dumps(body, separators=(",", ":")).encode())
 
         index = 0
         try:
             while self.running():
                 if index < len(held):
-                    job, rank = held[index]                       # fill the caps first
+                    job, rank = held[index]  # fill the caps first
                     raw = batch(job, rank, 1)
                 elif index % 10 == 0:
-                    raw = batch(f"over-{index}", 0, 1)            # does not fit: 429
+                    raw = batch(f"over-{index}", 0, 1)  # does not fit: 429
                 else:
                     job, rank = held[index % len(held)]
                     raw = batch(job, rank, int(cfg["ingest_batch"]))
@@ -135,8 +148,15 @@ class Load:
         try:
             while self.running():
                 attempt += 1
-                raw = request_bytes("GET", "/metrics", {"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip",
-                                                        "Authorization": basic_auth(cfg["user"], f"wrong-{index}-{attempt}")})
+                raw = request_bytes(
+                    "GET",
+                    "/metrics",
+                    {
+                        "Accept": PROMETHEUS_ACCEPT,
+                        "Accept-Encoding": "gzip",
+                        "Authorization": basic_auth(cfg["user"], f"wrong-{index}-{attempt}"),
+                    },
+                )
                 await self.send(conn, raw, st)
                 await self.pause(float(cfg["auth_pause"]))
         finally:
@@ -148,16 +168,14 @@ class Load:
         while self.running():
             writer = None
             try:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(HOST, self.port, local_addr=(address(block, index), 0)), 5)
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(HOST, self.port, local_addr=(address(block, index), 0)), 5)
                 st["connects"] += 1
                 stopped = asyncio.ensure_future(self.stop.wait())
                 read = asyncio.ensure_future(reader.read(1))
-                await asyncio.wait({stopped, read}, timeout=max(0.0, self.deadline - time.monotonic()),
-                                   return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({stopped, read}, timeout=max(0.0, self.deadline - time.monotonic()), return_when=asyncio.FIRST_COMPLETED)
                 stopped.cancel()
                 if read.done() and not read.cancelled() and read.exception() is None:
-                    st["closed_by_server"] += 1    # the exporter closed it (b"") or answered (it never does)
+                    st["closed_by_server"] += 1  # the exporter closed it (b"") or answered (it never does)
                 else:
                     read.cancel()
                     with contextlib.suppress(BaseException):
@@ -176,8 +194,10 @@ class Load:
         cfg = self.cfg
         loop = asyncio.get_running_loop()
         if index % 2 == 0:
-            burst = request_bytes("GET", "/metrics", {"Accept-Encoding": "identity",
-                                                      "Authorization": basic_auth(cfg["user"], cfg["password"])}) * 4
+            burst = (
+                request_bytes("GET", "/metrics", {"Accept-Encoding": "identity", "Authorization": basic_auth(cfg["user"], cfg["password"])})
+                * 4
+            )
         else:
             burst = request_bytes("GET", "/healthz") * 200
         while self.running():
@@ -193,10 +213,10 @@ class Load:
                         await asyncio.wait_for(loop.sock_sendall(sock, burst), 1.0)
                         st["requests"] += burst.count(b"GET ")
                     except asyncio.TimeoutError:
-                        st["errors"]["send_blocked"] += 1    # the exporter stopped reading us: fine
+                        st["errors"]["send_blocked"] += 1  # the exporter stopped reading us: fine
                     await self.pause(1.0)
             except (ConnectionResetError, BrokenPipeError):
-                st["closed_by_server"] += 1          # the exporter dropped a client that does not read
+                st["closed_by_server"] += 1  # the exporter dropped a client that does not read
             except (OSError, asyncio.TimeoutError) as exc:
                 st["errors"][type(exc).__name__] += 1
             finally:
@@ -206,20 +226,24 @@ class Load:
     # --- stalled bodies, churn, malformed requests -------------------------------------------------
     async def stalled(self, index: int, st: dict[str, Any]) -> None:
         cfg = self.cfg
-        head = (f"POST /api/v1/steps HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
-                f"Authorization: Bearer {cfg['ingest_token']}\r\nContent-Length: {1 << 20}\r\n\r\n").encode()
+        head = (
+            f"POST /api/v1/steps HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
+            f"Authorization: Bearer {cfg['ingest_token']}\r\nContent-Length: {1 << 20}\r\n\r\n"
+        ).encode()
         body = b"[" + b" " * ((1 << 20) - 2)
         while self.running():
             writer = None
             try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(
-                    HOST, self.port, local_addr=(address(6, index % int(cfg["stalled_addresses"])), 0)), 5)
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(HOST, self.port, local_addr=(address(6, index % int(cfg["stalled_addresses"])), 0)), 5
+                )
                 st["connects"] += 1
                 writer.write(head + body)
                 answer = asyncio.ensure_future(reader.read(64))
                 stopped = asyncio.ensure_future(self.stop.wait())
-                await asyncio.wait({answer, stopped}, timeout=max(0.0, self.deadline - time.monotonic()),
-                                   return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    {answer, stopped}, timeout=max(0.0, self.deadline - time.monotonic()), return_when=asyncio.FIRST_COMPLETED
+                )
                 stopped.cancel()
                 if answer.done() and answer.exception() is None:
                     got = answer.result()
@@ -251,8 +275,7 @@ class Load:
         while self.running():
             writer = None
             try:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(HOST, self.port, local_addr=(address(8, index), 0)), 5)
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(HOST, self.port, local_addr=(address(8, index), 0)), 5)
                 st["connects"] += 1
                 writer.write(raw)
                 got = await asyncio.wait_for(reader.read(64), 5)

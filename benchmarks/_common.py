@@ -30,7 +30,7 @@ HOST = "127.0.0.1"
 # What Prometheus 2.x sends on a scrape (scrape.go acceptHeader, gzip on by default).
 PROMETHEUS_HEADERS = {
     "Accept": "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
-              "text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+    "text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
     "Accept-Encoding": "gzip",
     "User-Agent": "Prometheus/2.45.0",
 }
@@ -42,6 +42,7 @@ class BenchError(RuntimeError):
 
 
 # --- ports and processes ------------------------------------------------------------------------
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -106,8 +107,7 @@ def started(name: str, argv: Sequence[str], env: Mapping[str, str] | None = None
         proc.stop()
 
 
-def wait_until(what: str, check: Callable[[], bool], timeout: float, every: float = 0.1,
-               procs: Sequence[Process] = ()) -> float:
+def wait_until(what: str, check: Callable[[], bool], timeout: float, every: float = 0.1, procs: Sequence[Process] = ()) -> float:
     """Poll ``check`` until true; seconds waited. BenchError on timeout or a process dying."""
     start = time.monotonic()
     deadline = start + timeout
@@ -127,6 +127,7 @@ def wait_until(what: str, check: Callable[[], bool], timeout: float, every: floa
 
 # --- HTTP -----------------------------------------------------------------------------------------
 
+
 class Client:
     """One keep-alive HTTP/1.1 connection to 127.0.0.1:port (http.client, no pooling layers)."""
 
@@ -134,7 +135,7 @@ class Client:
         self.port = port
         self.timeout = timeout
         self.reconnects = 0
-        self.extra_headers = dict(extra_headers or {})   # sent with every request (e.g. Authorization)
+        self.extra_headers = dict(extra_headers or {})  # sent with every request (e.g. Authorization)
         self._conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
 
     def get(self, path: str, headers: Mapping[str, str] | None = None) -> tuple[int, dict[str, str], bytes, float]:
@@ -204,8 +205,20 @@ def exporter_argv(port: int, *extra: str, network: bool = False) -> list[str]:
     # (16 chips, 64 processes) leave the hccn_tool network source out so the series match that
     # case; network=True keeps it (the a3 node as shipped: about 1,800 samples with the network's).
     npu_smi, hccn_tool = replay_tools(SIM_MODEL)
-    return [sys.executable, "-m", "exporter", "serve", "--npu-smi", npu_smi, "--hccn-tool", hccn_tool,
-            "--listen", f"{HOST}:{port}", "--hccn.enabled" if network else "--no-hccn.enabled", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "exporter",
+        "serve",
+        "--npu-smi",
+        npu_smi,
+        "--hccn-tool",
+        hccn_tool,
+        "--listen",
+        f"{HOST}:{port}",
+        "--hccn.enabled" if network else "--no-hccn.enabled",
+        *extra,
+    ]
 
 
 _SERVE_FLAGS: frozenset[str] | None = None
@@ -217,8 +230,15 @@ def serve_flags() -> frozenset[str]:
     global _SERVE_FLAGS
     if _SERVE_FLAGS is None:
         try:
-            out = subprocess.run([sys.executable, "-m", "exporter", "serve", "--help"], capture_output=True, text=True,
-                                 timeout=60, cwd=REPO, env=exporter_env(), check=False)
+            out = subprocess.run(
+                [sys.executable, "-m", "exporter", "serve", "--help"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                cwd=REPO,
+                env=exporter_env(),
+                check=False,
+            )
         except (subprocess.SubprocessError, OSError) as exc:
             raise BenchError(f"`serve --help` failed: {exc}") from exc
         if out.returncode != 0:
@@ -261,13 +281,15 @@ def wait_exporter_complete(proc: Process, client: Client, timeout: float = 90.0)
         up = [v for _, v in samples(text, "npu_up")]
         return (
             details >= 1
-            and len(up) == EXPECTED_CHIPS and all(v == 1 for v in up)
+            and len(up) == EXPECTED_CHIPS
+            and all(v == 1 for v in up)
             and len(samples(text, "npu_aivector_utilization_ratio")) == EXPECTED_CHIPS
             and len(samples(text, "npu_process_memory_bytes")) == EXPECTED_PROCESSES
         )
 
     timings["complete_seconds"] = timings["readyz_seconds"] + wait_until(
-        "all details (16 chips, 64 processes)", complete, timeout, every=0.2, procs=[proc])
+        "all details (16 chips, 64 processes)", complete, timeout, every=0.2, procs=[proc]
+    )
     return timings
 
 
@@ -287,7 +309,8 @@ def wait_network_complete(proc: Process, client: Client, timeout: float = 120.0)
         return ran and count == last[0]
 
     timings["network_complete_seconds"] = timings["complete_seconds"] + wait_until(
-        "the network (hccn_tool) sources", complete, timeout, every=0.5, procs=[proc])
+        "the network (hccn_tool) sources", complete, timeout, every=0.5, procs=[proc]
+    )
     return timings
 
 
@@ -301,8 +324,10 @@ def node_exporter_binary(notes: list[str]) -> str:
         raise BenchError("prometheus-node-exporter not found; install it: apt-get install -y prometheus-node-exporter")
     notes.append("prometheus-node-exporter was missing; installed with apt-get before measuring")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for argv in (["apt-get", "install", "-y", "prometheus-node-exporter"],
-                 ["sh", "-c", "apt-get update && apt-get install -y prometheus-node-exporter"]):
+    for argv in (
+        ["apt-get", "install", "-y", "prometheus-node-exporter"],
+        ["sh", "-c", "apt-get update && apt-get install -y prometheus-node-exporter"],
+    ):
         with contextlib.suppress(subprocess.SubprocessError, OSError):
             subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300, check=True)
             break
@@ -328,6 +353,7 @@ def node_exporter_argv(binary: str, port: int) -> list[str]:
 
 # --- numbers ---------------------------------------------------------------------------------------
 
+
 def percentile(values: Sequence[float], q: float) -> float:
     """Linear interpolation between closest ranks (numpy's default), q in 0..100."""
     if not values:
@@ -344,8 +370,18 @@ def ratio(value: float | None, baseline: float | None) -> float | None:
     return value / baseline
 
 
-def figure(name: str, value: float | None, unit: str, *, baseline_name: str = "", baseline: float | None = None,
-           goal: str = "", meets_goal: bool | None = None, ratio_value: float | None = None, note: str = "") -> dict[str, Any]:
+def figure(
+    name: str,
+    value: float | None,
+    unit: str,
+    *,
+    baseline_name: str = "",
+    baseline: float | None = None,
+    goal: str = "",
+    meets_goal: bool | None = None,
+    ratio_value: float | None = None,
+    note: str = "",
+) -> dict[str, Any]:
     out: dict[str, Any] = {"name": name, "value": value, "unit": unit}
     if baseline_name:
         out["baseline_name"] = baseline_name
@@ -377,17 +413,29 @@ def latency_summary(seconds: Sequence[float]) -> dict[str, Any]:
     ms = [v * 1000 for v in seconds]
     if not ms:
         return {"scrapes": 0}
-    return {"scrapes": len(ms), "p50_ms": percentile(ms, 50), "p90_ms": percentile(ms, 90), "p99_ms": percentile(ms, 99),
-            "mean_ms": sum(ms) / len(ms), "min_ms": min(ms), "max_ms": max(ms)}
+    return {
+        "scrapes": len(ms),
+        "p50_ms": percentile(ms, 50),
+        "p90_ms": percentile(ms, 90),
+        "p99_ms": percentile(ms, 99),
+        "mean_ms": sum(ms) / len(ms),
+        "min_ms": min(ms),
+        "max_ms": max(ms),
+    }
 
 
 def body_info(status: int, headers: Mapping[str, str], body: bytes) -> dict[str, Any]:
     import gzip
 
     text = gzip.decompress(body) if headers.get("content-encoding") == "gzip" else body
-    return {"status": status, "bytes_on_wire": len(body), "bytes_uncompressed": len(text),
-            "samples": count_samples(text.decode("utf-8", errors="replace")),
-            "content_type": headers.get("content-type", ""), "content_encoding": headers.get("content-encoding", "identity")}
+    return {
+        "status": status,
+        "bytes_on_wire": len(body),
+        "bytes_uncompressed": len(text),
+        "samples": count_samples(text.decode("utf-8", errors="replace")),
+        "content_type": headers.get("content-type", ""),
+        "content_encoding": headers.get("content-encoding", "identity"),
+    }
 
 
 def scrape_orders(names: Sequence[str], index: int) -> list[str]:
@@ -400,8 +448,9 @@ def scrape_orders(names: Sequence[str], index: int) -> list[str]:
     return base[k:] + base[:k]
 
 
-def scrape_interleaved(clients: Mapping[str, Client], headers: Mapping[str, str], scrapes: int, warmup: int,
-                       path: str = "/metrics") -> dict[str, dict[str, Any]]:
+def scrape_interleaved(
+    clients: Mapping[str, Client], headers: Mapping[str, str], scrapes: int, warmup: int, path: str = "/metrics"
+) -> dict[str, dict[str, Any]]:
     """``warmup`` + ``scrapes`` rounds; each round scrapes every target once, in the order of
     :func:`scrape_orders`; per target the latency summary of the timed rounds and what the
     first round's body looked like."""
@@ -437,13 +486,15 @@ def static_server(bodies: Mapping[str, tuple[Mapping[str, str], Mapping[str, str
         for index, (name, (request_headers, response_headers, body)) in enumerate(bodies.items()):
             path = Path(tmp) / f"body-{index}"
             path.write_bytes(body)
-            entries.append({
-                "name": name,
-                "accept": request_headers.get("Accept", ""),
-                "accept_encoding": request_headers.get("Accept-Encoding", ""),
-                "headers": {k: v for k, v in response_headers.items() if k.lower() not in _OWN_HEADERS},
-                "body_file": str(path),
-            })
+            entries.append(
+                {
+                    "name": name,
+                    "accept": request_headers.get("Accept", ""),
+                    "accept_encoding": request_headers.get("Accept-Encoding", ""),
+                    "headers": {k: v for k, v in response_headers.items() if k.lower() not in _OWN_HEADERS},
+                    "body_file": str(path),
+                }
+            )
         manifest = Path(tmp) / "manifest.json"
         manifest.write_text(json.dumps({"bodies": entries}), encoding="utf-8")
         port = free_port()

@@ -33,10 +33,26 @@ from pathlib import Path
 import numpy as np
 
 JOB = "cann-exporter"
-HBM_TOTAL_BYTES = 65536 << 20        # a 910B3: npu-smi's 65536 MB are MiB
-IDLE_HBM_MIB = 3200                  # what an idle 910B3 reports used (driver and runtime)
-NAMESPACES = ("llm-pretrain", "llm-finetune", "llm-eval", "speech", "vision", "recsys", "search", "ads",
-              "robotics", "research-a", "research-b", "research-c", "platform", "batch", "mlops", "sandbox")
+HBM_TOTAL_BYTES = 65536 << 20  # a 910B3: npu-smi's 65536 MB are MiB
+IDLE_HBM_MIB = 3200  # what an idle 910B3 reports used (driver and runtime)
+NAMESPACES = (
+    "llm-pretrain",
+    "llm-finetune",
+    "llm-eval",
+    "speech",
+    "vision",
+    "recsys",
+    "search",
+    "ads",
+    "robotics",
+    "research-a",
+    "research-b",
+    "research-c",
+    "platform",
+    "batch",
+    "mlops",
+    "sandbox",
+)
 HOUR, DAY = 3600, 86400
 
 
@@ -45,7 +61,7 @@ class FleetScale:
     nodes: int = 1000
     chips: int = 8
     days: float = 30.0
-    resolution: int = 300            # seconds between samples
+    resolution: int = 300  # seconds between samples
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.chips < 1 or self.days <= 0 or self.resolution < 1:
@@ -57,9 +73,11 @@ class FleetScale:
 
     def describe(self) -> str:
         days = f"{self.days:g} days"
-        return (f"{self.nodes:,} nodes x {self.chips} chips ({self.nodes * self.chips:,} chips) over {days} "
-                f"at {self.resolution // 60 if self.resolution % 60 == 0 else self.resolution}"
-                f"{'-minute' if self.resolution % 60 == 0 else ' s'} resolution")
+        return (
+            f"{self.nodes:,} nodes x {self.chips} chips ({self.nodes * self.chips:,} chips) over {days} "
+            f"at {self.resolution // 60 if self.resolution % 60 == 0 else self.resolution}"
+            f"{'-minute' if self.resolution % 60 == 0 else ' s'} resolution"
+        )
 
 
 @dataclasses.dataclass
@@ -72,12 +90,13 @@ class WindowStats:
 class Jobs:
     """Every job of the fleet, grouped by node in time order (``first[n]`` .. ``first[n + 1]``),
     each node's list ending with a sentinel that never starts."""
-    first: np.ndarray      # index of each node's first job; len nodes + 1
-    start: np.ndarray      # step the job starts
-    end: np.ndarray        # step after its last
-    chips: np.ndarray      # chips it takes (0 .. chips-1 of the node)
-    util: np.ndarray       # mean AI Core utilization, 0..1
-    hbm_mib: np.ndarray    # HBM it uses per chip
+
+    first: np.ndarray  # index of each node's first job; len nodes + 1
+    start: np.ndarray  # step the job starts
+    end: np.ndarray  # step after its last
+    chips: np.ndarray  # chips it takes (0 .. chips-1 of the node)
+    util: np.ndarray  # mean AI Core utilization, 0..1
+    hbm_mib: np.ndarray  # HBM it uses per chip
     namespace: np.ndarray  # index into NAMESPACES
 
 
@@ -85,13 +104,13 @@ def _jobs(scale: FleetScale, rng: np.random.Generator, joins: np.ndarray) -> Job
     per_hour = HOUR / scale.resolution
     starts, ends, chips, utils, hbms, spaces, first = [], [], [], [], [], [], []
     sizes = [k for k in (8, 4, 2, 1) if k <= scale.chips] or [scale.chips]
-    weights = np.array([0.6, 0.2, 0.1, 0.1][:len(sizes)])
+    weights = np.array([0.6, 0.2, 0.1, 0.1][: len(sizes)])
     for node in range(scale.nodes):
         first.append(len(starts))
         t = int(joins[node])
         while t < scale.steps:
             progress = t / max(1, scale.steps)
-            gap_hours = rng.exponential(36.0 - 28.0 * progress)          # idle spells shorten: demand grows
+            gap_hours = rng.exponential(36.0 - 28.0 * progress)  # idle spells shorten: demand grows
             t += int(gap_hours * per_hour)
             length = int(rng.uniform(6, 96) * per_hour)
             kind = rng.random()
@@ -103,15 +122,14 @@ def _jobs(scale: FleetScale, rng: np.random.Generator, joins: np.ndarray) -> Job
             hbms.append(int(rng.uniform(0.35, 0.95) * (HBM_TOTAL_BYTES >> 20)))
             spaces.append(int(rng.integers(len(NAMESPACES))))
             t += length
-        starts.append(1 << 40)                                           # the sentinel
+        starts.append(1 << 40)  # the sentinel
         ends.append(1 << 40)
         chips.append(0)
         utils.append(0.0)
         hbms.append(0)
         spaces.append(0)
     first.append(len(starts))
-    return Jobs(np.array(first), np.array(starts), np.array(ends), np.array(chips), np.array(utils),
-                np.array(hbms), np.array(spaces))
+    return Jobs(np.array(first), np.array(starts), np.array(ends), np.array(chips), np.array(utils), np.array(hbms), np.array(spaces))
 
 
 class FleetHistory:
@@ -120,8 +138,8 @@ class FleetHistory:
 
     def __init__(self, scale: FleetScale, end: int, seed: int = 15) -> None:
         self.scale = scale
-        self.end = end - end % scale.resolution                          # the last sample's time
-        self.start = self.end - (scale.steps - 1) * scale.resolution     # the first sample's time
+        self.end = end - end % scale.resolution  # the last sample's time
+        self.start = self.end - (scale.steps - 1) * scale.resolution  # the first sample's time
         rng = np.random.default_rng(seed)
         n, c = scale.nodes, scale.chips
         late = rng.random(n) < 0.05
@@ -136,8 +154,9 @@ class FleetHistory:
         self._noise = np.random.default_rng(seed + 1)
         self._cursor = self.jobs.first[:-1].copy()
         self._step = 0
-        labels = [f'job="{JOB}",instance="{_instance(node)}",npu="{chip}",chip="0",device="{chip}"'
-                  for node in range(n) for chip in range(c)]
+        labels = [
+            f'job="{JOB}",instance="{_instance(node)}",npu="{chip}",chip="0",device="{chip}"' for node in range(n) for chip in range(c)
+        ]
         self._labels = labels
         self._up = _objects(f"npu_up{{{x}}} 1" for x in labels)
         self._total = _objects(f"npu_hbm_total_bytes{{{x}}} {HBM_TOTAL_BYTES}" for x in labels)
@@ -146,7 +165,7 @@ class FleetHistory:
         self._devices = _objects(f'npu_devices{{job="{JOB}",instance="{_instance(node)}"}} {c}' for node in range(n))
         self._percent = _objects(f"{p / 100:g}" for p in range(101))
         self._bytes: dict[int, str] = {}
-        self._process = np.full(n * c, "", dtype=object)     # each chip's process and pod series, for its job
+        self._process = np.full(n * c, "", dtype=object)  # each chip's process and pod series, for its job
         self._pod = np.full(n * c, "", dtype=object)
         self._job_of = np.full(n * c, -1)
         self.process_series = 0
@@ -191,15 +210,17 @@ class FleetHistory:
         live = np.repeat(on, c)
         busy = np.flatnonzero(in_use)
         self._start_jobs(np.where(in_use, np.repeat(job, c), -1))
-        text = "".join((
-            _lines(self._up[live], None, ts),
-            _lines(self._total[live], None, ts),
-            _lines(self._util[live], self._percent[percent[live]], ts),
-            _lines(self._used[live], self._byte_texts(used[live]), ts),
-            _lines(self._devices[on], None, ts),
-            _lines(self._process[busy], self._byte_texts(used[busy] - IDLE_HBM_MIB), ts),
-            _lines(self._pod[busy], None, ts),
-        ))
+        text = "".join(
+            (
+                _lines(self._up[live], None, ts),
+                _lines(self._total[live], None, ts),
+                _lines(self._util[live], self._percent[percent[live]], ts),
+                _lines(self._used[live], self._byte_texts(used[live]), ts),
+                _lines(self._devices[on], None, ts),
+                _lines(self._process[busy], self._byte_texts(used[busy] - IDLE_HBM_MIB), ts),
+                _lines(self._pod[busy], None, ts),
+            )
+        )
         return text, 4 * int(live.sum()) + int(on.sum()) + 2 * len(busy)
 
     def _start_jobs(self, job_of: np.ndarray) -> None:

@@ -28,17 +28,18 @@ T0 = 1_800_000_000.0  # a fixed instant, so every run renders the same texts
 class CannedNpuSmi:
     """npu-smi answered from simulator text rendered once per (time point, argv)."""
 
-    def __init__(self, model: str = "a3", processes_per_die: int = 4, scenario: str = "healthy",
-                 points: int = 10, step: float = 1.0) -> None:
+    def __init__(
+        self, model: str = "a3", processes_per_die: int = 4, scenario: str = "healthy", points: int = 10, step: float = 1.0
+    ) -> None:
         node = get_model(model, processes_per_die)
         self.states = [simulate(node, scenario, T0 + i * step) for i in range(points)]
-        self.point = 0          # which time point answers; the caller advances it per cycle
+        self.point = 0  # which time point answers; the caller advances it per cycle
         self.calls = 0
         self._cache: dict[tuple[int, tuple[str, ...]], tuple[int, str]] = {}
 
     async def run(self, argv: Sequence[str], timeout: float | None = None, *, urgent: bool = False) -> RunResult:
         self.calls += 1
-        args = tuple(argv[1:])   # drop the "npu-smi" the source puts first
+        args = tuple(argv[1:])  # drop the "npu-smi" the source puts first
         key = (self.point % len(self.states), args)
         answer = self._cache.get(key)
         if answer is None:

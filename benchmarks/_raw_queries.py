@@ -18,7 +18,7 @@ from exporter.generate.thresholds import duration_seconds
 # A recorded series in a query: level:metric:operations, optional matchers, optional range.
 _RECORDED = re.compile(r"(?<![\w:])([a-zA-Z_]\w*:[\w:]+)(\{[^}]*\})?(\s*\[([^\]]*)\])?(\s+offset\b)?")
 _MATCHER = re.compile(r'\s*([a-zA-Z_]\w*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*,?')
-_MATCH_ALL = {".*"}                    # a Grafana "All" selection: no constraint
+_MATCH_ALL = {".*"}  # a Grafana "All" selection: no constraint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,7 +27,7 @@ class Rule:
     expr: str
     labels: tuple[tuple[str, str], ...]
     group: str
-    interval: float                    # seconds between the group's evaluations
+    interval: float  # seconds between the group's evaluations
 
 
 def rules_of(doc: Mapping[str, Any], default_interval: float) -> list[Rule]:
@@ -37,8 +37,9 @@ def rules_of(doc: Mapping[str, Any], default_interval: float) -> list[Rule]:
         interval = duration_seconds(group["interval"]) if group.get("interval") else default_interval
         for rule in group.get("rules", []):
             if "record" in rule:
-                out.append(Rule(rule["record"], rule["expr"].strip(), tuple(sorted((rule.get("labels") or {}).items())),
-                                group["name"], interval))
+                out.append(
+                    Rule(rule["record"], rule["expr"].strip(), tuple(sorted((rule.get("labels") or {}).items())), group["name"], interval)
+                )
     return out
 
 
@@ -106,7 +107,7 @@ class RawEquivalents:
             raise ValueError(f"an offset on a recorded series has no raw equivalent here: {match.group(0)!r}")
         rule = self._rule(name, _matchers(matchers))
         inner = f"({self.expand(rule.expr)})"
-        for label, value in rule.labels:                 # the rule's own labels, as the recorded series has them
+        for label, value in rule.labels:  # the rule's own labels, as the recorded series has them
             inner = f'label_replace({inner}, "{label}", "{value}", "", "")'
         if window is None:
             return inner
@@ -123,7 +124,7 @@ class RawEquivalents:
             if all(own[label] == value and op == "=" for label, op, value in matchers if label in own) and not rest:
                 candidates.append(rule)
         if len(candidates) != 1:
-            shown = ", ".join(f"{a}{op}\"{b}\"" for a, op, b in matchers)
+            shown = ", ".join(f'{a}{op}"{b}"' for a, op, b in matchers)
             raise ValueError(f"{name}{{{shown}}} matches {len(candidates)} recording rules; expected one")
         return candidates[0]
 

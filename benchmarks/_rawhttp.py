@@ -68,8 +68,7 @@ class Connection:
 
     async def _open(self) -> None:
         local = (self.source, 0) if self.source else None
-        self.reader, self.writer = await asyncio.wait_for(
-            asyncio.open_connection(HOST, self.port, local_addr=local), self.timeout)
+        self.reader, self.writer = await asyncio.wait_for(asyncio.open_connection(HOST, self.port, local_addr=local), self.timeout)
         self.connects += 1
 
     async def request(self, raw: bytes) -> tuple[int, dict[str, str], bytes, float]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from exporter.node.simulate import chip_scenario, hccn_tool_command, simulated_tool
 
-MAX_KEY = 200   # characters of the joined argv kept as a file name; longer ones always ask the simulator
+MAX_KEY = 200  # characters of the joined argv kept as a file name; longer ones always ask the simulator
 
 # $dir is where the answers are kept, $sim the simulator's argv prefix (shell-quoted).
 SCRIPT = """#!/bin/sh
@@ -41,7 +41,7 @@ read -r status <"$f.rc"
 exit "$status"
 """
 
-_tools: list[tuple[str, str]] = []   # (npu-smi, hccn_tool) of this benchmark run, made once
+_tools: list[tuple[str, str]] = []  # (npu-smi, hccn_tool) of this benchmark run, made once
 
 
 def replay_tools(model: str, scenario: str = "healthy") -> tuple[str, str]:

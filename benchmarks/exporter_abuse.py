@@ -85,12 +85,11 @@ PROBE_TIMEOUT = 2.0
 SCRAPE_TIMEOUT = 10.0
 RSS_EVERY = 0.05
 BCRYPT_COST = 10
-INGEST_JOBS, INGEST_RANKS = 4, 16      # the default caps: 64 ranks x 35 = ingest.max_series 2,240
+INGEST_JOBS, INGEST_RANKS = 4, 16  # the default caps: 64 ranks x 35 = ingest.max_series 2,240
 INGEST_BATCH, INGEST_PAUSE = 20, 0.0
 USER = "prometheus"
 GOAL_HEALTHZ_MS, GOAL_SCRAPE_MS, GOAL_RSS_MIB = 250.0, 1000.0, 200.0
-COUNTER_PREFIXES = ("cann_exporter_http_", "cann_exporter_web_auth_", "cann_exporter_ingest_rejected_total",
-                    "cann_exporter_ingest_ranks")
+COUNTER_PREFIXES = ("cann_exporter_http_", "cann_exporter_web_auth_", "cann_exporter_ingest_rejected_total", "cann_exporter_ingest_ranks")
 FAILURES = (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError)
 
 
@@ -159,7 +158,7 @@ async def _session(port: int, auth: str, proc: psutil.Process, load_config: dict
     scrape = request_bytes("GET", "/metrics", {**c.PROMETHEUS_HEADERS, "Authorization": auth})
     scrapers = [Connection(port, "127.0.0.1", timeout=SCRAPE_TIMEOUT) for _ in range(SCRAPERS)]
     try:
-        for conn in scrapers:   # each holds its connection from now on; the first check runs bcrypt
+        for conn in scrapers:  # each holds its connection from now on; the first check runs bcrypt
             status, _, _, _ = await conn.request(scrape)
             if status != 200:
                 raise c.BenchError(f"a scraper with valid credentials got HTTP {status}")
@@ -219,8 +218,10 @@ def run() -> dict[str, Any]:
             if c.has_flag("--web.health-connections"):
                 extra += ["--web.health-connections", str(HEALTH_CONNECTIONS)]
         else:
-            notes.append("`serve --help` lists no --web.max-connections: the idle, slow-reader and overflow "
-                         "connections were not opened (that sub-part skipped).")
+            notes.append(
+                "`serve --help` lists no --web.max-connections: the idle, slow-reader and overflow "
+                "connections were not opened (that sub-part skipped)."
+            )
         port = c.free_port()
         with c.started("cann-exporter", c.exporter_argv(port, *extra, network=True), c.exporter_env()) as exporter:
             client = c.Client(port, extra_headers={"Authorization": auth})
@@ -233,11 +234,26 @@ def run() -> dict[str, Any]:
                 fill = max(0, int(cap) - held) if cap else 0
                 slow = min(SLOW, fill // 2)
                 load_config = {
-                    "port": port, "max_seconds": SECONDS + 30, "user": USER, "password": password, "ingest_token": token,
-                    "ingest_jobs": INGEST_JOBS, "ingest_ranks": INGEST_RANKS, "ingest_batch": INGEST_BATCH,
-                    "ingest_pause": INGEST_PAUSE, "auth_clients": AUTH_CLIENTS, "auth_addresses": AUTH_ADDRESSES,
-                    "auth_pause": AUTH_PAUSE, "idle": fill - slow, "slow": slow, "overflow": OVERFLOW if cap else 0,
-                    "stalled": STALLED, "stalled_addresses": 8, "churn": CHURN, "churn_addresses": 6, "malformed": MALFORMED,
+                    "port": port,
+                    "max_seconds": SECONDS + 30,
+                    "user": USER,
+                    "password": password,
+                    "ingest_token": token,
+                    "ingest_jobs": INGEST_JOBS,
+                    "ingest_ranks": INGEST_RANKS,
+                    "ingest_batch": INGEST_BATCH,
+                    "ingest_pause": INGEST_PAUSE,
+                    "auth_clients": AUTH_CLIENTS,
+                    "auth_addresses": AUTH_ADDRESSES,
+                    "auth_pause": AUTH_PAUSE,
+                    "idle": fill - slow,
+                    "slow": slow,
+                    "overflow": OVERFLOW if cap else 0,
+                    "stalled": STALLED,
+                    "stalled_addresses": 8,
+                    "churn": CHURN,
+                    "churn_addresses": 6,
+                    "malformed": MALFORMED,
                 }
                 proc = psutil.Process(exporter.pid)
                 rss_start = proc.memory_info().rss / 2**20
@@ -250,36 +266,72 @@ def run() -> dict[str, Any]:
     quiet, abuse = session["quiet"], session["abuse"]
     hz, sc = abuse["healthz"]["p99_ms"], abuse["scrape"]["p99_ms"]
     figures = [
-        c.figure("/healthz p99 under abuse", hz, "ms", baseline_name="quiet p99", baseline=quiet["healthz"]["p99_ms"],
-                 goal=f"< {GOAL_HEALTHZ_MS:g} ms", meets_goal=hz < GOAL_HEALTHZ_MS),
-        c.figure("correct scraper /metrics p99 under abuse", sc, "ms", baseline_name="quiet p99",
-                 baseline=quiet["scrape"]["p99_ms"], goal=f"< {GOAL_SCRAPE_MS:g} ms", meets_goal=sc < GOAL_SCRAPE_MS),
-        c.figure("exporter RSS peak under abuse", abuse["rss_peak_mib"], "MiB", baseline_name="quiet peak",
-                 baseline=quiet["rss_peak_mib"], goal=f"< {GOAL_RSS_MIB:g} MiB",
-                 meets_goal=abuse["rss_peak_mib"] is not None and abuse["rss_peak_mib"] < GOAL_RSS_MIB),
+        c.figure(
+            "/healthz p99 under abuse",
+            hz,
+            "ms",
+            baseline_name="quiet p99",
+            baseline=quiet["healthz"]["p99_ms"],
+            goal=f"< {GOAL_HEALTHZ_MS:g} ms",
+            meets_goal=hz < GOAL_HEALTHZ_MS,
+        ),
+        c.figure(
+            "correct scraper /metrics p99 under abuse",
+            sc,
+            "ms",
+            baseline_name="quiet p99",
+            baseline=quiet["scrape"]["p99_ms"],
+            goal=f"< {GOAL_SCRAPE_MS:g} ms",
+            meets_goal=sc < GOAL_SCRAPE_MS,
+        ),
+        c.figure(
+            "exporter RSS peak under abuse",
+            abuse["rss_peak_mib"],
+            "MiB",
+            baseline_name="quiet peak",
+            baseline=quiet["rss_peak_mib"],
+            goal=f"< {GOAL_RSS_MIB:g} MiB",
+            meets_goal=abuse["rss_peak_mib"] is not None and abuse["rss_peak_mib"] < GOAL_RSS_MIB,
+        ),
     ]
     windows = []
     for label, w in (("quiet", quiet), ("abuse", abuse)):
-        windows.append({
-            "window": label, "seconds": w["seconds"],
-            "healthz probes": w["healthz"].get("scrapes"), "healthz p50 ms": w["healthz"].get("p50_ms"),
-            "healthz p99 ms": w["healthz"].get("p99_ms"), "healthz failed": sum(w["healthz"]["failures"].values()),
-            "scrapes": w["scrape"].get("scrapes"), "scrape p50 ms": w["scrape"].get("p50_ms"),
-            "scrape p99 ms": w["scrape"].get("p99_ms"), "scrapes failed": sum(w["scrape"]["failures"].values()),
-            "RSS peak MiB": w["rss_peak_mib"], "exporter CPU %": w["exporter_cpu_percent"],
-            "load process CPU %": w.get("load_process_cpu_percent", 0.0),
-        })
+        windows.append(
+            {
+                "window": label,
+                "seconds": w["seconds"],
+                "healthz probes": w["healthz"].get("scrapes"),
+                "healthz p50 ms": w["healthz"].get("p50_ms"),
+                "healthz p99 ms": w["healthz"].get("p99_ms"),
+                "healthz failed": sum(w["healthz"]["failures"].values()),
+                "scrapes": w["scrape"].get("scrapes"),
+                "scrape p50 ms": w["scrape"].get("p50_ms"),
+                "scrape p99 ms": w["scrape"].get("p99_ms"),
+                "scrapes failed": sum(w["scrape"]["failures"].values()),
+                "RSS peak MiB": w["rss_peak_mib"],
+                "exporter CPU %": w["exporter_cpu_percent"],
+                "load process CPU %": w.get("load_process_cpu_percent", 0.0),
+            }
+        )
     traffic_rows = []
     for kind, t in session["traffic"].items():
-        traffic_rows.append({
-            "kind": kind, "clients": t["clients"], "requests": t["requests"],
-            "statuses": ", ".join(f"{k}: {v}" for k, v in sorted(t["status"].items())) or "-",
-            "connects": t["connects"], "closed by exporter": t["closed_by_server"],
-            "errors": ", ".join(f"{k}: {v}" for k, v in sorted(t["errors"].items())) or "-",
-        })
+        traffic_rows.append(
+            {
+                "kind": kind,
+                "clients": t["clients"],
+                "requests": t["requests"],
+                "statuses": ", ".join(f"{k}: {v}" for k, v in sorted(t["status"].items())) or "-",
+                "connects": t["connects"],
+                "closed by exporter": t["closed_by_server"],
+                "errors": ", ".join(f"{k}: {v}" for k, v in sorted(t["errors"].items())) or "-",
+            }
+        )
     before_counters, after_counters = _counters(text), _counters(after)
-    counter_rows = [{"series": name, "during the run": value - before_counters.get(name, 0.0) if "_total" in name else value}
-                    for name, value in after_counters.items() if value or before_counters.get(name)]
+    counter_rows = [
+        {"series": name, "during the run": value - before_counters.get(name, 0.0) if "_total" in name else value}
+        for name, value in after_counters.items()
+        if value or before_counters.get(name)
+    ]
     limit_flags = f" --web.max-connections {MAX_CONNECTIONS} --web.health-connections {HEALTH_CONNECTIONS}"
     notes += [
         f"Exporter: `python -m exporter serve` on replayed npu-smi and hccn_tool (benchmarks/_replay.py: the simulator's a3 answers, healthy, captured once) `--web.config.file WEB.yml "
@@ -301,14 +353,25 @@ def run() -> dict[str, Any]:
     return {
         "title": f"/healthz, a correct scraper and RSS while flooded for {SECONDS:g} s",
         "section": "Under abuse",
-        "summary": (f"Baseline: a quiet window of {QUIET_SECONDS:g} s just before, same exporter, same client. Goals under "
-                    f"abuse: /healthz p99 < {GOAL_HEALTHZ_MS:g} ms, correct scraper p99 < {GOAL_SCRAPE_MS:g} ms, "
-                    f"RSS < {GOAL_RSS_MIB:g} MiB."),
+        "summary": (
+            f"Baseline: a quiet window of {QUIET_SECONDS:g} s just before, same exporter, same client. Goals under "
+            f"abuse: /healthz p99 < {GOAL_HEALTHZ_MS:g} ms, correct scraper p99 < {GOAL_SCRAPE_MS:g} ms, "
+            f"RSS < {GOAL_RSS_MIB:g} MiB."
+        ),
         "figures": c.rounded(figures),
-        "tables": {"Quiet vs under abuse": c.rounded(windows), "Hostile traffic during the abuse window": traffic_rows,
-                   "The exporter's own counters (change over the run; gauges at the end)": c.rounded(counter_rows)},
-        "raw": c.rounded({"quiet": quiet, "abuse": abuse, "startup": startup, "load_config": {
-            k: v for k, v in load_config.items() if k not in ("password", "ingest_token")}}),
+        "tables": {
+            "Quiet vs under abuse": c.rounded(windows),
+            "Hostile traffic during the abuse window": traffic_rows,
+            "The exporter's own counters (change over the run; gauges at the end)": c.rounded(counter_rows),
+        },
+        "raw": c.rounded(
+            {
+                "quiet": quiet,
+                "abuse": abuse,
+                "startup": startup,
+                "load_config": {k: v for k, v in load_config.items() if k not in ("password", "ingest_token")},
+            }
+        ),
         "notes": notes,
         "command": ".venv/bin/python -m benchmarks exporter_abuse",
     }

@@ -53,8 +53,10 @@ def _cpu(proc: psutil.Process) -> dict[str, float]:
 
 def _runs(client: c.Client) -> dict[str, float]:
     text = client.text("/metrics")
-    return {s: c.sample_value(text, "cann_exporter_source_runs_total", source=s) or 0.0
-            for s in ("npu_smi_info", "npu_smi_details", "npu_smi_inventory")}
+    return {
+        s: c.sample_value(text, "cann_exporter_source_runs_total", source=s) or 0.0
+        for s in ("npu_smi_info", "npu_smi_details", "npu_smi_inventory")
+    }
 
 
 def run() -> dict[str, Any]:
@@ -63,8 +65,7 @@ def run() -> dict[str, Any]:
     version = c.node_exporter_version(binary)
     ours_port, node_port, idle_port = c.free_port(), c.free_port(), c.free_port()
     with ExitStack() as stack:
-        ours = stack.enter_context(c.started(
-            "cann-exporter", c.exporter_argv(ours_port, "--npu-smi.interval", INTERVAL), c.exporter_env()))
+        ours = stack.enter_context(c.started("cann-exporter", c.exporter_argv(ours_port, "--npu-smi.interval", INTERVAL), c.exporter_env()))
         node = stack.enter_context(c.started("node_exporter", c.node_exporter_argv(binary, node_port)))
         idle = stack.enter_context(c.started("idle-aiohttp", [sys.executable, "-c", _IDLE_AIOHTTP, str(idle_port)]))
         client, node_client, idle_client = c.Client(ours_port), c.Client(node_port), c.Client(idle_port)
@@ -117,31 +118,44 @@ def run() -> dict[str, Any]:
         "psutil cpu_times have clock-tick (10 ms) resolution; over 60 s that is < 0.02 % of a core.",
     ]
     figures = [
-        c.figure("exporter CPU share of one core, 1 s interval", share["cann_exporter"], "%",
-                 baseline_name="node_exporter scraped every 1 s", baseline=share["node_exporter"],
-                 goal="< 1 % of one core", meets_goal=share["cann_exporter"] < 1.0),
-        c.figure("exporter CPU per sample cycle", per_cycle_ms, "ms",
-                 baseline_name="node_exporter CPU per collection (scrape)", baseline=node_per_scrape_ms),
+        c.figure(
+            "exporter CPU share of one core, 1 s interval",
+            share["cann_exporter"],
+            "%",
+            baseline_name="node_exporter scraped every 1 s",
+            baseline=share["node_exporter"],
+            goal="< 1 % of one core",
+            meets_goal=share["cann_exporter"] < 1.0,
+        ),
+        c.figure(
+            "exporter CPU per sample cycle",
+            per_cycle_ms,
+            "ms",
+            baseline_name="node_exporter CPU per collection (scrape)",
+            baseline=node_per_scrape_ms,
+        ),
     ]
     return {
         "title": "Exporter CPU per sample cycle, 1 s interval, 16 simulated chips",
         "summary": "Own CPU (user+system, children excluded) of the exporter process over a fixed window.",
         "figures": c.rounded(figures),
-        "raw": c.rounded({
-            "window_seconds": wall,
-            "cpu_seconds": own,
-            "cpu_share_percent": share,
-            "cpu_delta": delta,
-            "sample_cycles": cycles,
-            "details_rounds": details,
-            "inventory_rounds": inventory,
-            "node_exporter_scrapes": node_scrapes,
-            "cpu_per_cycle_ms": per_cycle_ms,
-            "node_exporter_cpu_per_scrape_ms": node_per_scrape_ms,
-            "exporter_rss_bytes_at_end": rss,
-            "startup": startup,
-            "node_exporter_version": version,
-        }),
+        "raw": c.rounded(
+            {
+                "window_seconds": wall,
+                "cpu_seconds": own,
+                "cpu_share_percent": share,
+                "cpu_delta": delta,
+                "sample_cycles": cycles,
+                "details_rounds": details,
+                "inventory_rounds": inventory,
+                "node_exporter_scrapes": node_scrapes,
+                "cpu_per_cycle_ms": per_cycle_ms,
+                "node_exporter_cpu_per_scrape_ms": node_per_scrape_ms,
+                "exporter_rss_bytes_at_end": rss,
+                "startup": startup,
+                "node_exporter_version": version,
+            }
+        ),
         "notes": notes,
         "command": ".venv/bin/python -m benchmarks exporter_cpu",
     }

@@ -67,8 +67,14 @@ async def _phases() -> dict[str, list[float]]:
         gzip.compress(om, compresslevel=5)
         t6 = time.perf_counter()
         if index >= WARMUP_CYCLES:
-            for name, seconds in (("overview", t1 - t0), ("details", t2 - t1), ("publish", t3 - t2),
-                                  ("render_text", t4 - t3), ("render_openmetrics", t5 - t4), ("gzip_openmetrics", t6 - t5)):
+            for name, seconds in (
+                ("overview", t1 - t0),
+                ("details", t2 - t1),
+                ("publish", t3 - t2),
+                ("render_text", t4 - t3),
+                ("render_openmetrics", t5 - t4),
+                ("gzip_openmetrics", t6 - t5),
+            ):
                 times[name].append(seconds * 1000)
             times["cycle"].append((t4 - t0) * 1000)
     return times
@@ -113,16 +119,25 @@ async def _profiled() -> pstats.Stats:
 def _profile_tables(stats: pstats.Stats) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float]:
     rows, areas = [], defaultdict(float)
     total = 0.0
-    for (filename, line, func), (cc, nc, tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]
+    for (filename, line, func), (_cc, nc, tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]
         total += tt
         areas[_area(filename)] += tt
         rows.append((tt, ct, nc, f"{_where(filename)}:{line}({func})" if line else func))
     rows.sort(reverse=True)
-    top = [{"function": name, "calls_per_cycle": nc / PROFILE_CYCLES, "own_ms_per_cycle": 1000 * tt / PROFILE_CYCLES,
-            "cumulative_ms_per_cycle": 1000 * ct / PROFILE_CYCLES, "own_share": tt / total}
-           for tt, ct, nc, name in rows[:TOP]]
-    by_area = [{"area": area, "own_ms_per_cycle": 1000 * tt / PROFILE_CYCLES, "own_share": tt / total}
-               for area, tt in sorted(areas.items(), key=lambda kv: -kv[1])]
+    top = [
+        {
+            "function": name,
+            "calls_per_cycle": nc / PROFILE_CYCLES,
+            "own_ms_per_cycle": 1000 * tt / PROFILE_CYCLES,
+            "cumulative_ms_per_cycle": 1000 * ct / PROFILE_CYCLES,
+            "own_share": tt / total,
+        }
+        for tt, ct, nc, name in rows[:TOP]
+    ]
+    by_area = [
+        {"area": area, "own_ms_per_cycle": 1000 * tt / PROFILE_CYCLES, "own_share": tt / total}
+        for area, tt in sorted(areas.items(), key=lambda kv: -kv[1])
+    ]
     return top, by_area, 1000 * total / PROFILE_CYCLES
 
 
@@ -138,14 +153,19 @@ async def _spawn_cost(argv: list[str], count: int) -> dict[str, float]:
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     child_cpu = (children1.ru_utime - children0.ru_utime) + (children1.ru_stime - children0.ru_stime)
-    return {"calls": count, "parent_cpu_ms_per_call": 1000 * cpu / count, "wall_ms_per_call": 1000 * wall / count,
-            "child_cpu_ms_per_call": 1000 * child_cpu / count}
+    return {
+        "calls": count,
+        "parent_cpu_ms_per_call": 1000 * cpu / count,
+        "wall_ms_per_call": 1000 * wall / count,
+        "child_cpu_ms_per_call": 1000 * child_cpu / count,
+    }
 
 
 def run() -> dict[str, Any]:
     phases = asyncio.run(_phases())
-    summary = {name: {"mean_ms": statistics.fmean(v), "p50_ms": c.percentile(v, 50), "p99_ms": c.percentile(v, 99)}
-               for name, v in phases.items()}
+    summary = {
+        name: {"mean_ms": statistics.fmean(v), "p50_ms": c.percentile(v, 50), "p99_ms": c.percentile(v, 99)} for name, v in phases.items()
+    }
     cycle = summary["cycle"]["mean_ms"]
     top, by_area, profiled_ms = _profile_tables(asyncio.run(_profiled()))
     true = shutil.which("true") or "/bin/true"
@@ -159,14 +179,29 @@ def run() -> dict[str, Any]:
         "publish": "sampler.publish (build the snapshot)",
         "render_text": "registry render, text 0.0.4 (plain scrape)",
     }
-    figures = [c.figure(text, summary[key]["mean_ms"], "ms", baseline_name="whole in-process cycle (mean)", baseline=cycle)
-               for key, text in labels.items()]
+    figures = [
+        c.figure(text, summary[key]["mean_ms"], "ms", baseline_name="whole in-process cycle (mean)", baseline=cycle)
+        for key, text in labels.items()
+    ]
     scrape_om = summary["render_openmetrics"]["mean_ms"] + summary["gzip_openmetrics"]["mean_ms"]
-    figures.append(c.figure("OpenMetrics render + gzip (Prometheus scrape)", scrape_om, "ms",
-                            baseline_name="text 0.0.4 render", baseline=summary["render_text"]["mean_ms"]))
-    figures.append(c.figure("parent CPU per npu-smi call (CommandRunner, simulator `info`)",
-                            spawn_sim["parent_cpu_ms_per_call"], "ms",
-                            baseline_name="parent CPU per CommandRunner call of /bin/true", baseline=spawn_true["parent_cpu_ms_per_call"]))
+    figures.append(
+        c.figure(
+            "OpenMetrics render + gzip (Prometheus scrape)",
+            scrape_om,
+            "ms",
+            baseline_name="text 0.0.4 render",
+            baseline=summary["render_text"]["mean_ms"],
+        )
+    )
+    figures.append(
+        c.figure(
+            "parent CPU per npu-smi call (CommandRunner, simulator `info`)",
+            spawn_sim["parent_cpu_ms_per_call"],
+            "ms",
+            baseline_name="parent CPU per CommandRunner call of /bin/true",
+            baseline=spawn_true["parent_cpu_ms_per_call"],
+        )
+    )
     area_text = ", ".join(f"{a['area']} {100 * a['own_share']:.0f} %" for a in by_area[:5])
     notes = [
         f"Phases: mean over {PHASE_CYCLES} cycles after {WARMUP_CYCLES} warm-up; 'cycle' = overview + details + publish + text render.",
@@ -182,8 +217,9 @@ def run() -> dict[str, Any]:
             f"Top {TOP} functions by own time (cProfile, per cycle)": c.rounded(top, 3),
             "Own time by area (cProfile, per cycle)": c.rounded(by_area, 3),
         },
-        "raw": c.rounded({"phases": summary, "spawn_true": spawn_true, "spawn_simulator_info": spawn_sim,
-                          "profiled_ms_per_cycle": profiled_ms}),
+        "raw": c.rounded(
+            {"phases": summary, "spawn_true": spawn_true, "spawn_simulator_info": spawn_sim, "profiled_ms_per_cycle": profiled_ms}
+        ),
         "notes": notes,
         "command": ".venv/bin/python -m benchmarks exporter_hotspots",
     }

@@ -45,16 +45,18 @@ async def _drive() -> list[dict[str, Any]]:
         if index in wanted:
             cpu, wall = time.process_time(), time.monotonic()
             gc.collect()
-            out.append({
-                "cycle": index,
-                "rss_bytes": proc.memory_info().rss,
-                "gc_objects": len(gc.get_objects()),
-                "exposition_bytes": len(body),
-                "exposition_samples": c.count_samples(body.decode()),
-                "cpu_seconds": cpu - cpu0,
-                "wall_seconds": wall - wall0,
-                "npu_smi_calls": fake.calls,
-            })
+            out.append(
+                {
+                    "cycle": index,
+                    "rss_bytes": proc.memory_info().rss,
+                    "gc_objects": len(gc.get_objects()),
+                    "exposition_bytes": len(body),
+                    "exposition_samples": c.count_samples(body.decode()),
+                    "cpu_seconds": cpu - cpu0,
+                    "wall_seconds": wall - wall0,
+                    "npu_smi_calls": fake.calls,
+                }
+            )
     return out
 
 
@@ -68,11 +70,22 @@ def run() -> dict[str, Any]:
     samples = {p["exposition_samples"] for p in points}
     mib = 1 / (1024 * 1024)
     figures = [
-        c.figure(f"RSS after {CYCLES:,} sample cycles", last["rss_bytes"] * mib, "MiB",
-                 baseline_name=f"RSS after {BASELINE_CYCLES:,} cycles", baseline=base["rss_bytes"] * mib,
-                 goal="ratio <= 1.05 (no growth)", meets_goal=growth is not None and growth <= 1.05),
-        c.figure(f"Python objects after {CYCLES:,} cycles", float(last["gc_objects"]), "objects",
-                 baseline_name=f"after {BASELINE_CYCLES:,} cycles", baseline=float(base["gc_objects"])),
+        c.figure(
+            f"RSS after {CYCLES:,} sample cycles",
+            last["rss_bytes"] * mib,
+            "MiB",
+            baseline_name=f"RSS after {BASELINE_CYCLES:,} cycles",
+            baseline=base["rss_bytes"] * mib,
+            goal="ratio <= 1.05 (no growth)",
+            meets_goal=growth is not None and growth <= 1.05,
+        ),
+        c.figure(
+            f"Python objects after {CYCLES:,} cycles",
+            float(last["gc_objects"]),
+            "objects",
+            baseline_name=f"after {BASELINE_CYCLES:,} cycles",
+            baseline=float(base["gc_objects"]),
+        ),
     ]
     notes = [
         f"{CYCLES:,} cycles of refresh_overview + refresh_details + publish + generate_latest, in one process, "

@@ -53,9 +53,9 @@ SIZES = sorted(int(s) for s in os.environ.get("BENCH_SCALING_SIZES", "1000,3000,
 SECONDS = float(os.environ.get("BENCH_SCALING_SECONDS", "6"))
 CHANGES = int(os.environ.get("BENCH_SCALING_CHANGES", "3"))
 RANKS_PER_JOB = 64
-SERIES_PER_RANK = 35            # exporter/jobs/metrics.py SERIES_PER_RANK: what a full rank renders
-LIVE_INTERVAL_WAIT = 1.2        # jobs changes are read at most once a second (exporter/node/assembly.py)
-MAX_ROUNDS = 20_000             # a bound on the steady loop whatever the timings
+SERIES_PER_RANK = 35  # exporter/jobs/metrics.py SERIES_PER_RANK: what a full rank renders
+LIVE_INTERVAL_WAIT = 1.2  # jobs changes are read at most once a second (exporter/node/assembly.py)
+MAX_ROUNDS = 20_000  # a bound on the steady loop whatever the timings
 MODES = {"plain": c.PLAIN_HEADERS, "prometheus": c.PROMETHEUS_HEADERS}
 PHASES = ("data", "h2d", "compute", "communication", "d2h", "framework", "other")
 JOBS_MARKER = b"\n# HELP npu_job_"
@@ -76,9 +76,19 @@ class Ingest:
     def post(self, index: int, duration: float = 0.05) -> None:
         job, rank = self.job_rank(index)
         step = {"end": time.time(), "duration": duration, "samples": 32, "phases": {p: duration / len(PHASES) for p in PHASES}}
-        body = json.dumps({"job_name": job, "rank": rank, "world_size": RANKS_PER_JOB, "device": str(rank % 16),
-                           "framework": "pytorch", "pid": 1000 + index, "memory": {"allocated_bytes": 1 << 30,
-                           "max_allocated_bytes": 2 << 30}, "steps": [step]}, separators=(",", ":")).encode()
+        body = json.dumps(
+            {
+                "job_name": job,
+                "rank": rank,
+                "world_size": RANKS_PER_JOB,
+                "device": str(rank % 16),
+                "framework": "pytorch",
+                "pid": 1000 + index,
+                "memory": {"allocated_bytes": 1 << 30, "max_allocated_bytes": 2 << 30},
+                "steps": [step],
+            },
+            separators=(",", ":"),
+        ).encode()
         self.conn.request("POST", "/api/v1/steps", body=body, headers={"Content-Type": "application/json"})
         response = self.conn.getresponse()
         answer = response.read()
@@ -105,7 +115,7 @@ class Sampled:
         runs = None
         at = prefix.find(INFO_RUNS)
         if at >= 0:
-            runs = float(prefix[at + len(INFO_RUNS): prefix.find(b"\n", at)])
+            runs = float(prefix[at + len(INFO_RUNS) : prefix.find(b"\n", at)])
         previous = self.last.get(mode)
         self.last[mode] = (fingerprint, runs)
         if previous is None:
@@ -164,9 +174,12 @@ def _steady(ours: c.Client, static: c.Client, proc: psutil.Process) -> dict[str,
         rounds += 1
     elapsed = time.monotonic() - start
     cpu = sum(proc.cpu_times()[:2]) - cpu0
-    out: dict[str, Any] = {"rounds": rounds, "seconds": elapsed,
-                           "exporter_cpu_ms_per_scrape": 1000 * cpu / (rounds * len(MODES)) if rounds else None}
-    for (target, mode) in names:
+    out: dict[str, Any] = {
+        "rounds": rounds,
+        "seconds": elapsed,
+        "exporter_cpu_ms_per_scrape": 1000 * cpu / (rounds * len(MODES)) if rounds else None,
+    }
+    for target, mode in names:
         out[f"{target}_{mode}"] = c.latency_summary(all_lat[(target, mode)])
     for mode in MODES:
         out[f"ours_{mode}_unchanged"] = c.latency_summary(unchanged[mode])
@@ -202,8 +215,7 @@ def _jobs_changes(ours: c.Client, ingest: Ingest, ranks: int) -> dict[str, Any]:
             timing[f"{mode}_cached"] = _get(ours, headers)[1]
         (mixed if changed else clean).append(timing)
     used = clean if len(clean) >= CHANGES or not mixed else clean + mixed[: CHANGES - len(clean)]
-    out: dict[str, Any] = {"changes": len(used), "clean": len(clean), "mixed_seen": len(mixed),
-                           "mixed_used": len(used) - len(clean)}
+    out: dict[str, Any] = {"changes": len(used), "clean": len(clean), "mixed_seen": len(mixed), "mixed_used": len(used) - len(clean)}
     for mode in MODES:
         firsts = [t[f"{mode}_first"] * 1000 for t in used]
         out[f"{mode}_first_ms"] = statistics.median(firsts) if firsts else None
@@ -253,8 +265,10 @@ def run() -> dict[str, Any]:
                 headers_plain, body_plain = c.capture(ours, c.PLAIN_HEADERS)
                 headers_prom, body_prom = c.capture(ours, c.PROMETHEUS_HEADERS)
                 samples = c.count_samples(body_plain.decode("utf-8", errors="replace"))
-                bodies = {"plain": (c.PLAIN_HEADERS, headers_plain, body_plain),
-                          "prometheus": (c.PROMETHEUS_HEADERS, headers_prom, body_prom)}
+                bodies = {
+                    "plain": (c.PLAIN_HEADERS, headers_plain, body_plain),
+                    "prometheus": (c.PROMETHEUS_HEADERS, headers_prom, body_prom),
+                }
                 with c.static_server(bodies) as static_port:
                     static = c.Client(static_port, timeout=60)
                     try:
@@ -263,12 +277,20 @@ def run() -> dict[str, Any]:
                         static.close()
                 changes = _jobs_changes(ours, ingest, ranks)
                 proc_handle.check_alive()
-                levels.append({
-                    "target": target, "samples": samples, "ranks": ranks, "jobs_series": ranks * SERIES_PER_RANK,
-                    "plain_bytes": len(body_plain), "prometheus_gzip_bytes": len(body_prom),
-                    "grow_seconds": grow_seconds, "rss_mib": proc.memory_info().rss / 2**20,
-                    "steady": steady, "jobs_change": changes,
-                })
+                levels.append(
+                    {
+                        "target": target,
+                        "samples": samples,
+                        "ranks": ranks,
+                        "jobs_series": ranks * SERIES_PER_RANK,
+                        "plain_bytes": len(body_plain),
+                        "prometheus_gzip_bytes": len(body_prom),
+                        "grow_seconds": grow_seconds,
+                        "rss_mib": proc.memory_info().rss / 2**20,
+                        "steady": steady,
+                        "jobs_change": changes,
+                    }
+                )
         finally:
             ingest.close()
             ours.close()
@@ -278,24 +300,48 @@ def run() -> dict[str, Any]:
     for mode in MODES:
         for q in ("p50", "p99"):
             value, base_v = large["steady"][f"ours_{mode}"][f"{q}_ms"], small["steady"][f"ours_{mode}"][f"{q}_ms"]
-            figures.append(c.figure(
-                f"/metrics {q} at {large['samples']:,} samples ({mode} headers)", value, "ms",
-                baseline_name=f"at {small['samples']:,} samples", baseline=base_v))
+            figures.append(
+                c.figure(
+                    f"/metrics {q} at {large['samples']:,} samples ({mode} headers)",
+                    value,
+                    "ms",
+                    baseline_name=f"at {small['samples']:,} samples",
+                    baseline=base_v,
+                )
+            )
         value, base_v = large["steady"][f"ours_{mode}"]["p99_ms"], large["steady"][f"static_{mode}"]["p99_ms"]
-        figures.append(c.figure(
-            f"/metrics p99 at {large['samples']:,} samples ({mode} headers) vs static bytes", value, "ms",
-            baseline_name="static-bytes aiohttp p99, same body", baseline=base_v))
-    figures.append(c.figure(
-        f"exporter CPU per scrape at {large['samples']:,} samples", large["steady"]["exporter_cpu_ms_per_scrape"], "ms",
-        baseline_name=f"at {small['samples']:,} samples", baseline=small["steady"]["exporter_cpu_ms_per_scrape"]))
+        figures.append(
+            c.figure(
+                f"/metrics p99 at {large['samples']:,} samples ({mode} headers) vs static bytes",
+                value,
+                "ms",
+                baseline_name="static-bytes aiohttp p99, same body",
+                baseline=base_v,
+            )
+        )
+    figures.append(
+        c.figure(
+            f"exporter CPU per scrape at {large['samples']:,} samples",
+            large["steady"]["exporter_cpu_ms_per_scrape"],
+            "ms",
+            baseline_name=f"at {small['samples']:,} samples",
+            baseline=small["steady"]["exporter_cpu_ms_per_scrape"],
+        )
+    )
     fits = {}
     for mode in MODES:
         value, base_v = _extra_ms(large, mode), _extra_ms(small, mode)
         grown = large["jobs_series"] / max(small["jobs_series"], 1)
-        figures.append(c.figure(
-            f"jobs change: first scrape's extra time at {large['jobs_series']:,} jobs series, {grown:.0f}x the smallest "
-            f"({mode} headers; proportional: ratio near {grown:.0f})", value, "ms",
-            baseline_name=f"at {small['jobs_series']:,} jobs series", baseline=base_v))
+        figures.append(
+            c.figure(
+                f"jobs change: first scrape's extra time at {large['jobs_series']:,} jobs series, {grown:.0f}x the smallest "
+                f"({mode} headers; proportional: ratio near {grown:.0f})",
+                value,
+                "ms",
+                baseline_name=f"at {small['jobs_series']:,} jobs series",
+                baseline=base_v,
+            )
+        )
         points = [(lv["jobs_series"], _extra_ms(lv, mode)) for lv in levels if _extra_ms(lv, mode) is not None]
         slope, intercept = _fit(points)
         fits[mode] = {"us_per_jobs_series": None if slope is None else slope * 1000, "fixed_ms": intercept}
@@ -303,8 +349,12 @@ def run() -> dict[str, Any]:
     rows, change_rows = [], []
     for level in levels:
         s = level["steady"]
-        row: dict[str, Any] = {"samples": level["samples"], "jobs series": level["jobs_series"],
-                               "plain MB": level["plain_bytes"] / 1e6, "gzip MB": level["prometheus_gzip_bytes"] / 1e6}
+        row: dict[str, Any] = {
+            "samples": level["samples"],
+            "jobs series": level["jobs_series"],
+            "plain MB": level["plain_bytes"] / 1e6,
+            "gzip MB": level["prometheus_gzip_bytes"] / 1e6,
+        }
         for mode in MODES:
             row[f"{mode} p50 ms"] = s[f"ours_{mode}"]["p50_ms"]
             row[f"{mode} p99 ms"] = s[f"ours_{mode}"]["p99_ms"]
@@ -337,18 +387,20 @@ def run() -> dict[str, Any]:
         f"{LIVE_INTERVAL_WAIT:g} s and the first scrape per header set; medians. Extra time = first - cached; per jobs "
         "series flat across sizes means the re-encode is proportional to the changed part. A change that met a sampled "
         "change (the exporter's own process every 5 s) is used only when too few clean ones came ('mixed used').",
-        "Least-squares fit of the extra time against jobs series over all sizes: " + "; ".join(
-            f"{mode}: {_fmt_fit(fit)}" for mode, fit in fits.items()) + ".",
+        "Least-squares fit of the extra time against jobs series over all sizes: "
+        + "; ".join(f"{mode}: {_fmt_fit(fit)}" for mode, fit in fits.items())
+        + ".",
         "CPU per scrape: the exporter process's user+system CPU over the steady loop / its scrapes (includes its sampler's "
         "own work in that time, small beside the scrapes).",
     ]
     return {
         "title": f"Cost per scrape and per change against series count ({levels[0]['samples']:,} to {levels[-1]['samples']:,} samples)",
-        "summary": ("Baseline: the smallest size in the same run. Flat is the goal for what the exporter adds on top of "
-                    "moving the bytes: compare with the static-bytes server serving the same body at each size."),
+        "summary": (
+            "Baseline: the smallest size in the same run. Flat is the goal for what the exporter adds on top of "
+            "moving the bytes: compare with the static-bytes server serving the same body at each size."
+        ),
         "figures": c.rounded(figures),
-        "tables": {"Steady scrapes by size (no data change)": c.rounded(rows),
-                   "Cost of a data change by size": c.rounded(change_rows)},
+        "tables": {"Steady scrapes by size (no data change)": c.rounded(rows), "Cost of a data change by size": c.rounded(change_rows)},
         "raw": c.rounded({"levels": levels, "jobs_change_fit": fits, "startup": startup, "caps": caps}),
         "notes": notes,
         "command": ".venv/bin/python -m benchmarks exporter_scaling",

@@ -100,11 +100,17 @@ def run() -> dict[str, Any]:
         for q in ("p50", "p99"):
             value, base = ours_r[f"{q}_ms"], node_r[f"{q}_ms"]
             r = c.ratio(value, base)
-            figures.append(c.figure(
-                f"/metrics {q} latency ({mode} headers)", value, "ms",
-                baseline_name=f"node_exporter {q}", baseline=base,
-                goal="ratio <= 1 (at or below node_exporter)", meets_goal=r is not None and r <= 1.0,
-            ))
+            figures.append(
+                c.figure(
+                    f"/metrics {q} latency ({mode} headers)",
+                    value,
+                    "ms",
+                    baseline_name=f"node_exporter {q}",
+                    baseline=base,
+                    goal="ratio <= 1 (at or below node_exporter)",
+                    meets_goal=r is not None and r <= 1.0,
+                )
+            )
     notes += [
         f"node_exporter: {version}, the package's default collectors, started as "
         f"`{os.path.basename(binary)} --web.listen-address=127.0.0.1:PORT`.",
@@ -120,13 +126,15 @@ def run() -> dict[str, Any]:
         "title": "/metrics latency: cann-exporter (16 chips, 64 processes) vs node_exporter",
         "summary": "Ratio = cann-exporter / node_exporter, same client, interleaved scrapes, same run.",
         "figures": c.rounded(figures),
-        "raw": c.rounded({
-            "modes": modes,
-            "startup": startup,
-            "sample_runs_during_scrapes": runs,
-            "reconnects": reconnects,
-            "node_exporter_version": version,
-        }),
+        "raw": c.rounded(
+            {
+                "modes": modes,
+                "startup": startup,
+                "sample_runs_during_scrapes": runs,
+                "reconnects": reconnects,
+                "node_exporter_version": version,
+            }
+        ),
         "notes": notes,
         "command": ".venv/bin/python -m benchmarks exporter_scrape",
     }

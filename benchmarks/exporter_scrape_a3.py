@@ -81,23 +81,49 @@ def run() -> dict[str, Any]:
             value = ours_r[f"{q}_ms"]
             vs_node, vs_static = c.ratio(value, node_r[f"{q}_ms"]), c.ratio(value, static_r[f"{q}_ms"])
             goals = q == "p99"
-            figures.append(c.figure(
-                f"a3 + network /metrics {q} ({mode} headers) vs node_exporter", value, "ms",
-                baseline_name=f"node_exporter {q}", baseline=node_r[f"{q}_ms"],
-                **({"goal": f"ratio <= {GOAL_VS_NODE:g}", "meets_goal": vs_node is not None and vs_node <= GOAL_VS_NODE}
-                   if goals else {}),
-            ))
-            figures.append(c.figure(
-                f"a3 + network /metrics {q} ({mode} headers) vs static bytes", value, "ms",
-                baseline_name=f"static-bytes aiohttp {q}", baseline=static_r[f"{q}_ms"],
-                **({"goal": f"ratio <= {GOAL_VS_STATIC:g}", "meets_goal": vs_static is not None and vs_static <= GOAL_VS_STATIC}
-                   if goals else {}),
-            ))
+            figures.append(
+                c.figure(
+                    f"a3 + network /metrics {q} ({mode} headers) vs node_exporter",
+                    value,
+                    "ms",
+                    baseline_name=f"node_exporter {q}",
+                    baseline=node_r[f"{q}_ms"],
+                    **(
+                        {"goal": f"ratio <= {GOAL_VS_NODE:g}", "meets_goal": vs_node is not None and vs_node <= GOAL_VS_NODE}
+                        if goals
+                        else {}
+                    ),
+                )
+            )
+            figures.append(
+                c.figure(
+                    f"a3 + network /metrics {q} ({mode} headers) vs static bytes",
+                    value,
+                    "ms",
+                    baseline_name=f"static-bytes aiohttp {q}",
+                    baseline=static_r[f"{q}_ms"],
+                    **(
+                        {"goal": f"ratio <= {GOAL_VS_STATIC:g}", "meets_goal": vs_static is not None and vs_static <= GOAL_VS_STATIC}
+                        if goals
+                        else {}
+                    ),
+                )
+            )
     rows = []
     for mode, result in modes.items():
         for target, r in result.items():
-            rows.append({"headers": mode, "target": target, "samples": r.get("samples"), "bytes on wire": r.get("bytes_on_wire"),
-                         "p50 ms": r["p50_ms"], "p90 ms": r["p90_ms"], "p99 ms": r["p99_ms"], "max ms": r["max_ms"]})
+            rows.append(
+                {
+                    "headers": mode,
+                    "target": target,
+                    "samples": r.get("samples"),
+                    "bytes on wire": r.get("bytes_on_wire"),
+                    "p50 ms": r["p50_ms"],
+                    "p90 ms": r["p90_ms"],
+                    "p99 ms": r["p99_ms"],
+                    "max ms": r["max_ms"],
+                }
+            )
     ours_samples = modes["plain"]["cann_exporter"].get("samples")
     notes += [
         f"node_exporter: {version}, the package's default collectors.",
@@ -113,9 +139,11 @@ def run() -> dict[str, Any]:
     ]
     return {
         "title": "/metrics latency, a3 with network metrics: cann-exporter vs node_exporter vs static bytes",
-        "summary": (f"Ratios = cann-exporter / node_exporter and cann-exporter / a static-bytes aiohttp server serving "
-                    f"the same body, same client, rotating order, same run. Goals at p99: <= {GOAL_VS_NODE:g}x "
-                    f"node_exporter, <= {GOAL_VS_STATIC:g}x the static floor."),
+        "summary": (
+            f"Ratios = cann-exporter / node_exporter and cann-exporter / a static-bytes aiohttp server serving "
+            f"the same body, same client, rotating order, same run. Goals at p99: <= {GOAL_VS_NODE:g}x "
+            f"node_exporter, <= {GOAL_VS_STATIC:g}x the static floor."
+        ),
         "figures": c.rounded(figures),
         "tables": {"Latency by target": c.rounded(rows)},
         "raw": c.rounded({"modes": modes, "startup": startup, "reconnects": reconnects, "node_exporter_version": version}),

@@ -89,14 +89,14 @@ SCALE = FleetScale(
 )
 FULL = FleetScale()
 RAW_TIMEOUT = float(os.environ.get("BENCH_FLEET_RAW_TIMEOUT", "30"))
-TOOL_TIMEOUT = 120.0           # report and diagnose queries are timed up to 4x the report's own default timeout
+TOOL_TIMEOUT = 120.0  # report and diagnose queries are timed up to 4x the report's own default timeout
 TMPDIR = os.environ.get("BENCH_FLEET_TMPDIR") or None
-REPEATS = 3                    # timed runs of a query after one warm-up, median reported
-REPEAT_BUDGET = 10.0           # seconds: a slower query is timed fewer times
-WARM_UP = 1.0                  # seconds: a first run slower than this counts (evaluation, not cold caches, dominates)
+REPEATS = 3  # timed runs of a query after one warm-up, median reported
+REPEAT_BUDGET = 10.0  # seconds: a slower query is timed fewer times
+WARM_UP = 1.0  # seconds: a first run slower than this counts (evaluation, not cold caches, dominates)
 PANEL_SECONDS, PANEL_RATIO = 1.0, 0.1
-REPORT_RANGE, REPORT_TIMEOUT = 30 * 86400.0, 30.0     # `report` defaults (exporter/commands/report.py)
-DIAGNOSE_RANGE, DIAGNOSE_TIMEOUT = 3600.0, 15.0       # `diagnose --prometheus` defaults
+REPORT_RANGE, REPORT_TIMEOUT = 30 * 86400.0, 30.0  # `report` defaults (exporter/commands/report.py)
+DIAGNOSE_RANGE, DIAGNOSE_TIMEOUT = 3600.0, 15.0  # `diagnose --prometheus` defaults
 DEFAULT_LOOKBACK = 300
 MIB = 1 << 20
 
@@ -127,6 +127,7 @@ def run() -> dict[str, Any]:
 
 # --- Prometheus -------------------------------------------------------------------------------------
 
+
 @dataclass
 class Running:
     url: str
@@ -154,6 +155,7 @@ class Running:
 class Server:
     """The Debian Prometheus on ``data``, started afresh for each phase (its VmHWM is then the
     phase's peak)."""
+
     work: Path
     data: Path
     retention_days: int
@@ -164,13 +166,19 @@ class Server:
         config = self.work / "prometheus.yml"
         config.write_text("global:\n  scrape_interval: 1m\n")
         port = c.free_port()
-        argv = ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={self.data}",
-                f"--web.listen-address={c.HOST}:{port}", f"--storage.tsdb.retention.time={self.retention_days}d",
-                f"--query.lookback-delta={lookback}s", f"--query.timeout={int(TOOL_TIMEOUT)}s", "--log.level=warn"]
+        argv = [
+            "prometheus",
+            f"--config.file={config}",
+            f"--storage.tsdb.path={self.data}",
+            f"--web.listen-address={c.HOST}:{port}",
+            f"--storage.tsdb.retention.time={self.retention_days}d",
+            f"--query.lookback-delta={lookback}s",
+            f"--query.timeout={int(TOOL_TIMEOUT)}s",
+            "--log.level=warn",
+        ]
         with c.started(name, argv) as proc:
             url = f"http://{c.HOST}:{port}"
-            c.wait_until("Prometheus ready", lambda: post(url, "/-/ready", None, 2.0, method="GET")[0] == 200,
-                         600, every=0.5, procs=[proc])
+            c.wait_until("Prometheus ready", lambda: post(url, "/-/ready", None, 2.0, method="GET")[0] == 200, 600, every=0.5, procs=[proc])
             running = Running(url, proc)
             try:
                 yield running
@@ -224,6 +232,7 @@ def promtool(*args: str, timeout: float = 7200) -> float:
 
 # --- backfill ---------------------------------------------------------------------------------------
 
+
 def backfill_history(history: FleetHistory, data: Path, work: Path) -> dict[str, Any]:
     block = block_seconds(history.scale.days)
     text = work / "window.om"
@@ -232,8 +241,9 @@ def backfill_history(history: FleetHistory, data: Path, work: Path) -> dict[str,
         start = time.monotonic()
         stats = history.write(text, first, last)
         out["generate_seconds"] += time.monotonic() - start
-        out["promtool_seconds"] += promtool("create-blocks-from", f"--max-block-duration={block}s", "openmetrics", "-q",
-                                            str(text), str(data))
+        out["promtool_seconds"] += promtool(
+            "create-blocks-from", f"--max-block-duration={block}s", "openmetrics", "-q", str(text), str(data)
+        )
         text.unlink()
         out["windows"] += 1
         out["samples"] += stats.samples
@@ -252,19 +262,40 @@ def backfill_rules(server: Server, rules: Sequence[Rule], history: FleetHistory,
     for number, batch in enumerate(levels(rules), 1):
         rule_path.write_text(yaml.safe_dump(rule_file(batch, history.scale.resolution), sort_keys=False))
         with server.running(name=f"rules-pass-{number}") as prom:
-            seconds = promtool("create-blocks-from", f"--max-block-duration={block}s", "rules", "-q",
-                               f"--url={prom.url}", f"--start={history.start}", f"--end={history.end}",
-                               f"--eval-interval={history.scale.resolution}s", f"--output-dir={out_dir}", str(rule_path))
+            seconds = promtool(
+                "create-blocks-from",
+                f"--max-block-duration={block}s",
+                "rules",
+                "-q",
+                f"--url={prom.url}",
+                f"--start={history.start}",
+                f"--end={history.end}",
+                f"--eval-interval={history.scale.resolution}s",
+                f"--output-dir={out_dir}",
+                str(rule_path),
+            )
             peak = prom.rss_peak()
         blocks = [d for d in out_dir.iterdir() if (d / "meta.json").exists()] if out_dir.exists() else []
         size = sum(tsdb_bytes(d) for d in blocks)
         for d in blocks:
             d.rename(server.data / d.name)
-        passes.append({"pass": number, "rules": len(batch), "seconds": seconds, "blocks": len(blocks),
-                       "disk_bytes": size, "prometheus_rss_peak_bytes": peak})
-    return {"passes": passes, "rules": len(rules), "seconds": sum(p["seconds"] for p in passes),
-            "disk_bytes": sum(p["disk_bytes"] for p in passes),
-            "rss_peak_bytes": max((p["prometheus_rss_peak_bytes"] for p in passes), default=0)}
+        passes.append(
+            {
+                "pass": number,
+                "rules": len(batch),
+                "seconds": seconds,
+                "blocks": len(blocks),
+                "disk_bytes": size,
+                "prometheus_rss_peak_bytes": peak,
+            }
+        )
+    return {
+        "passes": passes,
+        "rules": len(rules),
+        "seconds": sum(p["seconds"] for p in passes),
+        "disk_bytes": sum(p["disk_bytes"] for p in passes),
+        "rss_peak_bytes": max((p["prometheus_rss_peak_bytes"] for p in passes), default=0),
+    }
 
 
 def merge_blocks(server: Server) -> dict[str, Any]:
@@ -274,16 +305,26 @@ def merge_blocks(server: Server) -> dict[str, Any]:
     expected = merged_count(metas)
     with server.running(name="merging") as prom:
         start = time.monotonic()
-        c.wait_until(f"Prometheus to merge {len(metas)} blocks into {expected}",
-                     lambda: prom.metric("prometheus_tsdb_blocks_loaded") == expected, 600 + 120 * expected,
-                     every=2.0, procs=[prom.proc])
+        c.wait_until(
+            f"Prometheus to merge {len(metas)} blocks into {expected}",
+            lambda: prom.metric("prometheus_tsdb_blocks_loaded") == expected,
+            600 + 120 * expected,
+            every=2.0,
+            procs=[prom.proc],
+        )
         seconds = time.monotonic() - start
         peak = prom.rss_peak()
-    return {"blocks_before": len(metas), "blocks_after": expected, "seconds": seconds, "rss_peak_bytes": peak,
-            "disk_bytes": tsdb_bytes(server.data)}
+    return {
+        "blocks_before": len(metas),
+        "blocks_after": expected,
+        "seconds": seconds,
+        "rss_peak_bytes": peak,
+        "disk_bytes": tsdb_bytes(server.data),
+    }
 
 
 # --- the capacity dashboard -------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Target:
@@ -309,8 +350,14 @@ def capacity_dashboard() -> tuple[str, float, list[Target]]:
             walk(panel.get("panels") or [])
             for target in panel.get("targets") or []:
                 if target.get("expr"):
-                    targets.append(Target(panel.get("title", "?"), target.get("refId", "?"), target["expr"],
-                                          bool(target.get("instant")) and not target.get("range")))
+                    targets.append(
+                        Target(
+                            panel.get("title", "?"),
+                            target.get("refId", "?"),
+                            target["expr"],
+                            bool(target.get("instant")) and not target.get("range"),
+                        )
+                    )
 
     walk(board.get("panels") or [])
     return board.get("title", path.stem), seconds, targets
@@ -331,7 +378,7 @@ def substitute(expr: str, step: float) -> str:
 
 @dataclass
 class Timing:
-    seconds: float | None = None       # median of the timed runs
+    seconds: float | None = None  # median of the timed runs
     runs: int = 0
     error: str = ""
     body: bytes = b""
@@ -384,8 +431,13 @@ def agreement(recorded: bytes, raw: bytes) -> dict[str, Any]:
     a, b = _points(recorded), _points(raw)
     pairs = [(x, y) for key in set(a) & set(b) for t, x in a[key].items() if (y := b[key].get(t)) is not None]
     total_a, total_b = sum(x for x, _ in pairs), sum(y for _, y in pairs)
-    return {"series_recorded": len(a), "series_raw": len(b), "series_both": len(set(a) & set(b)), "points": len(pairs),
-            "total_rel_diff": abs(total_a - total_b) / max(abs(total_b), 1e-9) if pairs else None}
+    return {
+        "series_recorded": len(a),
+        "series_raw": len(b),
+        "series_both": len(set(a) & set(b)),
+        "points": len(pairs),
+        "total_rel_diff": abs(total_a - total_b) / max(abs(total_b), 1e-9) if pairs else None,
+    }
 
 
 def _points(body: bytes) -> dict[tuple[tuple[str, str], ...], dict[float, float]]:
@@ -402,31 +454,39 @@ def _points(body: bytes) -> dict[tuple[tuple[str, str], ...], dict[float, float]
 def time_panels(prom: Running, raw: RawEquivalents, end: int) -> dict[str, Any]:
     title, seconds, targets = capacity_dashboard()
     step = max(choose_step(seconds), SCALE.resolution)
-    last = end - end % step                           # Grafana aligns a range to its step
+    last = end - end % step  # Grafana aligns a range to its step
     window = {"start": str(last - seconds), "end": str(last), "step": f"{int(step)}s"}
     rows = []
     for target in targets:
         query = substitute(target.expr, step)
         params = {"time": str(end)} if target.instant else window
-        rows.append({"target": target, "query": query, "params": params, "raw_query": raw.expand(query),
-                     "recorded": time_query(prom.url, query, params, RAW_TIMEOUT)})
+        rows.append(
+            {
+                "target": target,
+                "query": query,
+                "params": params,
+                "raw_query": raw.expand(query),
+                "recorded": time_query(prom.url, query, params, RAW_TIMEOUT),
+            }
+        )
     rss_recorded = prom.rss_peak()
     for row in rows:
         row["raw"] = time_query(prom.url, row["raw_query"], row["params"], RAW_TIMEOUT)
         if row["recorded"].body and row["raw"].body:
             row["agreement"] = agreement(row["recorded"].body, row["raw"].body)
         row["recorded"].body = row["raw"].body = b""
-    return {"title": title, "range_seconds": seconds, "step": step, "rows": rows,
-            "rss": {"recorded": rss_recorded, "raw": prom.rss_peak()}}
+    return {"title": title, "range_seconds": seconds, "step": step, "rows": rows, "rss": {"recorded": rss_recorded, "raw": prom.rss_peak()}}
 
 
 # --- report and diagnose ----------------------------------------------------------------------------
+
 
 @dataclass
 class TimedClient(PrometheusClient):
     """The reader's own client, timing each call (the reader parses the JSON: included). A
     failed call is recorded and answers "no series", so the reader goes on to its next query
     and every query it sends is timed."""
+
     calls: list[dict[str, Any]] = field(default_factory=list)
 
     def _call(self, endpoint: str, params: dict[str, str]) -> dict[str, Any]:
@@ -437,8 +497,15 @@ class TimedClient(PrometheusClient):
         except PrometheusError as exc:
             data, error = {"resultType": "vector" if endpoint == "query" else "matrix", "result": []}, str(exc)[:300]
         result = data.get("result")
-        self.calls.append({"endpoint": endpoint, "query": params.get("query", ""), "seconds": time.perf_counter() - start,
-                           "series": len(result) if isinstance(result, list) else 1, "error": error})
+        self.calls.append(
+            {
+                "endpoint": endpoint,
+                "query": params.get("query", ""),
+                "seconds": time.perf_counter() - start,
+                "series": len(result) if isinstance(result, list) else 1,
+                "error": error,
+            }
+        )
         return data
 
 
@@ -446,7 +513,7 @@ def time_tools(url: str, end: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     report = TimedClient(url, timeout=TOOL_TIMEOUT)
     start = time.perf_counter()
-    try:                                                  # as `report --range 30d` does (commands/report.py)
+    try:  # as `report --range 30d` does (commands/report.py)
         window = fit_window(report, float(end), REPORT_RANGE, None, "")
         data = read_capacity(report, window.first, window.last, window.step, "", None, window.requested)
         out["report_chips"] = len(data.chips)
@@ -477,6 +544,7 @@ def series_counts(url: str, end: int) -> dict[str, Any]:
 
 # --- the result -------------------------------------------------------------------------------------
 
+
 def _panels(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
     panels: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
@@ -488,9 +556,18 @@ def _sum(timings: Sequence[Timing]) -> float | None:
     return None if any(t.seconds is None for t in timings) else sum(t.seconds or 0.0 for t in timings)
 
 
-def result(history: FleetHistory, rollup: int, lookback: int, raw: Mapping[str, Any], recorded: Mapping[str, Any],
-           merged: Mapping[str, Any], panels: Mapping[str, Any], tools: Mapping[str, Any], rss: Mapping[str, int],
-           counts: Mapping[str, Any]) -> dict[str, Any]:
+def result(
+    history: FleetHistory,
+    rollup: int,
+    lookback: int,
+    raw: Mapping[str, Any],
+    recorded: Mapping[str, Any],
+    merged: Mapping[str, Any],
+    panels: Mapping[str, Any],
+    tools: Mapping[str, Any],
+    rss: Mapping[str, int],
+    counts: Mapping[str, Any],
+) -> dict[str, Any]:
     scale = history.scale
     figures = []
     for name, rows in _panels(panels["rows"]).items():
@@ -498,42 +575,84 @@ def result(history: FleetHistory, rollup: int, lookback: int, raw: Mapping[str, 
         refused = [r["raw"].error for r in rows if r["raw"].error and not _timed_out(r["raw"].error)]
         slow = None if refused else _sum([r["raw"] for r in rows])
         ratio = fast / slow if fast is not None and slow else None
-        suffix = (f" (raw refused: {refused[0].split(':')[0]})" if refused else
-                  " (raw stopped at its limit: ratio at most)" if any(r["raw"].error for r in rows) else "")
-        figures.append(c.figure(
-            f"panel: {name}{suffix}", fast, "s", baseline_name="raw series", baseline=slow, ratio_value=ratio,
-            goal=f"<= {PANEL_SECONDS:g} s and <= {PANEL_RATIO:g}x raw",
-            meets_goal=fast is not None and fast <= PANEL_SECONDS and (bool(refused) or (ratio is not None and ratio <= PANEL_RATIO))))
+        suffix = (
+            f" (raw refused: {refused[0].split(':')[0]})"
+            if refused
+            else " (raw stopped at its limit: ratio at most)"
+            if any(r["raw"].error for r in rows)
+            else ""
+        )
+        figures.append(
+            c.figure(
+                f"panel: {name}{suffix}",
+                fast,
+                "s",
+                baseline_name="raw series",
+                baseline=slow,
+                ratio_value=ratio,
+                goal=f"<= {PANEL_SECONDS:g} s and <= {PANEL_RATIO:g}x raw",
+                meets_goal=fast is not None and fast <= PANEL_SECONDS and (bool(refused) or (ratio is not None and ratio <= PANEL_RATIO)),
+            )
+        )
     for tool, limit in (("report", REPORT_TIMEOUT), ("diagnose", DIAGNOSE_TIMEOUT)):
         calls = tools.get(tool) or []
         slowest = max((call["seconds"] for call in calls), default=None)
-        figures.append(c.figure(f"{tool}: slowest of its {len(calls)} queries", slowest, "s",
-                                goal=f"<= {limit:g} s (its default --timeout)",
-                                meets_goal=slowest is not None and slowest <= limit and not tools.get(f"{tool}_error")
-                                and not any(call["error"] for call in calls)))
+        figures.append(
+            c.figure(
+                f"{tool}: slowest of its {len(calls)} queries",
+                slowest,
+                "s",
+                goal=f"<= {limit:g} s (its default --timeout)",
+                meets_goal=slowest is not None
+                and slowest <= limit
+                and not tools.get(f"{tool}_error")
+                and not any(call["error"] for call in calls),
+            )
+        )
     figures += [
-        c.figure("Prometheus RSS peak: the panels", rss["recorded"] / MIB, "MiB",
-                 baseline_name="with the raw equivalents too", baseline=rss["raw"] / MIB),
+        c.figure(
+            "Prometheus RSS peak: the panels",
+            rss["recorded"] / MIB,
+            "MiB",
+            baseline_name="with the raw equivalents too",
+            baseline=rss["raw"] / MIB,
+        ),
         c.figure("Prometheus RSS peak: backfilling the rules", recorded["rss_peak_bytes"] / MIB, "MiB"),
         c.figure("Prometheus RSS peak: merging the backfilled blocks", merged["rss_peak_bytes"] / MIB, "MiB"),
-        c.figure("TSDB on disk", merged["disk_bytes"] / MIB, "MiB", baseline_name="raw series only",
-                 baseline=raw["disk_bytes"] / MIB),
+        c.figure("TSDB on disk", merged["disk_bytes"] / MIB, "MiB", baseline_name="raw series only", baseline=raw["disk_bytes"] / MIB),
     ]
     sized_down = scale != FULL
-    target_rows = [{
-        "panel": r["target"].panel, "target": r["target"].ref, "query": r["query"],
-        "kind": "instant" if r["target"].instant else "range",
-        "recorded_s": r["recorded"].seconds, "raw_s": r["raw"].seconds,
-        "ratio": (r["recorded"].seconds / r["raw"].seconds) if r["recorded"].seconds and r["raw"].seconds else None,
-        "raw_error": r["raw"].error or r["recorded"].error,
-        "total_rel_diff": (r.get("agreement") or {}).get("total_rel_diff"),
-        "series_recorded_raw": "{series_recorded}/{series_raw}".format(**r["agreement"]) if r.get("agreement") else "",
-    } for r in panels["rows"]]
+    target_rows = [
+        {
+            "panel": r["target"].panel,
+            "target": r["target"].ref,
+            "query": r["query"],
+            "kind": "instant" if r["target"].instant else "range",
+            "recorded_s": r["recorded"].seconds,
+            "raw_s": r["raw"].seconds,
+            "ratio": (r["recorded"].seconds / r["raw"].seconds) if r["recorded"].seconds and r["raw"].seconds else None,
+            "raw_error": r["raw"].error or r["recorded"].error,
+            "total_rel_diff": (r.get("agreement") or {}).get("total_rel_diff"),
+            "series_recorded_raw": "{series_recorded}/{series_raw}".format(**r["agreement"]) if r.get("agreement") else "",
+        }
+        for r in panels["rows"]
+    ]
     tool_rows: dict[tuple[str, str], dict[str, Any]] = {}
     for tool in ("report", "diagnose"):
         for call in tools.get(tool) or []:
-            row = tool_rows.setdefault((tool, call["query"]), {"tool": tool, "query": call["query"], "endpoint": call["endpoint"],
-                                                               "calls": 0, "total_s": 0.0, "max_s": 0.0, "series": 0, "error": ""})
+            row = tool_rows.setdefault(
+                (tool, call["query"]),
+                {
+                    "tool": tool,
+                    "query": call["query"],
+                    "endpoint": call["endpoint"],
+                    "calls": 0,
+                    "total_s": 0.0,
+                    "max_s": 0.0,
+                    "series": 0,
+                    "error": "",
+                },
+            )
             row["calls"] += 1
             row["total_s"] += call["seconds"]
             row["max_s"] = max(row["max_s"], call["seconds"])
@@ -542,11 +661,21 @@ def result(history: FleetHistory, rollup: int, lookback: int, raw: Mapping[str, 
     phases = [
         {"phase": "history: generate OpenMetrics (Python)", "seconds": raw["generate_seconds"]},
         {"phase": f"history: promtool create-blocks-from openmetrics ({raw['windows']} windows)", "seconds": raw["promtool_seconds"]},
-        *({"phase": f"rules pass {p['pass']}: {p['rules']} rules, promtool create-blocks-from rules", "seconds": p["seconds"],
-           "blocks": p["blocks"], "disk_MiB": p["disk_bytes"] / MIB, "rss_peak_MiB": p["prometheus_rss_peak_bytes"] / MIB}
-          for p in recorded["passes"]),
-        {"phase": f"Prometheus merging {merged['blocks_before']} blocks into {merged['blocks_after']}",
-         "seconds": merged["seconds"], "rss_peak_MiB": merged["rss_peak_bytes"] / MIB},
+        *(
+            {
+                "phase": f"rules pass {p['pass']}: {p['rules']} rules, promtool create-blocks-from rules",
+                "seconds": p["seconds"],
+                "blocks": p["blocks"],
+                "disk_MiB": p["disk_bytes"] / MIB,
+                "rss_peak_MiB": p["prometheus_rss_peak_bytes"] / MIB,
+            }
+            for p in recorded["passes"]
+        ),
+        {
+            "phase": f"Prometheus merging {merged['blocks_before']} blocks into {merged['blocks_after']}",
+            "seconds": merged["seconds"],
+            "rss_peak_MiB": merged["rss_peak_bytes"] / MIB,
+        },
         {"phase": "report: read 30 days (its queries)", "seconds": tools.get("report_seconds")},
         {"phase": "diagnose --prometheus: read 1 hour", "seconds": tools.get("diagnose_seconds")},
     ]
@@ -567,23 +696,23 @@ def result(history: FleetHistory, rollup: int, lookback: int, raw: Mapping[str, 
         f"Report: {len(tools.get('report') or [])} queries ({tools.get('report_seconds', 0):.1f} s) for "
         f"{tools.get('report_chips', 0)} chips; diagnose: {len(tools.get('diagnose') or [])} queries "
         f"({tools.get('diagnose_seconds', 0):.1f} s). Both read raw series only (no recorded ones).",
-        f"Prometheus RSS idle after start {rss['idle'] / MIB:,.0f} MiB; peak after the report and diagnose "
-        f"{rss['tools'] / MIB:,.0f} MiB.",
+        f"Prometheus RSS idle after start {rss['idle'] / MIB:,.0f} MiB; peak after the report and diagnose {rss['tools'] / MIB:,.0f} MiB.",
         *(f"{tool} failed: {tools[tool + '_error']}" for tool in ("report", "diagnose") if tools.get(tool + "_error")),
         *(f"{tool}: {call['error']}" for tool in ("report", "diagnose") for call in tools.get(tool) or [] if call["error"]),
     ]
     return {
-        "title": f"Capacity dashboard and report at fleet scale ({scale.nodes:,} nodes x {scale.chips} chips, "
-                 f"{scale.days:g} days)",
+        "title": f"Capacity dashboard and report at fleet scale ({scale.nodes:,} nodes x {scale.chips} chips, {scale.days:g} days)",
         "summary": "Each capacity-dashboard panel on the recorded series against the same question asked of the raw "
-                   "series, on a real Prometheus holding the backfilled history; ratio = recorded / raw time, same "
-                   "run, same server.",
+        "series, on a real Prometheus holding the backfilled history; ratio = recorded / raw time, same "
+        "run, same server.",
         "figures": c.rounded(figures),
-        "tables": {"phases": c.rounded(phases), "panel targets": c.rounded(target_rows),
-                   "report and diagnose queries": c.rounded(list(tool_rows.values()))},
+        "tables": {
+            "phases": c.rounded(phases),
+            "panel targets": c.rounded(target_rows),
+            "report and diagnose queries": c.rounded(list(tool_rows.values())),
+        },
         "notes": notes,
-        "raw": c.rounded({"scale": scale.__dict__, "history": raw, "rules": recorded, "merge": merged,
-                          "rss_bytes": rss, "series": counts}),
+        "raw": c.rounded({"scale": scale.__dict__, "history": raw, "rules": recorded, "merge": merged, "rss_bytes": rss, "series": counts}),
         "command": ".venv/bin/python -m benchmarks fleet_capacity",
     }
 

@@ -34,13 +34,14 @@ from benchmarks import _common as c
 
 ROUNDS = int(os.environ.get("BENCH_PROFILE_ROUNDS", "3"))
 EVENTS = int(os.environ.get("BENCH_PROFILE_EVENTS", "1000000"))
-EVERY = 600.0                    # the documented default schedule: 5 steps every 10 minutes
+EVERY = 600.0  # the documented default schedule: 5 steps every 10 minutes
 STEPS = 5
 GOAL_AMORTISED = 0.01
 GOAL_MIB = 100.0
 
 
 # --- 1. amortised cost ---------------------------------------------------------------------------
+
 
 def _segment(mon: Any, torch: Any, steps: int | None, until_windows: int | None) -> tuple[int, float, list[float]]:
     """Steps until ``steps`` ran, or until the monitor's accepted windows reach ``until_windows``."""
@@ -76,7 +77,7 @@ def amortised(url: str, rounds: int = ROUNDS) -> dict[str, Any]:
     _segment(profiled, torch, 200, None)
     extra, inside, base_step, steps_run = [], [], [], []
     for index in range(rounds):
-        profiled._profiling._next = 0.0   # type: ignore[union-attr] - this segment's window is due now
+        profiled._profiling._next = 0.0  # type: ignore[union-attr] - this segment's window is due now
         n, hooked_s, times = _segment(profiled, torch, None, index + 1)
         _, bare_s, bare_times = _segment(plain, torch, n, None)
         base = statistics.fmean(bare_times)
@@ -91,14 +92,21 @@ def amortised(url: str, rounds: int = ROUNDS) -> dict[str, Any]:
         raise c.BenchError(f"profiling was disabled: {stats['profiling_disabled']}")
     cost = statistics.median(extra)
     return {
-        "rounds": rounds, "every_seconds": EVERY, "window_steps": STEPS, "segment_steps": steps_run,
-        "base_step_ms": statistics.median(base_step) * 1000, "extra_seconds_per_window": extra,
-        "extra_seconds_median": cost, "amortised_ratio": max(0.0, cost) / EVERY,
-        "window_step_slowdown": statistics.median(inside), "client": stats,
+        "rounds": rounds,
+        "every_seconds": EVERY,
+        "window_steps": STEPS,
+        "segment_steps": steps_run,
+        "base_step_ms": statistics.median(base_step) * 1000,
+        "extra_seconds_per_window": extra,
+        "extra_seconds_median": cost,
+        "amortised_ratio": max(0.0, cost) / EVERY,
+        "window_step_slowdown": statistics.median(inside),
+        "client": stats,
     }
 
 
 # --- 2. summary memory ------------------------------------------------------------------------------
+
 
 def write_trace(path: Path, events: int, steps: int = 5) -> None:
     """``events`` complete events in Kineto's layout: per step one annotation holding
@@ -122,16 +130,56 @@ def write_trace(path: Path, events: int, steps: int = 5) -> None:
             t = ts + 1.0
             for i in range(per_step // 3):
                 ext += 1
-                ops.append({"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": pid, "tid": tid, "ts": t, "dur": 9.0,
-                            "args": {"External id": ext, "Record function id": 0, "Ev Idx": 3 * i}})
-                ops.append({"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": pid, "tid": tid, "ts": t + 1.0, "dur": 7.0,
-                            "args": {"External id": ext + 1, "Record function id": 0, "Ev Idx": 3 * i + 1}})
-                ops.append({"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": pid, "tid": tid, "ts": t + 9.5, "dur": 2.0,
-                            "args": {"External id": ext + 2, "Record function id": 0, "Ev Idx": 3 * i + 2}})
+                ops.append(
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": "aten::linear",
+                        "pid": pid,
+                        "tid": tid,
+                        "ts": t,
+                        "dur": 9.0,
+                        "args": {"External id": ext, "Record function id": 0, "Ev Idx": 3 * i},
+                    }
+                )
+                ops.append(
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": "aten::addmm",
+                        "pid": pid,
+                        "tid": tid,
+                        "ts": t + 1.0,
+                        "dur": 7.0,
+                        "args": {"External id": ext + 1, "Record function id": 0, "Ev Idx": 3 * i + 1},
+                    }
+                )
+                ops.append(
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": "aten::relu",
+                        "pid": pid,
+                        "tid": tid,
+                        "ts": t + 9.5,
+                        "dur": 2.0,
+                        "args": {"External id": ext + 2, "Record function id": 0, "Ev Idx": 3 * i + 2},
+                    }
+                )
                 ext += 2
                 t += 12.0
-            emit({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": pid, "tid": tid, "ts": ts,
-                  "dur": t - ts + 1.0, "args": {"External id": ext, "Record function id": 0}})
+            emit(
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": f"ProfilerStep#{step}",
+                    "pid": pid,
+                    "tid": tid,
+                    "ts": ts,
+                    "dur": t - ts + 1.0,
+                    "args": {"External id": ext, "Record function id": 0},
+                }
+            )
             for op in ops:
                 emit(op)
             ts = t + 5.0
@@ -168,17 +216,24 @@ def summary_memory(events: int = EVENTS) -> dict[str, Any]:
         write_trace(window / "trace.json", events)
         size = (window / "trace.json").stat().st_size
         base_mib, _, _, _ = peak_rss([sys.executable, "-c", "import exporter.profiles.window"])
-        mib, seconds, status, out = peak_rss([sys.executable, "-m", "exporter.profiles.window", str(window), "--backend", "cpu",
-                                              "--nice", "0"])
+        mib, seconds, status, out = peak_rss(
+            [sys.executable, "-m", "exporter.profiles.window", str(window), "--backend", "cpu", "--nice", "0"]
+        )
     if status != 0:
         raise c.BenchError(f"the summary failed (exit {status})")
     doc = json.loads(out)
-    return {"events": events, "trace_mib": size / (1 << 20), "peak_rss_mib": mib, "import_only_rss_mib": base_mib,
-            "seconds": seconds, "top_operator": doc["operators"][0]}
+    return {
+        "events": events,
+        "trace_mib": size / (1 << 20),
+        "peak_rss_mib": mib,
+        "import_only_rss_mib": base_mib,
+        "seconds": seconds,
+        "top_operator": doc["operators"][0],
+    }
 
 
 def run() -> dict[str, Any]:
-    memory = summary_memory()   # first: nothing of torch in this process yet
+    memory = summary_memory()  # first: nothing of torch in this process yet
     with c.ingest_exporter() as (_, client):
         cost = amortised(f"http://{c.HOST}:{client.port}")
     raw = {"amortised": cost, "memory": memory}
@@ -191,13 +246,25 @@ def run() -> dict[str, Any]:
             f"summarising {memory['events']:,} events peaks at {memory['peak_rss_mib']:.0f} MiB."
         ),
         "figures": [
-            c.figure("amortised cost of profiling (5 steps every 10 min)", ratio * 100, "%",
-                     baseline_name="plain step, median", baseline=cost["base_step_ms"], goal=f"<= {GOAL_AMORTISED:.0%}",
-                     meets_goal=ratio <= GOAL_AMORTISED),
+            c.figure(
+                "amortised cost of profiling (5 steps every 10 min)",
+                ratio * 100,
+                "%",
+                baseline_name="plain step, median",
+                baseline=cost["base_step_ms"],
+                goal=f"<= {GOAL_AMORTISED:.0%}",
+                meets_goal=ratio <= GOAL_AMORTISED,
+            ),
             c.figure("step time inside a window", cost["window_step_slowdown"], "x plain step"),
-            c.figure(f"summary peak RSS, {memory['events']:,} events", memory["peak_rss_mib"], "MiB",
-                     baseline_name="interpreter importing the summariser", baseline=memory["import_only_rss_mib"],
-                     goal=f"<= {GOAL_MIB:g} MiB", meets_goal=memory["peak_rss_mib"] <= GOAL_MIB),
+            c.figure(
+                f"summary peak RSS, {memory['events']:,} events",
+                memory["peak_rss_mib"],
+                "MiB",
+                baseline_name="interpreter importing the summariser",
+                baseline=memory["import_only_rss_mib"],
+                goal=f"<= {GOAL_MIB:g} MiB",
+                meets_goal=memory["peak_rss_mib"] <= GOAL_MIB,
+            ),
         ],
         "raw": c.rounded(raw),
         "notes": [

@@ -52,8 +52,14 @@ def through_hooks(url: str, client: c.Client, proc: c.Process, steps: int = STEP
     stats = mon.stats()
     if stats["dropped"]:
         raise c.BenchError(f"the client dropped {stats['dropped']} steps")
-    return {"steps": steps, "seconds": elapsed, "steps_per_second": steps / elapsed,
-            "loop_seconds": produced, "batches_of": BATCH, "client": stats}
+    return {
+        "steps": steps,
+        "seconds": elapsed,
+        "steps_per_second": steps / elapsed,
+        "loop_seconds": produced,
+        "batches_of": BATCH,
+        "client": stats,
+    }
 
 
 def server_alone(port: int, seconds: float = SECONDS) -> dict[str, Any]:
@@ -74,8 +80,7 @@ def server_alone(port: int, seconds: float = SECONDS) -> dict[str, Any]:
         posts += 1
     elapsed = time.perf_counter() - start
     conn.close()
-    return {"steps": accepted, "posts": posts, "seconds": elapsed, "steps_per_second": accepted / elapsed,
-            "body_bytes": len(body)}
+    return {"steps": accepted, "posts": posts, "seconds": elapsed, "steps_per_second": accepted / elapsed, "body_bytes": len(body)}
 
 
 def validation_alone(seconds: float = SECONDS) -> dict[str, Any]:
@@ -108,10 +113,22 @@ def run() -> dict[str, Any]:
             f"the exporter alone accepts {server['steps_per_second']:,.0f} steps/s."
         ),
         "figures": [
-            c.figure("hooks -> exporter, steps/s", round(rate), "steps/s", goal=f">= {GOAL:,.0f}", meets_goal=rate >= GOAL,
-                     baseline_name="exporter alone", baseline=round(server["steps_per_second"])),
-            c.figure("exporter alone, steps/s", round(server["steps_per_second"]), "steps/s",
-                     baseline_name="validation + store in-process, no HTTP", baseline=round(floor["steps_per_second"])),
+            c.figure(
+                "hooks -> exporter, steps/s",
+                round(rate),
+                "steps/s",
+                goal=f">= {GOAL:,.0f}",
+                meets_goal=rate >= GOAL,
+                baseline_name="exporter alone",
+                baseline=round(server["steps_per_second"]),
+            ),
+            c.figure(
+                "exporter alone, steps/s",
+                round(server["steps_per_second"]),
+                "steps/s",
+                baseline_name="validation + store in-process, no HTTP",
+                baseline=round(floor["steps_per_second"]),
+            ),
         ],
         "raw": c.rounded({"hooks": hooks, "server_alone": server, "validation_alone": floor}),
         "notes": [

@@ -58,13 +58,16 @@ def generate(path: Path, rows: int) -> None:
             ts = f"{start + i * 120.5:.3f}"
             if i % 50 == 49:
                 na = ",".join(["N/A"] * 34)
-                lines.append(f"{step},4294967295,N/A,N/A,hcom_allReduce__586_{i}_1,hcom_allReduce_,N/A,HCCL,{ts}\t,"
-                             f"{2281.105 + i % 7},0.0,0,{na}\r\n")
+                lines.append(
+                    f"{step},4294967295,N/A,N/A,hcom_allReduce__586_{i}_1,hcom_allReduce_,N/A,HCCL,{ts}\t,{2281.105 + i % 7},0.0,0,{na}\r\n"
+                )
             else:
                 name, op_type, core, dur = OPS[i % len(OPS)]
-                lines.append(f'{step},4294967295,{11051 + i},2,{name.format(i=i % 10)},{op_type},dynamic,{core},{ts}\t,'
-                             f'{dur + (i % 13) * 0.01:.3f},{i % 97 * 1.5:.3f},32,0,NO,"""32,3,224,224""",FLOAT,NCHW,'
-                             f'"""32,1,224,224,8""",FLOAT,NC1HWC0,N/A,{PMU}\r\n')
+                lines.append(
+                    f"{step},4294967295,{11051 + i},2,{name.format(i=i % 10)},{op_type},dynamic,{core},{ts}\t,"
+                    f'{dur + (i % 13) * 0.01:.3f},{i % 97 * 1.5:.3f},32,0,NO,"""32,3,224,224""",FLOAT,NCHW,'
+                    f'"""32,1,224,224,8""",FLOAT,NC1HWC0,N/A,{PMU}\r\n'
+                )
             if len(lines) >= 10_000:
                 f.writelines(lines)
                 lines.clear()
@@ -85,8 +88,13 @@ def child_ours(path: str) -> dict[str, Any]:
     with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:  # as load_profile opens it
         table = read_kernels(f, "kernel_details.csv")
     seconds = time.perf_counter() - start
-    return {"rows": table.rows, "seconds": seconds, "peak_rss_bytes": _peak_bytes(),
-            "steps": len(table.steps), "compute_us": sum(s.compute_us for s in table.steps)}
+    return {
+        "rows": table.rows,
+        "seconds": seconds,
+        "peak_rss_bytes": _peak_bytes(),
+        "steps": len(table.steps),
+        "compute_us": sum(s.compute_us for s in table.steps),
+    }
 
 
 def child_pandas(path: str) -> dict[str, Any]:
@@ -110,7 +118,11 @@ def child_idle(tool: str) -> dict[str, Any]:
 def _child(kind: str, arg: str, timeout: float = 240.0) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.profile_parse", "--child", kind, arg],
-        cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"child {kind} failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
@@ -140,20 +152,40 @@ def run() -> dict[str, Any]:
     mib = 1 << 20
     return {
         "title": f"kernel_details.csv, {ROWS:,} rows ({size / mib:.0f} MiB, Level1 layout): streaming parser vs pandas.read_csv",
-        "summary": (f"{speed_ours:,.0f} rows/s ({speed_ratio:.2f}x pandas' {speed_pandas:,.0f} rows/s) "
-                    f"with {ours['peak_rss_bytes'] / mib:.0f} MiB peak RSS ({memory_ratio:.3f}x pandas' "
-                    f"{pandas['peak_rss_bytes'] / mib:.0f} MiB)."),
+        "summary": (
+            f"{speed_ours:,.0f} rows/s ({speed_ratio:.2f}x pandas' {speed_pandas:,.0f} rows/s) "
+            f"with {ours['peak_rss_bytes'] / mib:.0f} MiB peak RSS ({memory_ratio:.3f}x pandas' "
+            f"{pandas['peak_rss_bytes'] / mib:.0f} MiB)."
+        ),
         "figures": [
-            {"name": "parse speed", "value": round(speed_ours), "unit": "rows/s", "baseline_name": "pandas.read_csv",
-             "baseline": round(speed_pandas), "ratio": round(speed_ratio, 3), "goal": "ratio >= 0.5",
-             "meets_goal": speed_ratio >= 0.5},
-            {"name": "peak RSS", "value": round(ours["peak_rss_bytes"] / mib, 1), "unit": "MiB",
-             "baseline_name": "pandas.read_csv", "baseline": round(pandas["peak_rss_bytes"] / mib, 1),
-             "ratio": round(memory_ratio, 4), "goal": "ratio < 0.1", "meets_goal": memory_ratio < 0.1},
+            {
+                "name": "parse speed",
+                "value": round(speed_ours),
+                "unit": "rows/s",
+                "baseline_name": "pandas.read_csv",
+                "baseline": round(speed_pandas),
+                "ratio": round(speed_ratio, 3),
+                "goal": "ratio >= 0.5",
+                "meets_goal": speed_ratio >= 0.5,
+            },
+            {
+                "name": "peak RSS",
+                "value": round(ours["peak_rss_bytes"] / mib, 1),
+                "unit": "MiB",
+                "baseline_name": "pandas.read_csv",
+                "baseline": round(pandas["peak_rss_bytes"] / mib, 1),
+                "ratio": round(memory_ratio, 4),
+                "goal": "ratio < 0.1",
+                "meets_goal": memory_ratio < 0.1,
+            },
         ],
         "raw": {
-            "rows": ROWS, "file_bytes": size, "generate_seconds": generated, "repeats": REPEATS,
-            "ours": ours, "pandas": pandas,
+            "rows": ROWS,
+            "file_bytes": size,
+            "generate_seconds": generated,
+            "repeats": REPEATS,
+            "ours": ours,
+            "pandas": pandas,
             "idle_peak_rss_bytes": {"ours": idle_ours["peak_rss_bytes"], "pandas": idle_pandas["peak_rss_bytes"]},
         },
         "notes": [

@@ -38,12 +38,25 @@ JOBS = 8
 SCRAPE_EVERY = 1.0
 # One fault per period, active for its first third; the rest of the period recovers.
 FAULTS = ("info:hang", "error-8005", "info:garbage", "info:truncate", "gone=3", "info:slow=1.5", "error-8020", "usages:hang")
-EXPORTER_FLAGS = ("--npu-smi.interval", "1s", "--npu-smi.timeout", "2s", "--npu-smi.detail-interval", "10s",
-                  "--max-age", "30s", "--log.level", "warning")
+EXPORTER_FLAGS = (
+    "--npu-smi.interval",
+    "1s",
+    "--npu-smi.timeout",
+    "2s",
+    "--npu-smi.detail-interval",
+    "10s",
+    "--max-age",
+    "30s",
+    "--log.level",
+    "warning",
+)
 # Allowed drift over the second half, extrapolated from the fitted slope (noise is not growth).
-LIMITS = {"rss_mib": ("max(2 MiB, 2 % of the mean)", lambda mean: max(2.0, 0.02 * mean)),
-          "fds": ("2 fds", lambda mean: 2.0), "threads": ("1 thread", lambda mean: 1.0),
-          "children": ("1 process", lambda mean: 1.0)}
+LIMITS = {
+    "rss_mib": ("max(2 MiB, 2 % of the mean)", lambda mean: max(2.0, 0.02 * mean)),
+    "fds": ("2 fds", lambda mean: 2.0),
+    "threads": ("1 thread", lambda mean: 1.0),
+    "children": ("1 process", lambda mean: 1.0),
+}
 
 
 @dataclass(frozen=True)
@@ -53,7 +66,7 @@ class Sample:
     fds: int
     threads: int
     children: int
-    settled: bool = False     # taken at the end of a fault period's recovery: what the slope test uses
+    settled: bool = False  # taken at the end of a fault period's recovery: what the slope test uses
 
 
 @dataclass
@@ -155,7 +168,7 @@ def drive(proc: c.Process, client: c.Client, fault_file: Path, seconds: float) -
             fault_file.write_text(want)
             stats.faults.append((elapsed, want or "(none)"))
             current = want
-        if phase >= 0.6 * period and settled_in != cycle:   # recovered, before the next fault
+        if phase >= 0.6 * period and settled_in != cycle:  # recovered, before the next fault
             budget = min(5.0, period - phase - 0.3)
             samples.append(take_sample(exporter, t0, settled=True, budget=budget))
             settled_in = cycle
@@ -180,8 +193,14 @@ def verdicts(samples: list[Sample]) -> dict[str, dict[str, Any]]:
         per_second = slope(points)
         drift = per_second * window
         # Too few quiet moments is a failure too: a leaked child would never let one happen.
-        out[name] = {"slope_per_hour": per_second * 3600, "drift_over_second_half": drift, "mean": mean,
-                     "limit": rule, "points": len(points), "flat": len(points) >= 3 and drift < limit(mean)}
+        out[name] = {
+            "slope_per_hour": per_second * 3600,
+            "drift_over_second_half": drift,
+            "mean": mean,
+            "limit": rule,
+            "points": len(points),
+            "flat": len(points) >= 3 and drift < limit(mean),
+        }
     return out
 
 
@@ -196,8 +215,7 @@ def run_soak(seconds: float = SECONDS) -> dict[str, Any]:
     with c.started("exporter", argv, env) as proc:
         client = c.Client(port)
         timings = c.wait_exporter_complete(proc, client)
-        threads = [threading.Thread(target=job_loop, args=(i, f"http://{c.HOST}:{port}", stop, jobs_out), daemon=True)
-                   for i in range(JOBS)]
+        threads = [threading.Thread(target=job_loop, args=(i, f"http://{c.HOST}:{port}", stop, jobs_out), daemon=True) for i in range(JOBS)]
         stats_holder = Stats()
         scraper = threading.Thread(target=scrape_loop, args=(c.Client(port), stop, stats_holder), daemon=True)
         for thread in (*threads, scraper):
@@ -208,15 +226,23 @@ def run_soak(seconds: float = SECONDS) -> dict[str, Any]:
             stop.set()
             for thread in (*threads, scraper):
                 thread.join(timeout=15)
-        stats.scrapes, stats.scrape_failures, stats.latencies = (
-            stats_holder.scrapes, stats_holder.scrape_failures, stats_holder.latencies)
+        stats.scrapes, stats.scrape_failures, stats.latencies = (stats_holder.scrapes, stats_holder.scrape_failures, stats_holder.latencies)
         # Faults cleared: the exporter must come back to every chip on its own.
         recovered = c.wait_until("recovery after the last fault", lambda: _all_up(client), 60, procs=[proc])
         final = client.text("/metrics")
         client.close()
-    return {"started": started, "seconds": seconds, "timings": timings, "samples": samples, "stats": stats,
-            "jobs": jobs_out, "recovered_seconds": recovered, "final": final, "verdicts": verdicts(samples),
-            "argv": argv}
+    return {
+        "started": started,
+        "seconds": seconds,
+        "timings": timings,
+        "samples": samples,
+        "stats": stats,
+        "jobs": jobs_out,
+        "recovered_seconds": recovered,
+        "final": final,
+        "verdicts": verdicts(samples),
+        "argv": argv,
+    }
 
 
 def _all_up(client: c.Client) -> bool:
@@ -225,6 +251,7 @@ def _all_up(client: c.Client) -> bool:
 
 
 # --- SOAK.md -----------------------------------------------------------------------------------
+
 
 def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
@@ -250,41 +277,67 @@ def render(result: dict[str, Any]) -> str:
         "Generated by `python -m benchmarks.soak` (`make soak`); do not edit, rerun to regenerate.",
         "",
         f"- Date: {result['started']:%Y-%m-%d %H:%M:%S} UTC, {result['seconds']:.0f} s of load",
-        (f"- Verdict: **{'no growth' if flat else 'GROWTH'}** (linear fit over the settled samples of the second half: "
-         "taken after each fault's recovery, before the next fault, at a moment with no npu-smi call in flight; "
-         "fewer than 3 of them also fails, as a leaked child would never allow one)"),
+        (
+            f"- Verdict: **{'no growth' if flat else 'GROWTH'}** (linear fit over the settled samples of the second half: "
+            "taken after each fault's recovery, before the next fault, at a moment with no npu-smi call in flight; "
+            "fewer than 3 of them also fails, as a leaked child would never allow one)"
+        ),
         f"- Reproduce: `make soak` (default 1200 s) or `SOAK_SECONDS={result['seconds']:.0f} .venv/bin/python -m benchmarks.soak`",
         f"- Exporter: `{' '.join(shlex.quote(a) for a in result['argv'][1:])}` with {c.SIM_PROCESSES_PER_DIE} processes per die",
-        (f"- Load: {JOBS} hook jobs (~20 steps/s each), a scrape every {SCRAPE_EVERY:g} s with Prometheus' headers, "
-         f"a fault every {fault_schedule(result['seconds']):.0f} s for a third of it: {', '.join(FAULTS)}"),
+        (
+            f"- Load: {JOBS} hook jobs (~20 steps/s each), a scrape every {SCRAPE_EVERY:g} s with Prometheus' headers, "
+            f"a fault every {fault_schedule(result['seconds']):.0f} s for a third of it: {', '.join(FAULTS)}"
+        ),
         "",
         "## Growth",
         "",
     ]
-    lines += _table(["resource", "settled samples", "mean", "slope per hour", "drift over the 2nd half", "allowed", "flat"],
-                    [[k, v["points"], v["mean"], v["slope_per_hour"], v["drift_over_second_half"], v["limit"],
-                      "yes" if v["flat"] else "**NO**"] for k, v in verdict.items()])
+    lines += _table(
+        ["resource", "settled samples", "mean", "slope per hour", "drift over the 2nd half", "allowed", "flat"],
+        [
+            [k, v["points"], v["mean"], v["slope_per_hour"], v["drift_over_second_half"], v["limit"], "yes" if v["flat"] else "**NO**"]
+            for k, v in verdict.items()
+        ],
+    )
     sent = sum(j.get("steps", 0) for j in jobs.values())
     dropped = sum(j.get("dropped", 0) for j in jobs.values())
     lines += ["", "## Service during the soak", ""]
-    lines += _table(["figure", "value"], [
-        ["scrapes", stats.scrapes], ["scrape failures", stats.scrape_failures],
-        ["scrape p50 / p99 / max (ms)", f"{1000 * c.percentile(lat, 50):.1f} / {1000 * c.percentile(lat, 99):.1f} / {1000 * max(lat, default=math.nan):.1f}"],
-        ["faults injected", sum(1 for _, f in stats.faults if f != "(none)")],
-        ["steps recorded by the jobs", sent], ["steps dropped by the hooks", dropped],
-        ["ready after start (s)", result["timings"]["readyz_seconds"]],
-        ["all chips back after the last fault (s)", result["recovered_seconds"]],
-    ])
+    lines += _table(
+        ["figure", "value"],
+        [
+            ["scrapes", stats.scrapes],
+            ["scrape failures", stats.scrape_failures],
+            [
+                "scrape p50 / p99 / max (ms)",
+                f"{1000 * c.percentile(lat, 50):.1f} / {1000 * c.percentile(lat, 99):.1f} / {1000 * max(lat, default=math.nan):.1f}",
+            ],
+            ["faults injected", sum(1 for _, f in stats.faults if f != "(none)")],
+            ["steps recorded by the jobs", sent],
+            ["steps dropped by the hooks", dropped],
+            ["ready after start (s)", result["timings"]["readyz_seconds"]],
+            ["all chips back after the last fault (s)", result["recovered_seconds"]],
+        ],
+    )
     errors = sorted(((lab["source"], lab["reason"], v) for lab, v in c.samples(result["final"], "cann_exporter_source_errors_total")))
     lines += ["", "## What the self-metrics said (end of run)", ""]
     lines += _table(["source", "reason", "errors"], [list(e) for e in errors] or [["-", "-", 0]])
-    lines += ["", "## Samples", "", ("Samples of the exporter process. fds, threads and children (live descendants) are read "
-              "at a moment with no npu-smi call in flight when there is one (readings every 50 ms for up to 0.5 s, "
-              "5 s for settled samples; the one with the fewest children is kept)."), ""]
+    lines += [
+        "",
+        "## Samples",
+        "",
+        (
+            "Samples of the exporter process. fds, threads and children (live descendants) are read "
+            "at a moment with no npu-smi call in flight when there is one (readings every 50 ms for up to 0.5 s, "
+            "5 s for settled samples; the one with the fewest children is kept)."
+        ),
+        "",
+    ]
     step = max(1, len(samples) // 40)
     shown = sorted({*samples[::step], *(s for s in samples if s.settled)}, key=lambda s: s.t)
-    lines += _table(["t (s)", "RSS (MiB)", "fds", "threads", "children", "settled"],
-                    [[round(s.t), s.rss_mib, s.fds, s.threads, s.children, "yes" if s.settled else ""] for s in shown])
+    lines += _table(
+        ["t (s)", "RSS (MiB)", "fds", "threads", "children", "settled"],
+        [[round(s.t), s.rss_mib, s.fds, s.threads, s.children, "yes" if s.settled else ""] for s in shown],
+    )
     lines += ["", "## Machine", ""]
     lines += _table(["", ""], [[k, v] for k, v in machine().items()])
     return "\n".join(lines) + "\n"

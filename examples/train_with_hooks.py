@@ -34,7 +34,7 @@ from contextlib import contextmanager
 try:
     import torch
     from torch.utils.data import DataLoader, TensorDataset
-except ImportError:   # the standard-library loop still runs
+except ImportError:  # the standard-library loop still runs
     torch = None
 
 if torch is not None:
@@ -46,10 +46,11 @@ if torch is not None:
 from exporter.hooks import DEFAULT_URL, Monitor
 
 LISTENING = re.compile(r"msg=listening address=(127\.0\.0\.1:\d+)")
-STOP_WAIT = 30   # seconds from SIGTERM to SIGKILL for the temporary exporter
+STOP_WAIT = 30  # seconds from SIGTERM to SIGKILL for the temporary exporter
 
 
 # --- the PyTorch loop --------------------------------------------------------------------------
+
 
 def pick_device() -> torch.device:
     npu = getattr(torch, "npu", None)
@@ -70,8 +71,10 @@ def make_data(samples: int, features: int = 32, classes: int = 4) -> TensorDatas
 
 def make_model(features: int = 32, classes: int = 4) -> torch.nn.Module:
     return torch.nn.Sequential(
-        torch.nn.Linear(features, 128), torch.nn.ReLU(),
-        torch.nn.Linear(128, 128), torch.nn.ReLU(),
+        torch.nn.Linear(features, 128),
+        torch.nn.ReLU(),
+        torch.nn.Linear(128, 128),
+        torch.nn.ReLU(),
         torch.nn.Linear(128, classes),
     )
 
@@ -80,8 +83,9 @@ def train_torch(args: argparse.Namespace, url: str) -> tuple[Monitor, str]:
     from exporter.hooks.torch import TorchMonitor
 
     device = pick_device()
-    loader = DataLoader(make_data(max(args.batch_size * 50, 1024)), batch_size=args.batch_size, shuffle=True,
-                        num_workers=args.workers, drop_last=True)
+    loader = DataLoader(
+        make_data(max(args.batch_size * 50, 1024)), batch_size=args.batch_size, shuffle=True, num_workers=args.workers, drop_last=True
+    )
     model = make_model().to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     mon = TorchMonitor(args.job_name, url=url, device=device)
@@ -111,6 +115,7 @@ def train_torch(args: argparse.Namespace, url: str) -> tuple[Monitor, str]:
 
 # --- the standard-library loop -----------------------------------------------------------------
 
+
 def train_stdlib(args: argparse.Namespace, url: str) -> tuple[Monitor, str]:
     """A synthetic loop: each phase waits about as long as a small model's would."""
     rng = random.Random(0)
@@ -133,6 +138,7 @@ def train_stdlib(args: argparse.Namespace, url: str) -> tuple[Monitor, str]:
 
 # --- the exporter ------------------------------------------------------------------------------
 
+
 def answers(url: str) -> bool:
     try:
         with urllib.request.urlopen(url.rstrip("/") + "/healthz", timeout=2) as resp:
@@ -149,8 +155,12 @@ def exporter_at(url: str) -> Iterator[tuple[str, bool]]:
         yield url, False
         return
     print(f"no cann-exporter answers at {url}; starting a temporary one on the built-in simulator", flush=True)
-    proc = subprocess.Popen([sys.executable, "-m", "exporter", "serve", "--simulate", "--listen", "127.0.0.1:0"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "exporter", "serve", "--simulate", "--listen", "127.0.0.1:0"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         yield f"http://{listening_address(proc)}", True
     finally:
@@ -188,18 +198,27 @@ def job_series(url: str, job_name: str) -> list[str]:
     """The exporter's npu_job_* samples for this job (histogram buckets left out: too many to read)."""
     with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=10) as resp:
         text = resp.read().decode()
-    return [line for line in text.splitlines()
-            if line.startswith("npu_job_") and f'job_name="{job_name}"' in line and "_bucket{" not in line]
+    return [
+        line for line in text.splitlines() if line.startswith("npu_job_") and f'job_name="{job_name}"' in line and "_bucket{" not in line
+    ]
 
 
 # --- main --------------------------------------------------------------------------------------
 
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default=os.environ.get("CANN_EXPORTER_URL") or DEFAULT_URL,
-                        help="exporter URL (default: $CANN_EXPORTER_URL or %(default)s)")
-    parser.add_argument("--backend", choices=("auto", "torch", "stdlib"), default="auto",
-                        help="auto: PyTorch when installed, else the synthetic standard-library loop")
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("CANN_EXPORTER_URL") or DEFAULT_URL,
+        help="exporter URL (default: $CANN_EXPORTER_URL or %(default)s)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("auto", "torch", "stdlib"),
+        default="auto",
+        help="auto: PyTorch when installed, else the synthetic standard-library loop",
+    )
     parser.add_argument("--job-name", default="example-mlp")
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch-size", type=int, default=64)
@@ -217,18 +236,24 @@ def main(argv: list[str] | None = None) -> int:
         mon, where = train(args, url)
         mon.close()
         stats = mon.stats()
-        print(f"done: {args.steps} steps on {where}; hook sent {stats['sent']}, dropped {stats['dropped']}"
-              + (f" (last error: {stats['last_error']})" if stats["last_error"] else ""))
+        print(
+            f"done: {args.steps} steps on {where}; hook sent {stats['sent']}, dropped {stats['dropped']}"
+            + (f" (last error: {stats['last_error']})" if stats["last_error"] else "")
+        )
         series = job_series(url, args.job_name)
         print(f"\n{url}/metrics serves these npu_job_* series for job_name={args.job_name!r} (and histogram buckets):")
         print("\n".join("  " + line for line in series))
     if temporary:
         print("\nThe temporary exporter has stopped. To keep one: `make run` in another terminal, then this again.")
-    print("Where to look: /metrics (npu_job_*), the Grafana dashboard grafana/dashboards/training-jobs.json,"
-          " and `cann-exporter diagnose --metrics-url URL/metrics` for a verdict per job.")
+    print(
+        "Where to look: /metrics (npu_job_*), the Grafana dashboard grafana/dashboards/training-jobs.json,"
+        " and `cann-exporter diagnose --metrics-url URL/metrics` for a verdict per job."
+    )
     if not temporary:
-        print(f"The job has ended: the exporter keeps its series for jobs.finished_ttl (60 s by default) after its"
-              f" hook closed, so run diagnose now:\n  cann-exporter diagnose --metrics-url {url}/metrics")
+        print(
+            f"The job has ended: the exporter keeps its series for jobs.finished_ttl (60 s by default) after its"
+            f" hook closed, so run diagnose now:\n  cann-exporter diagnose --metrics-url {url}/metrics"
+        )
     return 0
 
 

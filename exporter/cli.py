@@ -10,8 +10,8 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 from difflib import get_close_matches
+from typing import NoReturn
 
 from exporter import __version__
 from exporter.commands import (
@@ -32,7 +32,8 @@ from exporter.node.settings import ConfigError
 SERVE_DESCRIPTION = (
     f"Serve /metrics (the default command). SIGTERM or SIGINT stops it within about {EXIT_WITHIN:g} s: "
     f"{REQUEST_GRACE:g} s for requests in flight, then {THREAD_GRACE:g} s for worker threads; one stuck "
-    f"in a read is left behind.")
+    f"in a read is left behind."
+)
 
 
 class Parser(argparse.ArgumentParser):
@@ -46,8 +47,7 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     # No abbreviations: `--list` must not quietly mean `--listen`, and new flags must not
     # change what an old abbreviation meant.
-    parser = Parser(prog="cann-exporter", description="Prometheus exporter for Huawei Ascend NPU nodes.",
-                    allow_abbrev=False)
+    parser = Parser(prog="cann-exporter", description="Prometheus exporter for Huawei Ascend NPU nodes.", allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"cann-exporter {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -72,10 +72,11 @@ def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespac
         known = {flag: flag for action in command._actions for flag in action.option_strings}
         if "--listen" in known:
             known |= {"--" + theirs.replace("_", "-"): "--" + ours for theirs, ours in FAMILIAR_KEYS.items()}
-        hints = [f"{word} (did you mean {known[close[0]]}?)"
-                 if (close := get_close_matches(word.split("=")[0], list(known), n=1)) else word
-                 for word in extra]
-        command.error(f"unrecognized arguments: {' '.join(hints)}")   # exits 2
+        hints = [
+            f"{word} (did you mean {known[close[0]]}?)" if (close := get_close_matches(word.split("=")[0], list(known), n=1)) else word
+            for word in extra
+        ]
+        command.error(f"unrecognized arguments: {' '.join(hints)}")  # exits 2
     return args
 
 
@@ -87,8 +88,13 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 
 # Commands that take their own arguments (the others run from Settings).
-_TOOLS = {"check-config": check_config.run, "profile": profile.run, "generate": generate.run,
-          "diagnose": diagnose.run, "report": report.run}
+_TOOLS = {
+    "check-config": check_config.run,
+    "profile": profile.run,
+    "generate": generate.run,
+    "diagnose": diagnose.run,
+    "report": report.run,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

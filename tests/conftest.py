@@ -27,6 +27,7 @@ def _restore_root_logging():
 def replay_npu_smi(tmp_path: Path) -> Callable[..., Path]:
     def make(replies: Mapping[str, object], default_exit: int = 1) -> Path:
         return write_replay_npu_smi(tmp_path, replies, default_exit)
+
     return make
 
 

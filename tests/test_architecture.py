@@ -20,18 +20,28 @@ MAX_LINES = 500
 # What each top-level part of ``exporter`` may import (besides itself and ``exporter.__init__``).
 ALLOWED: dict[str, set[str]] = {
     "core": set(),
-    "hooks": set(),                  # runs inside training loops: the standard library only
-    "simulator": set(),              # a stand-alone npu-smi / hccn_tool
+    "hooks": set(),  # runs inside training loops: the standard library only
+    "simulator": set(),  # a stand-alone npu-smi / hccn_tool
     "npusmi": {"core"},
     "web": {"core"},
     "profiles": {"core"},
-    "resources": {"core"},           # the exporter's own process and cgroup
-    "hccn": {"core", "npusmi"},      # asks about the chips npu-smi lists
-    "pods": {"core", "npusmi"},      # matches kubelet devices to npu-smi's chips
+    "resources": {"core"},  # the exporter's own process and cgroup
+    "hccn": {"core", "npusmi"},  # asks about the chips npu-smi lists
+    "pods": {"core", "npusmi"},  # matches kubelet devices to npu-smi's chips
     "jobs": {"core", "web", "profiles"},  # the ingest API is a route of the web app; posted profiles are profiles
     "generate": {"core", "hccn"},
-    "node": {"core", "npusmi", "hccn", "pods", "profiles", "resources", "jobs", "web", "simulator",
-             "hooks"},                # the hooks' CANN_EXPORTER_* names, which are not typos
+    "node": {
+        "core",
+        "npusmi",
+        "hccn",
+        "pods",
+        "profiles",
+        "resources",
+        "jobs",
+        "web",
+        "simulator",
+        "hooks",
+    },  # the hooks' CANN_EXPORTER_* names, which are not typos
     "diagnostics": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "generate", "node", "simulator"},
     "commands": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "web", "generate", "node", "diagnostics", "simulator"},
     "cli": {"core", "node", "commands"},
@@ -60,7 +70,7 @@ def imports(path: Path, name: str) -> Iterator[str]:
                 base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
             if base.split(".")[0] != "exporter":
                 continue
-            for alias in node.names:   # `from exporter.x import y`: y may be a module itself
+            for alias in node.names:  # `from exporter.x import y`: y may be a module itself
                 yield f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
 
 
@@ -80,7 +90,8 @@ def test_every_part_of_the_package_has_a_rule():
 def test_imports_point_down_only():
     wrong = sorted(
         f"{source} imports {target}"
-        for source, targets in GRAPH.items() for target in targets
+        for source, targets in GRAPH.items()
+        for target in targets
         if part(source) and part(target) and part(target) != part(source) and part(target) not in ALLOWED[part(source)]
     )
     assert not wrong, "\n".join(wrong)
@@ -120,14 +131,20 @@ def test_no_import_cycle():
 
 
 def test_modules_stay_small():
-    big = {str(path.relative_to(ROOT)): n for path in MODULES.values()
-           if not path.name.endswith("_pb2.py") and (n := len(path.read_text().splitlines())) > MAX_LINES}
+    big = {
+        str(path.relative_to(ROOT)): n
+        for path in MODULES.values()
+        if not path.name.endswith("_pb2.py") and (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
     assert not big, big
 
 
 def test_every_package_directory_is_a_package():
-    missing = [str(d.relative_to(ROOT)) for d in PACKAGE.rglob("*") if d.is_dir() and d.name != "__pycache__"
-               and any(d.glob("*.py")) and not (d / "__init__.py").exists()]
+    missing = [
+        str(d.relative_to(ROOT))
+        for d in PACKAGE.rglob("*")
+        if d.is_dir() and d.name != "__pycache__" and any(d.glob("*.py")) and not (d / "__init__.py").exists()
+    ]
     assert not missing, missing
 
 
@@ -142,8 +159,15 @@ def test_tests_import_helpers_from_support_only():
                 module = node.module or ""
                 if node.level or not (module == "tests.support" or module.startswith("tests.support.")):
                     bad.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {'.' * node.level}{module}")
-    missing = [str(d.relative_to(ROOT)) for d in [tests, *tests.rglob("*")] if d.is_dir() and "fixtures" not in d.parts
-               and d.name != "__pycache__" and any(d.glob("test_*.py")) and not (d / "__init__.py").exists()]
+    missing = [
+        str(d.relative_to(ROOT))
+        for d in [tests, *tests.rglob("*")]
+        if d.is_dir()
+        and "fixtures" not in d.parts
+        and d.name != "__pycache__"
+        and any(d.glob("test_*.py"))
+        and not (d / "__init__.py").exists()
+    ]
     assert not bad and not missing, bad + missing
 
 
@@ -158,8 +182,12 @@ def tracked_files() -> list[Path]:
 def tracked_text_files() -> list[Path]:
     """Our own sources and documents; the fixtures are upstream outputs and stay as captured."""
     suffixes = {".py", ".md", ".yaml", ".yml", ".toml", ".json", ".txt", ".service", ".cfg", ".ini", ".proto"}
-    return [path for path in tracked_files() if not path.relative_to(ROOT).as_posix().startswith("tests/fixtures/")
-            and (path.suffix in suffixes or path.name in ("Makefile", "Dockerfile"))]
+    return [
+        path
+        for path in tracked_files()
+        if not path.relative_to(ROOT).as_posix().startswith("tests/fixtures/")
+        and (path.suffix in suffixes or path.name in ("Makefile", "Dockerfile"))
+    ]
 
 
 # A relative path (``../x``) and a Markdown document named without a directory, in any tracked
@@ -179,8 +207,12 @@ def outside_references(path: Path, text: str, documents: set[str]) -> list[str]:
 def test_the_project_stands_alone():
     """No file refers to documents outside the repository: what a reader needs is written here."""
     documents = {path.name for path in tracked_files() if path.suffix == ".md"}
-    found = [f"{path.relative_to(ROOT)}: {ref}" for path in tracked_text_files() if path != Path(__file__)   # its examples
-             for ref in outside_references(path, path.read_text(errors="replace"), documents)]
+    found = [
+        f"{path.relative_to(ROOT)}: {ref}"
+        for path in tracked_text_files()
+        if path != Path(__file__)  # its examples
+        for ref in outside_references(path, path.read_text(errors="replace"), documents)
+    ]
     assert not found, found
 
 
@@ -212,7 +244,9 @@ def test_no_file_names_the_build_machine():
         data = path.read_bytes()
         if b"\0" in data[:8192]:
             continue  # binary
-        found += [f"{path.relative_to(ROOT)}:{number}: {match.group(0)}"
-                  for number, line in enumerate(data.decode(errors="replace").splitlines(), 1)
-                  for match in pattern.finditer(line)]
+        found += [
+            f"{path.relative_to(ROOT)}:{number}: {match.group(0)}"
+            for number, line in enumerate(data.decode(errors="replace").splitlines(), 1)
+            for match in pattern.finditer(line)
+        ]
     assert not found, found

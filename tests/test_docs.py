@@ -75,11 +75,28 @@ from exporter.cli import build_parser
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "exporter"
 
-SYSTEM_DIRS = {"etc", "usr", "var", "dev", "proc", "sys", "opt", "tmp", "run", "home", "root", "data",
-               "srv", "mnt", "nonexistent", "lib", "bin", "sbin"}
+SYSTEM_DIRS = {
+    "etc",
+    "usr",
+    "var",
+    "dev",
+    "proc",
+    "sys",
+    "opt",
+    "tmp",
+    "run",
+    "home",
+    "root",
+    "data",
+    "srv",
+    "mnt",
+    "nonexistent",
+    "lib",
+    "bin",
+    "sbin",
+}
 # Other servers' APIs the docs name (Prometheus federation, remote-write backends).
-FOREIGN_ENDPOINTS = ("/federate", "/api/v1/push", "/api/v1/receive", "/api/v1/write", "/insert/",
-                     "/api/v1/query", "/-/")
+FOREIGN_ENDPOINTS = ("/federate", "/api/v1/push", "/api/v1/receive", "/api/v1/write", "/insert/", "/api/v1/query", "/-/")
 EXPORTER_PORT = "9435"
 # Paths in other projects' repositories that the format docs point at.
 UPSTREAM_PATHS = {"docs/en/user_guide/profile_data_file_references.md"}
@@ -88,7 +105,7 @@ ELLIPSES = ("...", "…")
 PATH_WORD = re.compile(r"[\w.*/<>~#+-]+")
 METHODS = {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"}
 FILE_SUFFIXES = (".py", ".yml", ".yaml", ".json", ".md", ".toml", ".txt", ".csv", ".sh", ".service")
-FIXTURE = re.compile(r"[\w.-]+__[\w.-]+__[\w.-]+__\d+(?:__(?:partial|mangled))?")    # tests/fixtures/README.md
+FIXTURE = re.compile(r"[\w.-]+__[\w.-]+__[\w.-]+__\d+(?:__(?:partial|mangled))?")  # tests/fixtures/README.md
 
 
 def doc_files() -> list[Path]:
@@ -99,6 +116,7 @@ def doc_files() -> list[Path]:
 
 # --- markdown ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Snippet:
     line: int
@@ -107,9 +125,9 @@ class Snippet:
 
 @dataclass
 class Doc:
-    shell: list[Snippet]      # shell lines of fenced blocks
-    inline: list[Snippet]     # inline code spans
-    links: list[Snippet]      # link targets
+    shell: list[Snippet]  # shell lines of fenced blocks
+    inline: list[Snippet]  # inline code spans
+    links: list[Snippet]  # link targets
 
 
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([\w+-]*)")
@@ -172,7 +190,7 @@ def split_words(line: str) -> list[str]:
     lexer.whitespace_split = True
     try:
         return list(lexer)
-    except ValueError:          # unbalanced quotes: words as written
+    except ValueError:  # unbalanced quotes: words as written
         return line.split()
 
 
@@ -188,13 +206,13 @@ def _brackets(word: str) -> tuple[int, str, int]:
 def commands(line: str) -> list[list]:
     """The commands of a shell line: words, and ``[...]`` groups as lists of alternatives."""
     result: list[list] = [[]]
-    current, stack = result[0], []      # stack: (enclosing list, group)
+    current, stack = result[0], []  # stack: (enclosing list, group)
     for word in split_words(line):
-        if word in SEPARATORS and (word != "|" or not stack):       # a pipe outside groups too
+        if word in SEPARATORS and (word != "|" or not stack):  # a pipe outside groups too
             result.append([])
             current, stack = result[-1], []
             continue
-        if word == "|":                 # inside a group: the next alternative
+        if word == "|":  # inside a group: the next alternative
             current = []
             stack[-1][1].append(current)
             continue
@@ -205,7 +223,7 @@ def commands(line: str) -> list[list]:
             stack.append((current, group))
             current = group[0]
         core = core.removesuffix("...").removesuffix("…")
-        if core and "|" in core:        # `json|markdown`: one of these values
+        if core and "|" in core:  # `json|markdown`: one of these values
             current.append(tuple(core.split("|")))
         elif core:
             current.append(core)
@@ -230,9 +248,10 @@ def variants(items: list) -> list[list[str]]:
     for index, item in enumerate(items):
         if isinstance(item, str) or isinstance(item, list) and _is_prose(item):
             continue
-        before, after = _required(items[:index]), _required(items[index + 1:])
-        inners = [[value] for value in item] if isinstance(item, tuple) else \
-            [inner for alternative in item for inner in variants(alternative)]
+        before, after = _required(items[:index]), _required(items[index + 1 :])
+        inners = (
+            [[value] for value in item] if isinstance(item, tuple) else [inner for alternative in item for inner in variants(alternative)]
+        )
         result += [before + inner + after for inner in inners]
     return result
 
@@ -260,15 +279,19 @@ def _flatten(items: list) -> Iterator[str]:
 def program(items: list) -> tuple[str, list]:
     """The program's name (without its directory) and its arguments; sudo and VAR=x dropped."""
     index = 0
-    while index < len(items) and isinstance(items[index], str) and (
-            items[index] in ("sudo", "env", "exec") or re.fullmatch(r"\w+=\S*", items[index])):
+    while (
+        index < len(items)
+        and isinstance(items[index], str)
+        and (items[index] in ("sudo", "env", "exec") or re.fullmatch(r"\w+=\S*", items[index]))
+    ):
         index += 1
     if index == len(items) or not isinstance(items[index], str):
         return "", []
-    return items[index].rsplit("/", 1)[-1], items[index + 1:]
+    return items[index].rsplit("/", 1)[-1], items[index + 1 :]
 
 
 # --- what the code has ------------------------------------------------------------------
+
 
 @functools.cache
 def lenient_parser() -> argparse.ArgumentParser:
@@ -296,6 +319,7 @@ def _lenient_type(convert):
     @functools.wraps(convert)
     def wrapper(value: str):
         return value if is_placeholder(value) else convert(value)
+
     return wrapper
 
 
@@ -307,7 +331,7 @@ class _Choices(tuple):
 def cli_error(args: list[str]) -> str | None:
     """argparse's complaint about ``cann-exporter ARGS``, or None."""
     if not args or args[0].startswith("-") and args[0] not in ("-h", "--help", "--version"):
-        args = ["serve", *args]         # as main() does
+        args = ["serve", *args]  # as main() does
     stderr = io.StringIO()
     try:
         with redirect_stderr(stderr), redirect_stdout(io.StringIO()):
@@ -404,6 +428,7 @@ def repo_names() -> frozenset[str]:
 
 # --- checks -----------------------------------------------------------------------------
 
+
 def check_shell(line: str, *, complete: bool = True) -> Iterator[str]:
     """Problems of one shell line; ``complete=False`` (inline code) allows missing arguments."""
     for command in commands(line):
@@ -418,7 +443,7 @@ def check_shell(line: str, *, complete: bool = True) -> Iterator[str]:
 
 
 def _check_cli(args: list, complete: bool) -> Iterator[str]:
-    for argv in dict.fromkeys(map(tuple, variants(args))):     # ordered, without repeats
+    for argv in dict.fromkeys(map(tuple, variants(args))):  # ordered, without repeats
         error = cli_error(list(argv))
         if error is not None and (complete or "arguments are required" not in error):
             yield f"cann-exporter {' '.join(argv)}: {error}"
@@ -487,8 +512,7 @@ def check_scoped_flag(text: str, command: str | None) -> Iterator[str]:
 def check_names(text: str) -> Iterator[str]:
     """Settings keys (``npu_smi.timeout``), ``CANN_*`` variables and fixture names in prose."""
     for word in (w.strip(",;:()") for w in text.split()):
-        if re.fullmatch(r"[a-z_]+\.[\w*]+", word) and word.split(".")[0] in settings_sections() \
-                and not word.endswith(FILE_SUFFIXES):
+        if re.fullmatch(r"[a-z_]+\.[\w*]+", word) and word.split(".")[0] in settings_sections() and not word.endswith(FILE_SUFFIXES):
             if not fnmatch.filter(settings_keys(), _wildcards(word)):
                 yield f"no setting {word}"
         elif re.fullmatch(r"CANN_[A-Z0-9_]+\*?", word) and not fnmatch.filter(env_names(), _wildcards(word)):
@@ -541,7 +565,7 @@ def check_path(word: str, doc_dir: Path) -> Iterator[str]:
     pattern = _as_glob(word.split("#")[0])
     if not pattern:
         return
-    if "/" not in pattern:                          # a module name: anywhere in the repository
+    if "/" not in pattern:  # a module name: anywhere in the repository
         if pattern in repo_names():
             return
     elif any(_matches(base, pattern) for base in (doc_dir, ROOT, PACKAGE)):
@@ -565,7 +589,7 @@ def _matches(base: Path, pattern: str) -> bool:
 
 
 def check_link(target: str, doc: Path) -> Iterator[str]:
-    if re.match(r"[a-z][\w+.-]*:", target):         # a URL
+    if re.match(r"[a-z][\w+.-]*:", target):  # a URL
         yield from check_urls(target)
         return
     path, _, anchor = target.partition("#")
@@ -579,8 +603,9 @@ def check_link(target: str, doc: Path) -> Iterator[str]:
 @functools.cache
 def heading_slugs(file: Path) -> frozenset[str]:
     """GitHub's anchors: lower case, punctuation dropped, spaces as hyphens."""
-    headings = re.findall(r"^#{1,6}\s+(.+?)\s*#*$", _take_fences(file.read_text(encoding="utf-8").splitlines(),
-                                                                   Doc([], [], [])), re.MULTILINE)
+    headings = re.findall(
+        r"^#{1,6}\s+(.+?)\s*#*$", _take_fences(file.read_text(encoding="utf-8").splitlines(), Doc([], [], [])), re.MULTILINE
+    )
     return frozenset(re.sub(r"[^\w\- ]", "", h.lower().replace("`", "")).replace(" ", "-") for h in headings)
 
 
@@ -604,6 +629,7 @@ def problems(text: str, doc: Path) -> list[str]:
 
 
 # --- tests ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("doc", doc_files(), ids=str)
 def test_doc_matches_the_code(doc: Path) -> None:
@@ -638,15 +664,25 @@ Narrow `--selector` or coarsen `--step`.
 
 def test_the_checks_catch_drift() -> None:
     found = "\n".join(problems(BROKEN, Path("README.md")))
-    for expected in ("README.md:4: cann-exporter serve --no-such-flag", "README.md:5: no make target no-such-target",
-                     "README.md:6: no module exporter.no_such_module", "README.md:7: no extra no-such-extra",
-                     "README.md:7: no script no_such_script.py", "README.md:10: cann-exporter diagnose --format yaml",
-                     "README.md:10: no file exporter/no_such_file.py", "README.md:11: no file docs/missing.md",
-                     "README.md:11: no route /no-such-endpoint", "README.md:11: no route GET /api/v1/steps",
-                     "README.md:12: no setting npu_smi.no_such_key", "README.md:12: no variable CANN_EXPORTER_NO_SUCH",
-                     "README.md:12: no flag --no-such.flag", "README.md:13: no heading #no-such-heading",
-                     "README.md:13: no fixture info__no-chip__1.0__1", "README.md:13: no file alerts/*.yaml",
-                     "README.md:17: cann-exporter diagnose has no flag --step: --step"):
+    for expected in (
+        "README.md:4: cann-exporter serve --no-such-flag",
+        "README.md:5: no make target no-such-target",
+        "README.md:6: no module exporter.no_such_module",
+        "README.md:7: no extra no-such-extra",
+        "README.md:7: no script no_such_script.py",
+        "README.md:10: cann-exporter diagnose --format yaml",
+        "README.md:10: no file exporter/no_such_file.py",
+        "README.md:11: no file docs/missing.md",
+        "README.md:11: no route /no-such-endpoint",
+        "README.md:11: no route GET /api/v1/steps",
+        "README.md:12: no setting npu_smi.no_such_key",
+        "README.md:12: no variable CANN_EXPORTER_NO_SUCH",
+        "README.md:12: no flag --no-such.flag",
+        "README.md:13: no heading #no-such-heading",
+        "README.md:13: no fixture info__no-chip__1.0__1",
+        "README.md:13: no file alerts/*.yaml",
+        "README.md:17: cann-exporter diagnose has no flag --step: --step",
+    ):
         assert expected in found, found
 
 

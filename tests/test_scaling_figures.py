@@ -26,13 +26,14 @@ def figures() -> list[tuple[str, int]]:
 def test_the_doc_has_figures_with_and_without_the_network() -> None:
     found = figures()
     assert len(found) >= 6, found
-    assert any("--no-hccn.enabled" not in args for args, _ in found)     # network metrics are on by default
+    assert any("--no-hccn.enabled" not in args for args, _ in found)  # network metrics are on by default
 
 
 @pytest.mark.parametrize(("args", "expected"), figures(), ids=lambda v: str(v))
 def test_series_count_matches_a_fresh_run(args: str, expected: int) -> None:
-    run = subprocess.run([sys.executable, "-m", "exporter", *shlex.split(args)], capture_output=True, text=True,
-                         timeout=120, cwd=ROOT, check=False)
+    run = subprocess.run(
+        [sys.executable, "-m", "exporter", *shlex.split(args)], capture_output=True, text=True, timeout=120, cwd=ROOT, check=False
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     series = sum(1 for line in run.stdout.splitlines() if not line.startswith("#"))
     assert series == expected, f"docs/scaling.md says {expected} for `{args}`; a fresh run gives {series}"

@@ -28,29 +28,41 @@ def pytest_run(directory: Path) -> subprocess.CompletedProcess[str]:
 
 
 def write_project(directory: Path, files: dict[str, str]) -> Path:
-    files = {"pytest.ini": "[pytest]\n", "conftest.py": (
-        "from tests.support.skips import write_skip_summary\n\n"
-        "def pytest_terminal_summary(terminalreporter):\n"
-        "    write_skip_summary(terminalreporter)\n"), **files}
+    files = {
+        "pytest.ini": "[pytest]\n",
+        "conftest.py": (
+            "from tests.support.skips import write_skip_summary\n\n"
+            "def pytest_terminal_summary(terminalreporter):\n"
+            "    write_skip_summary(terminalreporter)\n"
+        ),
+        **files,
+    }
     for name, text in files.items():
         (directory / name).write_text(text)
     return directory
 
 
 def test_summary_names_each_reason_once_with_its_count_and_files(tmp_path: Path) -> None:
-    proc = pytest_run(write_project(tmp_path, {
-        # skipped from a helper: the file named is the test's, not the helper's
-        "need.py": "import pytest\n\ndef tool_a():\n    pytest.skip('a not installed (package a)')\n",
-        "test_one.py": "from need import tool_a\n\ndef test_1():\n    tool_a()\n\n"
-                       "def test_2():\n    tool_a()\n\ndef test_runs():\n    pass\n",
-        "test_two.py": "import pytest\n\n@pytest.mark.skipif(True, reason='a not installed (package a)')\ndef test_3():\n    pass\n\n"
-                       "def test_4():\n    pytest.skip('b is not installed')\n",
-    }))
+    proc = pytest_run(
+        write_project(
+            tmp_path,
+            {
+                # skipped from a helper: the file named is the test's, not the helper's
+                "need.py": "import pytest\n\ndef tool_a():\n    pytest.skip('a not installed (package a)')\n",
+                "test_one.py": "from need import tool_a\n\ndef test_1():\n    tool_a()\n\n"
+                "def test_2():\n    tool_a()\n\ndef test_runs():\n    pass\n",
+                "test_two.py": "import pytest\n\n@pytest.mark.skipif(True, reason='a not installed (package a)')\ndef test_3():\n    pass\n\n"
+                "def test_4():\n    pytest.skip('b is not installed')\n",
+            },
+        )
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = proc.stdout.split(" skipped groups ")[1].splitlines()[1:]
     assert summary[:4] == [
-        "3 skipped: a not installed (package a)", "    in test_one.py, test_two.py",
-        "1 skipped: b is not installed", "    in test_two.py",
+        "3 skipped: a not installed (package a)",
+        "    in test_one.py, test_two.py",
+        "1 skipped: b is not installed",
+        "    in test_two.py",
     ], proc.stdout
 
 
@@ -84,10 +96,14 @@ def test_script_is_executable_bash() -> None:
     assert os.access(SCRIPT, os.X_OK) and SCRIPT.read_text().startswith("#!/usr/bin/env bash\n")
 
 
-@pytest.mark.parametrize("stand_ins", [
-    {"dpkg": INSTALLED},
-    {name: "#!/bin/sh\n" for name in ("prometheus", "promtool", "prometheus-alertmanager", "amtool", "chromium")},
-], ids=["dpkg", "on-path"])
+@pytest.mark.parametrize(
+    "stand_ins",
+    [
+        {"dpkg": INSTALLED},
+        {name: "#!/bin/sh\n" for name in ("prometheus", "promtool", "prometheus-alertmanager", "amtool", "chromium")},
+    ],
+    ids=["dpkg", "on-path"],
+)
 def test_everything_present_is_silent(tmp_path: Path, stand_ins: dict[str, str]) -> None:
     log = tmp_path / "calls"
     proc = run_script(tmp_path / "bin", {**stand_ins, "apt-get": recorder(log), "sudo": recorder(log), "id": ROOT_ID})
@@ -126,8 +142,11 @@ def test_installs_only_the_missing_ones_quietly(tmp_path: Path, uid: str, prefix
     proc = run_script(tmp_path / "bin", stand_ins)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
     password_check = ["-n true"] if prefix else []
-    assert log.read_text().splitlines() == [*password_check, f"{prefix}update -qq",
-                                            f"{prefix}install -y -qq --no-install-recommends prometheus-alertmanager chromium"]
+    assert log.read_text().splitlines() == [
+        *password_check,
+        f"{prefix}update -qq",
+        f"{prefix}install -y -qq --no-install-recommends prometheus-alertmanager chromium",
+    ]
 
 
 def test_failed_install_shows_apt_get_and_fails(tmp_path: Path) -> None:

@@ -54,7 +54,7 @@ def linked(rule: dict) -> dict:
     url = rule.get("annotations", {}).get("runbook_url", "")
     if not url.startswith(RELATIVE_RUNBOOKS + "#"):
         return rule
-    annotations = {**rule["annotations"], "runbook_url": PORT_FORWARDED_RUNBOOKS + url[len(RELATIVE_RUNBOOKS):]}
+    annotations = {**rule["annotations"], "runbook_url": PORT_FORWARDED_RUNBOOKS + url[len(RELATIVE_RUNBOOKS) :]}
     return {**rule, "annotations": annotations}
 
 
@@ -66,8 +66,7 @@ def rule_groups(alerts: Path) -> list[dict]:
     for path in files:
         doc = yaml.safe_load(path.read_text())
         if isinstance(doc, dict) and isinstance(doc.get("groups"), list):
-            groups.extend({**group, "rules": [linked(rule) for rule in group.get("rules", [])]}
-                          for group in doc["groups"])
+            groups.extend({**group, "rules": [linked(rule) for rule in group.get("rules", [])]} for group in doc["groups"])
     return groups
 
 
@@ -97,8 +96,14 @@ def alertmanager_config(rules: list[dict]) -> dict:
     """An AlertmanagerConfig (Prometheus Operator) holding ``rules``. The operator adds a
     `namespace` matcher of its own namespace to each rule: the exporter's alerts carry the
     namespace of its ServiceMonitor's targets, which is this one."""
-    inhibit = [{"sourceMatch": operator_matchers(r["source_matchers"]), "targetMatch": operator_matchers(r["target_matchers"]),
-                "equal": list(r["equal"])} for r in rules]
+    inhibit = [
+        {
+            "sourceMatch": operator_matchers(r["source_matchers"]),
+            "targetMatch": operator_matchers(r["target_matchers"]),
+            "equal": list(r["equal"]),
+        }
+        for r in rules
+    ]
     return {
         "apiVersion": "monitoring.coreos.com/v1alpha1",
         "kind": "AlertmanagerConfig",
@@ -130,17 +135,19 @@ def render(root: Path = ROOT) -> dict[Path, str]:
     }
     out: dict[Path, str] = {
         Path("base/prometheusrule.yaml"): HEADER.format(source="alerts/*.yaml") + _dump(rule),
-        Path("overlays/prometheus-scrape/rules/cann-exporter.rules.yaml"):
-            HEADER.format(source="alerts/*.yaml") + _dump({"groups": groups}),
+        Path("overlays/prometheus-scrape/rules/cann-exporter.rules.yaml"): HEADER.format(source="alerts/*.yaml")
+        + _dump({"groups": groups}),
     }
 
     rules = inhibit_rules(root / "alertmanager" / "cann-exporter.inhibit.yml")
-    out[Path("base/alertmanagerconfig.yaml")] = (
-        HEADER.format(source="alertmanager/cann-exporter.inhibit.yml") + _dump(alertmanager_config(rules)))
+    out[Path("base/alertmanagerconfig.yaml")] = HEADER.format(source="alertmanager/cann-exporter.inhibit.yml") + _dump(
+        alertmanager_config(rules)
+    )
     out[Path("overlays/prometheus-scrape/alertmanager/cann-exporter.inhibit.yml")] = (
         HEADER.format(source="alertmanager/cann-exporter.inhibit.yml")
         + "# Paste inhibit_rules into your Alertmanager configuration (alertmanager.yml).\n"
-        + _dump({"inhibit_rules": rules}))
+        + _dump({"inhibit_rules": rules})
+    )
 
     generators = []
     for path in dashboard_files(root / "grafana" / "dashboards"):

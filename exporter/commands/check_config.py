@@ -15,8 +15,6 @@ import shutil
 import sys
 
 from exporter.core.errors import EXIT_OK, EXIT_USAGE
-
-EXIT_TOOLS_MISSING = 3  # valid configuration, but this machine lacks a tool it runs
 from exporter.node.collectors import NAMES
 from exporter.node.settings import (
     ConfigError,
@@ -27,6 +25,8 @@ from exporter.node.settings import (
 )
 from exporter.web.config import WebConfigError
 from exporter.web.security import load_web_config
+
+EXIT_TOOLS_MISSING = 3  # valid configuration, but this machine lacks a tool it runs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,21 +83,37 @@ def tool_problem(tool: str) -> str | None:
 def collectors(settings: Settings) -> list[str]:
     """One line per collector: on or off, and what else decides whether its source runs."""
     simulator = settings.simulator.scenario
-    npu_smi = (f"the simulator ({simulator}, {settings.simulator.model})" if simulator not in (None, "auto")
-               else f"npu-smi at {settings.npu_smi.path}" + (", else the simulator" if simulator == "auto" else ""))
+    npu_smi = (
+        f"the simulator ({simulator}, {settings.simulator.model})"
+        if simulator not in (None, "auto")
+        else f"npu-smi at {settings.npu_smi.path}" + (", else the simulator" if simulator == "auto" else "")
+    )
     conditions = {
         "devices": npu_smi,
         "processes": npu_smi,
-        "network": {None: "where hccn_tool is installed (hccn.enabled auto)", True: "hccn_tool (hccn.enabled true)",
-                    False: "nothing runs: hccn.enabled is false"}[settings.hccn.enabled],
-        "pods": {None: "inside Kubernetes (podresources.enabled auto)", True: f"kubelet at {settings.podresources.socket}",
-                 False: "nothing runs: podresources.enabled is false"}[settings.podresources.enabled],
-        "profiles": "; ".join(filter(None, (
-            f"{len(settings.profiles.dirs)} profiles.dirs" if settings.profiles.dirs else "",
-            "POST /api/v1/profiles" if settings.ingest.enabled and settings.collector.jobs else "",
-        ))) or "nothing runs: no profiles.dirs, and no ingest for the hooks' profiles",
+        "network": {
+            None: "where hccn_tool is installed (hccn.enabled auto)",
+            True: "hccn_tool (hccn.enabled true)",
+            False: "nothing runs: hccn.enabled is false",
+        }[settings.hccn.enabled],
+        "pods": {
+            None: "inside Kubernetes (podresources.enabled auto)",
+            True: f"kubelet at {settings.podresources.socket}",
+            False: "nothing runs: podresources.enabled is false",
+        }[settings.podresources.enabled],
+        "profiles": "; ".join(
+            filter(
+                None,
+                (
+                    f"{len(settings.profiles.dirs)} profiles.dirs" if settings.profiles.dirs else "",
+                    "POST /api/v1/profiles" if settings.ingest.enabled and settings.collector.jobs else "",
+                ),
+            )
+        )
+        or "nothing runs: no profiles.dirs, and no ingest for the hooks' profiles",
         "jobs": "POST /api/v1/steps" if settings.ingest.enabled else "nothing runs: ingest.enabled is false",
         "self": "cann_exporter_*, process_*, python_*",
     }
-    return [f"collector.{name}: on, {conditions[name]}" if getattr(settings.collector, name) else f"collector.{name}: off"
-            for name in NAMES]
+    return [
+        f"collector.{name}: on, {conditions[name]}" if getattr(settings.collector, name) else f"collector.{name}: off" for name in NAMES
+    ]

@@ -52,36 +52,78 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     one.add_argument("--prometheus", metavar="URL", help="Prometheus base URL, e.g. http://prometheus:9090")
     one.add_argument("--metrics-url", metavar="URL", help="one exporter's /metrics, e.g. http://node-1:9435/metrics")
     one.add_argument("--profile-dir", metavar="DIR", help="a torch_npu/msprof/MindSpore profile export or a directory of them")
-    source.add_argument("--range", type=argtypes.duration, default=parse_duration("1h"), metavar="DURATION",
-                        help="Prometheus: length of the window (default: 1h)")
-    source.add_argument("--end", type=argtypes.timestamp, default=None, metavar="TIME",
-                        help="Prometheus: end of the window: now (default), now-2d, unix seconds or RFC 3339")
-    source.add_argument("--selector", type=argtypes.label_selector, default="", metavar="'{LABEL=\"VALUE\",...}'",
-                        help="Prometheus: label matchers added to every query, e.g. '{instance=\"node-1:9435\"}'")
+    source.add_argument(
+        "--range",
+        type=argtypes.duration,
+        default=parse_duration("1h"),
+        metavar="DURATION",
+        help="Prometheus: length of the window (default: 1h)",
+    )
+    source.add_argument(
+        "--end",
+        type=argtypes.timestamp,
+        default=None,
+        metavar="TIME",
+        help="Prometheus: end of the window: now (default), now-2d, unix seconds or RFC 3339",
+    )
+    source.add_argument(
+        "--selector",
+        type=argtypes.label_selector,
+        default="",
+        metavar="'{LABEL=\"VALUE\",...}'",
+        help="Prometheus: label matchers added to every query, e.g. '{instance=\"node-1:9435\"}'",
+    )
     source.add_argument("--npu-smi", metavar="PATH", default=None, help="local node: the npu-smi binary")
-    source.add_argument("--simulate", nargs="?", const="healthy", default=None, choices=ALL_SCENARIOS, metavar="SCENARIO",
-                        help=f"local node: the built-in simulator ({', '.join(ALL_SCENARIOS)}; default healthy)")
+    source.add_argument(
+        "--simulate",
+        nargs="?",
+        const="healthy",
+        default=None,
+        choices=ALL_SCENARIOS,
+        metavar="SCENARIO",
+        help=f"local node: the built-in simulator ({', '.join(ALL_SCENARIOS)}; default healthy)",
+    )
     source.add_argument("--simulate.model", dest="simulate_model", default=None, choices=MODEL_NAMES, help="simulated node model")
     source.add_argument("--config", metavar="FILE", default=None, help="local node: the exporter's YAML configuration")
-    source.add_argument("--samples", type=argtypes.bounded_int(1, MAX_SAMPLES), default=1, metavar="N",
-                        help=f"local node and --metrics-url: read N times (1..{MAX_SAMPLES}) for spread and rates (default: 1)")
-    source.add_argument("--interval", type=argtypes.short_duration, default=10.0, metavar="DURATION",
-                        help="time between --samples reads (default: 10s)")
-    source.add_argument("--timeout", type=argtypes.short_duration, default=15.0, metavar="DURATION",
-                        help="bound on each HTTP request, connection to last byte (default: 15s)")
-    source.add_argument("--deadline", type=argtypes.duration, default=None, metavar="DURATION",
-                        help="--prometheus, --metrics-url: bound on all requests together (default: none beyond "
-                             "--timeout per request)")
+    source.add_argument(
+        "--samples",
+        type=argtypes.bounded_int(1, MAX_SAMPLES),
+        default=1,
+        metavar="N",
+        help=f"local node and --metrics-url: read N times (1..{MAX_SAMPLES}) for spread and rates (default: 1)",
+    )
+    source.add_argument(
+        "--interval", type=argtypes.short_duration, default=10.0, metavar="DURATION", help="time between --samples reads (default: 10s)"
+    )
+    source.add_argument(
+        "--timeout",
+        type=argtypes.short_duration,
+        default=15.0,
+        metavar="DURATION",
+        help="bound on each HTTP request, connection to last byte (default: 15s)",
+    )
+    source.add_argument(
+        "--deadline",
+        type=argtypes.duration,
+        default=None,
+        metavar="DURATION",
+        help="--prometheus, --metrics-url: bound on all requests together (default: none beyond --timeout per request)",
+    )
     source.add_argument("--job", action="append", default=None, metavar="NAME", help="only these training jobs (repeatable)")
-    source.add_argument("--top", type=argtypes.bounded_int(1, 1000), default=5, metavar="K",
-                        help="--profile-dir: operator types to list (default: 5)")
+    source.add_argument(
+        "--top", type=argtypes.bounded_int(1, 1000), default=5, metavar="K", help="--profile-dir: operator types to list (default: 5)"
+    )
     base = parser.add_argument_group("baselines (docs/tuning.md, 'Baselines')")
     base.add_argument("--save-baseline", metavar="FILE", help="write each job's iteration time and throughput to FILE")
     base.add_argument("--baseline", metavar="FILE", help="compare each job with FILE (written by --save-baseline)")
     output = parser.add_argument_group("output")
     output.add_argument("--format", choices=("text", "json", "markdown"), default="text", help="default: text")
-    output.add_argument("--color", choices=("auto", "always", "never"), default="auto",
-                        help="colour the text output (auto: on a terminal, unless NO_COLOR is set)")
+    output.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour the text output (auto: on a terminal, unless NO_COLOR is set)",
+    )
     output.add_argument("--all", action="store_true", help="list every chip and job, also on large clusters")
     output.add_argument("--thresholds", metavar="FILE", default=None, help="threshold table (default: the packaged one)")
 
@@ -93,7 +135,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     out, err = out or sys.stdout, err or sys.stderr
     try:
         table = load_thresholds(getattr(args, "thresholds", None))
-        saved = bl.load_baseline(Path(args.baseline)) if getattr(args, "baseline", None) else None   # fail fast
+        saved = bl.load_baseline(Path(args.baseline)) if getattr(args, "baseline", None) else None  # fail fast
         obs = only_jobs(read(args, table, err), getattr(args, "job", None))
         report = with_baselines(analyse(obs, table), obs, args, table, saved)
     except ThresholdError as exc:
@@ -112,8 +154,7 @@ def render(report: Report, table: Thresholds, args: argparse.Namespace, out: Tex
         return render_json(report, table)
     if fmt == "markdown":
         return render_markdown(report, table)
-    return render_text(report, table, colour=use_colour(getattr(args, "color", "auto"), out),
-                       show_all=getattr(args, "all", False))
+    return render_text(report, table, colour=use_colour(getattr(args, "color", "auto"), out), show_all=getattr(args, "all", False))
 
 
 def use_colour(mode: str, stream: TextIO) -> bool:
@@ -141,8 +182,9 @@ def read_prometheus(args: argparse.Namespace, table: Thresholds, err: TextIO) ->
     from exporter.diagnostics.prom_reader import read_prometheus as query
 
     try:
-        client = PrometheusClient(args.prometheus, timeout=getattr(args, "timeout", 15.0),
-                                  deadline=Deadline(getattr(args, "deadline", None)))
+        client = PrometheusClient(
+            args.prometheus, timeout=getattr(args, "timeout", 15.0), deadline=Deadline(getattr(args, "deadline", None))
+        )
     except PrometheusError as exc:
         raise CannotDiagnose(str(exc)) from None
     end = args.end if getattr(args, "end", None) is not None else parse_time("now")
@@ -166,8 +208,9 @@ def read_metrics_url(args: argparse.Namespace) -> Observations:
     for index in range(getattr(args, "samples", 1)):
         if index:
             if deadline.remaining() <= interval:
-                raise CannotDiagnose(f"{args.metrics_url}: did not finish within --deadline {deadline.seconds:g}s "
-                                     f"({index} of the --samples read)")
+                raise CannotDiagnose(
+                    f"{args.metrics_url}: did not finish within --deadline {deadline.seconds:g}s ({index} of the --samples read)"
+                )
             time.sleep(interval)
         text = fetch_metrics(args.metrics_url, getattr(args, "timeout", 15.0), deadline)
         scrapes.append(parse_exposition(text, time.time(), args.metrics_url))
@@ -195,8 +238,12 @@ def read_local(args: argparse.Namespace) -> Observations:
             raise CannotDiagnose(exc.message) from None
     # Every `-t` detail `serve` reads (health and error codes, ECC, the per-card reads whose
     # failures the hardware level names) and hccn_tool's network; no board reads (die ids).
-    flags = {"npu_smi.path": getattr(args, "npu_smi", None), "simulator.scenario": getattr(args, "simulate", None),
-             "simulator.model": getattr(args, "simulate_model", None), "npu_smi.board": False}
+    flags = {
+        "npu_smi.path": getattr(args, "npu_smi", None),
+        "simulator.scenario": getattr(args, "simulate", None),
+        "simulator.model": getattr(args, "simulate_model", None),
+        "npu_smi.board": False,
+    }
     settings = local_settings(text, config or "config", os.environ, flags)
     scrapes = asyncio.run(scrape_local(settings, getattr(args, "samples", 1), getattr(args, "interval", 10.0)))
     simulated = f" (simulator: {settings.simulator.scenario})" if settings.simulator.scenario else ""
@@ -220,8 +267,9 @@ def only_jobs(obs: Observations, names: list[str] | None) -> Observations:
 # --- baselines --------------------------------------------------------------------------------------
 
 
-def with_baselines(report: Report, obs: Observations, args: argparse.Namespace, table: Thresholds,
-                   saved: dict[str, bl.JobPerf] | None = None) -> Report:
+def with_baselines(
+    report: Report, obs: Observations, args: argparse.Namespace, table: Thresholds, saved: dict[str, bl.JobPerf] | None = None
+) -> Report:
     current = bl.job_performance(obs.jobs, obs.profiles)
     findings, notes, extra = list(report.findings), list(report.notes), dict(report.extra)
     if saved is not None:
@@ -233,7 +281,8 @@ def with_baselines(report: Report, obs: Observations, args: argparse.Namespace, 
         if not current:
             raise CannotDiagnose(
                 f"nothing to save as a baseline: no job iteration time or throughput in {obs.source} "
-                "(npu_job_iteration_duration_seconds / npu_job_samples_total from the hooks, or a profile's step time)")
+                "(npu_job_iteration_duration_seconds / npu_job_samples_total from the hooks, or a profile's step time)"
+            )
         bl.save_baseline(Path(args.save_baseline), bl.baseline_document(current, obs.source, obs.window))
         extra["baseline saved"] = f"{args.save_baseline} (jobs: {', '.join(current)})"
     return replace(report, findings=tuple(findings), notes=tuple(notes), extra=extra)

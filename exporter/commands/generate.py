@@ -15,18 +15,30 @@ from exporter.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--thresholds", metavar="FILE", default=None,
-                        help="threshold table (default: the packaged exporter/generate/thresholds.yaml)")
-    parser.add_argument("--runbook-url", metavar="BASE", type=runbook_base, default=None,
-                        help="where docs/runbooks.md is published, e.g. https://git.example.com/ops/cann-exporter/"
-                             "blob/main/docs/runbooks.md; each alert's runbook_url is BASE#<alert name in lower case> "
-                             "(default or empty: the table's alerting.runbook_url, repository-relative docs/runbooks.md)")
-    parser.add_argument("--exporter-selector", metavar="MATCHERS", type=exporter_selector, default=None,
-                        help='PromQL label matchers (without braces) narrowing the targets CANNExporterDown watches, '
-                             'e.g. job="npu" (default: the table\'s alerting.exporter_selector, empty: every target '
-                             "that served cann_exporter_build_info, whatever its job name)")
-    parser.add_argument("--out", metavar="DIR", default=".",
-                        help="directory to write alerts/ and grafana/ into (default: the current directory)")
+    parser.add_argument(
+        "--thresholds", metavar="FILE", default=None, help="threshold table (default: the packaged exporter/generate/thresholds.yaml)"
+    )
+    parser.add_argument(
+        "--runbook-url",
+        metavar="BASE",
+        type=runbook_base,
+        default=None,
+        help="where docs/runbooks.md is published, e.g. https://git.example.com/ops/cann-exporter/"
+        "blob/main/docs/runbooks.md; each alert's runbook_url is BASE#<alert name in lower case> "
+        "(default or empty: the table's alerting.runbook_url, repository-relative docs/runbooks.md)",
+    )
+    parser.add_argument(
+        "--exporter-selector",
+        metavar="MATCHERS",
+        type=exporter_selector,
+        default=None,
+        help="PromQL label matchers (without braces) narrowing the targets CANNExporterDown watches, "
+        'e.g. job="npu" (default: the table\'s alerting.exporter_selector, empty: every target '
+        "that served cann_exporter_build_info, whatever its job name)",
+    )
+    parser.add_argument(
+        "--out", metavar="DIR", default=".", help="directory to write alerts/ and grafana/ into (default: the current directory)"
+    )
 
 
 def runbook_base(text: str) -> str:
@@ -36,7 +48,8 @@ def runbook_base(text: str) -> str:
     if base and not re.fullmatch(r"https?://[^\s#]+", base):
         raise argparse.ArgumentTypeError(
             f"expected an http(s) URL of the published runbooks without #, e.g. "
-            f"https://git.example.com/ops/cann-exporter/blob/main/docs/runbooks.md, got {text!r}")
+            f"https://git.example.com/ops/cann-exporter/blob/main/docs/runbooks.md, got {text!r}"
+        )
     return base
 
 

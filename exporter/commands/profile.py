@@ -55,8 +55,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         print(f"cann-exporter profile: {problem}", file=err)
     if not summaries:
         if not problems or found_any:
-            print(f"cann-exporter profile: no readable profile under {args.path} "
-                  "(looked for *_ascend_pt, *_ascend_ms, PROF_*, cluster_step_trace_time.csv)", file=err)
+            print(
+                f"cann-exporter profile: no readable profile under {args.path} "
+                "(looked for *_ascend_pt, *_ascend_ms, PROF_*, cluster_step_trace_time.csv)",
+                file=err,
+            )
         return EXIT_NO_PROFILE
     if getattr(args, "json", False):
         json.dump(_json(summaries, problems, table), out, indent=2)
@@ -127,9 +130,13 @@ def _json(summaries: list[ProfileSummary], problems: list[str], table: Threshold
         for row in ROWS:
             indicator, value = indicator_for(row, table), getattr(summary, row.field)
             if indicator is not None and value is not None:
-                verdicts[row.field] = {"indicator": indicator.id, "verdict": indicator.verdict(value),
-                                       "healthy": indicator.healthy, "abnormal": indicator.abnormal,
-                                       "direction": indicator.direction}
+                verdicts[row.field] = {
+                    "indicator": indicator.id,
+                    "verdict": indicator.verdict(value),
+                    "healthy": indicator.healthy,
+                    "abnormal": indicator.abnormal,
+                    "direction": indicator.direction,
+                }
         item["verdicts"] = verdicts
         profiles.append(item)
     return {"profiles": profiles, "problems": problems}

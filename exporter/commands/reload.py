@@ -33,26 +33,27 @@ def hold_sighup() -> None:
     """From the start of `serve` until :func:`reload_on_sighup` takes over (and after it)."""
     try:
         signal.signal(signal.SIGHUP, _early)
-    except ValueError:    # not the main thread (serve run in-process by a test): its signals are not ours
+    except ValueError:  # not the main thread (serve run in-process by a test): its signals are not ours
         pass
 
 
 def reload_on_sighup(settings: Settings, reread: Reread | None, security: WebSecurity | None) -> Callable[[], Awaitable[None]]:
     """The background task: on each SIGHUP, :func:`reload` in a thread (file reads block)."""
+
     async def run() -> None:
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()
         try:
             loop.add_signal_handler(signal.SIGHUP, wake.set)
-        except (ValueError, RuntimeError):   # a loop outside the main thread gets no signals
+        except (ValueError, RuntimeError):  # a loop outside the main thread gets no signals
             return
         try:
             while True:
                 await wake.wait()
-                wake.clear()            # signals during a reload fold into one more
+                wake.clear()  # signals during a reload fold into one more
                 try:
                     await asyncio.to_thread(reload, settings, reread, security)
-                except Exception:       # never let a reload bug end the exporter or the next SIGHUP
+                except Exception:  # never let a reload bug end the exporter or the next SIGHUP
                     log.exception("SIGHUP: reload crashed")
         finally:
             loop.remove_signal_handler(signal.SIGHUP)
@@ -68,20 +69,23 @@ def reload(settings: Settings, reread: Reread | None, security: WebSecurity | No
         _check_settings(settings, reread)
     if security is not None:
         reloaded = security.reload_if_changed(force=True)
-        log.info("SIGHUP: web config re-read", extra={
-            "file": str(security.path), "result": "applied" if reloaded else "refused, the last good one stays in force"})
+        log.info(
+            "SIGHUP: web config re-read",
+            extra={"file": str(security.path), "result": "applied" if reloaded else "refused, the last good one stays in force"},
+        )
 
 
 def _check_settings(settings: Settings, reread: Reread) -> None:
     try:
         new = reread()
     except ConfigError as exc:
-        log.error("SIGHUP: the configuration has problems; the running one stays in force",
-                  extra={"problems": "; ".join(exc.problems)})
+        log.error("SIGHUP: the configuration has problems; the running one stays in force", extra={"problems": "; ".join(exc.problems)})
         return
     changed = [f.name for f in dataclasses.fields(Settings) if getattr(new, f.name) != getattr(settings, f.name)]
     if changed:
-        log.warning("SIGHUP: the configuration changed; the changes take effect at the next restart "
-                    "(only the web config is applied live)", extra={"sections": ",".join(changed)})
+        log.warning(
+            "SIGHUP: the configuration changed; the changes take effect at the next restart (only the web config is applied live)",
+            extra={"sections": ",".join(changed)},
+        )
     else:
         log.info("SIGHUP: the configuration is valid and unchanged")

@@ -39,21 +39,52 @@ PROG = "cann-exporter report"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (__doc__ or "").split("\n\n")[0].replace("\n", " ")
     parser.add_argument("--prometheus", metavar="URL", required=True, help="Prometheus base URL, e.g. http://prometheus:9090")
-    parser.add_argument("--range", type=argtypes.duration, default=parse_duration("30d"), metavar="DURATION",
-                        help="history to report on (default: 30d)")
-    parser.add_argument("--end", type=argtypes.timestamp, default=None, metavar="TIME", help="end of the window: now (default), now-1d, unix seconds or RFC 3339")
-    parser.add_argument("--step", type=argtypes.duration, default=None, metavar="DURATION",
-                        help="resolution of the range queries (default: sized to the range, 30d -> 1h, "
-                             "or to the data when Prometheus holds less)")
-    parser.add_argument("--selector", type=argtypes.label_selector, default="", metavar="'{LABEL=\"VALUE\",...}'",
-                        help="label matchers added to every query, e.g. '{cluster=\"prod\"}'")
-    parser.add_argument("--horizon", type=argtypes.duration, default=parse_duration("30d"), metavar="DURATION",
-                        help="how far the forecasts look ahead (default: 30d)")
+    parser.add_argument(
+        "--range", type=argtypes.duration, default=parse_duration("30d"), metavar="DURATION", help="history to report on (default: 30d)"
+    )
+    parser.add_argument(
+        "--end",
+        type=argtypes.timestamp,
+        default=None,
+        metavar="TIME",
+        help="end of the window: now (default), now-1d, unix seconds or RFC 3339",
+    )
+    parser.add_argument(
+        "--step",
+        type=argtypes.duration,
+        default=None,
+        metavar="DURATION",
+        help="resolution of the range queries (default: sized to the range, 30d -> 1h, or to the data when Prometheus holds less)",
+    )
+    parser.add_argument(
+        "--selector",
+        type=argtypes.label_selector,
+        default="",
+        metavar="'{LABEL=\"VALUE\",...}'",
+        help="label matchers added to every query, e.g. '{cluster=\"prod\"}'",
+    )
+    parser.add_argument(
+        "--horizon",
+        type=argtypes.duration,
+        default=parse_duration("30d"),
+        metavar="DURATION",
+        help="how far the forecasts look ahead (default: 30d)",
+    )
     parser.add_argument("--out", metavar="DIR", required=True, help="directory for index.html, the PNG charts and capacity.json")
-    parser.add_argument("--timeout", type=argtypes.short_duration, default=30.0, metavar="DURATION",
-                        help="bound on each query, connection to last byte (default: 30s)")
-    parser.add_argument("--deadline", type=argtypes.duration, default=None, metavar="DURATION",
-                        help="bound on all queries together (default: none beyond --timeout per query)")
+    parser.add_argument(
+        "--timeout",
+        type=argtypes.short_duration,
+        default=30.0,
+        metavar="DURATION",
+        help="bound on each query, connection to last byte (default: 30s)",
+    )
+    parser.add_argument(
+        "--deadline",
+        type=argtypes.duration,
+        default=None,
+        metavar="DURATION",
+        help="bound on all queries together (default: none beyond --timeout per query)",
+    )
     parser.add_argument("--thresholds", metavar="FILE", default=None, help="threshold table (default: the packaged one)")
 
 
@@ -76,7 +107,7 @@ def write_report(args: argparse.Namespace, err: TextIO) -> Path:
 
     table = load_thresholds(getattr(args, "thresholds", None))
     directory = Path(args.out)
-    try:   # what the report needs is checked before any query: those can take minutes
+    try:  # what the report needs is checked before any query: those can take minutes
         require_charts()
         directory.mkdir(parents=True, exist_ok=True)
     except ChartsUnavailable as exc:
@@ -84,8 +115,9 @@ def write_report(args: argparse.Namespace, err: TextIO) -> Path:
     except OSError as exc:
         raise CannotDiagnose(f"{directory}: cannot write the report: {exc.strerror or exc}") from None
     try:
-        client = PrometheusClient(args.prometheus, timeout=getattr(args, "timeout", 30.0),
-                                  deadline=Deadline(getattr(args, "deadline", None)))
+        client = PrometheusClient(
+            args.prometheus, timeout=getattr(args, "timeout", 30.0), deadline=Deadline(getattr(args, "deadline", None))
+        )
     except PrometheusError as exc:
         raise CannotDiagnose(str(exc)) from None
     seconds = getattr(args, "range", 30 * 86400.0)
@@ -93,8 +125,9 @@ def write_report(args: argparse.Namespace, err: TextIO) -> Path:
     matchers = getattr(args, "selector", "")
     with Progress(err, "querying Prometheus", total=QUERIES) as progress:
         window = fit_window(client, end, seconds, getattr(args, "step", None), matchers, progress.step)
-        data = read_capacity(client, window.first, window.last, window.step, matchers, progress.step, window.requested,
-                             unhealthy_states(table))
+        data = read_capacity(
+            client, window.first, window.last, window.step, matchers, progress.step, window.requested, unhealthy_states(table)
+        )
     report = analyse_capacity(data, table, getattr(args, "horizon", 30 * 86400.0) / 86400.0)
     try:
         charts = draw_all(report, directory)

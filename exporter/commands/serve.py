@@ -49,8 +49,13 @@ def run(settings: Settings, reread: Reread | None = None) -> int:
     token = settings.ingest.token
     routes = ingest_http.routes(node.ingest, token, node.posted, node.sampler.publish) if node.ingest is not None else []
     app = create_app(
-        node.exposition, lambda: node.store.sampled.ready, routes=routes, bearer_paths=ingest_http.bearer_paths(token),
-        security=security, background=[node.sampler.run_forever, reload_on_sighup(settings, reread, security)], about=node.about,
+        node.exposition,
+        lambda: node.store.sampled.ready,
+        routes=routes,
+        bearer_paths=ingest_http.bearer_paths(token),
+        security=security,
+        background=[node.sampler.run_forever, reload_on_sighup(settings, reread, security)],
+        about=node.about,
     )
     host, port = settings.listen
     try:
@@ -66,4 +71,4 @@ def run(settings: Settings, reread: Reread | None = None) -> int:
     freeze_startup()
     favour_the_event_loop()
     http.run(app, sockets, ssl_context)
-    return leave(EXIT_OK)   # a worker stuck in a read must not keep the stopped exporter alive
+    return leave(EXIT_OK)  # a worker stuck in a read must not keep the stopped exporter alive

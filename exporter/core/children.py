@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:   # the watcher's signature, as typeshed declares it
+if TYPE_CHECKING:  # the watcher's signature, as typeshed declares it
     from typing_extensions import TypeVarTuple, Unpack
 
     _Ts = TypeVarTuple("_Ts")
@@ -32,7 +32,7 @@ def use_pidfds() -> bool:
     """Have asyncio watch children through pidfds; False where it cannot (no pidfd_open, a kernel
     before 5.3, a seccomp filter refusing it): asyncio's own watcher stays."""
     if sys.version_info >= (3, 12):
-        return True   # asyncio's default already
+        return True  # asyncio's default already
     try:
         os.close(os.pidfd_open(os.getpid()))
     except (AttributeError, OSError):
@@ -45,11 +45,12 @@ def use_pidfds() -> bool:
 
 
 if sys.version_info < (3, 12):
+
     class PidfdWatcher(asyncio.AbstractChildWatcher):
         """A child's exit reported by the loop that started it, when its pidfd turns readable."""
 
         def __init__(self) -> None:
-            self._children: dict[int, tuple[asyncio.AbstractEventLoop, int]] = {}   # pid -> (loop, pidfd)
+            self._children: dict[int, tuple[asyncio.AbstractEventLoop, int]] = {}  # pid -> (loop, pidfd)
 
         def __enter__(self) -> PidfdWatcher:
             return self
@@ -58,7 +59,7 @@ if sys.version_info < (3, 12):
             return None
 
         def is_active(self) -> bool:
-            return True   # any running loop will do: no loop to attach
+            return True  # any running loop will do: no loop to attach
 
         def close(self) -> None:
             return None
@@ -86,7 +87,7 @@ if sys.version_info < (3, 12):
                 return
             try:
                 _, status = os.waitpid(pid, 0)
-            except ChildProcessError:   # reaped by someone else: its status is lost
+            except ChildProcessError:  # reaped by someone else: its status is lost
                 log.warning("a child's exit status was read elsewhere", extra={"pid": pid})
                 returncode = 255
             else:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-SWITCH_INTERVAL = 0.001   # seconds
+SWITCH_INTERVAL = 0.001  # seconds
 
 
 def favour_the_event_loop() -> None:

@@ -30,7 +30,7 @@ class SourceStatus:
     duration_seconds: float | None = None
     last_success_timestamp: float | None = None
     errors: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
-    subjects: int = 0                # what the latest run tried (e.g. one `-t usages -i N` per card)
+    subjects: int = 0  # what the latest run tried (e.g. one `-t usages -i N` per card)
     failing: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # subject -> reason, latest run
 
     @property
@@ -95,8 +95,10 @@ class SourceHealth:
                     log.info("source recovered", extra={"source": self.name, "subject": subject})
                 del self._state[subject]
         if unlogged:
-            log.warning("source failing: more subjects", extra={
-                "source": self.name, "subjects": sum(unlogged.values()), "reasons": ",".join(sorted(unlogged))})
+            log.warning(
+                "source failing: more subjects",
+                extra={"source": self.name, "subjects": sum(unlogged.values()), "reasons": ",".join(sorted(unlogged))},
+            )
         if recovered > MAX_LOGGED_PER_RUN:
             log.info("source recovered: more subjects", extra={"source": self.name, "subjects": recovered - MAX_LOGGED_PER_RUN})
         if len(self._state) > MAX_REMEMBERED_SUBJECTS:

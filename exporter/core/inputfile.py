@@ -51,7 +51,7 @@ class InputRefused(ReasonError):
     """A file refused before or while reading it; ``reason`` is one of :data:`REASONS`."""
 
 
-MAX_SHOWN_PATH = 200   # characters of a path in a message; a path can be as long as its file system allows
+MAX_SHOWN_PATH = 200  # characters of a path in a message; a path can be as long as its file system allows
 
 
 def shown_path(path: str | os.PathLike[str]) -> str:
@@ -106,9 +106,7 @@ def open_input(
         if not stat.S_ISREG(info.st_mode):
             raise InputRefused("not_regular", f"{shown_path(name)}: not a regular file")
         if info.st_size > max_bytes:
-            raise InputRefused(
-                "too_large", f"{shown_path(name)}: {info.st_size} bytes, more than the {max_bytes} allowed"
-            )
+            raise InputRefused("too_large", f"{shown_path(name)}: {info.st_size} bytes, more than the {max_bytes} allowed")
         # Regular files never block; clearing the flag keeps reads ordinary everywhere.
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
         return os.fdopen(fd, "rb")

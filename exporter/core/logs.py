@@ -22,6 +22,7 @@ class LogOptions:
     format: str = option("logfmt", choice(*LOG_FORMATS), "log line format: logfmt or json")
     level: str = option("info", choice(*LOG_LEVELS), "minimum log level")
 
+
 # Attributes every LogRecord has; anything else came in through `extra=`.
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, Union
+from typing import Protocol, TypeVar
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -31,11 +31,11 @@ LEGACY_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 @dataclass(frozen=True)
 class MetricSpec:
-    name: str                        # full exposition name (counters end in _total)
-    kind: str                        # gauge, counter, histogram
+    name: str  # full exposition name (counters end in _total)
+    kind: str  # gauge, counter, histogram
     help: str
     labels: tuple[str, ...] = ()
-    fields: tuple[str, ...] = ()     # the part's fields that fill it (values, or label values)
+    fields: tuple[str, ...] = ()  # the part's fields that fill it (values, or label values)
 
     def __post_init__(self) -> None:
         # Classic names only (no colons: those are for recording rules): every scraper reads
@@ -66,13 +66,13 @@ class Collector(Protocol[P]):
     """What every collector is: its specs (for describe and docs) and ``render(part)``."""
 
     @property
-    def specs(self) -> tuple[MetricSpec, ...]: ...   # read-only: a collector's own tuple of specs fits
+    def specs(self) -> tuple[MetricSpec, ...]: ...  # read-only: a collector's own tuple of specs fits
 
     def render(self, part: P) -> Iterable[Metric]: ...
 
 
 # The families a value per label set is added to (a histogram adds buckets and a sum instead).
-ValueFamily = Union[GaugeMetricFamily, CounterMetricFamily]
+ValueFamily = GaugeMetricFamily | CounterMetricFamily
 
 
 def family(spec: MetricSpec) -> ValueFamily:
@@ -125,7 +125,10 @@ def field_families(specs: Iterable[MetricSpec], items: Sequence[T], labels_of: C
 
 
 def stateset(
-    spec: MetricSpec, states: Sequence[str], items: Sequence[T], labels_of: Callable[[T], list[str]],
+    spec: MetricSpec,
+    states: Sequence[str],
+    items: Sequence[T],
+    labels_of: Callable[[T], list[str]],
 ) -> Metric:
     """A gauge stateset from the spec's field: 1 for each item's current state, 0 for the others;
     items whose state is unknown (None) are skipped."""

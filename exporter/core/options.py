@@ -76,6 +76,7 @@ def whole_number(low: int, high: int) -> Parse:
         if not _DIGITS.fullmatch(text) or not low <= int(text) <= high:
             raise ValueError(f"expected {wanted}, got {shown(value)}")
         return int(text)
+
     return parse
 
 
@@ -95,7 +96,7 @@ def parse_listen(value: Any) -> tuple[str, int]:
     return host, int(port)
 
 
-_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")   # "_": compose and /etc/hosts names
+_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")  # "_": compose and /etc/hosts names
 
 
 def _host_problem(host: str) -> str | None:
@@ -128,18 +129,21 @@ def choice(*allowed: str) -> Parse:
         if text not in allowed:
             raise ValueError(f"expected one of {', '.join(allowed)}, got {shown(value)}")
         return text
+
     parse.choices = allowed  # type: ignore[attr-defined]  # the flag's metavar reads them
     return parse
 
 
 def subset(*allowed: str) -> Parse:
     """A YAML list or a comma-separated string, each item in ``allowed``."""
+
     def parse(value: Any) -> tuple[str, ...]:
         out = tuple(item for item in _items(value) if item)
         bad = [shown(item) for item in out if item not in allowed]
         if bad:
             raise ValueError(f"unknown {', '.join(bad[:5])}; expected any of {', '.join(allowed)}")
         return out
+
     return parse
 
 
@@ -183,10 +187,11 @@ def auto_bool(value: Any) -> bool | None:
 
 # --- declaring options -------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class _Declared:
     parse: Parse
-    default: Any             # as written (shown in --help), before parsing
+    default: Any  # as written (shown in --help), before parsing
     help: str
     flag: str | None
     metavar: str | None
@@ -195,8 +200,17 @@ class _Declared:
     default_text: str | None
 
 
-def option(default: Any, parse: Parse, help: str, *, flag: str | None = None, metavar: str | None = None,
-           repeatable: bool = False, serve_only: bool = False, default_text: str | None = None) -> Any:
+def option(
+    default: Any,
+    parse: Parse,
+    help: str,
+    *,
+    flag: str | None = None,
+    metavar: str | None = None,
+    repeatable: bool = False,
+    serve_only: bool = False,
+    default_text: str | None = None,
+) -> Any:
     """A settings field: ``default`` as a user would write it, parsed once here.
 
     ``serve_only``: the option means something to the long-running server only (an interval,
@@ -269,8 +283,9 @@ def _walk(cls: type, prefix: str, serve_only: bool = False) -> Iterator[Option]:
     for f in dataclasses.fields(cls):
         if "option" in f.metadata:
             d: _Declared = f.metadata["option"]
-            yield Option(prefix + f.name, d.parse, d.default, d.help, d.flag, d.metavar, d.repeatable,
-                         serve_only or d.serve_only, d.default_text)
+            yield Option(
+                prefix + f.name, d.parse, d.default, d.help, d.flag, d.metavar, d.repeatable, serve_only or d.serve_only, d.default_text
+            )
         elif "section" in f.metadata:
             yield from _walk(f.metadata["section"], f"{prefix}{f.name}.", serve_only or f.metadata["serve_only"])
 
@@ -287,6 +302,7 @@ def build(cls: type[S], values: Mapping[str, Any], prefix: str = "") -> S:
 
 
 # --- reading them ------------------------------------------------------------------------------
+
 
 def flatten(doc: Mapping[Any, Any], keys: Mapping[str, Option], prefix: str = "") -> dict[str, Any]:
     """Nested YAML mapping -> dotted keys. Option values that are mappings or lists stay whole."""
@@ -352,8 +368,11 @@ def unknown_env(env: Mapping[str, str], table: tuple[Option, ...], others: Colle
     otherwise be ignored in silence); ``others`` are variables read elsewhere (the hooks)."""
     known = {o.env_name for o in table} | set(others)
     familiar = {env_form(theirs): env_form(ours) for theirs, ours in FAMILIAR_KEYS.items()}
-    return [f"{name}: unknown environment variable{did_you_mean(name, known, ENV_PREFIX, familiar)}"
-            for name in sorted(env) if name.startswith(ENV_PREFIX) and name not in known]
+    return [
+        f"{name}: unknown environment variable{did_you_mean(name, known, ENV_PREFIX, familiar)}"
+        for name in sorted(env)
+        if name.startswith(ENV_PREFIX) and name not in known
+    ]
 
 
 def resolve(

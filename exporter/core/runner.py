@@ -39,9 +39,12 @@ OWN_PROCESS_GROUP: dict[str, Any] = {"process_group": 0} if sys.version_info >= 
 def nice_option(tool: str) -> Any:
     """The `nice` option of a command-line source."""
     return option(
-        5, whole_number(0, 19),
+        5,
+        whole_number(0, 19),
         f"{tool} calls run this much nicer than the exporter, so a burst of them cannot delay /metrics "
-        "or the health probes (0: same priority)", metavar="N")
+        "or the health probes (0: same priority)",
+        metavar="N",
+    )
 
 
 class RunError(ReasonError):
@@ -84,9 +87,9 @@ class Slots:
             await waiter
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
-                self.release()    # handed a slot just as it was cancelled: pass it on
+                self.release()  # handed a slot just as it was cancelled: pass it on
             else:
-                with contextlib.suppress(ValueError):   # release() may have dropped it already
+                with contextlib.suppress(ValueError):  # release() may have dropped it already
                     self._waiters[0 if urgent else 1].remove(waiter)
             raise
 
@@ -95,7 +98,7 @@ class Slots:
             while queue:
                 waiter = queue.popleft()
                 if not waiter.done():
-                    waiter.set_result(None)   # the slot goes straight to the waiter
+                    waiter.set_result(None)  # the slot goes straight to the waiter
                     return
         self.free += 1
 
@@ -124,7 +127,7 @@ class CommandRunner:
         self.max_output_bytes = max_output_bytes
         self.env = env
         self._slots = Slots(max_concurrency)
-        use_pidfds()   # no waiter thread per call (children.py)
+        use_pidfds()  # no waiter thread per call (children.py)
 
     async def run(self, argv: Sequence[str], timeout: float | None = None, *, urgent: bool = False) -> RunResult:
         """Run ``argv`` to completion; raise RunError on spawn failure, timeout or oversize output.
@@ -220,7 +223,7 @@ def _lower_priority(pid: int, nice: int) -> None:
     than its own start-up."""
     if nice <= 0:
         return
-    with contextlib.suppress(OSError):   # already gone, or a kernel that refuses: it runs as it is
+    with contextlib.suppress(OSError):  # already gone, or a kernel that refuses: it runs as it is
         os.setpriority(os.PRIO_PROCESS, pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
 
 

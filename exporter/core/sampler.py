@@ -39,7 +39,7 @@ class Task:
     name: str
     interval: float
     run: Callable[[], Awaitable[None]]
-    overdue: float | None = None   # seconds; None: OVERDUE_INTERVALS x interval, at least OVERDUE_MIN
+    overdue: float | None = None  # seconds; None: OVERDUE_INTERVALS x interval, at least OVERDUE_MIN
 
     @property
     def overdue_after(self) -> float:
@@ -48,7 +48,11 @@ class Task:
 
 class Sampler:
     def __init__(
-        self, tasks: Sequence[Task], health: HealthRegistry, publish: Callable[[bool], None], republish_interval: float = 1.0,
+        self,
+        tasks: Sequence[Task],
+        health: HealthRegistry,
+        publish: Callable[[bool], None],
+        republish_interval: float = 1.0,
         prepared: Callable[[bool], Awaitable[None]] | None = None,
     ) -> None:
         """``publish(ready)`` publishes at once; ``prepared(ready)``, when given, is what the

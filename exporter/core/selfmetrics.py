@@ -13,33 +13,55 @@ from exporter.core.health import SourceStatus
 from exporter.core.metric import family, spec
 from exporter.core.snapshot import PartKey
 
-BUILD_INFO = spec("cann_exporter_build_info", "gauge", "Exporter build; value 1.", ("version", "python_version"),
-                  field=("version", "python_version"))
-SIMULATED = spec("cann_exporter_simulated", "gauge", "1 when the data comes from the built-in simulator.", ("scenario", "model"),
-                 field="simulated")
-SOURCE_SUCCESS = spec("cann_exporter_source_success", "gauge",
-                      "1 if every subject of the source's latest run succeeded (0 also when only some failed: "
-                      "see cann_exporter_source_failed_subjects).", ("source",), field="success")
-SOURCE_DURATION = spec("cann_exporter_source_duration_seconds", "gauge", "Duration of the source's latest run, seconds.",
-                       ("source",), field="duration_seconds")
-SOURCE_ERRORS = spec("cann_exporter_source_errors_total", "counter", "Source failures by reason.", ("source", "reason"),
-                     field="errors")
-SOURCE_LAST_SUCCESS = spec("cann_exporter_source_last_success_timestamp_seconds", "gauge",
-                           "Unix time of the source's latest successful run.", ("source",), field="last_success_timestamp")
+BUILD_INFO = spec(
+    "cann_exporter_build_info", "gauge", "Exporter build; value 1.", ("version", "python_version"), field=("version", "python_version")
+)
+SIMULATED = spec(
+    "cann_exporter_simulated", "gauge", "1 when the data comes from the built-in simulator.", ("scenario", "model"), field="simulated"
+)
+SOURCE_SUCCESS = spec(
+    "cann_exporter_source_success",
+    "gauge",
+    "1 if every subject of the source's latest run succeeded (0 also when only some failed: see cann_exporter_source_failed_subjects).",
+    ("source",),
+    field="success",
+)
+SOURCE_DURATION = spec(
+    "cann_exporter_source_duration_seconds", "gauge", "Duration of the source's latest run, seconds.", ("source",), field="duration_seconds"
+)
+SOURCE_ERRORS = spec("cann_exporter_source_errors_total", "counter", "Source failures by reason.", ("source", "reason"), field="errors")
+SOURCE_LAST_SUCCESS = spec(
+    "cann_exporter_source_last_success_timestamp_seconds",
+    "gauge",
+    "Unix time of the source's latest successful run.",
+    ("source",),
+    field="last_success_timestamp",
+)
 SOURCE_RUNS = spec("cann_exporter_source_runs_total", "counter", "Runs of the source.", ("source",), field="runs")
-SOURCE_SUBJECTS = spec("cann_exporter_source_subjects", "gauge",
-                       "Subjects the source's latest run tried: one per command and card (npu-smi `-t usages -i 3`), "
-                       "chip, port or file.", ("source",), field="subjects")
-SOURCE_FAILED_SUBJECTS = spec("cann_exporter_source_failed_subjects", "gauge",
-                              "Subjects that failed in the source's latest run; above 0 and below "
-                              "cann_exporter_source_subjects, the rest of the source is fresh.", ("source",), field="failing")
-MAX_FAILING_SUBJECTS = 16    # per source: subjects are per card x command, bounded, but not small on a 16-card node
-SOURCE_SUBJECT_FAILING = spec("cann_exporter_source_subject_failing", "gauge",
-                              f"1 for each subject failing in the source's latest run, with its reason "
-                              f"(absent once it succeeds); at most {MAX_FAILING_SUBJECTS} per source, in subject order.",
-                              ("source", "subject", "reason"), field="failing")
-STALE_CHIPS = spec("cann_exporter_stale_chips", "gauge", "Chips whose data is older than max age and is not served.",
-                   field="stale_chips")
+SOURCE_SUBJECTS = spec(
+    "cann_exporter_source_subjects",
+    "gauge",
+    "Subjects the source's latest run tried: one per command and card (npu-smi `-t usages -i 3`), chip, port or file.",
+    ("source",),
+    field="subjects",
+)
+SOURCE_FAILED_SUBJECTS = spec(
+    "cann_exporter_source_failed_subjects",
+    "gauge",
+    "Subjects that failed in the source's latest run; above 0 and below cann_exporter_source_subjects, the rest of the source is fresh.",
+    ("source",),
+    field="failing",
+)
+MAX_FAILING_SUBJECTS = 16  # per source: subjects are per card x command, bounded, but not small on a 16-card node
+SOURCE_SUBJECT_FAILING = spec(
+    "cann_exporter_source_subject_failing",
+    "gauge",
+    f"1 for each subject failing in the source's latest run, with its reason "
+    f"(absent once it succeeds); at most {MAX_FAILING_SUBJECTS} per source, in subject order.",
+    ("source", "subject", "reason"),
+    field="failing",
+)
+STALE_CHIPS = spec("cann_exporter_stale_chips", "gauge", "Chips whose data is older than max age and is not served.", field="stale_chips")
 
 SOURCE_NOTE = f"""\
 ## Sources: whole and partial failures
@@ -69,8 +91,19 @@ unwell chip; for `npu_smi_info` the one `info` call.
   docs/formats/profiler-exports.md, "What a watched directory can cost".
 """
 
-SELF_METRICS = (BUILD_INFO, SIMULATED, SOURCE_SUCCESS, SOURCE_DURATION, SOURCE_ERRORS, SOURCE_LAST_SUCCESS, SOURCE_RUNS,
-                SOURCE_SUBJECTS, SOURCE_FAILED_SUBJECTS, SOURCE_SUBJECT_FAILING, STALE_CHIPS)
+SELF_METRICS = (
+    BUILD_INFO,
+    SIMULATED,
+    SOURCE_SUCCESS,
+    SOURCE_DURATION,
+    SOURCE_ERRORS,
+    SOURCE_LAST_SUCCESS,
+    SOURCE_RUNS,
+    SOURCE_SUBJECTS,
+    SOURCE_FAILED_SUBJECTS,
+    SOURCE_SUBJECT_FAILING,
+    STALE_CHIPS,
+)
 
 
 @dataclass(frozen=True)
@@ -78,8 +111,8 @@ class StatusPart:
     """The exporter itself at one moment."""
 
     sources: tuple[SourceStatus, ...] = ()
-    simulated: tuple[str, str] | None = None     # (scenario, model) when running on the simulator
-    stale_chips: int = 0                         # chips withheld because their data is too old
+    simulated: tuple[str, str] | None = None  # (scenario, model) when running on the simulator
+    stale_chips: int = 0  # chips withheld because their data is too old
     version: str = __version__
     python_version: str = platform.python_version()
 
@@ -120,4 +153,4 @@ class StatusCollector:
         yield stale
 
 
-STATUS = PartKey("status", StatusPart)   # its snapshot key
+STATUS = PartKey("status", StatusPart)  # its snapshot key

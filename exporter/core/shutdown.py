@@ -36,8 +36,7 @@ def leave(code: int, grace: float = THREAD_GRACE) -> int:
     stuck = [t.name for t in others if t.is_alive()]
     if not stuck:
         return code
-    log.warning("worker threads still busy at exit; leaving without them",
-                extra={"threads": ",".join(stuck), "grace_seconds": grace})
+    log.warning("worker threads still busy at exit; leaving without them", extra={"threads": ",".join(stuck), "grace_seconds": grace})
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -26,7 +26,7 @@ class PartKey(Generic[P]):
 
 @dataclass(frozen=True)
 class Snapshot:
-    ready: bool = False                                   # the first sample is done (npu-smi's overview)
+    ready: bool = False  # the first sample is done (npu-smi's overview)
     parts: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
 
     @staticmethod

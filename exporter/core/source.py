@@ -81,7 +81,7 @@ class Live:
 
     name: str
     read: Callable[[], object]
-    source: object = None   # the object behind ``read`` (the ingest store, the web config), for callers
+    source: object = None  # the object behind ``read`` (the ingest store, the web config), for callers
 
     def tasks(self) -> Sequence[Task]:
         return ()

@@ -31,4 +31,4 @@ def line_at(text: str, index: int, limit: int = 200) -> str:
     """The stripped line of ``text`` that holds position ``index``, at most ``limit`` characters."""
     start = text.rfind("\n", 0, index) + 1
     end = text.find("\n", index)
-    return text[start:end if end >= 0 else len(text)].strip()[:limit]
+    return text[start : end if end >= 0 else len(text)].strip()[:limit]

@@ -113,7 +113,7 @@ def format_duration(seconds: float, parts: int = 2) -> str:
     the smallest of them: ``1m``, ``2h30m``, ``30d``, ``7m30s``, ``1d1h`` (for 1d1h1m1s)."""
     whole = max(0, round(seconds))
     first = next((i for i, (_, size) in enumerate(_READABLE) if whole >= size), len(_READABLE) - 1)
-    units = _READABLE[first:first + parts]
+    units = _READABLE[first : first + parts]
     smallest = units[-1][1]
     left = round(whole / smallest) * smallest
     out = []

@@ -57,7 +57,7 @@ class BoundedLoader(yaml.SafeLoader):
         self._aliases = 0
         self._expanded = 0
         self._depth = 0
-        self._sizes: dict[int, int] = {}   # id(node) -> nodes it stands for, aliases expanded
+        self._sizes: dict[int, int] = {}  # id(node) -> nodes it stands for, aliases expanded
 
     def _count(self, nodes: int, mark: yaml.Mark | None) -> None:
         self._expanded += nodes
@@ -112,7 +112,7 @@ def parse_yaml(text: str, origin: str) -> Any:
         raise YamlRefused("nul_byte", f"{origin}: a NUL byte on line {line}; not a text file")
     loader = None
     try:
-        loader = BoundedLoader(text)   # the reader checks the characters here already
+        loader = BoundedLoader(text)  # the reader checks the characters here already
         return loader.get_single_data()
     except _Refusal as exc:
         raise YamlRefused(exc.reason, f"{origin}: refused: {exc.message}") from None

@@ -45,9 +45,15 @@ PHASES = ("data", "h2d", "compute", "communication", "d2h", "framework", "other"
 MEMCPY_PHASES = ("h2d", "d2h")
 # Level of each profile indicator (profile_indicators.ROWS fields).
 _PROFILE_LEVELS = {
-    "step_duration_seconds": MESO, "compute_ratio": MESO, "communication_ratio": MESO, "idle_ratio": MACRO,
-    "memcpy_ratio": MESO, "framework_overhead_ratio": MESO, "top3_operator_ratio": MICRO,
-    "max_operator_ratio": MICRO, "communication_wait_ratio": MESO,
+    "step_duration_seconds": MESO,
+    "compute_ratio": MESO,
+    "communication_ratio": MESO,
+    "idle_ratio": MACRO,
+    "memcpy_ratio": MESO,
+    "framework_overhead_ratio": MESO,
+    "top3_operator_ratio": MICRO,
+    "max_operator_ratio": MICRO,
+    "communication_wait_ratio": MESO,
 }
 
 
@@ -112,8 +118,19 @@ def isolated_pages_finding(chip: ChipStats, table: Thresholds) -> Finding:
     detail = ", ".join(f"{p.memory} {p.type} {p.pages:g}" for p in chip.isolated_pages if p.pages)
     if chip.new_isolated_pages:
         detail += f"; {chip.new_isolated_pages:g} new in the window"
-    return Finding(HARDWARE, "isolated_pages", "ECC isolated memory pages", chip.subject, total, PAGES, verdict,
-                   None, PAGES_ALERT if spec else None, bounds, detail)
+    return Finding(
+        HARDWARE,
+        "isolated_pages",
+        "ECC isolated memory pages",
+        chip.subject,
+        total,
+        PAGES,
+        verdict,
+        None,
+        PAGES_ALERT if spec else None,
+        bounds,
+        detail,
+    )
 
 
 def isolated_pages_verdict(total: float, double: float, new: float | None, limit: float, new_above: float) -> str:
@@ -127,8 +144,7 @@ def isolated_pages_verdict(total: float, double: float, new: float | None, limit
 # --- macro: chips -----------------------------------------------------------------------------
 
 
-def chip_findings(chips: Iterable[ChipStats], table: Thresholds,
-                  faulty: Mapping[str, str] | None = None) -> list[Finding]:
+def chip_findings(chips: Iterable[ChipStats], table: Thresholds, faulty: Mapping[str, str] | None = None) -> list[Finding]:
     """Utilization and swing of each chip; a chip with a hardware fault (``faulty``: subject ->
     the fault) is not judged on them: its low use follows from the fault, no pipeline lever helps."""
     out: list[Finding] = []
@@ -150,13 +166,23 @@ def utilization_finding(chip: ChipStats, table: Thresholds) -> Finding:
     if not chip.in_use:
         verdict, bounds = None, ""
         detail = "not in use (no process, pod or job): idle capacity, not judged" + (f"; {detail}" if detail else "")
-    return Finding(MACRO, "utilization", "Device utilization", chip.subject, chip.mean, RATIO, verdict,
-                   UTILIZATION, alert, bounds, detail)
+    return Finding(MACRO, "utilization", "Device utilization", chip.subject, chip.mean, RATIO, verdict, UTILIZATION, alert, bounds, detail)
 
 
 def consequence_finding(chip: ChipStats, fault: str) -> Finding:
-    return Finding(MACRO, "utilization", "Device utilization", chip.subject, chip.mean, RATIO, None, None, None, "",
-                   f"not judged: a consequence of the hardware fault ({fault}), see Hardware")
+    return Finding(
+        MACRO,
+        "utilization",
+        "Device utilization",
+        chip.subject,
+        chip.mean,
+        RATIO,
+        None,
+        None,
+        None,
+        "",
+        f"not judged: a consequence of the hardware fault ({fault}), see Hardware",
+    )
 
 
 def _spread(chip: ChipStats) -> str:
@@ -175,8 +201,18 @@ def stability_finding(chip: ChipStats, table: Thresholds) -> Finding | None:
     mean_below = float(spec.param("mean_below", default_mean) or 0.85)
     verdict = unstable_verdict(chip.stddev, chip.mean, spec.threshold, mean_below)
     bounds = f"abnormal: stddev > {_pct(spec.threshold)} around a mean < {_pct(mean_below)}"
-    return Finding(MACRO, "stability", "Utilization swing (stddev)", chip.subject, chip.stddev, RATIO,
-                   verdict, UTILIZATION if UTILIZATION in table else None, spec.alert, bounds)
+    return Finding(
+        MACRO,
+        "stability",
+        "Utilization swing (stddev)",
+        chip.subject,
+        chip.stddev,
+        RATIO,
+        verdict,
+        UTILIZATION if UTILIZATION in table else None,
+        spec.alert,
+        bounds,
+    )
 
 
 def unstable_verdict(stddev: float, mean: float, threshold: float, mean_below: float) -> str:
@@ -195,8 +231,12 @@ def job_findings(jobs: Iterable[JobStats], table: Thresholds) -> list[Finding]:
         young = job.lifetime is not None and job.lifetime < minimum
         found = job_macro(job, table) + job_meso(job, table)
         if young:
-            found = [f if f.check == "stall" or f.verdict is None else unjudged(f, f"too young to judge: {_duration(job.lifetime or 0)} of "
-                                                             f"iterations, under {_duration(minimum)}") for f in found]
+            found = [
+                f
+                if f.check == "stall" or f.verdict is None
+                else unjudged(f, f"too young to judge: {_duration(job.lifetime or 0)} of iterations, under {_duration(minimum)}")
+                for f in found
+            ]
         out += ([age_finding(job, minimum)] if job.lifetime is not None else []) + found
     return out
 
@@ -211,8 +251,11 @@ def min_job_age(table: Thresholds) -> float:
 def age_finding(job: JobStats, minimum: float) -> Finding:
     lifetime = job.lifetime or 0.0
     whole = job.window is not None and lifetime >= 0.95 * job.window
-    detail = ("iterating over the whole window" if whole else
-              f"judged over its own {_duration(lifetime)} of iterations in the window, not the whole window")
+    detail = (
+        "iterating over the whole window"
+        if whole
+        else f"judged over its own {_duration(lifetime)} of iterations in the window, not the whole window"
+    )
     if lifetime < minimum:
         detail = f"too young to judge (under {_duration(minimum)}): its numbers are shown, not judged"
     return Finding(MACRO, "job_age", "Iterating for (in the window)", job.subject, lifetime, SECONDS, detail=detail)
@@ -227,8 +270,21 @@ def job_macro(job: JobStats, table: Thresholds) -> list[Finding]:
     if job.busy_ratio is not None and (job.iterations_per_second or 0) > 0:
         idle = min(1.0, max(0.0, 1.0 - job.busy_ratio))
         verdict, bounds, alert = _judge(table, "idle_share", idle)
-        out.append(Finding(MACRO, "idle_gaps", "Idle time between iterations", job.subject, idle, RATIO, verdict,
-                           "idle_share", alert, bounds, "share of wall time outside the reported iterations"))
+        out.append(
+            Finding(
+                MACRO,
+                "idle_gaps",
+                "Idle time between iterations",
+                job.subject,
+                idle,
+                RATIO,
+                verdict,
+                "idle_share",
+                alert,
+                bounds,
+                "share of wall time outside the reported iterations",
+            )
+        )
     stall = _alert(table, "NPUTrainingStalled")
     if job.seconds_since_last_iteration is not None:
         age = max(0.0, job.seconds_since_last_iteration)
@@ -236,9 +292,21 @@ def job_macro(job: JobStats, table: Thresholds) -> list[Finding]:
         if stall is not None and stall.threshold is not None:
             verdict = ABNORMAL if age > stall.threshold else HEALTHY
             bounds = f"abnormal > {_duration(stall.threshold)} (NPUTrainingStalled)"
-        out.append(Finding(MACRO, "stall", "Time since the last iteration", job.subject, age, SECONDS, verdict,
-                           None, "NPUTrainingStalled" if stall else None, bounds,
-                           "the loop is stuck (hung collective, dead data loader, deadlock)" if verdict == ABNORMAL else ""))
+        out.append(
+            Finding(
+                MACRO,
+                "stall",
+                "Time since the last iteration",
+                job.subject,
+                age,
+                SECONDS,
+                verdict,
+                None,
+                "NPUTrainingStalled" if stall else None,
+                bounds,
+                "the loop is stuck (hung collective, dead data loader, deadlock)" if verdict == ABNORMAL else "",
+            )
+        )
     return out
 
 
@@ -251,19 +319,45 @@ def job_meso(job: JobStats, table: Thresholds) -> list[Finding]:
     copies = [shares[p] for p in MEMCPY_PHASES if p in shares]
     if copies:
         verdict, bounds, alert = _judge(table, "memcpy_share", sum(copies))
-        out.append(Finding(MESO, "memcpy_share", "Memory copy share (h2d + d2h)", job.subject, sum(copies), RATIO,
-                           verdict, "memcpy_share", alert, bounds))
+        out.append(
+            Finding(
+                MESO,
+                "memcpy_share",
+                "Memory copy share (h2d + d2h)",
+                job.subject,
+                sum(copies),
+                RATIO,
+                verdict,
+                "memcpy_share",
+                alert,
+                bounds,
+            )
+        )
     if "framework" in shares:
         verdict, bounds, alert = _judge(table, "framework_overhead_share", shares["framework"])
-        out.append(Finding(MESO, "framework_share", "Framework overhead share", job.subject, shares["framework"],
-                           RATIO, verdict, "framework_overhead_share", alert, bounds))
+        out.append(
+            Finding(
+                MESO,
+                "framework_share",
+                "Framework overhead share",
+                job.subject,
+                shares["framework"],
+                RATIO,
+                verdict,
+                "framework_overhead_share",
+                alert,
+                bounds,
+            )
+        )
     return out
 
 
 def _job_rates(job: JobStats) -> list[Finding]:
-    rows = (("iteration_time", "Mean iteration time", job.iteration_seconds, SECONDS),
-            ("iteration_rate", "Iterations per second", job.iterations_per_second, PER_SECOND),
-            ("throughput", "Throughput (samples per second)", job.samples_per_second, PER_SECOND))
+    rows = (
+        ("iteration_time", "Mean iteration time", job.iteration_seconds, SECONDS),
+        ("iteration_rate", "Iterations per second", job.iterations_per_second, PER_SECOND),
+        ("throughput", "Throughput (samples per second)", job.samples_per_second, PER_SECOND),
+    )
     return [Finding(MESO, check, title, job.subject, value, unit) for check, title, value, unit in rows if value is not None]
 
 
@@ -291,16 +385,35 @@ def profile_findings(profiles: Iterable[ProfileSummary], table: Thresholds) -> l
             if indicator is None:
                 out.append(Finding(level, f"profile.{row.field}", f"profile: {row.title}", subject, value, unit))
                 continue
-            out.append(Finding(level, f"profile.{row.field}", f"profile: {row.title}", subject, value, unit,
-                               indicator.verdict(value), indicator.id, indicator.alert, bounds_text(indicator)))
+            out.append(
+                Finding(
+                    level,
+                    f"profile.{row.field}",
+                    f"profile: {row.title}",
+                    subject,
+                    value,
+                    unit,
+                    indicator.verdict(value),
+                    indicator.id,
+                    indicator.alert,
+                    bounds_text(indicator),
+                )
+            )
         out += operator_findings(summary, subject)
     return out
 
 
 def operator_findings(summary: ProfileSummary, subject: str) -> list[Finding]:
     return [
-        Finding(MICRO, "operator", f"operator #{position} {op.op_type}", subject, op.ratio, RATIO,
-                detail=f"{op.time_us:.1f} us x{op.count}" if op.count else "")
+        Finding(
+            MICRO,
+            "operator",
+            f"operator #{position} {op.op_type}",
+            subject,
+            op.ratio,
+            RATIO,
+            detail=f"{op.time_us:.1f} us x{op.count}" if op.count else "",
+        )
         for position, op in enumerate(summary.top_operators, start=1)
     ]
 

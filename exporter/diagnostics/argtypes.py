@@ -18,13 +18,14 @@ def _wrap(parse: Callable[[str], T]) -> Callable[[str], T]:
             return parse(text)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
+
     convert.__name__ = parse.__name__
     return convert
 
 
-duration = _wrap(parse_duration)          # 30d, 1h30m
-timestamp = _wrap(parse_time)             # now, now-2d, unix seconds, RFC 3339
-label_selector = _wrap(parse_selector)    # '{instance="a:9435"}'
+duration = _wrap(parse_duration)  # 30d, 1h30m
+timestamp = _wrap(parse_time)  # now, now-2d, unix seconds, RFC 3339
+label_selector = _wrap(parse_selector)  # '{instance="a:9435"}'
 
 
 def bounded_int(low: int, high: int) -> Callable[[str], int]:
@@ -36,6 +37,7 @@ def bounded_int(low: int, high: int) -> Callable[[str], int]:
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"expected an integer {low}..{high}, got {text!r}")
         return value
+
     return parse
 
 

@@ -32,7 +32,7 @@ from exporter.profiles.indicators import ProfileSummary
 
 KIND, VERSION = "cann-exporter-baseline", 1
 ALERT = "NPUIterationTimeRegression"
-MAX_BASELINE_BYTES = 16 * MiB   # a baseline holds a few numbers per job
+MAX_BASELINE_BYTES = 16 * MiB  # a baseline holds a few numbers per job
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,9 @@ def job_performance(jobs: Iterable[JobStats], profiles: Iterable[ProfileSummary]
 
 
 def _from_hooks(name: str, ranks: list[JobStats]) -> JobPerf:
-    weighted = [(j.iteration_seconds, j.iterations_per_second) for j in ranks
-                if j.iteration_seconds is not None and j.iterations_per_second]
+    weighted = [
+        (j.iteration_seconds, j.iterations_per_second) for j in ranks if j.iteration_seconds is not None and j.iterations_per_second
+    ]
     iteration: float | None
     if weighted:
         total = sum(rate for _, rate in weighted)
@@ -180,7 +181,8 @@ def compare(current: Mapping[str, JobPerf], baseline: Mapping[str, JobPerf], tab
         raise CannotDiagnose(
             f"baseline: none of its jobs ({', '.join(sorted(baseline))}) has iteration time or throughput in "
             f"this data (jobs found: {have}); npu_job_iteration_duration_seconds / npu_job_samples_total or a "
-            "profile of the same job name is needed")
+            "profile of the same job name is needed"
+        )
     notes = [f"baseline: job {name} has no data here" for name in sorted(set(baseline) - set(current))]
     return findings, notes
 
@@ -199,14 +201,38 @@ def _compare_job(now: JobPerf, base: JobPerf, regression: float, target: float) 
     out = []
     if now.iteration_seconds and base.iteration_seconds:
         speedup = base.iteration_seconds / now.iteration_seconds - 1.0
-        out.append(Finding(BASELINE, "speedup.iteration_time", "Speed-up of the iteration time", f"job {now.job_name}",
-                           speedup, RATIO, speedup_verdict(speedup, regression, target), None, ALERT, bounds,
-                           f"{_ms(now.iteration_seconds)} now, {_ms(base.iteration_seconds)} in the baseline"))
+        out.append(
+            Finding(
+                BASELINE,
+                "speedup.iteration_time",
+                "Speed-up of the iteration time",
+                f"job {now.job_name}",
+                speedup,
+                RATIO,
+                speedup_verdict(speedup, regression, target),
+                None,
+                ALERT,
+                bounds,
+                f"{_ms(now.iteration_seconds)} now, {_ms(base.iteration_seconds)} in the baseline",
+            )
+        )
     if now.samples_per_second and base.samples_per_second:
         speedup = now.samples_per_second / base.samples_per_second - 1.0
-        out.append(Finding(BASELINE, "speedup.throughput", "Speed-up of the throughput", f"job {now.job_name}",
-                           speedup, RATIO, speedup_verdict(speedup, regression, target), None, ALERT, bounds,
-                           f"{now.samples_per_second:.4g} samples/s now, {base.samples_per_second:.4g} in the baseline"))
+        out.append(
+            Finding(
+                BASELINE,
+                "speedup.throughput",
+                "Speed-up of the throughput",
+                f"job {now.job_name}",
+                speedup,
+                RATIO,
+                speedup_verdict(speedup, regression, target),
+                None,
+                ALERT,
+                bounds,
+                f"{now.samples_per_second:.4g} samples/s now, {base.samples_per_second:.4g} in the baseline",
+            )
+        )
     return out
 
 

@@ -49,11 +49,11 @@ class ChipHistory:
     npu: str
     chip: str
     device: str
-    util: tuple[Point, ...]                          # (step end, mean AI Core busy share over the step)
-    in_use: frozenset[float] = frozenset()           # step ends with a process, pod or job on the chip
-    namespace: tuple[tuple[float, str], ...] = ()    # (step end, namespace the chip was allocated to)
-    observed: tuple[Point, ...] = ()                 # (step end, seconds observed); none given: whole steps
-    unhealthy: frozenset[float] = frozenset()        # step ends where the chip's health paged (NPUUnhealthy's states)
+    util: tuple[Point, ...]  # (step end, mean AI Core busy share over the step)
+    in_use: frozenset[float] = frozenset()  # step ends with a process, pod or job on the chip
+    namespace: tuple[tuple[float, str], ...] = ()  # (step end, namespace the chip was allocated to)
+    observed: tuple[Point, ...] = ()  # (step end, seconds observed); none given: whole steps
+    unhealthy: frozenset[float] = frozenset()  # step ends where the chip's health paged (NPUUnhealthy's states)
 
     def hours(self, step: float) -> Callable[[float], float]:
         """Hours observed in the step ending at t (the whole step when nothing says otherwise)."""
@@ -66,7 +66,7 @@ class ChipHistory:
 @dataclass(frozen=True)
 class NodeHbm:
     instance: str
-    used: tuple[Point, ...]                          # bytes, summed over the node's chips
+    used: tuple[Point, ...]  # bytes, summed over the node's chips
     total: tuple[Point, ...]
 
 
@@ -78,11 +78,11 @@ class CapacityInput:
     step: float
     chips: tuple[ChipHistory, ...]
     hbm: tuple[NodeHbm, ...] = ()
-    in_use_known: bool = True        # some process/pod/job series existed; else idle = below 1%
-    namespaces_known: bool = False   # npu_pod_info existed
+    in_use_known: bool = True  # some process/pod/job series existed; else idle = below 1%
+    namespaces_known: bool = False  # npu_pod_info existed
     notes: tuple[str, ...] = ()
-    requested: float | None = None   # seconds asked for, when the data covers less (the window is what exists)
-    inventory: Mapping[str, NodeInventory] = field(default_factory=dict)   # node -> its chips at the window's end
+    requested: float | None = None  # seconds asked for, when the data covers less (the window is what exists)
+    inventory: Mapping[str, NodeInventory] = field(default_factory=dict)  # node -> its chips at the window's end
 
 
 @dataclass(frozen=True)
@@ -98,9 +98,9 @@ class NodeInventory:
 
 @dataclass(frozen=True)
 class Bounds:
-    low: float = 0.60           # NPULowUtilization / device_utilization abnormal bound
-    healthy: float = 0.85       # device_utilization healthy bound
-    hbm_full: float = 0.95      # NPUHBMAlmostFull threshold
+    low: float = 0.60  # NPULowUtilization / device_utilization abnormal bound
+    healthy: float = 0.85  # device_utilization healthy bound
+    hbm_full: float = 0.95  # NPUHBMAlmostFull threshold
 
     @staticmethod
     def from_table(table: Thresholds) -> Bounds:
@@ -124,9 +124,9 @@ class Bounds:
 class NodeSummary:
     instance: str
     chips: int
-    mean_utilization: float | None        # chips in use
-    below_share: float | None             # in-use chip time below the low bound
-    allocation: float                     # share of chip time in use
+    mean_utilization: float | None  # chips in use
+    below_share: float | None  # in-use chip time below the low bound
+    allocation: float  # share of chip time in use
     chip_hours: float
     idle_chip_hours: float
     unused_chip_hours: float
@@ -142,8 +142,8 @@ class ChipSummary:
     npu: str
     chip: str
     device: str
-    mean_utilization: float               # over the steps it was in use
-    below_share: float                    # of those steps, the share below the low bound
+    mean_utilization: float  # over the steps it was in use
+    below_share: float  # of those steps, the share below the low bound
     in_use_hours: float
 
     @property
@@ -155,7 +155,7 @@ class ChipSummary:
 @dataclass(frozen=True)
 class NamespaceSummary:
     namespace: str
-    chips: int                            # most chips allocated at once
+    chips: int  # most chips allocated at once
     chip_hours: float
     mean_utilization: float | None
     below_share: float | None
@@ -174,17 +174,17 @@ class CapacityReport:
     node_utilization: Mapping[str, tuple[Point, ...]]
     namespace_utilization: Mapping[str, tuple[Point, ...]]
     cluster_utilization: tuple[Point, ...]
-    allocation: tuple[tuple[float, float, float, float], ...]   # (t, chips, in use, busy chip-equivalents)
-    hbm_headroom: Mapping[str, tuple[Point, ...]]                # bytes free per node
-    distribution: tuple[float, ...]                              # in-use chip-step utilizations
+    allocation: tuple[tuple[float, float, float, float], ...]  # (t, chips, in use, busy chip-equivalents)
+    hbm_headroom: Mapping[str, tuple[Point, ...]]  # bytes free per node
+    distribution: tuple[float, ...]  # in-use chip-step utilizations
     totals: Mapping[str, float | None]
     forecasts: tuple[Forecast, ...]
     findings: tuple[str, ...]
     verdict: str
     notes: tuple[str, ...] = field(default_factory=tuple)
-    chips_below: tuple[ChipSummary, ...] = ()                    # in-use chips averaging below the low bound, lowest first
-    empty: Mapping[str, str] = field(default_factory=dict)       # section -> why it has nothing to show
-    requested: float | None = None                               # seconds asked for, when the data covers less
+    chips_below: tuple[ChipSummary, ...] = ()  # in-use chips averaging below the low bound, lowest first
+    empty: Mapping[str, str] = field(default_factory=dict)  # section -> why it has nothing to show
+    requested: float | None = None  # seconds asked for, when the data covers less
 
     @property
     def covered(self) -> float:
@@ -232,10 +232,27 @@ def analyse_capacity(data: CapacityInput, table: Thresholds, horizon_days: float
     forecasts = _forecasts(data, allocation, bounds, horizon_days)
     verdict = _verdict(table, totals["mean_utilization_in_use"])
     report = CapacityReport(
-        data.source, data.start, data.end, data.step, bounds, nodes, namespaces,
-        _group_mean(data, lambda c, t: c.instance), _namespace_series(data), _cluster(data), allocation,
-        hbm_headroom, tuple(used), totals, forecasts, (), verdict or HEALTHY, data.notes,
-        _chips_below(data, bounds), {}, data.requested,
+        data.source,
+        data.start,
+        data.end,
+        data.step,
+        bounds,
+        nodes,
+        namespaces,
+        _group_mean(data, lambda c, t: c.instance),
+        _namespace_series(data),
+        _cluster(data),
+        allocation,
+        hbm_headroom,
+        tuple(used),
+        totals,
+        forecasts,
+        (),
+        verdict or HEALTHY,
+        data.notes,
+        _chips_below(data, bounds),
+        {},
+        data.requested,
     )
     report = replace(report, empty=empty_sections(report, data))
     return replace(report, findings=tuple(findings(report)))
@@ -249,8 +266,17 @@ def _chips_below(data: CapacityInput, bounds: Bounds) -> tuple[ChipSummary, ...]
         used = [(t, v) for t, v in chip.util if _in_use(chip, t, v, data.in_use_known)]
         mean = _mean(v for _, v in used)
         if mean is not None and mean < bounds.low:
-            out.append(ChipSummary(chip.instance, chip.npu, chip.chip, chip.device, mean,
-                                   sum(1 for _, v in used if v < bounds.low) / len(used), sum(hours(t) for t, _ in used)))
+            out.append(
+                ChipSummary(
+                    chip.instance,
+                    chip.npu,
+                    chip.chip,
+                    chip.device,
+                    mean,
+                    sum(1 for _, v in used if v < bounds.low) / len(used),
+                    sum(hours(t) for t, _ in used),
+                )
+            )
     return tuple(sorted(out, key=lambda c: (c.mean_utilization, c.instance, c.device)))
 
 
@@ -260,21 +286,28 @@ def empty_sections(r: CapacityReport, data: CapacityInput) -> dict[str, str]:
     if not r.distribution:
         out["distribution"] = out["below_threshold"] = (
             "No chip was in use in the window (no process, pod or training job on any chip), so there is no "
-            "utilization of chips in use to show.")
+            "utilization of chips in use to show."
+        )
     if not r.namespace_utilization:
         out["utilization_namespaces"] = (
             "No chip was allocated to a namespace: Prometheus has no npu_pod_info series for these chips (the "
-            "exporter reads them from the kubelet pod-resources API, on Kubernetes only)." if not data.namespaces_known
-            else "No chip was allocated to a namespace at the steps with utilization data.")
+            "exporter reads them from the kubelet pod-resources API, on Kubernetes only)."
+            if not data.namespaces_known
+            else "No chip was allocated to a namespace at the steps with utilization data."
+        )
     if not r.hbm_headroom:
-        out["hbm_headroom"] = ("Prometheus has no npu_hbm_used_bytes / npu_hbm_total_bytes series for these nodes "
-                               "(chips or drivers that do not report HBM).")
+        out["hbm_headroom"] = (
+            "Prometheus has no npu_hbm_used_bytes / npu_hbm_total_bytes series for these nodes (chips or drivers that do not report HBM)."
+        )
     if not r.forecasts:
         days = len({int((t - data.start) // DAY) for t, *_ in r.allocation})
-        out["forecast"] = (f"Forecasts fit a line through daily values and need at least {MIN_FORECAST_DAYS} days "
-                           f"with data; this window has {format_duration(r.covered)} of data. Report on a longer "
-                           "range once more history exists." if days < MIN_FORECAST_DAYS
-                           else "No quantity with a trend to forecast.")
+        out["forecast"] = (
+            f"Forecasts fit a line through daily values and need at least {MIN_FORECAST_DAYS} days "
+            f"with data; this window has {format_duration(r.covered)} of data. Report on a longer "
+            "range once more history exists."
+            if days < MIN_FORECAST_DAYS
+            else "No quantity with a trend to forecast."
+        )
     return out
 
 
@@ -297,12 +330,22 @@ def _nodes(data: CapacityInput, bounds: Bounds, table: Thresholds) -> tuple[Node
         idle = sum(h for c, t, v, h in points if not _in_use(c, t, v, data.in_use_known))
         mean = _mean(used)
         peak, headroom = _hbm_peak(hbm.get(instance))
-        out.append(NodeSummary(
-            instance, len(chips), mean, sum(1 for v in used if v < bounds.low) / len(used) if used else None,
-            len(used) / len(points) if points else 0.0, observed, idle,
-            sum((1.0 - min(1.0, max(0.0, v))) * h for _, _, v, h in points), peak, headroom, _verdict(table, mean),
-            data.inventory.get(instance, NodeInventory()),
-        ))
+        out.append(
+            NodeSummary(
+                instance,
+                len(chips),
+                mean,
+                sum(1 for v in used if v < bounds.low) / len(used) if used else None,
+                len(used) / len(points) if points else 0.0,
+                observed,
+                idle,
+                sum((1.0 - min(1.0, max(0.0, v))) * h for _, _, v, h in points),
+                peak,
+                headroom,
+                _verdict(table, mean),
+                data.inventory.get(instance, NodeInventory()),
+            )
+        )
     return tuple(out)
 
 
@@ -336,8 +379,16 @@ def _namespaces(data: CapacityInput, bounds: Bounds, table: Thresholds) -> tuple
     out = []
     for namespace, items in sorted(values.items()):
         mean = _mean(items)
-        out.append(NamespaceSummary(namespace, max(chips_at[namespace].values()), hours_of[namespace], mean,
-                                    sum(1 for v in items if v < bounds.low) / len(items), _verdict(table, mean)))
+        out.append(
+            NamespaceSummary(
+                namespace,
+                max(chips_at[namespace].values()),
+                hours_of[namespace],
+                mean,
+                sum(1 for v in items if v < bounds.low) / len(items),
+                _verdict(table, mean),
+            )
+        )
     return tuple(out)
 
 
@@ -377,8 +428,9 @@ def _allocation(data: CapacityInput) -> tuple[tuple[float, float, float, float],
 # --- forecasts -----------------------------------------------------------------------------------------
 
 
-def _forecasts(data: CapacityInput, allocation: Sequence[tuple[float, float, float, float]], bounds: Bounds,
-               horizon: float) -> tuple[Forecast, ...]:
+def _forecasts(
+    data: CapacityInput, allocation: Sequence[tuple[float, float, float, float]], bounds: Bounds, horizon: float
+) -> tuple[Forecast, ...]:
     out: list[Forecast | None] = []
     if allocation:
         in_use = daily(((t, used) for t, _, used, _ in allocation), data.start)
@@ -396,8 +448,7 @@ def _hbm_forecasts(data: CapacityInput, bounds: Bounds, horizon: float, keep: in
     for node in data.hbm:
         total = dict(node.total)
         ratios = [(t, u / total[t]) for t, u in node.used if total.get(t)]
-        item = forecast(f"HBM used on {node.instance}", "ratio", daily(ratios, data.start, "max"), data.end,
-                        horizon, limit=bounds.hbm_full)
+        item = forecast(f"HBM used on {node.instance}", "ratio", daily(ratios, data.start, "max"), data.end, horizon, limit=bounds.hbm_full)
         if item is not None and item.slope_per_day > 1e-4:
             found.append(item)
     found.sort(key=lambda f: -f.at(data.end + horizon * DAY))
@@ -406,7 +457,7 @@ def _hbm_forecasts(data: CapacityInput, bounds: Bounds, horizon: float, keep: in
 
 # --- written findings ----------------------------------------------------------------------------------
 
-NAMED_IN_SUMMARY = 10       # chips below the bound named in the summary; the section's table names them all
+NAMED_IN_SUMMARY = 10  # chips below the bound named in the summary; the section's table names them all
 
 
 def pct_text(value: float | None) -> str:
@@ -444,22 +495,31 @@ def findings(r: CapacityReport) -> list[str]:
     b = r.bounds
     out = []
     if r.requested is not None:
-        out.append(f"Prometheus holds {format_duration(r.covered)} of data of the {format_duration(r.requested)} asked "
-                   f"for: this report covers what exists.")
+        out.append(
+            f"Prometheus holds {format_duration(r.covered)} of data of the {format_duration(r.requested)} asked "
+            f"for: this report covers what exists."
+        )
     out += [
-        (f"{_count(t['chips'], 'chip')} on {_count(t['nodes'], 'node')}; {pct_text(t['allocation'])} of chip time in use "
-         "(a process, pod or job on the chip)."),
-        (f"Chips in use averaged {pct_text(t['mean_utilization_in_use'])} AI Core utilization ({r.verdict}: healthy "
-         f"> {b.healthy * 100:g}%, abnormal < {b.low * 100:g}%); {pct_text(t['below_share'])} of their time was below "
-         f"{b.low * 100:g}%."),
-        (f"Idle chip-hours: {hours_text(t['idle_chip_hours'])} of {hours_text(t['chip_hours'])} "
-         f"({pct_text(t['idle_share'])}) with nothing on the chip; unused (not busy) chip-hours: "
-         f"{hours_text(t['unused_chip_hours'])}."),
+        (
+            f"{_count(t['chips'], 'chip')} on {_count(t['nodes'], 'node')}; {pct_text(t['allocation'])} of chip time in use "
+            "(a process, pod or job on the chip)."
+        ),
+        (
+            f"Chips in use averaged {pct_text(t['mean_utilization_in_use'])} AI Core utilization ({r.verdict}: healthy "
+            f"> {b.healthy * 100:g}%, abnormal < {b.low * 100:g}%); {pct_text(t['below_share'])} of their time was below "
+            f"{b.low * 100:g}%."
+        ),
+        (
+            f"Idle chip-hours: {hours_text(t['idle_chip_hours'])} of {hours_text(t['chip_hours'])} "
+            f"({pct_text(t['idle_share'])}) with nothing on the chip; unused (not busy) chip-hours: "
+            f"{hours_text(t['unused_chip_hours'])}."
+        ),
     ]
     low = [n for n in r.nodes if n.verdict == ABNORMAL]
     if low:
-        out.append("Nodes below the low-utilization bound: " + ", ".join(
-            f"{n.instance} ({pct_text(n.mean_utilization)})" for n in low) + ".")
+        out.append(
+            "Nodes below the low-utilization bound: " + ", ".join(f"{n.instance} ({pct_text(n.mean_utilization)})" for n in low) + "."
+        )
     if r.chips_below:
         named = ", ".join(f"{c.subject} ({pct_text(c.mean_utilization)})" for c in r.chips_below[:NAMED_IN_SUMMARY])
         more = len(r.chips_below) - NAMED_IN_SUMMARY
@@ -470,7 +530,9 @@ def findings(r: CapacityReport) -> list[str]:
         out.append("Most idle chip-hours: " + ", ".join(f"{n.instance} ({hours_text(n.idle_chip_hours)} h)" for n in idle_nodes) + ".")
     full = [n for n in r.nodes if n.hbm_peak_ratio is not None and n.hbm_peak_ratio > b.hbm_full]
     if full:
-        out.append("HBM above " + f"{b.hbm_full * 100:g}%: " + ", ".join(f"{n.instance} ({pct_text(n.hbm_peak_ratio)})" for n in full) + ".")
+        out.append(
+            "HBM above " + f"{b.hbm_full * 100:g}%: " + ", ".join(f"{n.instance} ({pct_text(n.hbm_peak_ratio)})" for n in full) + "."
+        )
     out += [_forecast_text(f) for f in r.forecasts if _forecast_text(f)]
     return out
 

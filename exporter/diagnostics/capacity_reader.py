@@ -45,11 +45,11 @@ from exporter.npusmi.metrics import (
 from exporter.pods.metrics import POD_INFO
 
 ChipKey = tuple[str, str, str, str]
-RESOLUTION = 60.0    # seconds between the evaluations that find a step's first and last sample
+RESOLUTION = 60.0  # seconds between the evaluations that find a step's first and last sample
 MAX_EDGE_STEPS = 48  # steps where some chip's samples begin or stop, read one by one; more: one coarser range query
 Point = tuple[float, float]
-QUERIES = 11         # for the progress line: history held, utilization, edges (2), 3 in-use sources, namespaces, health, HBM used and total
-MAX_FITS = 4         # finer steps tried when the data covers less than the range asked for
+QUERIES = 11  # for the progress line: history held, utilization, edges (2), 3 in-use sources, namespaces, health, HBM used and total
+MAX_FITS = 4  # finer steps tried when the data covers less than the range asked for
 
 
 def aligned_window(end: float, seconds: float, step: float) -> tuple[float, float]:
@@ -64,14 +64,15 @@ def aligned_window(end: float, seconds: float, step: float) -> tuple[float, floa
 
 @dataclass(frozen=True)
 class Window:
-    first: float                     # end of the first step
-    last: float                      # end of the last step
+    first: float  # end of the first step
+    last: float  # end of the last step
     step: float
-    requested: float | None = None   # seconds asked for, when the data began later and the window was cut to it
+    requested: float | None = None  # seconds asked for, when the data began later and the window was cut to it
 
 
-def fit_window(client: PrometheusClient, end: float, seconds: float, step: float | None, matchers: str,
-               progress: Callable[[str], None] | None = None) -> Window:
+def fit_window(
+    client: PrometheusClient, end: float, seconds: float, step: float | None, matchers: str, progress: Callable[[str], None] | None = None
+) -> Window:
     """``seconds`` ending at ``end``; when the chips' data begins later, the window starts at
     the step where it begins and, unless ``step`` is given, gets a step sized to the data that
     exists (30d asked, 7 minutes held: 1m steps over those minutes). One cheap query per try
@@ -90,12 +91,13 @@ def fit_window(client: PrometheusClient, end: float, seconds: float, step: float
                 raise CannotDiagnose(
                     f"Prometheus at {client.url} has no {AICORE.name} series{where} between {_iso(first - current)} and "
                     f"{_iso(last)}: nothing to plan with. Check --selector and --range, and that Prometheus scrapes "
-                    "cann-exporter")
+                    "cann-exporter"
+                )
             begins = min(t for t, _ in held[0].points)
             if begins <= first:
                 break
             requested = seconds
-            span = last - begins + current           # the step where the data begins, to the end
+            span = last - begins + current  # the step where the data begins, to the end
             finer = step or choose_step(span)
             if finer == current:
                 first = begins
@@ -111,9 +113,16 @@ def _key(labels: dict[str, str]) -> ChipKey:
     return (labels.get("instance", ""), labels.get("npu", ""), labels.get("chip", ""), labels.get("device", ""))
 
 
-def read_capacity(client: PrometheusClient, start: float, end: float, step: float, matchers: str,
-                  progress: Callable[[str], None] | None = None, requested: float | None = None,
-                  unhealthy_states: tuple[str, ...] = ("Alarm", "Critical")) -> CapacityInput:
+def read_capacity(
+    client: PrometheusClient,
+    start: float,
+    end: float,
+    step: float,
+    matchers: str,
+    progress: Callable[[str], None] | None = None,
+    requested: float | None = None,
+    unhealthy_states: tuple[str, ...] = ("Alarm", "Critical"),
+) -> CapacityInput:
     def ask(what: str, query: str) -> list[Series]:
         if progress:
             progress(what)
@@ -127,7 +136,8 @@ def read_capacity(client: PrometheusClient, start: float, end: float, step: floa
             raise CannotDiagnose(
                 f"Prometheus at {client.url} has no {AICORE.name} series{where} between "
                 f"{_iso(start)} and {_iso(end)}: nothing to plan with. Check --selector and --range, and that "
-                "Prometheus scrapes cann-exporter")
+                "Prometheus scrapes cann-exporter"
+            )
         edges = _edges(client, selector(AICORE.name, matchers), util, start, end, step, progress)
         in_use: dict[tuple[str, str], set[float]] = {}
         found_in_use = False
@@ -137,32 +147,43 @@ def read_capacity(client: PrometheusClient, start: float, end: float, step: floa
                 slot = in_use.setdefault((series.labels.get("instance", ""), series.labels.get("device", "")), set())
                 slot.update(t for t, _ in series.points)
         namespaces: dict[ChipKey, list[tuple[float, str]]] = {}
-        pods = ask("namespaces", f"group by (instance, npu, chip, device, namespace) "
-                                 f"(last_over_time({selector(POD_INFO.name, matchers)}[{s}]))")
+        pods = ask(
+            "namespaces", f"group by (instance, npu, chip, device, namespace) (last_over_time({selector(POD_INFO.name, matchers)}[{s}]))"
+        )
         for series in pods:
-            namespaces.setdefault(_key(series.labels), []).extend(
-                (t, series.labels.get("namespace", "")) for t, _ in series.points)
+            namespaces.setdefault(_key(series.labels), []).extend((t, series.labels.get("namespace", "")) for t, _ in series.points)
         paging = selector(HEALTH.name, matchers, f'state=~"{"|".join(unhealthy_states)}"')
         unhealthy: dict[tuple[str, str], set[float]] = {}
         for series in ask("health", f"max by (instance, device) (max_over_time({paging}[{s}])) == 1"):
             unhealthy.setdefault((series.labels.get("instance", ""), series.labels.get("device", "")), set()).update(
-                t for t, _ in series.points)
+                t for t, _ in series.points
+            )
         inventory = read_inventory(client, end, end - start + step, matchers, paging)
         used = _by_instance(ask("HBM used", f"sum by (instance) (avg_over_time({selector(HBM_USED.name, matchers)}[{s}]))"))
         total = _by_instance(ask("HBM total", f"sum by (instance) (avg_over_time({selector(HBM_TOTAL.name, matchers)}[{s}]))"))
     except PrometheusError as exc:
         raise CannotDiagnose(str(exc)) from None
     name = node_names(util)
-    chips = tuple(sorted((replace(_chip(series, in_use, namespaces, edges), instance=name(series.labels.get("instance", "")),
-                                  unhealthy=frozenset(unhealthy.get((series.labels.get("instance", ""),
-                                                                     series.labels.get("device", "")), ())))
-                          for series in util),
-                         key=lambda c: (c.instance, _num(c.npu), _num(c.chip), _num(c.device))))
+    chips = tuple(
+        sorted(
+            (
+                replace(
+                    _chip(series, in_use, namespaces, edges),
+                    instance=name(series.labels.get("instance", "")),
+                    unhealthy=frozenset(unhealthy.get((series.labels.get("instance", ""), series.labels.get("device", "")), ())),
+                )
+                for series in util
+            ),
+            key=lambda c: (c.instance, _num(c.npu), _num(c.chip), _num(c.device)),
+        )
+    )
     hbm = tuple(NodeHbm(name(i), used[i], total[i]) for i in sorted(set(used) & set(total)))
     notes = []
     if not found_in_use:
-        notes.append(f"no {PROCESS_MEMORY.name}, {POD_INFO.name} or {JOB_INFO.name} series: a chip counts as "
-                     "in use when its utilization is at least 1%")
+        notes.append(
+            f"no {PROCESS_MEMORY.name}, {POD_INFO.name} or {JOB_INFO.name} series: a chip counts as "
+            "in use when its utilization is at least 1%"
+        )
     if not pods:
         notes.append(f"no {POD_INFO.name} series (kubelet pod-resources): utilization per namespace not shown")
     if not hbm:
@@ -170,15 +191,17 @@ def read_capacity(client: PrometheusClient, start: float, end: float, step: floa
     else:
         without = sorted({c.instance for c in chips} - {n.instance for n in hbm})
         if without:
-            notes.append(f"no {HBM_USED.name} / {HBM_TOTAL.name} series from {', '.join(without)}: "
-                         "not in the HBM headroom")
+            notes.append(f"no {HBM_USED.name} / {HBM_TOTAL.name} series from {', '.join(without)}: not in the HBM headroom")
     source = f"Prometheus {client.url}" + (f" {{{matchers}}}" if matchers else "")
     if requested is not None:
-        notes.append(f"--range asked for {format_duration(requested)}; {AICORE.name} begins {_iso(start - step)} "
-                     f"(to within one {format_duration(step)} step): the report covers the "
-                     f"{format_duration(end - start + step)} that exist")
-    return CapacityInput(source, start, end, step, chips, hbm, found_in_use, bool(pods), tuple(notes), requested,
-                         {name(i): v for i, v in inventory.items()})
+        notes.append(
+            f"--range asked for {format_duration(requested)}; {AICORE.name} begins {_iso(start - step)} "
+            f"(to within one {format_duration(step)} step): the report covers the "
+            f"{format_duration(end - start + step)} that exist"
+        )
+    return CapacityInput(
+        source, start, end, step, chips, hbm, found_in_use, bool(pods), tuple(notes), requested, {name(i): v for i, v in inventory.items()}
+    )
 
 
 def unhealthy_states(table: Thresholds) -> tuple[str, ...]:
@@ -189,8 +212,7 @@ def unhealthy_states(table: Thresholds) -> tuple[str, ...]:
         return ("Alarm", "Critical")
 
 
-def read_inventory(client: PrometheusClient, end: float, seconds: float, matchers: str,
-                   paging: str) -> dict[str, NodeInventory]:
+def read_inventory(client: PrometheusClient, end: float, seconds: float, matchers: str, paging: str) -> dict[str, NodeInventory]:
     """Each node's chips at the window's end: installed (config, else PCI), listed, unhealthy, unread."""
     r = promql_duration(seconds)
 
@@ -198,21 +220,26 @@ def read_inventory(client: PrometheusClient, end: float, seconds: float, matcher
         return {s.labels.get("instance", ""): int(s.value) for s in client.instant(query, end)}
 
     config = selector(EXPECTED_DEVICES.name, matchers, 'source="config"')
-    expected = per_node(f"max by (instance) (last_over_time({config}[{r}]))"
-                        f" or max by (instance) (last_over_time({selector(EXPECTED_DEVICES.name, matchers)}[{r}]))")
+    expected = per_node(
+        f"max by (instance) (last_over_time({config}[{r}]))"
+        f" or max by (instance) (last_over_time({selector(EXPECTED_DEVICES.name, matchers)}[{r}]))"
+    )
     seen = per_node(f"max by (instance) (last_over_time({selector(DEVICES.name, matchers)}[{r}]))")
     sick = per_node(f"count by (instance) (last_over_time({paging}[{r}]) == 1)")
     unread = per_node(f"count by (instance) (last_over_time({selector(UP.name, matchers)}[{r}]) == 0)")
-    return {i: NodeInventory(expected.get(i), seen.get(i), sick.get(i, 0), unread.get(i, 0))
-            for i in set(expected) | set(seen) | set(sick) | set(unread)}
+    return {
+        i: NodeInventory(expected.get(i), seen.get(i), sick.get(i, 0), unread.get(i, 0))
+        for i in set(expected) | set(seen) | set(sick) | set(unread)
+    }
 
 
 def _num(text: str) -> int:
     return int(text) if text.isdigit() else 1 << 30
 
 
-def _edges(client: PrometheusClient, what: str, util: list[Series], start: float, end: float, step: float,
-           progress: Callable[[str], None] | None) -> dict[ChipKey, tuple[Point, ...]]:
+def _edges(
+    client: PrometheusClient, what: str, util: list[Series], start: float, end: float, step: float, progress: Callable[[str], None] | None
+) -> dict[ChipKey, tuple[Point, ...]]:
     """Per chip, the observed seconds of each of its points (observed_seconds).
 
     Only the steps where a chip's samples begin or stop need sample times: one instant query
@@ -249,12 +276,16 @@ def _edges(client: PrometheusClient, what: str, util: list[Series], start: float
         for found, fn in ((first, "min_over_time"), (last, "max_over_time")):
             for series in client.range(query(fn, resolution), start, end, step):
                 found.setdefault(_key(series.labels), {}).update(series.points)
-    return {key: observed_seconds(series.points, first.get(key, {}), last.get(key, {}), step, outside.get(key, set()))
-            for series in util for key in (_key(series.labels),)}
+    return {
+        key: observed_seconds(series.points, first.get(key, {}), last.get(key, {}), step, outside.get(key, set()))
+        for series in util
+        for key in (_key(series.labels),)
+    }
 
 
-def observed_seconds(util: tuple[Point, ...], first: dict[float, float], last: dict[float, float],
-                     step: float, outside: Iterable[float] = ()) -> tuple[Point, ...]:
+def observed_seconds(
+    util: tuple[Point, ...], first: dict[float, float], last: dict[float, float], step: float, outside: Iterable[float] = ()
+) -> tuple[Point, ...]:
     """(step end, seconds observed) of each point: the whole step when the steps before and
     after have samples too (a point, or a step just outside the window in ``outside``), else
     from the step's first or up to its last sample."""
@@ -267,12 +298,24 @@ def observed_seconds(util: tuple[Point, ...], first: dict[float, float], last: d
     return tuple(out)
 
 
-def _chip(series: Series, in_use: dict[tuple[str, str], set[float]], namespaces: dict[ChipKey, list[tuple[float, str]]],
-          edges: dict[ChipKey, tuple[Point, ...]]) -> ChipHistory:
+def _chip(
+    series: Series,
+    in_use: dict[tuple[str, str], set[float]],
+    namespaces: dict[ChipKey, list[tuple[float, str]]],
+    edges: dict[ChipKey, tuple[Point, ...]],
+) -> ChipHistory:
     key = _key(series.labels)
     observed = edges.get(key, ())
-    return ChipHistory(key[0], key[1], key[2], key[3], series.points,
-                       frozenset(in_use.get((key[0], key[3]), ())), tuple(sorted(namespaces.get(key, ()))), observed)
+    return ChipHistory(
+        key[0],
+        key[1],
+        key[2],
+        key[3],
+        series.points,
+        frozenset(in_use.get((key[0], key[3]), ())),
+        tuple(sorted(namespaces.get(key, ()))),
+        observed,
+    )
 
 
 def node_names(series: Iterable[Series]) -> Callable[[str], str]:

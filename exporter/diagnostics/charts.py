@@ -75,7 +75,9 @@ def _save(plt: Any, fig: Any, path: Path, dates: bool = False) -> Path:
 
 
 def _bands(ax: Any, report: CapacityReport) -> None:
-    ax.axhline(report.bounds.healthy * 100, color="#2e7d32", linestyle="--", linewidth=1, label=f"healthy > {report.bounds.healthy * 100:g}%")
+    ax.axhline(
+        report.bounds.healthy * 100, color="#2e7d32", linestyle="--", linewidth=1, label=f"healthy > {report.bounds.healthy * 100:g}%"
+    )
     ax.axhline(report.bounds.low * 100, color="#c62828", linestyle="--", linewidth=1, label=f"abnormal < {report.bounds.low * 100:g}%")
     ax.set_ylim(0, 105)
 
@@ -85,7 +87,7 @@ def series_style(index: int) -> dict[str, Any]:
     return {"color": COLOURS[index % len(COLOURS)], "linestyle": DASHES[index // len(COLOURS) % len(DASHES)]}
 
 
-TOTAL_STYLE = {"color": "#000000", "linestyle": "-", "linewidth": 2.4}   # the cluster line, above the others
+TOTAL_STYLE = {"color": "#000000", "linestyle": "-", "linewidth": 2.4}  # the cluster line, above the others
 
 
 def lowest(series: Mapping[str, Sequence[Point]], keep: int = MAX_LINES) -> dict[str, Sequence[Point]]:
@@ -101,8 +103,9 @@ def _shown(title: str, shown: int, total: int, what: str) -> str:
     return title if shown == total else f"{title} ({shown} lowest of {total} {what})"
 
 
-def _lines(plt: Any, report: CapacityReport, series: Mapping[str, Sequence[Point]], title: str, path: Path,
-           total: Sequence[Point] = ()) -> Path:
+def _lines(
+    plt: Any, report: CapacityReport, series: Mapping[str, Sequence[Point]], title: str, path: Path, total: Sequence[Point] = ()
+) -> Path:
     fig, ax = _figure(plt, title, "AI Core utilization (%)")
     for index, (name, raw) in enumerate(series.items()):
         points = gapped(raw, report.step)
@@ -125,8 +128,7 @@ def utilization_by_namespace(plt: Any, r: CapacityReport, out: Path) -> Path | N
     if not r.namespace_utilization:
         return None
     shown = lowest(r.namespace_utilization)
-    title = _shown("Mean utilization of the chips allocated to each namespace", len(shown), len(r.namespace_utilization),
-                   "namespaces")
+    title = _shown("Mean utilization of the chips allocated to each namespace", len(shown), len(r.namespace_utilization), "namespaces")
     return _lines(plt, r, shown, title, out / "utilization_namespaces.png")
 
 

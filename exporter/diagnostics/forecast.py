@@ -17,14 +17,14 @@ DAY = 86400.0
 
 @dataclass(frozen=True)
 class Forecast:
-    name: str                             # e.g. "chips in use"
-    unit: str                             # ratio, count
-    daily: tuple[Point, ...]              # (day middle, daily value) the fit is made on
+    name: str  # e.g. "chips in use"
+    unit: str  # ratio, count
+    daily: tuple[Point, ...]  # (day middle, daily value) the fit is made on
     slope_per_day: float
-    intercept: float                      # value at t = 0 (unix)
+    intercept: float  # value at t = 0 (unix)
     horizon_days: float
-    limit: float | None = None            # value whose crossing is reported
-    days_to_limit: float | None = None    # from the end of the window; None: not on this trend
+    limit: float | None = None  # value whose crossing is reported
+    days_to_limit: float | None = None  # from the end of the window; None: not on this trend
 
     def at(self, t: float) -> float:
         return self.intercept + self.slope_per_day * t / DAY
@@ -52,8 +52,15 @@ def daily(points: Iterable[Point], start: float, reduce: str = "mean") -> tuple[
     return tuple((start + (d + 0.5) * DAY, pick(vs)) for d, vs in sorted(days.items()))
 
 
-def forecast(name: str, unit: str, points: Sequence[Point], end: float, horizon_days: float,
-             limit: float | None = None, min_days: int = MIN_FORECAST_DAYS) -> Forecast | None:
+def forecast(
+    name: str,
+    unit: str,
+    points: Sequence[Point],
+    end: float,
+    horizon_days: float,
+    limit: float | None = None,
+    min_days: int = MIN_FORECAST_DAYS,
+) -> Forecast | None:
     if len(points) < min_days:
         return None
     fit = linear_fit(points)

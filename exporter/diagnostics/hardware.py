@@ -54,45 +54,78 @@ from exporter.npusmi.metrics import (
 )
 
 SUBJECT_FAILING = "cann_exporter_source_subject_failing"
-PEAK_DEVICES = "npu_devices:peak"          # most chips listed within the window (NPUMissing without an expectation)
+PEAK_DEVICES = "npu_devices:peak"  # most chips listed within the window (NPUMissing without an expectation)
 # Read at their latest value in the window.
-LATEST = (HEALTH.name, HEALTH_ERROR.name, UP.name, DEVICES.name, EXPECTED_DEVICES.name, SUBJECT_FAILING,
-          NETWORK_LINK_UP.name, NETWORK_HEALTH.name, OPTICAL_PRESENT.name, OPTICAL_RX_POWER.name,
-          OPTICAL_TX_POWER.name, OPTICAL_TEMPERATURE.name, TEMPERATURE.name, ECC_ERRORS.name)
+LATEST = (
+    HEALTH.name,
+    HEALTH_ERROR.name,
+    UP.name,
+    DEVICES.name,
+    EXPECTED_DEVICES.name,
+    SUBJECT_FAILING,
+    NETWORK_LINK_UP.name,
+    NETWORK_HEALTH.name,
+    OPTICAL_PRESENT.name,
+    OPTICAL_RX_POWER.name,
+    OPTICAL_TX_POWER.name,
+    OPTICAL_TEMPERATURE.name,
+    TEMPERATURE.name,
+    ECC_ERRORS.name,
+)
 # Read as their increase over the window (counters).
 INCREASES = (NETWORK_ERRORS.name, NETWORK_LINK_DOWN_TRANSITIONS.name, NETWORK_LINK_UP_TRANSITIONS.name, ECC_ERRORS.name)
 
 # Hardware advice by alert: the runbooks' first steps, said where the verdict is given.
 _DRAIN = "drain the chip or node (cordon in Kubernetes) and move the workload before it fails"
 ADVICE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "NPUUnhealthy": (("a hardware or driver fault the chip reports (error codes)",),
-                     (_DRAIN, "npu-smi info -t health -i <npu> -c <chip> on the node: the error text of each code",
-                      ("reset the chip or reboot the node as the Ascend documentation of the code prescribes; "
-                       "replace hardware that stays Critical"))),
-    "NPUMissing": (("a chip dropped off the bus (driver, power, PCIe link) or is held by another container",),
-                   (_DRAIN, "npu-smi info and lspci on the node; dmesg for the driver's messages",
-                    "reboot the node; replace the card if the chip stays missing")),
-    "CANNExporterSourceFailing": (("npu-smi cannot read a card (driver or dcmi error, the reason above)",),
-                                  ("run the failing npu-smi command on the node and read its error",
-                                   "check the driver with npu-smi info; reset the card or reboot the node")),
-    "unreadable": (("the chip's latest npu-smi read failed",),
-                          ("npu-smi info -t usages -i <npu> on the node", _DRAIN)),
-    "NPUNetworkLinkDown": (("cable, optical module or switch port down",),
-                           ("hccn_tool -i <device> -link -g on the node; reseat or replace the cable or module",
-                            "check the switch port")),
+    "NPUUnhealthy": (
+        ("a hardware or driver fault the chip reports (error codes)",),
+        (
+            _DRAIN,
+            "npu-smi info -t health -i <npu> -c <chip> on the node: the error text of each code",
+            ("reset the chip or reboot the node as the Ascend documentation of the code prescribes; replace hardware that stays Critical"),
+        ),
+    ),
+    "NPUMissing": (
+        ("a chip dropped off the bus (driver, power, PCIe link) or is held by another container",),
+        (
+            _DRAIN,
+            "npu-smi info and lspci on the node; dmesg for the driver's messages",
+            "reboot the node; replace the card if the chip stays missing",
+        ),
+    ),
+    "CANNExporterSourceFailing": (
+        ("npu-smi cannot read a card (driver or dcmi error, the reason above)",),
+        (
+            "run the failing npu-smi command on the node and read its error",
+            "check the driver with npu-smi info; reset the card or reboot the node",
+        ),
+    ),
+    "unreadable": (("the chip's latest npu-smi read failed",), ("npu-smi info -t usages -i <npu> on the node", _DRAIN)),
+    "NPUNetworkLinkDown": (
+        ("cable, optical module or switch port down",),
+        ("hccn_tool -i <device> -link -g on the node; reseat or replace the cable or module", "check the switch port"),
+    ),
     "NPUNetworkLinkFlapping": (("a marginal cable or optical module",), ("replace the cable or the optical module",)),
-    "NPUNetworkErrors": (("bad cable or module, congestion",), ("hccn_tool -i <device> -stat -g: which counters grow",
-                                                                "replace the cable or module if fcs/crc errors grow")),
-    "NPUNetworkUnhealthy": (("the RoCE probe cannot reach its detect address: link, address or switch",),
-                            ("hccn_tool -i <device> -net_health -g and -ip -g on the node",
-                             "check /etc/hccn.conf and the switch")),
-    "NPUOpticalPowerOutOfRange": (("a dirty, loose or failing optical module or fibre (a dark lane reads 0)",),
-                                  ("hccn_tool -i <device> -optical -g; clean or reseat the fibre, replace the module",)),
+    "NPUNetworkErrors": (
+        ("bad cable or module, congestion",),
+        ("hccn_tool -i <device> -stat -g: which counters grow", "replace the cable or module if fcs/crc errors grow"),
+    ),
+    "NPUNetworkUnhealthy": (
+        ("the RoCE probe cannot reach its detect address: link, address or switch",),
+        ("hccn_tool -i <device> -net_health -g and -ip -g on the node", "check /etc/hccn.conf and the switch"),
+    ),
+    "NPUOpticalPowerOutOfRange": (
+        ("a dirty, loose or failing optical module or fibre (a dark lane reads 0)",),
+        ("hccn_tool -i <device> -optical -g; clean or reseat the fibre, replace the module",),
+    ),
     "NPUOpticalTemperatureHigh": (("cooling of the module's cage",), ("check airflow; replace the module",)),
     "NPUTemperatureHigh": (("cooling: fans, airflow, inlet temperature",), ("check the node's fans and airflow",)),
     "NPUECCDoubleBitErrors": (("failing HBM",), (_DRAIN, "npu-smi info -t ecc -i <npu>; replace the chip's card")),
-    "CANNExporterDown": (("the exporter or its node was down, or Prometheus could not scrape it",),
-                         ("the exporter's logs and the target's last error on Prometheus' /targets page",)),
+    "CANNExporterDown": (
+        ("the exporter or its node was down, or Prometheus could not scrape it",),
+        ("the exporter's logs and the target's last error on Prometheus' /targets page",),
+    ),
 }
 
 
@@ -104,8 +137,7 @@ def _spec(table: Thresholds, name: str) -> AlertSpec | None:
 
 
 def _subject(labels: Labels) -> str:
-    where = chip_subject(labels.get("instance", ""), labels.get("npu", ""), labels.get("chip", ""),
-                         labels.get("device", ""))
+    where = chip_subject(labels.get("instance", ""), labels.get("npu", ""), labels.get("chip", ""), labels.get("device", ""))
     return where + (f" port {labels['port']}" if labels.get("port") else "")
 
 
@@ -113,23 +145,42 @@ def _instance(labels: Labels) -> str:
     return labels.get("instance", "") or "this node"
 
 
-def _finding(check: str, title: str, labels: Labels | str, value: float | None, unit: str, verdict: str | None,
-             alert: str | None, bounds: str = "", detail: str = "") -> Finding:
+def _finding(
+    check: str,
+    title: str,
+    labels: Labels | str,
+    value: float | None,
+    unit: str,
+    verdict: str | None,
+    alert: str | None,
+    bounds: str = "",
+    detail: str = "",
+) -> Finding:
     subject = labels if isinstance(labels, str) else _subject(labels)
     return Finding(HARDWARE, check, title, subject, value, unit, verdict, None, alert, bounds, detail)
 
 
 def by_subject(findings: Iterable[Finding]) -> list[Finding]:
     """Findings grouped by subject in natural order (NPU 2 before NPU 10), stable within one."""
+
     def key(f: Finding) -> tuple[object, ...]:
         return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", f.subject))
+
     return sorted(findings, key=key)
 
 
 def hardware_findings(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
-    return [*health(readings, table), *unreadable(readings), *missing(readings, table), *read_failures(readings),
-            *temperature(readings, table), *ecc_double_bit(readings, table), *network(readings, table),
-            *optics(readings, table), *gaps(readings)]
+    return [
+        *health(readings, table),
+        *unreadable(readings),
+        *missing(readings, table),
+        *read_failures(readings),
+        *temperature(readings, table),
+        *ecc_double_bit(readings, table),
+        *network(readings, table),
+        *optics(readings, table),
+        *gaps(readings),
+    ]
 
 
 def _key(labels: Labels) -> tuple[str, ...]:
@@ -152,15 +203,30 @@ def health(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
         verdict = ABNORMAL if state in paging else HEALTHY if state == "OK" else WARNING
         found = sorted(codes.get(_key(labels), []))
         detail = f"state {state}" + (f", error codes {', '.join(found)}" if found else "")
-        out.append(_finding("health", f"Health {state}", labels, None, COUNT, verdict,
-                            "NPUUnhealthy" if spec else None, f"abnormal: {' or '.join(paging)}", detail))
+        out.append(
+            _finding(
+                "health",
+                f"Health {state}",
+                labels,
+                None,
+                COUNT,
+                verdict,
+                "NPUUnhealthy" if spec else None,
+                f"abnormal: {' or '.join(paging)}",
+                detail,
+            )
+        )
     return sorted(out, key=lambda f: f.subject)
 
 
 def unreadable(readings: HardwareReadings) -> list[Finding]:
-    return [_finding("unreadable", "Chip could not be read (npu_up 0)", labels, value, COUNT, ABNORMAL,
-                     None, "abnormal: the latest read failed")
-            for labels, value in readings.get(UP.name) if value == 0]
+    return [
+        _finding(
+            "unreadable", "Chip could not be read (npu_up 0)", labels, value, COUNT, ABNORMAL, None, "abnormal: the latest read failed"
+        )
+        for labels, value in readings.get(UP.name)
+        if value == 0
+    ]
 
 
 def missing(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
@@ -180,10 +246,19 @@ def missing(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
         if want is None:
             continue
         gone = want - seen
-        out.append(_finding("missing", "Chips missing", f"{_instance(labels)}: chips", max(0.0, gone), COUNT,
-                            ABNORMAL if gone > 0 else HEALTHY, "NPUMissing" if spec else None,
-                            "abnormal: fewer chips than expected",
-                            f"{seen:g} listed by npu-smi, {want:g} expected ({basis})"))
+        out.append(
+            _finding(
+                "missing",
+                "Chips missing",
+                f"{_instance(labels)}: chips",
+                max(0.0, gone),
+                COUNT,
+                ABNORMAL if gone > 0 else HEALTHY,
+                "NPUMissing" if spec else None,
+                "abnormal: fewer chips than expected",
+                f"{seen:g} listed by npu-smi, {want:g} expected ({basis})",
+            )
+        )
     return out
 
 
@@ -194,18 +269,41 @@ def read_failures(readings: HardwareReadings) -> list[Finding]:
         if value == 1:
             where = f"{_instance(labels)}: {labels.get('source', '?')}"
             reasons.setdefault((where, labels.get("reason", "?")), []).append(labels.get("subject", "?"))
-    return [_finding("read_failure", f"Read failures ({reason})", where, len(subjects), COUNT, WARNING,
-                     "CANNExporterSourceFailing", "warning: any failing subject", ", ".join(sorted(subjects)))
-            for (where, reason), subjects in sorted(reasons.items())]
+    return [
+        _finding(
+            "read_failure",
+            f"Read failures ({reason})",
+            where,
+            len(subjects),
+            COUNT,
+            WARNING,
+            "CANNExporterSourceFailing",
+            "warning: any failing subject",
+            ", ".join(sorted(subjects)),
+        )
+        for (where, reason), subjects in sorted(reasons.items())
+    ]
 
 
 def temperature(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
     spec = _spec(table, "NPUTemperatureHigh")
     if spec is None or spec.threshold is None:
         return []
-    return [_finding("temperature", "Chip temperature", labels, value, COUNT, WARNING, spec.alert,
-                     f"warning > {spec.threshold:g} °C", f"{value:g} °C")
-            for labels, value in readings.get(TEMPERATURE.name) if value > spec.threshold]
+    return [
+        _finding(
+            "temperature",
+            "Chip temperature",
+            labels,
+            value,
+            COUNT,
+            WARNING,
+            spec.alert,
+            f"warning > {spec.threshold:g} °C",
+            f"{value:g} °C",
+        )
+        for labels, value in readings.get(TEMPERATURE.name)
+        if value > spec.threshold
+    ]
 
 
 def ecc_double_bit(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
@@ -214,13 +312,36 @@ def ecc_double_bit(readings: HardwareReadings, table: Thresholds) -> list[Findin
     spec = _spec(table, "NPUECCDoubleBitErrors")
     name = spec.alert if spec else None
     if readings.increases:
-        return [_finding("ecc_double_bit", "New uncorrectable (double-bit) ECC errors", labels, value, COUNT,
-                         ABNORMAL, name, "abnormal: any new in the window", labels.get("memory", ""))
-                for labels, value in readings.increases.get(ECC_ERRORS.name, ()) if _double(labels) and value > 0]
-    return [_finding("ecc_double_bit", "Uncorrectable (double-bit) ECC errors, current count", labels, value, COUNT,
-                     WARNING, name, "warning: any (one reading cannot tell whether they are new)",
-                     labels.get("memory", ""))
-            for labels, value in readings.get(ECC_ERRORS.name) if _double(labels) and value > 0]
+        return [
+            _finding(
+                "ecc_double_bit",
+                "New uncorrectable (double-bit) ECC errors",
+                labels,
+                value,
+                COUNT,
+                ABNORMAL,
+                name,
+                "abnormal: any new in the window",
+                labels.get("memory", ""),
+            )
+            for labels, value in readings.increases.get(ECC_ERRORS.name, ())
+            if _double(labels) and value > 0
+        ]
+    return [
+        _finding(
+            "ecc_double_bit",
+            "Uncorrectable (double-bit) ECC errors, current count",
+            labels,
+            value,
+            COUNT,
+            WARNING,
+            name,
+            "warning: any (one reading cannot tell whether they are new)",
+            labels.get("memory", ""),
+        )
+        for labels, value in readings.get(ECC_ERRORS.name)
+        if _double(labels) and value > 0
+    ]
 
 
 def _double(labels: Labels) -> bool:
@@ -228,14 +349,28 @@ def _double(labels: Labels) -> bool:
 
 
 def network(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
-    out = [_finding("link_down", "Network link down", labels, value, COUNT, ABNORMAL, "NPUNetworkLinkDown",
-                    "abnormal: link DOWN")
-           for labels, value in readings.get(NETWORK_LINK_UP.name) if value == 0]
+    out = [
+        _finding("link_down", "Network link down", labels, value, COUNT, ABNORMAL, "NPUNetworkLinkDown", "abnormal: link DOWN")
+        for labels, value in readings.get(NETWORK_LINK_UP.name)
+        if value == 0
+    ]
     unhealthy = _spec(table, "NPUNetworkUnhealthy")
     ok = tuple(unhealthy.param("ok_states", ("Success", "Init"))) if unhealthy else ("Success", "Init")
-    out += [_finding("network_health", f"Network probe {labels.get('state', '?')}", labels, None, COUNT, WARNING,
-                     "NPUNetworkUnhealthy", f"healthy: {' or '.join(ok)}", "hccn_tool -net_health")
-            for labels, value in readings.get(NETWORK_HEALTH.name) if value == 1 and labels.get("state") not in ok]
+    out += [
+        _finding(
+            "network_health",
+            f"Network probe {labels.get('state', '?')}",
+            labels,
+            None,
+            COUNT,
+            WARNING,
+            "NPUNetworkUnhealthy",
+            f"healthy: {' or '.join(ok)}",
+            "hccn_tool -net_health",
+        )
+        for labels, value in readings.get(NETWORK_HEALTH.name)
+        if value == 1 and labels.get("state") not in ok
+    ]
     return out + network_counters(readings, table)
 
 
@@ -254,16 +389,37 @@ def network_counters(readings: HardwareReadings, table: Thresholds) -> list[Find
         for labels, total in per_port.values():
             rate = total / readings.seconds
             if rate > errors.threshold:
-                out.append(_finding("network_errors", "Network errors", labels, rate, PER_SECOND, WARNING,
-                                    errors.alert, f"warning > {errors.threshold:g}/s", f"{total:g} in the window"))
+                out.append(
+                    _finding(
+                        "network_errors",
+                        "Network errors",
+                        labels,
+                        rate,
+                        PER_SECOND,
+                        WARNING,
+                        errors.alert,
+                        f"warning > {errors.threshold:g}/s",
+                        f"{total:g} in the window",
+                    )
+                )
     flapping = _spec(table, "NPUNetworkLinkFlapping")
     if flapping is not None and flapping.threshold is not None:
         downs = {_key(labels): (labels, v) for labels, v in readings.increases.get(NETWORK_LINK_DOWN_TRANSITIONS.name, ())}
         ups = {_key(labels): (labels, v) for labels, v in readings.increases.get(NETWORK_LINK_UP_TRANSITIONS.name, ())}
         for labels, changes in {**ups, **downs}.values():
             if changes >= flapping.threshold:
-                out.append(_finding("link_flapping", "Network link changes", labels, changes, COUNT, WARNING,
-                                    flapping.alert, f"warning >= {flapping.threshold:g} in the window"))
+                out.append(
+                    _finding(
+                        "link_flapping",
+                        "Network link changes",
+                        labels,
+                        changes,
+                        COUNT,
+                        WARNING,
+                        flapping.alert,
+                        f"warning >= {flapping.threshold:g} in the window",
+                    )
+                )
     return out
 
 
@@ -284,24 +440,53 @@ def optics(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
                 continue
             if not low <= watts <= high:
                 dark = " (dark)" if watts <= 0 else ""
-                out.append(_finding("optical_power", f"Optical {direction} power (mW), lane {labels.get('lane', '?')}{dark}",
-                                    labels, round(watts * 1000, 4), COUNT, WARNING, "NPUOpticalPowerOutOfRange",
-                                    f"healthy {low * 1000:g} to {high * 1000:g} mW"))
+                out.append(
+                    _finding(
+                        "optical_power",
+                        f"Optical {direction} power (mW), lane {labels.get('lane', '?')}{dark}",
+                        labels,
+                        round(watts * 1000, 4),
+                        COUNT,
+                        WARNING,
+                        "NPUOpticalPowerOutOfRange",
+                        f"healthy {low * 1000:g} to {high * 1000:g} mW",
+                    )
+                )
     hot = _spec(table, "NPUOpticalTemperatureHigh")
     if hot is not None and hot.threshold is not None:
-        out += [_finding("optical_temperature", "Optical module temperature", labels, value, COUNT, WARNING, hot.alert,
-                         f"warning > {hot.threshold:g} °C", f"{value:g} °C")
-                for labels, value in readings.get(OPTICAL_TEMPERATURE.name) if value > hot.threshold]
+        out += [
+            _finding(
+                "optical_temperature",
+                "Optical module temperature",
+                labels,
+                value,
+                COUNT,
+                WARNING,
+                hot.alert,
+                f"warning > {hot.threshold:g} °C",
+                f"{value:g} °C",
+            )
+            for labels, value in readings.get(OPTICAL_TEMPERATURE.name)
+            if value > hot.threshold
+        ]
     return out
 
 
 def gaps(readings: HardwareReadings) -> list[Finding]:
-    return [_finding("exporter_gap", "Exporter samples missing", f"{gap.instance or 'this node'}: exporter",
-                     gap.seconds, SECONDS, ABNORMAL if gap.trailing else WARNING, "CANNExporterDown",
-                     "warning: any gap; abnormal: still missing at the window's end",
-                     "no samples" + (" until the window's end" if gap.trailing else "") + " (an outage: "
-                     "rates and means across it are guesses)")
-            for gap in readings.gaps]
+    return [
+        _finding(
+            "exporter_gap",
+            "Exporter samples missing",
+            f"{gap.instance or 'this node'}: exporter",
+            gap.seconds,
+            SECONDS,
+            ABNORMAL if gap.trailing else WARNING,
+            "CANNExporterDown",
+            "warning: any gap; abnormal: still missing at the window's end",
+            "no samples" + (" until the window's end" if gap.trailing else "") + " (an outage: rates and means across it are guesses)",
+        )
+        for gap in readings.gaps
+    ]
 
 
 # Abnormal verdicts that take the chip out of work (isolated pages or a bad link do not stop

@@ -64,22 +64,29 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
 def render_html(report: CapacityReport, charts: Mapping[str, Path]) -> str:
     t = report.totals
     parts = [
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        "<title>NPU capacity report</title>", f"<style>{_CSS}</style></head><body>",
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        "<title>NPU capacity report</title>",
+        f"<style>{_CSS}</style></head><body>",
         "<h1>NPU capacity report</h1>",
-        (f'<p class="meta">{escape(report.source)} · {_when(report.start - report.step)} to {_when(report.end)} '
-         f"({escape(_span(report))}) · step {format_duration(report.step)} · written {_when(time.time())}</p>"),
+        (
+            f'<p class="meta">{escape(report.source)} · {_when(report.start - report.step)} to {_when(report.end)} '
+            f"({escape(_span(report))}) · step {format_duration(report.step)} · written {_when(time.time())}</p>"
+        ),
         f"<h2>Summary {_verdict(report.verdict)}</h2>",
         '<ul class="findings">' + "".join(f"<li>{escape(f)}</li>" for f in report.findings) + "</ul>",
-        _table(["", "value"], [
-            ["chips / nodes", f"{int(t['chips'] or 0)} / {int(t['nodes'] or 0)}"],
-            ["chip time in use (allocated)", _pct(t["allocation"])],
-            ["mean utilization, chips in use", _pct(t["mean_utilization_in_use"])],
-            ["mean utilization, all chips", _pct(t["mean_utilization_all"])],
-            [f"in-use time below {report.bounds.low * 100:g}%", _pct(t["below_share"])],
-            ["idle chip-hours", f"{hours_text(t['idle_chip_hours'])} of {hours_text(t['chip_hours'])}"],
-            ["unused chip-hours", hours_text(t["unused_chip_hours"])],
-        ]),
+        _table(
+            ["", "value"],
+            [
+                ["chips / nodes", f"{int(t['chips'] or 0)} / {int(t['nodes'] or 0)}"],
+                ["chip time in use (allocated)", _pct(t["allocation"])],
+                ["mean utilization, chips in use", _pct(t["mean_utilization_in_use"])],
+                ["mean utilization, all chips", _pct(t["mean_utilization_all"])],
+                [f"in-use time below {report.bounds.low * 100:g}%", _pct(t["below_share"])],
+                ["idle chip-hours", f"{hours_text(t['idle_chip_hours'])} of {hours_text(t['chip_hours'])}"],
+                ["unused chip-hours", hours_text(t["unused_chip_hours"])],
+            ],
+        ),
     ]
     for name, title in SECTIONS:
         parts.append(f"<h2>{escape(title)}</h2>")
@@ -106,48 +113,107 @@ def _count(value: int | None) -> str:
 
 def _section_table(name: str, r: CapacityReport) -> str:
     if name == "utilization_nodes":
-        return _table(["node", "installed", "seen", "unhealthy", "unread", "chips with data", "mean (in use)", "verdict",
-                       "allocated", f"< {r.bounds.low * 100:g}%"], [
-            [escape(n.instance), _count(n.inventory.expected), _count(n.inventory.seen), str(n.inventory.unhealthy),
-             str(n.inventory.unread), str(n.chips), _pct(n.mean_utilization), _verdict(n.verdict), _pct(n.allocation),
-             _pct(n.below_share)] for n in r.nodes])
+        return _table(
+            [
+                "node",
+                "installed",
+                "seen",
+                "unhealthy",
+                "unread",
+                "chips with data",
+                "mean (in use)",
+                "verdict",
+                "allocated",
+                f"< {r.bounds.low * 100:g}%",
+            ],
+            [
+                [
+                    escape(n.instance),
+                    _count(n.inventory.expected),
+                    _count(n.inventory.seen),
+                    str(n.inventory.unhealthy),
+                    str(n.inventory.unread),
+                    str(n.chips),
+                    _pct(n.mean_utilization),
+                    _verdict(n.verdict),
+                    _pct(n.allocation),
+                    _pct(n.below_share),
+                ]
+                for n in r.nodes
+            ],
+        )
     if name == "utilization_namespaces" and r.namespaces:
-        return _table(["namespace", "chips (max)", "chip-hours", "mean", "verdict", f"< {r.bounds.low * 100:g}%"], [
-            [escape(n.namespace), str(n.chips), hours_text(n.chip_hours), _pct(n.mean_utilization), _verdict(n.verdict),
-             _pct(n.below_share)] for n in r.namespaces])
+        return _table(
+            ["namespace", "chips (max)", "chip-hours", "mean", "verdict", f"< {r.bounds.low * 100:g}%"],
+            [
+                [
+                    escape(n.namespace),
+                    str(n.chips),
+                    hours_text(n.chip_hours),
+                    _pct(n.mean_utilization),
+                    _verdict(n.verdict),
+                    _pct(n.below_share),
+                ]
+                for n in r.namespaces
+            ],
+        )
     if name == "idle_chip_hours":
-        return _table(["node", "chip-hours", "idle", "unused"], [
-            [escape(n.instance), hours_text(n.chip_hours), hours_text(n.idle_chip_hours), hours_text(n.unused_chip_hours)]
-            for n in r.nodes])
+        return _table(
+            ["node", "chip-hours", "idle", "unused"],
+            [
+                [escape(n.instance), hours_text(n.chip_hours), hours_text(n.idle_chip_hours), hours_text(n.unused_chip_hours)]
+                for n in r.nodes
+            ],
+        )
     if name == "chips_below":
         if not r.chips_below:
-            return (f'<p class="note">No chip in use averaged below {r.bounds.low * 100:g}% AI Core utilization '
-                    "over the time it was in use.</p>")
-        return _table(["chip", "mean (in use)", f"time < {r.bounds.low * 100:g}%", "chip-hours in use"], [
-            [escape(c.subject), _pct(c.mean_utilization), _pct(c.below_share), hours_text(c.in_use_hours)]
-            for c in r.chips_below])
+            return (
+                f'<p class="note">No chip in use averaged below {r.bounds.low * 100:g}% AI Core utilization '
+                "over the time it was in use.</p>"
+            )
+        return _table(
+            ["chip", "mean (in use)", f"time < {r.bounds.low * 100:g}%", "chip-hours in use"],
+            [[escape(c.subject), _pct(c.mean_utilization), _pct(c.below_share), hours_text(c.in_use_hours)] for c in r.chips_below],
+        )
     if name == "hbm_headroom" and r.hbm_headroom:
-        return _table(["node", "peak used", "least free"], [
-            [escape(n.instance), _pct(n.hbm_peak_ratio), _gib(n.hbm_min_headroom_bytes)] for n in r.nodes
-            if n.hbm_peak_ratio is not None])
+        return _table(
+            ["node", "peak used", "least free"],
+            [[escape(n.instance), _pct(n.hbm_peak_ratio), _gib(n.hbm_min_headroom_bytes)] for n in r.nodes if n.hbm_peak_ratio is not None],
+        )
     if name == "forecast" and r.forecasts:
-        return _table(["quantity", "trend per week", "limit", "days to limit"], [
-            [escape(f.name), f"{f.slope_per_day * 7:+.2f}" if f.unit == "count" else f"{f.slope_per_day * 700:+.1f} pts",
-             "" if f.limit is None else (f"{f.limit:g}" if f.unit == "count" else _pct(f.limit)),
-             "" if f.limit is None else ("not on this trend" if f.days_to_limit is None else f"{f.days_to_limit:.1f}")]
-            for f in r.forecasts])
+        return _table(
+            ["quantity", "trend per week", "limit", "days to limit"],
+            [
+                [
+                    escape(f.name),
+                    f"{f.slope_per_day * 7:+.2f}" if f.unit == "count" else f"{f.slope_per_day * 700:+.1f} pts",
+                    "" if f.limit is None else (f"{f.limit:g}" if f.unit == "count" else _pct(f.limit)),
+                    "" if f.limit is None else ("not on this trend" if f.days_to_limit is None else f"{f.days_to_limit:.1f}"),
+                ]
+                for f in r.forecasts
+            ],
+        )
     return ""
 
 
 def report_json(report: CapacityReport, charts: Mapping[str, Path]) -> str:
     doc: dict[str, Any] = {
-        "source": report.source, "start": report.start - report.step, "end": report.end, "step": report.step,
-        "covered": report.covered, "requested": report.requested,
-        "verdict": report.verdict, "bounds": asdict(report.bounds), "totals": dict(report.totals),
-        "nodes": [asdict(n) for n in report.nodes], "namespaces": [asdict(n) for n in report.namespaces],
-        "chips_below": [{**asdict(c), "subject": c.subject} for c in report.chips_below], "empty": dict(report.empty),
+        "source": report.source,
+        "start": report.start - report.step,
+        "end": report.end,
+        "step": report.step,
+        "covered": report.covered,
+        "requested": report.requested,
+        "verdict": report.verdict,
+        "bounds": asdict(report.bounds),
+        "totals": dict(report.totals),
+        "nodes": [asdict(n) for n in report.nodes],
+        "namespaces": [asdict(n) for n in report.namespaces],
+        "chips_below": [{**asdict(c), "subject": c.subject} for c in report.chips_below],
+        "empty": dict(report.empty),
         "forecasts": [{k: v for k, v in asdict(f).items() if k != "daily"} for f in report.forecasts],
-        "findings": list(report.findings), "notes": list(report.notes),
+        "findings": list(report.findings),
+        "notes": list(report.notes),
         "charts": {k: v.name for k, v in charts.items()},
     }
     return json.dumps(doc, indent=2) + "\n"

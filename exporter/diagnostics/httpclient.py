@@ -56,8 +56,17 @@ class Deadline:
         return min(timeout, left)
 
 
-def fetch(url: str, *, timeout: float, max_bytes: int, what: str, method: str = "GET", data: bytes | None = None,
-          headers: Mapping[str, str] | None = None, deadline: Deadline | None = None) -> Answer:
+def fetch(
+    url: str,
+    *,
+    timeout: float,
+    max_bytes: int,
+    what: str,
+    method: str = "GET",
+    data: bytes | None = None,
+    headers: Mapping[str, str] | None = None,
+    deadline: Deadline | None = None,
+) -> Answer:
     """One request to its end within its bounds; an HTTP error status is an Answer, not a failure."""
     bound = deadline.bound(timeout) if deadline is not None else timeout
     try:
@@ -68,8 +77,7 @@ def fetch(url: str, *, timeout: float, max_bytes: int, what: str, method: str = 
         raise HttpFailure(f"{what} did not answer within {limit}") from None
 
 
-async def _fetch(url: str, method: str, data: bytes | None, headers: dict[str, str], bound: float, max_bytes: int,
-                 what: str) -> Answer:
+async def _fetch(url: str, method: str, data: bytes | None, headers: dict[str, str], bound: float, max_bytes: int, what: str) -> Answer:
     import aiohttp
 
     timeout = aiohttp.ClientTimeout(total=bound)

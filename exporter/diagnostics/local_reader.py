@@ -46,6 +46,7 @@ async def scrape_local(settings: Settings, samples: int = 1, interval: float = 1
         sources = status.sources if status else ()
         errors = sorted({f"{s.name}: {reason}" for s in sources for reason in s.errors})
         detail = f" ({', '.join(errors)})" if errors else ""
-        raise CannotDiagnose(f"no NPU chip could be read through {command}{detail}; use --npu-smi PATH, "
-                             "--simulate, --metrics-url or --prometheus")
+        raise CannotDiagnose(
+            f"no NPU chip could be read through {command}{detail}; use --npu-smi PATH, --simulate, --metrics-url or --prometheus"
+        )
     return scrapes

@@ -53,18 +53,18 @@ class PageCount:
 class ChipStats:
     """AI Core utilization of one chip over the window (one sample: that sample)."""
 
-    instance: str                        # Prometheus target ("" for one exporter or the local node)
+    instance: str  # Prometheus target ("" for one exporter or the local node)
     npu: str
     chip: str
     device: str
     mean: float
     minimum: float | None = None
     maximum: float | None = None
-    stddev: float | None = None          # swing: stddev over the unstable alert's range, averaged
+    stddev: float | None = None  # swing: stddev over the unstable alert's range, averaged
     samples: int = 1
-    in_use: bool = True                  # a process, pod or training job is on the chip
-    isolated_pages: tuple[PageCount, ...] = ()   # at the end of the window; () when the chip reports none
-    new_isolated_pages: float | None = None      # isolated within the window (None: one reading)
+    in_use: bool = True  # a process, pod or training job is on the chip
+    isolated_pages: tuple[PageCount, ...] = ()  # at the end of the window; () when the chip reports none
+    new_isolated_pages: float | None = None  # isolated within the window (None: one reading)
 
     @property
     def subject(self) -> str:
@@ -78,14 +78,14 @@ class JobStats:
     instance: str
     job_name: str
     rank: str
-    iteration_seconds: float | None = None       # mean iteration time
+    iteration_seconds: float | None = None  # mean iteration time
     iterations_per_second: float | None = None
     samples_per_second: float | None = None
-    busy_ratio: float | None = None              # share of wall time spent inside iterations
-    phase_shares: tuple[tuple[str, float], ...] = ()   # share of iteration time per reported phase
+    busy_ratio: float | None = None  # share of wall time spent inside iterations
+    phase_shares: tuple[tuple[str, float], ...] = ()  # share of iteration time per reported phase
     seconds_since_last_iteration: float | None = None
-    lifetime: float | None = None                # seconds it reported within the window (None: unknown)
-    window: float | None = None                  # the window's length, when it was judged over one
+    lifetime: float | None = None  # seconds it reported within the window (None: unknown)
+    window: float | None = None  # the window's length, when it was judged over one
 
     @property
     def subject(self) -> str:
@@ -105,7 +105,7 @@ class Gap:
     """A stretch of the window without the exporter's samples."""
 
     instance: str
-    start: float          # unix seconds
+    start: float  # unix seconds
     seconds: float
     trailing: bool = False
 
@@ -115,8 +115,8 @@ class HardwareReadings:
     """Hardware facts from any reader: latest values and counter increases by metric name, with labels."""
 
     latest: Mapping[str, tuple[Series, ...]] = field(default_factory=dict)
-    increases: Mapping[str, tuple[Series, ...]] = field(default_factory=dict)   # empty: one reading
-    seconds: float | None = None                  # time the increases cover
+    increases: Mapping[str, tuple[Series, ...]] = field(default_factory=dict)  # empty: one reading
+    seconds: float | None = None  # time the increases cover
     gaps: tuple[Gap, ...] = ()
 
     def get(self, name: str) -> tuple[Series, ...]:
@@ -131,12 +131,12 @@ class HardwareReadings:
 class Observations:
     """Everything one input told us, whatever the input was."""
 
-    source: str                                  # e.g. "Prometheus http://..:9090"
-    window: str | None = None                    # e.g. "1h ending 2026-01-02 10:00 UTC"; None: one moment
+    source: str  # e.g. "Prometheus http://..:9090"
+    window: str | None = None  # e.g. "1h ending 2026-01-02 10:00 UTC"; None: one moment
     chips: tuple[ChipStats, ...] = ()
     jobs: tuple[JobStats, ...] = ()
     profiles: tuple[ProfileSummary, ...] = ()
-    notes: tuple[str, ...] = ()                  # partial problems worth telling (not fatal)
+    notes: tuple[str, ...] = ()  # partial problems worth telling (not fatal)
     hardware: HardwareReadings = field(default_factory=lambda: HardwareReadings())
 
     @property
@@ -148,16 +148,16 @@ class Observations:
 class Finding:
     """One indicator of one subject (a chip, a job rank, a profile), judged or informational."""
 
-    level: str                       # macro, meso, micro, baseline
-    check: str                       # machine-readable kind, e.g. utilization, stability, phase.data
-    title: str                       # human title, e.g. "Device utilization"
-    subject: str                     # e.g. "node-a:9435 NPU 1 chip 0 (device 1)"
+    level: str  # macro, meso, micro, baseline
+    check: str  # machine-readable kind, e.g. utilization, stability, phase.data
+    title: str  # human title, e.g. "Device utilization"
+    subject: str  # e.g. "node-a:9435 NPU 1 chip 0 (device 1)"
     value: float | None
-    unit: str = RATIO                # ratio, seconds, per_second
-    verdict: str | None = None       # healthy / warning / abnormal; None: informational
-    indicator: str | None = None     # threshold-table row: bounds, causes, levers
-    alert: str | None = None         # the contract alert that watches the same thing live
-    bounds: str = ""                 # e.g. "healthy > 85%, abnormal < 60%"
+    unit: str = RATIO  # ratio, seconds, per_second
+    verdict: str | None = None  # healthy / warning / abnormal; None: informational
+    indicator: str | None = None  # threshold-table row: bounds, causes, levers
+    alert: str | None = None  # the contract alert that watches the same thing live
+    bounds: str = ""  # e.g. "healthy > 85%, abnormal < 60%"
     detail: str = ""
 
     @property
@@ -171,7 +171,7 @@ class Report:
     window: str | None
     findings: tuple[Finding, ...]
     notes: tuple[str, ...] = ()
-    extra: dict[str, object] = field(default_factory=dict)   # e.g. the baseline file written
+    extra: dict[str, object] = field(default_factory=dict)  # e.g. the baseline file written
 
     @property
     def verdict(self) -> str:

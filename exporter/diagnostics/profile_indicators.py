@@ -22,7 +22,7 @@ _OUTPUT_DIRS = ("ASCEND_PROFILER_OUTPUT", "mindstudio_profiler_output")
 class Row:
     title: str
     field: str
-    spec: MetricSpec | None          # links the row to the threshold table via its metric
+    spec: MetricSpec | None  # links the row to the threshold table via its metric
 
 
 ROWS = (

@@ -48,16 +48,16 @@ from exporter.profiles.indicators import OperatorShare, ProfileSummary
 from exporter.profiles.metrics import PROFILE_LAST_UPDATE, PROFILE_OPERATOR
 
 UTIL = AICORE.name
-ChipKey = tuple[str, str, str, str]          # instance, npu, chip, device
-JobKey = tuple[str, str, str]                # instance, job_name, rank
+ChipKey = tuple[str, str, str, str]  # instance, npu, chip, device
+JobKey = tuple[str, str, str]  # instance, job_name, rank
 Progress = Callable[[str], None]
-HELD_POINTS = 60             # resolution of "how much of the window holds data": a sixtieth of it
+HELD_POINTS = 60  # resolution of "how much of the window holds data": a sixtieth of it
 
 
 @dataclass(frozen=True)
 class Window:
-    end: float                   # unix seconds
-    seconds: float               # length of the window
+    end: float  # unix seconds
+    seconds: float  # length of the window
 
     @property
     def range(self) -> str:
@@ -71,8 +71,9 @@ def _when(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
 
-def read_prometheus(client: PrometheusClient, window: Window, matchers: str, table: Thresholds,
-                    progress: Progress | None = None) -> Observations:
+def read_prometheus(
+    client: PrometheusClient, window: Window, matchers: str, table: Thresholds, progress: Progress | None = None
+) -> Observations:
     """Raises CannotDiagnose when Prometheus fails or holds no NPU data for the selector."""
     ask = _Asker(client, window, progress)
     try:
@@ -89,20 +90,28 @@ def read_prometheus(client: PrometheusClient, window: Window, matchers: str, tab
         raise CannotDiagnose(
             f"Prometheus at {client.url} has no NPU data{where} in the {window.describe()}: no "
             f"{UTIL}, npu_job_iteration_duration_seconds or npu_profile_* series{old}. Check --selector and --range, "
-            "and that Prometheus scrapes cann-exporter")
+            "and that Prometheus scrapes cann-exporter"
+        )
     swing = promql_duration(min(_unstable_range(table), window.seconds))
-    notes = [f"utilization swing: standard deviation over {swing} windows, averaged over the window "
-             "(as NPUUtilizationUnstable)"] if chips else [f"no {UTIL} series{where}: chips not diagnosed"]
+    notes = (
+        [f"utilization swing: standard deviation over {swing} windows, averaged over the window (as NPUUtilizationUnstable)"]
+        if chips
+        else [f"no {UTIL} series{where}: chips not diagnosed"]
+    )
     notes += stale
     described = window.describe()
     if held is not None:
         covered = window.end - held
         described += f" (data for the last {format_duration(covered)} only)"
-        notes.insert(0, f"less data than asked: --range {format_duration(window.seconds)}, but Prometheus holds NPU "
-                        f"data{where} only from about {_when(held)}, the last {format_duration(covered)}: averages "
-                        "and rates cover that time, and the verdicts judge it")
-    return Observations(f"Prometheus {client.url}" + (f" {{{matchers}}}" if matchers else ""),
-                        described, chips, jobs, profiles, tuple(notes), readings)
+        notes.insert(
+            0,
+            f"less data than asked: --range {format_duration(window.seconds)}, but Prometheus holds NPU "
+            f"data{where} only from about {_when(held)}, the last {format_duration(covered)}: averages "
+            "and rates cover that time, and the verdicts judge it",
+        )
+    return Observations(
+        f"Prometheus {client.url}" + (f" {{{matchers}}}" if matchers else ""), described, chips, jobs, profiles, tuple(notes), readings
+    )
 
 
 def held_since(client: PrometheusClient, window: Window, matchers: str, progress: Progress | None = None) -> float | None:
@@ -112,8 +121,10 @@ def held_since(client: PrometheusClient, window: Window, matchers: str, progress
         progress("history held")
     step = max(1.0, round(window.seconds / HELD_POINTS))
     # count_over_time drops the names, so each metric is counted on its own; any of them is data
-    query = " or ".join(f"count(count_over_time({selector(name, matchers)}[{promql_duration(step)}]))"
-                        for name in (UTIL, JOB_ITERATION_DURATION.name + "_count", PROFILE_LAST_UPDATE.name))
+    query = " or ".join(
+        f"count(count_over_time({selector(name, matchers)}[{promql_duration(step)}]))"
+        for name in (UTIL, JOB_ITERATION_DURATION.name + "_count", PROFILE_LAST_UPDATE.name)
+    )
     start = window.end - window.seconds + step
     held = client.range(query, start, window.end, step)
     if not held:
@@ -136,7 +147,7 @@ def _series(samples: list[Sample]) -> tuple[tuple[dict[str, str], float], ...]:
     return tuple((s.labels, s.value) for s in samples)
 
 
-GAP_STEP = 60.0       # seconds: longer than any sane scrape interval, so a step without a sample is an outage
+GAP_STEP = 60.0  # seconds: longer than any sane scrape interval, so a step without a sample is an outage
 
 
 def exporter_gaps(client: PrometheusClient, window: Window, matchers: str) -> tuple[Gap, ...]:
@@ -193,9 +204,20 @@ def read_chips(ask: _Asker, matchers: str, table: Thresholds) -> tuple[ChipStats
     in_use = read_in_use(ask, matchers)
     pages, new_pages = read_isolated_pages(ask, matchers)
     return tuple(
-        ChipStats(key[0], key[1], key[2], key[3], mean, mins.get(key), maxs.get(key),
-                  stddevs.get(key) if counts.get(key, 0) >= 2 else None, int(counts.get(key, 1)),
-                  (key[0], key[3]) in in_use, pages.get(key, ()), new_pages.get(key))
+        ChipStats(
+            key[0],
+            key[1],
+            key[2],
+            key[3],
+            mean,
+            mins.get(key),
+            maxs.get(key),
+            stddevs.get(key) if counts.get(key, 0) >= 2 else None,
+            int(counts.get(key, 1)),
+            (key[0], key[3]) in in_use,
+            pages.get(key, ()),
+            new_pages.get(key),
+        )
         for key, mean in sorted(means.items(), key=lambda kv: _sort_key(kv[0]))
     )
 
@@ -260,9 +282,12 @@ def read_jobs(ask: _Asker, matchers: str) -> tuple[JobStats, ...]:
     for s in ask(query):
         phases.setdefault(_job_key(s.labels), {})[s.labels.get("phase", "other")] = s.value
     lifetimes = read_lifetimes(ask, matchers)
-    return tuple(job_stats(key, busy.get(key), rate.get(key), samples.get(key), phases.get(key, {}), ages.get(key),
-                           lifetimes.get(key), ask.window.seconds)
-                 for key in sorted(set(busy) | set(rate)))
+    return tuple(
+        job_stats(
+            key, busy.get(key), rate.get(key), samples.get(key), phases.get(key, {}), ages.get(key), lifetimes.get(key), ask.window.seconds
+        )
+        for key in sorted(set(busy) | set(rate))
+    )
 
 
 def read_lifetimes(ask: _Asker, matchers: str) -> dict[JobKey, float]:
@@ -273,9 +298,16 @@ def read_lifetimes(ask: _Asker, matchers: str) -> dict[JobKey, float]:
     return _by_job(ask(f"last_over_time({last}[{r}]) - min_over_time({last}[{r}])"))
 
 
-def job_stats(key: JobKey, busy: float | None, rate: float | None, samples: float | None,
-              phases: dict[str, float], age: float | None, lifetime: float | None = None,
-              window: float | None = None) -> JobStats:
+def job_stats(
+    key: JobKey,
+    busy: float | None,
+    rate: float | None,
+    samples: float | None,
+    phases: dict[str, float],
+    age: float | None,
+    lifetime: float | None = None,
+    window: float | None = None,
+) -> JobStats:
     """A rank's numbers from its rates over the window: seconds in iterations per second,
     iterations per second, samples per second, phase seconds per second. A rank that reported
     for only part of the window is judged over that part: rate() spreads its increase over the
@@ -307,14 +339,20 @@ def read_profiles(ask: _Asker, matchers: str, table: Thresholds) -> tuple[tuple[
     max_age = table.alerting.profile_max_age
     updated = f"last_over_time({selector(PROFILE_LAST_UPDATE.name, matchers)}[{r}])"
     ages = {_job_key(s.labels): s.value for s in ask(profile_stale(max_age, updated))}
-    notes = [f"profile of job {key[1]} rank {key[2] or '?'}" + (f" ({key[0]})" if key[0] else "")
-             + f" not judged: {format_duration(ages[key])} old at the window's end, older than the {max_age} "
-             "the profile alerts accept (alerting.profile_max_age)" for key in sorted(ages) if key in values]
+    notes = [
+        f"profile of job {key[1]} rank {key[2] or '?'}"
+        + (f" ({key[0]})" if key[0] else "")
+        + f" not judged: {format_duration(ages[key])} old at the window's end, older than the {max_age} "
+        "the profile alerts accept (alerting.profile_max_age)"
+        for key in sorted(ages)
+        if key in values
+    ]
     values = {k: v for k, v in values.items() if k not in ages}
     if not values:
         return (), notes
-    operators = _operators(ask(selector(PROFILE_OPERATOR.name, matchers))
-                           or ask(f"last_over_time({selector(PROFILE_OPERATOR.name, matchers)}[{r}])"))
+    operators = _operators(
+        ask(selector(PROFILE_OPERATOR.name, matchers)) or ask(f"last_over_time({selector(PROFILE_OPERATOR.name, matchers)}[{r}])")
+    )
     return tuple(profile_summary(key, values[key], operators.get(key, ())) for key in sorted(values)), notes
 
 

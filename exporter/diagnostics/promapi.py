@@ -37,7 +37,7 @@ class Sample:
 @dataclass(frozen=True)
 class Series:
     labels: dict[str, str]
-    points: tuple[tuple[float, float], ...]    # (unix time, value)
+    points: tuple[tuple[float, float], ...]  # (unix time, value)
 
 
 def parse_duration(text: str) -> float:
@@ -79,11 +79,11 @@ def parse_selector(text: str | None) -> str:
     inner = text.strip()
     if inner.startswith("{"):
         if not inner.endswith("}"):
-            raise ValueError(f"expected a label selector like {{instance=\"node-1:9435\"}}, got {text!r}")
+            raise ValueError(f'expected a label selector like {{instance="node-1:9435"}}, got {text!r}')
         inner = inner[1:-1]
     inner = inner.strip().rstrip(",")
     if inner and not re.match(r'^\s*[A-Za-z_][A-Za-z0-9_]*\s*(=~|!~|!=|=)\s*"', inner):
-        raise ValueError(f"expected a label selector like {{instance=\"node-1:9435\"}}, got {text!r}")
+        raise ValueError(f'expected a label selector like {{instance="node-1:9435"}}, got {text!r}')
     return inner
 
 
@@ -96,8 +96,8 @@ def selector(metric: str, matchers: str, *extra: str) -> str:
 @dataclass
 class PrometheusClient:
     url: str
-    timeout: float = 15.0                 # each request, in total (httpclient.py)
-    deadline: Deadline | None = None      # the command's, shared by its requests
+    timeout: float = 15.0  # each request, in total (httpclient.py)
+    deadline: Deadline | None = None  # the command's, shared by its requests
     max_bytes: int = MAX_ANSWER_BYTES
 
     def __post_init__(self) -> None:
@@ -110,12 +110,10 @@ class PrometheusClient:
         if data.get("resultType") == "scalar":
             value = _point(data.get("result"))[1]
             return [Sample({}, value)] if value is not None else []
-        return [Sample(_labels(item), v) for item in _result(data, query)
-                if (v := _point(item.get("value"))[1]) is not None]
+        return [Sample(_labels(item), v) for item in _result(data, query) if (v := _point(item.get("value"))[1]) is not None]
 
     def range(self, query: str, start: float, end: float, step: float) -> list[Series]:
-        data = self._call("query_range", {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}",
-                                          "step": promql_duration(step)})
+        data = self._call("query_range", {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": promql_duration(step)})
         out = []
         for item in _result(data, query):
             raw = item.get("values")
@@ -130,9 +128,16 @@ class PrometheusClient:
         body = urllib.parse.urlencode(params).encode()
         what = f"Prometheus at {self.url}"
         try:
-            answer = fetch(f"{self.url}/api/v1/{endpoint}", method="POST", data=body, timeout=self.timeout,
-                           max_bytes=self.max_bytes, what=what, deadline=self.deadline,
-                           headers={"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"})
+            answer = fetch(
+                f"{self.url}/api/v1/{endpoint}",
+                method="POST",
+                data=body,
+                timeout=self.timeout,
+                max_bytes=self.max_bytes,
+                what=what,
+                deadline=self.deadline,
+                headers={"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"},
+            )
         except HttpFailure as exc:
             raise PrometheusError(str(exc)) from None
         if answer.status >= 400:

@@ -32,7 +32,7 @@ NO_DATA = {
     MESO: "needs training-job phases (hooks, docs/training-hooks.md) or a profile (--profile-dir)",
     MICRO: "needs a profile: --profile-dir, or npu_profile_* metrics (exporter --profile-dir)",
 }
-MAX_SUBJECTS = 24      # per level; beyond, only subjects with something off are listed (unless show_all)
+MAX_SUBJECTS = 24  # per level; beyond, only subjects with something off are listed (unless show_all)
 _COLOURS = {HEALTHY: "32", WARNING: "33", ABNORMAL: "31;1"}
 
 
@@ -68,7 +68,7 @@ def format_seconds(value: float) -> str:
 
 @dataclass(frozen=True)
 class Advice:
-    key: str                       # indicator id, or alert name when the check has no table row
+    key: str  # indicator id, or alert name when the check has no table row
     title: str
     verdict: str
     subjects: tuple[str, ...]
@@ -90,11 +90,18 @@ def advice(report: Report, table: Thresholds) -> list[Advice]:
         causes, levers = (indicator.causes, indicator.levers) if indicator else HARDWARE_ADVICE.get(key, ((), ()))
         alerts = tuple(dict.fromkeys(f.alert for f in findings if f.alert))
         subjects = tuple(dict.fromkeys(f.subject for f in findings))
-        out.append(Advice(
-            key, indicator.title if indicator else findings[0].title, worst(f.verdict for f in findings) or WARNING,
-            subjects, causes, levers, alerts,
-            tuple(f"{table.alerting.runbook_url}#{alert.lower()}" for alert in alerts),
-        ))
+        out.append(
+            Advice(
+                key,
+                indicator.title if indicator else findings[0].title,
+                worst(f.verdict for f in findings) or WARNING,
+                subjects,
+                causes,
+                levers,
+                alerts,
+                tuple(f"{table.alerting.runbook_url}#{alert.lower()}" for alert in alerts),
+            )
+        )
     return sorted(out, key=lambda a: (a.verdict != ABNORMAL, a.key))
 
 
@@ -215,12 +222,18 @@ def render_markdown(report: Report, table: Thresholds, *, show_all: bool = True)
         findings = report.at(level)
         if not findings:
             continue
-        lines += ["", f"## {LEVEL_TITLES[level]}", "", "| subject | indicator | value | bounds | verdict | detail |",
-                  "|---|---|---:|---|---|---|"]
+        lines += [
+            "",
+            f"## {LEVEL_TITLES[level]}",
+            "",
+            "| subject | indicator | value | bounds | verdict | detail |",
+            "|---|---|---:|---|---|---|",
+        ]
         for f in findings:
             verdict = f"**{f.verdict}**" if f.verdict == ABNORMAL else (f.verdict or "")
-            lines.append(f"| {_md(f.subject)} | {_md(f.title)} | {format_value(f.value, f.unit)} | {_md(f.bounds)} | "
-                         f"{verdict} | {_md(f.detail)} |")
+            lines.append(
+                f"| {_md(f.subject)} | {_md(f.title)} | {format_value(f.value, f.unit)} | {_md(f.bounds)} | {verdict} | {_md(f.detail)} |"
+            )
     tips = advice(report, table)
     if tips:
         lines += ["", "## What to try"]

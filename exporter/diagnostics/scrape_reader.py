@@ -52,8 +52,8 @@ SUM, COUNT = JOB_ITERATION_DURATION.name + "_sum", JOB_ITERATION_DURATION.name +
 
 @dataclass(frozen=True)
 class Scrape:
-    at: float                                            # unix time of the scrape
-    samples: tuple[tuple[str, Labels, float], ...]       # (sample name, sorted labels, value)
+    at: float  # unix time of the scrape
+    samples: tuple[tuple[str, Labels, float], ...]  # (sample name, sorted labels, value)
 
     def values(self, name: str) -> list[tuple[dict[str, str], float]]:
         return [(dict(labels), value) for sample, labels, value in self.samples if sample == name]
@@ -66,7 +66,8 @@ def parse_exposition(text: str, at: float, origin: str) -> Scrape:
     try:
         samples = tuple(
             (s.name, tuple(sorted(s.labels.items())), float(s.value))
-            for family in text_string_to_metric_families(text) for s in family.samples
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
         )
     except (ValueError, TypeError, IndexError) as exc:
         raise CannotDiagnose(f"{origin}: not Prometheus exposition text ({exc})") from None
@@ -79,8 +80,14 @@ def fetch_metrics(url: str, timeout: float, deadline: Deadline | None = None) ->
     if not url.startswith(("http://", "https://")):
         raise CannotDiagnose(f"--metrics-url: expected an http(s):// URL, got {url!r}")
     try:
-        answer = fetch(url, timeout=timeout, max_bytes=MAX_EXPOSITION_BYTES, what=url, deadline=deadline,
-                       headers={"Accept": "text/plain;version=0.0.4"})
+        answer = fetch(
+            url,
+            timeout=timeout,
+            max_bytes=MAX_EXPOSITION_BYTES,
+            what=url,
+            deadline=deadline,
+            headers={"Accept": "text/plain;version=0.0.4"},
+        )
     except HttpFailure as exc:
         raise CannotDiagnose(str(exc)) from None
     if answer.status >= 400:
@@ -98,13 +105,17 @@ def observations(scrapes: Sequence[Scrape], source: str) -> Observations:
     chips = chips_from(scrapes)
     jobs = jobs_from(scrapes)
     profiles = profiles_from(last)
-    notes = (f"utilization swing: standard deviation of the {len(scrapes)} readings",) if len(scrapes) > 1 else (
-        "one reading: utilization swing (saw-tooth) and job rates need several, e.g. --samples 7 --interval 10s",)
+    notes = (
+        (f"utilization swing: standard deviation of the {len(scrapes)} readings",)
+        if len(scrapes) > 1
+        else ("one reading: utilization swing (saw-tooth) and job rates need several, e.g. --samples 7 --interval 10s",)
+    )
     obs = Observations(source, _window(scrapes), chips, jobs, profiles, notes, hardware_readings(scrapes))
     if obs.empty:
         raise CannotDiagnose(
             f"{source}: no NPU data: no {AICORE.name}, npu_job_* or npu_profile_* series (is this a cann-exporter, "
-            "and can it read npu-smi?)")
+            "and can it read npu-smi?)"
+        )
     return obs
 
 
@@ -121,9 +132,12 @@ def hardware_readings(scrapes: Sequence[Scrape]) -> HardwareReadings:
     increases = {}
     for name in hardware.INCREASES:
         before = {tuple(sorted(labels.items())): value for labels, value in scrapes[0].values(name)}
-        increases[name] = tuple((labels, value - before[key] if value >= before.get(key, value + 1) else value)
-                                for labels, value in last.values(name)
-                                for key in [tuple(sorted(labels.items()))] if key in before)
+        increases[name] = tuple(
+            (labels, value - before[key] if value >= before.get(key, value + 1) else value)
+            for labels, value in last.values(name)
+            for key in [tuple(sorted(labels.items()))]
+            if key in before
+        )
     return HardwareReadings(latest, increases, last.at - scrapes[0].at)
 
 
@@ -146,8 +160,7 @@ def chips_from(scrapes: Sequence[Scrape]) -> tuple[ChipStats, ...]:
         in_use |= _in_use(scrape)
     pages = [_pages(scrape) for scrape in scrapes]
     return tuple(
-        replace(chip_stats(key, values, key[2] in in_use), isolated_pages=pages[-1].get(key, ()),
-                new_isolated_pages=_new_pages(key, pages))
+        replace(chip_stats(key, values, key[2] in in_use), isolated_pages=pages[-1].get(key, ()), new_isolated_pages=_new_pages(key, pages))
         for key, values in sorted(series.items(), key=lambda kv: _order(kv[0]))
     )
 
@@ -167,8 +180,7 @@ def _new_pages(key: tuple[str, str, str], pages: Sequence[dict[tuple[str, str, s
 
 def _in_use(scrape: Scrape) -> set[str]:
     """Devices with a process, a pod or a training job."""
-    return {labels.get("device", "") for name in (PROCESS_MEMORY.name, POD_INFO.name, JOB_INFO.name)
-            for labels, _ in scrape.values(name)}
+    return {labels.get("device", "") for name in (PROCESS_MEMORY.name, POD_INFO.name, JOB_INFO.name) for labels, _ in scrape.values(name)}
 
 
 def _order(key: tuple[str, str, str]) -> tuple[int, ...]:
@@ -177,8 +189,7 @@ def _order(key: tuple[str, str, str]) -> tuple[int, ...]:
 
 def chip_stats(key: tuple[str, str, str], values: list[float], in_use: bool) -> ChipStats:
     stddev = statistics.pstdev(values) if len(values) >= 2 else None
-    return ChipStats("", key[0], key[1], key[2], statistics.fmean(values), min(values), max(values), stddev,
-                     len(values), in_use)
+    return ChipStats("", key[0], key[1], key[2], statistics.fmean(values), min(values), max(values), stddev, len(values), in_use)
 
 
 def _job_id(labels: dict[str, str]) -> tuple[str, str]:
@@ -203,8 +214,10 @@ def _totals(scrape: Scrape) -> dict[tuple[str, str], _JobTotals]:
     phases: dict[tuple[str, str], dict[str, float]] = {}
     for labels, value in scrape.values(JOB_PHASE_SECONDS.name):
         phases.setdefault(_job_id(labels), {})[labels.get("phase", "other")] = value
-    return {key: _JobTotals(scrape.at, phases=tuple(sorted(phases.get(key, {}).items())), **values)  # type: ignore[arg-type]
-            for key, values in fields.items()}
+    return {
+        key: _JobTotals(scrape.at, phases=tuple(sorted(phases.get(key, {}).items())), **values)  # type: ignore[arg-type]
+        for key, values in fields.items()
+    }
 
 
 def jobs_from(scrapes: Sequence[Scrape]) -> tuple[JobStats, ...]:
@@ -245,8 +258,17 @@ def _rates(key: tuple[str, str], a: _JobTotals, b: _JobTotals) -> JobStats:
     d_samples = (b.samples - a.samples) if b.samples is not None and a.samples is not None else None
     before = dict(a.phases)
     shares = tuple((p, (v - before.get(p, 0.0)) / d_sum) for p, v in b.phases) if d_sum > 0 else ()
-    return JobStats("", key[0], key[1], d_sum / d_count if d_count else None, d_count / dt,
-                    d_samples / dt if d_samples is not None else None, d_sum / dt, shares, _age(b))
+    return JobStats(
+        "",
+        key[0],
+        key[1],
+        d_sum / d_count if d_count else None,
+        d_count / dt,
+        d_samples / dt if d_samples is not None else None,
+        d_sum / dt,
+        shares,
+        _age(b),
+    )
 
 
 def profiles_from(scrape: Scrape) -> tuple[ProfileSummary, ...]:
@@ -261,8 +283,10 @@ def profiles_from(scrape: Scrape) -> tuple[ProfileSummary, ...]:
         position = labels.get("position", "")
         if position.isdigit() and math.isfinite(value):
             operators.setdefault(("", *_job_id(labels)), {})[int(position)] = OperatorShare(labels.get("op_type", "?"), 0.0, 0, value)
-    return tuple(profile_summary(key, values[key], tuple(operators.get(key, {})[p] for p in sorted(operators.get(key, {}))))
-                 for key in sorted(values))
+    return tuple(
+        profile_summary(key, values[key], tuple(operators.get(key, {})[p] for p in sorted(operators.get(key, {}))))
+        for key in sorted(values)
+    )
 
 
 def any_chip_read(scrapes: Iterable[Scrape]) -> bool:

@@ -37,9 +37,9 @@ def dbm(watts: float) -> float:
 # dashboard's projections (the recording rule they project) alike.
 MIN_FORECAST_DAYS = 3
 
-CHIP = "job, instance, npu, chip, device"          # one chip
-NODE = "job, instance"                             # one node (exporter target)
-JOB = "job, instance, job_name, rank"              # one training process
+CHIP = "job, instance, npu, chip, device"  # one chip
+NODE = "job, instance"  # one node (exporter target)
+JOB = "job, instance, job_name, rank"  # one training process
 IN_USE_SOURCES = ("process", "pod", "job")
 
 # Window names `windows=` may override (besides any duration-valued alert param by its name).

@@ -37,23 +37,42 @@ def _levels(window: str, quantiles: tuple[float, ...]) -> list[Record]:
     """Utilization averages and quantiles over the chips of a node, a namespace, the cluster."""
     chip = f"chip:{UTIL}:avg{window}"
     out = [
-        Record(f"instance:{UTIL}:avg{window}", f"avg by ({NODE}) ({chip})", f"mean AI Core utilization of a node's chips, {window} averages"),
-        Record(f"namespace:{UTIL}:avg{window}", f"avg by (namespace) (\n  {_pod_chips(chip)}\n)",
-               f"mean AI Core utilization of the chips allocated to a namespace (kubelet), {window} averages"),
+        Record(
+            f"instance:{UTIL}:avg{window}", f"avg by ({NODE}) ({chip})", f"mean AI Core utilization of a node's chips, {window} averages"
+        ),
+        Record(
+            f"namespace:{UTIL}:avg{window}",
+            f"avg by (namespace) (\n  {_pod_chips(chip)}\n)",
+            f"mean AI Core utilization of the chips allocated to a namespace (kubelet), {window} averages",
+        ),
         Record(f"cluster:{UTIL}:avg{window}", f"avg by () ({chip})", f"mean AI Core utilization of every chip, {window} averages"),
-        Record(f"cluster:{UTIL}_in_use:avg{window}",
-               f"avg by () (\n  {chip}\n  and on ({CHIP}) chip:npu_in_use:bool == 1\n)",
-               f"mean AI Core utilization of the chips in use, {window} averages"),
+        Record(
+            f"cluster:{UTIL}_in_use:avg{window}",
+            f"avg by () (\n  {chip}\n  and on ({CHIP}) chip:npu_in_use:bool == 1\n)",
+            f"mean AI Core utilization of the chips in use, {window} averages",
+        ),
     ]
     for q in quantiles:
         label = (("quantile", num(q)),)
         out += [
-            Record(f"instance:{UTIL}:quantile_avg{window}", f"quantile by ({NODE}) ({num(q)}, {chip})",
-                   f"quantiles of a node's chip utilization ({window} averages)", label),
-            Record(f"namespace:{UTIL}:quantile_avg{window}", f"quantile by (namespace) (\n  {num(q)},\n  {_pod_chips(chip)}\n)",
-                   f"quantiles of a namespace's chip utilization ({window} averages)", label),
-            Record(f"cluster:{UTIL}:quantile_avg{window}", f"quantile by () ({num(q)}, {chip})",
-                   f"quantiles of every chip's utilization ({window} averages)", label),
+            Record(
+                f"instance:{UTIL}:quantile_avg{window}",
+                f"quantile by ({NODE}) ({num(q)}, {chip})",
+                f"quantiles of a node's chip utilization ({window} averages)",
+                label,
+            ),
+            Record(
+                f"namespace:{UTIL}:quantile_avg{window}",
+                f"quantile by (namespace) (\n  {num(q)},\n  {_pod_chips(chip)}\n)",
+                f"quantiles of a namespace's chip utilization ({window} averages)",
+                label,
+            ),
+            Record(
+                f"cluster:{UTIL}:quantile_avg{window}",
+                f"quantile by () ({num(q)}, {chip})",
+                f"quantiles of every chip's utilization ({window} averages)",
+                label,
+            ),
         ]
     return out
 
@@ -75,8 +94,10 @@ def observed(selector: str, interval: str, indent: str = "  ") -> str:
     from sample timestamps). A chip whose first sample is in this interval, or whose samples
     stopped, is not observed through it, so a start, a stop or a scrape gap never adds time."""
     s = duration_seconds(interval)
-    return (f"(\n{indent}  time() - timestamp({selector}) < {num(s)}\n"
-            f"{indent}  and time() - timestamp({selector} offset {interval}) < {num(2 * s)}\n{indent})")
+    return (
+        f"(\n{indent}  time() - timestamp({selector}) < {num(s)}\n"
+        f"{indent}  and time() - timestamp({selector} offset {interval}) < {num(2 * s)}\n{indent})"
+    )
 
 
 def _chip_hours(interval: str) -> list[Record]:
@@ -95,26 +116,57 @@ def _chip_hours(interval: str) -> list[Record]:
     up, util = observed("npu_up", interval), observed(UTIL, interval)
     unused = f"(1 - avg_over_time({UTIL}[{interval}]))\n  and on ({CHIP}) {util}"
     return [
-        Record("instance:npu_chips_observed:count", f"count by ({NODE}) {observed('npu_up', interval, '')}",
-               f"chips observed through the last {interval} (a sample in it and in the {interval} before)"),
-        Record("instance:npu_chips_idle:sum", f"sum by ({NODE}) (\n  (chip:npu_in_use:bool == bool 0)\n  and on ({CHIP}) {up}\n)",
-               f"chips observed through the last {interval} with nothing on them (no process, pod or job)"),
-        Record("instance:npu_chips_unused:sum", f"sum by ({NODE}) (\n  {unused}\n)",
-               f"chip-equivalents not busy over the last {interval}: 1 - utilization, summed over the observed chips"),
-        Record("namespace:npu_chips_unused:sum",
-               f"sum by (namespace) (\n  ({unused})\n  * on ({CHIP}) group_right\n  group by ({CHIP}, namespace) (npu_pod_info)\n)",
-               f"chip-equivalents not busy over the last {interval} among the chips allocated to a namespace"),
-        Record("instance:npu_chip_hours:sum1d", per_day("instance:npu_chips_observed:count"),
-               "chip-hours observed over the last day (evaluations x chips observed x interval)"),
+        Record(
+            "instance:npu_chips_observed:count",
+            f"count by ({NODE}) {observed('npu_up', interval, '')}",
+            f"chips observed through the last {interval} (a sample in it and in the {interval} before)",
+        ),
+        Record(
+            "instance:npu_chips_idle:sum",
+            f"sum by ({NODE}) (\n  (chip:npu_in_use:bool == bool 0)\n  and on ({CHIP}) {up}\n)",
+            f"chips observed through the last {interval} with nothing on them (no process, pod or job)",
+        ),
+        Record(
+            "instance:npu_chips_unused:sum",
+            f"sum by ({NODE}) (\n  {unused}\n)",
+            f"chip-equivalents not busy over the last {interval}: 1 - utilization, summed over the observed chips",
+        ),
+        Record(
+            "namespace:npu_chips_unused:sum",
+            f"sum by (namespace) (\n  ({unused})\n  * on ({CHIP}) group_right\n  group by ({CHIP}, namespace) (npu_pod_info)\n)",
+            f"chip-equivalents not busy over the last {interval} among the chips allocated to a namespace",
+        ),
+        Record(
+            "instance:npu_chip_hours:sum1d",
+            per_day("instance:npu_chips_observed:count"),
+            "chip-hours observed over the last day (evaluations x chips observed x interval)",
+        ),
         Record("cluster:npu_chip_hours:sum1d", "sum by () (instance:npu_chip_hours:sum1d)", "chip-hours observed in the cluster, last day"),
-        Record("instance:npu_idle_chip_hours:sum1d", per_day("instance:npu_chips_idle:sum"),
-               "observed chip-hours of the last day with nothing on the chip (no process, pod or job)"),
-        Record("cluster:npu_idle_chip_hours:sum1d", "sum by () (instance:npu_idle_chip_hours:sum1d)", "idle chip-hours of the cluster, last day"),
-        Record("instance:npu_unused_chip_hours:sum1d", per_day("instance:npu_chips_unused:sum"),
-               "observed chip-hours of the last day the AI Cores were not busy (idle and underused chips)"),
-        Record("namespace:npu_unused_chip_hours:sum1d", per_day("namespace:npu_chips_unused:sum"),
-               "observed chip-hours of the last day a namespace's allocated chips were not busy"),
-        Record("cluster:npu_unused_chip_hours:sum1d", "sum by () (instance:npu_unused_chip_hours:sum1d)", "unused chip-hours of the cluster, last day"),
+        Record(
+            "instance:npu_idle_chip_hours:sum1d",
+            per_day("instance:npu_chips_idle:sum"),
+            "observed chip-hours of the last day with nothing on the chip (no process, pod or job)",
+        ),
+        Record(
+            "cluster:npu_idle_chip_hours:sum1d",
+            "sum by () (instance:npu_idle_chip_hours:sum1d)",
+            "idle chip-hours of the cluster, last day",
+        ),
+        Record(
+            "instance:npu_unused_chip_hours:sum1d",
+            per_day("instance:npu_chips_unused:sum"),
+            "observed chip-hours of the last day the AI Cores were not busy (idle and underused chips)",
+        ),
+        Record(
+            "namespace:npu_unused_chip_hours:sum1d",
+            per_day("namespace:npu_chips_unused:sum"),
+            "observed chip-hours of the last day a namespace's allocated chips were not busy",
+        ),
+        Record(
+            "cluster:npu_unused_chip_hours:sum1d",
+            "sum by () (instance:npu_unused_chip_hours:sum1d)",
+            "unused chip-hours of the cluster, last day",
+        ),
     ]
 
 
@@ -127,46 +179,83 @@ def recording_specs(table: Thresholds) -> list[tuple[str, str | None, list[Recor
     in_use = {
         "process": f"group by ({CHIP}) (npu_process_memory_bytes)",
         "pod": f"group by ({CHIP}) (npu_pod_info)",
-        "job": (f"group by (job, instance, device) (npu_job_info)\n"
-                f"  * on (job, instance, device) group_left (npu, chip)\n  group by ({CHIP}) (npu_up)"),
+        "job": (
+            f"group by (job, instance, device) (npu_job_info)\n"
+            f"  * on (job, instance, device) group_left (npu, chip)\n  group by ({CHIP}) (npu_up)"
+        ),
     }
     in_use_expr = "\nor\n".join(in_use[s] for s in sources) + f"\nor\n0 * group by ({CHIP}) (npu_up)"
     chips = [
         Record(f"chip:{UTIL}:avg5m", f"avg_over_time({UTIL}[5m])", "AI Core utilization of each chip, 5m average"),
-        Record("chip:npu_in_use:bool", in_use_expr,
-               f"1 when the chip is in use ({', '.join(sources)}: a process holds memory on it, a pod has it "
-               "allocated, a training job reports on it), else 0"),
+        Record(
+            "chip:npu_in_use:bool",
+            in_use_expr,
+            f"1 when the chip is in use ({', '.join(sources)}: a process holds memory on it, a pod has it "
+            "allocated, a training job reports on it), else 0",
+        ),
         Record("chip:npu_hbm_usage:ratio", "npu_hbm_used_bytes / npu_hbm_total_bytes", "HBM used / total of each chip"),
         Record("instance:npu_chips:count", f"count by ({NODE}) (npu_up)", "chips a node reports"),
         Record("instance:npu_chips_in_use:sum", f"sum by ({NODE}) (chip:npu_in_use:bool)", "chips in use on a node"),
-        Record("instance:npu_chips_low_utilization:sum",
-               f"sum by ({NODE}) (\n  (chip:{UTIL}:avg5m < bool {num(threshold)})\n  * on ({CHIP}) chip:npu_in_use:bool\n)",
-               f"chips in use whose 5m utilization is below {pct(threshold)} (NPULowUtilization's bound)"),
+        Record(
+            "instance:npu_chips_low_utilization:sum",
+            f"sum by ({NODE}) (\n  (chip:{UTIL}:avg5m < bool {num(threshold)})\n  * on ({CHIP}) chip:npu_in_use:bool\n)",
+            f"chips in use whose 5m utilization is below {pct(threshold)} (NPULowUtilization's bound)",
+        ),
         Record("instance:npu_hbm_headroom_bytes:sum", f"sum by ({NODE}) (npu_hbm_total_bytes - npu_hbm_used_bytes)", "free HBM on a node"),
-        Record("instance:npu_hbm_usage:ratio", f"sum by ({NODE}) (npu_hbm_used_bytes) / sum by ({NODE}) (npu_hbm_total_bytes)", "HBM used / total of a node"),
-        Record("namespace:npu_chips:count", f"count by (namespace) (group by ({CHIP}, namespace) (npu_pod_info))", "chips allocated to a namespace (kubelet)"),
+        Record(
+            "instance:npu_hbm_usage:ratio",
+            f"sum by ({NODE}) (npu_hbm_used_bytes) / sum by ({NODE}) (npu_hbm_total_bytes)",
+            "HBM used / total of a node",
+        ),
+        Record(
+            "namespace:npu_chips:count",
+            f"count by (namespace) (group by ({CHIP}, namespace) (npu_pod_info))",
+            "chips allocated to a namespace (kubelet)",
+        ),
         Record("cluster:npu_chips:count", "count by () (npu_up)", "chips in the cluster"),
         Record("cluster:npu_chips_in_use:sum", "sum by () (chip:npu_in_use:bool)", "chips in use in the cluster"),
-        Record("cluster:npu_chips_low_utilization:sum", "sum by () (instance:npu_chips_low_utilization:sum)",
-               f"chips in use below {pct(threshold)} in the cluster"),
-        Record("cluster:npu_allocation:ratio", "cluster:npu_chips_in_use:sum / cluster:npu_chips:count", "share of the cluster's chips in use"),
+        Record(
+            "cluster:npu_chips_low_utilization:sum",
+            "sum by () (instance:npu_chips_low_utilization:sum)",
+            f"chips in use below {pct(threshold)} in the cluster",
+        ),
+        Record(
+            "cluster:npu_allocation:ratio", "cluster:npu_chips_in_use:sum / cluster:npu_chips:count", "share of the cluster's chips in use"
+        ),
         Record("cluster:npu_hbm_headroom_bytes:sum", "sum by () (instance:npu_hbm_headroom_bytes:sum)", "free HBM in the cluster"),
     ] + _levels("5m", quantiles)
-    rollups = [
-        Record(f"chip:{UTIL}:avg1h", f"avg_over_time({UTIL}[1h])", "AI Core utilization of each chip, 1h average"),
-        Record(f"chip:{UTIL}:avg1d", f"avg_over_time(chip:{UTIL}:avg1h[1d])", "AI Core utilization of each chip, daily average"),
-        Record("chip:npu_in_use:avg1d", "avg_over_time(chip:npu_in_use:bool[1d])", "share of the last day each chip was in use"),
-        Record("chip:npu_hbm_usage:max1d", "max_over_time(chip:npu_hbm_usage:ratio[1d])", "peak HBM used / total of each chip over the last day"),
-        Record(f"instance:{UTIL}:avg1d", f"avg by ({NODE}) (chip:{UTIL}:avg1d)", "mean chip utilization of a node, daily"),
-        Record(f"namespace:{UTIL}:avg1d", f"avg by (namespace) (\n  {_pod_chips(f'chip:{UTIL}:avg1d')}\n)",
-               "mean utilization of a namespace's chips, daily"),
-        Record(f"cluster:{UTIL}:avg1d", f"avg by () (chip:{UTIL}:avg1d)", "mean chip utilization of the cluster, daily"),
-    ] + _chip_hours(table.recording.rollup_interval) + [
-        Record("cluster:npu_chips_in_use:avg1d", "avg_over_time(cluster:npu_chips_in_use:sum[1d])", "mean chips in use over the last day"),
-        Record("instance:npu_hbm_usage:max1d", f"max by ({NODE}) (chip:npu_hbm_usage:max1d)",
-               "peak HBM used / total of a node's busiest chip over the last day"),
-        Record("cluster:npu_hbm_usage:max1d", "max by () (instance:npu_hbm_usage:max1d)", "peak HBM use of any chip over the last day"),
-    ] + [r for r in _levels("1h", quantiles) if "in_use" not in r.record]
+    rollups = (
+        [
+            Record(f"chip:{UTIL}:avg1h", f"avg_over_time({UTIL}[1h])", "AI Core utilization of each chip, 1h average"),
+            Record(f"chip:{UTIL}:avg1d", f"avg_over_time(chip:{UTIL}:avg1h[1d])", "AI Core utilization of each chip, daily average"),
+            Record("chip:npu_in_use:avg1d", "avg_over_time(chip:npu_in_use:bool[1d])", "share of the last day each chip was in use"),
+            Record(
+                "chip:npu_hbm_usage:max1d",
+                "max_over_time(chip:npu_hbm_usage:ratio[1d])",
+                "peak HBM used / total of each chip over the last day",
+            ),
+            Record(f"instance:{UTIL}:avg1d", f"avg by ({NODE}) (chip:{UTIL}:avg1d)", "mean chip utilization of a node, daily"),
+            Record(
+                f"namespace:{UTIL}:avg1d",
+                f"avg by (namespace) (\n  {_pod_chips(f'chip:{UTIL}:avg1d')}\n)",
+                "mean utilization of a namespace's chips, daily",
+            ),
+            Record(f"cluster:{UTIL}:avg1d", f"avg by () (chip:{UTIL}:avg1d)", "mean chip utilization of the cluster, daily"),
+        ]
+        + _chip_hours(table.recording.rollup_interval)
+        + [
+            Record(
+                "cluster:npu_chips_in_use:avg1d", "avg_over_time(cluster:npu_chips_in_use:sum[1d])", "mean chips in use over the last day"
+            ),
+            Record(
+                "instance:npu_hbm_usage:max1d",
+                f"max by ({NODE}) (chip:npu_hbm_usage:max1d)",
+                "peak HBM used / total of a node's busiest chip over the last day",
+            ),
+            Record("cluster:npu_hbm_usage:max1d", "max by () (instance:npu_hbm_usage:max1d)", "peak HBM use of any chip over the last day"),
+        ]
+        + [r for r in _levels("1h", quantiles) if "in_use" not in r.record]
+    )
     return [
         ("cann-exporter-capacity-5m", None, chips),
         ("cann-exporter-capacity-rollups", table.recording.rollup_interval, rollups),

@@ -15,8 +15,7 @@ from exporter.core.selfmetrics import (
 
 def _of(name: str) -> str:
     """The alert's source's series ``name``, as a template query."""
-    return (f'printf "%s{{job=\\"%s\\",instance=\\"%s\\",source=\\"%s\\"}}" "{name}" '
-            "$labels.job $labels.instance $labels.source | query")
+    return f'printf "%s{{job=\\"%s\\",instance=\\"%s\\",source=\\"%s\\"}}" "{name}" $labels.job $labels.instance $labels.source | query'
 
 
 def source_failing_description(window: str) -> str:

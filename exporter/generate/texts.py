@@ -16,8 +16,10 @@ _NPU_CHIP_OF_DEVICE = (
     "{{ with printf `npu_device_info{instance=%q, device=%q}` $labels.instance $labels.device | query }}"
     "{{ with first . }} (NPU {{ .Labels.npu }}, chip {{ .Labels.chip }}){{ end }}{{ end }}"
 )
-JOB_TEXT = ("job {{ $labels.job_name }} rank {{ $labels.rank }}{{ with $labels.device }}, device {{ . }}"
-            f"{_NPU_CHIP_OF_DEVICE}{{{{ end }}}} on {{{{ $labels.instance }}}}")
+JOB_TEXT = (
+    "job {{ $labels.job_name }} rank {{ $labels.rank }}{{ with $labels.device }}, device {{ . }}"
+    f"{_NPU_CHIP_OF_DEVICE}{{{{ end }}}} on {{{{ $labels.instance }}}}"
+)
 JOB_SHORT = "job {{ $labels.job_name }} rank {{ $labels.rank }}{{ with $labels.device }}, device {{ . }}{{ end }} on {{ $labels.instance }}"
 # Network series add `port` ("" = absent on chips with one port; "<udie>/<port>" on A5).
 PORT = "{{ with $labels.port }} port {{ . }}{{ end }}"

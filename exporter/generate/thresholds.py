@@ -61,10 +61,10 @@ class Indicator:
     id: str
     title: str
     description: str
-    direction: str                   # lower_is_better | higher_is_better
-    healthy: float | None            # bound of the healthy range (exclusive)
-    abnormal: float | None           # bound of the abnormal range (exclusive)
-    window: str                      # Prometheus duration, e.g. 10m
+    direction: str  # lower_is_better | higher_is_better
+    healthy: float | None  # bound of the healthy range (exclusive)
+    abnormal: float | None  # bound of the abnormal range (exclusive)
+    window: str  # Prometheus duration, e.g. 10m
     severity: str
     metrics: tuple[str, ...] = ()
     alert: str | None = None
@@ -108,12 +108,12 @@ def _num(value: float) -> str:
 class AlertSpec:
     """One contract alert, resolved: values not set in its entry come from its indicator."""
 
-    alert: str                         # contract name (docs/runbooks.md), e.g. NPULowUtilization
+    alert: str  # contract name (docs/runbooks.md), e.g. NPULowUtilization
     severity: str
-    window: str                        # alert `for:` ("0m": fires at once)
-    threshold: float | None = None     # in the unit of the alert's metric
-    range: str | None = None           # range of avg_over_time / rate in the expression
-    indicator: str | None = None       # id of the health-table row it derives from
+    window: str  # alert `for:` ("0m": fires at once)
+    threshold: float | None = None  # in the unit of the alert's metric
+    range: str | None = None  # range of avg_over_time / rate in the expression
+    indicator: str | None = None  # id of the health-table row it derives from
     params: tuple[tuple[str, Any], ...] = ()
 
     def param(self, name: str, default: Any = None) -> Any:
@@ -125,7 +125,7 @@ class AlertingSettings:
     runbook_url: str = "docs/runbooks.md"
     exporter_selector: str = ""
     profile_max_age: str = "1d"
-    handover: str = "2m30s"            # keep_firing_for of every alert but CANNExporterDown
+    handover: str = "2m30s"  # keep_firing_for of every alert but CANNExporterDown
 
 
 @dataclass(frozen=True)
@@ -249,8 +249,13 @@ def _alert(entry: Any, where: str, indicators: Mapping[str, Indicator], problems
     if len(problems) > start:
         return None
     return AlertSpec(
-        alert=str(name), severity=str(severity), window=str(window), threshold=threshold, range=range_,
-        indicator=indicator.id if indicator else None, params=tuple(values),
+        alert=str(name),
+        severity=str(severity),
+        window=str(window),
+        threshold=threshold,
+        range=range_,
+        indicator=indicator.id if indicator else None,
+        params=tuple(values),
     )
 
 
@@ -259,8 +264,9 @@ def _alerting(data: Any, where: str, problems: list[str]) -> AlertingSettings:
     if not isinstance(data, Mapping):
         problems.append(f"{where}: expected a mapping")
         return default
-    problems += [f"{where}: unknown key {key!r}" for key in data
-                 if key not in ("runbook_url", "exporter_selector", "profile_max_age", "handover")]
+    problems += [
+        f"{where}: unknown key {key!r}" for key in data if key not in ("runbook_url", "exporter_selector", "profile_max_age", "handover")
+    ]
     values = {}
     if "runbook_url" in data:
         if not isinstance(data["runbook_url"], str) or not data["runbook_url"].strip():
@@ -291,8 +297,7 @@ def _recording(data: Any, where: str, problems: list[str]) -> RecordingSettings:
     values: dict[str, Any] = {}
     if "quantiles" in data:
         q = data["quantiles"]
-        if not isinstance(q, list) or not q or not all(
-                _finite(v) and 0 < v < 1 for v in q):
+        if not isinstance(q, list) or not q or not all(_finite(v) and 0 < v < 1 for v in q):
             problems.append(f"{where}: quantiles: expected a list of numbers between 0 and 1, got {shown(q)}")
         else:
             values["quantiles"] = tuple(float(v) for v in q)
@@ -315,7 +320,10 @@ def _indicator(entry: Any, where: str, problems: list[str]) -> Indicator | None:
         problems.append(f"{where}: id: expected a snake_case name, got {shown(ident)}")
     else:
         where = f"{where} ({ident})"
-    text = {key: _text(entry, key, where, problems, required=key in ("title", "description")) for key in ("title", "description", "alert", "note", "source")}
+    text = {
+        key: _text(entry, key, where, problems, required=key in ("title", "description"))
+        for key in ("title", "description", "alert", "note", "source")
+    }
     direction = entry.get("direction")
     if direction not in DIRECTIONS:
         problems.append(f"{where}: direction: expected one of {', '.join(DIRECTIONS)}, got {shown(direction)}")
@@ -335,9 +343,18 @@ def _indicator(entry: Any, where: str, problems: list[str]) -> Indicator | None:
     if len(problems) > start:
         return None
     return Indicator(
-        id=str(ident), title=text["title"] or "", description=text["description"] or "", direction=str(direction),
-        healthy=healthy, abnormal=abnormal, window=str(window), severity=str(severity), alert=text["alert"],
-        note=text["note"], source=text["source"] or "", **lists,
+        id=str(ident),
+        title=text["title"] or "",
+        description=text["description"] or "",
+        direction=str(direction),
+        healthy=healthy,
+        abnormal=abnormal,
+        window=str(window),
+        severity=str(severity),
+        alert=text["alert"],
+        note=text["note"],
+        source=text["source"] or "",
+        **lists,
     )
 
 
@@ -366,8 +383,7 @@ def _bound(entry: Mapping[str, Any], key: str, where: str, problems: list[str]) 
 
 def _finite(value: Any) -> bool:
     """A YAML int or float that is a finite float (the rules print it)."""
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and abs(value) < 1e300 and math.isfinite(value))
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e300 and math.isfinite(value)
 
 
 def _strings(entry: Mapping[str, Any], key: str, where: str, problems: list[str]) -> tuple[str, ...]:
@@ -399,5 +415,5 @@ def _load(path: Path) -> Thresholds:
 
 
 def verdict(indicator_id: str, value: float, table: Thresholds | None = None) -> str:
-    """"healthy" | "warning" | "abnormal" for ``value`` of the indicator (default table)."""
+    """ "healthy" | "warning" | "abnormal" for ``value`` of the indicator (default table)."""
     return (table or load_thresholds()).verdict(indicator_id, value)

@@ -60,18 +60,30 @@ def dump_json(data: Any) -> str:
 def provisioning() -> dict[str, dict[str, Any]]:
     datasource = {
         "apiVersion": 1,
-        "datasources": [{
-            "name": "Prometheus", "type": "prometheus", "access": "proxy", "url": "http://prometheus:9090",
-            "isDefault": True, "jsonData": {"timeInterval": "15s"},
-        }],
+        "datasources": [
+            {
+                "name": "Prometheus",
+                "type": "prometheus",
+                "access": "proxy",
+                "url": "http://prometheus:9090",
+                "isDefault": True,
+                "jsonData": {"timeInterval": "15s"},
+            }
+        ],
     }
     provider = {
         "apiVersion": 1,
-        "providers": [{
-            "name": "cann-exporter", "folder": "NPU", "type": "file", "disableDeletion": False,
-            "allowUiUpdates": False, "updateIntervalSeconds": 30,
-            "options": {"path": GRAFANA_DASHBOARD_PATH, "foldersFromFilesStructure": False},
-        }],
+        "providers": [
+            {
+                "name": "cann-exporter",
+                "folder": "NPU",
+                "type": "file",
+                "disableDeletion": False,
+                "allowUiUpdates": False,
+                "updateIntervalSeconds": 30,
+                "options": {"path": GRAFANA_DASHBOARD_PATH, "foldersFromFilesStructure": False},
+            }
+        ],
     }
     return {DATASOURCE_FILE: datasource, PROVIDER_FILE: provider}
 
@@ -79,17 +91,27 @@ def provisioning() -> dict[str, dict[str, Any]]:
 def render(table: Thresholds, *, windows: Mapping[str, str] | None = None) -> dict[str, str]:
     """Every generated file (path relative to the output directory) and its text."""
     files: dict[str, str] = {}
-    files[ALERTS_FILE] = dump_yaml(alerts(table, windows=windows), (
-        "Alerting rules of the NPU exporter (the contract alert names are in docs/runbooks.md, with a runbook each).\n"
-        "Unit tests: promtool test rules alerts/tests/*.yml"))
-    index = [f"{r.record}{'{' + ','.join(f'{k}=...' for k, _ in r.labels) + '}' if r.labels else ''}: {r.help}"
-             for _, _, records in recording_specs(with_windows(table, windows)) for r in records]
+    files[ALERTS_FILE] = dump_yaml(
+        alerts(table, windows=windows),
+        (
+            "Alerting rules of the NPU exporter (the contract alert names are in docs/runbooks.md, with a runbook each).\n"
+            "Unit tests: promtool test rules alerts/tests/*.yml"
+        ),
+    )
+    index = [
+        f"{r.record}{'{' + ','.join(f'{k}=...' for k, _ in r.labels) + '}' if r.labels else ''}: {r.help}"
+        for _, _, records in recording_specs(with_windows(table, windows))
+        for r in records
+    ]
     unique = list(dict.fromkeys(index))
-    files[RECORDING_FILE] = dump_yaml(recording_rules(table, windows=windows), (
-        "Recording rules for capacity planning, named level:metric:operations. Levels: chip (one\n"
-        "chip: job, instance, npu, chip, device), instance (a node), namespace (chips the kubelet\n"
-        "allocated to the namespace's pods, npu_pod_info), cluster (everything this Prometheus scrapes).\n\n"
-        + "\n".join(unique)))
+    files[RECORDING_FILE] = dump_yaml(
+        recording_rules(table, windows=windows),
+        (
+            "Recording rules for capacity planning, named level:metric:operations. Levels: chip (one\n"
+            "chip: job, instance, npu, chip, device), instance (a node), namespace (chips the kubelet\n"
+            "allocated to the namespace's pods, npu_pod_info), cluster (everything this Prometheus scrapes).\n\n" + "\n".join(unique)
+        ),
+    )
     files[INHIBIT_FILE] = dump_yaml({"inhibit_rules": inhibit_rules()}, inhibit_comment())
     for name, dashboard in dashboards(table).items():
         files[f"{DASHBOARD_DIR}/{name}.json"] = dump_json(dashboard)

@@ -12,12 +12,25 @@ DEFAULT_PATH = "/usr/local/Ascend/driver/tools/hccn_tool"
 
 @dataclass(frozen=True)
 class HccnOptions:
-    enabled: bool | None = option("auto", auto_bool, "network/optics metrics from hccn_tool (auto: when hccn.path exists; YAML and env take auto, true, false)")
+    enabled: bool | None = option(
+        "auto", auto_bool, "network/optics metrics from hccn_tool (auto: when hccn.path exists; YAML and env take auto, true, false)"
+    )
     path: str = option(DEFAULT_PATH, parse_text, "hccn_tool binary (name on PATH or a path)", flag="--hccn-tool", metavar="PATH")
     timeout: float = option(
-        "5s", parse_duration, "kill an hccn_tool call after this long (it can wait 300 s on an unhealthy device)", metavar="DURATION")
+        "5s", parse_duration, "kill an hccn_tool call after this long (it can wait 300 s on an unhealthy device)", metavar="DURATION"
+    )
     interval: float = option(
-        "30s", parse_duration, "how often link, link_stat, speed, net_health and stat are read per chip", metavar="DURATION", serve_only=True)
+        "30s",
+        parse_duration,
+        "how often link, link_stat, speed, net_health and stat are read per chip",
+        metavar="DURATION",
+        serve_only=True,
+    )
     slow_interval: float = option(
-        "60s", parse_duration, "how often bandwidth (a ~1 s measurement), optical and ip are read per chip", metavar="DURATION", serve_only=True)
+        "60s",
+        parse_duration,
+        "how often bandwidth (a ~1 s measurement), optical and ip are read per chip",
+        metavar="DURATION",
+        serve_only=True,
+    )
     nice: int = nice_option("hccn_tool")

@@ -396,6 +396,7 @@ def parse_ip(text: str) -> tuple[IpConfig, ...]:
 
 # --- A5 -dev_info -g ----------------------------------------------------------------------
 
+
 def parse_dev_info(text: str) -> tuple[PortInfo, ...]:
     """The ports of an A5 chip: first table, columns UDie, Port, Speed, Type, Link, Media."""
     ports = []
@@ -403,14 +404,16 @@ def parse_dev_info(text: str) -> tuple[PortInfo, ...]:
         if len(cells) < 5 or not (_INT_RE.fullmatch(cells[0]) and _INT_RE.fullmatch(cells[1])):
             continue
         speed = cells[2]
-        ports.append(PortInfo(
-            udie=int(cells[0]),
-            port=int(cells[1]),
-            speed_gbps=int(speed) if _INT_RE.fullmatch(speed) else None,
-            port_type=cells[3],
-            link_up={"UP": True, "DOWN": False}.get(cells[4].upper()),
-            media=cells[5] if len(cells) > 5 and cells[5] else None,
-        ))
+        ports.append(
+            PortInfo(
+                udie=int(cells[0]),
+                port=int(cells[1]),
+                speed_gbps=int(speed) if _INT_RE.fullmatch(speed) else None,
+                port_type=cells[3],
+                link_up={"UP": True, "DOWN": False}.get(cells[4].upper()),
+                media=cells[5] if len(cells) > 5 and cells[5] else None,
+            )
+        )
     if not ports:
         raise _garbled(text, "port table")
     return tuple(ports)

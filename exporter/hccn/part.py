@@ -11,7 +11,7 @@ from exporter.core.snapshot import PartKey
 from exporter.hccn import records as p
 from exporter.hccn.records import NET_HEALTH_STATES
 
-MEGABYTE = 1_000_000             # `MB/sec`: the tool does not say; network convention (10^6)
+MEGABYTE = 1_000_000  # `MB/sec`: the tool does not say; network convention (10^6)
 MEGABIT = 1_000_000
 __all__ = ["NET_HEALTH_STATES", "NetworkCounter", "NetworkPart", "OpticalLaneSample", "PortSample", "classify_counters", "port_sample"]
 
@@ -20,15 +20,15 @@ __all__ = ["NET_HEALTH_STATES", "NetworkCounter", "NetworkPart", "OpticalLaneSam
 class NetworkCounter:
     """One cumulative hccn_tool `-stat` counter, classified for the metric labels."""
 
-    direction: str     # rx, tx, or "" where the counter has none
-    kind: str          # pfc, pause, roce, cnp, fcs, bad_packets, ... (the tables below)
+    direction: str  # rx, tx, or "" where the counter has none
+    kind: str  # pfc, pause, roce, cnp, fcs, bad_packets, ... (the tables below)
     value: int
 
 
 @dataclass(frozen=True)
 class OpticalLaneSample:
     lane: int
-    tx_power_watts: float | None = None   # `-optical` Tx PowerN (mW) / A5 TxPower LaneN (dBm)
+    tx_power_watts: float | None = None  # `-optical` Tx PowerN (mW) / A5 TxPower LaneN (dBm)
     rx_power_watts: float | None = None
 
 
@@ -39,23 +39,24 @@ class PortSample:
     npu: int
     chip: int
     device: int | None
-    port: str                                    # "" for a chip's only port; A5 "<udie>/<port>"
-    link_up: bool | None = None                  # `-link` link status
-    link_up_transitions: int | None = None       # `-link_stat` link up count
-    link_down_transitions: int | None = None     # `-link_stat` link down count (newer drivers)
+    port: str  # "" for a chip's only port; A5 "<udie>/<port>"
+    link_up: bool | None = None  # `-link` link status
+    link_up_transitions: int | None = None  # `-link_stat` link up count
+    link_down_transitions: int | None = None  # `-link_stat` link down count (newer drivers)
     speed_bytes_per_second: float | None = None  # `-speed` (None: Unknown!, link down)
-    health: str | None = None                    # `-net_health`, one of NET_HEALTH_STATES
-    receive_bytes_per_second: float | None = None   # `-bandwidth` RX
+    health: str | None = None  # `-net_health`, one of NET_HEALTH_STATES
+    receive_bytes_per_second: float | None = None  # `-bandwidth` RX
     transmit_bytes_per_second: float | None = None  # `-bandwidth` TX
-    packets: tuple[NetworkCounter, ...] = ()     # `-stat` packet counters
-    errors: tuple[NetworkCounter, ...] = ()      # `-stat` error counters
-    bytes: tuple[NetworkCounter, ...] = ()       # `-stat` *_oct_num byte counters
-    optical_present: bool | None = None          # `-optical` present
+    packets: tuple[NetworkCounter, ...] = ()  # `-stat` packet counters
+    errors: tuple[NetworkCounter, ...] = ()  # `-stat` error counters
+    bytes: tuple[NetworkCounter, ...] = ()  # `-stat` *_oct_num byte counters
+    optical_present: bool | None = None  # `-optical` present
     optical_temperature_celsius: float | None = None
-    optical_voltage_volts: float | None = None   # `-optical` Vcc (mV)
+    optical_voltage_volts: float | None = None  # `-optical` Vcc (mV)
     optical_lanes: tuple[OpticalLaneSample, ...] = ()
-    address: str | None = None                   # `-ip` ipaddr
+    address: str | None = None  # `-ip` ipaddr
     netmask: str | None = None
+
 
 @dataclass(frozen=True)
 class NetworkPart:
@@ -65,6 +66,7 @@ class NetworkPart:
 
 
 # --- records -> samples (pure) ------------------------------------------------------------------
+
 
 def port_sample(npu: int, chip: int, device: int | None, port: str, readings: dict[str, object]) -> PortSample:
     """One PortSample from the latest fresh record of each command (base units)."""
@@ -101,9 +103,7 @@ def port_sample(npu: int, chip: int, device: int | None, port: str, readings: di
 def _optical(info: p.OpticalInfo) -> dict[str, object]:
     if info.present is False:
         return {"optical_present": False}  # an absent module prints NA (or stale) readings
-    lanes = tuple(
-        OpticalLaneSample(index, _watts(lane.tx_power_mw), _watts(lane.rx_power_mw)) for index, lane in info.lanes
-    )
+    lanes = tuple(OpticalLaneSample(index, _watts(lane.tx_power_mw), _watts(lane.rx_power_mw)) for index, lane in info.lanes)
     return {
         "optical_present": info.present,
         "optical_temperature_celsius": info.temperature_celsius,
@@ -151,8 +151,12 @@ _BYTES = {
 # A5 `<what>_cnt_rx|tx`: packet kinds unless <what> names an error.
 _A5_COUNTER_RE = re.compile(r"^([a-z0-9_]+?)(?:_pkt)?_cnt_(rx|tx)$")
 _A5_ERRORS = {
-    "drop_ind": "drop", "err_ind": "error_indication", "route_err": "route", "out_err": "out",
-    "length_err": "length", "unknown": "unknown_packet",
+    "drop_ind": "drop",
+    "err_ind": "error_indication",
+    "route_err": "route",
+    "out_err": "out",
+    "length_err": "length",
+    "unknown": "unknown_packet",
 }
 _A5_RENAMES = {"lpbk_ind": "loopback"}
 
@@ -181,4 +185,4 @@ def _classify(key: str) -> tuple[str, str, str] | None:
     return ("packets", direction, _A5_RENAMES.get(what, what))
 
 
-NETWORK = PartKey("network", NetworkPart)   # its snapshot key
+NETWORK = PartKey("network", NetworkPart)  # its snapshot key

@@ -36,16 +36,16 @@ class LinkStatus:
 class LinkRecord:
     """One `-link_stat` change record, newest first in the output."""
 
-    timestamp: str                   # C asctime, whitespace collapsed (host local time, no zone)
-    up: bool                         # LINK UP / LINK_UP
+    timestamp: str  # C asctime, whitespace collapsed (host local time, no zone)
+    up: bool  # LINK UP / LINK_UP
 
 
 @dataclass(frozen=True)
 class LinkStats:
     """`-link_stat -g`: cumulative flap counters since driver load or `-link_stat -c`."""
 
-    up_count: int                    # "link up count"
-    down_count: int | None           # "link down count": newer drivers and A5 only
+    up_count: int  # "link up count"
+    down_count: int | None  # "link down count": newer drivers and A5 only
     records: tuple[LinkRecord, ...] = ()
     current_time: str | None = None  # 910B "current time" line
 
@@ -60,8 +60,16 @@ class Speed:
 # g_net_health_status (910B and 950 print the same table); matched by prefix, case-folded,
 # because older drivers print "Socket failed" for "Socket fail".
 NET_HEALTH_STATES = (
-    "Success", "Socket fail", "Receive timeout", "Unreachable", "Time exceeded", "Fault", "Init",
-    "Thread error", "Detect ip set", "Unknown",
+    "Success",
+    "Socket fail",
+    "Receive timeout",
+    "Unreachable",
+    "Time exceeded",
+    "Fault",
+    "Init",
+    "Thread error",
+    "Detect ip set",
+    "Unknown",
 )
 
 
@@ -69,8 +77,8 @@ NET_HEALTH_STATES = (
 class NetHealth:
     """`-net_health -g`: ``net health status: <str>``."""
 
-    status: str                      # one of NET_HEALTH_STATES ("Unknown" for unlisted text)
-    printed: str                     # the text as printed
+    status: str  # one of NET_HEALTH_STATES ("Unknown" for unlisted text)
+    printed: str  # the text as printed
 
 
 @dataclass(frozen=True)
@@ -87,18 +95,18 @@ class StatCounters:
 class OpticalLane:
     tx_power_mw: float | None = None  # 910B "Tx PowerN" mW; A5 "TxPower LaneN(dBm)" converted
     rx_power_mw: float | None = None
-    tx_bias_ma: float | None = None   # "Tx BiasN" / A5 "Bias LaneN(mA)"
+    tx_bias_ma: float | None = None  # "Tx BiasN" / A5 "Bias LaneN(mA)"
 
 
 @dataclass(frozen=True)
 class OpticalInfo:
     """`-optical -g`. ``lanes`` maps lane index -> readings (DR4 lanes 2-3 print NA)."""
 
-    present: bool | None              # "present : present | not present"
+    present: bool | None  # "present : present | not present"
     temperature_celsius: float | None = None
-    vcc_mv: float | None = None       # "Vcc" in mV
+    vcc_mv: float | None = None  # "Vcc" in mV
     lanes: tuple[tuple[int, OpticalLane], ...] = ()
-    temperature_high_celsius: float | None = None   # "Temp High Thres" / "Temp Low Thres"
+    temperature_high_celsius: float | None = None  # "Temp High Thres" / "Temp Low Thres"
     temperature_low_celsius: float | None = None
     vcc_high_mv: float | None = None
     vcc_low_mv: float | None = None
@@ -106,11 +114,11 @@ class OpticalInfo:
     tx_power_low_mw: float | None = None
     rx_power_high_mw: float | None = None
     rx_power_low_mw: float | None = None
-    tx_los_flags: int | None = None   # bitmask per lane
+    tx_los_flags: int | None = None  # bitmask per lane
     rx_los_flags: int | None = None
     vendor_name: str | None = None
     part_number: str | None = None
-    identifier: str | None = None     # "xsfp identifier"
+    identifier: str | None = None  # "xsfp identifier"
 
     def lane(self, index: int) -> OpticalLane | None:
         return dict(self.lanes).get(index)
@@ -139,6 +147,6 @@ class PortInfo:
     udie: int
     port: int
     speed_gbps: int | None
-    port_type: str                    # UB, ETH
+    port_type: str  # UB, ETH
     link_up: bool | None
     media: str | None

@@ -39,8 +39,8 @@ from exporter.npusmi.part import ChipSample
 
 FAST_COMMANDS = ("link", "link_stat", "speed", "net_health", "stat")
 SLOW_COMMANDS = ("bandwidth", "optical", "ip")
-BANDWIDTH_WINDOW_SECONDS = 1.0   # 910B measures over DEFAULT_TIME_INTERVAL 1000 ms
-A5_BANDWIDTH_WINDOW_MS = 100     # what Huawei's exporter passes with `-time` on A5
+BANDWIDTH_WINDOW_SECONDS = 1.0  # 910B measures over DEFAULT_TIME_INTERVAL 1000 ms
+A5_BANDWIDTH_WINDOW_MS = 100  # what Huawei's exporter passes with `-time` on A5
 
 # A failure after which the chip's remaining calls in this run would fail the same way.
 _CHIP_FATAL = frozenset({"timeout", "device_unhealthy", "no_device", "invalid_device_id", "not_found"})
@@ -53,9 +53,9 @@ _AS_READING: dict[str, dict[str, object]] = {
     "bandwidth": {"link_down": None},
 }
 
-ChipKey = tuple[int, int]          # (npu, chip)
-PortKey = tuple[int, int, str]     # (npu, chip, port label)
-Fresh = tuple[tuple[str, Stamped[object]], ...]   # a port's fresh readings, by command
+ChipKey = tuple[int, int]  # (npu, chip)
+PortKey = tuple[int, int, str]  # (npu, chip, port label)
+Fresh = tuple[tuple[str, Stamped[object]], ...]  # a port's fresh readings, by command
 
 
 def age_limit(options: HccnOptions, max_age: float, command: str) -> float:
@@ -72,8 +72,8 @@ class Target:
     npu: int
     chip: int
     device: int | None
-    tool_id: int                   # the -i argument
-    udie: int | None = None        # A5 only: -u / -p
+    tool_id: int  # the -i argument
+    udie: int | None = None  # A5 only: -u / -p
     port: int | None = None
 
     @property
@@ -127,7 +127,7 @@ def tool_id(chip: ChipSample, chips_on_card: int = 1) -> int | None:
 class HccnSource:
     """Keeps the latest parsed hccn_tool records per port and turns them into PortSamples."""
 
-    FAST, SLOW = "hccn", "hccn_slow"   # sampler task names
+    FAST, SLOW = "hccn", "hccn_slow"  # sampler task names
 
     def __init__(
         self,
@@ -141,7 +141,7 @@ class HccnSource:
         clock: Clock = clock.monotonic,
     ) -> None:
         self.options = options
-        self.command = command or (options.path,)   # argv prefix; the simulator is a longer one
+        self.command = command or (options.path,)  # argv prefix; the simulator is a longer one
         self.max_age = max_age
         self.runner = runner
         self.health = health
@@ -154,9 +154,9 @@ class HccnSource:
         self._built: dict[PortKey, tuple[int | None, Fresh, PortSample]] = {}
         self._last_part: NetworkPart | None = None
         self._unsupported: set[tuple[ChipKey, str]] = set()
-        self._unsupported_product: set[str] = set()   # "not supported on this product": every chip
-        self._probed: set[str] = set()                # commands asked at least once
-        self._recorded: set[str] = set()          # health sources that have a series
+        self._unsupported_product: set[str] = set()  # "not supported on this product": every chip
+        self._probed: set[str] = set()  # commands asked at least once
+        self._recorded: set[str] = set()  # health sources that have a series
         self._locks: dict[ChipKey, asyncio.Lock] = {}  # fast and slow runs never overlap on a chip
         self._missing = False
 
@@ -282,9 +282,7 @@ class HccnSource:
                     return outcomes
         return outcomes
 
-    async def _query(
-        self, chip: ChipKey, command: str, args: list[str], parse: Callable[[str], object]
-    ) -> tuple[_Outcome, object]:
+    async def _query(self, chip: ChipKey, command: str, args: list[str], parse: Callable[[str], object]) -> tuple[_Outcome, object]:
         """Run one call; never raises. Errors that are readings come back as records."""
         subject = " ".join(args)
         timeout = self.options.timeout + (BANDWIDTH_WINDOW_SECONDS if command == "bandwidth" else 0.0)
@@ -339,8 +337,12 @@ class HccnSource:
         """A port's sample, built again only when one of its readings (or its device) changed:
         the snapshot is rebuilt after every task run, and classifying counters is most of it."""
         built = self._built.get(key)
-        if built is not None and built[0] == device and len(built[1]) == len(fresh) and all(
-                a[0] == b[0] and a[1] is b[1] for a, b in zip(built[1], fresh)):
+        if (
+            built is not None
+            and built[0] == device
+            and len(built[1]) == len(fresh)
+            and all(a[0] == b[0] and a[1] is b[1] for a, b in zip(built[1], fresh))
+        ):
             return built[2]
         sample = port_sample(target.npu, target.chip, device, target.port_label, {command: stamped.value for command, stamped in fresh})
         self._built[key] = (device, fresh, sample)

@@ -32,8 +32,15 @@ def _job_name(args: Any) -> str | None:
 
 
 class CannExporterCallback(TrainerCallback):  # type: ignore[misc]
-    def __init__(self, job_name: str | None = None, monitor: TorchMonitor | None = None, *,
-                 profile_every: float | None = None, profile_steps: int | None = None, **monitor_kwargs: Any) -> None:
+    def __init__(
+        self,
+        job_name: str | None = None,
+        monitor: TorchMonitor | None = None,
+        *,
+        profile_every: float | None = None,
+        profile_steps: int | None = None,
+        **monitor_kwargs: Any,
+    ) -> None:
         """``profile_every``/``profile_steps``: TorchMonitor's profiling windows (else the environment's)."""
         self.job_name = job_name
         self.monitor = monitor

@@ -23,7 +23,7 @@ class Identity:
     job_name: str
     rank: int
     world_size: int
-    device: str | None       # chip logic id (npu-smi `info -m`), None when unknown
+    device: str | None  # chip logic id (npu-smi `info -m`), None when unknown
     framework: str
     pid: int
 

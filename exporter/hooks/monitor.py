@@ -165,9 +165,9 @@ class Monitor:
         self._capacity = self._buffer_size if self.enabled and not self._closed else 0
         self._wake_at = self.batch_size
         self._acc: dict[str, float] = {}
-        self._dropped = 0                # written by the training thread only (buffer full)
-        self._send_dropped = 0           # written by the sender thread only
-        self._dropped_acked = 0          # dropped counts the exporter has been told about
+        self._dropped = 0  # written by the training thread only (buffer full)
+        self._send_dropped = 0  # written by the sender thread only
+        self._dropped_acked = 0  # dropped counts the exporter has been told about
         self._sent = 0
         self._send_errors = 0
         self._last_error: str | None = None
@@ -414,8 +414,13 @@ class Monitor:
         dropped = max(0, self._dropped + self._send_dropped - self._dropped_acked)
         ident = self.identity
         doc: dict[str, Any] = {
-            "job_name": ident.job_name, "rank": ident.rank, "world_size": ident.world_size,
-            "framework": ident.framework, "pid": ident.pid, "dropped": dropped, "steps": steps,
+            "job_name": ident.job_name,
+            "rank": ident.rank,
+            "world_size": ident.world_size,
+            "framework": ident.framework,
+            "pid": ident.pid,
+            "dropped": dropped,
+            "steps": steps,
         }
         if ident.device is not None:
             doc["device"] = ident.device

@@ -47,14 +47,14 @@ _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
 class ProfilerSession(Protocol):
     """One window's profiler, started by :meth:`ProfilerBackend.start`."""
 
-    def step_begin(self, number: int) -> None: ...   # the loop thread, before a step
-    def step_end(self) -> None: ...                   # the loop thread, after it
-    def stop(self) -> None: ...                       # the loop thread, after the window's last step
-    def export(self) -> None: ...                     # the background thread, after stop()
+    def step_begin(self, number: int) -> None: ...  # the loop thread, before a step
+    def step_end(self) -> None: ...  # the loop thread, after it
+    def stop(self) -> None: ...  # the loop thread, after the window's last step
+    def export(self) -> None: ...  # the background thread, after stop()
 
 
 class ProfilerBackend(Protocol):
-    name: str                                          # cpu, cuda or npu: what the summary reads
+    name: str  # cpu, cuda or npu: what the summary reads
 
     def start(self, directory: str) -> ProfilerSession: ...
 
@@ -107,8 +107,8 @@ class Profiling:
         self.export_wait = export_wait
         self.max_bytes = max_bytes
         self.workdir = workdir
-        self.windows = 0                 # summaries the exporter accepted
-        self.skipped = 0                 # windows due while the previous summary was being made
+        self.windows = 0  # summaries the exporter accepted
+        self.skipped = 0  # windows due while the previous summary was being made
         self.send_errors = 0
         self.disabled: str | None = None
         self.last_error: str | None = None
@@ -120,10 +120,10 @@ class Profiling:
         self._session: ProfilerSession | None = None
         self._directory: str | None = None
         self._count = 0
-        self._busy = False               # a window's summary is being made
+        self._busy = False  # a window's summary is being made
         self._thread: threading.Thread | None = None
         self._child: subprocess.Popen[bytes] | None = None
-        self._summarising: str | None = None   # the directory of the window being summarised
+        self._summarising: str | None = None  # the directory of the window being summarised
         self._skipped_sent = 0
         self._closed = False
         self._stale_checked = False
@@ -187,8 +187,9 @@ class Profiling:
         self._summarising = directory
         closed_at, steps = time.time(), self._count
         try:
-            self._thread = threading.Thread(target=self._summarise, args=(session, directory, closed_at, steps),
-                                            name="cann-exporter-profile", daemon=True)
+            self._thread = threading.Thread(
+                target=self._summarise, args=(session, directory, closed_at, steps), name="cann-exporter-profile", daemon=True
+            )
             self._thread.start()
         except Exception as exc:
             self._busy = False
@@ -218,13 +219,20 @@ class Profiling:
             session.export()
             size = directory_bytes(directory)
             if size > self.max_bytes:
-                raise ProfilingFailed(f"a window wrote {size >> 20} MiB, over the {self.max_bytes >> 20} MiB bound "
-                                      "(profile fewer steps)")
+                raise ProfilingFailed(f"a window wrote {size >> 20} MiB, over the {self.max_bytes >> 20} MiB bound (profile fewer steps)")
             doc = self._summary(directory)
             ident = self.identity()
             skipped = self.skipped
-            doc.update(job_name=ident.job_name, rank=ident.rank, world_size=ident.world_size, framework=ident.framework,
-                       pid=ident.pid, finished_at=round(closed_at, 3), steps=steps, skipped=skipped - self._skipped_sent)
+            doc.update(
+                job_name=ident.job_name,
+                rank=ident.rank,
+                world_size=ident.world_size,
+                framework=ident.framework,
+                pid=ident.pid,
+                finished_at=round(closed_at, 3),
+                steps=steps,
+                skipped=skipped - self._skipped_sent,
+            )
             if self._post(doc):
                 self._skipped_sent = skipped
         except ProfilingFailed as exc:
@@ -238,12 +246,25 @@ class Profiling:
 
     def _summary(self, directory: str) -> dict[str, Any]:
         ident = self.identity()
-        argv = [sys.executable, "-m", "exporter.profiles.window", directory, "--backend", self.backend.name,
-                "--job-name", ident.job_name, "--rank", str(ident.rank), "--wait", str(self.export_wait)]
+        argv = [
+            sys.executable,
+            "-m",
+            "exporter.profiles.window",
+            directory,
+            "--backend",
+            self.backend.name,
+            "--job-name",
+            ident.job_name,
+            "--rank",
+            str(ident.rank),
+            "--wait",
+            str(self.export_wait),
+        ]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)}
         try:
-            child = self._child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                                   stderr=subprocess.PIPE, env=env, close_fds=True)
+            child = self._child = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, close_fds=True
+            )
         except OSError as exc:
             raise ProfilingFailed(f"cannot run the profile summary: {exc}") from None
         try:
@@ -294,16 +315,20 @@ class Profiling:
             thread.join(timeout)
             child = self._child
             if thread.is_alive() and child is not None:
-                child.kill()   # the thread then removes the window's files
+                child.kill()  # the thread then removes the window's files
                 thread.join(1.0)
             directory = self._summarising
-            if thread.is_alive() and directory is not None:   # stuck in the profiler's export: remove them here
+            if thread.is_alive() and directory is not None:  # stuck in the profiler's export: remove them here
                 shutil.rmtree(directory, ignore_errors=True)
 
     def stats(self) -> dict[str, Any]:
-        return {"profile_windows": self.windows, "profile_windows_skipped": self.skipped,
-                "profile_in_window": self._session is not None, "profiling_disabled": self.disabled,
-                "profile_send_errors": self.send_errors}
+        return {
+            "profile_windows": self.windows,
+            "profile_windows_skipped": self.skipped,
+            "profile_in_window": self._session is not None,
+            "profiling_disabled": self.disabled,
+            "profile_send_errors": self.send_errors,
+        }
 
 
 def directory_bytes(directory: str) -> int:
@@ -317,7 +342,7 @@ def directory_bytes(directory: str) -> int:
     return total
 
 
-STALE_AFTER = 3600.0   # seconds: far longer than any window and its summary
+STALE_AFTER = 3600.0  # seconds: far longer than any window and its summary
 
 
 def remove_stale(workdir: str, now: float | None = None) -> None:
@@ -346,7 +371,7 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except OSError:
-        return True   # someone else's process
+        return True  # someone else's process
     return True
 
 

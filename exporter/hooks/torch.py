@@ -297,7 +297,7 @@ class TorchMonitor:
             self._free.append(item.start)
             self._free.append(item.end)
             self._free.extend(e for _, a, b in item.phases for e in (a, b))
-            del self._free[4 * self.max_pending:]
+            del self._free[4 * self.max_pending :]
 
     def _maybe_memory(self) -> None:
         if self.backend is None or self.memory_interval <= 0:

@@ -16,7 +16,7 @@ import torch
 
 from exporter.hooks.profiling import ProfilerSession
 
-TRACE_NAME = "trace.json"   # what exporter.profiles.window reads for cpu and cuda
+TRACE_NAME = "trace.json"  # what exporter.profiles.window reads for cpu and cuda
 
 
 class _Session:
@@ -37,10 +37,10 @@ class _Session:
 
     def stop(self) -> None:
         self.step_end()
-        self._profiler.stop()   # torch_npu: on_trace_ready writes the export now
+        self._profiler.stop()  # torch_npu: on_trace_ready writes the export now
 
     def export(self) -> None:
-        if self._save:   # Kineto's C++ writer, off the loop thread
+        if self._save:  # Kineto's C++ writer, off the loop thread
             self._profiler.export_chrome_trace(os.path.join(self._directory, TRACE_NAME))
 
 
@@ -74,7 +74,7 @@ class NpuProfilerBackend:
         p = self._profiler
         try:
             handler = p.tensorboard_trace_handler(directory, analyse_flag=True, async_mode=True)
-        except TypeError:   # older torch_npu: analysed when the window closes
+        except TypeError:  # older torch_npu: analysed when the window closes
             handler = p.tensorboard_trace_handler(directory)
         profiler = p.profile(activities=[p.ProfilerActivity.CPU, p.ProfilerActivity.NPU], on_trace_ready=handler)
         profiler.start()

@@ -38,7 +38,7 @@ def steps_url(base: str, endpoint: str = STEPS_PATH) -> tuple[str, str, int, str
         raise ValueError(f"expected an http(s) URL, got {base!r}")
     port = parts.port or (443 if parts.scheme == "https" else 80)
     path = parts.path.rstrip("/")
-    path = path.removesuffix(STEPS_PATH)   # a URL naming the steps route still names the exporter
+    path = path.removesuffix(STEPS_PATH)  # a URL naming the steps route still names the exporter
     return parts.scheme, parts.hostname, port, path + endpoint
 
 
@@ -115,7 +115,7 @@ class Transport:
         if len(data) > MAX_REPLY_BYTES:
             self.close()
             raise http.client.HTTPException(f"reply longer than {MAX_REPLY_BYTES} bytes")
-        if resp.will_close or not resp.isclosed():   # not read to its end: the connection is spent
+        if resp.will_close or not resp.isclosed():  # not read to its end: the connection is spent
             self.close()
         return Reply(resp.status, data)
 

@@ -11,10 +11,10 @@ from typing import Any
 
 PHASES = ("data", "h2d", "compute", "communication", "d2h", "framework", "other")
 PHASE_SET = frozenset(PHASES)
-_MAX_SECONDS = 86_400.0          # longer steps/phases are absurd
+_MAX_SECONDS = 86_400.0  # longer steps/phases are absurd
 _MAX_SAMPLES = 10**9
-_MAX_END_AGE = 86_000.0          # an `end` older than about a day, or more than
-_MAX_END_AHEAD = 290.0           # ~5 minutes ahead, is replaced by the recording time
+_MAX_END_AGE = 86_000.0  # an `end` older than about a day, or more than
+_MAX_END_AHEAD = 290.0  # ~5 minutes ahead, is replaced by the recording time
 
 # (end perf_counter, duration seconds, samples, {phase: seconds}); record_step(end=...)
 # appends the caller's unix end time as a fifth item, sent as given.

@@ -29,10 +29,10 @@ class Held(Protocol):
 
     job_name: str
     rank: int
-    client: str               # "" : outside the per-client limits
+    client: str  # "" : outside the per-client limits
     finished: bool
-    first_seen: float         # monotonic, when it was admitted
-    last_step: float | None   # monotonic arrival of its latest batch with steps
+    first_seen: float  # monotonic, when it was admitted
+    last_step: float | None  # monotonic arrival of its latest batch with steps
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Newcomer:
 @dataclass(frozen=True)
 class Eviction:
     key: Key
-    reason: str               # the limit that was full (metrics.ADMISSION_REASONS)
+    reason: str  # the limit that was full (metrics.ADMISSION_REASONS)
 
 
 def client_key(remote: str | None) -> str:
@@ -129,16 +129,31 @@ def plan(held: Iterable[Held], new: Newcomer, limits: IngestLimits, now: float) 
     p, job, client = _Plan(held, new, limits, now), new.job_name, new.client
     same_job = lambda h: h.job_name == job  # noqa: E731
     same_client = lambda h: h.client == client  # noqa: E731
-    p.fit_job(lambda h: True, limits.max_jobs, "too_many_jobs",
-              f"already tracking {limits.max_jobs} jobs (ingest.max_jobs); {job!r} is not admitted")
+    p.fit_job(
+        lambda h: True,
+        limits.max_jobs,
+        "too_many_jobs",
+        f"already tracking {limits.max_jobs} jobs (ingest.max_jobs); {job!r} is not admitted",
+    )
     if client:
-        p.fit_job(same_client, limits.max_jobs_per_client, "per_client_limit",
-                  f"{client} already holds ranks of {limits.max_jobs_per_client} jobs (ingest.max_jobs_per_client)")
-    p.fit_rank(same_job, limits.max_ranks, "too_many_ranks",
-               f"job {job!r} already has {limits.max_ranks} ranks here (ingest.max_ranks)")
+        p.fit_job(
+            same_client,
+            limits.max_jobs_per_client,
+            "per_client_limit",
+            f"{client} already holds ranks of {limits.max_jobs_per_client} jobs (ingest.max_jobs_per_client)",
+        )
+    p.fit_rank(same_job, limits.max_ranks, "too_many_ranks", f"job {job!r} already has {limits.max_ranks} ranks here (ingest.max_ranks)")
     if client:
-        p.fit_rank(same_client, limits.max_ranks_per_client, "per_client_limit",
-                   f"{client} already holds {limits.max_ranks_per_client} ranks (ingest.max_ranks_per_client)")
-    p.fit_rank(lambda h: True, limits.max_series // SERIES_PER_RANK, "series_budget",
-               f"another rank would exceed ingest.max_series ({limits.max_series} series, {SERIES_PER_RANK} per rank)")
+        p.fit_rank(
+            same_client,
+            limits.max_ranks_per_client,
+            "per_client_limit",
+            f"{client} already holds {limits.max_ranks_per_client} ranks (ingest.max_ranks_per_client)",
+        )
+    p.fit_rank(
+        lambda h: True,
+        limits.max_series // SERIES_PER_RANK,
+        "series_budget",
+        f"another rank would exceed ingest.max_series ({limits.max_series} series, {SERIES_PER_RANK} per rank)",
+    )
     return tuple(p.evictions)

@@ -76,12 +76,19 @@ def steps_handler(store: IngestStore, token: str | None, clock: Callable[[], flo
             store.reject(exc.reason)
             return error_response(exc)
         return web.json_response({"accepted": accepted})
+
     return post_steps
 
 
-def profiles_handler(store: IngestStore, posted: PostedProfiles, token: str | None,
-                     on_accept: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.time) -> Handler:
+def profiles_handler(
+    store: IngestStore,
+    posted: PostedProfiles,
+    token: str | None,
+    on_accept: Callable[[], None] = lambda: None,
+    clock: Callable[[], float] = time.time,
+) -> Handler:
     """``on_accept``: publish now, so the summary is on /metrics at the next scrape."""
+
     async def post_profiles(request: web.Request) -> web.Response:
         try:
             if request.get(AUTHENTICATED_USER) is None:
@@ -100,6 +107,7 @@ def profiles_handler(store: IngestStore, posted: PostedProfiles, token: str | No
         store.count_profile(profile.skipped, posted.evicted_jobs - evicted)
         on_accept()
         return web.json_response({"accepted": 1})
+
     return post_profiles
 
 
@@ -109,11 +117,13 @@ def openapi_handler() -> Handler:
 
     async def openapi(request: web.Request) -> web.Response:
         return web.Response(text=text, content_type="application/yaml")
+
     return openapi
 
 
-def routes(store: IngestStore, token: str | None, posted: PostedProfiles | None = None,
-           on_profile: Callable[[], None] = lambda: None) -> list[web.RouteDef]:
+def routes(
+    store: IngestStore, token: str | None, posted: PostedProfiles | None = None, on_profile: Callable[[], None] = lambda: None
+) -> list[web.RouteDef]:
     """The ingest API's routes; ``token``: the bearer token hooks must send (None: none);
     ``posted``: where profile summaries go (None: no profiles route, the profiles collector is off)."""
     out = [web.post(STEPS_PATH, steps_handler(store, token))]

@@ -12,7 +12,25 @@ JOB_PHASES = ("data", "h2d", "compute", "communication", "d2h", "framework", "ot
 # Iteration time spans milliseconds (small models) to minutes (huge pipelines); roughly
 # x1.5-2 apart so histogram_quantile p50/p99 stay within ~25% anywhere in that range.
 JOB_DURATION_BUCKETS = (
-    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.4, 0.6, 1.0, 1.5, 2.5, 4.0, 6.0, 10.0, 20.0, 60.0, 300.0,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.25,
+    0.4,
+    0.6,
+    1.0,
+    1.5,
+    2.5,
+    4.0,
+    6.0,
+    10.0,
+    20.0,
+    60.0,
+    300.0,
 )
 
 
@@ -21,18 +39,55 @@ def _job(name: str, kind: str, help: str, *extra: str, field: str | tuple[str, .
 
 
 # Per (job_name, rank): RankView fields.
-JOB_INFO = _job("npu_job_info", "gauge", "Training process reporting through the hooks; value 1. `device` is the chip logic id (joins npu_device_info).", "device", "world_size", "framework", "pid", field=("device", "world_size", "framework", "pid"))
-JOB_ITERATION_DURATION = _job("npu_job_iteration_duration_seconds", "histogram", "Iteration (training step) duration, seconds.", field=("cumulative_buckets", "duration_sum"))
+JOB_INFO = _job(
+    "npu_job_info",
+    "gauge",
+    "Training process reporting through the hooks; value 1. `device` is the chip logic id (joins npu_device_info).",
+    "device",
+    "world_size",
+    "framework",
+    "pid",
+    field=("device", "world_size", "framework", "pid"),
+)
+JOB_ITERATION_DURATION = _job(
+    "npu_job_iteration_duration_seconds",
+    "histogram",
+    "Iteration (training step) duration, seconds.",
+    field=("cumulative_buckets", "duration_sum"),
+)
 JOB_ITERATIONS = _job("npu_job_iterations_total", "counter", "Iterations (training steps) completed.", field="iterations")
 JOB_SAMPLES = _job("npu_job_samples_total", "counter", "Samples processed, as reported with each step.", field="samples")
-JOB_PHASE_SECONDS = _job("npu_job_phase_seconds_total", "counter", "Time spent in each phase of the iterations, seconds.", "phase", field="phase_seconds")
-JOB_LAST_ITERATION = _job("npu_job_last_iteration_timestamp_seconds", "gauge", "Unix time the latest iteration ended (stall detection).", field="last_iteration_end")
-JOB_MEMORY_ALLOCATED = _job("npu_job_memory_allocated_bytes", "gauge", "Device memory held by the framework's allocator (torch memory_allocated), bytes.", field="memory_allocated_bytes")
-JOB_MEMORY_MAX_ALLOCATED = _job("npu_job_memory_max_allocated_bytes", "gauge", "Peak of npu_job_memory_allocated_bytes since the process started (torch max_memory_allocated), bytes.", field="memory_max_allocated_bytes")
+JOB_PHASE_SECONDS = _job(
+    "npu_job_phase_seconds_total", "counter", "Time spent in each phase of the iterations, seconds.", "phase", field="phase_seconds"
+)
+JOB_LAST_ITERATION = _job(
+    "npu_job_last_iteration_timestamp_seconds",
+    "gauge",
+    "Unix time the latest iteration ended (stall detection).",
+    field="last_iteration_end",
+)
+JOB_MEMORY_ALLOCATED = _job(
+    "npu_job_memory_allocated_bytes",
+    "gauge",
+    "Device memory held by the framework's allocator (torch memory_allocated), bytes.",
+    field="memory_allocated_bytes",
+)
+JOB_MEMORY_MAX_ALLOCATED = _job(
+    "npu_job_memory_max_allocated_bytes",
+    "gauge",
+    "Peak of npu_job_memory_allocated_bytes since the process started (torch max_memory_allocated), bytes.",
+    field="memory_max_allocated_bytes",
+)
 
 JOB_METRICS = (
-    JOB_INFO, JOB_ITERATION_DURATION, JOB_ITERATIONS, JOB_SAMPLES, JOB_PHASE_SECONDS, JOB_LAST_ITERATION,
-    JOB_MEMORY_ALLOCATED, JOB_MEMORY_MAX_ALLOCATED,
+    JOB_INFO,
+    JOB_ITERATION_DURATION,
+    JOB_ITERATIONS,
+    JOB_SAMPLES,
+    JOB_PHASE_SECONDS,
+    JOB_LAST_ITERATION,
+    JOB_MEMORY_ALLOCATED,
+    JOB_MEMORY_MAX_ALLOCATED,
 )
 # Plain per-rank series, in the order they are rendered.
 JOB_FIELDS = (JOB_ITERATIONS, JOB_SAMPLES, JOB_LAST_ITERATION, JOB_MEMORY_ALLOCATED, JOB_MEMORY_MAX_ALLOCATED)
@@ -53,40 +108,95 @@ SERIES_PER_RANK = sum(_series_per_rank(spec) for spec in JOB_METRICS)
 # The limits admission enforces (429): the reason of a refusal, and of an eviction it made room with.
 ADMISSION_REASONS = ("too_many_jobs", "too_many_ranks", "per_client_limit", "series_budget")
 INGEST_REJECT_REASONS = (
-    "unauthorized", "content_type", "too_large", "malformed_json", "invalid", "unknown_phase",
-    "out_of_range", "bad_label", *ADMISSION_REASONS,
+    "unauthorized",
+    "content_type",
+    "too_large",
+    "malformed_json",
+    "invalid",
+    "unknown_phase",
+    "out_of_range",
+    "bad_label",
+    *ADMISSION_REASONS,
 )
 INGEST_REQUESTS = spec("cann_exporter_ingest_requests_total", "counter", "Batches accepted on POST /api/v1/steps.", field="requests")
 INGEST_STEPS = spec("cann_exporter_ingest_steps_total", "counter", "Steps accepted on POST /api/v1/steps.", field="steps")
-INGEST_REJECTED = spec("cann_exporter_ingest_rejected_total", "counter", "Batches rejected on POST /api/v1/steps, by reason.", ("reason",), field="rejected")
-INGEST_DROPPED = spec("cann_exporter_ingest_client_dropped_steps_total", "counter", "Steps the hook clients reported dropping (buffer full, exporter unreachable).", field="client_dropped")
-INGEST_EXPIRED = spec("cann_exporter_ingest_expired_total", "counter", "Job ranks removed after their TTL without reports.", field="expired")
+INGEST_REJECTED = spec(
+    "cann_exporter_ingest_rejected_total", "counter", "Batches rejected on POST /api/v1/steps, by reason.", ("reason",), field="rejected"
+)
+INGEST_DROPPED = spec(
+    "cann_exporter_ingest_client_dropped_steps_total",
+    "counter",
+    "Steps the hook clients reported dropping (buffer full, exporter unreachable).",
+    field="client_dropped",
+)
+INGEST_EXPIRED = spec(
+    "cann_exporter_ingest_expired_total", "counter", "Job ranks removed after their TTL without reports.", field="expired"
+)
 INGEST_EVICTED = spec(
-    "cann_exporter_ingest_evicted_total", "counter",
+    "cann_exporter_ingest_evicted_total",
+    "counter",
     "Job ranks removed to admit a rank that reports steps (only closed ranks, ranks without steps yet and ranks idle for ingest.idle_after give way), by the limit that was full.",
-    ("reason",), field="evicted")
+    ("reason",),
+    field="evicted",
+)
 INGEST_RANKS = spec("cann_exporter_ingest_ranks", "gauge", "Job ranks currently held by the ingest store.", field="held_ranks")
 
 # POST /api/v1/profiles: the summaries of the hooks' profiling windows.
 PROFILE_REJECT_REASONS = (
-    "unauthorized", "content_type", "too_large", "malformed_json", "invalid", "out_of_range", "bad_label",
-    "too_many_ranks", "per_client_limit",
+    "unauthorized",
+    "content_type",
+    "too_large",
+    "malformed_json",
+    "invalid",
+    "out_of_range",
+    "bad_label",
+    "too_many_ranks",
+    "per_client_limit",
 )
-INGEST_PROFILES = spec("cann_exporter_ingest_profiles_total", "counter", "Profile summaries accepted on POST /api/v1/profiles.", field="profiles")
+INGEST_PROFILES = spec(
+    "cann_exporter_ingest_profiles_total", "counter", "Profile summaries accepted on POST /api/v1/profiles.", field="profiles"
+)
 INGEST_PROFILES_REJECTED = spec(
-    "cann_exporter_ingest_profiles_rejected_total", "counter", "Profile summaries rejected on POST /api/v1/profiles, by reason.",
-    ("reason",), field="profiles_rejected")
+    "cann_exporter_ingest_profiles_rejected_total",
+    "counter",
+    "Profile summaries rejected on POST /api/v1/profiles, by reason.",
+    ("reason",),
+    field="profiles_rejected",
+)
 INGEST_PROFILE_WINDOWS_SKIPPED = spec(
-    "cann_exporter_ingest_profile_windows_skipped_total", "counter",
+    "cann_exporter_ingest_profile_windows_skipped_total",
+    "counter",
     "Profiling windows the hooks skipped because the previous window's summary was still being made (as the hooks reported).",
-    field="profile_windows_skipped")
+    field="profile_windows_skipped",
+)
 INGEST_PROFILE_JOBS_EVICTED = spec(
-    "cann_exporter_ingest_profile_jobs_evicted_total", "counter",
+    "cann_exporter_ingest_profile_jobs_evicted_total",
+    "counter",
     "Jobs whose posted profile summaries were removed to admit a new job past ingest.max_jobs (the job with the oldest latest summary goes).",
-    field="profile_jobs_evicted")
+    field="profile_jobs_evicted",
+)
 
-INGEST_METRICS = (INGEST_REQUESTS, INGEST_STEPS, INGEST_REJECTED, INGEST_DROPPED, INGEST_EXPIRED, INGEST_EVICTED, INGEST_RANKS,
-                  INGEST_PROFILES, INGEST_PROFILES_REJECTED, INGEST_PROFILE_WINDOWS_SKIPPED, INGEST_PROFILE_JOBS_EVICTED)
+INGEST_METRICS = (
+    INGEST_REQUESTS,
+    INGEST_STEPS,
+    INGEST_REJECTED,
+    INGEST_DROPPED,
+    INGEST_EXPIRED,
+    INGEST_EVICTED,
+    INGEST_RANKS,
+    INGEST_PROFILES,
+    INGEST_PROFILES_REJECTED,
+    INGEST_PROFILE_WINDOWS_SKIPPED,
+    INGEST_PROFILE_JOBS_EVICTED,
+)
 # Plain counts, in the order they are rendered (rejections and evictions come last, by reason).
-INGEST_COUNTS = (INGEST_REQUESTS, INGEST_STEPS, INGEST_DROPPED, INGEST_EXPIRED, INGEST_RANKS, INGEST_PROFILES,
-                 INGEST_PROFILE_WINDOWS_SKIPPED, INGEST_PROFILE_JOBS_EVICTED)
+INGEST_COUNTS = (
+    INGEST_REQUESTS,
+    INGEST_STEPS,
+    INGEST_DROPPED,
+    INGEST_EXPIRED,
+    INGEST_RANKS,
+    INGEST_PROFILES,
+    INGEST_PROFILE_WINDOWS_SKIPPED,
+    INGEST_PROFILE_JOBS_EVICTED,
+)

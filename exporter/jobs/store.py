@@ -33,13 +33,13 @@ class RankState:
     device: str
     framework: str
     pid: str
-    last_seen: float                      # time.monotonic(): TTLs must not follow wall-clock jumps
-    client: str = ""                      # admission.client_key of the address that admitted it
-    first_seen: float = 0.0               # monotonic, at admission
-    last_step: float | None = None        # monotonic arrival of the latest batch with steps (idle or not)
+    last_seen: float  # time.monotonic(): TTLs must not follow wall-clock jumps
+    client: str = ""  # admission.client_key of the address that admitted it
+    first_seen: float = 0.0  # monotonic, at admission
+    last_step: float | None = None  # monotonic arrival of the latest batch with steps (idle or not)
     finished: bool = False
     iterations: int = 0
-    samples: int | None = None            # None until a step reports samples
+    samples: int | None = None  # None until a step reports samples
     duration_sum: float = 0.0
     buckets: list[int] = field(default_factory=lambda: [0] * (len(JOB_DURATION_BUCKETS) + 1))
     phase_seconds: dict[str, float] = field(default_factory=dict)
@@ -84,7 +84,7 @@ class RankView:
     iterations: int
     samples: int | None
     duration_sum: float
-    cumulative_buckets: tuple[int, ...]   # per JOB_DURATION_BUCKETS bound, then +Inf
+    cumulative_buckets: tuple[int, ...]  # per JOB_DURATION_BUCKETS bound, then +Inf
     phase_seconds: tuple[tuple[str, float], ...]
     last_iteration_end: float | None
     memory_allocated_bytes: int | None
@@ -97,9 +97,20 @@ class RankView:
             total += count
             cumulative.append(total)
         return cls(
-            s.job_name, s.rank, s.world_size, s.device, s.framework, s.pid, s.iterations, s.samples,
-            s.duration_sum, tuple(cumulative), tuple(sorted(s.phase_seconds.items())), s.last_iteration_end,
-            s.memory_allocated_bytes, s.memory_max_allocated_bytes,
+            s.job_name,
+            s.rank,
+            s.world_size,
+            s.device,
+            s.framework,
+            s.pid,
+            s.iterations,
+            s.samples,
+            s.duration_sum,
+            tuple(cumulative),
+            tuple(sorted(s.phase_seconds.items())),
+            s.last_iteration_end,
+            s.memory_allocated_bytes,
+            s.memory_max_allocated_bytes,
         )
 
 
@@ -112,10 +123,10 @@ class IngestCounters:
     rejected: tuple[tuple[str, int], ...] = ()
     evicted: tuple[tuple[str, int], ...] = ()
     held_ranks: int = 0
-    profiles: int = 0                     # POST /api/v1/profiles: summaries accepted
+    profiles: int = 0  # POST /api/v1/profiles: summaries accepted
     profiles_rejected: tuple[tuple[str, int], ...] = ()
     profile_windows_skipped: int = 0
-    profile_jobs_evicted: int = 0         # posted profile jobs removed to admit a new job
+    profile_jobs_evicted: int = 0  # posted profile jobs removed to admit a new job
 
 
 @dataclass(frozen=True)
@@ -141,7 +152,7 @@ class IngestStore:
         self.ttl = ttl
         self.finished_ttl = min(finished_ttl, ttl)
         self.limits = limits
-        self.clock = clock    # unix time: step `end` checks and defaults
+        self.clock = clock  # unix time: step `end` checks and defaults
         # TTLs run on the monotonic clock; a test that injects only ``clock`` drives both.
         self.age_clock = age_clock or (time.monotonic if clock is time.time else clock)
         self._entries: dict[tuple[str, int], RankState] = {}
@@ -156,7 +167,7 @@ class IngestStore:
         self._profiles_rejected: dict[str, int] = {}
         self._profile_windows_skipped = 0
         self._profile_jobs_evicted = 0
-        self._changes = 0                      # bumped by every change a scrape would see
+        self._changes = 0  # bumped by every change a scrape would see
         self._part: tuple[int, JobsPart] | None = None
 
     def accept(self, batch: Batch, remote: str | None = None) -> int:
@@ -182,8 +193,9 @@ class IngestStore:
         for eviction in evictions:
             del self._entries[eviction.key]
             self._evicted[eviction.reason] = self._evicted.get(eviction.reason, 0) + 1
-        entry = RankState(batch.job_name, batch.rank, batch.world_size, batch.device, batch.framework, batch.pid, now,
-                          client=client, first_seen=now)
+        entry = RankState(
+            batch.job_name, batch.rank, batch.world_size, batch.device, batch.framework, batch.pid, now, client=client, first_seen=now
+        )
         self._entries[(batch.job_name, batch.rank)] = entry
         return entry
 
@@ -222,13 +234,20 @@ class IngestStore:
                 return self._part[1]
             ranks = tuple(RankView.of(e) for _, e in sorted(self._entries.items()))
             counters = IngestCounters(
-                self._requests, self._steps, self._client_dropped, self._expired,
-                tuple(sorted(self._rejected.items())), tuple(sorted(self._evicted.items())), len(self._entries),
-                profiles=self._profiles, profiles_rejected=tuple(sorted(self._profiles_rejected.items())),
-                profile_windows_skipped=self._profile_windows_skipped, profile_jobs_evicted=self._profile_jobs_evicted,
+                self._requests,
+                self._steps,
+                self._client_dropped,
+                self._expired,
+                tuple(sorted(self._rejected.items())),
+                tuple(sorted(self._evicted.items())),
+                len(self._entries),
+                profiles=self._profiles,
+                profiles_rejected=tuple(sorted(self._profiles_rejected.items())),
+                profile_windows_skipped=self._profile_windows_skipped,
+                profile_jobs_evicted=self._profile_jobs_evicted,
             )
             self._part = (self._changes, JobsPart(ranks, counters))
             return self._part[1]
 
 
-JOBS = PartKey("jobs", JobsPart)   # its snapshot key
+JOBS = PartKey("jobs", JobsPart)  # its snapshot key

@@ -35,29 +35,33 @@ _DEFAULTS = IngestOptions()  # the option defaults, written once in options.py
 class IngestLimits:
     # Admission (store.py, admission.py): what the store may hold, and who gives way.
     max_jobs: int = _DEFAULTS.max_jobs
-    max_ranks: int = _DEFAULTS.max_ranks                       # per job_name
-    max_series: int = _DEFAULTS.max_series                     # SERIES_PER_RANK reserved per rank
-    max_jobs_per_client: int = _DEFAULTS.max_jobs_per_client   # per remote address, loopback exempt
+    max_ranks: int = _DEFAULTS.max_ranks  # per job_name
+    max_series: int = _DEFAULTS.max_series  # SERIES_PER_RANK reserved per rank
+    max_jobs_per_client: int = _DEFAULTS.max_jobs_per_client  # per remote address, loopback exempt
     max_ranks_per_client: int = _DEFAULTS.max_ranks_per_client
-    idle_after: float = _DEFAULTS.idle_after                   # seconds without a step before a rank may be evicted
+    idle_after: float = _DEFAULTS.idle_after  # seconds without a step before a rank may be evicted
     # The request and its values.
     max_body_bytes: int = _DEFAULTS.max_body_bytes
-    max_steps: int = 20_000               # steps in one batch
-    max_step_seconds: float = 86_400.0    # a longer step or phase is a bug, not a measurement
-    max_samples: int = 10**9              # per step
+    max_steps: int = 20_000  # steps in one batch
+    max_step_seconds: float = 86_400.0  # a longer step or phase is a bug, not a measurement
+    max_samples: int = 10**9  # per step
     max_label_length: int = 128
     max_world_size: int = 1 << 20
     max_memory_bytes: int = 1 << 50
-    future_skew_seconds: float = 300.0    # step `end` later than now + this is rejected
+    future_skew_seconds: float = 300.0  # step `end` later than now + this is rejected
     max_event_age_seconds: float = 86_400.0
 
     @classmethod
     def of(cls, options: IngestOptions) -> IngestLimits:
         """The limits the `ingest.*` options set (the rest are fixed bounds)."""
         return cls(
-            max_jobs=options.max_jobs, max_ranks=options.max_ranks, max_series=options.max_series,
-            max_jobs_per_client=options.max_jobs_per_client, max_ranks_per_client=options.max_ranks_per_client,
-            idle_after=options.idle_after, max_body_bytes=options.max_body_bytes,
+            max_jobs=options.max_jobs,
+            max_ranks=options.max_ranks,
+            max_series=options.max_series,
+            max_jobs_per_client=options.max_jobs_per_client,
+            max_ranks_per_client=options.max_ranks_per_client,
+            idle_after=options.idle_after,
+            max_body_bytes=options.max_body_bytes,
         )
 
 
@@ -72,7 +76,7 @@ class IngestError(ReasonError):
 @dataclass(frozen=True)
 class Step:
     duration: float
-    end: float | None                     # unix seconds; None: the time the batch arrived
+    end: float | None  # unix seconds; None: the time the batch arrived
     samples: int | None
     phases: tuple[tuple[str, float], ...]
 
@@ -82,11 +86,11 @@ class Batch:
     job_name: str
     rank: int
     world_size: int
-    device: str                           # chip logic id, "" when unknown
+    device: str  # chip logic id, "" when unknown
     framework: str
-    pid: str                              # "" when unknown
-    dropped: int                          # steps the client dropped since its last accepted batch
-    final: bool                           # the client closed: expire soon
+    pid: str  # "" when unknown
+    dropped: int  # steps the client dropped since its last accepted batch
+    final: bool  # the client closed: expire soon
     memory_allocated_bytes: int | None
     memory_max_allocated_bytes: int | None
     steps: tuple[Step, ...]
@@ -169,7 +173,9 @@ def _phases(value: Any, where: str, limits: IngestLimits) -> tuple[tuple[str, fl
         raise _invalid(f"{where}: expected an object of phase name -> seconds")
     unknown = sorted(set(value) - _PHASES)
     if unknown:
-        raise IngestError(400, "unknown_phase", f"{where}: unknown phase(s) {', '.join(map(repr, unknown))}; expected {', '.join(JOB_PHASES)}")
+        raise IngestError(
+            400, "unknown_phase", f"{where}: unknown phase(s) {', '.join(map(repr, unknown))}; expected {', '.join(JOB_PHASES)}"
+        )
     return tuple((name, _seconds(seconds, f"{where}.{name}", limits.max_step_seconds)) for name, seconds in value.items())
 
 

@@ -34,22 +34,44 @@ from exporter.profiles.indicators import OperatorShare, ProfileSummary
 BACKENDS = ("cpu", "cuda", "npu")
 MEMCPY_KINDS = ("h2d", "d2h", "d2d", "h2d_d2h", "other")
 MAX_OPERATORS = 32
-RATIOS = ("compute_ratio", "communication_ratio", "idle_ratio", "memcpy_ratio", "framework_overhead_ratio",
-          "top3_operator_ratio", "max_operator_ratio")
+RATIOS = (
+    "compute_ratio",
+    "communication_ratio",
+    "idle_ratio",
+    "memcpy_ratio",
+    "framework_overhead_ratio",
+    "top3_operator_ratio",
+    "max_operator_ratio",
+)
 # Operator names as profilers write them: `MatMulV2`, `aten::mm`, `hcom_allReduce_`, CUDA
 # kernels like `void gemm<float, 128>(...)`; no quotes, backslashes, braces or control characters.
 _OP_TYPE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@/+<>,()\[\]#=*& -]*")
-_FIELDS = frozenset({"job_name", "rank", "world_size", "framework", "pid", "backend", "finished_at", "steps", "skipped",
-                     "step_duration_seconds", "memcpy_kind_ratios", "operators", *RATIOS})
+_FIELDS = frozenset(
+    {
+        "job_name",
+        "rank",
+        "world_size",
+        "framework",
+        "pid",
+        "backend",
+        "finished_at",
+        "steps",
+        "skipped",
+        "step_duration_seconds",
+        "memcpy_kind_ratios",
+        "operators",
+        *RATIOS,
+    }
+)
 _OPERATOR_FIELDS = frozenset({"op_type", "ratio", "seconds", "count"})
-_SLACK = 1e-6   # float sums of shares
+_SLACK = 1e-6  # float sums of shares
 
 
 @dataclass(frozen=True)
 class PostedProfile:
     summary: ProfileSummary
     backend: str
-    skipped: int                         # windows the client skipped since its last accepted summary
+    skipped: int  # windows the client skipped since its last accepted summary
 
 
 def _ratio(value: Any, where: str) -> float:
@@ -127,11 +149,16 @@ def validate_profile(doc: Any, limits: IngestLimits, now: float) -> PostedProfil
     if ratios.get("max_operator_ratio", 0.0) > ratios.get("top3_operator_ratio", 1.0) + _SLACK:
         raise _out_of_range("max_operator_ratio: larger than top3_operator_ratio")
     summary = ProfileSummary(
-        job_name=job_name, rank=rank, path=f"posted:{job_name}/{rank}", producer="hooks", step_count=steps,
+        job_name=job_name,
+        rank=rank,
+        path=f"posted:{job_name}/{rank}",
+        producer="hooks",
+        step_count=steps,
         finished_at=finished,
         step_duration_seconds=None if duration is None else _seconds(duration, "step_duration_seconds", limits.max_step_seconds),
         memcpy_kind_ratios=_memcpy_kinds(doc["memcpy_kind_ratios"]) if doc.get("memcpy_kind_ratios") is not None else (),
-        top_operators=operators, **ratios,
+        top_operators=operators,
+        **ratios,
     )
     return PostedProfile(summary, backend, skipped)
 

@@ -46,12 +46,12 @@ T = TypeVar("T")
 class Node:
     store: SnapshotStore
     registry: CollectorRegistry
-    exposition: Exposition                  # the registry's one collector: what /metrics renders
+    exposition: Exposition  # the registry's one collector: what /metrics renders
     sampler: Sampler
-    sources: Mapping[str, Source]           # the sources on, by name, in the table's order
+    sources: Mapping[str, Source]  # the sources on, by name, in the table's order
     simulated: Simulated | None = None
-    ingest: IngestStore | None = None       # training-hook steps (POST /api/v1/steps); None when disabled
-    posted: PostedProfiles | None = None    # the hooks' profile summaries (POST /api/v1/profiles); None without ingest or profiles
+    ingest: IngestStore | None = None  # training-hook steps (POST /api/v1/steps); None when disabled
+    posted: PostedProfiles | None = None  # the hooks' profile summaries (POST /api/v1/profiles); None without ingest or profiles
     health: HealthRegistry = field(default_factory=HealthRegistry)
     collectors: tuple[CollectorState, ...] = ()
 
@@ -78,8 +78,14 @@ def build_snapshot(ready: bool, sources: Mapping[str, Source]) -> Snapshot:
     return snapshot
 
 
-def assemble(settings: Settings, *, ingest: bool = True, security: WebSecurity | None = None,
-             http: Callable[[], HttpStatus] | None = None, single_scan: bool = False) -> Node:
+def assemble(
+    settings: Settings,
+    *,
+    ingest: bool = True,
+    security: WebSecurity | None = None,
+    http: Callable[[], HttpStatus] | None = None,
+    single_scan: bool = False,
+) -> Node:
     """``ingest=False`` leaves the hooks ingest out (`once` has no server); ``security`` (the
     web config of `serve`) and ``http`` (the counts of `serve`'s listener) add their metrics;
     ``single_scan`` (`once`) reports every finished profile export on the first scan."""
@@ -93,8 +99,11 @@ def assemble(settings: Settings, *, ingest: bool = True, security: WebSecurity |
         if source is None:
             continue
         sources[registration.name] = source
-        renderings += [Rendering(collector(), registration.name) for switch, collector in registration.collectors
-                       if getattr(settings.collector, switch)]
+        renderings += [
+            Rendering(collector(), registration.name)
+            for switch, collector in registration.collectors
+            if getattr(settings.collector, switch)
+        ]
     store.live = {name: source.read for name, source in sources.items() if isinstance(source, Live)}
     tasks: list[Task] = [task for source in sources.values() for task in source.tasks()]
 
@@ -109,13 +118,23 @@ def assemble(settings: Settings, *, ingest: bool = True, security: WebSecurity |
     registry.register(exposition)
     ingest_store, posted_profiles = ingest_of(build), posted(build)
     if ingest_store is not None:
-        log.info("training-hook ingest enabled",
-                 extra={"path": "/api/v1/steps", "token": settings.ingest.token is not None, "ttl": settings.ingest.ttl})
-    node = Node(store, registry, exposition, Sampler([], health, publish), sources, build.simulated, ingest=ingest_store,
-                posted=posted_profiles, health=health)
+        log.info(
+            "training-hook ingest enabled",
+            extra={"path": "/api/v1/steps", "token": settings.ingest.token is not None, "ttl": settings.ingest.ttl},
+        )
+    node = Node(
+        store,
+        registry,
+        exposition,
+        Sampler([], health, publish),
+        sources,
+        build.simulated,
+        ingest=ingest_store,
+        posted=posted_profiles,
+        health=health,
+    )
     node.collectors = collector_states(build, sources)
     log.info("collectors enabled", extra={state.name: state.detail if state.on else "off" for state in node.collectors})
     # Withheld data leaves /metrics at most a tenth of max_age late, even if every task stalls.
-    node.sampler = Sampler(tasks, health, publish, republish_interval=min(10.0, max(1.0, settings.max_age / 10)),
-                           prepared=publish_prepared)
+    node.sampler = Sampler(tasks, health, publish, republish_interval=min(10.0, max(1.0, settings.max_age / 10)), prepared=publish_prepared)
     return node

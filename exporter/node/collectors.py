@@ -20,13 +20,19 @@ from exporter.core.options import option, parse_bool
 class CollectorOptions:
     """`collector.*`: switch a collector off (its series are not served, its source never runs)."""
 
-    devices: bool = option(True, parse_bool, "per-chip metrics from npu-smi: identity, health, utilization, memory, power, temperature, ECC")
+    devices: bool = option(
+        True, parse_bool, "per-chip metrics from npu-smi: identity, health, utilization, memory, power, temperature, ECC"
+    )
     processes: bool = option(True, parse_bool, "per-process device memory from the npu-smi process table")
     network: bool = option(True, parse_bool, "RoCE/UB ports and optical modules from hccn_tool, where hccn.enabled allows")
     pods: bool = option(True, parse_bool, "chip-to-pod attribution from the kubelet, where podresources.enabled allows")
     profiles: bool = option(True, parse_bool, "profiler exports found under profiles.dirs")
-    jobs: bool = option(True, parse_bool, "training-hook ingest (POST /api/v1/steps) and its npu_job_* metrics, where ingest.enabled allows",
-                       serve_only=True)
+    jobs: bool = option(
+        True,
+        parse_bool,
+        "training-hook ingest (POST /api/v1/steps) and its npu_job_* metrics, where ingest.enabled allows",
+        serve_only=True,
+    )
     self: bool = option(True, parse_bool, "the exporter's own metrics: source health, build, web, process and Python runtime")
 
 

@@ -32,7 +32,7 @@ from exporter.core.snapshot import Snapshot
 from exporter.node.snapshot import SnapshotStore
 
 OPENMETRICS_EOF = b"# EOF\n"
-KEPT = 2   # encodings kept per part and format, bodies per format: the served and the prepared
+KEPT = 2  # encodings kept per part and format, bodies per format: the served and the prepared
 
 
 def _classic_names() -> dict[str, str]:
@@ -54,7 +54,7 @@ CLASSIC_NAMES = _classic_names()
 @dataclass(frozen=True)
 class Rendering:
     collector: Collector[Any]
-    name: str                           # the snapshot key of the part it renders
+    name: str  # the snapshot key of the part it renders
 
     def part(self, snapshot: Snapshot) -> Any:
         """Its part of ``snapshot``; None: nothing to render."""
@@ -85,7 +85,7 @@ class Exposition:
     def __init__(self, store: SnapshotStore, renderings: Sequence[Rendering]) -> None:
         self.store = store
         self.renderings = tuple(renderings)
-        self.encodes = 0     # parts encoded for serving: what the cache saves is counted in tests
+        self.encodes = 0  # parts encoded for serving: what the cache saves is counted in tests
         self._lock = threading.Lock()
         # (rendering, openmetrics) -> its latest encodings, newest first
         self._parts: dict[tuple[int, bool], tuple[_Encoded, ...]] = {}
@@ -100,7 +100,7 @@ class Exposition:
                 yield empty_family(spec)
 
     def collect(self) -> Iterator[Metric]:
-        snapshot = self.store.current    # one snapshot for the whole scrape
+        snapshot = self.store.current  # one snapshot for the whole scrape
         for rendering in self.renderings:
             part = rendering.part(snapshot)
             if part is not None:
@@ -157,7 +157,7 @@ class Exposition:
         with self._lock:
             self.encodes += 1
             key = (index, openmetrics)
-            self._parts[key] = (_Encoded(part, text), *self._parts.get(key, ())[:KEPT - 1])
+            self._parts[key] = (_Encoded(part, text), *self._parts.get(key, ())[: KEPT - 1])
         return text
 
     def parts_of(self, body: bytes) -> tuple[bytes, ...] | None:
@@ -178,5 +178,5 @@ class Exposition:
                 return cached[1]
         joined = pieces + (OPENMETRICS_EOF,) if openmetrics else pieces
         body = b"".join(joined)
-        self._bodies[openmetrics] = ((pieces, body, joined), *kept[:KEPT - 1])
+        self._bodies[openmetrics] = ((pieces, body, joined), *kept[: KEPT - 1])
         return body

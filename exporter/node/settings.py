@@ -39,8 +39,7 @@ from exporter.pods.options import PodsOptions
 from exporter.profiles.options import ProfilesOptions
 from exporter.web.options import WebOptions, listen_option
 
-__all__ = ["OPTIONS", "OPTIONS_BY_KEY", "ConfigError", "Settings", "build_settings", "load_ingest_token", "load_yaml",
-           "read_config_file"]
+__all__ = ["OPTIONS", "OPTIONS_BY_KEY", "ConfigError", "Settings", "build_settings", "load_ingest_token", "load_yaml", "read_config_file"]
 
 MAX_TOKEN_FILE_BYTES = 64 * KiB  # a bearer token is a line; a mounted secret is small
 
@@ -50,8 +49,9 @@ class Settings:
     listen: tuple[str, int] = listen_option()
     web: WebOptions = section(WebOptions, serve_only=True)
     log: LogOptions = section(LogOptions)
-    max_age: float = option("180s", parse_duration, "data older than this is not served (must exceed the detail interval)", metavar="DURATION",
-                              serve_only=True)
+    max_age: float = option(
+        "180s", parse_duration, "data older than this is not served (must exceed the detail interval)", metavar="DURATION", serve_only=True
+    )
     npu_smi: NpuSmiOptions = section(NpuSmiOptions)
     simulator: SimulatorOptions = section(SimulatorOptions)
     ingest: IngestOptions = section(IngestOptions, serve_only=True)
@@ -120,8 +120,9 @@ def _cross_checks(values: Mapping[str, Any]) -> list[str]:
     slowest_key = "npu_smi.detail_interval" if values["npu_smi.details"] else "npu_smi.interval"
     slowest = values[slowest_key]
     if values["max_age"] <= slowest:
-        problems.append(f"max_age: must exceed the slowest sampling interval ({slowest_key}, {slowest:g}s), "
-                        "or that data would always be dropped")
+        problems.append(
+            f"max_age: must exceed the slowest sampling interval ({slowest_key}, {slowest:g}s), or that data would always be dropped"
+        )
     if values["podresources.ttl"] <= values["podresources.interval"]:
         problems.append("podresources.ttl: must exceed podresources.interval, or attribution would flicker")
     if values["ingest.token"] is not None and values["ingest.token_file"] is not None:

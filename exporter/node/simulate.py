@@ -21,10 +21,10 @@ from exporter.core.options import choice, option
 
 log = logging.getLogger("exporter")
 
-Simulated = tuple[str, str]   # (scenario, model)
+Simulated = tuple[str, str]  # (scenario, model)
 
 CHIP_SCENARIOS: tuple[str, ...] = ("healthy", "underutilized", "sawtooth", "degraded", "idle")
-NETWORK_SCENARIOS: tuple[str, ...] = ("link-flap",)   # chips healthy, the network scenario's own
+NETWORK_SCENARIOS: tuple[str, ...] = ("link-flap",)  # chips healthy, the network scenario's own
 ALL_SCENARIOS: tuple[str, ...] = CHIP_SCENARIOS + NETWORK_SCENARIOS
 MODEL_NAMES: tuple[str, ...] = ("910b3", "a3", "310p-duo")
 TOOL_MODULES = {"npusmi": "exporter.simulator.npusmi", "hccn": "exporter.simulator.hccn"}
@@ -34,10 +34,10 @@ TOOL_MODULES = {"npusmi": "exporter.simulator.npusmi", "hccn": "exporter.simulat
 class NodeSigns:
     """Where a host shows it is an Ascend NPU node even when npu-smi is not on PATH (not
     mounted into the container, or PATH without /usr/local/sbin). Tests point it elsewhere."""
-    devices: Path = Path("/dev")                            # davinci0..N, davinci_manager
+
+    devices: Path = Path("/dev")  # davinci0..N, davinci_manager
     driver: Path = Path("/usr/local/Ascend/driver")
-    npu_smi_places: tuple[str, ...] = ("/usr/local/sbin/npu-smi", "/usr/local/bin/npu-smi",
-                                       "/usr/local/Ascend/driver/tools/npu-smi")
+    npu_smi_places: tuple[str, ...] = ("/usr/local/sbin/npu-smi", "/usr/local/bin/npu-smi", "/usr/local/Ascend/driver/tools/npu-smi")
 
     def found(self) -> list[str]:
         """The signs present here (a few device nodes at most), empty on a machine without an NPU."""
@@ -59,15 +59,21 @@ def optional_scenario(value: Any) -> str | None:
 @dataclass(frozen=True)
 class SimulatorOptions:
     scenario: str | None = option(
-        None, optional_scenario,
-        "use the built-in simulator, in one scenario (alone: healthy): " + ", ".join(ALL_SCENARIOS)
+        None,
+        optional_scenario,
+        "use the built-in simulator, in one scenario (alone: healthy): "
+        + ", ".join(ALL_SCENARIOS)
         + ", or auto (only when npu-smi is missing and nothing here looks like an NPU node)",
-        flag="--simulate", metavar="SCENARIO", default_text="off")
+        flag="--simulate",
+        metavar="SCENARIO",
+        default_text="off",
+    )
     model: str = option("910b3", choice(*MODEL_NAMES), "simulated node model", flag="--simulate.model")
 
 
-def npu_smi_command(options: SimulatorOptions, npu_smi_path: str,
-                    signs: NodeSigns | None = None) -> tuple[tuple[str, ...], Simulated | None]:
+def npu_smi_command(
+    options: SimulatorOptions, npu_smi_path: str, signs: NodeSigns | None = None
+) -> tuple[tuple[str, ...], Simulated | None]:
     """The npu-smi argv prefix and, when simulating, (scenario, model).
 
     `auto` simulates only where npu-smi is missing *and* the host shows no sign of an NPU: on

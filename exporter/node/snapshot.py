@@ -46,11 +46,11 @@ class SnapshotStore:
         self.live_interval = live_interval
         self._clock = clock
         self._cost_clock = cost_clock
-        self._pause = 0.0   # until the live parts are read again: LIVE_COST_FACTOR x their cost
+        self._pause = 0.0  # until the live parts are read again: LIVE_COST_FACTOR x their cost
         self._live: tuple[float, dict[str, object]] | None = None
         self._lock = threading.Lock()
         self._preparer: Callable[[Snapshot], Awaitable[None]] | None = None
-        self._generation = 0   # publishes so far: a prepared publish checks nobody published meanwhile
+        self._generation = 0  # publishes so far: a prepared publish checks nobody published meanwhile
 
     def publish(self, snapshot: Snapshot) -> None:
         """Make ``snapshot`` current now (its encodings are made when a scrape asks)."""
@@ -68,7 +68,7 @@ class SnapshotStore:
         if preparer is not None and _changed(snapshot, self._sampled):
             try:
                 await preparer(snapshot)
-            except Exception:   # the scrape that needs it encodes it (and fails) in the open
+            except Exception:  # the scrape that needs it encodes it (and fails) in the open
                 log.exception("preparing the new snapshot's encodings failed")
             if self._generation != generation:
                 snapshot = self._merged(build())
@@ -83,14 +83,14 @@ class SnapshotStore:
         def stop() -> None:
             if self._preparer is preparer:
                 self._preparer = None
+
         return stop
 
     def _merged(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot`` with each part equal to the current one replaced by the current one: an
         unchanged part stays the same object, so its encodings stay valid."""
         old = self._sampled.parts
-        kept = {name: old[name] for name, part in snapshot.parts.items()
-                if name in old and part is not old[name] and part == old[name]}
+        kept = {name: old[name] for name, part in snapshot.parts.items() if name in old and part is not old[name] and part == old[name]}
         return snapshot.replaced(kept) if kept else snapshot
 
     @property
@@ -117,16 +117,18 @@ class SnapshotStore:
                 self._pause = min(self.live_interval, self._pause + LIVE_COST_FACTOR * seconds)
 
     def _live_parts(self) -> tuple[float, dict[str, object]]:
-        with self._lock:   # scrapes encode in threads: one reader refreshes, the others reuse
+        with self._lock:  # scrapes encode in threads: one reader refreshes, the others reuse
             now = self._clock()
             live = self._live
             if live is None or now - live[0] >= self._pause:
                 started = self._cost_clock()
                 parts = {name: read() for name, read in self.live.items()}
                 self._pause = min(self.live_interval, LIVE_COST_FACTOR * (self._cost_clock() - started))
-                if live is not None:   # equal parts stay the same object (see publish)
-                    parts = {name: live[1][name] if name in live[1] and (part is live[1][name] or part == live[1][name]) else part
-                             for name, part in parts.items()}
+                if live is not None:  # equal parts stay the same object (see publish)
+                    parts = {
+                        name: live[1][name] if name in live[1] and (part is live[1][name] or part == live[1][name]) else part
+                        for name, part in parts.items()
+                    }
                 live = self._live = (now, parts)
             return live
 

@@ -56,7 +56,7 @@ log = logging.getLogger("exporter")
 
 T = TypeVar("T")
 
-HCCN_MAX_OUTPUT_BYTES = 1 << 20   # hccn_tool answers are small; a few calls at once (the device serialises them)
+HCCN_MAX_OUTPUT_BYTES = 1 << 20  # hccn_tool answers are small; a few calls at once (the device serialises them)
 HCCN_MAX_CONCURRENCY = 4
 
 
@@ -66,32 +66,33 @@ class Build:
 
     settings: Settings
     health: HealthRegistry
-    latest: Callable[[], Snapshot]            # the latest published snapshot (hccn_tool asks about its chips)
-    ingest: bool = True                       # False: `once`, which has no server
-    single_scan: bool = False                 # `once`: report every finished profile export on the first scan
-    security: WebSecurity | None = None       # serve's web config: its metrics
-    http: Callable[[], HttpStatus] | None = None   # serve's listener counts
-    simulated: Simulated | None = None        # set by the npu-smi builder
-    built: dict[str, object] = field(default_factory=dict)   # shared objects: the ingest store, posted profiles
+    latest: Callable[[], Snapshot]  # the latest published snapshot (hccn_tool asks about its chips)
+    ingest: bool = True  # False: `once`, which has no server
+    single_scan: bool = False  # `once`: report every finished profile export on the first scan
+    security: WebSecurity | None = None  # serve's web config: its metrics
+    http: Callable[[], HttpStatus] | None = None  # serve's listener counts
+    simulated: Simulated | None = None  # set by the npu-smi builder
+    built: dict[str, object] = field(default_factory=dict)  # shared objects: the ingest store, posted profiles
 
 
 @dataclass(frozen=True)
 class Registration:
     name: str
     build: Callable[[Build], Source | None]
-    collectors: tuple[tuple[str, Callable[[], Collector[Any]]], ...]   # (collector.* switch, its collector)
-    notes: tuple[str, ...] = ()   # what the metric reference says below its table, where a row cannot say enough
+    collectors: tuple[tuple[str, Callable[[], Collector[Any]]], ...]  # (collector.* switch, its collector)
+    notes: tuple[str, ...] = ()  # what the metric reference says below its table, where a row cannot say enough
 
 
 def npu_smi(b: Build) -> Source | None:
     command, b.simulated = npu_smi_command(b.settings.simulator, b.settings.npu_smi.path)
     options = b.settings.npu_smi
     if not b.settings.collector.devices:
-        options = replace(options, details=(), board=False)   # both only fill chip series
-    runner = CommandRunner(timeout=options.timeout, max_concurrency=options.max_concurrency, max_output_bytes=options.max_output_bytes,
-                           nice=options.nice)
+        options = replace(options, details=(), board=False)  # both only fill chip series
+    runner = CommandRunner(
+        timeout=options.timeout, max_concurrency=options.max_concurrency, max_output_bytes=options.max_output_bytes, nice=options.nice
+    )
     source = NpuSmiSource(options, runner, b.health, command=command, max_age=b.settings.max_age)
-    if not npu_smi_needed(b.settings.collector):   # no task; its (empty) part still stands for the chips
+    if not npu_smi_needed(b.settings.collector):  # no task; its (empty) part still stands for the chips
         return Derived(DEVICES.name, lambda earlier: source.part(), None)
     return Sampled(DEVICES.name, source)
 
@@ -100,6 +101,7 @@ def status(b: Build) -> Source | None:
     def make(earlier: Snapshot) -> StatusPart:
         devices = earlier.get(DEVICES) or DevicesPart()
         return StatusPart(b.health.statuses(), b.simulated, devices.stale_chips)
+
     return Derived(STATUS.name, make)
 
 
@@ -122,17 +124,29 @@ def posted(b: Build) -> PostedProfiles | None:
     if "posted" not in b.built:
         options = b.settings.ingest
         on = ingest_store(b) is not None and b.settings.collector.profiles
-        b.built["posted"] = PostedProfiles(PostedLimits(
-            max_jobs=options.max_jobs, max_ranks=options.max_ranks, max_ranks_per_client=options.max_ranks_per_client,
-            top_k=b.settings.profiles.top_k)) if on else None
+        b.built["posted"] = (
+            PostedProfiles(
+                PostedLimits(
+                    max_jobs=options.max_jobs,
+                    max_ranks=options.max_ranks,
+                    max_ranks_per_client=options.max_ranks_per_client,
+                    top_k=b.settings.profiles.top_k,
+                )
+            )
+            if on
+            else None
+        )
     summaries = b.built["posted"]
     return summaries if isinstance(summaries, PostedProfiles) else None
 
 
 def profiles(b: Build) -> Source | None:
     """Watched exports and posted summaries as one part: per job and rank the one produced last."""
-    watched = (ProfileSource(b.settings.profiles, b.health, single_scan=b.single_scan)
-               if b.settings.collector.profiles and b.settings.profiles.dirs else None)
+    watched = (
+        ProfileSource(b.settings.profiles, b.health, single_scan=b.single_scan)
+        if b.settings.collector.profiles and b.settings.profiles.dirs
+        else None
+    )
     pushed = posted(b)
     if watched is None and pushed is None:
         return None
@@ -141,6 +155,7 @@ def profiles(b: Build) -> Source | None:
         if pushed is None:
             return watched.part() if watched else None
         return merged(watched.part() if watched else None, pushed.summaries())
+
     return Derived(PROFILES.name, make, watched)
 
 
@@ -163,12 +178,14 @@ def hccn(b: Build) -> Source | None:
     command = hccn_command(options, b.simulated) if b.settings.collector.network else None
     if command is None:
         return None
-    runner = CommandRunner(timeout=options.timeout, max_concurrency=HCCN_MAX_CONCURRENCY, max_output_bytes=HCCN_MAX_OUTPUT_BYTES,
-                           nice=options.nice)
+    runner = CommandRunner(
+        timeout=options.timeout, max_concurrency=HCCN_MAX_CONCURRENCY, max_output_bytes=HCCN_MAX_OUTPUT_BYTES, nice=options.nice
+    )
 
     def chips() -> Sequence[Any]:
         devices = b.latest().get(DEVICES)
         return devices.chips if devices is not None else ()
+
     return Sampled(NETWORK.name, HccnSource(options, runner, b.health, chips=chips, command=command, max_age=b.settings.max_age))
 
 
@@ -183,6 +200,7 @@ def pods(b: Build) -> Source | None:
     def make(earlier: Snapshot) -> object:
         devices = earlier.get(DEVICES)
         return source.part(devices.chips if devices is not None else ())
+
     return Derived(PODS.name, make, source)
 
 
@@ -192,7 +210,7 @@ def jobs(b: Build) -> Source | None:
 
 
 def web(b: Build) -> Source | None:
-    security = b.security if b.settings.collector.self else None   # its metrics only; serve enforces it either way
+    security = b.security if b.settings.collector.self else None  # its metrics only; serve enforces it either way
     return Live(WEB.name, security.part, security) if security is not None else None
 
 
@@ -235,14 +253,22 @@ def collector_states(b: Build, sources: Mapping[str, Source]) -> tuple[Collector
     return (
         state("devices", True, npu_smi_text, ""),
         state("processes", True, npu_smi_text, ""),
-        state("network", hccn is not None, hccn_text,
-              "hccn.enabled is false or hccn_tool is not installed"),
-        state("pods", pods is not None, f"kubelet pod-resources: {settings.podresources.socket}",
-              "podresources.enabled is false or not in Kubernetes"),
-        state("profiles", profiles is not None or pushed is not None,
-              "; ".join(([f"profile directories: {', '.join(settings.profiles.dirs)}"] if profiles else [])
-                        + (["POST /api/v1/profiles"] if pushed else [])),
-              "no profiles.dirs, and no ingest for the hooks' profiles"),
+        state("network", hccn is not None, hccn_text, "hccn.enabled is false or hccn_tool is not installed"),
+        state(
+            "pods",
+            pods is not None,
+            f"kubelet pod-resources: {settings.podresources.socket}",
+            "podresources.enabled is false or not in Kubernetes",
+        ),
+        state(
+            "profiles",
+            profiles is not None or pushed is not None,
+            "; ".join(
+                ([f"profile directories: {', '.join(settings.profiles.dirs)}"] if profiles else [])
+                + (["POST /api/v1/profiles"] if pushed else [])
+            ),
+            "no profiles.dirs, and no ingest for the hooks' profiles",
+        ),
         state("jobs", jobs is not None, "POST /api/v1/steps", "ingest.enabled is false, or `once`"),
         state("self", True, "the exporter's own metrics", ""),
     )

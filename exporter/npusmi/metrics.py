@@ -10,13 +10,15 @@ def _chip(name: str, help: str, *extra: str, field: str | tuple[str, ...], kind:
 
 
 # Per chip (ChipSample fields); a chip that cannot be read now keeps only npu_device_info and npu_up 0.
-DEVICE_INFO = _chip("npu_device_info", "Chip identity; value 1.", "model", "bus_id", "phy_id", "vdie_id",
-                    field=("model", "bus_id", "phy_id", "vdie_id"))
+DEVICE_INFO = _chip(
+    "npu_device_info", "Chip identity; value 1.", "model", "bus_id", "phy_id", "vdie_id", field=("model", "bus_id", "phy_id", "vdie_id")
+)
 UP = _chip("npu_up", "1 if the latest read of this chip succeeded, else 0.", field="up")
 HEALTH = _chip("npu_health", "Chip health as a stateset: 1 for the current state.", "state", field="health")
 HEALTH_ERROR = _chip(
     "npu_health_error_info",
-    "An error code npu-smi reports for a chip that is not OK (`-t health` Error Code); value 1.", "code",
+    "An error code npu-smi reports for a chip that is not OK (`-t health` Error Code); value 1.",
+    "code",
     field="health_error_codes",
 )
 AICORE = _chip("npu_aicore_utilization_ratio", "AI Core busy share (device utilization), 0..1.", field="aicore_utilization_ratio")
@@ -38,17 +40,28 @@ TEMPERATURE = _chip("npu_temperature_celsius", "Chip temperature, degrees Celsiu
 HBM_TEMPERATURE = _chip("npu_hbm_temperature_celsius", "HBM temperature, degrees Celsius.", field="hbm_temperature_celsius")
 AICORE_FREQ = _chip("npu_aicore_frequency_hertz", "Current AI Core clock, hertz.", field="aicore_frequency_hertz")
 AICORE_RATED_FREQ = _chip("npu_aicore_rated_frequency_hertz", "Rated AI Core clock, hertz.", field="aicore_rated_frequency_hertz")
-ECC_ERRORS = _chip("npu_ecc_errors_total", "ECC errors in the chip's current count, which a chip reset or npu-smi clear sets back to 0 (npu-smi Error Count).",
-                   "memory", "type", field="ecc", kind="counter")
+ECC_ERRORS = _chip(
+    "npu_ecc_errors_total",
+    "ECC errors in the chip's current count, which a chip reset or npu-smi clear sets back to 0 (npu-smi Error Count).",
+    "memory",
+    "type",
+    field="ecc",
+    kind="counter",
+)
 ECC_AGGREGATE_ERRORS = _chip(
     "npu_ecc_aggregate_errors_total",
     "ECC errors over the chip's life, kept across clears and restarts (npu-smi Aggregate Total Err Cnt).",
-    "memory", "type", field="ecc_aggregate", kind="counter",
+    "memory",
+    "type",
+    field="ecc_aggregate",
+    kind="counter",
 )
 ECC_ISOLATED_PAGES = _chip(
     "npu_ecc_isolated_pages",
     "Memory pages the driver has taken out of use after ECC errors of this type (npu-smi Isolated Pages Count).",
-    "memory", "type", field="ecc_isolated_pages",
+    "memory",
+    "type",
+    field="ecc_isolated_pages",
 )
 
 # How the three ECC families differ, for the metric reference.
@@ -71,26 +84,56 @@ chip prints it (310 and 310B print the current count only, read as DDR).
 """
 
 # Per node (DevicesPart fields).
-DRIVER_INFO = spec("npu_driver_info", "gauge", "npu-smi and driver versions; value 1.", ("version", "tool_version"),
-                   field=("driver_version", "tool_version"))
+DRIVER_INFO = spec(
+    "npu_driver_info",
+    "gauge",
+    "npu-smi and driver versions; value 1.",
+    ("version", "tool_version"),
+    field=("driver_version", "tool_version"),
+)
 DEVICES = spec("npu_devices", "gauge", "Chips seen in the latest npu-smi overview.", field="chips_seen")
 EXPECTED_DEVICES = spec(
-    "npu_expected_devices", "gauge",
-    "Chips this node should have: source=\"config\" (npu_smi.expected_devices), source=\"pci\" (Ascend PCI "
-    "functions in sysfs times their chips, where the model gives one number).", ("source",),
+    "npu_expected_devices",
+    "gauge",
+    'Chips this node should have: source="config" (npu_smi.expected_devices), source="pci" (Ascend PCI '
+    "functions in sysfs times their chips, where the model gives one number).",
+    ("source",),
     field=("expected_devices", "pci_expected_devices"),
 )
-PCI_FUNCTIONS = spec("npu_pci_functions", "gauge", "Ascend PCI functions (Huawei, accelerator class) in sysfs by PCI device id.",
-                     ("device_id",), field="pci_functions")
+PCI_FUNCTIONS = spec(
+    "npu_pci_functions",
+    "gauge",
+    "Ascend PCI functions (Huawei, accelerator class) in sysfs by PCI device id.",
+    ("device_id",),
+    field="pci_functions",
+)
 
 # Per process (ProcessSample fields).
-PROCESS_MEMORY = _chip("npu_process_memory_bytes", "Device memory held by a process, bytes.", "pid", "process",
-                       field=("memory_bytes", "pid", "name"))
+PROCESS_MEMORY = _chip(
+    "npu_process_memory_bytes", "Device memory held by a process, bytes.", "pid", "process", field=("memory_bytes", "pid", "name")
+)
 
 # Plain per-chip gauges, in the order they are rendered.
 CHIP_GAUGES = (
-    AICORE, AIVECTOR, AICUBE, AICPU, CTRLCPU, NPU_UTIL, HBM_USED, HBM_TOTAL, HBM_BW, MEM_USED, MEM_TOTAL, DDR_BW,
-    HUGEPAGES_USED, HUGEPAGES_TOTAL, POWER, TEMPERATURE, HBM_TEMPERATURE, AICORE_FREQ, AICORE_RATED_FREQ,
+    AICORE,
+    AIVECTOR,
+    AICUBE,
+    AICPU,
+    CTRLCPU,
+    NPU_UTIL,
+    HBM_USED,
+    HBM_TOTAL,
+    HBM_BW,
+    MEM_USED,
+    MEM_TOTAL,
+    DDR_BW,
+    HUGEPAGES_USED,
+    HUGEPAGES_TOTAL,
+    POWER,
+    TEMPERATURE,
+    HBM_TEMPERATURE,
+    AICORE_FREQ,
+    AICORE_RATED_FREQ,
 )
 # Per chip, memory (hbm, ddr) and type (single_bit, double_bit): `-t ecc` (ChipSample EccCount fields).
 ECC_METRICS = (ECC_ERRORS, ECC_AGGREGATE_ERRORS, ECC_ISOLATED_PAGES)

@@ -15,10 +15,10 @@ from exporter.core.options import (
 )
 from exporter.core.runner import nice_option
 
-MAX_EXPECTED_CHIPS = 1024   # far above any node (16 dies on an Atlas A3), far below a typo's digits
+MAX_EXPECTED_CHIPS = 1024  # far above any node (16 dies on an Atlas A3), far below a typo's digits
 
 
-parse_count = whole_number(0, MAX_EXPECTED_CHIPS)   # chips this node should have; 0: none
+parse_count = whole_number(0, MAX_EXPECTED_CHIPS)  # chips this node should have; 0: none
 
 
 # The per-card `-t` queries the source knows (health is per chip, and only for chips not OK).
@@ -30,19 +30,28 @@ class NpuSmiOptions:
     path: str = option("npu-smi", parse_text, "npu-smi binary (name on PATH or a path)", flag="--npu-smi", metavar="PATH")
     timeout: float = option("10s", parse_duration, "kill an npu-smi call after this long", metavar="DURATION")
     interval: float = option("10s", parse_duration, "how often `npu-smi info` reads every chip", metavar="DURATION", serve_only=True)
-    detail_interval: float = option("60s", parse_duration, "how often the per-card `-t` details are read", metavar="DURATION", serve_only=True)
+    detail_interval: float = option(
+        "60s", parse_duration, "how often the per-card `-t` details are read", metavar="DURATION", serve_only=True
+    )
     inventory_interval: float = option(
-        "1h", parse_duration, "how often `info -m` and board ids are re-read (also on chip-set change)", metavar="DURATION", serve_only=True)
+        "1h", parse_duration, "how often `info -m` and board ids are re-read (also on chip-set change)", metavar="DURATION", serve_only=True
+    )
     details: tuple[str, ...] = option(
-        "usages,common,ecc,health", subset(*DETAIL_KINDS),
-        "`-t` queries (per card; health per chip, only when not OK): " + ",".join(DETAIL_KINDS), metavar="LIST")
+        "usages,common,ecc,health",
+        subset(*DETAIL_KINDS),
+        "`-t` queries (per card; health per chip, only when not OK): " + ",".join(DETAIL_KINDS),
+        metavar="LIST",
+    )
     board: bool = option(True, parse_bool, "read `-t board -c` per chip at inventory time (die ids)")
     max_concurrency: int = option(4, parse_positive_int, "npu-smi calls running at once", metavar="N")
     nice: int = nice_option("npu-smi")
     max_output_bytes: int = option(4 << 20, parse_positive_int, "larger npu-smi outputs are discarded", metavar="BYTES")
     expected_devices: int = option(
-        0, parse_count, "chips this node should have (npu_expected_devices{source=\"config\"}; NPUMissing); 0: none",
-        metavar="N")
+        0, parse_count, 'chips this node should have (npu_expected_devices{source="config"}; NPUMissing); 0: none', metavar="N"
+    )
     sysfs: str = option(
-        "/sys", parse_text, "sysfs mount point; Ascend PCI functions under bus/pci/devices give npu_expected_devices{source=\"pci\"}",
-        metavar="DIR")
+        "/sys",
+        parse_text,
+        'sysfs mount point; Ascend PCI functions under bus/pci/devices give npu_expected_devices{source="pci"}',
+        metavar="DIR",
+    )

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from exporter.core.snapshot import PartKey
 from exporter.npusmi import parse as p
 
-MIB = 1024 * 1024          # npu-smi's "MB" are MiB
+MIB = 1024 * 1024  # npu-smi's "MB" are MiB
 HEALTH_STATES = ("OK", "Warning", "Alarm", "Critical", "Unknown")
 
 
 @dataclass(frozen=True)
 class EccCount:
-    memory: str        # hbm, ddr
-    type: str          # single_bit, double_bit
+    memory: str  # hbm, ddr
+    type: str  # single_bit, double_bit
     count: int
 
 
@@ -27,38 +27,38 @@ class EccCount:
 class ChipSample:
     """One chip as the latest fresh reads describe it."""
 
-    npu: int                                     # `info` NPU id (the -i argument)
-    chip: int                                    # `info` Chip: index within the card
-    device: int | None                           # `info -m` Chip Logic ID (framework index)
-    up: bool                                     # listed by the latest `info`, which is fresh
-    model: str | None = None                     # `info` Name
-    bus_id: str | None = None                    # `info` Bus-Id
-    phy_id: int | None = None                    # `info` / `info -m` Chip Phy-ID (A3)
-    vdie_id: str | None = None                   # `-t board -c` VDie ID
-    health: str | None = None                    # `info` Health, one of HEALTH_STATES
-    health_error_codes: tuple[str, ...] = ()     # `-t health -c` Error Code (read only when health is not OK)
-    aicore_utilization_ratio: float | None = None        # `info` AICore(%)
-    aivector_utilization_ratio: float | None = None      # `-t usages` Aivector/Vectorcore Usage Rate(%)
-    aicube_utilization_ratio: float | None = None        # `-t usages` Aicube Usage Rate(%)
-    aicpu_utilization_ratio: float | None = None         # `-t usages` Aicpu Usage Rate(%)
-    ctrlcpu_utilization_ratio: float | None = None       # `-t usages` Ctrlcpu Usage Rate(%)
-    npu_utilization_ratio: float | None = None           # `-t usages` NPU Utilization(%), 950 `info` NPU Util(%)
-    hbm_used_bytes: float | None = None                  # `info` HBM-Usage(MB) used
-    hbm_total_bytes: float | None = None                 # `info` HBM-Usage(MB) total
+    npu: int  # `info` NPU id (the -i argument)
+    chip: int  # `info` Chip: index within the card
+    device: int | None  # `info -m` Chip Logic ID (framework index)
+    up: bool  # listed by the latest `info`, which is fresh
+    model: str | None = None  # `info` Name
+    bus_id: str | None = None  # `info` Bus-Id
+    phy_id: int | None = None  # `info` / `info -m` Chip Phy-ID (A3)
+    vdie_id: str | None = None  # `-t board -c` VDie ID
+    health: str | None = None  # `info` Health, one of HEALTH_STATES
+    health_error_codes: tuple[str, ...] = ()  # `-t health -c` Error Code (read only when health is not OK)
+    aicore_utilization_ratio: float | None = None  # `info` AICore(%)
+    aivector_utilization_ratio: float | None = None  # `-t usages` Aivector/Vectorcore Usage Rate(%)
+    aicube_utilization_ratio: float | None = None  # `-t usages` Aicube Usage Rate(%)
+    aicpu_utilization_ratio: float | None = None  # `-t usages` Aicpu Usage Rate(%)
+    ctrlcpu_utilization_ratio: float | None = None  # `-t usages` Ctrlcpu Usage Rate(%)
+    npu_utilization_ratio: float | None = None  # `-t usages` NPU Utilization(%), 950 `info` NPU Util(%)
+    hbm_used_bytes: float | None = None  # `info` HBM-Usage(MB) used
+    hbm_total_bytes: float | None = None  # `info` HBM-Usage(MB) total
     hbm_bandwidth_utilization_ratio: float | None = None  # `-t usages` HBM Bandwidth Usage Rate(%)
-    memory_used_bytes: float | None = None               # `info` Memory-Usage(MB) used (DDR)
-    memory_total_bytes: float | None = None              # `info` Memory-Usage(MB) total
+    memory_used_bytes: float | None = None  # `info` Memory-Usage(MB) used (DDR)
+    memory_total_bytes: float | None = None  # `info` Memory-Usage(MB) total
     ddr_bandwidth_utilization_ratio: float | None = None  # `-t usages` DDR Bandwidth Usage Rate(%)
-    hugepages_used: int | None = None                    # `info` Hugepages-Usage(page) used
-    hugepages_total: int | None = None                   # `info` Hugepages-Usage(page) total
-    power_watts: float | None = None                     # `info` Power(W); 310P: `-t common` MCU power
-    temperature_celsius: float | None = None             # `info` Temp(C)
-    hbm_temperature_celsius: float | None = None         # `-t memory` HBM Temperature(C)
-    aicore_frequency_hertz: float | None = None          # `-t common` Aicore curFreq(MHZ)
-    aicore_rated_frequency_hertz: float | None = None    # `-t common` Aicore Freq(MHZ)
-    ecc: tuple[EccCount, ...] = ()                       # `-t ecc` Error Count (since last cleared)
-    ecc_aggregate: tuple[EccCount, ...] = ()             # `-t ecc` Aggregate Total Err Cnt (lifetime)
-    ecc_isolated_pages: tuple[EccCount, ...] = ()        # `-t ecc` Isolated Pages Count
+    hugepages_used: int | None = None  # `info` Hugepages-Usage(page) used
+    hugepages_total: int | None = None  # `info` Hugepages-Usage(page) total
+    power_watts: float | None = None  # `info` Power(W); 310P: `-t common` MCU power
+    temperature_celsius: float | None = None  # `info` Temp(C)
+    hbm_temperature_celsius: float | None = None  # `-t memory` HBM Temperature(C)
+    aicore_frequency_hertz: float | None = None  # `-t common` Aicore curFreq(MHZ)
+    aicore_rated_frequency_hertz: float | None = None  # `-t common` Aicore Freq(MHZ)
+    ecc: tuple[EccCount, ...] = ()  # `-t ecc` Error Count (since last cleared)
+    ecc_aggregate: tuple[EccCount, ...] = ()  # `-t ecc` Aggregate Total Err Cnt (lifetime)
+    ecc_isolated_pages: tuple[EccCount, ...] = ()  # `-t ecc` Isolated Pages Count
 
 
 @dataclass(frozen=True)
@@ -77,18 +77,19 @@ class ProcessSample:
 class DevicesPart:
     """What the npu-smi source knows at one moment; data older than max_age is left out."""
 
-    chips: tuple[ChipSample, ...] = ()           # every chip ever seen; those not read now have up=False
+    chips: tuple[ChipSample, ...] = ()  # every chip ever seen; those not read now have up=False
     processes: tuple[ProcessSample, ...] = ()
-    chips_seen: int | None = None                # chips in the latest successful overview
-    driver_version: str | None = None            # `info` Version
-    tool_version: str | None = None              # `info` npu-smi version
-    stale_chips: int = 0                         # listed by an overview older than max_age: withheld
-    expected_devices: int | None = None          # npu_smi.expected_devices (None: not set)
-    pci_expected_devices: int | None = None      # chips the Ascend PCI functions in sysfs carry (npusmi/pci.py)
+    chips_seen: int | None = None  # chips in the latest successful overview
+    driver_version: str | None = None  # `info` Version
+    tool_version: str | None = None  # `info` npu-smi version
+    stale_chips: int = 0  # listed by an overview older than max_age: withheld
+    expected_devices: int | None = None  # npu_smi.expected_devices (None: not set)
+    pci_expected_devices: int | None = None  # chips the Ascend PCI functions in sysfs carry (npusmi/pci.py)
     pci_functions: tuple[tuple[str, int], ...] = ()  # (PCI device id, Ascend functions with it) in sysfs
 
 
 # --- records -> samples (pure) ------------------------------------------------------------------
+
 
 def overview_values(chip: p.InfoChip) -> dict[str, object]:
     """ChipSample fields from the chip's rows of `npu-smi info`."""
@@ -187,4 +188,4 @@ def ecc_counts(ecc: p.ChipEcc, suffix: str, memories: tuple[str, ...] = ("ddr", 
     return tuple(out)
 
 
-DEVICES = PartKey("devices", DevicesPart)   # its snapshot key
+DEVICES = PartKey("devices", DevicesPart)  # its snapshot key

@@ -21,17 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HUAWEI = 0x19E5
-ACCELERATOR_CLASS = 0x12           # PCI base class "processing accelerators" (class 0x12SSPP)
+ACCELERATOR_CLASS = 0x12  # PCI base class "processing accelerators" (class 0x12SSPP)
 # Chips per PCI function by device id, where one model carries one number (see the docstring).
 CHIPS_PER_FUNCTION = {0xD801: 1, 0xD802: 1}
-MAX_FUNCTIONS = 4096               # a bound on what is read (real hosts have a few hundred)
+MAX_FUNCTIONS = 4096  # a bound on what is read (real hosts have a few hundred)
 MAX_READ = 64
 
 
 @dataclass(frozen=True)
 class PciCount:
-    functions: tuple[tuple[str, int], ...]   # (device id as 0xd802, Ascend functions with it), sorted
-    expected_chips: int | None               # chips the functions carry; None when a device id has no known count
+    functions: tuple[tuple[str, int], ...]  # (device id as 0xd802, Ascend functions with it), sorted
+    expected_chips: int | None  # chips the functions carry; None when a device id has no known count
 
 
 def _hex(path: Path) -> int | None:

@@ -53,7 +53,7 @@ class NpuSmiSource:
     """
 
     INFO, INVENTORY, DETAILS = "npu_smi_info", "npu_smi_inventory", "npu_smi_details"
-    PROCESSES = "info processes"   # the subject of `info`'s process section, counted apart from its chips
+    PROCESSES = "info processes"  # the subject of `info`'s process section, counted apart from its chips
 
     def __init__(
         self,
@@ -72,16 +72,16 @@ class NpuSmiSource:
         self.health = health
         self.clock = clock
         self._table: p.InfoTable | None = None
-        self._table_at = -math.inf          # never read: infinitely old on the monotonic clock
+        self._table_at = -math.inf  # never read: infinitely old on the monotonic clock
         self._table_ok = False
-        self._known: dict[ChipKey, p.InfoChip] = {}      # every chip ever seen, for npu_up 0
+        self._known: dict[ChipKey, p.InfoChip] = {}  # every chip ever seen, for npu_up 0
         self._map: dict[ChipKey, p.ChipMapEntry] = {}
         self._map_keys: frozenset[ChipKey] | None = None
         self._inventory_at: float | None = None
         self._boards: dict[ChipKey, p.BoardInfo] = {}
         self._details: dict[tuple[str, ChipKey], Stamped[object]] = {}
         self._card_power: dict[int, Stamped[float]] = {}  # 310P: MCU power of `-t common`
-        self._pci: PciCount | None = None                 # Ascend PCI functions in sysfs, read with the inventory
+        self._pci: PciCount | None = None  # Ascend PCI functions in sysfs, read with the inventory
 
     # --- scheduled work ------------------------------------------------------------------
 
@@ -137,7 +137,7 @@ class NpuSmiSource:
         )
         failures = [f for f in results if f is not None]
         subjects = [f"{kind} -i {npu}" for kind, npu in jobs] + [f"health -i {n} -c {c}" for n, c in unwell]
-        if not npus:   # nothing to read is not success: a node with no chip must not look healthy
+        if not npus:  # nothing to read is not success: a node with no chip must not look healthy
             failures.append(Failure("details", "no_chips", "no chip known from npu-smi info, nothing to query"))
         self.health[self.DETAILS].record(time.monotonic() - start, failures, subjects)
 
@@ -156,10 +156,7 @@ class NpuSmiSource:
         table = self._table
         fresh = self._table_ok and now - self._table_at <= self.max_age
         listed = {(c.npu_id, c.chip_id): c for c in table.chips} if table and self._table_ok else {}
-        chips = tuple(
-            self._chip_sample(key, chip, up=fresh and key in listed, now=now)
-            for key, chip in sorted(self._known.items())
-        )
+        chips = tuple(self._chip_sample(key, chip, up=fresh and key in listed, now=now) for key, chip in sorted(self._known.items()))
         return DevicesPart(
             chips=chips,
             processes=self._processes(table) if now - self._table_at <= self.max_age else (),

@@ -41,8 +41,8 @@ LIST_METHOD = "/v1.PodResourcesLister/List"
 
 # Why a device id listed by the kubelet is not attributed to a chip (label `reason` of
 # cann_exporter_podresources_unmatched_devices). `no_chip` is decided when matching (part.py).
-SKIP_UNKNOWN_RESOURCE = "unknown_resource"   # a huawei.com/ resource that is not an NPU resource we map
-SKIP_BAD_DEVICE_ID = "bad_device_id"         # an NPU resource whose device id has no trailing chip number
+SKIP_UNKNOWN_RESOURCE = "unknown_resource"  # a huawei.com/ resource that is not an NPU resource we map
+SKIP_BAD_DEVICE_ID = "bad_device_id"  # an NPU resource whose device id has no trailing chip number
 SKIP_REASONS = (SKIP_UNKNOWN_RESOURCE, SKIP_BAD_DEVICE_ID)
 
 _TRAILING_ID = re.compile(r"^(?P<prefix>.+?)-(?P<id>\d{1,6})$")
@@ -62,14 +62,14 @@ class PodAttribution:
     pod: str
     container: str
     resource_name: str
-    device_id: str = ""             # the kubelet's device id, verbatim (for logs)
+    device_id: str = ""  # the kubelet's device id, verbatim (for logs)
     virtual_id: int | None = None
 
 
 @dataclass(frozen=True)
 class ParsedResources:
     attributions: tuple[PodAttribution, ...]
-    skipped: tuple[tuple[str, str, str], ...]   # (reason, resource_name, device_id)
+    skipped: tuple[tuple[str, str, str], ...]  # (reason, resource_name, device_id)
 
 
 class PodResourcesError(ReasonError):

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from exporter.core.metric import CHIP_LABELS, spec
 
-POD_INFO = spec("npu_pod_info", "gauge", "Pod the chip is allocated to (kubelet pod-resources); value 1.",
-                CHIP_LABELS + ("namespace", "pod", "container"), field=("namespace", "pod", "container"))
+POD_INFO = spec(
+    "npu_pod_info",
+    "gauge",
+    "Pod the chip is allocated to (kubelet pod-resources); value 1.",
+    CHIP_LABELS + ("namespace", "pod", "container"),
+    field=("namespace", "pod", "container"),
+)
 PODRESOURCES_UNMATCHED = spec(
     "cann_exporter_podresources_unmatched_devices",
     "gauge",

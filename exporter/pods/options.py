@@ -21,11 +21,23 @@ MATCH_ON = ("physical", "logic")
 
 @dataclass(frozen=True)
 class PodsOptions:
-    enabled: bool | None = option("auto", auto_bool, "attribute chips to pods via the kubelet pod-resources API (auto: inside Kubernetes; YAML and env take auto, true, false)")
+    enabled: bool | None = option(
+        "auto",
+        auto_bool,
+        "attribute chips to pods via the kubelet pod-resources API (auto: inside Kubernetes; YAML and env take auto, true, false)",
+    )
     socket: str = option(DEFAULT_SOCKET, parse_text, "kubelet pod-resources socket", metavar="PATH")
     timeout: float = option("3s", parse_duration, "bound on one List call", metavar="DURATION")
     interval: float = option("15s", parse_duration, "how often the kubelet is asked", metavar="DURATION", serve_only=True)
-    ttl: float = option("60s", parse_duration, "an answer is used this long; then attribution is dropped", metavar="DURATION", serve_only=True)
-    resources: tuple[str, ...] = option(",".join(DEFAULT_RESOURCES), text_list, "device-plugin resource names (virtual slices <name>-* included)", metavar="LIST")
-    device_id: str = option("physical", choice(*MATCH_ON), "what the number ending a device id is: the chip's physical id (Ascend device plugin) or its logic id")
+    ttl: float = option(
+        "60s", parse_duration, "an answer is used this long; then attribution is dropped", metavar="DURATION", serve_only=True
+    )
+    resources: tuple[str, ...] = option(
+        ",".join(DEFAULT_RESOURCES), text_list, "device-plugin resource names (virtual slices <name>-* included)", metavar="LIST"
+    )
+    device_id: str = option(
+        "physical",
+        choice(*MATCH_ON),
+        "what the number ending a device id is: the chip's physical id (Ascend device plugin) or its logic id",
+    )
     max_message_bytes: int = 16 << 20  # a larger kubelet answer is refused (not an option)

@@ -36,13 +36,13 @@ class ChipPod:
 @dataclass(frozen=True)
 class PodsPart:
     chips: tuple[ChipPod, ...] = ()
-    unmatched: tuple[tuple[str, int], ...] = ()      # (reason, kubelet devices) for every reason
+    unmatched: tuple[tuple[str, int], ...] = ()  # (reason, kubelet devices) for every reason
 
 
 @dataclass(frozen=True)
 class Matched:
     part: PodsPart
-    no_chip: tuple[PodAttribution, ...]              # attributions that name no chip here
+    no_chip: tuple[PodAttribution, ...]  # attributions that name no chip here
 
 
 def chip_key(chip: ChipSample, match_on: str) -> int | None:
@@ -51,8 +51,7 @@ def chip_key(chip: ChipSample, match_on: str) -> int | None:
     return chip.device
 
 
-def match(attributions: Iterable[PodAttribution], chips: Iterable[ChipSample], match_on: str,
-          skipped: Mapping[str, int]) -> Matched:
+def match(attributions: Iterable[PodAttribution], chips: Iterable[ChipSample], match_on: str, skipped: Mapping[str, int]) -> Matched:
     """Pair each attribution with the chips it names; one ChipPod per (chip, pod, container)."""
     by_id: dict[int, list[ChipSample]] = {}
     for chip in chips:
@@ -75,4 +74,4 @@ def match(attributions: Iterable[PodAttribution], chips: Iterable[ChipSample], m
     return Matched(PodsPart(tuple(found), tuple(sorted(counts.items()))), tuple(no_chip))
 
 
-PODS = PartKey("pods", PodsPart)   # its snapshot key
+PODS = PartKey("pods", PodsPart)  # its snapshot key

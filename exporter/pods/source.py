@@ -89,8 +89,14 @@ class PodResourcesSource:
             self._parsed = parsed
             self._fetched_at = self._clock()
             for reason, resource, device_id in parsed.skipped:
-                self._log_once("kubelet device not attributed to a chip", (reason, resource, device_id),
-                               source=self.name, reason=reason, resource=resource, device_id=device_id)
+                self._log_once(
+                    "kubelet device not attributed to a chip",
+                    (reason, resource, device_id),
+                    source=self.name,
+                    reason=reason,
+                    resource=resource,
+                    device_id=device_id,
+                )
         self.health[self.name].record(time.monotonic() - start, failures, [self.options.socket])
 
     def fresh(self) -> bool:
@@ -115,9 +121,15 @@ class PodResourcesSource:
             for att in matched.no_chip:
                 device_id = att.device_id or str(att.device)
                 self._log_once(
-                    "kubelet device matches no chip on this node", ("no_chip", att.resource_name, device_id),
-                    resource=att.resource_name, device_id=device_id, chip_id=att.device, match_on=self.options.device_id,
-                    namespace=att.namespace, pod=att.pod, container=att.container,
+                    "kubelet device matches no chip on this node",
+                    ("no_chip", att.resource_name, device_id),
+                    resource=att.resource_name,
+                    device_id=device_id,
+                    chip_id=att.device,
+                    match_on=self.options.device_id,
+                    namespace=att.namespace,
+                    pod=att.pod,
+                    container=att.container,
                 )
         return matched.part
 

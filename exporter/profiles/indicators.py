@@ -21,7 +21,7 @@ class OperatorShare:
     op_type: str
     time_us: float
     count: int
-    ratio: float                     # of total device kernel time, communication excluded
+    ratio: float  # of total device kernel time, communication excluded
 
 
 @dataclass(frozen=True)
@@ -37,26 +37,26 @@ class ProfileSummary:
     rank: int | None
     path: str
     producer: str
-    steps: tuple[int, ...] = ()                          # step ids in the window; () whole capture
+    steps: tuple[int, ...] = ()  # step ids in the window; () whole capture
     step_count: int = 0
-    finished_at: float | None = None                     # unix time the export was produced
+    finished_at: float | None = None  # unix time the export was produced
     device_id: int | None = None
     level: str | None = None
-    step_duration_seconds: float | None = None           # mean E2E per step
-    compute_ratio: float | None = None                   # Computing / E2E
-    communication_ratio: float | None = None             # Communication(Not Overlapped) / E2E
-    idle_ratio: float | None = None                      # Free / E2E
-    memcpy_ratio: float | None = None                    # MEMCPY_ASYNC time / E2E
+    step_duration_seconds: float | None = None  # mean E2E per step
+    compute_ratio: float | None = None  # Computing / E2E
+    communication_ratio: float | None = None  # Communication(Not Overlapped) / E2E
+    idle_ratio: float | None = None  # Free / E2E
+    memcpy_ratio: float | None = None  # MEMCPY_ASYNC time / E2E
     memcpy_kind_ratios: tuple[tuple[str, float], ...] = ()
-    framework_overhead_ratio: float | None = None        # Preparing / (Preparing + E2E)
+    framework_overhead_ratio: float | None = None  # Preparing / (Preparing + E2E)
     top3_operator_ratio: float | None = None
-    max_operator_ratio: float | None = None              # the largest operator type
+    max_operator_ratio: float | None = None  # the largest operator type
     top_operators: tuple[OperatorShare, ...] = ()
-    kernel_time_seconds: float | None = None             # per step, communication excluded
+    kernel_time_seconds: float | None = None  # per step, communication excluded
     longest_kernel: str | None = None
     longest_kernel_seconds: float | None = None
-    communication_wait_ratio: float | None = None        # wait / (wait + transit), communication.json
-    operator_source: str | None = None                   # kernel_details, op_summary, op_statistic
+    communication_wait_ratio: float | None = None  # wait / (wait + transit), communication.json
+    operator_source: str | None = None  # kernel_details, op_summary, op_statistic
     issues: tuple[str, ...] = ()
 
 
@@ -94,15 +94,19 @@ def _step_times(data: ProfileData, window: tuple[int, ...] | None) -> _StepTimes
     if rows:
         preparing = [r.preparing_us for r in rows]
         return _StepTimes(
-            len(rows), sum(r.computing_us for r in rows), sum(r.communication_not_overlapped_us for r in rows),
-            sum(r.free_us for r in rows), None if None in preparing else sum(p or 0.0 for p in preparing),
+            len(rows),
+            sum(r.computing_us for r in rows),
+            sum(r.communication_not_overlapped_us for r in rows),
+            sum(r.free_us for r in rows),
+            None if None in preparing else sum(p or 0.0 for p in preparing),
         )
     overlap = data.trace.overlaps[0] if data.trace and data.trace.overlaps and window is None else None
     if overlap is None:
         return None
     # msprof whole capture: the busy span only; graph mode iterations divide it into steps.
-    return _StepTimes(max(1, len(data.iterations)), overlap.computing_us, overlap.communication_not_overlapped_us,
-                      overlap.active_free_us, None)
+    return _StepTimes(
+        max(1, len(data.iterations)), overlap.computing_us, overlap.communication_not_overlapped_us, overlap.active_free_us, None
+    )
 
 
 def _summary(data: ProfileData, window: tuple[int, ...] | None, top_k: int) -> ProfileSummary:
@@ -114,9 +118,15 @@ def _summary(data: ProfileData, window: tuple[int, ...] | None, top_k: int) -> P
     memcpy = _memcpy(data, window)
     steps = window if window is not None else _step_ids(data)
     return ProfileSummary(
-        job_name=data.job_name, rank=data.rank, path=data.path, producer=data.producer,
-        steps=tuple(steps), step_count=times.count if times else len(steps),
-        finished_at=data.finished_at, device_id=data.device_id, level=data.level,
+        job_name=data.job_name,
+        rank=data.rank,
+        path=data.path,
+        producer=data.producer,
+        steps=tuple(steps),
+        step_count=times.count if times else len(steps),
+        finished_at=data.finished_at,
+        device_id=data.device_id,
+        level=data.level,
         step_duration_seconds=e2e / times.count * US if e2e and times else None,
         compute_ratio=_ratio(times.computing if times else None, e2e),
         communication_ratio=_ratio(times.not_overlapped if times else None, e2e),
@@ -140,7 +150,9 @@ def _ratio(part: float | None, whole: float | None) -> float | None:
     return part / whole if part is not None and whole else None
 
 
-def _operators(data: ProfileData, window: tuple[int, ...] | None) -> tuple[tuple[OpTypeTime, ...], str | None, float | None, tuple[str, float] | None]:
+def _operators(
+    data: ProfileData, window: tuple[int, ...] | None
+) -> tuple[tuple[OpTypeTime, ...], str | None, float | None, tuple[str, float] | None]:
     """Op types for the window: kernel rows of its steps, else of the whole file, else op_statistic."""
     if data.kernels and data.kernels.steps:
         steps = list(data.kernels.steps)
@@ -201,5 +213,3 @@ def _comm_wait(data: ProfileData, window: tuple[int, ...] | None) -> float | Non
     steps = [c for c in data.communication if window is None or c.step in window]
     wait, transit = sum(c.wait_us for c in steps), sum(c.transit_us for c in steps)
     return wait / (wait + transit) if wait + transit > 0 else None
-
-

@@ -61,7 +61,6 @@ _DATA_FILES = {
 }
 
 
-
 @dataclass(frozen=True)
 class ProfileRef:
     """One export found on disk; ``job_name`` is the directory-derived default."""
@@ -69,7 +68,7 @@ class ProfileRef:
     path: Path
     producer: str
     job_name: str
-    root: Path | None = None                 # the watched directory it was found under
+    root: Path | None = None  # the watched directory it was found under
 
 
 # --- what one scan may read ---------------------------------------------------------------------
@@ -82,7 +81,7 @@ MAX_ENTRIES = 50_000
 # Entries of one export's listing (its directory and its output directory); a real one holds
 # a few hundred at most. More refuses that export only: the scan goes on.
 MAX_EXPORT_ENTRIES = 5_000
-MAX_DEPTH = 4                                # directory levels searched below a watched directory
+MAX_DEPTH = 4  # directory levels searched below a watched directory
 
 
 class TooManyEntries(ReasonError):
@@ -108,17 +107,24 @@ class EntryBudget:
 
     def failure(self, root: Path) -> Failure:
         """The one failure a spent budget costs its watched directory per scan."""
-        return Failure(str(root), "too_many_entries",
-                       f"{root}: more than {self.limit} directory entries in one scan (profiles.max_entries); "
-                       f"stopped in {self.stopped_in}, the rest is not examined")
+        return Failure(
+            str(root),
+            "too_many_entries",
+            f"{root}: more than {self.limit} directory entries in one scan (profiles.max_entries); "
+            f"stopped in {self.stopped_in}, the rest is not examined",
+        )
 
 
 # --- discovery (blocking; runs in a worker thread) --------------------------------------------
 
 
-def find_profiles(root: Path, max_depth: int = MAX_DEPTH, allow_outside: bool = False,
-                  budget: EntryBudget | None = None,
-                  each: Callable[[ProfileRef, list[Failure]], None] | None = None) -> tuple[list[ProfileRef], list[Failure]]:
+def find_profiles(
+    root: Path,
+    max_depth: int = MAX_DEPTH,
+    allow_outside: bool = False,
+    budget: EntryBudget | None = None,
+    each: Callable[[ProfileRef, list[Failure]], None] | None = None,
+) -> tuple[list[ProfileRef], list[Failure]]:
     """Every export :func:`walk_exports` finds; a spent budget adds its ``too_many_entries``
     failure. ``each(ref, failures)`` runs on each export as it is found, so what it lists
     counts against the same budget (and its failures come in walk order)."""
@@ -137,8 +143,9 @@ def find_profiles(root: Path, max_depth: int = MAX_DEPTH, allow_outside: bool = 
     return refs, failures
 
 
-def walk_exports(root: Path, budget: EntryBudget, max_depth: int = MAX_DEPTH,
-                 allow_outside: bool = False) -> Iterator[ProfileRef | Failure]:
+def walk_exports(
+    root: Path, budget: EntryBudget, max_depth: int = MAX_DEPTH, allow_outside: bool = False
+) -> Iterator[ProfileRef | Failure]:
     """Exports under ``root`` (or ``root`` itself), without descending into an export.
 
     Scan order ("What a watched directory can cost"): breadth first, so an export near the root
@@ -166,7 +173,7 @@ def walk_exports(root: Path, budget: EntryBudget, max_depth: int = MAX_DEPTH,
     if own is not None:
         yield ProfileRef(root, own, root.parent.name or root.name, root)
         return
-    pending = deque([(str(root), 0)])        # directories found, not listed yet (each was an entry read)
+    pending = deque([(str(root), 0)])  # directories found, not listed yet (each was an entry read)
     while pending and budget.stopped_in is None:
         directory, depth = pending.popleft()
         try:
@@ -178,7 +185,7 @@ def walk_exports(root: Path, budget: EntryBudget, max_depth: int = MAX_DEPTH,
             yield Failure(directory, refusal.reason, f"{directory}: cannot list: {exc.strerror or exc}")
             continue
         children = []
-        for name, linked in found:           # only a link can lead out: the walk stays inside
+        for name, linked in found:  # only a link can lead out: the walk stays inside
             child = os.path.join(directory, name)
             if linked and not allow_outside and not is_within(child, root):
                 yield Failure(child, "outside_root", f"{child}: resolves outside {root}; skipped (profiles.allow_outside)")
@@ -192,7 +199,7 @@ def walk_exports(root: Path, budget: EntryBudget, max_depth: int = MAX_DEPTH,
             elif kind != "cluster" or not has_ranks:
                 path = Path(child)
                 yield ProfileRef(path, kind, _job_name(root, path), root)
-                if budget.stopped_in is not None:   # the caller's listing of it spent the budget
+                if budget.stopped_in is not None:  # the caller's listing of it spent the budget
                     return
 
 
@@ -220,7 +227,7 @@ def _is_link(entry: os.DirEntry[str]) -> bool:
     try:
         return entry.is_symlink()
     except OSError:
-        return True                          # unknown: checked as a link would be
+        return True  # unknown: checked as a link would be
 
 
 def _job_name(root: Path, profile: Path) -> str:
@@ -239,7 +246,7 @@ class Listing:
     newest_mtime: float
     has_marker: bool
     has_data: bool
-    has_info: bool                           # profiler_info*.json: collection ended
+    has_info: bool  # profiler_info*.json: collection ended
 
 
 def list_export(ref: ProfileRef, budget: EntryBudget | None = None) -> Listing | None:

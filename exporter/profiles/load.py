@@ -82,8 +82,12 @@ def load_profile(path: Path, producer: str, job_name: str, limits: Limits = Limi
         return _load_cluster(path, job_name, limits)
     loader = _load_msprof if producer == "msprof" else _load_framework
     data = loader(path, producer, job_name, limits)
-    if not (data.steps or (data.kernels and data.kernels.steps) or (data.op_statistic and data.op_statistic.op_types)
-            or (data.trace and data.trace.overlaps)):
+    if not (
+        data.steps
+        or (data.kernels and data.kernels.steps)
+        or (data.op_statistic and data.op_statistic.op_types)
+        or (data.trace and data.trace.overlaps)
+    ):
         problems = "; ".join(i.message for i in data.issues) or "no step_trace_time, kernel_details, op_statistic or timeline found"
         if not data.issues and any(output_dir(path, producer).glob("*.db")):
             raise ProfileParseError("unsupported", f"{path.name}: only a DB export (.db) was found; text export (csv/json) is needed")
@@ -134,7 +138,9 @@ def _load_framework(path: Path, producer: str, job_name: str, limits: Limits) ->
     trace_data = collect.run(lambda: _read_trace(trace, limits)) if trace else None
     api_table = collect.run(lambda: read_csv(api, read_api_statistic, limits)) if api else None
     data = ProfileData(
-        path=str(path), producer=producer, job_name=job or job_name,
+        path=str(path),
+        producer=producer,
+        job_name=job or job_name,
         rank=info.rank if info and info.rank is not None else _rank_from_name(path),
         level=info.level if info else None,
         finished_at=(info.collection_end if info else None) or newest_mtime(out),
@@ -155,7 +161,8 @@ def _profiler_info(path: Path, collect: _Collect, limits: Limits) -> ProfilerInf
     if not candidates:
         return None
     info: ProfilerInfo | None = collect.run(
-        lambda: read_json_file(candidates[0], read_profiler_info, limits, limits.max_info_bytes, whole=True))
+        lambda: read_json_file(candidates[0], read_profiler_info, limits, limits.max_info_bytes, whole=True)
+    )
     if info is not None and info.rank is None:
         suffix = as_int(candidates[0].stem.removeprefix("profiler_info").lstrip("_"))
         info = replace(info, rank=suffix)
@@ -183,6 +190,7 @@ _SLICE = re.compile(r"_slice_(\d+)")
 
 def _slices(directory: Path, prefix: str, suffix: str = ".csv") -> list[Path]:
     """`op_summary_*.csv` incl. `op_summary_slice_N_*.csv`, in slice order ("msprof")."""
+
     def order(p: Path) -> tuple[int, str]:
         match = _SLICE.search(p.name)
         return (int(match.group(1)) if match else -1, p.name)
@@ -207,13 +215,26 @@ def _load_msprof(path: Path, producer: str, job_name: str, limits: Limits) -> Pr
     iterations = [i for table in each("step_trace", read_msprof_step_trace) for i in table.items]
     api = [a for table in each("api_statistic", read_api_statistic) for a in table.items]
     trace = merge_traces(traces)
-    device = next((d for d in (kernels.device_id if kernels else None, op_stat.device_id if op_stat else None,
-                               tasks[0].device_id if tasks else None) if d is not None), None)
+    device = next(
+        (
+            d
+            for d in (kernels.device_id if kernels else None, op_stat.device_id if op_stat else None, tasks[0].device_id if tasks else None)
+            if d is not None
+        ),
+        None,
+    )
     return ProfileData(
-        path=str(path), producer=producer, job_name=job_name, rank=device, device_id=device,
+        path=str(path),
+        producer=producer,
+        job_name=job_name,
+        rank=device,
+        device_id=device,
         finished_at=newest_mtime(out),
-        kernels=kernels, op_statistic=op_stat, trace=_one_device(trace, device),
-        task_time=_merge_task_times(tasks), iterations=tuple(iterations),
+        kernels=kernels,
+        op_statistic=op_stat,
+        trace=_one_device(trace, device),
+        task_time=_merge_task_times(tasks),
+        iterations=tuple(iterations),
         api=tuple(sorted(api, key=lambda a: (-a.time_us, a.api))),
         issues=tuple(collect.issues),
     )
@@ -259,5 +280,3 @@ def newest_mtime(directory: Path) -> float | None:
     except OSError:
         return None
     return max(times, default=None)
-
-

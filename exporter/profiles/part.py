@@ -17,7 +17,7 @@ class ProfileSample:
 
     job_name: str
     rank: int | None
-    finished_at: float | None                            # unix time the export was produced
+    finished_at: float | None  # unix time the export was produced
     step_duration_seconds: float | None = None
     compute_ratio: float | None = None
     communication_ratio: float | None = None
@@ -27,14 +27,24 @@ class ProfileSample:
     framework_overhead_ratio: float | None = None
     top3_operator_ratio: float | None = None
     max_operator_ratio: float | None = None
-    top_operators: tuple[OperatorShare, ...] = ()        # the top-k operator types, largest first
+    top_operators: tuple[OperatorShare, ...] = ()  # the top-k operator types, largest first
 
     @classmethod
     def of(cls, s: ProfileSummary) -> ProfileSample:
         return cls(
-            s.job_name, s.rank, s.finished_at, s.step_duration_seconds, s.compute_ratio, s.communication_ratio,
-            s.idle_ratio, s.memcpy_ratio, s.memcpy_kind_ratios, s.framework_overhead_ratio, s.top3_operator_ratio,
-            s.max_operator_ratio, s.top_operators,
+            s.job_name,
+            s.rank,
+            s.finished_at,
+            s.step_duration_seconds,
+            s.compute_ratio,
+            s.communication_ratio,
+            s.idle_ratio,
+            s.memcpy_ratio,
+            s.memcpy_kind_ratios,
+            s.framework_overhead_ratio,
+            s.top3_operator_ratio,
+            s.max_operator_ratio,
+            s.top_operators,
         )
 
 
@@ -45,8 +55,8 @@ DROP_REASONS = ("max_exports", "max_jobs")
 
 @dataclass(frozen=True)
 class ProfilesPart:
-    samples: tuple[ProfileSample, ...] = ()   # one per (job_name, rank), ordered by both
-    dropped: tuple[tuple[str, int], ...] = tuple((r, 0) for r in DROP_REASONS)   # exports dropped by reason, since start
+    samples: tuple[ProfileSample, ...] = ()  # one per (job_name, rank), ordered by both
+    dropped: tuple[tuple[str, int], ...] = tuple((r, 0) for r in DROP_REASONS)  # exports dropped by reason, since start
 
     @classmethod
     def latest(cls, summaries: Iterable[ProfileSummary], dropped: tuple[tuple[str, int], ...] | None = None) -> ProfilesPart:
@@ -66,4 +76,4 @@ def latest_per_rank(summaries: Iterable[ProfileSummary]) -> tuple[ProfileSummary
     return tuple(best[k] for k in sorted(best, key=lambda k: (k[0], k[1] is None, k[1] or 0)))
 
 
-PROFILES = PartKey("profiles", ProfilesPart)   # its snapshot key
+PROFILES = PartKey("profiles", ProfilesPart)  # its snapshot key

@@ -21,25 +21,25 @@ from dataclasses import dataclass, replace
 from exporter.profiles.indicators import ProfileSummary
 from exporter.profiles.part import ProfileSample, ProfilesPart
 
-MAX_AGE = 86_400.0   # seconds: the default profile_max_age of the alert rules
+MAX_AGE = 86_400.0  # seconds: the default profile_max_age of the alert rules
 
 
 @dataclass(frozen=True)
 class PostedLimits:
     max_jobs: int = 8
-    max_ranks: int = 16                  # per job
-    max_ranks_per_client: int = 32       # per remote address; loopback is not limited
+    max_ranks: int = 16  # per job
+    max_ranks_per_client: int = 32  # per remote address; loopback is not limited
     max_age: float = MAX_AGE
-    top_k: int = 5                       # operator types served per summary (profiles.top_k)
+    top_k: int = 5  # operator types served per summary (profiles.top_k)
 
 
 class PostedProfiles:
     def __init__(self, limits: PostedLimits = PostedLimits(), clock: Callable[[], float] = time.time) -> None:
         self.limits = limits
         self.clock = clock
-        self._entries: dict[tuple[str, int | None], tuple[ProfileSummary, str]] = {}   # -> (summary, client)
+        self._entries: dict[tuple[str, int | None], tuple[ProfileSummary, str]] = {}  # -> (summary, client)
         self._lock = threading.Lock()
-        self.evicted_jobs = 0     # jobs removed to make room for a new one, so far
+        self.evicted_jobs = 0  # jobs removed to make room for a new one, so far
 
     def offer(self, summary: ProfileSummary, client: str = "") -> str | None:
         """Hold ``summary`` (replacing its job and rank's); the admission reason when it does not

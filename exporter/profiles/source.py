@@ -60,7 +60,7 @@ class _Scan:
     refs: list[ProfileRef]
     listings: dict[str, Listing]
     failures: list[Failure]
-    gone: list[str]                          # remembered exports deleted or no longer watched
+    gone: list[str]  # remembered exports deleted or no longer watched
 
 
 class ProfileSource:
@@ -73,8 +73,7 @@ class ProfileSource:
 
     NAME = "profiles"
 
-    def __init__(self, options: ProfilesOptions, health: HealthRegistry, clock: Clock = clock.wall,
-                 single_scan: bool = False) -> None:
+    def __init__(self, options: ProfilesOptions, health: HealthRegistry, clock: Clock = clock.wall, single_scan: bool = False) -> None:
         self.options = options
         self.directories = tuple(Path(d) for d in options.dirs)
         self.state_file = Path(options.state_file) if options.state_file else None
@@ -82,11 +81,11 @@ class ProfileSource:
         self.clock = clock
         self.single_scan = single_scan
         self.dropped: Counter[str] = Counter()  # exports dropped by the caps, by reason (DROP_REASONS)
-        self._entries: dict[str, Entry] = {}    # at most options.max_remembered
-        self._forgotten_before = 0.0            # newest listing mtime of the exports forgotten
-        self._seen: dict[str, str] = {}         # candidate path -> fingerprint of the previous scan
+        self._entries: dict[str, Entry] = {}  # at most options.max_remembered
+        self._forgotten_before = 0.0  # newest listing mtime of the exports forgotten
+        self._seen: dict[str, str] = {}  # candidate path -> fingerprint of the previous scan
         self._loaded = False
-        self._part = ProfilesPart()             # replaced whole: scrapes never see a half update
+        self._part = ProfilesPart()  # replaced whole: scrapes never see a half update
 
     def tasks(self) -> list[Task]:
         return [Task(self.NAME, self.options.interval, self.refresh)]
@@ -124,8 +123,9 @@ class ProfileSource:
             changed = True
         changed = self._cap() or changed
         changed = self._forget_oldest() or changed
-        self._part = ProfilesPart.latest((s for entry in self._entries.values() for s in entry.summaries),
-                                         tuple((r, self.dropped[r]) for r in DROP_REASONS))
+        self._part = ProfilesPart.latest(
+            (s for entry in self._entries.values() for s in entry.summaries), tuple((r, self.dropped[r]) for r in DROP_REASONS)
+        )
         if changed and self.state_file is not None:
             state = State(self._entries, self._forgotten_before)
             failures += await asyncio.to_thread(write_state_file, self.state_file, render_state(state))
@@ -147,8 +147,9 @@ class ProfileSource:
 
         for root in self.directories:
             budget = EntryBudget(self.options.max_entries)
-            found, missed = find_profiles(root, self.options.max_depth, self.options.allow_outside, budget,
-                                          functools.partial(listed, budget))
+            found, missed = find_profiles(
+                root, self.options.max_depth, self.options.allow_outside, budget, functools.partial(listed, budget)
+            )
             refs += found
             failures += missed
         present = {str(r.path) for r in refs}
@@ -174,15 +175,23 @@ class ProfileSource:
             if entry is not None and entry.fingerprint == listing.fingerprint:
                 continue
             if entry is None and listing.newest_mtime <= self._forgotten_before:
-                continue                         # as old as an export forgotten: it would be
+                continue  # as old as an export forgotten: it would be
             candidates.append((ref, listing))
         candidates.sort(key=lambda c: (-c[1].newest_mtime, str(c[0].path)))
         candidates = candidates[: self.options.max_remembered]
         previous, self._seen = self._seen, {str(ref.path): listing.fingerprint for ref, listing in candidates}
         now = self.clock()
-        due = [ref for ref, listing in candidates if is_finished(
-            ref, listing, listing.fingerprint if self.single_scan else previous.get(str(ref.path)),  # one look is all `once` has
-            now, self.options.settle)]
+        due = [
+            ref
+            for ref, listing in candidates
+            if is_finished(
+                ref,
+                listing,
+                listing.fingerprint if self.single_scan else previous.get(str(ref.path)),  # one look is all `once` has
+                now,
+                self.options.settle,
+            )
+        ]
         return due if self.single_scan else due[: self.options.max_parses_per_run]
 
     def _parse(self, ref: ProfileRef, listing: Listing) -> tuple[Entry, list[Failure]]:
@@ -194,9 +203,10 @@ class ProfileSource:
             data = load_profile(ref.path, ref.producer, ref.job_name, limits)
             summaries = tuple(summarize(d, self.options.top_k)[0] for d in data)
         except ProfileParseError as exc:
-            behind = sorted({(i.reason, i.message) for i in exc.issues})   # e.g. every file refused
-            return Entry(fingerprint, error=exc.reason, newest_mtime=produced), [
-                Failure(subject, r, m) for r, m in behind] + [Failure(subject, exc.reason, exc.message)]
+            behind = sorted({(i.reason, i.message) for i in exc.issues})  # e.g. every file refused
+            return Entry(fingerprint, error=exc.reason, newest_mtime=produced), [Failure(subject, r, m) for r, m in behind] + [
+                Failure(subject, exc.reason, exc.message)
+            ]
         except Exception as exc:  # a parser bug must cost one profile, not the exporter
             log.exception("profile parser crashed", extra={"profile": subject})
             return Entry(fingerprint, error="internal", newest_mtime=produced), [Failure(subject, "internal", repr(exc))]
@@ -207,8 +217,11 @@ class ProfileSource:
     def _cap(self) -> bool:
         """Hold at most max_exports exports of max_jobs job names: the most recently produced
         stay; the others keep their fingerprint (not parsed again) and lose their summaries."""
-        held = sorted(((k, e) for k, e in self._entries.items() if e.summaries), reverse=True,
-                      key=lambda item: (max(s.finished_at or 0.0 for s in item[1].summaries), item[0]))
+        held = sorted(
+            ((k, e) for k, e in self._entries.items() if e.summaries),
+            reverse=True,
+            key=lambda item: (max(s.finished_at or 0.0 for s in item[1].summaries), item[0]),
+        )
         jobs: set[str] = set()
         kept = 0
         changed = False

@@ -51,7 +51,7 @@ class Entry:
     fingerprint: str
     summaries: tuple[ProfileSummary, ...] = ()
     error: str | None = None
-    newest_mtime: float = 0.0                # of its listing when parsed: which exports are oldest
+    newest_mtime: float = 0.0  # of its listing when parsed: which exports are oldest
 
 
 @dataclass
@@ -86,12 +86,18 @@ def write_state_file(path: Path, text: str) -> list[Failure]:
 
 def render_state(state: State) -> str:
     profiles = {
-        path: {"fingerprint": e.fingerprint, "error": e.error, "newest_mtime": e.newest_mtime,
-               "summaries": [summary_to_dict(s) for s in e.summaries]}
+        path: {
+            "fingerprint": e.fingerprint,
+            "error": e.error,
+            "newest_mtime": e.newest_mtime,
+            "summaries": [summary_to_dict(s) for s in e.summaries],
+        }
         for path, e in sorted(state.entries.items())
     }
-    return json.dumps({"version": STATE_VERSION, "profiles": profiles, "forgotten_before": state.forgotten_before},
-                      indent=1, sort_keys=True) + "\n"
+    return (
+        json.dumps({"version": STATE_VERSION, "profiles": profiles, "forgotten_before": state.forgotten_before}, indent=1, sort_keys=True)
+        + "\n"
+    )
 
 
 def parse_state(text: str) -> State:

@@ -31,16 +31,17 @@ from exporter.profiles.layout import find_profiles, is_finished, list_export
 from exporter.profiles.load import ProfileData, load_profile
 
 BACKENDS = ("cpu", "cuda", "npu")
-TRACE_NAME = "trace.json"          # what the hooks export a torch.profiler window to
+TRACE_NAME = "trace.json"  # what the hooks export a torch.profiler window to
 TOP_K = 5
 # Kineto writes ~1.3 KB per event (indented, with args): a 1 M-event window is ~1.3 GB. Streamed,
 # so the bound is on the time spent, not on memory.
 TORCH_TRACE_BYTES = 2 << 30
-PRODUCER = "hooks"                 # ProfileSummary.producer of a window's summary
+PRODUCER = "hooks"  # ProfileSummary.producer of a window's summary
 
 
-def summarise_window(directory: Path, backend: str, job_name: str, rank: int | None, *, top_k: int = TOP_K,
-                     wait: float = 120.0, limits: Limits = Limits()) -> ProfileSummary:
+def summarise_window(
+    directory: Path, backend: str, job_name: str, rank: int | None, *, top_k: int = TOP_K, wait: float = 120.0, limits: Limits = Limits()
+) -> ProfileSummary:
     """The window's summary; ProfileParseError when it holds nothing usable."""
     if backend == "npu":
         return _npu(directory, job_name, rank, top_k, wait, limits)
@@ -54,8 +55,11 @@ def _npu(directory: Path, job_name: str, rank: int | None, top_k: int, wait: flo
     while True:
         refs, _ = find_profiles(directory)
         listings = {str(r.path): list_export(r) for r in refs}
-        done = [r for r in refs if (lst := listings[str(r.path)]) is not None
-                and is_finished(r, lst, previous.get(str(r.path)), time.time(), settle=2.0)]
+        done = [
+            r
+            for r in refs
+            if (lst := listings[str(r.path)]) is not None and is_finished(r, lst, previous.get(str(r.path)), time.time(), settle=2.0)
+        ]
         if done:
             ref = done[-1]
             data = load_profile(ref.path, ref.producer, job_name, limits)[0]
@@ -78,8 +82,9 @@ def _torch(path: Path, job_name: str, rank: int | None, top_k: int, limits: Limi
     summary = summarize(data, top_k)[0]
     if not data.steps:  # no device step times (CPU): the mean host step
         spans = [s.duration_us for s in trace.host_steps]
-        summary = replace(summary, step_duration_seconds=sum(spans) / len(spans) * US if spans else None,
-                          step_count=len(spans), kernel_time_seconds=None)
+        summary = replace(
+            summary, step_duration_seconds=sum(spans) / len(spans) * US if spans else None, step_count=len(spans), kernel_time_seconds=None
+        )
     return summary
 
 
@@ -93,21 +98,57 @@ def torch_profile_data(trace: TorchTrace, path: str, job_name: str, rank: int | 
     ops = trace.kernels if device else trace.cpu_ops
     compute = sum(o.total_us for o in ops)
     longest = max(ops, key=lambda o: o.max_us, default=None)
-    kernels = KernelTable((StepKernels(None, ops, compute, trace.communication_us if device else 0.0, 0.0,
-                                       longest.op_type if longest else None, longest.max_us if longest else None),),
-                          rows=sum(o.count for o in ops)) if ops else None
-    steps = tuple(StepTime(s.step, s.computing_us, s.communication_not_overlapped_us, max(0.0, s.span_us - s.busy_us))
-                  for s in trace.device_steps) if device else ()
+    kernels = (
+        KernelTable(
+            (
+                StepKernels(
+                    None,
+                    ops,
+                    compute,
+                    trace.communication_us if device else 0.0,
+                    0.0,
+                    longest.op_type if longest else None,
+                    longest.max_us if longest else None,
+                ),
+            ),
+            rows=sum(o.count for o in ops),
+        )
+        if ops
+        else None
+    )
+    steps = (
+        tuple(
+            StepTime(s.step, s.computing_us, s.communication_not_overlapped_us, max(0.0, s.span_us - s.busy_us)) for s in trace.device_steps
+        )
+        if device
+        else ()
+    )
     copies = TraceData(trace.host_steps, tuple(MemcpyTask(s, d, k) for s, d, k in trace.memcpy), (), trace.events) if device else None
     finished = os.path.getmtime(path) if os.path.exists(path) else None
-    return ProfileData(path=path, producer=PRODUCER, job_name=job_name, rank=rank, finished_at=finished, steps=steps,
-                       kernels=kernels, trace=copies, issues=trace.issues)
+    return ProfileData(
+        path=path,
+        producer=PRODUCER,
+        job_name=job_name,
+        rank=rank,
+        finished_at=finished,
+        steps=steps,
+        kernels=kernels,
+        trace=copies,
+        issues=trace.issues,
+    )
 
 
 # --- the wire document (POST /api/v1/profiles, without the identity the hooks add) ------------
 
-RATIOS = ("compute_ratio", "communication_ratio", "idle_ratio", "memcpy_ratio", "framework_overhead_ratio",
-          "top3_operator_ratio", "max_operator_ratio")
+RATIOS = (
+    "compute_ratio",
+    "communication_ratio",
+    "idle_ratio",
+    "memcpy_ratio",
+    "framework_overhead_ratio",
+    "top3_operator_ratio",
+    "max_operator_ratio",
+)
 
 
 def summary_document(summary: ProfileSummary, backend: str) -> dict[str, Any]:
@@ -124,8 +165,10 @@ def summary_document(summary: ProfileSummary, backend: str) -> dict[str, Any]:
     if summary.memcpy_kind_ratios:
         doc["memcpy_kind_ratios"] = {k: min(1.0, max(0.0, v)) for k, v in summary.memcpy_kind_ratios}
     if summary.top_operators:
-        doc["operators"] = [{"op_type": o.op_type, "ratio": min(1.0, max(0.0, o.ratio)), "seconds": o.time_us * US,
-                             "count": o.count} for o in summary.top_operators]
+        doc["operators"] = [
+            {"op_type": o.op_type, "ratio": min(1.0, max(0.0, o.ratio)), "seconds": o.time_us * US, "count": o.count}
+            for o in summary.top_operators
+        ]
     return doc
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-MAX_READ = 4096                  # every file read here holds one line
-V1_UNLIMITED = 1 << 62           # v1 prints "no limit" as a page-rounded 2^63 - 1 (9223372036854771712 on 4 KiB pages)
+MAX_READ = 4096  # every file read here holds one line
+V1_UNLIMITED = 1 << 62  # v1 prints "no limit" as a page-rounded 2^63 - 1 (9223372036854771712 on 4 KiB pages)
 V2_ROOT = "sys/fs/cgroup"
 V1_ROOT = "sys/fs/cgroup/memory"
 

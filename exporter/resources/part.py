@@ -27,9 +27,9 @@ class ResourcesPart:
     open_fds: float | None = None
     max_fds: float | None = None
     start_time_seconds: float | None = None
-    memory_limit_bytes: float | None = None      # the cgroup's, lowest up the hierarchy; None: unlimited
-    python: tuple[str, str, str, str, str] = ("", "", "", "", "")   # implementation, major, minor, patchlevel, version
+    memory_limit_bytes: float | None = None  # the cgroup's, lowest up the hierarchy; None: unlimited
+    python: tuple[str, str, str, str, str] = ("", "", "", "", "")  # implementation, major, minor, patchlevel, version
     gc: tuple[GcGeneration, ...] = ()
 
 
-RESOURCES = PartKey("resources", ResourcesPart)   # its snapshot key
+RESOURCES = PartKey("resources", ResourcesPart)  # its snapshot key

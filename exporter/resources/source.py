@@ -38,7 +38,7 @@ class ResourcesSource:
 
     def __init__(self, interval: float = 5.0, root: Path = Path("/")) -> None:
         self.interval = interval
-        self.root = root                   # where /proc/self/cgroup and /sys/fs/cgroup are read
+        self.root = root  # where /proc/self/cgroup and /sys/fs/cgroup are read
         self._process = ProcessCollector(registry=None)
         self._python = python_info()
         self._part = ResourcesPart(python=self._python)
@@ -55,10 +55,15 @@ class ResourcesSource:
             for sample in metric.samples:
                 if sample.name in PROCESS_FIELDS:
                     values[PROCESS_FIELDS[sample.name]] = sample.value
-        generations = tuple(GcGeneration(n, s.get("collections", 0), s.get("collected", 0), s.get("uncollectable", 0))
-                            for n, s in enumerate(gc.get_stats()))
-        return ResourcesPart(**values, memory_limit_bytes=memory_limit(self.root), python=self._python,  # type: ignore[arg-type]
-                             gc=generations)
+        generations = tuple(
+            GcGeneration(n, s.get("collections", 0), s.get("collected", 0), s.get("uncollectable", 0)) for n, s in enumerate(gc.get_stats())
+        )
+        return ResourcesPart(
+            **values,
+            memory_limit_bytes=memory_limit(self.root),
+            python=self._python,  # type: ignore[arg-type]
+            gc=generations,
+        )
 
     def part(self) -> ResourcesPart:
         return self._part

@@ -32,8 +32,14 @@ HUGE_BYTES = 8 * 1024 * 1024
 
 # Accepted spellings of a scope -> the command key npusmi.py assigns.
 _SCOPE_ALIASES = {
-    "table": "info", "overview": "info", "-m": "m", "map": "m", "-l": "l", "list": "l",
-    "v": "version", "-v": "version",
+    "table": "info",
+    "overview": "info",
+    "-m": "m",
+    "map": "m",
+    "-l": "l",
+    "list": "l",
+    "v": "version",
+    "-v": "version",
 }
 
 
@@ -42,7 +48,7 @@ class Fault:
     kind: str
     value: float | None = None
     scope: str | None = None
-    npu: int | None = None         # only calls with `-i NPU` (a scope like usages@3)
+    npu: int | None = None  # only calls with `-i NPU` (a scope like usages@3)
 
     def applies_to(self, key: str, npu: int | None = None) -> bool:
         return (self.scope is None or self.scope == key) and (self.npu is None or self.npu == npu)
@@ -94,6 +100,7 @@ def hang_forever() -> None:
     """Block like a wedged npu-smi: a child holds stdout open, so killing only us is not enough."""
     import shutil  # here, not at the top: every simulated call imports this module
     import subprocess
+
     sleeper = shutil.which("sleep")
     argv = [sleeper, "1000000"] if sleeper else [sys.executable, "-c", "import time; time.sleep(1e6)"]
     subprocess.Popen(argv, stdin=subprocess.DEVNULL)  # stdout/stderr inherited on purpose
@@ -104,6 +111,7 @@ def hang_forever() -> None:
 def garbage(seed: int, t: float) -> bytes:
     """A few KiB of printable noise, stray table borders and invalid UTF-8."""
     import random
+
     rng = random.Random(f"{seed}:{int(t)}:garbage")
     pieces = []
     for _ in range(64):
@@ -120,7 +128,7 @@ def garbage(seed: int, t: float) -> bytes:
 def truncate(data: bytes) -> bytes:
     """Cut inside a line (never on a newline), as a killed or crashed npu-smi leaves it."""
     cut = max(1, int(len(data) * 0.6))
-    while cut < len(data) and data[cut - 1:cut] == b"\n":
+    while cut < len(data) and data[cut - 1 : cut] == b"\n":
         cut += 1
     return data[:cut]
 

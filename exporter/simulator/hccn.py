@@ -57,8 +57,13 @@ INVALID_ID = ("Get invalid device id.\n", "err", 4)
 UNKNOWN_OPTION = ("Get unknown option!\n" + "Usage: hccn_tool -i <device_id> -<cmd> -g|-s [options]\n", "err", 3)
 
 _SIM_FLAGS = {"--model": "model", "--scenario": "scenario", "--seed": "seed", "--time": "time", "--fault": "fault"}
-_ENV = {"model": "CANN_SIM_MODEL", "scenario": "CANN_SIM_SCENARIO", "seed": "CANN_SIM_SEED",
-        "time": "CANN_SIM_TIME", "fault": "CANN_SIM_HCCN_FAULT"}
+_ENV = {
+    "model": "CANN_SIM_MODEL",
+    "scenario": "CANN_SIM_SCENARIO",
+    "seed": "CANN_SIM_SEED",
+    "time": "CANN_SIM_TIME",
+    "fault": "CANN_SIM_HCCN_FAULT",
+}
 
 
 @dataclass(frozen=True)
@@ -79,26 +84,29 @@ class Fault:
 
 @dataclass(frozen=True)
 class Command:
-    name: str                      # one of COMMANDS
+    name: str  # one of COMMANDS
     tool_id: int
 
 
 @dataclass(frozen=True)
 class Reply:
     text: str
-    stream: str = "out"            # out or err
+    stream: str = "out"  # out or err
     code: int = EXIT_OK
 
 
 # --- options ------------------------------------------------------------------------------
+
 
 def parse_sim_options(argv: Sequence[str], env: Mapping[str, str]) -> tuple[SimOptions, list[str]]:
     """Split our leading options (flags beat env vars) from hccn_tool's arguments."""
     raw, args = split_options(argv, env, _SIM_FLAGS, _ENV, "CANN_SIM_HCCN_FAULT_FILE")
     try:
         options = SimOptions(
-            model=raw.get("model", "910b3"), scenario=raw.get("scenario", "healthy"),
-            seed=int(raw.get("seed", 0)), time=float(raw["time"]) if "time" in raw else None,
+            model=raw.get("model", "910b3"),
+            scenario=raw.get("scenario", "healthy"),
+            seed=int(raw.get("seed", 0)),
+            time=float(raw["time"]) if "time" in raw else None,
             fault=raw.get("fault", ""),
         )
     except ValueError as exc:
@@ -132,6 +140,7 @@ def parse_faults(spec: str | None) -> tuple[Fault, ...]:
 
 
 # --- hccn_tool's command line ---------------------------------------------------------------
+
 
 def parse_command(args: Sequence[str]) -> Command | Reply:
     """`-i N -<cmd> -g` or `-g -<cmd> -i N [-u U -p P] [-time MS]`."""
@@ -177,6 +186,7 @@ def execute(command: Command, state: NetworkState) -> Reply:
 
 
 # --- renderers (byte-exact to the 910B fixtures) ----------------------------------------------
+
 
 def asctime(t: float) -> str:
     """C asctime() without the newline: day of month padded with a space. UTC, so the
@@ -280,6 +290,7 @@ RENDERERS = {
 
 # --- running ----------------------------------------------------------------------------------
 
+
 def _fault_reply(faults: tuple[Fault, ...]) -> Reply | None:
     """Faults that replace the answer (after hang/slow, which only delay it)."""
     kinds = {f.kind for f in faults}
@@ -288,8 +299,13 @@ def _fault_reply(faults: tuple[Fault, ...]) -> Reply | None:
     slow = next((f for f in faults if f.kind == "slow"), None)
     if slow is not None and slow.value:
         time.sleep(slow.value)
-    for kind, reply in (("busy", BUSY), ("permission", PERMISSION), ("unsupported", UNSUPPORTED),
-                        ("unhealthy", UNHEALTHY), ("no-optical", NO_OPTICAL)):
+    for kind, reply in (
+        ("busy", BUSY),
+        ("permission", PERMISSION),
+        ("unsupported", UNSUPPORTED),
+        ("unhealthy", UNHEALTHY),
+        ("no-optical", NO_OPTICAL),
+    ):
         if kind in kinds:
             return Reply(*reply)
     return None
@@ -321,8 +337,7 @@ def _emit(reply: Reply, out: BufferedIOBase, err: BufferedIOBase) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_main("hccn_tool", argv, parse_sim_options,
-                    lambda options, rest: run(options, rest, sys.stdout.buffer, sys.stderr.buffer))
+    return run_main("hccn_tool", argv, parse_sim_options, lambda options, rest: run(options, rest, sys.stdout.buffer, sys.stderr.buffer))
 
 
 if __name__ == "__main__":

@@ -43,12 +43,20 @@ EXIT_INVALID = 1
 EXIT_DCMI = 255
 
 _SIM_FLAGS = {
-    "--model": "model", "--scenario": "scenario", "--seed": "seed", "--time": "time",
-    "--fault": "fault", "--processes": "processes",
+    "--model": "model",
+    "--scenario": "scenario",
+    "--seed": "seed",
+    "--time": "time",
+    "--fault": "fault",
+    "--processes": "processes",
 }
 _ENV = {
-    "model": "CANN_SIM_MODEL", "scenario": "CANN_SIM_SCENARIO", "seed": "CANN_SIM_SEED",
-    "time": "CANN_SIM_TIME", "fault": "CANN_SIM_FAULT", "processes": "CANN_SIM_PROCESSES",
+    "model": "CANN_SIM_MODEL",
+    "scenario": "CANN_SIM_SCENARIO",
+    "seed": "CANN_SIM_SEED",
+    "time": "CANN_SIM_TIME",
+    "fault": "CANN_SIM_FAULT",
+    "processes": "CANN_SIM_PROCESSES",
 }
 
 
@@ -57,16 +65,16 @@ class SimOptions:
     model: str = "910b3"
     scenario: str = "healthy"
     seed: int = 0
-    time: float | None = None      # None: the wall clock
+    time: float | None = None  # None: the wall clock
     fault: str = ""
-    processes: int | None = None   # processes per busy chip (None: the model's default)
+    processes: int | None = None  # processes per busy chip (None: the model's default)
 
 
 @dataclass(frozen=True)
 class Command:
     """One parsed npu-smi invocation; ``key`` is what a fault scope matches."""
 
-    key: str                       # info, m, l, watch, version, help, or a -t type
+    key: str  # info, m, l, watch, version, help, or a -t type
     npu_id: int | None = None
     chip_id: int | None = None
     delay: int = 1
@@ -110,6 +118,7 @@ def _options(raw: Mapping[str, str]) -> SimOptions:
 
 
 # --- npu-smi's own command line --------------------------------------------------------------
+
 
 def parse_command(args: Sequence[str]) -> Command | Result:
     """npu-smi argv (after our options) -> a Command, or the usage error npu-smi would print."""
@@ -173,10 +182,13 @@ def _parse_watch(args: Sequence[str]) -> Command | Result:
     npu_id, chip_id = _int(pairs.get("-i")), _int(pairs.get("-c"))
     delay, count = _int(pairs.get("-d", "1")), _int(pairs.get("--count"))
     letters = pairs.get("-s")
-    for flag, bad in (("-i", "-i" in pairs and npu_id is None), ("-c", "-c" in pairs and chip_id is None),
-                      ("-d", delay is None or not 1 <= delay <= 100),
-                      ("-s", letters is not None and (not letters or set(letters) - set("ptaicmbnu"))),
-                      ("--count", "--count" in pairs and (count is None or count < 0))):
+    for flag, bad in (
+        ("-i", "-i" in pairs and npu_id is None),
+        ("-c", "-c" in pairs and chip_id is None),
+        ("-d", delay is None or not 1 <= delay <= 100),
+        ("-s", letters is not None and (not letters or set(letters) - set("ptaicmbnu"))),
+        ("--count", "--count" in pairs and (count is None or count < 0)),
+    ):
         if bad:
             return _param_error(flag)
     return Command("watch", npu_id=npu_id, chip_id=chip_id, delay=delay, letters=letters, count=count)
@@ -217,6 +229,7 @@ def _check_ids(command: Command, state: NodeState, allow_mcu: bool = False) -> R
 
 
 # --- running ------------------------------------------------------------------------------
+
 
 def _state(options: SimOptions, t: float, faults: tuple[Fault, ...]) -> NodeState:
     model = get_model(options.model, options.processes)

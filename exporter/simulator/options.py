@@ -6,13 +6,14 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
-EXIT_SIMULATOR_USAGE = 2   # our own options were wrong (not a behaviour of the tool)
+EXIT_SIMULATOR_USAGE = 2  # our own options were wrong (not a behaviour of the tool)
 
 # typing is for type checkers only here: importing it costs every simulated call ~7 ms.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TypeVar
-    O = TypeVar("O")
+
+    Opts = TypeVar("Opts")
 
 
 def split_options(
@@ -57,8 +58,8 @@ def split_options(
 def run_main(
     tool: str,
     argv: Sequence[str] | None,
-    parse: Callable[[Sequence[str], Mapping[str, str]], tuple[O, list[str]]],
-    run: Callable[[O, list[str]], int],
+    parse: Callable[[Sequence[str], Mapping[str, str]], tuple[Opts, list[str]]],
+    run: Callable[[Opts, list[str]], int],
 ) -> int:
     """A stand-in's process entry: its options (exit 2 when wrong), then ``run`` on the tool's
     arguments. A reader that went away (e.g. `| head`) ends it quietly, as a killed tool would."""

@@ -105,7 +105,8 @@ def _info_hbm(state: NodeState) -> list[str]:
     lines = [
         _HBM_RULE,
         f"| npu-smi {model.tool_version:<24} Version: {model.driver_version:<52} |",
-        _HBM_COLS, _HBM_HEAD1,
+        _HBM_COLS,
+        _HBM_HEAD1,
         _A3_HEAD2 if model.family == FAMILY_910_93 else _HBM_HEAD2,
         _HBM_EQ,
     ]
@@ -117,8 +118,11 @@ def _info_hbm(state: NodeState) -> list[str]:
             lines.append(_HBM_RULE if index < len(chips) - 1 else _HBM_EQ)
     lines += [_HBM_COLS, _HBM_PROC_HEAD, _HBM_EQ]
     for npu_id in state.npu_ids:
-        rows = [f"| {p.npu_id:<7d} {p.chip_id:<18d}| {p.pid:<13d} | {p.name:<24} | {p.memory_mb:<23d} |"
-                for chip in state.chips_of(npu_id) for p in state.processes_of(npu_id, chip.chip_id)]
+        rows = [
+            f"| {p.npu_id:<7d} {p.chip_id:<18d}| {p.pid:<13d} | {p.name:<24} | {p.memory_mb:<23d} |"
+            for chip in state.chips_of(npu_id)
+            for p in state.processes_of(npu_id, chip.chip_id)
+        ]
         lines += rows or [f"| No running processes found in NPU {npu_id:<7d}{'':54}|"]
         lines.append(_HBM_EQ)
     return lines
@@ -126,11 +130,15 @@ def _info_hbm(state: NodeState) -> list[str]:
 
 def _hbm_rows(model: NodeModel, chip: ChipState) -> list[str]:
     power = "-" if chip.power_watts is None else f"{chip.power_watts:.1f}"
-    first = (f"| {chip.npu_id:<5d} {chip.name:<20}| {chip.health:<13} | {power:<11} "
-             f"{chip.temperature_celsius:<17d} {chip.hugepages_used:<5d}/ {chip.hugepages_total:<13d} |")
+    first = (
+        f"| {chip.npu_id:<5d} {chip.name:<20}| {chip.health:<13} | {power:<11} "
+        f"{chip.temperature_celsius:<17d} {chip.hugepages_used:<5d}/ {chip.hugepages_total:<13d} |"
+    )
     ident = f"{chip.chip_id:<5d} {chip.phy_id:<20d}" if model.family == FAMILY_910_93 else f"{chip.chip_id:<26d}"
-    second = (f"| {ident}| {chip.bus_id:<13} | {chip.aicore_percent:<11d} "
-              f"{chip.ddr_used_mb:<5d}/ {chip.ddr_total_mb:<10d} {chip.hbm_used_mb:<5d}/ {chip.hbm_total_mb:<13d} |")
+    second = (
+        f"| {ident}| {chip.bus_id:<13} | {chip.aicore_percent:<11d} "
+        f"{chip.ddr_used_mb:<5d}/ {chip.ddr_total_mb:<10d} {chip.hbm_used_mb:<5d}/ {chip.hbm_total_mb:<13d} |"
+    )
     return [first, second]
 
 
@@ -139,7 +147,10 @@ def _info_ddr(state: NodeState) -> list[str]:
     lines = [
         _DDR_RULE,
         f"| npu-smi {model.tool_version:<40} Version: {model.driver_version:<44} |",
-        _DDR_COLS, _DDR_HEAD1, _DDR_HEAD2, _DDR_EQ,
+        _DDR_COLS,
+        _DDR_HEAD1,
+        _DDR_HEAD2,
+        _DDR_EQ,
     ]
     for npu_id in state.npu_ids:
         chips = state.chips_of(npu_id)
@@ -154,14 +165,18 @@ def _info_ddr(state: NodeState) -> list[str]:
             lines.append(_DDR_COLS if index < len(chips) - 1 else _DDR_EQ)
     lines += [_DDR_COLS, _DDR_PROC_HEAD, _DDR_EQ]
     for npu_id in state.npu_ids:
-        rows = [f"| {p.npu_id:<7d} {p.chip_id:<22d}| {p.pid:<15d} | {p.name:<24} | {p.memory_mb:<25d} |"
-                for chip in state.chips_of(npu_id) for p in state.processes_of(npu_id, chip.chip_id)]
+        rows = [
+            f"| {p.npu_id:<7d} {p.chip_id:<22d}| {p.pid:<15d} | {p.name:<24} | {p.memory_mb:<25d} |"
+            for chip in state.chips_of(npu_id)
+            for p in state.processes_of(npu_id, chip.chip_id)
+        ]
         lines += rows or [f"| No running processes found in NPU {npu_id:<7d}{'':62}|"]
         lines.append(_DDR_EQ)
     return lines
 
 
 # --- npu-smi info -m / -l -----------------------------------------------------------------
+
 
 def render_chip_map(state: NodeState) -> str:
     """`-m`: `\\t%-30s ` columns; header and Mcu rows keep their trailing padding."""
@@ -194,6 +209,7 @@ def render_card_list(state: NodeState) -> str:
 
 # --- npu-smi info -t <type> -i <id> [-c <chip>] -------------------------------------------
 
+
 def _kv(key: str, value: object, width: int = 30) -> str:
     return f"\t{key:<{width}} : {value}"
 
@@ -202,8 +218,7 @@ def _selected(state: NodeState, npu_id: int, chip_id: int | None) -> tuple[ChipS
     return tuple(c for c in state.chips_of(npu_id) if chip_id is None or c.chip_id == chip_id)
 
 
-def _blocks(state: NodeState, npu_id: int, chip_id: int | None,
-            body: Callable[[ChipState], list[str]], width: int = 30) -> str:
+def _blocks(state: NodeState, npu_id: int, chip_id: int | None, body: Callable[[ChipState], list[str]], width: int = 30) -> str:
     """The common shape: NPU ID, Chip Count, blank, then per chip its fields, `Chip ID`, blank."""
     card = state.card(npu_id)
     lines = [_kv("NPU ID", npu_id, width), _kv("Chip Count", card.chip_count, width), ""]
@@ -278,9 +293,11 @@ def render_memory(state: NodeState, npu_id: int, chip_id: int | None = None) -> 
 
     def fields(chip: ChipState) -> list[str]:
         if not is_910(model):
-            return [_kv("Total DDR Capacity(MB)", model.ddr_physical_mb),
-                    _kv("DDR Capacity(MB)", chip.ddr_total_mb),
-                    _kv("DDR Clock Speed(MHz)", model.ddr_clock_mhz)]
+            return [
+                _kv("Total DDR Capacity(MB)", model.ddr_physical_mb),
+                _kv("DDR Capacity(MB)", chip.ddr_total_mb),
+                _kv("DDR Clock Speed(MHz)", model.ddr_clock_mhz),
+            ]
         return [
             _kv("DDR Capacity(MB)", 0),
             _kv("DDR Clock Speed(MHz)", 0),
@@ -319,8 +336,11 @@ def render_health(state: NodeState, npu_id: int, chip_id: int | None = None) -> 
 def _health_fields(chip: ChipState) -> list[str]:
     if not chip.error_codes:
         return [_kv("Health Status", chip.health), _kv("Error Code", "NA"), _kv("Error Information", "NA")]
-    lines = [_kv("Health Status", chip.health), _kv("Error Code", " ".join(chip.error_codes)),
-             _kv("Error Information", chip.error_information[0])]
+    lines = [
+        _kv("Health Status", chip.health),
+        _kv("Error Code", " ".join(chip.error_codes)),
+        _kv("Error Information", chip.error_information[0]),
+    ]
     for info in chip.error_information[1:]:
         lines += ["", _kv(" ", info)]  # printf("\n\t%-30s : %s\n", " ", ...)
     return lines
@@ -331,8 +351,7 @@ def render_ecc(state: NodeState, npu_id: int, chip_id: int | None = None) -> str
 
     def fields(chip: ChipState) -> list[str]:
         ecc = chip.ecc
-        lines = [_kv("DDR Single Bit Error Count", ecc.ddr_single_bit, 40),
-                 _kv("DDR Double Bit Error Count", ecc.ddr_double_bit, 40)]
+        lines = [_kv("DDR Single Bit Error Count", ecc.ddr_single_bit, 40), _kv("DDR Double Bit Error Count", ecc.ddr_double_bit, 40)]
         if not is_910(state.model):
             return lines + [
                 _kv("DDR Single Bit Aggregate Total Err Cnt", ecc.ddr_single_bit_aggregate, 40),
@@ -359,8 +378,9 @@ def render_proc_mem(state: NodeState, npu_id: int, chip_id: int | None = None) -
 
     def fields(chip: ChipState) -> list[str]:
         procs = state.processes_of(npu_id, chip.chip_id)
-        return [f"\tProcess id:{p.pid:<7d} Process name:{p.name:<17} Process memory(MB):{p.memory_mb}"
-                for p in procs] or ["\tNo process in device."]
+        return [f"\tProcess id:{p.pid:<7d} Process name:{p.name:<17} Process memory(MB):{p.memory_mb}" for p in procs] or [
+            "\tNo process in device."
+        ]
 
     return _blocks(state, npu_id, chip_id, fields)
 
@@ -415,11 +435,9 @@ def _board_chip(model: NodeModel, chip: ChipState) -> list[str]:
     lines.append(_kv("Chip ID", chip.chip_id))
     if model.family != FAMILY_910_93:
         lines.append(_kv("Chip Type", "Ascend"))
-    lines += [_kv("Chip Name", model.chip_name), _kv("Chip Version", board.chip_version),
-              _kv("Board ID", f"0x{board.board_id:02x}")]
+    lines += [_kv("Chip Name", model.chip_name), _kv("Chip Version", board.chip_version), _kv("Board ID", f"0x{board.board_id:02x}")]
     if is_910(model):
-        lines += [_kv("PCB ID", "NA"), _kv("BOM ID", board.bom_id),
-                  _kv("VDie ID", chip.vdie_id), _kv("NDie ID", chip.ndie_id)]
+        lines += [_kv("PCB ID", "NA"), _kv("BOM ID", board.bom_id), _kv("VDie ID", chip.vdie_id), _kv("NDie ID", chip.ndie_id)]
     else:
         lines.append(_kv("Die ID", chip.vdie_id))
     return lines + [

@@ -35,13 +35,13 @@ DEGRADED_CRITICAL_LOGIC_ID = 2
 DEGRADED_FAILING_LOGIC_ID = 5
 DEGRADED_FAILING_SUBCOMMANDS = ("usages", "common")
 DEGRADED_ERROR_CODE = -8005
-FLAP_LOGIC_ID = 0             # the `flap` fault hides this chip's NPU on odd minutes
+FLAP_LOGIC_ID = 0  # the `flap` fault hides this chip's NPU on odd minutes
 SAWTOOTH_PERIOD_S = 60.0
 
-ECC_EPOCH = 1_767_225_600     # 2026-01-01: counters start here, so a test clock near 0 reads 0
-_TEMP_TAU_S = 30.0            # thermal time constant of the chip package
+ECC_EPOCH = 1_767_225_600  # 2026-01-01: counters start here, so a test clock near 0 reads 0
+_TEMP_TAU_S = 30.0  # thermal time constant of the chip package
 _TEMP_STEP_S = 5.0
-_TEMP_STEPS = 18              # 90 s of power history, 3 tau
+_TEMP_STEPS = 18  # 90 s of power history, 3 tau
 _CRITICAL_CODES = ("80E18005", "80CB8009")
 _CRITICAL_INFO = ("hbm multi-bit ecc error", "aicore task exception")
 
@@ -76,23 +76,23 @@ class ChipState:
     health: str
     error_codes: tuple[str, ...]
     error_information: tuple[str, ...]
-    power_watts: float | None        # as printed for this chip: None on A3 die 1 ("-") and 310P ("NA")
+    power_watts: float | None  # as printed for this chip: None on A3 die 1 ("-") and 310P ("NA")
     temperature_celsius: int
     aicore_percent: int
-    aivector_percent: int            # 310P: "Vectorcore Usage Rate(%)"
-    aicube_percent: int | None       # None where npu-smi prints no such field (310P)
+    aivector_percent: int  # 310P: "Vectorcore Usage Rate(%)"
+    aicube_percent: int | None  # None where npu-smi prints no such field (310P)
     aicpu_percent: int
     ctrlcpu_percent: int
-    npu_util_percent: int | None     # None on 310P
-    hbm_used_mb: int | None          # None: no HBM (310P)
+    npu_util_percent: int | None  # None on 310P
+    hbm_used_mb: int | None  # None: no HBM (310P)
     hbm_total_mb: int | None
-    ddr_used_mb: int                 # 0 / 0 on HBM-only chips
+    ddr_used_mb: int  # 0 / 0 on HBM-only chips
     ddr_total_mb: int
     hbm_bandwidth_percent: int | None
     ddr_bandwidth_percent: int
     hugepages_used: int
     hugepages_total: int
-    aicore_freq_mhz: int             # rated
+    aicore_freq_mhz: int  # rated
     aicore_cur_freq_mhz: int
     hbm_temperature_celsius: int | None
     ecc: EccCounters
@@ -116,7 +116,7 @@ class CardState:
 
     npu_id: int
     chip_count: int
-    power_watts: float               # whole card: A3 die 0 row, 310P `-t common` MCU block
+    power_watts: float  # whole card: A3 die 0 row, 310P `-t common` MCU block
     mcu_temperature_celsius: int
     board_sensors: tuple[tuple[str, int], ...]
     serial_number: str
@@ -128,7 +128,7 @@ class ProcessState:
     npu_id: int
     chip_id: int
     pid: int
-    name: str                        # kernel comm, <= 15 chars, may be empty
+    name: str  # kernel comm, <= 15 chars, may be empty
     memory_mb: int
 
 
@@ -157,8 +157,8 @@ class NodeState:
     scenario: str
     t: float
     seed: int
-    chips: tuple[ChipState, ...]          # present chips only, in enumeration order
-    cards: tuple[CardState, ...]          # present NPUs only
+    chips: tuple[ChipState, ...]  # present chips only, in enumeration order
+    cards: tuple[CardState, ...]  # present NPUs only
     processes: tuple[ProcessState, ...]
     missing: tuple[tuple[int, int], ...]  # (npu_id, chip_id) absent from every output
     failures: tuple[Failure, ...]
@@ -218,16 +218,25 @@ def simulate(model: NodeModel, scenario: str, t: float, seed: int = 0) -> NodeSt
     present = tuple(spec for spec in model.chips if spec.npu_id not in plan.missing_npu_ids)
     processes = tuple(p for spec in present for p in _processes(model, scenario, spec, t, seed))
     chips = tuple(_chip_state(model, scenario, plan, spec, processes, t, seed) for spec in present)
-    cards = tuple(_card_state(model, scenario, plan, npu_id, t, seed)
-                  for npu_id in dict.fromkeys(spec.npu_id for spec in present))
+    cards = tuple(_card_state(model, scenario, plan, npu_id, t, seed) for npu_id in dict.fromkeys(spec.npu_id for spec in present))
     missing = tuple((s.npu_id, s.chip_id) for s in model.chips if s.npu_id in plan.missing_npu_ids)
-    return NodeState(model=model, scenario=scenario, t=t, seed=seed, chips=chips, cards=cards,
-                     processes=processes, missing=missing, failures=plan.failures)
+    return NodeState(
+        model=model,
+        scenario=scenario,
+        t=t,
+        seed=seed,
+        chips=chips,
+        cards=cards,
+        processes=processes,
+        missing=missing,
+        failures=plan.failures,
+    )
 
 
 # --- deterministic noise ---------------------------------------------------------------
 
-@functools.lru_cache(maxsize=16384)   # a call asks for the same knots many times, and so do the next calls
+
+@functools.lru_cache(maxsize=16384)  # a call asks for the same knots many times, and so do the next calls
 def unit_noise(*key: object) -> float:
     """Uniform [0, 1) from a key; blake2b so it does not depend on PYTHONHASHSEED."""
     digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
@@ -258,6 +267,7 @@ def _percent(used: int | None, total: int | None) -> int | None:
 
 
 # --- utilization, power, temperature --------------------------------------------------
+
 
 def _utilization(scenario: str, plan: ScenarioPlan, logic_id: int, t: float, seed: int) -> float:
     """AI Core busy percent of one chip (float; callers round)."""
@@ -298,6 +308,7 @@ def _temperature(model: NodeModel, scenario: str, plan: ScenarioPlan, logic_id: 
 
 # --- memory and processes ---------------------------------------------------------------
 
+
 def _processes(model: NodeModel, scenario: str, spec: ChipSpec, t: float, seed: int) -> tuple[ProcessState, ...]:
     """The job's processes on one chip; their memory drifts slowly around an even split."""
     count = 0 if scenario == "idle" else model.processes_per_chip
@@ -307,7 +318,8 @@ def _processes(model: NodeModel, scenario: str, spec: ChipSpec, t: float, seed: 
     share = model.job_memory_mb / count
     return tuple(
         ProcessState(
-            npu_id=spec.npu_id, chip_id=spec.chip_id,
+            npu_id=spec.npu_id,
+            chip_id=spec.chip_id,
             pid=base_pid + spec.logic_id * 5003 + index * 17,
             name=model.process_names[index % len(model.process_names)],
             memory_mb=round(share * (1.0 + 0.02 * smooth_noise(t, 120.0, seed, spec.logic_id, index, "mem"))),
@@ -322,6 +334,7 @@ def _reserved_mb(model: NodeModel, logic_id: int, seed: int) -> int:
 
 
 # --- ECC -------------------------------------------------------------------------------
+
 
 def _events(t: float, interval_s: float) -> int:
     """Errors seen since ECC_EPOCH at one per ``interval_s``: never decreases with t."""
@@ -340,35 +353,43 @@ def _ecc(model: NodeModel, plan: ScenarioPlan, spec: ChipSpec, t: float, seed: i
     isolated_single = _events(t, 2 * 3600.0) if critical else 0
     history = int(10 * unit_noise(seed, model.name, spec.logic_id, "ecc-history")) if noisy else 0
     memory = "hbm" if model.has_hbm else "ddr"
-    return EccCounters(**{
-        f"{memory}_single_bit": single, f"{memory}_double_bit": double,
-        f"{memory}_single_bit_aggregate": single + history, f"{memory}_double_bit_aggregate": double,
-        f"{memory}_single_bit_isolated_pages": isolated_single, f"{memory}_double_bit_isolated_pages": double,
-    })
+    return EccCounters(
+        **{
+            f"{memory}_single_bit": single,
+            f"{memory}_double_bit": double,
+            f"{memory}_single_bit_aggregate": single + history,
+            f"{memory}_double_bit_aggregate": double,
+            f"{memory}_single_bit_isolated_pages": isolated_single,
+            f"{memory}_double_bit_isolated_pages": double,
+        }
+    )
 
 
 # --- assembling the state ---------------------------------------------------------------
 
-def _chip_power(model: NodeModel, scenario: str, plan: ScenarioPlan, spec: ChipSpec,
-                t: float, seed: int) -> float | None:
+
+def _chip_power(model: NodeModel, scenario: str, plan: ScenarioPlan, spec: ChipSpec, t: float, seed: int) -> float | None:
     """What npu-smi prints in this chip's row: A3 die 0 carries the card, die 1 and 310P print none."""
     if model.family == FAMILY_310P or (model.family == FAMILY_910_93 and spec.chip_id != 0):
         return None
     return round(sum(_power(model, scenario, plan, s.logic_id, t, seed) for s in model.chips_of(spec.npu_id)), 1)
 
 
-def _chip_state(model: NodeModel, scenario: str, plan: ScenarioPlan, spec: ChipSpec,
-                processes: tuple[ProcessState, ...], t: float, seed: int) -> ChipState:
+def _chip_state(
+    model: NodeModel, scenario: str, plan: ScenarioPlan, spec: ChipSpec, processes: tuple[ProcessState, ...], t: float, seed: int
+) -> ChipState:
     util = _utilization(scenario, plan, spec.logic_id, t, seed)
     load = util / 100.0
     lid = spec.logic_id
-    used = _reserved_mb(model, lid, seed) + sum(
-        p.memory_mb for p in processes if (p.npu_id, p.chip_id) == (spec.npu_id, spec.chip_id))
+    used = _reserved_mb(model, lid, seed) + sum(p.memory_mb for p in processes if (p.npu_id, p.chip_id) == (spec.npu_id, spec.chip_id))
     temperature = _temperature(model, scenario, plan, lid, t, seed)
     critical = lid in plan.critical_logic_ids
     is_310p = model.family == FAMILY_310P
     return ChipState(
-        npu_id=spec.npu_id, chip_id=spec.chip_id, logic_id=lid, phy_id=spec.phy_id,
+        npu_id=spec.npu_id,
+        chip_id=spec.chip_id,
+        logic_id=lid,
+        phy_id=spec.phy_id,
         name=model.chip_name,
         health="Critical" if critical else "OK",
         error_codes=_CRITICAL_CODES if critical else (),
@@ -387,12 +408,15 @@ def _chip_state(model: NodeModel, scenario: str, plan: ScenarioPlan, spec: ChipS
         ddr_total_mb=spec.ddr_total_mb,
         hbm_bandwidth_percent=None if is_310p else _share(util, 0.55, 3.0, t, 8.0, seed, lid, "hbmbw"),
         ddr_bandwidth_percent=_share(util, 0.5, 3.0, t, 8.0, seed, lid, "ddrbw") if is_310p else 0,
-        hugepages_used=0, hugepages_total=0,
+        hugepages_used=0,
+        hugepages_total=0,
         aicore_freq_mhz=model.aicore_freq_mhz,
         aicore_cur_freq_mhz=model.aicore_freq_mhz if util >= 1.0 else model.aicore_idle_freq_mhz,
         hbm_temperature_celsius=None if is_310p else temperature - 1 - int(3 * unit_noise(seed, lid, "hbm-temp")),
         ecc=_ecc(model, plan, spec, t, seed),
-        bus_id=spec.bus_id, vdie_id=spec.vdie_id, ndie_id=spec.ndie_id,
+        bus_id=spec.bus_id,
+        vdie_id=spec.vdie_id,
+        ndie_id=spec.ndie_id,
     )
 
 
@@ -402,7 +426,8 @@ def _card_state(model: NodeModel, scenario: str, plan: ScenarioPlan, npu_id: int
     ambient = _ambient(model, first, seed)
     index = model.npu_ids.index(npu_id)
     return CardState(
-        npu_id=npu_id, chip_count=len(chips),
+        npu_id=npu_id,
+        chip_count=len(chips),
         power_watts=round(sum(_power(model, scenario, plan, c.logic_id, t, seed) for c in chips), 1),
         mcu_temperature_celsius=round(ambient - 1.0),
         board_sensors=(("LM75A_TE", round(ambient - 2.0)), ("LM75B_TE", round(ambient))),

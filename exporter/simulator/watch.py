@@ -8,9 +8,15 @@ from exporter.simulator.scenarios import ChipState, NodeState
 
 # (-s letter, header); columns after "Memory BW(%)" are printed as " %-12s".
 WATCH_COLUMNS = (
-    ("p", "Pwr(W)"), ("t", "Temp(C)"), ("a", "AI Core(%)"), ("i", "AI Cpu(%)"),
-    ("c", "Ctrl Cpu(%)"), ("m", "Memory(%)"), ("b", "Memory BW(%)"),
-    ("n", "NPU Util(%)"), ("u", "AI Cube(%)"),
+    ("p", "Pwr(W)"),
+    ("t", "Temp(C)"),
+    ("a", "AI Core(%)"),
+    ("i", "AI Cpu(%)"),
+    ("c", "Ctrl Cpu(%)"),
+    ("m", "Memory(%)"),
+    ("b", "Memory BW(%)"),
+    ("n", "NPU Util(%)"),
+    ("u", "AI Cube(%)"),
 )
 _WIDE_FROM = 7
 
@@ -33,8 +39,7 @@ def render_watch_rows(state: NodeState, letters: str, npu_id: int | None = None,
         if (npu_id is not None and chip.npu_id != npu_id) or (chip_id is not None and chip.chip_id != chip_id):
             continue
         values = _watch_values(state.model, chip)
-        cells = "".join(_watch_cell(i, values[letter])
-                        for i, (letter, _) in enumerate(WATCH_COLUMNS) if letter in letters)
+        cells = "".join(_watch_cell(i, values[letter]) for i, (letter, _) in enumerate(WATCH_COLUMNS) if letter in letters)
         rows.append(f"{chip.npu_id:<12d}{chip.chip_id:<12d}{cells}")
     return join_lines(rows)
 

@@ -24,10 +24,11 @@ from exporter.web.middleware import install
 from exporter.web.scrape import MetricsBody, RegistryBody, Scrapes
 from exporter.web.security import WebSecurity
 
-ABOUT: web.AppKey[Callable[[], About] | None] = web.AppKey("about")   # what `/` says runs
-READY: web.AppKey[Callable[[], bool]] = web.AppKey("ready")   # whether the first sample is in
+ABOUT: web.AppKey[Callable[[], About] | None] = web.AppKey("about")  # what `/` says runs
+READY: web.AppKey[Callable[[], bool]] = web.AppKey("ready")  # whether the first sample is in
 
 BackgroundTask = Callable[[], Coroutine[Any, Any, None]]
+
 
 async def healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok\n")
@@ -84,8 +85,9 @@ def create_app(
 
 
 def _closer(security: WebSecurity) -> Callable[[web.Application], Awaitable[None]]:
-    async def close(app: web.Application) -> None:   # its bcrypt threads end with the app
+    async def close(app: web.Application) -> None:  # its bcrypt threads end with the app
         security.close()
+
     return close
 
 
@@ -101,4 +103,5 @@ def _background(run: BackgroundTask) -> Callable[[web.Application], AsyncIterato
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
     return ctx

@@ -22,12 +22,12 @@ import bcrypt
 
 from exporter.core.clock import Clock, monotonic
 
-AUTH_CACHE_SECONDS = 120.0   # a verified credential skips bcrypt this long: scrapes stay cheap
+AUTH_CACHE_SECONDS = 120.0  # a verified credential skips bcrypt this long: scrapes stay cheap
 # ... and, this long after its last check, skips the failed-login budget: re-checked in its
 # turn, never refused because someone else failed from its address with its user name.
 AUTH_REMEMBER_SECONDS = 3600.0
 AUTH_CACHE_SIZE = 256
-_BCRYPT_MAX_BYTES = 72       # bcrypt reads no further; Go truncates silently, and so do we
+_BCRYPT_MAX_BYTES = 72  # bcrypt reads no further; Go truncates silently, and so do we
 _BCRYPT_ALPHABET = "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 OVERLOADED_RETRY_SECONDS = 1
@@ -37,7 +37,7 @@ OVERLOADED_RETRY_SECONDS = 1
 THROTTLE_BURST = 10.0
 THROTTLE_PER_SECOND = 0.5
 THROTTLE_ADDRESS_FACTOR = 3.0
-THROTTLE_ADDRESSES = 4096    # budgets remembered; the least recently failing is forgotten first
+THROTTLE_ADDRESSES = 4096  # budgets remembered; the least recently failing is forgotten first
 
 # request[...] key: the basic-auth user the middleware admitted (handlers with their own
 # bearer token accept such a request without one).
@@ -79,6 +79,7 @@ def bcrypt_cost(hashed: bytes) -> int:
 
 # --- unknown users ------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Dummies:
     """The hashes unknown users are checked against, so that neither the answer nor its time
@@ -94,8 +95,8 @@ class Dummies:
     unknown names' costs are drawn anew; one cost for every user leaves nothing to compare.
     """
 
-    costs: tuple[int, ...]           # every user's cost, in the users' name order
-    hashes: Mapping[int, bytes]      # one dummy per configured cost
+    costs: tuple[int, ...]  # every user's cost, in the users' name order
+    hashes: Mapping[int, bytes]  # one dummy per configured cost
     key: bytes
 
     @classmethod
@@ -123,6 +124,7 @@ def _dummy_hash(cost: int) -> bytes:
 
 # --- verified credentials -----------------------------------------------------------------------
 
+
 class SuccessCache:
     """Verified credentials, keyed by an HMAC of the client's address, user, hash and password,
     so no password is kept, a changed hash can never hit, and a credential verified from one
@@ -135,8 +137,8 @@ class SuccessCache:
         self.ttl, self.size, self.clock = ttl, size, clock
         self.remember = max(ttl, remember)
         self._secret = secrets.token_bytes(32)
-        self._entries: dict[bytes, tuple[float, str, bytes]] = {}   # key -> (verified at, user, hash), oldest first
-        self._lock = threading.Lock()    # reloads prune from a thread
+        self._entries: dict[bytes, tuple[float, str, bytes]] = {}  # key -> (verified at, user, hash), oldest first
+        self._lock = threading.Lock()  # reloads prune from a thread
 
     def key(self, address: str, user: bytes, hashed: bytes, password: bytes) -> bytes:
         return hmac.new(self._secret, repr((address, user, hashed, password)).encode(), hashlib.sha256).digest()
@@ -157,9 +159,8 @@ class SuccessCache:
     def add(self, key: bytes, user: str, hashed: bytes) -> None:
         with self._lock:
             now = self.clock()
-            self._entries.pop(key, None)          # re-inserted last: the most recently verified
-            while self._entries and (len(self._entries) >= self.size or
-                                     now - next(iter(self._entries.values()))[0] >= self.remember):
+            self._entries.pop(key, None)  # re-inserted last: the most recently verified
+            while self._entries and (len(self._entries) >= self.size or now - next(iter(self._entries.values()))[0] >= self.remember):
                 del self._entries[next(iter(self._entries))]
             self._entries[key] = (now, user, hashed)
 
@@ -178,7 +179,8 @@ class SuccessCache:
 
 # --- failed attempts per address and user -------------------------------------------------------
 
-@functools.lru_cache(maxsize=THROTTLE_ADDRESSES)   # a flood asks for the same few addresses
+
+@functools.lru_cache(maxsize=THROTTLE_ADDRESSES)  # a flood asks for the same few addresses
 def client_address(remote: str | None) -> str:
     """Whose budget a request spends: its IPv4 address, or its IPv6 /64 (what one host
     usually holds; single IPv6 addresses are free to come by). The peer of the connection,
@@ -201,12 +203,17 @@ class AddressThrottle:
     past ``size`` the least recently failing is forgotten (its budget starts afresh: an
     attacker with that many addresses is held by the pool's bounds instead)."""
 
-    def __init__(self, burst: float = THROTTLE_BURST, per_second: float = THROTTLE_PER_SECOND,
-                 size: int = THROTTLE_ADDRESSES, clock: Clock = monotonic,
-                 address_factor: float = THROTTLE_ADDRESS_FACTOR) -> None:
+    def __init__(
+        self,
+        burst: float = THROTTLE_BURST,
+        per_second: float = THROTTLE_PER_SECOND,
+        size: int = THROTTLE_ADDRESSES,
+        clock: Clock = monotonic,
+        address_factor: float = THROTTLE_ADDRESS_FACTOR,
+    ) -> None:
         self.size, self.clock = size, clock
         self._limits = {False: (burst, per_second), True: (burst * address_factor, per_second * address_factor)}
-        self._buckets: dict[tuple[str, bytes | None], tuple[float, float]] = {}   # -> (tokens, when)
+        self._buckets: dict[tuple[str, bytes | None], tuple[float, float]] = {}  # -> (tokens, when)
 
     @staticmethod
     def _keys(address: str, user: bytes) -> tuple[tuple[str, bytes | None], tuple[str, bytes | None]]:
@@ -232,7 +239,7 @@ class AddressThrottle:
         now = self.clock()
         for key in self._keys(address, user):
             tokens = self._tokens(key, now) - 1
-            self._buckets.pop(key, None)           # re-inserted last: most recently failing
+            self._buckets.pop(key, None)  # re-inserted last: most recently failing
             if len(self._buckets) >= self.size:
                 del self._buckets[next(iter(self._buckets))]
             self._buckets[key] = (tokens, now)

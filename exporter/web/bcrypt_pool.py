@@ -60,19 +60,24 @@ class BcryptPool:
     """:meth:`submit` queues a check for an address and returns a future of its result (None:
     dropped to make room for a fairer newcomer), or None at once when there is no room."""
 
-    def __init__(self, workers: int = BCRYPT_WORKERS, max_pending: int = BCRYPT_MAX_PENDING,
-                 max_work: int = BCRYPT_MAX_WORK, per_address: int = BCRYPT_PER_ADDRESS) -> None:
+    def __init__(
+        self,
+        workers: int = BCRYPT_WORKERS,
+        max_pending: int = BCRYPT_MAX_PENDING,
+        max_work: int = BCRYPT_MAX_WORK,
+        per_address: int = BCRYPT_PER_ADDRESS,
+    ) -> None:
         self.workers, self.max_pending, self.max_work, self.per_address = workers, max_pending, max_work, per_address
         self._executor = ThreadPoolExecutor(workers, thread_name_prefix="bcrypt", initializer=_lower_priority)
         self._queues: dict[str, deque[_Job]] = {}
-        self._held: dict[str, int] = {}       # address -> checks queued or running
-        self._served: dict[str, int] = {}     # address -> turn of its last check started (oldest first)
+        self._held: dict[str, int] = {}  # address -> checks queued or running
+        self._served: dict[str, int] = {}  # address -> turn of its last check started (oldest first)
         self._turn = 0
         self._running = 0
-        self._waiting = 0     # queued, not running
-        self._work = 0        # of the checks queued
-        self.pending = 0     # queued or running
-        self.checks = 0      # started so far
+        self._waiting = 0  # queued, not running
+        self._work = 0  # of the checks queued
+        self.pending = 0  # queued or running
+        self.checks = 0  # started so far
 
     def submit(self, check: Check, password: bytes, hashed: bytes, address: str = "") -> asyncio.Future[bool | None] | None:
         work = 2 ** bcrypt_cost(hashed)
@@ -80,8 +85,7 @@ class BcryptPool:
             return None
         # The work bound holds an address's second check and later; its first waits whatever
         # the work queued (its turn comes before theirs when it was served less recently).
-        while self._waiting and (self._waiting >= self.max_pending or
-                                 (address in self._held and self._work + work > self.max_work)):
+        while self._waiting and (self._waiting >= self.max_pending or (address in self._held and self._work + work > self.max_work)):
             if not self._drop_for(address):
                 return None
         job = _Job(address, check, password, hashed, work, asyncio.get_running_loop().create_future())
@@ -98,8 +102,10 @@ class BcryptPool:
         """Drop the check that waits to be served last, the newest of the address with the most
         waiting (of those, the one served most recently), if ``address`` deserves its place
         more: it would have fewer waiting, or as many and was served longer ago. False if not."""
+
         def rank(a: str) -> tuple[int, int]:
             return len(self._queues.get(a, ())), self._served.get(a, -1)
+
         victim = max(self._queues, key=rank, default=None)
         mine = (len(self._queues.get(address, ())) + 1, self._served.get(address, -1))
         if victim is None or victim == address or rank(victim) <= mine:
@@ -122,7 +128,7 @@ class BcryptPool:
                 del self._queues[address]
             self._waiting -= 1
             self._work -= job.work
-            if job.future.cancelled():      # its caller left before its turn came
+            if job.future.cancelled():  # its caller left before its turn came
                 self._release(job)
                 continue
             self._running += 1
@@ -151,7 +157,7 @@ class BcryptPool:
         """A caller gone while its check waits (the client hung up): its place is freed now."""
         queue = self._queues.get(job.address)
         if job.future.cancelled() and queue is not None and job in queue:
-            queue.remove(job)               # at most per_address long
+            queue.remove(job)  # at most per_address long
             if not queue:
                 del self._queues[job.address]
             self._waiting -= 1

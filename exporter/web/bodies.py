@@ -24,7 +24,7 @@ from aiohttp.web_protocol import RequestPayloadError
 MAX_BODY_BYTES = 1 << 20
 # What aiohttp decompresses itself (identity: none).
 ENCODINGS = frozenset({"identity", "gzip", "deflate"})
-RETRY_AFTER = "1"   # seconds: bodies in flight are read within the body deadline, or dropped
+RETRY_AFTER = "1"  # seconds: bodies in flight are read within the body deadline, or dropped
 # request errors by reason: bad_request (aiohttp's parser refused it, 400), bad_encoding (a body
 # that does not decode, 400), unsupported_encoding (415), too_large (over the per-request cap,
 # 413), busy (the budget of bodies in flight is spent, 503).
@@ -67,9 +67,9 @@ class BodyBudget:
                 return self._refuse("busy", 503, "too many request bodies in flight; retry later", {"Retry-After": RETRY_AFTER})
             try:
                 return await handler(request)
-            except HTTPRequestEntityTooLarge:   # read past the cap (decompressed, or chunked)
+            except HTTPRequestEntityTooLarge:  # read past the cap (decompressed, or chunked)
                 return self._refuse("too_large", 413, f"request body over {self.per_request} bytes")
-            except RequestPayloadError:          # a body that does not decode, or broken chunks
+            except RequestPayloadError:  # a body that does not decode, or broken chunks
                 return self._refuse("bad_encoding", 400, "request body does not decode")
             finally:
                 self.release(reserved)
@@ -79,5 +79,5 @@ class BodyBudget:
     def _refuse(self, reason: str, status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
         self.count(reason)
         response = web.Response(status=status, text=message + "\n", headers=headers)
-        response.force_close()   # the body stays unread: never drained into memory
+        response.force_close()  # the body stays unread: never drained into memory
         return response

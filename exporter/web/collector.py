@@ -34,11 +34,11 @@ from exporter.web.metrics import (
 @dataclass(frozen=True)
 class WebStatus:
     last_reload_success: bool = True
-    last_reload_success_time: float = 0.0             # Unix time
-    reloads: tuple[tuple[str, int], ...] = ()         # (success|failure, count)
-    auth_failures: tuple[tuple[str, int], ...] = ()   # (reason, count)
-    bcrypt_checks: int = 0                            # started so far
-    bcrypt_pending: int = 0                           # queued or running now
+    last_reload_success_time: float = 0.0  # Unix time
+    reloads: tuple[tuple[str, int], ...] = ()  # (success|failure, count)
+    auth_failures: tuple[tuple[str, int], ...] = ()  # (reason, count)
+    bcrypt_checks: int = 0  # started so far
+    bcrypt_pending: int = 0  # queued or running now
 
 
 class WebCollector:
@@ -61,33 +61,40 @@ class WebCollector:
 
 @dataclass(frozen=True)
 class HttpStatus:
-    connections: int = 0                              # open now, health slots included
-    max_connections: int = 0                          # the cap in force
-    rejected: tuple[tuple[str, int], ...] = ()        # (reason, count)
-    timeouts: tuple[tuple[str, int], ...] = ()        # (kind, count)
-    accept_errors: tuple[tuple[str, int], ...] = ()   # (errno name, count)
+    connections: int = 0  # open now, health slots included
+    max_connections: int = 0  # the cap in force
+    rejected: tuple[tuple[str, int], ...] = ()  # (reason, count)
+    timeouts: tuple[tuple[str, int], ...] = ()  # (kind, count)
+    accept_errors: tuple[tuple[str, int], ...] = ()  # (errno name, count)
     request_errors: tuple[tuple[str, int], ...] = ()  # (reason, count)
-    body_bytes_in_flight: int = 0                     # reserved by requests being handled
-    max_body_bytes_in_flight: int = 0                 # the budget
+    body_bytes_in_flight: int = 0  # reserved by requests being handled
+    max_body_bytes_in_flight: int = 0  # the budget
 
 
 class HttpCollector:
     specs = HTTP_METRICS
 
     def render(self, part: HttpStatus) -> Iterator[Metric]:
-        for spec, value in ((HTTP_CONNECTIONS, part.connections), (HTTP_MAX_CONNECTIONS, part.max_connections),
-                            (HTTP_BODY_BYTES_IN_FLIGHT, part.body_bytes_in_flight),
-                            (HTTP_MAX_BODY_BYTES_IN_FLIGHT, part.max_body_bytes_in_flight)):
+        for spec, value in (
+            (HTTP_CONNECTIONS, part.connections),
+            (HTTP_MAX_CONNECTIONS, part.max_connections),
+            (HTTP_BODY_BYTES_IN_FLIGHT, part.body_bytes_in_flight),
+            (HTTP_MAX_BODY_BYTES_IN_FLIGHT, part.max_body_bytes_in_flight),
+        ):
             gauge = family(spec)
             gauge.add_metric([], value)
             yield gauge
-        for spec, counts in ((HTTP_REJECTED, part.rejected), (HTTP_TIMEOUTS, part.timeouts), (HTTP_ACCEPT_ERRORS, part.accept_errors),
-                             (HTTP_REQUEST_ERRORS, part.request_errors)):
+        for spec, counts in (
+            (HTTP_REJECTED, part.rejected),
+            (HTTP_TIMEOUTS, part.timeouts),
+            (HTTP_ACCEPT_ERRORS, part.accept_errors),
+            (HTTP_REQUEST_ERRORS, part.request_errors),
+        ):
             counter = family(spec)
             for key, count in counts:
                 counter.add_metric([key], count)
             yield counter
 
 
-WEB = PartKey("web", WebStatus)      # snapshot keys of the web layer's own parts
+WEB = PartKey("web", WebStatus)  # snapshot keys of the web layer's own parts
 HTTP = PartKey("http", HttpStatus)

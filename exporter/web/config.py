@@ -48,45 +48,55 @@ from exporter.core.yamlfile import YamlRefused, parse_yaml
 log = logging.getLogger("exporter.web")
 
 CLIENT_AUTH_TYPES = (
-    "NoClientCert", "RequestClientCert", "RequireAnyClientCert", "VerifyClientCertIfGiven", "RequireAndVerifyClientCert",
+    "NoClientCert",
+    "RequestClientCert",
+    "RequireAnyClientCert",
+    "VerifyClientCertIfGiven",
+    "RequireAndVerifyClientCert",
 )
 _CLIENT_AUTH_ALIASES = {"": "NoClientCert", "RequireClientCert": "RequireAnyClientCert"}  # toolkit's spellings
 TLS_VERSIONS = {
-    "TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1,
-    "TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3,
+    "TLS10": ssl.TLSVersion.TLSv1,
+    "TLS11": ssl.TLSVersion.TLSv1_1,
+    "TLS12": ssl.TLSVersion.TLSv1_2,
+    "TLS13": ssl.TLSVersion.TLSv1_3,
 }
 # Go's tls.CipherSuites() names -> OpenSSL names. TLS 1.3 suites are not configurable in Go
 # either (None: accepted, nothing to set).
-CIPHER_SUITES: Mapping[str, str | None] = MappingProxyType({
-    "TLS_AES_128_GCM_SHA256": None,
-    "TLS_AES_256_GCM_SHA384": None,
-    "TLS_CHACHA20_POLY1305_SHA256": None,
-    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA": "ECDHE-ECDSA-AES128-SHA",
-    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA": "ECDHE-ECDSA-AES256-SHA",
-    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA": "ECDHE-RSA-AES128-SHA",
-    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA": "ECDHE-RSA-AES256-SHA",
-    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
-    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
-    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
-    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384": "ECDHE-RSA-AES256-GCM-SHA384",
-    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
-    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
-    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305": "ECDHE-RSA-CHACHA20-POLY1305",      # Go's older aliases
-    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305": "ECDHE-ECDSA-CHACHA20-POLY1305",
-})
+CIPHER_SUITES: Mapping[str, str | None] = MappingProxyType(
+    {
+        "TLS_AES_128_GCM_SHA256": None,
+        "TLS_AES_256_GCM_SHA384": None,
+        "TLS_CHACHA20_POLY1305_SHA256": None,
+        "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA": "ECDHE-ECDSA-AES128-SHA",
+        "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA": "ECDHE-ECDSA-AES256-SHA",
+        "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA": "ECDHE-RSA-AES128-SHA",
+        "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA": "ECDHE-RSA-AES256-SHA",
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
+        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
+        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384": "ECDHE-RSA-AES256-GCM-SHA384",
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305": "ECDHE-RSA-CHACHA20-POLY1305",  # Go's older aliases
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305": "ECDHE-ECDSA-CHACHA20-POLY1305",
+    }
+)
 CURVES = ("CurveP256", "CurveP384", "CurveP521", "X25519")
 # exporter-toolkit allows exactly these headers (and these values where it enumerates them).
-HEADERS: Mapping[str, tuple[str, ...]] = MappingProxyType({
-    "Strict-Transport-Security": (),
-    "X-Content-Type-Options": ("nosniff",),
-    "X-Frame-Options": ("deny", "sameorigin"),
-    "X-XSS-Protection": (),
-    "Content-Security-Policy": (),
-})
+HEADERS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "Strict-Transport-Security": (),
+        "X-Content-Type-Options": ("nosniff",),
+        "X-Frame-Options": ("deny", "sameorigin"),
+        "X-XSS-Protection": (),
+        "Content-Security-Policy": (),
+    }
+)
 # $2a$/$2b$/$2y$, a two-digit cost, 22 characters of salt, 31 of hash (bcrypt's base64).
 _BCRYPT_HASH = re.compile(r"\$2[aby]\$([0-9]{2})\$([./A-Za-z0-9]{22})[./A-Za-z0-9]{31}")
-_SALT_ENDS = ".Oeu"          # the salt's 22nd character holds 2 of its 128 bits; bcrypt refuses others
-MIN_BCRYPT_COST = 4           # bcrypt's own minimum
+_SALT_ENDS = ".Oeu"  # the salt's 22nd character holds 2 of its 128 bits; bcrypt refuses others
+MIN_BCRYPT_COST = 4  # bcrypt's own minimum
 # Each step doubles the work: cost 10 takes ~60 ms a check, 16 ~4 s, 17 ~8 s (most of
 # Prometheus' 10 s scrape timeout, before any wait) and 31 ~1.5 days. An uncached check must
 # fit in a scrape, so 16 is the most accepted; htpasswd -nBC 10 is a sound choice.
@@ -95,12 +105,24 @@ MAX_BCRYPT_COST = 16
 # a second or more, and the few workers are shared with every guesser (cost 12: ~250 ms).
 WARN_BCRYPT_COST = 12
 _TOP_KEYS = frozenset({"tls_server_config", "http_server_config", "basic_auth_users", "rate_limit"})
-_TLS_KEYS = frozenset({
-    "cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version", "max_version", "cipher_suites",
-    "prefer_server_cipher_suites", "curve_preferences", "client_allowed_sans", "cert", "key", "client_ca",
-})
+_TLS_KEYS = frozenset(
+    {
+        "cert_file",
+        "key_file",
+        "client_ca_file",
+        "client_auth_type",
+        "min_version",
+        "max_version",
+        "cipher_suites",
+        "prefer_server_cipher_suites",
+        "curve_preferences",
+        "client_allowed_sans",
+        "cert",
+        "key",
+        "client_ca",
+    }
+)
 _HTTP_KEYS = frozenset({"http2", "headers"})
-
 
 
 class WebConfigError(ProblemsError):
@@ -113,10 +135,10 @@ class TLSServerConfig:
     key_file: Path
     client_auth_type: str = "NoClientCert"
     client_ca_file: Path | None = None
-    client_ca: str | None = None              # inline PEM
+    client_ca: str | None = None  # inline PEM
     min_version: str = "TLS12"
     max_version: str = "TLS13"
-    cipher_suites: tuple[str, ...] = ()        # Go names
+    cipher_suites: tuple[str, ...] = ()  # Go names
     prefer_server_cipher_suites: bool = True
     client_allowed_sans: tuple[str, ...] | None = None
 
@@ -130,11 +152,12 @@ class WebConfig:
     tls: TLSServerConfig | None = None
     users: Mapping[str, bytes] = field(default_factory=lambda: MappingProxyType({}))  # user -> bcrypt hash
     headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    ignored: tuple[str, ...] = ()              # accepted for compatibility, not applied
-    warnings: tuple[str, ...] = ()             # accepted, but worth changing (logged, printed by check-config)
+    ignored: tuple[str, ...] = ()  # accepted for compatibility, not applied
+    warnings: tuple[str, ...] = ()  # accepted, but worth changing (logged, printed by check-config)
 
 
 # --- parsing (pure) --------------------------------------------------------------------------
+
 
 class _Problems:
     """Collects problems so one pass reports every bad entry."""
@@ -175,7 +198,7 @@ def _string(value: Any, where: str, problems: _Problems) -> str | None:
     if "\0" in value:  # no path or name holds one; the system calls would refuse it later
         problems.add(where, "contains a NUL character")
         return None
-    if not value.isascii() and not _utf8(value):   # a "\ud800" escape: not text a path can hold
+    if not value.isascii() and not _utf8(value):  # a "\ud800" escape: not text a path can hold
         problems.add(where, "contains a lone surrogate, not text")
         return None
     return value
@@ -252,8 +275,10 @@ def _ciphers(doc: Mapping[Any, Any], where: str, problems: _Problems) -> tuple[s
 def _parse_tls(doc: Mapping[Any, Any], base_dir: Path, problems: _Problems) -> TLSServerConfig | None:
     where = "tls_server_config."
     _unknown(doc, _TLS_KEYS, where, problems)
-    text = {k: _string(doc.get(k), where + k, problems) for k in
-            ("cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version", "max_version", "cert", "key", "client_ca")}
+    text = {
+        k: _string(doc.get(k), where + k, problems)
+        for k in ("cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version", "max_version", "cert", "key", "client_ca")
+    }
     # exporter-toolkit: TLS is on as soon as any of these is set.
     if not any(text[k] for k in ("cert_file", "key_file", "client_ca_file", "client_auth_type", "cert", "key", "client_ca")):
         return None
@@ -301,9 +326,12 @@ def _parse_users(doc: Mapping[Any, Any], problems: _Problems) -> dict[str, bytes
         users[str(name)] = hashed.encode("ascii")
         cost = int(hashed[4:6])
         if cost > WARN_BCRYPT_COST:
-            problems.warn(where, f"bcrypt cost {cost} is above {WARN_BCRYPT_COST}: each uncached check holds one of the few "
-                                 f"bcrypt workers for ~{0.25 * 2 ** (cost - WARN_BCRYPT_COST):g} s; make new hashes at cost "
-                                 f"{WARN_BCRYPT_COST} with: htpasswd -nBC {WARN_BCRYPT_COST} \"\" | tr -d ':\\n'")
+            problems.warn(
+                where,
+                f"bcrypt cost {cost} is above {WARN_BCRYPT_COST}: each uncached check holds one of the few "
+                f"bcrypt workers for ~{0.25 * 2 ** (cost - WARN_BCRYPT_COST):g} s; make new hashes at cost "
+                f"{WARN_BCRYPT_COST} with: htpasswd -nBC {WARN_BCRYPT_COST} \"\" | tr -d ':\\n'",
+            )
     return users
 
 
@@ -320,8 +348,10 @@ def _bcrypt_problem(hashed: str) -> str | None:
     if cost < MIN_BCRYPT_COST:
         return f"bcrypt cost {cost} is below {MIN_BCRYPT_COST}, the least bcrypt allows"
     if cost > MAX_BCRYPT_COST:
-        return (f"bcrypt cost {cost} is above {MAX_BCRYPT_COST}, the most accepted (each step doubles the work: "
-                f"{MAX_BCRYPT_COST} takes ~4 s a check, 31 a day and a half); rehash with htpasswd -nBC 10")
+        return (
+            f"bcrypt cost {cost} is above {MAX_BCRYPT_COST}, the most accepted (each step doubles the work: "
+            f"{MAX_BCRYPT_COST} takes ~4 s a check, 31 a day and a half); rehash with htpasswd -nBC 10"
+        )
     if match.group(2)[-1] not in _SALT_ENDS:
         return f"not a hash bcrypt wrote: the salt's last character must be one of {' '.join(_SALT_ENDS)}"
     return None
@@ -334,8 +364,10 @@ def _header_value_problem(value: str) -> str | None:
     for index, char in enumerate(value):
         if char == "\t" or " " <= char <= "~":
             continue
-        return (f"character U+{ord(char):04X} at position {index + 1} is not allowed in an HTTP header value "
-                "(visible ASCII, spaces and tabs only; write curly quotes as straight ones)")
+        return (
+            f"character U+{ord(char):04X} at position {index + 1} is not allowed in an HTTP header value "
+            "(visible ASCII, spaces and tabs only; write curly quotes as straight ones)"
+        )
     if value != value.strip(" \t"):
         return "leading or trailing whitespace is not part of an HTTP header value"
     return None

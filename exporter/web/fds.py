@@ -25,8 +25,8 @@ FD_RESERVE = 128
 
 @dataclass(frozen=True)
 class FdPlan:
-    soft_limit: int | None      # the soft limit to set; None: keep it
-    max_connections: int        # the cap that fits
+    soft_limit: int | None  # the soft limit to set; None: keep it
+    max_connections: int  # the cap that fits
 
 
 def _finite(limit: int) -> int | None:
@@ -57,8 +57,14 @@ def fit_open_files(options: WebOptions) -> WebOptions:
             log.warning("cannot raise the open-file limit", extra={"limit": soft, "error": str(exc)})
             planned = plan(options, soft, soft)
     if planned.max_connections < options.max_connections:
-        log.warning("open-file limit too low for web.max_connections; serving fewer connections",
-                    extra={"max_connections": planned.max_connections, "wanted": options.max_connections,
-                           "limit": planned.soft_limit or soft, "reserve": options.health_connections + FD_RESERVE})
+        log.warning(
+            "open-file limit too low for web.max_connections; serving fewer connections",
+            extra={
+                "max_connections": planned.max_connections,
+                "wanted": options.max_connections,
+                "limit": planned.soft_limit or soft,
+                "reserve": options.health_connections + FD_RESERVE,
+            },
+        )
         return replace(options, max_connections=planned.max_connections)
     return options

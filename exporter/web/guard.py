@@ -46,21 +46,21 @@ from exporter.web.options import WebOptions
 
 log = logging.getLogger("exporter.web")
 
-SERVER = "cann-exporter"       # the Server header: no versions, they only help match known flaws
+SERVER = "cann-exporter"  # the Server header: no versions, they only help match known flaws
 WRITE_BUFFER_HIGH = 64 * 1024  # bytes buffered for a client before it counts as not reading
 # A body left unread (refused, 413/503) is still read and dropped this long after the answer, so
 # the client sees the answer rather than a reset; aiohttp's 10 s would let refused bodies
 # hold their connections.
 LINGER = 1.0
-HANDSHAKE_SLACK = 1.0          # asyncio's own handshake timeout, a backstop behind the header deadline
-ACCEPT_BACKOFF = 0.25          # seconds without accept() after a failure
-ACCEPT_BATCH = 64              # accept() calls per wake-up, so one busy listener cannot hog the loop
+HANDSHAKE_SLACK = 1.0  # asyncio's own handshake timeout, a backstop behind the header deadline
+ACCEPT_BACKOFF = 0.25  # seconds without accept() after a failure
+ACCEPT_BATCH = 64  # accept() calls per wake-up, so one busy listener cannot hog the loop
 RESOURCE_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
-MALFORMED_LOG_EVERY = 60.0     # seconds: one log line per address and window, with the count
-MAX_LOGGED_ADDRESSES = 4096    # addresses remembered for that; past it the window restarts for all
+MALFORMED_LOG_EVERY = 60.0  # seconds: one log line per address and window, with the count
+MAX_LOGGED_ADDRESSES = 4096  # addresses remembered for that; past it the window restarts for all
 # A burst of this many connections, once down to a quarter, gives its freed buffers back.
 TRIM_AFTER_PEAK = 32
-TRIM_DELAY = 1.0               # seconds after the burst has closed (once per burst)
+TRIM_DELAY = 1.0  # seconds after the burst has closed (once per burst)
 
 
 def errno_reason(exc: OSError) -> str:
@@ -75,10 +75,10 @@ def accept_error_counts() -> dict[str, int]:
 
 
 class Phase(enum.Enum):
-    HEADERS = "header"     # waiting for a request's headers (or, in TLS, its first byte)
-    BODY = "body"          # waiting for the rest of a request's body
+    HEADERS = "header"  # waiting for a request's headers (or, in TLS, its first byte)
+    BODY = "body"  # waiting for the rest of a request's body
     HANDLING = "handling"  # a handler runs: nothing awaited from the client
-    IDLE = "idle"          # kept alive, waiting for the next request
+    IDLE = "idle"  # kept alive, waiting for the next request
 
 
 class NoAccessLog(AbstractAccessLogger):
@@ -107,17 +107,18 @@ class FrontHandler(web.RequestHandler):
         if self.refusing:
             return
         super().data_received(data)
-        if self._messages and not isinstance(self._messages[-1][0], RawRequestMessage):   # an error queued
+        if self._messages and not isinstance(self._messages[-1][0], RawRequestMessage):  # an error queued
             self.refusing = True
             if self.transport is not None:
                 self.transport.pause_reading()
 
-    def handle_error(self, request: Any, status: int = 500, exc: BaseException | None = None,
-                     message: str | None = None) -> web.StreamResponse:
+    def handle_error(
+        self, request: Any, status: int = 500, exc: BaseException | None = None, message: str | None = None
+    ) -> web.StreamResponse:
         if not isinstance(exc, HttpProcessingError):
-            response = super().handle_error(request, status, exc, message)   # a bug of ours: logged in full
+            response = super().handle_error(request, status, exc, message)  # a bug of ours: logged in full
         elif request.writer.output_size > 0:
-            raise ConnectionError("response already sent")   # as aiohttp does: the connection closes
+            raise ConnectionError("response already sent")  # as aiohttp does: the connection closes
         else:
             self.front.malformed(request.remote, exc)
             response = web.Response(status=status, text=f"{status} {HTTPStatus(status).phrase}\n")
@@ -127,7 +128,7 @@ class FrontHandler(web.RequestHandler):
 
     def log_exception(self, *args: Any, **kw: Any) -> None:
         if isinstance(kw.get("exc_info"), RequestPayloadError):
-            return   # the rest of a body already answered (400, counted) that aiohttp tried to drain
+            return  # the rest of a body already answered (400, counted) that aiohttp tried to drain
         super().log_exception(*args, **kw)
 
 
@@ -139,15 +140,15 @@ class Connection(asyncio.Protocol):
         self.loop = front.loop
         self.health_only = False
         self.phase = Phase.HEADERS
-        self.since = self.loop.time()     # when the current phase began (the loop's monotonic clock)
+        self.since = self.loop.time()  # when the current phase began (the loop's monotonic clock)
         self.transport: asyncio.Transport | None = None
         self.inner: FrontHandler | None = None
         self.connecting: asyncio.Task[Any] | None = None
-        self.watching = False             # TLS: waiting for the first byte before the handshake
+        self.watching = False  # TLS: waiting for the first byte before the handshake
         self._timer: asyncio.TimerHandle | None = None
         self._write_timer: asyncio.TimerHandle | None = None
         self._body: StreamReader | None = None
-        self.gone = False                 # lost or closed: nothing may arm a deadline again
+        self.gone = False  # lost or closed: nothing may arm a deadline again
         self._in_handler = self._pending = self._paused_reading = False
 
     # --- the table's view ----------------------------------------------------------------------
@@ -184,7 +185,7 @@ class Connection(asyncio.Protocol):
     def eof_received(self) -> bool | None:
         if self.inner is not None:
             self.inner.eof_received()
-        return None   # close on EOF, as aiohttp's protocol does
+        return None  # close on EOF, as aiohttp's protocol does
 
     def pause_writing(self) -> None:
         if self._write_timer is None and not self.gone:
@@ -204,7 +205,7 @@ class Connection(asyncio.Protocol):
         if self._paused_reading and self.transport is not None and not self.transport.is_closing():
             self._paused_reading = False
             self.transport.resume_reading()
-        if self._timer is None:    # a read deadline expired while the client was not reading
+        if self._timer is None:  # a read deadline expired while the client was not reading
             self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -221,7 +222,7 @@ class Connection(asyncio.Protocol):
 
     def request_finished(self) -> None:
         self._in_handler = False
-        if self.phase is not Phase.BODY:   # an unread body keeps its deadline while aiohttp drains it
+        if self.phase is not Phase.BODY:  # an unread body keeps its deadline while aiohttp drains it
             self._enter(Phase.HEADERS if self._pending else Phase.IDLE)
 
     def _body_done(self) -> None:
@@ -237,8 +238,9 @@ class Connection(asyncio.Protocol):
 
     def _arm(self) -> None:
         options = self.front.options
-        timeout = {Phase.HEADERS: options.header_timeout, Phase.BODY: options.body_timeout,
-                   Phase.IDLE: options.idle_timeout}.get(self.phase)
+        timeout = {Phase.HEADERS: options.header_timeout, Phase.BODY: options.body_timeout, Phase.IDLE: options.idle_timeout}.get(
+            self.phase
+        )
         if timeout is not None and not self.gone:
             self._timer = self.loop.call_later(timeout, self._expired, self.phase.value)
 
@@ -248,7 +250,7 @@ class Connection(asyncio.Protocol):
         else:
             self._timer = None
             if self._write_timer is not None:
-                return   # not reading what we sent: the write deadline judges, resume_writing re-arms
+                return  # not reading what we sent: the write deadline judges, resume_writing re-arms
         self.front.table.count_timeout(kind)
         self._close_now()
 
@@ -257,9 +259,9 @@ class Connection(asyncio.Protocol):
         self.forget()
         if self.transport is not None:
             self.transport.abort()
-        elif self.connecting is not None:   # in its TLS handshake
+        elif self.connecting is not None:  # in its TLS handshake
             self.connecting.cancel()
-        else:                               # TLS, no byte yet: only the socket exists
+        else:  # TLS, no byte yet: only the socket exists
             self.sock.close()
 
     def forget(self) -> None:
@@ -284,19 +286,26 @@ class Connection(asyncio.Protocol):
 class Front:
     """Accepts, admits and connects sockets; follows their requests; counts what it refused."""
 
-    def __init__(self, table: ConnectionTable, options: WebOptions, make_handler: Callable[[], FrontHandler],
-                 loop: asyncio.AbstractEventLoop, ssl_context: ssl.SSLContext | None = None,
-                 count_error: Callable[[str], None] = lambda reason: None, accept_errors: dict[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        table: ConnectionTable,
+        options: WebOptions,
+        make_handler: Callable[[], FrontHandler],
+        loop: asyncio.AbstractEventLoop,
+        ssl_context: ssl.SSLContext | None = None,
+        count_error: Callable[[str], None] = lambda reason: None,
+        accept_errors: dict[str, int] | None = None,
+    ) -> None:
         self.table, self.options, self.make_handler, self.loop = table, options, make_handler, loop
         self.ssl_context = ssl_context
-        self.count_error = count_error   # request errors by reason (bodies.BodyBudget.count)
+        self.count_error = count_error  # request errors by reason (bodies.BodyBudget.count)
         self.rates = AddressRates(options.new_connections_per_second, options.new_connections_burst)
-        self.by_handler: dict[object, Connection] = {}     # aiohttp's protocol -> its connection
-        self.accept_errors = accept_errors if accept_errors is not None else accept_error_counts()   # by errno name
+        self.by_handler: dict[object, Connection] = {}  # aiohttp's protocol -> its connection
+        self.accept_errors = accept_errors if accept_errors is not None else accept_error_counts()  # by errno name
         self.accept_failing = False
         self.handshakes = 0
         self._handshake_queue: collections.deque[Connection] = collections.deque()
-        self._logged: dict[str | None, tuple[float, int]] = {}   # address -> (window start, count)
+        self._logged: dict[str | None, tuple[float, int]] = {}  # address -> (window start, count)
         self._peak = 0
         self._trim: asyncio.TimerHandle | None = None
 
@@ -312,9 +321,9 @@ class Front:
                     conn, peer = sock.accept()
                 except (BlockingIOError, InterruptedError):
                     return
-                except ConnectionAbortedError:   # the client gave up before we took it
+                except ConnectionAbortedError:  # the client gave up before we took it
                     continue
-                except OSError as exc:           # out of descriptors or memory: retrying at once would spin
+                except OSError as exc:  # out of descriptors or memory: retrying at once would spin
                     self._accept_failed(exc)
                     self.loop.remove_reader(sock.fileno())
                     retry[:] = [self.loop.call_later(ACCEPT_BACKOFF, self.loop.add_reader, sock.fileno(), ready)]
@@ -331,6 +340,7 @@ class Front:
                 handle.cancel()
             self.loop.remove_reader(sock.fileno())
             sock.close()
+
         return stop
 
     def _accept_failed(self, exc: OSError) -> None:
@@ -338,8 +348,10 @@ class Front:
         self.accept_errors[key] = self.accept_errors.get(key, 0) + 1
         if not self.accept_failing:
             self.accept_failing = True
-            log.error("cannot accept connections; pausing accept and retrying",
-                      extra={"reason": key, "error": str(exc), "retry_seconds": ACCEPT_BACKOFF})
+            log.error(
+                "cannot accept connections; pausing accept and retrying",
+                extra={"reason": key, "error": str(exc), "retry_seconds": ACCEPT_BACKOFF},
+            )
 
     def accepted(self, sock: socket.socket, address: str | None) -> None:
         """An accepted socket: admitted and connected (TLS: once it sends a byte), or closed."""
@@ -358,7 +370,7 @@ class Front:
         conn.begin()
         if self.ssl_context is None:
             self._connect(conn)
-        else:   # a silent client costs a socket only: no TLS state until it speaks
+        else:  # a silent client costs a socket only: no TLS state until it speaks
             conn.watching = True
             self.loop.add_reader(sock.fileno(), self._first_byte, conn)
 
@@ -419,8 +431,10 @@ class Front:
         if len(self._logged) >= MAX_LOGGED_ADDRESSES:
             self._logged.clear()
         self._logged[address] = (now, 1)
-        log.warning("malformed request refused (400); more from this address are counted, logged again after a minute",
-                    extra={"remote": address, "error": str(exc.message)[:120], "since_last_log": count})
+        log.warning(
+            "malformed request refused (400); more from this address are counted, logged again after a minute",
+            extra={"remote": address, "error": str(exc.message)[:120], "since_last_log": count},
+        )
 
     # --- requests ------------------------------------------------------------------------------
     def middleware(self) -> Middleware:
@@ -430,7 +444,7 @@ class Front:
         @web.middleware
         async def follow(request: web.Request, handler: Handler) -> web.StreamResponse:
             conn = self.by_handler.get(request.protocol)
-            if conn is None:   # not a connection of ours (an app served some other way)
+            if conn is None:  # not a connection of ours (an app served some other way)
                 return await handler(request)
             if conn.health_only and request.path not in HEALTH_PATHS:
                 self.table.count_rejected("health_only")
@@ -443,7 +457,7 @@ class Front:
             finally:
                 conn.request_finished()
             if conn.health_only:
-                response.force_close()   # one probe per health slot: free it at once
+                response.force_close()  # one probe per health slot: free it at once
             return response
 
         return follow

@@ -34,8 +34,8 @@ class PartsGzip:
 
     def __init__(self, level: int) -> None:
         self.level = level
-        self.compressed = 0                           # parts compressed so far (tests count them)
-        self._chunks: dict[int, tuple[bytes, bytes]] = {}   # id(part) -> (part, its chunk)
+        self.compressed = 0  # parts compressed so far (tests count them)
+        self._chunks: dict[int, tuple[bytes, bytes]] = {}  # id(part) -> (part, its chunk)
 
     def gzip(self, parts: Sequence[bytes], body: bytes) -> bytes:
         """The gzip of ``body``, which is ``b"".join(parts)``."""
@@ -48,6 +48,6 @@ class PartsGzip:
                 kept = (part, deflate_chunk(part, self.level))
                 self.compressed += 1
             chunks[id(part)] = kept
-        self._chunks = chunks    # chunks of parts no longer served go with them
+        self._chunks = chunks  # chunks of parts no longer served go with them
         trailer = struct.pack("<II", zlib.crc32(body), len(body) & 0xFFFFFFFF)
         return b"".join((_HEADER, *(chunks[id(part)][1] for part in parts if part), _FINAL_BLOCK, trailer))

@@ -54,14 +54,19 @@ def routes(app: web.Application) -> list[tuple[str, str]]:
 
 def render(version: str, endpoints: Sequence[tuple[str, str]], about: About | None, now: float | None = None) -> str:
     now = time.time() if now is None else now
-    parts = [f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>cann-exporter</title></head>\n<body>"
-             f"<h1>cann-exporter {html.escape(version)}</h1>\n<p>Prometheus exporter for Huawei Ascend NPU nodes.</p>",
-             "<h2>Endpoints</h2>", _table(("method", "path", "what"), [_endpoint(m, p) for m, p in endpoints])]
+    parts = [
+        f'<!doctype html>\n<html><head><meta charset="utf-8"><title>cann-exporter</title></head>\n<body>'
+        f"<h1>cann-exporter {html.escape(version)}</h1>\n<p>Prometheus exporter for Huawei Ascend NPU nodes.</p>",
+        "<h2>Endpoints</h2>",
+        _table(("method", "path", "what"), [_endpoint(m, p) for m, p in endpoints]),
+    ]
     if about is not None:
-        parts += ["<h2>Collectors</h2>",
-                  _table(("collector", "state", "what runs"), [(c.name, "on" if c.on else "off", c.detail) for c in about.collectors]),
-                  "<h2>Sources</h2>",
-                  _table(("source", "state", "last success", "runs", "errors"), [_source(s, now) for s in about.sources])]
+        parts += [
+            "<h2>Collectors</h2>",
+            _table(("collector", "state", "what runs"), [(c.name, "on" if c.on else "off", c.detail) for c in about.collectors]),
+            "<h2>Sources</h2>",
+            _table(("source", "state", "last success", "runs", "errors"), [_source(s, now) for s in about.sources]),
+        ]
     parts.append("</body></html>\n")
     return "\n".join(parts)
 
@@ -75,8 +80,7 @@ def _endpoint(method: str, path: str) -> tuple[str, ...]:
 def _source(status: SourceStatus, now: float) -> tuple[str, ...]:
     state = "not run yet" if status.runs == 0 else ("ok" if status.success else "failing")
     last = status.last_success_timestamp
-    when = "never" if last is None else (
-        time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(last)) + f" ({max(0.0, now - last):.0f} s ago)")
+    when = "never" if last is None else (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(last)) + f" ({max(0.0, now - last):.0f} s ago)")
     errors = ", ".join(f"{reason} {count}" for reason, count in sorted(status.errors.items())) or "none"
     return (status.name, state, when, str(status.runs), errors)
 
@@ -88,6 +92,7 @@ class _Raw(str):
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     def cell(value: str) -> str:
         return value if isinstance(value, _Raw) else html.escape(value)
+
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>\n" for row in rows)
-    return f"<table border=\"1\" cellpadding=\"4\"><tr>{head}</tr>\n{body}</table>"
+    return f'<table border="1" cellpadding="4"><tr>{head}</tr>\n{body}</table>'

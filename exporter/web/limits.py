@@ -71,12 +71,13 @@ class Slot(Protocol):
 class ConnectionTable:
     """The open connections by pool and by address, and what the cap and the timeouts closed."""
 
-    def __init__(self, max_connections: int, health_connections: int, per_address: int | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, max_connections: int, health_connections: int, per_address: int | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.clock = clock
         self.max_connections = max_connections
         self.health_connections = health_connections
-        self.per_address = per_address or sys.maxsize   # None: no cap of its own
+        self.per_address = per_address or sys.maxsize  # None: no cap of its own
         self._pools: dict[Pool, dict[Slot, None]] = {Pool.REGULAR: {}, Pool.HEALTH: {}}  # insertion-ordered: oldest first
         self._by_address: dict[str | None, dict[Slot, None]] = {}
         self.rejected = dict.fromkeys(REJECT_REASONS, 0)
@@ -152,7 +153,7 @@ class AddressRates:
 
     def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.rate, self.burst, self.clock = rate, burst, clock
-        self._buckets: dict[str | None, tuple[float, float]] = {}   # address -> (tokens, when)
+        self._buckets: dict[str | None, tuple[float, float]] = {}  # address -> (tokens, when)
 
     def allow(self, address: str | None) -> bool:
         """Whether ``address`` may open one more connection now (and take its token)."""
@@ -162,7 +163,7 @@ class AddressRates:
         if len(self._buckets) >= MAX_TRACKED_ADDRESSES:
             self._forget(now)
         allowed = tokens >= 1.0
-        self._buckets[address] = (tokens - 1.0 if allowed else tokens, now)   # re-inserted: newest last
+        self._buckets[address] = (tokens - 1.0 if allowed else tokens, now)  # re-inserted: newest last
         return allowed
 
     def _forget(self, now: float) -> None:
@@ -170,4 +171,4 @@ class AddressRates:
         refill = self.burst / self.rate
         self._buckets = {a: b for a, b in self._buckets.items() if now - b[1] < refill}
         if len(self._buckets) >= MAX_TRACKED_ADDRESSES:
-            self._buckets = dict(list(self._buckets.items())[MAX_TRACKED_ADDRESSES // 2:])
+            self._buckets = dict(list(self._buckets.items())[MAX_TRACKED_ADDRESSES // 2 :])

@@ -22,7 +22,7 @@ def bind(host: str, port: int) -> list[socket.socket]:
     sockets: list[socket.socket] = []
     try:
         for family, address in _addresses(host, port):
-            if sockets:   # port 0: every address listens on the port the first one got
+            if sockets:  # port 0: every address listens on the port the first one got
                 address = (address[0], sockets[0].getsockname()[1], *address[2:])
             sockets.append(socket.create_server(address, family=family))
     except OSError:

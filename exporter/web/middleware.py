@@ -63,7 +63,9 @@ def _refused(request: web.Request, verdict: Verdict) -> web.Response:
 def _unauthorized(request: web.Request) -> web.Response:
     headers = {"WWW-Authenticate": 'Basic realm="cann-exporter", charset="UTF-8"'}
     if request.path.startswith("/api/"):
-        return web.json_response({"error": "missing or wrong credentials (basic auth)", "reason": "unauthorized"}, status=401, headers=headers)
+        return web.json_response(
+            {"error": "missing or wrong credentials (basic auth)", "reason": "unauthorized"}, status=401, headers=headers
+        )
     return web.Response(status=401, text="Unauthorized\n", headers=headers)
 
 
@@ -89,7 +91,7 @@ def middleware(security: WebSecurity, bearer_paths: frozenset[str] = frozenset()
         header = request.headers.get("Authorization")
         if request.path in bearer_paths and (header or "").lower().startswith("bearer "):
             return await handler(request)  # the handler checks its own token, in constant time
-        verdict = await security.authenticate(header, request.remote)   # counts its refusals
+        verdict = await security.authenticate(header, request.remote)  # counts its refusals
         if verdict.user is None:
             return _refused(request, verdict)
         request[AUTHENTICATED_USER] = verdict.user

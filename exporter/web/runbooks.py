@@ -22,16 +22,18 @@ def anchor(title: str) -> str:
 
 
 def render(markdown: str) -> str:
-    md = MarkdownIt("commonmark", {"html": False}).enable("table")    # the file's own text only
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")  # the file's own text only
     tokens = md.parse(markdown)
     for index, token in enumerate(tokens):
         if token.type == "heading_open":
             token.attrSet("id", anchor(tokens[index + 1].content))
     body = md.renderer.render(tokens, md.options, {})
-    return ("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>cann-exporter runbooks</title>"
-            "<style>body{max-width:60em;margin:auto;font-family:sans-serif}td,th{border:1px solid #ccc;padding:2px 6px}"
-            "table{border-collapse:collapse}pre{background:#f4f4f4;padding:6px}</style></head>\n<body>\n"
-            f"{body}</body></html>\n")
+    return (
+        '<!doctype html>\n<html><head><meta charset="utf-8"><title>cann-exporter runbooks</title>'
+        "<style>body{max-width:60em;margin:auto;font-family:sans-serif}td,th{border:1px solid #ccc;padding:2px 6px}"
+        "table{border-collapse:collapse}pre{background:#f4f4f4;padding:6px}</style></head>\n<body>\n"
+        f"{body}</body></html>\n"
+    )
 
 
 @lru_cache(maxsize=1)
@@ -41,6 +43,3 @@ def page() -> bytes:
 
 async def runbooks(request: web.Request) -> web.Response:
     return web.Response(body=page(), content_type="text/html", charset="utf-8")
-
-
-

@@ -42,7 +42,7 @@ GZIP_LEVEL = 5
 # A format and encoding is prepared ahead after a change while someone scraped it this recently
 # (Prometheus scrapes every 10 s to 2 min; a one-off curl is not worth encoding for an hour).
 WANTED_SECONDS = 600.0
-KEPT_GZIPS = 2   # per format: the served body's gzip and the prepared one's (node/exposition.py KEPT)
+KEPT_GZIPS = 2  # per format: the served body's gzip and the prepared one's (node/exposition.py KEPT)
 
 
 class MetricsBody(Protocol):
@@ -76,7 +76,7 @@ class RegistryBody:
         return None
 
     def prepare_with(self, preparer: Callable[[Callable[[bool], bytes]], Awaitable[None]]) -> Callable[[], None]:
-        return lambda: None   # rendered per scrape: nothing to prepare
+        return lambda: None  # rendered per scrape: nothing to prepare
 
 
 def wants_openmetrics(accept: str) -> bool:
@@ -101,7 +101,7 @@ def accepts_gzip(accept_encoding: str) -> bool:
     return False
 
 
-Variant = tuple[bool, bool]   # (openmetrics, gzip)
+Variant = tuple[bool, bool]  # (openmetrics, gzip)
 
 
 class Scrapes:
@@ -116,8 +116,8 @@ class Scrapes:
         # openmetrics -> (body, its gzip), newest first, KEPT_GZIPS of them
         self._gzipped: dict[bool, tuple[tuple[bytes, bytes], ...]] = {}
         self._parts_gzip = {openmetrics: PartsGzip(GZIP_LEVEL) for openmetrics in (False, True)}
-        self._wanted: dict[Variant, float] = {}               # variant -> when it was last scraped
-        self._scraped_since: set[Variant] = set()             # scraped since it was last prepared
+        self._wanted: dict[Variant, float] = {}  # variant -> when it was last scraped
+        self._scraped_since: set[Variant] = set()  # scraped since it was last prepared
 
     async def lifetime(self, app: web.Application) -> AsyncIterator[None]:
         """cleanup_ctx: the encoder thread lives as long as the app, and prepares changes."""
@@ -162,7 +162,7 @@ class Scrapes:
         body = self.source.ready_body(openmetrics)
         if body is not None:
             return body
-        async with self._encoding:   # the scrapes that waited find the body ready
+        async with self._encoding:  # the scrapes that waited find the body ready
             body = self.source.ready_body(openmetrics)
             return body if body is not None else await self._run(self.source.body, openmetrics)
 
@@ -170,12 +170,12 @@ class Scrapes:
         compressed = self._gzip_of(openmetrics, body)
         if compressed is not None:
             return compressed
-        async with self._encoding:   # as for encodes: one compress of a body, however many wait
+        async with self._encoding:  # as for encodes: one compress of a body, however many wait
             compressed = self._gzip_of(openmetrics, body)
             if compressed is None:
                 compressed = await self._run(self._compress, openmetrics, body)
                 kept = self._gzipped.get(openmetrics, ())
-                self._gzipped[openmetrics] = ((body, compressed), *kept[:KEPT_GZIPS - 1])
+                self._gzipped[openmetrics] = ((body, compressed), *kept[: KEPT_GZIPS - 1])
             return compressed
 
     def _gzip_of(self, openmetrics: bool, body: bytes) -> bytes | None:
@@ -188,6 +188,6 @@ class Scrapes:
         return self._parts_gzip[openmetrics].gzip(parts, body)
 
     async def _run(self, work: Callable[..., T], *args: object) -> T:
-        if self._executor is None:   # an app used without its cleanup_ctx (a bare test client)
+        if self._executor is None:  # an app used without its cleanup_ctx (a bare test client)
             return work(*args)
         return await asyncio.get_running_loop().run_in_executor(self._executor, work, *args)

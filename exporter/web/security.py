@@ -56,7 +56,7 @@ def _signature(paths: Iterator[Path] | tuple[Path, ...]) -> Signature:
 class WebState:
     config: WebConfig
     ssl_context: ssl.SSLContext | None
-    dummies: Dummies | None           # checked for unknown users, so they cost what a real user costs
+    dummies: Dummies | None  # checked for unknown users, so they cost what a real user costs
     signature: Signature
 
 
@@ -88,7 +88,6 @@ def load_web_config(path: Path | str) -> WebState:
     return WebState(config, ctx, Dummies.for_users(config.users), signature)
 
 
-
 class WebSecurity:
     """The web config in force: reloads it on change, authenticates requests, counts outcomes."""
 
@@ -116,7 +115,7 @@ class WebSecurity:
         self._throttle = throttle if throttle is not None else AddressThrottle(clock=clock)
         self._reloading = threading.Lock()
         self._failed_signature: Signature | None = None
-        self._failed_error: str | None = None   # the error last logged; logged again only when it changes
+        self._failed_error: str | None = None  # the error last logged; logged again only when it changes
         self.last_reload_success = True
         self.last_reload_success_time = wall_clock()
         self.reloads: dict[str, int] = {"success": 0, "failure": 0}
@@ -129,10 +128,16 @@ class WebSecurity:
 
     def _log_state(self) -> None:
         config = self.state.config
-        log.info("web config loaded", extra={
-            "file": str(self.path), "tls": config.tls is not None, "users": len(config.users),
-            "client_auth": config.tls.client_auth_type if config.tls else "", "headers": ",".join(config.headers),
-        })
+        log.info(
+            "web config loaded",
+            extra={
+                "file": str(self.path),
+                "tls": config.tls is not None,
+                "users": len(config.users),
+                "client_auth": config.tls.client_auth_type if config.tls else "",
+                "headers": ",".join(config.headers),
+            },
+        )
         for warning in config.warnings:
             log.warning("web config: worth changing", extra={"file": str(self.path), "warning": warning})
         if config.ignored:
@@ -143,7 +148,7 @@ class WebSecurity:
     def reload_if_changed(self, force: bool = False) -> bool | None:
         """Re-read when a file changed (``force``: in any case, as SIGHUP asks): True reloaded,
         False kept the last good state, None unchanged. Blocking (file reads): run it in a thread."""
-        with self._reloading:    # the poll and a SIGHUP may ask at once, from two threads
+        with self._reloading:  # the poll and a SIGHUP may ask at once, from two threads
             return self._reload(force)
 
     def _reload(self, force: bool) -> bool | None:
@@ -267,9 +272,12 @@ class WebSecurity:
     def part(self) -> WebStatus:
         """The reload and auth outcomes so far, for the web collector."""
         return WebStatus(
-            self.last_reload_success, self.last_reload_success_time,
-            tuple(sorted(self.reloads.items())), tuple(sorted(self.auth_failures.items())),
-            self._pool.checks, self._pool.pending,
+            self.last_reload_success,
+            self.last_reload_success_time,
+            tuple(sorted(self.reloads.items())),
+            tuple(sorted(self.auth_failures.items())),
+            self._pool.checks,
+            self._pool.pending,
         )
 
 

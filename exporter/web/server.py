@@ -46,9 +46,14 @@ class HttpServer:
 
     def status(self) -> HttpStatus:
         return HttpStatus(
-            self.table.open, self.table.max_connections, tuple(self.table.rejected.items()),
-            tuple(self.table.timeouts.items()), tuple(sorted(self.accept_errors.items())),
-            tuple(self.bodies.errors.items()), self.bodies.in_flight, self.bodies.limit,
+            self.table.open,
+            self.table.max_connections,
+            tuple(self.table.rejected.items()),
+            tuple(self.table.timeouts.items()),
+            tuple(sorted(self.accept_errors.items())),
+            tuple(self.bodies.errors.items()),
+            self.bodies.in_flight,
+            self.bodies.limit,
         )
 
     def run(self, app: web.Application, sockets: list[socket.socket], ssl_context: ssl.SSLContext | None = None) -> None:
@@ -68,8 +73,9 @@ class HttpServer:
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
-    async def serve(self, app: web.Application, sockets: list[socket.socket], ssl_context: ssl.SSLContext | None = None,
-                    *, handle_signals: bool = True) -> None:
+    async def serve(
+        self, app: web.Application, sockets: list[socket.socket], ssl_context: ssl.SSLContext | None = None, *, handle_signals: bool = True
+    ) -> None:
         """Serve until cancelled (tests run it as a task)."""
         loop = asyncio.get_running_loop()
         # aiohttp's keep-alive close is only a backstop: the idle deadline fires first, and counts.
@@ -82,11 +88,17 @@ class HttpServer:
 
         self.front = front = Front(self.table, self.options, make_handler, loop, ssl_context, self.bodies.count, self.accept_errors)
         app.middlewares.insert(0, front.middleware())
-        app.middlewares.append(self.bodies.middleware())   # inside the auth middleware: after credentials
+        app.middlewares.append(self.bodies.middleware())  # inside the auth middleware: after credentials
         # A connection closed by a deadline cancels its handler, rather than failing its read with
         # a traceback in the log for every slow client.
-        runner = web.AppRunner(app, handle_signals=handle_signals, access_log=None, shutdown_timeout=SHUTDOWN_GRACE,
-                               keepalive_timeout=keepalive, handler_cancellation=True)
+        runner = web.AppRunner(
+            app,
+            handle_signals=handle_signals,
+            access_log=None,
+            shutdown_timeout=SHUTDOWN_GRACE,
+            keepalive_timeout=keepalive,
+            handler_cancellation=True,
+        )
         await runner.setup()
         stops = [front.listen(sock) for sock in sockets]
         try:

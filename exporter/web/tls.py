@@ -95,8 +95,10 @@ def _context(tls: TLSServerConfig, cert_file: str, key_file: str, client_ca_text
     except WebConfigError as exc:
         problems += exc.problems
     except (ssl.SSLError, OSError, ValueError) as exc:
-        problems.append(f"tls_server_config.cert_file/key_file: {tls.cert_file}, {tls.key_file} do not load as a certificate and its key: {exc}")
-    for cadata in (client_ca_text, tls.client_ca or None):   # the file's text (even empty: refused), inline PEM
+        problems.append(
+            f"tls_server_config.cert_file/key_file: {tls.cert_file}, {tls.key_file} do not load as a certificate and its key: {exc}"
+        )
+    for cadata in (client_ca_text, tls.client_ca or None):  # the file's text (even empty: refused), inline PEM
         if cadata is None:
             continue
         try:
@@ -125,8 +127,14 @@ class ReloadableSSLContext(ssl.SSLContext):
         outer.current = initial
         return outer
 
-    def wrap_bio(self, incoming: ssl.MemoryBIO, outgoing: ssl.MemoryBIO, server_side: bool = False,  # type: ignore[override]
-                 server_hostname: str | None = None, session: ssl.SSLSession | None = None) -> ssl.SSLObject:
+    def wrap_bio(
+        self,
+        incoming: ssl.MemoryBIO,
+        outgoing: ssl.MemoryBIO,
+        server_side: bool = False,
+        server_hostname: str | bytes | None = None,
+        session: ssl.SSLSession | None = None,
+    ) -> ssl.SSLObject:
         return self.current.wrap_bio(incoming, outgoing, server_side=server_side, server_hostname=server_hostname, session=session)
 
     def wrap_socket(self, *args: Any, **kwargs: Any) -> ssl.SSLSocket:

@@ -57,8 +57,7 @@ def test_the_peak_hbm_panel_reads_one_series_per_node_and_its_raw_equivalent_is_
 def test_a_rules_own_labels_pick_the_rule_and_stay_on_the_raw_answer():
     raw = RawEquivalents(RULES)
     median = raw.expand('cluster:npu_aicore_utilization_ratio:quantile_avg1h{quantile="0.5"}')
-    assert median == ('label_replace((quantile by () (0.5, (avg_over_time(npu_aicore_utilization_ratio[1h])))), '
-                      '"quantile", "0.5", "", "")')
+    assert median == ('label_replace((quantile by () (0.5, (avg_over_time(npu_aicore_utilization_ratio[1h])))), "quantile", "0.5", "", "")')
     with pytest.raises(ValueError, match="matches 3 recording rules"):
         raw.expand("cluster:npu_aicore_utilization_ratio:quantile_avg1h")
     with pytest.raises(ValueError, match="matches 0"):
@@ -86,8 +85,13 @@ def test_a_pass_file_keeps_the_groups_and_their_intervals():
 
 
 def test_overlapping_blocks_merge_into_one_per_group():
-    metas = [{"minTime": 0, "maxTime": 10}, {"minTime": 2, "maxTime": 12}, {"minTime": 12, "maxTime": 20},
-             {"minTime": 15, "maxTime": 18}, {"minTime": 30, "maxTime": 40}]
+    metas = [
+        {"minTime": 0, "maxTime": 10},
+        {"minTime": 2, "maxTime": 12},
+        {"minTime": 12, "maxTime": 20},
+        {"minTime": 15, "maxTime": 18},
+        {"minTime": 30, "maxTime": 40},
+    ]
     assert merged_count(metas) == 3
     assert merged_count([]) == 0
 
@@ -126,8 +130,21 @@ def test_promtool_turns_a_window_into_one_block_with_every_sample(tmp_path):
     block = block_seconds(scale.days)
     first, last = next(history.windows(block))
     stats = history.write(tmp_path / "w.om", first, last)
-    done = subprocess.run([promtool, "tsdb", "create-blocks-from", f"--max-block-duration={block}s", "openmetrics", "-q",
-                           str(tmp_path / "w.om"), str(tmp_path / "data")], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            promtool,
+            "tsdb",
+            "create-blocks-from",
+            f"--max-block-duration={block}s",
+            "openmetrics",
+            "-q",
+            str(tmp_path / "w.om"),
+            str(tmp_path / "data"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     metas = [json.loads(p.read_text()) for p in (tmp_path / "data").glob("*/meta.json")]
     assert len(metas) == 1
@@ -139,7 +156,7 @@ def test_a_failed_reader_query_is_timed_and_answers_no_series():
     from benchmarks._common import free_port
     from benchmarks.fleet_capacity import TimedClient
 
-    client = TimedClient(f"http://127.0.0.1:{free_port()}", timeout=2.0)     # nothing listens there
+    client = TimedClient(f"http://127.0.0.1:{free_port()}", timeout=2.0)  # nothing listens there
     assert client.range("up", 0, 3600, 60) == [] and client.instant("up", 0) == []
     assert [(c["endpoint"], c["query"], c["series"]) for c in client.calls] == [("query_range", "up", 0), ("query", "up", 0)]
     assert all(c["error"] and c["seconds"] >= 0 for c in client.calls)

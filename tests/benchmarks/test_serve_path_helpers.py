@@ -16,16 +16,19 @@ from benchmarks.exporter_scaling import Sampled, _before_jobs
 def test_every_target_takes_every_place_equally_often():
     for names in (["a", "b"], ["a", "b", "c"]):
         n = len(names)
-        places = Counter((name, orders.index(name)) for i in range(2 * n) for orders in [c.scrape_orders(names, i)]
-                         for name in names)
+        places = Counter((name, orders.index(name)) for i in range(2 * n) for orders in [c.scrape_orders(names, i)] for name in names)
         assert set(places.values()) == {2}, places
         assert all(sorted(c.scrape_orders(names, i)) == sorted(names) for i in range(10))
 
 
 def test_the_static_server_serves_the_captured_bytes_and_headers_only_for_their_request_headers():
     body = gzip.compress(b"# HELP x y\nx 1\n# EOF\n")
-    response_headers = {"content-type": "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        "content-encoding": "gzip", "date": "dropped", "content-length": "999"}
+    response_headers = {
+        "content-type": "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        "content-encoding": "gzip",
+        "date": "dropped",
+        "content-length": "999",
+    }
     with c.static_server({"prometheus": (c.PROMETHEUS_HEADERS, response_headers, body)}) as port:
         client = c.Client(port)
         try:
@@ -58,15 +61,17 @@ def test_raw_responses_are_read_to_their_last_byte():
 
 def test_a_change_before_the_jobs_part_is_told_from_a_change_in_it():
     def body(runs: int, chip: str, jobs: str) -> bytes:
-        return (f'npu_chip {chip}\ncann_exporter_source_runs_total{{source="npu_smi_info"}} {runs}.0\n'
-                f"# HELP npu_job_info x\nnpu_job_info{{job_name=\"{jobs}\"}} 1\n").encode()
+        return (
+            f'npu_chip {chip}\ncann_exporter_source_runs_total{{source="npu_smi_info"}} {runs}.0\n'
+            f'# HELP npu_job_info x\nnpu_job_info{{job_name="{jobs}"}} 1\n'
+        ).encode()
 
     for mode, wrap in (("plain", lambda b: b), ("prometheus", gzip.compress)):
         sampled = Sampled()
-        assert sampled.classify(mode, wrap(body(1, "1", "a"))) == (False, False)     # the first sets the reference
-        assert sampled.classify(mode, wrap(body(1, "1", "b"))) == (False, False)     # jobs only
-        assert sampled.classify(mode, wrap(body(1, "2", "b"))) == (True, False)      # a sampled part, not the chips' run
-        assert sampled.classify(mode, wrap(body(2, "3", "b"))) == (True, True)       # npu-smi info ran
+        assert sampled.classify(mode, wrap(body(1, "1", "a"))) == (False, False)  # the first sets the reference
+        assert sampled.classify(mode, wrap(body(1, "1", "b"))) == (False, False)  # jobs only
+        assert sampled.classify(mode, wrap(body(1, "2", "b"))) == (True, False)  # a sampled part, not the chips' run
+        assert sampled.classify(mode, wrap(body(2, "3", "b"))) == (True, True)  # npu-smi info ran
     assert _before_jobs(gzip.compress(b"a" * 600_000 + b"\n# HELP npu_job_x\n"), gzipped=True) == b"a" * 600_000
 
 

@@ -20,7 +20,7 @@ def test_flat_resources_pass_and_noise_is_not_growth():
 
 
 def test_an_fd_leak_fails():
-    result = verdicts(series(fds=lambda t: 17 + t // 60))   # one fd a minute
+    result = verdicts(series(fds=lambda t: 17 + t // 60))  # one fd a minute
     assert not result["fds"]["flat"] and result["rss_mib"]["flat"]
 
 

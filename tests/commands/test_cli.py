@@ -15,8 +15,17 @@ from exporter.cli import build_parser, main
 from exporter.core.options import parse_listen
 from exporter.node.settings import OPTIONS
 
-SERVE_ONLY = ("--listen", "--web.config.file", "--ingest.enabled", "--ingest.token", "--max-age",
-              "--npu-smi.interval", "--hccn.interval", "--profiles.interval", "--collector.jobs")
+SERVE_ONLY = (
+    "--listen",
+    "--web.config.file",
+    "--ingest.enabled",
+    "--ingest.token",
+    "--max-age",
+    "--npu-smi.interval",
+    "--hccn.interval",
+    "--profiles.interval",
+    "--collector.jobs",
+)
 
 
 def help_of(command: str, capsys) -> str:
@@ -56,7 +65,7 @@ def test_every_switch_is_one_style(capsys):
 
 
 def test_every_default_is_shown_once_and_readable(capsys):
-    text = " ".join(help_of("serve", capsys).split("\noptions:\n")[1].split())   # argparse wraps lines anywhere
+    text = " ".join(help_of("serve", capsys).split("\noptions:\n")[1].split())  # argparse wraps lines anywhere
     for option in OPTIONS:
         entry = re.search(rf"{re.escape(option.flag_name)}[ ,].*?env {option.env_name}\)", text)
         assert entry and entry.group().count("default:") == (option.shown_default is not None), option.key
@@ -65,20 +74,23 @@ def test_every_default_is_shown_once_and_readable(capsys):
     assert "default: None" not in text and "default: ()" not in text and "default: True" not in text
 
 
-@pytest.mark.parametrize(("argv", "command", "hint"), [
-    (["serve", "--listn", ":9435"], "cann-exporter serve", "--listn (did you mean --listen?)"),
-    (["--listn", ":9435"], "cann-exporter serve", "did you mean --listen?"),   # serve is the default
-    (["once", "--npu-smi.timout", "3s"], "cann-exporter once", "did you mean --npu-smi.timeout?"),
-    (["diagnose", "--prometeus", "http://127.0.0.1:1"], "cann-exporter diagnose", "did you mean --prometheus?"),
-    (["serve", "--list", ":9435"], "cann-exporter serve", "--list (did you mean --listen?)"),  # no abbreviations
-    (["serve", "--web.listen-address", ":9435"], "cann-exporter serve", "did you mean --listen?"),  # exporter-toolkit's
-])
+@pytest.mark.parametrize(
+    ("argv", "command", "hint"),
+    [
+        (["serve", "--listn", ":9435"], "cann-exporter serve", "--listn (did you mean --listen?)"),
+        (["--listn", ":9435"], "cann-exporter serve", "did you mean --listen?"),  # serve is the default
+        (["once", "--npu-smi.timout", "3s"], "cann-exporter once", "did you mean --npu-smi.timeout?"),
+        (["diagnose", "--prometeus", "http://127.0.0.1:1"], "cann-exporter diagnose", "did you mean --prometheus?"),
+        (["serve", "--list", ":9435"], "cann-exporter serve", "--list (did you mean --listen?)"),  # no abbreviations
+        (["serve", "--web.listen-address", ":9435"], "cann-exporter serve", "did you mean --listen?"),  # exporter-toolkit's
+    ],
+)
 def test_a_mistyped_option_is_one_line_with_a_guess_and_a_pointer_to_help(argv, command, hint, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     err = capsys.readouterr().err
     assert exit_info.value.code == 2
-    first, pointer = err.splitlines()   # the error and where the options are, not 50 lines of usage
+    first, pointer = err.splitlines()  # the error and where the options are, not 50 lines of usage
     assert first.startswith(f"{command}: error: unrecognized arguments: ") and hint in first
     assert pointer == f"(`{command} --help` lists every option)"
 
@@ -91,14 +103,19 @@ def test_familiar_names_from_other_exporters_are_pointed_at_ours(tmp_path, capsy
 
 
 def test_unknown_environment_variable_exits_2_with_a_guess():
-    env = {"CANN_EXPORTER_NPU_SMI_INTERVL": "5s", "CANN_EXPORTER_URL": "http://127.0.0.1:9435",
-           "CANN_EXPORTER_JOB_NAME": "bert"}   # the hooks' own variables are not typos
-    proc = subprocess.run([sys.executable, "-m", "exporter", "once", "--simulate"], env=env_with(env),
-                          capture_output=True, text=True, timeout=60)
+    env = {
+        "CANN_EXPORTER_NPU_SMI_INTERVL": "5s",
+        "CANN_EXPORTER_URL": "http://127.0.0.1:9435",
+        "CANN_EXPORTER_JOB_NAME": "bert",
+    }  # the hooks' own variables are not typos
+    proc = subprocess.run(
+        [sys.executable, "-m", "exporter", "once", "--simulate"], env=env_with(env), capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "cann-exporter: configuration error: CANN_EXPORTER_NPU_SMI_INTERVL: unknown environment variable; "
-        "did you mean 'CANN_EXPORTER_NPU_SMI_INTERVAL'?"]
+        "did you mean 'CANN_EXPORTER_NPU_SMI_INTERVAL'?"
+    ]
     assert proc.stdout == ""
 
 
@@ -117,7 +134,7 @@ def test_listen_accepts_port_zero():
 
 def test_port_zero_is_logged_as_the_bound_port(start):
     exporter = start("--simulate", "--no-hccn.enabled")
-    assert exporter.port != 0   # read from the "listening" line, written after the bind
+    assert exporter.port != 0  # read from the "listening" line, written after the bind
     assert exporter.get("/healthz") == (200, "ok\n")
 
 
@@ -128,7 +145,11 @@ def test_a_taken_port_is_reported_before_anything_says_listening(tmp_path):
         port = taken.getsockname()[1]
         proc = subprocess.run(
             [sys.executable, "-m", "exporter", "serve", "--simulate", "--no-hccn.enabled", "--listen", f"127.0.0.1:{port}"],
-            capture_output=True, text=True, timeout=60, env=env_with({}))
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env_with({}),
+        )
     assert proc.returncode == 1
     assert "address already in use" in proc.stderr and f"address=127.0.0.1:{port}" in proc.stderr
     assert "msg=listening" not in proc.stderr
@@ -141,7 +162,8 @@ def test_a_malformed_listen_address_exits_2_naming_it(listen, tmp_path, capsys):
     config.write_text(f"listen: '{listen}'\n")
     assert main(["check-config", str(config)]) == 2
     assert "listen" in capsys.readouterr().err
-    proc = subprocess.run([sys.executable, "-m", "exporter", "serve", "--simulate", "--listen", listen],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "exporter", "serve", "--simulate", "--listen", listen], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2 and "listen" in proc.stderr and "expected HOST:PORT" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr

@@ -62,9 +62,11 @@ def test_check_config_refuses_it_naming_the_key(tmp_path: Path, name: str) -> No
 @pytest.mark.parametrize("name", ["alias_bomb", "nines", "digits", "utf16", "nul_in_path", "fifo"])
 def test_serve_once_and_diagnose_refuse_it_the_same_way(tmp_path: Path, name: str) -> None:
     path, message = hostile(tmp_path, name)
-    for args in (["serve", "--listen", "127.0.0.1:0", "--config", str(path)],
-                 ["once", "--simulate", "--config", str(path)],
-                 ["diagnose", "--simulate", "--config", str(path)]):
+    for args in (
+        ["serve", "--listen", "127.0.0.1:0", "--config", str(path)],
+        ["once", "--simulate", "--config", str(path)],
+        ["diagnose", "--simulate", "--config", str(path)],
+    ):
         check(run_watched(args, timeout=30), message)
 
 

@@ -36,7 +36,7 @@ def test_degraded_node(start):
     found = exporter.wait_for(
         lambda f: (value(f, "cann_exporter_source_errors_total", source="npu_smi_details", reason="dcmi_init_failed") or 0) >= 2
     )
-    assert value(found, "npu_devices") == 7                         # NPU 7 is missing
+    assert value(found, "npu_devices") == 7  # NPU 7 is missing
     assert value(found, "npu_health", device="2", state="Critical") == 1
     # -t usages/-t common fail for NPU 5 only: its overview values stay, its details are absent.
     assert value(found, "npu_aicore_utilization_ratio", npu="5") is not None
@@ -65,7 +65,9 @@ def test_faults_under_a_running_exporter(start):
 
     # Recovery is automatic.
     exporter.fault("")
-    exporter.wait_for(lambda f: set(values(f, "npu_up", "npu").values()) == {1.0} and value(f, "cann_exporter_source_success", source="npu_smi_info") == 1)
+    exporter.wait_for(
+        lambda f: set(values(f, "npu_up", "npu").values()) == {1.0} and value(f, "cann_exporter_source_success", source="npu_smi_info") == 1
+    )
 
     # A chip disappears: it is reported down, the others stay correct; then it comes back.
     exporter.fault("gone=3")
@@ -78,16 +80,17 @@ def test_faults_under_a_running_exporter(start):
 
     # Each failure state was logged once, not once per cycle.
     log = exporter.log_path.read_text()
-    assert log.count('subject=info reason=timeout') == 1
-    assert log.count('subject=info reason=garbled') == 1
+    assert log.count("subject=info reason=timeout") == 1
+    assert log.count("subject=info reason=garbled") == 1
     assert "source recovered" in log
     # No zombies or leftover npu-smi children once healthy again.
     assert lingering_zombies(exporter.proc.pid) == []
 
 
 def test_scrape_does_not_wait_on_a_hung_npu_smi(start):
-    exporter = start("--simulate", "healthy", "--npu-smi.interval", "1s", "--npu-smi.timeout", "10s", "--npu-smi.details=",
-                     "--no-hccn.enabled")  # only npu-smi children, so the process scan below sees no exiting ones
+    exporter = start(
+        "--simulate", "healthy", "--npu-smi.interval", "1s", "--npu-smi.timeout", "10s", "--npu-smi.details=", "--no-hccn.enabled"
+    )  # only npu-smi children, so the process scan below sees no exiting ones
     exporter.wait_for(lambda f: value(f, "npu_devices") == 8)
     exporter.fault("info:hang")
     end = time.monotonic() + 30
@@ -108,8 +111,17 @@ def test_profile_directory_is_wired(start, tmp_path):
     build(root / "bert" / "host_1_20250109_ascend_pt", PT_LEVEL1)
     state = tmp_path / "profiles-state.json"
     exporter = start(
-        "--simulate", "healthy", "--npu-smi.details=", "--profile-dir", str(root),
-        "--profile-state-file", str(state), "--profiles.interval", "1s", "--profiles.settle", "1s",
+        "--simulate",
+        "healthy",
+        "--npu-smi.details=",
+        "--profile-dir",
+        str(root),
+        "--profile-state-file",
+        str(state),
+        "--profiles.interval",
+        "1s",
+        "--profiles.settle",
+        "1s",
     )
     found = exporter.wait_for(lambda f: values(f, "npu_profile_compute_ratio", "job_name") != {})
     assert 0 < next(iter(values(found, "npu_profile_compute_ratio", "job_name").values())) <= 1

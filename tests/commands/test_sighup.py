@@ -53,7 +53,7 @@ def test_sighup_rereads_the_files_logs_it_and_never_exits(start: Callable[..., o
 
     # Changed without a stat change: only SIGHUP's re-read applies it.
     rewrite_keeping_stat(web, CSP.format("none"))
-    time.sleep(2.5)                                                # two polls of the watcher: nothing seen
+    time.sleep(2.5)  # two polls of the watcher: nothing seen
     assert csp(port) == "default-src 'self'"
     log = hup_and_wait(exporter, "SIGHUP: web config re-read")
     assert "SIGHUP: re-reading the configuration files" in log and "applied" in log

@@ -29,11 +29,11 @@ async def test_a_call_starts_no_waiter_thread_and_gets_its_exit_code():
         started.append(thread.name)
         original(thread)
 
-    threading.Thread.start = start   # type: ignore[method-assign]
+    threading.Thread.start = start  # type: ignore[method-assign]
     try:
         assert await calls(runner) == [0, 3, 7]
     finally:
-        threading.Thread.start = original   # type: ignore[method-assign]
+        threading.Thread.start = original  # type: ignore[method-assign]
     assert not [name for name in started if name.startswith("waitpid")]
     assert {thread.name for thread in threading.enumerate()} <= names_before | set(started)
 
@@ -44,5 +44,5 @@ def test_loops_in_other_threads_and_later_loops_are_served_too():
     thread = threading.Thread(target=lambda: results.append(asyncio.run(calls(runner))))
     thread.start()
     thread.join(30)
-    results.append(asyncio.run(calls(runner)))        # a new loop in this thread
+    results.append(asyncio.run(calls(runner)))  # a new loop in this thread
     assert results == [[0, 3, 7], [0, 3, 7]]

@@ -28,6 +28,6 @@ print(frozen, walked, gc.collect())
 def test_start_up_objects_leave_the_collector_s_walk_and_later_cycles_are_still_collected():
     done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60, check=True)
     frozen, walked, collected = map(int, done.stdout.split())
-    assert frozen > 10_000            # modules, classes, functions: the bulk of a started exporter
-    assert walked < frozen / 10       # what a full collection still walks
-    assert collected >= 2             # the cycle made afterwards is found and freed
+    assert frozen > 10_000  # modules, classes, functions: the bulk of a started exporter
+    assert walked < frozen / 10  # what a full collection still walks
+    assert collected >= 2  # the cycle made afterwards is found and freed

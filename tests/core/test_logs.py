@@ -72,9 +72,14 @@ def test_what_is_remembered_of_failing_subjects_stays_bounded():
     tracemalloc.start()
     try:
         for i in range(flood):
-            health.record(0.1, [Failure("/watched", "too_many_entries", "stopped"),
-                                Failure(f"/watched/job/export_{i:06d}_ascend_pt", "no_data", "nothing usable")],
-                          ["/watched"])
+            health.record(
+                0.1,
+                [
+                    Failure("/watched", "too_many_entries", "stopped"),
+                    Failure(f"/watched/job/export_{i:06d}_ascend_pt", "no_data", "nothing usable"),
+                ],
+                ["/watched"],
+            )
             if i == MAX_REMEMBERED_SUBJECTS:
                 before = held_by_health(tracemalloc.take_snapshot())
         grown = held_by_health(tracemalloc.take_snapshot()) - before
@@ -82,7 +87,7 @@ def test_what_is_remembered_of_failing_subjects_stays_bounded():
         tracemalloc.stop()
     text = stream.getvalue()
     assert text.count("reason=too_many_entries") == 1 and text.count("reason=no_data") == flood
-    assert grown < 16 * 1024          # 2,000 more subjects would hold about 100 KiB
+    assert grown < 16 * 1024  # 2,000 more subjects would hold about 100 KiB
     assert health.status().errors == {"too_many_entries": flood, "no_data": flood}
 
 

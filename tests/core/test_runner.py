@@ -123,9 +123,11 @@ async def test_an_urgent_call_passes_the_calls_waiting_for_a_slot(tmp_path):
     """npu-smi's overview waits ahead of a batch of per-card queries (the chips would age out
     behind them on a slow node)."""
     log, gate = tmp_path / "order", tmp_path / "gate"
+
     def script(mark: str) -> str:
         return f"import os\nfd = os.open({str(log)!r}, os.O_WRONLY | os.O_APPEND | os.O_CREAT)\nos.write(fd, b'{mark}')\n"
-    blocker = (f"import os, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.01)\n")
+
+    blocker = f"import os, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.01)\n"
     runner = CommandRunner(timeout=60, max_concurrency=1)
     first = asyncio.create_task(runner.run([PY, "-c", blocker]))
     batch = []
@@ -146,7 +148,7 @@ async def test_cancelled_waiters_never_lose_a_slot():
     gone, next_one = asyncio.create_task(slots.acquire(urgent=True)), asyncio.create_task(slots.acquire())
     while slots.waiting < 2:
         await asyncio.sleep(0)
-    gone.cancel()            # cancelled while waiting: the slot goes past it
+    gone.cancel()  # cancelled while waiting: the slot goes past it
     slots.release()
     await next_one
     with pytest.raises(asyncio.CancelledError):
@@ -154,8 +156,8 @@ async def test_cancelled_waiters_never_lose_a_slot():
     late = asyncio.create_task(slots.acquire())
     while slots.waiting < 1:
         await asyncio.sleep(0)
-    slots.release()          # handed the slot ...
-    late.cancel()            # ... and cancelled before it resumed: it passes the slot on
+    slots.release()  # handed the slot ...
+    late.cancel()  # ... and cancelled before it resumed: it passes the slot on
     with pytest.raises(asyncio.CancelledError):
         await late
     assert slots.free == 1 and slots.waiting == 0

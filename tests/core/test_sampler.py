@@ -18,6 +18,7 @@ async def test_first_round_in_order_and_readiness():
     def task(name: str) -> Task:
         async def run() -> None:
             ran.append(name)
+
         return Task(name, 3600.0, run)
 
     sampler = Sampler([task("first"), task("second")], HealthRegistry(), published.append)
@@ -32,16 +33,20 @@ async def test_a_stalled_task_does_not_stop_republishing():
 
     async def hang() -> None:
         stuck.set()
-        await asyncio.Event().wait()   # never returns: a wedged source
+        await asyncio.Event().wait()  # never returns: a wedged source
 
-    sampler = Sampler([Task("quick", 3600.0, asyncio.sleep), Task("wedged", 3600.0, hang)], HealthRegistry(),
-                      lambda ready: published.append(time.monotonic()), republish_interval=0.05)
+    sampler = Sampler(
+        [Task("quick", 3600.0, asyncio.sleep), Task("wedged", 3600.0, hang)],
+        HealthRegistry(),
+        lambda ready: published.append(time.monotonic()),
+        republish_interval=0.05,
+    )
     runner = asyncio.create_task(sampler.run_forever())
     try:
         await asyncio.wait_for(stuck.wait(), 5)
         before = len(published)
         deadline = time.monotonic() + 10
-        while len(published) < before + 3 and time.monotonic() < deadline:   # bounded poll
+        while len(published) < before + 3 and time.monotonic() < deadline:  # bounded poll
             await asyncio.sleep(0.02)
         assert len(published) >= before + 3
     finally:
@@ -76,19 +81,23 @@ async def test_an_overdue_run_stops_reporting_success_and_holds_no_other_task():
 
     async def stuck() -> None:
         ran.append("stuck")
-        health["stuck"].record(0.0)   # a previous success would otherwise stand for ever
+        health["stuck"].record(0.0)  # a previous success would otherwise stand for ever
         await release.wait()
         health["stuck"].record(0.0)
 
     async def after() -> None:
         ran.append("after")
 
-    sampler = Sampler([Task("first", 3600.0, first), Task("stuck", 0.01, stuck, overdue=0.2), Task("after", 3600.0, after)],
-                      health, lambda ready: None, republish_interval=0.05)
+    sampler = Sampler(
+        [Task("first", 3600.0, first), Task("stuck", 0.01, stuck, overdue=0.2), Task("after", 3600.0, after)],
+        health,
+        lambda ready: None,
+        republish_interval=0.05,
+    )
     runner = asyncio.create_task(sampler.run_forever())
     try:
         deadline = time.monotonic() + 10
-        while "after" not in ran and time.monotonic() < deadline:   # bounded poll
+        while "after" not in ran and time.monotonic() < deadline:  # bounded poll
             await asyncio.sleep(0.02)
         status = {s.name: s for s in health.statuses()}["stuck"]
         assert "after" in ran and ran.count("stuck") == 1

@@ -8,8 +8,9 @@ from tests.support.exposition import exposition, render, value, values
 
 
 def test_source_self_metrics():
-    status = SourceStatus("npu_smi_info", runs=3, success=False, duration_seconds=0.25,
-                          last_success_timestamp=1700000000.0, errors={"timeout": 2})
+    status = SourceStatus(
+        "npu_smi_info", runs=3, success=False, duration_seconds=0.25, last_success_timestamp=1700000000.0, errors={"timeout": 2}
+    )
     text = exposition(StatusCollector(), StatusPart(sources=(status,)))
     assert 'cann_exporter_source_errors_total{reason="timeout",source="npu_smi_info"} 2.0' in text
     assert 'cann_exporter_source_success{source="npu_smi_info"} 0.0' in text
@@ -38,8 +39,10 @@ def test_a_partial_failure_names_its_subjects_and_counts_the_rest():
     assert value(found, "cann_exporter_source_success", source="npu_smi_details") == 0
     assert value(found, "cann_exporter_source_subjects", source="npu_smi_details") == 16
     assert value(found, "cann_exporter_source_failed_subjects", source="npu_smi_details") == 1
-    assert value(found, "cann_exporter_source_subject_failing", source="npu_smi_details", subject="usages -i 3",
-                 reason="dcmi_init_failed") == 1
+    assert (
+        value(found, "cann_exporter_source_subject_failing", source="npu_smi_details", subject="usages -i 3", reason="dcmi_init_failed")
+        == 1
+    )
     # recovered: the subject's series is gone, the counts say 0 of 16
     health.record(0.5, [], tried)
     found = render(StatusCollector(), StatusPart(sources=(health.status(),)))

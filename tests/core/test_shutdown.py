@@ -27,12 +27,13 @@ def _run(tmp_path, stuck: bool) -> subprocess.CompletedProcess[str]:
     fifo = tmp_path / "fifo"
     if not fifo.exists():
         os.mkfifo(fifo)
-    return subprocess.run([sys.executable, "-c", CHILD, str(fifo), "0.5", "stuck" if stuck else "quick"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [sys.executable, "-c", CHILD, str(fifo), "0.5", "stuck" if stuck else "quick"], cwd=ROOT, capture_output=True, text=True, timeout=30
+    )
 
 
 def test_a_stuck_worker_does_not_keep_the_process(tmp_path):
-    done = _run(tmp_path, stuck=True)   # without leave() this would hit the 30 s timeout
+    done = _run(tmp_path, stuck=True)  # without leave() this would hit the 30 s timeout
     assert done.returncode == 3, done.stderr
     assert "leaving" in done.stdout and "worker threads still busy at exit" in done.stderr
 

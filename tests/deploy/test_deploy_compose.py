@@ -34,8 +34,14 @@ def test_services_profiles_and_ports() -> None:
     for name in ("rules", "prometheus", "alertmanager", "grafana"):
         assert "profiles" not in services[name], f"{name} must start with either profile"
     ports = {name: [p.split(":")[0] for p in svc.get("ports", [])] for name, svc in services.items()}
-    assert ports == {"exporter": ["9435"], "exporter-npu": ["9435"], "rules": [], "prometheus": ["9090"], "alertmanager": ["9093"],
-                     "grafana": ["3000"]}
+    assert ports == {
+        "exporter": ["9435"],
+        "exporter-npu": ["9435"],
+        "rules": [],
+        "prometheus": ["9090"],
+        "alertmanager": ["9093"],
+        "grafana": ["3000"],
+    }
     # The real npu-smi is the default (.env): the simulator only when asked for by name; both
     # exporters answer to `exporter` for Prometheus.
     env = dict(line.split("=", 1) for line in (COMPOSE_DIR / ".env").read_text().splitlines() if line and not line.startswith("#"))
@@ -84,6 +90,7 @@ def test_prometheus_config_passes_promtool(tmp_path: Path) -> None:
     targets = {t for job in config["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]}
     assert "exporter:9435" in targets and "alertmanager:9093" in targets
 
+
 RUNBOOKS = "https://git.example.com/ops/cann-exporter/blob/main/docs/runbooks.md"
 
 
@@ -120,7 +127,9 @@ def test_runbook_url_reaches_the_rules_prometheus_loads(tmp_path: Path) -> None:
         alerts = [r for f in files for g in yaml.safe_load(f.read_text())["groups"] for r in g["rules"] if "alert" in r]
         assert alerts and {r["annotations"]["runbook_url"] for r in alerts} == {f"{link}#{r['alert'].lower()}" for r in alerts}
     # promtool on the configuration with those files
-    config["rule_files"] = [str(tmp_path / f"linked{len(RUNBOOKS)}") + "/" + g.removeprefix("/etc/prometheus/generated/") for g in config["rule_files"]]
+    config["rule_files"] = [
+        str(tmp_path / f"linked{len(RUNBOOKS)}") + "/" + g.removeprefix("/etc/prometheus/generated/") for g in config["rule_files"]
+    ]
     local = tmp_path / "prometheus.yml"
     local.write_text(yaml.safe_dump(config))
     promtool_check_config(local)
@@ -144,7 +153,7 @@ def test_dockerfile() -> None:
     user = [rest for word, rest in instructions if word == "USER"][-1]
     assert user.split(":")[0] not in ("0", "root")
     assert "pip install" in text and re.search(r"pip install [^\n]*\.\s*$", text, re.M)
-    healthcheck = text[text.index("HEALTHCHECK"):].split("\n\n")[0]
+    healthcheck = text[text.index("HEALTHCHECK") :].split("\n\n")[0]
     assert "/healthz" in healthcheck and "9435" in healthcheck
     assert re.search(r"^EXPOSE 9435$", text, re.M)
     assert re.search(r'^ENTRYPOINT \["cann-exporter"\]$', text, re.M)

@@ -34,16 +34,22 @@ def test_sandbox_options() -> None:
     one = {key: values[-1] for key, values in d.items()}
     assert one["User"] == "cann-exporter" and one["SupplementaryGroups"] == "HwHiAiUser"
     for key, value in {
-        "NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes", "PrivateTmp": "yes",
-        "DevicePolicy": "closed", "ProtectKernelModules": "yes", "RestrictSUIDSGID": "yes",
-        "CapabilityBoundingSet": "", "LockPersonality": "yes",
+        "NoNewPrivileges": "yes",
+        "ProtectSystem": "strict",
+        "ProtectHome": "yes",
+        "PrivateTmp": "yes",
+        "DevicePolicy": "closed",
+        "ProtectKernelModules": "yes",
+        "RestrictSUIDSGID": "yes",
+        "CapabilityBoundingSet": "",
+        "LockPersonality": "yes",
     }.items():
         assert one[key] == value, key
     assert set(one["RestrictAddressFamilies"].split()) <= {"AF_INET", "AF_INET6", "AF_UNIX", "AF_NETLINK"}
     allowed = {v.split()[0] for v in d["DeviceAllow"]}
     assert {"/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"} | {f"/dev/davinci{i}" for i in range(8)} <= allowed
     assert one["ExecStart"].split()[1:] == ["serve", "--config", "/etc/cann-exporter/config.yaml"]
-    assert one["ExecReload"] == "/bin/kill -HUP $MAINPID"       # serve re-reads its files on SIGHUP, never exits
+    assert one["ExecReload"] == "/bin/kill -HUP $MAINPID"  # serve re-reads its files on SIGHUP, never exits
 
 
 def test_systemd_analyze_verify(tmp_path: Path) -> None:

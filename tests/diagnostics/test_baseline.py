@@ -33,7 +33,7 @@ def saved(prometheus: Prometheus, tmp_path_factory: pytest.TempPathFactory) -> P
     path = tmp_path_factory.mktemp("baseline") / "baseline.json"
     two_days_ago = str(prometheus.now - 2 * 86400)
     result = run_diagnose("--prometheus", prometheus.url, "--end", two_days_ago, "--save-baseline", str(path))
-    assert result.code == 1 and result.err == ""      # the cluster was abnormal then too; the file is written anyway
+    assert result.code == 1 and result.err == ""  # the cluster was abnormal then too; the file is written anyway
     assert f"baseline saved: {path} (jobs: bert, slow, stuck)" in result.out
     return path
 
@@ -49,32 +49,54 @@ def test_saved_baseline_holds_the_known_numbers(saved: Path) -> None:
 
 
 def test_faster_job_is_healthy_and_the_regression_abnormal(prometheus: Prometheus, saved: Path) -> None:
-    result = run_diagnose("--prometheus", prometheus.url, "--end", str(prometheus.now), "--baseline", str(saved),
-                          "--job", "bert", "--job", "slow", "--format", "json")
+    result = run_diagnose(
+        "--prometheus",
+        prometheus.url,
+        "--end",
+        str(prometheus.now),
+        "--baseline",
+        str(saved),
+        "--job",
+        "bert",
+        "--job",
+        "slow",
+        "--format",
+        "json",
+    )
     assert result.code == 1, result.err
     found = baseline_rows(result.out)
     bert = found[("job bert", "speedup.iteration_time")]
-    assert bert["value"] == pytest.approx(h.BERT.before / h.BERT.after - 1)      # +20%
+    assert bert["value"] == pytest.approx(h.BERT.before / h.BERT.after - 1)  # +20%
     assert bert["verdict"] == "healthy"
     assert found[("job bert", "speedup.throughput")]["value"] == pytest.approx(0.20)
     slow = found[("job slow", "speedup.iteration_time")]
-    assert slow["value"] == pytest.approx(h.SLOW.before / h.SLOW.after - 1)      # -16.7%: 20% slower
+    assert slow["value"] == pytest.approx(h.SLOW.before / h.SLOW.after - 1)  # -16.7%: 20% slower
     assert (slow["verdict"], slow["alert"]) == ("abnormal", "NPUIterationTimeRegression")
 
 
 def test_only_the_faster_job_gates_green(prometheus: Prometheus, saved: Path) -> None:
-    result = run_diagnose("--prometheus", prometheus.url, "--end", str(prometheus.now), "--baseline", str(saved),
-                          "--job", "bert", "--selector", '{instance="node-a:9435"}')
+    result = run_diagnose(
+        "--prometheus",
+        prometheus.url,
+        "--end",
+        str(prometheus.now),
+        "--baseline",
+        str(saved),
+        "--job",
+        "bert",
+        "--selector",
+        '{instance="node-a:9435"}',
+    )
     assert result.code == 0, result.err
     assert "Baseline: faster or slower than before?" in result.out
 
 
 def test_small_speedup_is_flagged(prometheus: Prometheus, tmp_path: Path) -> None:
     path = tmp_path / "b.json"
-    path.write_text(json.dumps({"kind": "cann-exporter-baseline", "version": 1,
-                                "jobs": {"bert": {"iteration_seconds": 0.26}}}))
-    result = run_diagnose("--prometheus", prometheus.url, "--end", str(prometheus.now), "--baseline", str(path),
-                          "--job", "bert", "--format", "json")
+    path.write_text(json.dumps({"kind": "cann-exporter-baseline", "version": 1, "jobs": {"bert": {"iteration_seconds": 0.26}}}))
+    result = run_diagnose(
+        "--prometheus", prometheus.url, "--end", str(prometheus.now), "--baseline", str(path), "--job", "bert", "--format", "json"
+    )
     row = baseline_rows(result.out)[("job bert", "speedup.iteration_time")]
     assert row["value"] == pytest.approx(0.26 / 0.25 - 1) and row["verdict"] == "warning"
     assert result.code == 0
@@ -88,20 +110,25 @@ def test_baseline_from_a_profile(tmp_path: Path) -> None:
     saved = run_diagnose("--profile-dir", str(tmp_path / "p"), "--save-baseline", str(base))
     assert saved.code == 0 and json.loads(base.read_text())["jobs"]["job"]["iteration_seconds"] == pytest.approx(0.001)
     again = run_diagnose("--profile-dir", str(tmp_path / "p"), "--baseline", str(base), "--format", "json")
-    assert baseline_rows(again.out)[("job job", "speedup.iteration_time")]["verdict"] == "warning"   # 0%: below 10%
+    assert baseline_rows(again.out)[("job job", "speedup.iteration_time")]["verdict"] == "warning"  # 0%: below 10%
 
 
-@pytest.mark.parametrize("content,message", [
-    ("{not json", "not valid JSON (line 1 column 2"),
-    ("[]", "expected a JSON object written by --save-baseline"),
-    ('{"kind": "cann-exporter-baseline", "version": 1, "jobs": {}}', "jobs: missing or empty"),
-    ('{"kind": "cann-exporter-baseline", "version": 1, "jobs": {"bert": {"iteration_seconds": "fast"}}}',
-     "jobs.bert.iteration_seconds: expected a positive number, got 'fast'"),
-    ('{"kind": "other", "version": 1, "jobs": {"bert": {"iteration_seconds": 1}}}', "kind/version: expected"),
-    ('{"jobs": ' + "[" * 100_000 + "]" * 100_000 + "}", "JSON nested more than 64 levels deep"),
-    ('{"jobs": {"bert": {"iteration_seconds": ' + "9" * 5000 + "}}}", "a 5000-digit integer"),
-    ('{"kind": "cann-exporter-baseline"}'.encode("utf-16"), "UTF-16 text (byte-order mark)"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("{not json", "not valid JSON (line 1 column 2"),
+        ("[]", "expected a JSON object written by --save-baseline"),
+        ('{"kind": "cann-exporter-baseline", "version": 1, "jobs": {}}', "jobs: missing or empty"),
+        (
+            '{"kind": "cann-exporter-baseline", "version": 1, "jobs": {"bert": {"iteration_seconds": "fast"}}}',
+            "jobs.bert.iteration_seconds: expected a positive number, got 'fast'",
+        ),
+        ('{"kind": "other", "version": 1, "jobs": {"bert": {"iteration_seconds": 1}}}', "kind/version: expected"),
+        ('{"jobs": ' + "[" * 100_000 + "]" * 100_000 + "}", "JSON nested more than 64 levels deep"),
+        ('{"jobs": {"bert": {"iteration_seconds": ' + "9" * 5000 + "}}}", "a 5000-digit integer"),
+        ('{"kind": "cann-exporter-baseline"}'.encode("utf-16"), "UTF-16 text (byte-order mark)"),
+    ],
+)
 def test_corrupt_baseline_exits_2(prometheus: Prometheus, tmp_path: Path, content: str | bytes, message: str) -> None:
     path = tmp_path / "b.json"
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
@@ -132,10 +159,19 @@ def test_nothing_to_save_exits_2(tmp_path: Path) -> None:
 # --- the pure parts ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("speedup,expected", [
-    (0.20, "healthy"), (0.10, "healthy"), (0.09, "warning"), (0.0, "warning"), (-0.05, "warning"),
-    (1 / 1.1 - 1 + 1e-9, "warning"), (1 / 1.1 - 1 - 1e-3, "abnormal"), (-0.5, "abnormal"),
-])
+@pytest.mark.parametrize(
+    "speedup,expected",
+    [
+        (0.20, "healthy"),
+        (0.10, "healthy"),
+        (0.09, "warning"),
+        (0.0, "warning"),
+        (-0.05, "warning"),
+        (1 / 1.1 - 1 + 1e-9, "warning"),
+        (1 / 1.1 - 1 - 1e-3, "abnormal"),
+        (-0.5, "abnormal"),
+    ],
+)
 def test_speedup_verdict(speedup: float, expected: str) -> None:
     assert speedup_verdict(speedup, regression=0.10, target=0.10) == expected
 

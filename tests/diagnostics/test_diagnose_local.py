@@ -50,7 +50,7 @@ def test_the_degraded_chip_is_named_at_the_hardware_level() -> None:
     assert result.code == 1, result.err
     doc = json.loads(result.out)
     pages = {f["subject"]: f for f in doc["levels"]["hardware"] if f["check"] == "isolated_pages"}
-    assert len(pages) == 7   # the missing NPU is not listed
+    assert len(pages) == 7  # the missing NPU is not listed
     abnormal = {s for s, f in pages.items() if f["verdict"] == "abnormal"}
     assert abnormal == {f"NPU {DEGRADED_CRITICAL_LOGIC_ID} chip 0 (device {DEGRADED_CRITICAL_LOGIC_ID})"}
     critical = pages[abnormal.pop()]
@@ -76,13 +76,13 @@ def test_degraded_node_names_every_hardware_fault_the_alerts_page_on(tmp_path: P
     missing = off[("this node: chips", "missing")]
     assert (missing["value"], missing["verdict"], missing["alert"]) == (1, "abnormal", "NPUMissing")
     assert "7 listed by npu-smi, 8 expected" in missing["detail"]
-    failing, = [f for (s, check), f in off.items() if check == "read_failure"]
+    (failing,) = [f for (s, check), f in off.items() if check == "read_failure"]
     assert "dcmi_init_failed" in failing["title"] and failing["alert"] == "CANNExporterSourceFailing"
     assert failing["detail"] == ", ".join(f"{c} -i {DEGRADED_FAILING_LOGIC_ID}" for c in sorted(DEGRADED_FAILING_SUBCOMMANDS))
     assert off[(critical, "network_health")]["alert"] == "NPUNetworkUnhealthy"
     assert off[(critical, "optical_power")]["alert"] == "NPUOpticalPowerOutOfRange"
     # the chip's 0% is not judged, and no pipeline lever is offered for it
-    util, = [f for f in doc["levels"]["macro"] if f["subject"] == critical and f["check"] == "utilization"]
+    (util,) = [f for f in doc["levels"]["macro"] if f["subject"] == critical and f["check"] == "utilization"]
     assert util["verdict"] is None and "consequence of the hardware fault" in util["detail"]
     advice = {a["key"]: a for a in doc["advice"]}
     assert "device_utilization" not in advice
@@ -193,12 +193,12 @@ def test_metrics_url_one_scrape(serve: type[Server]) -> None:
     found = {(f["subject"], f["check"]): f for level in doc["levels"].values() for f in level}
     assert found[("NPU 0 chip 0 (device 0)", "utilization")]["verdict"] == "abnormal"
     assert found[("NPU 1 chip 0 (device 1)", "utilization")]["verdict"] == "healthy"
-    assert found[("NPU 2 chip 0 (device 2)", "utilization")]["verdict"] is None       # no process on it
+    assert found[("NPU 2 chip 0 (device 2)", "utilization")]["verdict"] is None  # no process on it
     job = "job llm rank 0"
     assert found[(job, "iteration_time")]["value"] == pytest.approx(0.2)
     assert found[(job, "memcpy_share")]["value"] == pytest.approx(0.4) and found[(job, "memcpy_share")]["verdict"] == "abnormal"
     assert found[(job, "stall")]["verdict"] == "healthy"
-    assert (job, "idle_gaps") not in found                # one scrape: no rates
+    assert (job, "idle_gaps") not in found  # one scrape: no rates
     assert found[("profile of job llm rank 0", "profile.max_operator_ratio")]["verdict"] == "healthy"
 
 
@@ -218,11 +218,14 @@ def test_metrics_url_rates_from_two_scrapes(serve: type[Server]) -> None:
     assert doc["window"].startswith("2 samples over")
 
 
-@pytest.mark.parametrize("status,body,message", [
-    (404, "not found", "answered HTTP 404"),
-    (200, "<html>{ not metrics", "not Prometheus exposition text"),
-    (200, "# TYPE up gauge\nup 1\n", "no NPU data"),
-])
+@pytest.mark.parametrize(
+    "status,body,message",
+    [
+        (404, "not found", "answered HTTP 404"),
+        (200, "<html>{ not metrics", "not Prometheus exposition text"),
+        (200, "# TYPE up gauge\nup 1\n", "no NPU data"),
+    ],
+)
 def test_metrics_url_bad_answers_exit_2(serve: type[Server], status: int, body: str, message: str) -> None:
     with serve([(status, body)]) as server:
         result = run_diagnose("--metrics-url", server.url)

@@ -24,12 +24,18 @@ def test_level1_profile(tmp_path: Path) -> None:
     assert result.code == 1, result.err
     found = findings(result.out)
     # The numbers `cann-exporter profile` shows for this sample (tests/profiles/test_profile_command.py).
-    assert (found["profile.compute_ratio"]["value"], found["profile.compute_ratio"]["verdict"]) == (pytest.approx(0.065, abs=5e-4), "abnormal")
+    assert (found["profile.compute_ratio"]["value"], found["profile.compute_ratio"]["verdict"]) == (
+        pytest.approx(0.065, abs=5e-4),
+        "abnormal",
+    )
     assert found["profile.compute_ratio"]["level"] == "meso"
     assert found["profile.memcpy_ratio"]["verdict"] == "healthy"
     assert found["profile.framework_overhead_ratio"]["verdict"] == "warning"
     assert found["profile.idle_ratio"]["level"] == "macro"
-    assert (found["profile.max_operator_ratio"]["value"], found["profile.max_operator_ratio"]["verdict"]) == (pytest.approx(0.432, abs=5e-4), "healthy")
+    assert (found["profile.max_operator_ratio"]["value"], found["profile.max_operator_ratio"]["verdict"]) == (
+        pytest.approx(0.432, abs=5e-4),
+        "healthy",
+    )
     assert found["profile.step_duration_seconds"]["value"] == pytest.approx(0.13658, abs=1e-5)
     ops = [f["title"] for f in json.loads(result.out)["levels"]["micro"] if f["check"] == "operator"]
     assert ops[0] == "operator #1 Conv2D" and len(ops) == 5

@@ -63,7 +63,9 @@ def test_whole_cluster_is_abnormal_with_the_known_verdicts(prometheus: Prometheu
     assert found[(slow, "memcpy_share")]["value"] == pytest.approx(h.SLOW.phases["h2d"] + h.SLOW.phases["d2h"])
     assert found[(slow, "memcpy_share")]["verdict"] == "abnormal"
     assert (found[(slow, "framework_share")]["verdict"], found[(slow, "framework_share")]["value"]) == (
-        "warning", pytest.approx(h.SLOW.phases["framework"]))
+        "warning",
+        pytest.approx(h.SLOW.phases["framework"]),
+    )
     # micro: the slow job's hot operator, from its npu_profile_* series
     hot = found[("profile of job slow rank 0 (node-b:9435)", "profile.max_operator_ratio")]
     assert (hot["value"], hot["verdict"], hot["alert"]) == (pytest.approx(0.80), "abnormal", "NPUHotOperator")
@@ -71,11 +73,11 @@ def test_whole_cluster_is_abnormal_with_the_known_verdicts(prometheus: Prometheu
     assert next((f["title"], f["value"]) for f in ops) == ("operator #1 TransData", pytest.approx(0.80))
     # hardware: isolated pages at the window's end, new ones within it (NPUMemoryPagesIsolated's tiers)
     pages = {s: f for (s, check), f in found.items() if check == "isolated_pages"}
-    assert set(pages) == {chip(node, npu) for node in "ab" for npu in range(4)}   # node-c reports none
-    assert (pages[chip("a", 3)]["value"], pages[chip("a", 3)]["verdict"]) == (2, "healthy")   # old pages only
+    assert set(pages) == {chip(node, npu) for node in "ab" for npu in range(4)}  # node-c reports none
+    assert (pages[chip("a", 3)]["value"], pages[chip("a", 3)]["verdict"]) == (2, "healthy")  # old pages only
     assert (pages[chip("b", 0)]["value"], pages[chip("b", 0)]["verdict"]) == (1, "abnormal")  # a double-bit page
     assert pages[chip("b", 0)]["detail"] == "hbm double_bit 1" and pages[chip("b", 0)]["alert"] == "NPUMemoryPagesIsolated"
-    assert (pages[chip("b", 1)]["value"], pages[chip("b", 1)]["verdict"]) == (2, "warning")   # one new in the hour
+    assert (pages[chip("b", 1)]["value"], pages[chip("b", 1)]["verdict"]) == (2, "warning")  # one new in the hour
     assert pages[chip("b", 1)]["detail"] == "hbm single_bit 2; 1 new in the window"
     assert {pages[chip("a", n)]["verdict"] for n in range(3)} == {"healthy"}
     assert doc["levels"]["hardware"] and list(doc["levels"])[0] == "hardware"
@@ -87,15 +89,17 @@ def test_whole_cluster_is_abnormal_with_the_known_verdicts(prometheus: Prometheu
     assert advice["NPUTrainingStalled"]["runbooks"] == ["docs/runbooks.md#nputrainingstalled"]
     # the stuck job's profile is two days old: the profile alerts ignore it after a day, and so does diagnose
     assert not [s for s, _ in found if s.startswith("profile of job stuck")]
-    assert ("profile of job stuck rank 0 (node-c:9435) not judged: 2d old at the window's end, older than the 1d "
-            "the profile alerts accept (alerting.profile_max_age)") in doc["notes"]
+    assert (
+        "profile of job stuck rank 0 (node-c:9435) not judged: 2d old at the window's end, older than the 1d "
+        "the profile alerts accept (alerting.profile_max_age)"
+    ) in doc["notes"]
     # the whole hour holds data: nothing said about less data
     assert not [n for n in doc["notes"] if n.startswith("less data")] and "data for the last" not in doc["window"]
 
 
 def test_busy_node_is_healthy_and_its_job_has_the_known_split(prometheus: Prometheus) -> None:
     code, doc, found = diagnose_json(prometheus, "--selector", '{instance="node-a:9435"}')
-    assert code == 0 and doc["verdict"] == "warning"   # top-3 operators 75%: a warning, not abnormal
+    assert code == 0 and doc["verdict"] == "warning"  # top-3 operators 75%: a warning, not abnormal
     assert {s for s, _ in found if "node-b" in s or "node-c" in s} == set()
     rate = h.job_rate(h.BERT)
     for rank in h.BERT.ranks:
@@ -115,31 +119,33 @@ def test_busy_node_is_healthy_and_its_job_has_the_known_split(prometheus: Promet
 
 
 def test_text_output_shows_the_three_levels_and_what_to_try(prometheus: Prometheus) -> None:
-    result = run_diagnose("--prometheus", prometheus.url, "--end", str(prometheus.now), "--selector",
-                          '{instance="node-b:9435"}')
+    result = run_diagnose("--prometheus", prometheus.url, "--end", str(prometheus.now), "--selector", '{instance="node-b:9435"}')
     assert result.code == 1 and result.err == ""
     text = result.out
-    assert "\x1b[" not in text                       # not a terminal: plain
+    assert "\x1b[" not in text  # not a terminal: plain
     assert "verdict: ABNORMAL" in text
-    for title in ("Macro: is the task stream continuous?", "Meso: where does the step time go?",
-                  "Micro: which operators?", "What to try"):
+    for title in ("Macro: is the task stream continuous?", "Meso: where does the step time go?", "Micro: which operators?", "What to try"):
         assert title in text
     assert "likely causes: poor data layout; frequent format conversion (NHWC/NCHW); host round-trips" in text
     assert "runbook docs/runbooks.md#npumemcpyhigh" in text
 
 
 def test_colour_when_asked(prometheus: Prometheus) -> None:
-    result = run_diagnose("--prometheus", prometheus.url, "--end", str(prometheus.now), "--color", "always",
-                          "--selector", '{instance="node-b:9435"}')
+    result = run_diagnose(
+        "--prometheus", prometheus.url, "--end", str(prometheus.now), "--color", "always", "--selector", '{instance="node-b:9435"}'
+    )
     assert "\x1b[31;1mabnormal\x1b[0m" in result.out
 
 
 def test_markdown(prometheus: Prometheus) -> None:
-    result = run_diagnose("--prometheus", prometheus.url, "--end", str(prometheus.now), "--format", "markdown",
-                          "--selector", '{instance="node-b:9435"}')
+    result = run_diagnose(
+        "--prometheus", prometheus.url, "--end", str(prometheus.now), "--format", "markdown", "--selector", '{instance="node-b:9435"}'
+    )
     assert result.code == 1
     assert result.out.startswith("# cann-exporter diagnose\n")
-    assert "| node-b:9435 NPU 0 chip 0 (device 0) | Device utilization | 40.0% | healthy > 85%, abnormal < 60% | **abnormal** |" in result.out
+    assert (
+        "| node-b:9435 NPU 0 chip 0 (device 0) | Device utilization | 40.0% | healthy > 85%, abnormal < 60% | **abnormal** |" in result.out
+    )
     assert "## What to try" in result.out
 
 
@@ -151,8 +157,9 @@ def test_less_data_than_asked_is_said(prometheus: Prometheus) -> None:
     covered = note.split("the last ")[1].split(":")[0]
     assert covered in ("30d8h", "30d16h", "31d", "31d8h", "31d16h"), note
     assert doc["window"].startswith("40d ending ") and doc["window"].endswith(f"(data for the last {covered} only)")
-    text = run_diagnose("--prometheus", prometheus.url, "--end", str(prometheus.now), "--range", "40d",
-                        "--selector", '{instance="node-a:9435"}').out
+    text = run_diagnose(
+        "--prometheus", prometheus.url, "--end", str(prometheus.now), "--range", "40d", "--selector", '{instance="node-a:9435"}'
+    ).out
     assert "window: 40d ending " in text and "note: less data than asked" in text
 
 
@@ -197,8 +204,9 @@ def test_selector_matching_nothing_exits_2(prometheus: Prometheus) -> None:
 
 def test_missing_series_are_said_but_what_exists_is_diagnosed(prometheus: Prometheus) -> None:
     # Before the jobs started there are only chip series: diagnosed, and meso/micro say what they need.
-    result = run_diagnose("--prometheus", prometheus.url, "--end", str(prometheus.now - 10 * 86400), "--selector",
-                          '{instance="node-a:9435"}')
+    result = run_diagnose(
+        "--prometheus", prometheus.url, "--end", str(prometheus.now - 10 * 86400), "--selector", '{instance="node-a:9435"}'
+    )
     assert result.code == 0
     assert "no data: needs training-job phases (hooks, docs/training-hooks.md) or a profile" in result.out
     assert "no data: needs a profile" in result.out

@@ -13,7 +13,7 @@ import pytest
 from tests.support.hostile import body, hostile_server, run_watched, trickle
 
 MiB = 1 << 20
-RSS_BOUND = 250 * MiB      # the interpreter with aiohttp and matplotlib-free imports: about 70 MB
+RSS_BOUND = 250 * MiB  # the interpreter with aiohttp and matplotlib-free imports: about 70 MB
 
 
 def commands(url: str, tmp_path: Path, *extra: str) -> dict[str, list[str]]:
@@ -33,7 +33,7 @@ def check(ran, message: str, seconds: float) -> None:
 
 def test_a_trickling_server_cannot_hold_a_request_past_timeout(tmp_path: Path) -> None:
     with hostile_server(trickle(every=0.5)) as url:
-        for name, args in commands(url, tmp_path, "--timeout", "2s").items():
+        for args in commands(url, tmp_path, "--timeout", "2s").values():
             ran = run_watched(args, timeout=60)
             # 2 s of requests plus the interpreter's start; a per-read timeout ran for minutes.
             check(ran, "did not answer within 2s (--timeout)", seconds=20)
@@ -41,7 +41,7 @@ def test_a_trickling_server_cannot_hold_a_request_past_timeout(tmp_path: Path) -
 
 def test_a_trickling_server_cannot_hold_a_command_past_its_deadline(tmp_path: Path) -> None:
     with hostile_server(trickle(every=0.5)) as url:
-        for name, args in commands(url, tmp_path, "--timeout", "60s", "--deadline", "2s").items():
+        for args in commands(url, tmp_path, "--timeout", "60s", "--deadline", "2s").values():
             check(run_watched(args, timeout=60), "did not answer within --deadline 2s", seconds=20)
 
 

@@ -38,8 +38,7 @@ def test_totals_are_the_known_ones(capacity_report: Path) -> None:
     # in-use time below 60%: node-b's chips (2 x 30 days + 2 x 15 days) of all in-use chip time
     in_use_hours = 12 * HOURS - t["idle_chip_hours"]
     assert t["below_share"] == pytest.approx((2 * HOURS + 2 * HOURS / 2) / in_use_hours, abs=0.002)
-    expected = (sum(h.NODE_A_UTIL) * HOURS + h.NODE_B_UTIL * 3 * HOURS + sum(h.SAW) / 2 * HOURS
-                + 2 * h.NODE_C_BUSY * HOURS) / in_use_hours
+    expected = (sum(h.NODE_A_UTIL) * HOURS + h.NODE_B_UTIL * 3 * HOURS + sum(h.SAW) / 2 * HOURS + 2 * h.NODE_C_BUSY * HOURS) / in_use_hours
     assert t["mean_utilization_in_use"] == pytest.approx(expected, abs=0.002)
     assert doc["verdict"] == "warning" and doc["step"] == 3600
 
@@ -53,7 +52,7 @@ def test_nodes_namespaces_and_hbm(capacity_report: Path) -> None:
     assert nodes["node-c:9435"]["idle_chip_hours"] == HOURS and nodes["node-a:9435"]["idle_chip_hours"] == 0
     assert nodes["node-a:9435"]["hbm_peak_ratio"] == pytest.approx(h.HBM_FILL[1], abs=0.01)
     assert nodes["node-b:9435"]["hbm_peak_ratio"] == pytest.approx(h.HBM_OTHER)
-    assert nodes["node-c:9435"]["hbm_peak_ratio"] is None          # no HBM series
+    assert nodes["node-c:9435"]["hbm_peak_ratio"] is None  # no HBM series
     assert "no npu_hbm_used_bytes / npu_hbm_total_bytes series from node-c:9435: not in the HBM headroom" in doc["notes"]
     spaces = {n["namespace"]: n for n in doc["namespaces"]}
     assert set(spaces) == {"team-a", "team-b", "team-c"}
@@ -68,8 +67,8 @@ def test_forecasts(capacity_report: Path) -> None:
     assert hbm["slope_per_day"] == pytest.approx(per_day, rel=0.02)
     # from 80% to the 95% of NPUHBMAlmostFull at ~1.9 points a day (daily peaks: half a day earlier)
     assert hbm["days_to_limit"] == pytest.approx((0.95 - h.HBM_FILL[1]) / per_day - 0.5, abs=0.5)
-    assert "HBM used on node-b:9435" not in forecasts            # flat: not forecast
-    assert forecasts["chips in use"]["slope_per_day"] > 0         # node-b grew by two chips
+    assert "HBM used on node-b:9435" not in forecasts  # flat: not forecast
+    assert forecasts["chips in use"]["slope_per_day"] > 0  # node-b grew by two chips
 
 
 def test_written_summary(capacity_report: Path) -> None:
@@ -86,8 +85,16 @@ def test_written_summary(capacity_report: Path) -> None:
 def test_charts_are_non_empty_images(capacity_report: Path) -> None:
     from PIL import Image, ImageStat
 
-    names = {"utilization_nodes.png", "utilization_namespaces.png", "utilization_distribution.png",
-             "idle_chip_hours.png", "below_threshold.png", "hbm_headroom.png", "allocation_vs_use.png", "forecast.png"}
+    names = {
+        "utilization_nodes.png",
+        "utilization_namespaces.png",
+        "utilization_distribution.png",
+        "idle_chip_hours.png",
+        "below_threshold.png",
+        "hbm_headroom.png",
+        "allocation_vs_use.png",
+        "forecast.png",
+    }
     assert {p.name for p in capacity_report.glob("*.png")} == names and len(CHARTS) == len(names)
     for path in capacity_report.glob("*.png"):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -101,11 +108,21 @@ def test_charts_are_non_empty_images(capacity_report: Path) -> None:
 
 def _chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[str]:
     binary = tool("chromium")
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
-             "--disable-default-apps", f"--user-data-dir={profile}"]
-    return subprocess.run([binary, *flags, *args], check=False, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "HOME": str(profile)})
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-extensions",
+        "--disable-default-apps",
+        f"--user-data-dir={profile}",
+    ]
+    return subprocess.run(
+        [binary, *flags, *args], check=False, capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": str(profile)}
+    )
 
 
 def test_html_opens_in_chromium(capacity_report: Path, tmp_path: Path) -> None:
@@ -134,7 +151,8 @@ def test_images_load_in_chromium(capacity_report: Path, tmp_path: Path) -> None:
     probe.write_text(
         "<!DOCTYPE html><html><body>" + images + "<pre id=out></pre><script>"
         "window.onload=()=>{document.getElementById('out').textContent=[...document.images]"
-        ".map(i=>i.complete&&i.naturalWidth>0?'ok':'broken:'+i.src).join(' ')}</script></body></html>")
+        ".map(i=>i.complete&&i.naturalWidth>0?'ok':'broken:'+i.src).join(' ')}</script></body></html>"
+    )
     try:
         dom = _chromium(["--virtual-time-budget=5000", "--dump-dom", probe.as_uri()], tmp_path / "profile")
     finally:
@@ -155,30 +173,40 @@ def test_unreachable_prometheus_exits_2(tmp_path: Path) -> None:
 
 
 def test_empty_window_exits_2(prometheus: Prometheus, tmp_path: Path) -> None:
-    result = run_report("--prometheus", prometheus.url, "--end", str(prometheus.now - 120 * 86400), "--range", "7d",
-                        "--out", str(tmp_path / "r"))
+    result = run_report(
+        "--prometheus", prometheus.url, "--end", str(prometheus.now - 120 * 86400), "--range", "7d", "--out", str(tmp_path / "r")
+    )
     assert result.code == 2 and "has no npu_aicore_utilization_ratio series" in result.err
 
 
 def test_missing_series_are_noted_and_the_rest_reported(prometheus: Prometheus, tmp_path: Path) -> None:
     # node-c reports no HBM at all: no HBM chart or forecast, a note naming the series, the rest as usual
     out = tmp_path / "r"
-    result = run_report("--prometheus", prometheus.url, "--end", str(prometheus.now), "--range", "2d",
-                        "--selector", '{instance="node-c:9435"}', "--out", str(out))
+    result = run_report(
+        "--prometheus",
+        prometheus.url,
+        "--end",
+        str(prometheus.now),
+        "--range",
+        "2d",
+        "--selector",
+        '{instance="node-c:9435"}',
+        "--out",
+        str(out),
+    )
     assert result.code == 0, result.err
     doc = numbers(out)
     assert doc["step"] == 300 and doc["totals"]["chips"] == 4
     assert "no npu_hbm_used_bytes / npu_hbm_total_bytes series: HBM headroom not shown" in doc["notes"]
     assert "hbm_headroom" not in doc["charts"] and not (out / "hbm_headroom.png").exists()
     html = (out / "index.html").read_text()
-    assert "HBM headroom</h2>\n<p class=\"note\">Prometheus has no npu_hbm_used_bytes / npu_hbm_total_bytes series" in html
+    assert 'HBM headroom</h2>\n<p class="note">Prometheus has no npu_hbm_used_bytes / npu_hbm_total_bytes series' in html
 
 
 def test_unwritable_output_exits_2(prometheus: Prometheus, tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    result = run_report("--prometheus", prometheus.url, "--end", str(prometheus.now), "--range", "1d",
-                        "--out", str(blocker / "sub"))
+    result = run_report("--prometheus", prometheus.url, "--end", str(prometheus.now), "--range", "1d", "--out", str(blocker / "sub"))
     assert result.code == 2 and "cannot write the report" in result.err
 
 
@@ -194,9 +222,22 @@ def test_what_the_report_needs_is_checked_before_any_query(problem: str, tmp_pat
         listener.settimeout(0)
         url = f"http://127.0.0.1:{listener.getsockname()[1]}"
         proc = subprocess.run(
-            [sys.executable, "-c", f"import sys; {hide}from exporter.cli import main; sys.exit(main())",
-             "report", "--prometheus", url, "--range", "1d", "--out", str(out)],
-            capture_output=True, text=True, timeout=60)
+            [
+                sys.executable,
+                "-c",
+                f"import sys; {hide}from exporter.cli import main; sys.exit(main())",
+                "report",
+                "--prometheus",
+                url,
+                "--range",
+                "1d",
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         with pytest.raises(BlockingIOError):
             listener.accept()
     assert proc.returncode == 2, proc.stderr
@@ -216,12 +257,11 @@ def test_progress_shows_on_a_terminal_only(prometheus: Prometheus, tmp_path: Pat
 
     parser = argparse.ArgumentParser()
     report.add_arguments(parser)
-    args = parser.parse_args(["--prometheus", prometheus.url, "--range", "1d", "--end", str(prometheus.now),
-                              "--out", str(tmp_path / "r")])
+    args = parser.parse_args(["--prometheus", prometheus.url, "--range", "1d", "--end", str(prometheus.now), "--out", str(tmp_path / "r")])
     err = Tty()
     assert report.run(args, out=io.StringIO(), err=err) == 0
     text = err.getvalue()
     assert "\rquerying Prometheus: 1/11 history held" in text and "2/11 chip utilization" in text and "11/11 HBM total" in text
-    assert text.endswith("\r") and text.rstrip("\r ").count("\r") >= 7    # the line is cleared at the end
+    assert text.endswith("\r") and text.rstrip("\r ").count("\r") >= 7  # the line is cleared at the end
     quiet = io.StringIO()
     assert report.run(args, out=io.StringIO(), err=quiet) == 0 and quiet.getvalue() == ""

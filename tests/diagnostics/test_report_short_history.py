@@ -39,15 +39,14 @@ def history(now: int) -> Iterator[str]:
         yield from (f"npu_aicore_utilization_ratio{labels(npu)} {UTIL.get(npu, BUSY)} {t}" for t in times)
     yield "# TYPE npu_process_memory_bytes gauge"
     for npu in IN_USE:
-        yield from (f"npu_process_memory_bytes{labels(npu, pid=str(100 + npu), process='python')} 1073741824 {t}"
-                    for t in times)
+        yield from (f"npu_process_memory_bytes{labels(npu, pid=str(100 + npu), process='python')} 1073741824 {t}" for t in times)
     yield "# EOF"
 
 
 @pytest.fixture(scope="module")
 def day_one(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     root = tmp_path_factory.mktemp("day-one")
-    now = int(time.time()) // 60 * 60 - 23          # 37 s past a minute, just in the past
+    now = int(time.time()) // 60 * 60 - 23  # 37 s past a minute, just in the past
     with serving_blocks(build_blocks(history(now), root), root, now) as served:
         yield served
 
@@ -80,7 +79,7 @@ def test_numbers_keep_their_precision(report_30d: Path) -> None:
     d = doc(report_30d)
     t = d["totals"]
     minutes = t["chip_hours"] * 60
-    assert 8 * (MINUTES - 1.7) <= minutes <= 8 * MINUTES         # the last 37 s are after the window's end
+    assert 8 * (MINUTES - 1.7) <= minutes <= 8 * MINUTES  # the last 37 s are after the window's end
     assert t["idle_chip_hours"] == pytest.approx(t["chip_hours"] / 8)
     unused = t["unused_chip_hours"]
     assert 0.1 < unused < 1
@@ -95,8 +94,9 @@ def test_every_chip_below_the_bound_is_named_with_its_average(report_30d: Path) 
     below = [(c["subject"], round(c["mean_utilization"], 3)) for c in d["chips_below"]]
     assert below == [(f"device 1 (NPU 1, chip 0) on {INSTANCE}", 0.35), (f"device 4 (NPU 4, chip 0) on {INSTANCE}", 0.42)]
     summary = next(f for f in d["findings"] if f.startswith("Chips in use averaging below 60%"))
-    assert summary == (f"Chips in use averaging below 60%: device 1 (NPU 1, chip 0) on {INSTANCE} (35.0%), "
-                       f"device 4 (NPU 4, chip 0) on {INSTANCE} (42.0%).")
+    assert summary == (
+        f"Chips in use averaging below 60%: device 1 (NPU 1, chip 0) on {INSTANCE} (35.0%), device 4 (NPU 4, chip 0) on {INSTANCE} (42.0%)."
+    )
     # the node as a whole is above the bound: it is not in the nodes' list, its chips are
     assert not any(f.startswith("Nodes below") for f in d["findings"])
     html = (report_30d / "index.html").read_text()
@@ -115,8 +115,7 @@ def test_empty_sections_say_why(report_30d: Path) -> None:
 
 
 def test_a_given_step_is_kept(day_one: Prometheus, tmp_path: Path) -> None:
-    result = run_report("--prometheus", day_one.url, "--range", "1d", "--step", "5m", "--end", str(day_one.now),
-                        "--out", str(tmp_path))
+    result = run_report("--prometheus", day_one.url, "--range", "1d", "--step", "5m", "--end", str(day_one.now), "--out", str(tmp_path))
     assert result.code == 0, result.err
     d = doc(tmp_path)
     assert d["step"] == 300 and d["requested"] == 86400 and d["covered"] in (300, 600)

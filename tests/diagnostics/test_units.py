@@ -57,38 +57,54 @@ TABLE = load_thresholds()
 
 def test_isolated_pages_verdict_follows_the_alert_tiers() -> None:
     # (total, double-bit, new in the window) against the table's limit 64 and new-page threshold 0
-    assert isolated_pages_verdict(64, 0, 0, 64, 0) == "healthy"      # at the limit, nothing new
-    assert isolated_pages_verdict(65, 0, 0, 64, 0) == "abnormal"     # above it
-    assert isolated_pages_verdict(1, 1, 0, 64, 0) == "abnormal"      # one double-bit page
-    assert isolated_pages_verdict(3, 0, 1, 64, 0) == "warning"       # a new single-bit page
-    assert isolated_pages_verdict(3, 0, None, 64, 0) == "healthy"    # one reading: nothing to compare
+    assert isolated_pages_verdict(64, 0, 0, 64, 0) == "healthy"  # at the limit, nothing new
+    assert isolated_pages_verdict(65, 0, 0, 64, 0) == "abnormal"  # above it
+    assert isolated_pages_verdict(1, 1, 0, 64, 0) == "abnormal"  # one double-bit page
+    assert isolated_pages_verdict(3, 0, 1, 64, 0) == "warning"  # a new single-bit page
+    assert isolated_pages_verdict(3, 0, None, 64, 0) == "healthy"  # one reading: nothing to compare
 
 
 def test_pages_between_scrapes_are_new_pages() -> None:
     def scrape(at: float, single: float) -> Scrape:
         chip = (("chip", "0"), ("device", "1"), ("npu", "1"))
-        return Scrape(at, (("npu_aicore_utilization_ratio", chip, 0.9),
-                           ("npu_ecc_isolated_pages", (*chip, ("memory", "hbm"), ("type", "single_bit")), single),
-                           ("npu_ecc_isolated_pages", (*chip, ("memory", "hbm"), ("type", "double_bit")), 0.0)))
-    one, = chips_from([scrape(0, 2), scrape(10, 3)])
+        return Scrape(
+            at,
+            (
+                ("npu_aicore_utilization_ratio", chip, 0.9),
+                ("npu_ecc_isolated_pages", (*chip, ("memory", "hbm"), ("type", "single_bit")), single),
+                ("npu_ecc_isolated_pages", (*chip, ("memory", "hbm"), ("type", "double_bit")), 0.0),
+            ),
+        )
+
+    (one,) = chips_from([scrape(0, 2), scrape(10, 3)])
     assert one.isolated_pages == (PageCount("hbm", "double_bit", 0.0), PageCount("hbm", "single_bit", 3.0))
     assert one.new_isolated_pages == 1
     report = analyse(Observations("t", chips=(one,)), TABLE)
-    finding, = report.at("hardware")
+    (finding,) = report.at("hardware")
     assert (finding.value, finding.verdict, finding.detail) == (3, "warning", "hbm single_bit 3; 1 new in the window")
     assert chips_from([scrape(0, 2)])[0].new_isolated_pages is None
 
 
-@pytest.mark.parametrize("stddev,mean,expected", [
-    (0.16, 0.5, "abnormal"), (0.15, 0.5, "healthy"), (0.3, 0.9, "warning"), (0.0, 0.2, "healthy"),
-])
+@pytest.mark.parametrize(
+    "stddev,mean,expected",
+    [
+        (0.16, 0.5, "abnormal"),
+        (0.15, 0.5, "healthy"),
+        (0.3, 0.9, "warning"),
+        (0.0, 0.2, "healthy"),
+    ],
+)
 def test_unstable_verdict(stddev: float, mean: float, expected: str) -> None:
     assert unstable_verdict(stddev, mean, threshold=0.15, mean_below=0.85) == expected
 
 
 def test_utilization_verdicts_follow_the_table() -> None:
-    chips = (ChipStats("", "0", "0", "0", 0.86), ChipStats("", "1", "0", "1", 0.85), ChipStats("", "2", "0", "2", 0.59),
-             ChipStats("", "3", "0", "3", 0.0, in_use=False))
+    chips = (
+        ChipStats("", "0", "0", "0", 0.86),
+        ChipStats("", "1", "0", "1", 0.85),
+        ChipStats("", "2", "0", "2", 0.59),
+        ChipStats("", "3", "0", "3", 0.0, in_use=False),
+    )
     report = analyse(Observations("test", chips=chips), TABLE)
     assert [f.verdict for f in report.findings] == ["healthy", "warning", "abnormal", None]
     assert report.verdict == "abnormal" and report.exit_code == 1
@@ -124,7 +140,7 @@ def test_linear_fit_and_forecast() -> None:
     assert slope * 86400 == pytest.approx(0.01) and intercept == pytest.approx(0.2)
     f = forecast("x", "ratio", points, end=9 * 86400.0, horizon_days=30, limit=0.5)
     assert f is not None and f.days_to_limit == pytest.approx(21)
-    assert forecast("x", "ratio", points[:2], 0, 30) is None                       # too few days
+    assert forecast("x", "ratio", points[:2], 0, 30) is None  # too few days
     flat = forecast("x", "ratio", [(d * 86400.0, 0.3) for d in range(5)], 4 * 86400.0, 30, limit=0.5)
     assert flat is not None and flat.days_to_limit is None
     assert linear_fit([(1.0, 2.0), (1.0, 3.0)]) is None
@@ -138,10 +154,10 @@ def test_daily_groups_by_whole_days() -> None:
 
 def test_capacity_without_allocation_data_counts_busy_chips() -> None:
     t = [3600.0 * i for i in range(1, 25)]
-    chips = (ChipHistory("a", "0", "0", "0", tuple((x, 0.5) for x in t)),
-             ChipHistory("a", "1", "0", "1", tuple((x, 0.0) for x in t)))
-    data = CapacityInput("t", t[0], t[-1], 3600.0, chips, (NodeHbm("a", tuple((x, 10.0) for x in t), tuple((x, 40.0) for x in t)),),
-                         in_use_known=False)
+    chips = (ChipHistory("a", "0", "0", "0", tuple((x, 0.5) for x in t)), ChipHistory("a", "1", "0", "1", tuple((x, 0.0) for x in t)))
+    data = CapacityInput(
+        "t", t[0], t[-1], 3600.0, chips, (NodeHbm("a", tuple((x, 10.0) for x in t), tuple((x, 40.0) for x in t)),), in_use_known=False
+    )
     report = analyse_capacity(data, TABLE)
     assert report.totals["idle_chip_hours"] == 24 and report.totals["mean_utilization_in_use"] == 0.5
     assert report.nodes[0].hbm_peak_ratio == 0.25 and report.nodes[0].hbm_min_headroom_bytes == 30.0
@@ -160,7 +176,7 @@ def test_capacity_counts_the_observed_seconds_of_each_step() -> None:
     outside = {t[0] - 3600.0, t[-1] + 3600.0}
     assert observed_seconds(tuple((x, 0.5) for x in t), first, last, 3600.0, outside) == tuple((x, 3600.0) for x in t)
     new = ChipHistory("a", "1", "0", "1", tuple((x, 0.0) for x in t), observed=seconds)
-    old = ChipHistory("a", "0", "0", "0", tuple((x, 0.5) for x in t))          # no timestamps: whole steps
+    old = ChipHistory("a", "0", "0", "0", tuple((x, 0.5) for x in t))  # no timestamps: whole steps
     report = analyse_capacity(CapacityInput("t", t[0], t[-1], 3600.0, (old, new), in_use_known=False), TABLE)
     hours = (40 + 60 + 60 + 10) / 60
     assert report.totals["chip_hours"] == pytest.approx(4 + hours) and report.totals["idle_chip_hours"] == pytest.approx(hours)
@@ -237,7 +253,7 @@ def test_many_edge_steps_read_sample_times_with_one_coarser_range_query_each() -
     from exporter.diagnostics.promapi import Series
 
     labels = {"instance": "a", "npu": "0", "chip": "0", "device": "0"}
-    points = tuple((3600.0 * i, 0.5) for i in range(1, 4 * MAX_EDGE_STEPS, 2))   # every other hour: all edges
+    points = tuple((3600.0 * i, 0.5) for i in range(1, 4 * MAX_EDGE_STEPS, 2))  # every other hour: all edges
     calls: list[tuple[str, str]] = []
 
     class Client:
@@ -259,14 +275,28 @@ def test_many_edge_steps_read_sample_times_with_one_coarser_range_query_each() -
 # --- the report's numbers and chart styles ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("seconds,text", [(0, "0s"), (59.6, "1m"), (60, "1m"), (450, "7m30s"), (3600, "1h"),
-                                          (5400, "1h30m"), (90061, "1d1h"), (30 * 86400, "30d"), (3599.6, "1h")])
+@pytest.mark.parametrize(
+    "seconds,text",
+    [
+        (0, "0s"),
+        (59.6, "1m"),
+        (60, "1m"),
+        (450, "7m30s"),
+        (3600, "1h"),
+        (5400, "1h30m"),
+        (90061, "1d1h"),
+        (30 * 86400, "30d"),
+        (3599.6, "1h"),
+    ],
+)
 def test_format_duration(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
 
 
-@pytest.mark.parametrize("hours,text", [(0, "0"), (0.4855, "0.49"), (0.0123, "0.012"), (0.0004, "<0.001"), (3.214, "3.21"),
-                                        (56.78, "56.8"), (1440.4, "1,440"), (None, "n/a")])
+@pytest.mark.parametrize(
+    "hours,text",
+    [(0, "0"), (0.4855, "0.49"), (0.0123, "0.012"), (0.0004, "<0.001"), (3.214, "3.21"), (56.78, "56.8"), (1440.4, "1,440"), (None, "n/a")],
+)
 def test_chip_hours_keep_their_precision(hours: float | None, text: str) -> None:
     assert hours_text(hours) == text
 
@@ -285,9 +315,11 @@ def test_chart_series_are_distinguishable() -> None:
 
 def test_chips_below_the_bound_are_named_with_their_average() -> None:
     t = [60.0 * i for i in range(1, 11)]
-    chips = (ChipHistory("n:9435", "0", "0", "0", tuple((x, 0.9) for x in t), frozenset(t)),
-             ChipHistory("n:9435", "1", "0", "1", tuple((x, 0.3) for x in t), frozenset(t)),
-             ChipHistory("n:9435", "2", "0", "2", tuple((x, 0.0) for x in t)))          # idle: not judged
+    chips = (
+        ChipHistory("n:9435", "0", "0", "0", tuple((x, 0.9) for x in t), frozenset(t)),
+        ChipHistory("n:9435", "1", "0", "1", tuple((x, 0.3) for x in t), frozenset(t)),
+        ChipHistory("n:9435", "2", "0", "2", tuple((x, 0.0) for x in t)),
+    )  # idle: not judged
     report = analyse_capacity(CapacityInput("t", t[0], t[-1], 60.0, chips), TABLE)
     assert [(c.subject, c.mean_utilization) for c in report.chips_below] == [("device 1 (NPU 1, chip 0) on n:9435", 0.3)]
     assert "Chips in use averaging below 60%: device 1 (NPU 1, chip 0) on n:9435 (30.0%)." in report.findings
@@ -298,7 +330,7 @@ def test_chips_below_the_bound_are_named_with_their_average() -> None:
 def test_chart_lines_break_at_missing_steps() -> None:
     from exporter.diagnostics.charts import gapped
 
-    points = [(0.0, 0.5), (60.0, 0.5), (420.0, 0.7), (480.0, 0.7)]   # five steps missing
+    points = [(0.0, 0.5), (60.0, 0.5), (420.0, 0.7), (480.0, 0.7)]  # five steps missing
     drawn = gapped(points, 60.0)
     assert [t for t, _ in drawn] == [0.0, 60.0, 120.0, 420.0, 480.0] and math.isnan(drawn[2][1])
-    assert gapped(points[:2], 60.0) == points[:2]                    # nothing missing: unchanged
+    assert gapped(points[:2], 60.0) == points[:2]  # nothing missing: unchanged

@@ -166,13 +166,25 @@ def _row(board: dict[str, Any], title: str) -> list[dict[str, Any]]:
 def test_the_network_row_of_the_node_dashboard() -> None:
     board = load(ROOT / DASHBOARD_DIR / "node-chip-detail.json")
     panels = {p["title"]: p for p in _row(board, "Network")}
-    assert {"Links up", "Net health state", "Link flaps (15m)", "Throughput", "PFC frames/s", "Errors/s by kind",
-            "Optical receive power", "Optical transmit power", "Optical module temperature"} <= set(panels)
+    assert {
+        "Links up",
+        "Net health state",
+        "Link flaps (15m)",
+        "Throughput",
+        "PFC frames/s",
+        "Errors/s by kind",
+        "Optical receive power",
+        "Optical transmit power",
+        "Optical module temperature",
+    } <= set(panels)
     exprs = {title: " ".join(t["expr"] for t in panel["targets"]) for title, panel in panels.items()}
     assert "rate(npu_network_bytes_total{" in exprs["Throughput"] and panels["Throughput"]["fieldConfig"]["defaults"]["unit"] == "Bps"
     assert 'kind="pfc"' in exprs["PFC frames/s"] and "by (instance, device, port, kind)" in exprs["Errors/s by kind"]
     assert "npu_network_link_down_transitions_total" in exprs["Link flaps (15m)"]
-    for title, metric in (("Optical receive power", "npu_optical_rx_power_watts"), ("Optical transmit power", "npu_optical_tx_power_watts")):
+    for title, metric in (
+        ("Optical receive power", "npu_optical_rx_power_watts"),
+        ("Optical transmit power", "npu_optical_tx_power_watts"),
+    ):
         assert f"10 * log10(clamp_min({metric}{{" in exprs[title] and "* 1000, " in exprs[title]
         assert panels[title]["fieldConfig"]["defaults"]["unit"] == "dBm"
     # threshold lines: the alerts' bounds, optical power converted to dBm
@@ -242,8 +254,13 @@ def narrowing_pickers(board: dict[str, Any], expr: str) -> set[str]:
     variables = {v["name"]: v for v in board["templating"]["list"] if v["type"] == "query"}
     used = {name for name in variables if f"${name}" in expr or f"${{{name}}}" in expr}
     while True:
-        more = {dep for name in used if not variables[name].get("allValue")
-                for dep in variables if f"${dep}" in variables[name]["query"]["query"]} - used
+        more = {
+            dep
+            for name in used
+            if not variables[name].get("allValue")
+            for dep in variables
+            if f"${dep}" in variables[name]["query"]["query"]
+        } - used
         if not more:
             return used
         used |= more
@@ -253,9 +270,12 @@ def narrowing_pickers(board: dict[str, Any], expr: str) -> set[str]:
 def test_every_query_narrows_by_every_picker_of_its_dashboard(path: Path) -> None:
     board = load(path)
     pickers = {v["name"] for v in board["templating"]["list"] if v["type"] == "query"}
-    ignoring = [f"{panel['title']} [{target['refId']}] ignores {sorted(pickers - narrowing_pickers(board, target['expr']))}"
-                for panel in data_panels(board) for target in panel["targets"]
-                if pickers - narrowing_pickers(board, target["expr"])]
+    ignoring = [
+        f"{panel['title']} [{target['refId']}] ignores {sorted(pickers - narrowing_pickers(board, target['expr']))}"
+        for panel in data_panels(board)
+        for target in panel["targets"]
+        if pickers - narrowing_pickers(board, target["expr"])
+    ]
     assert not ignoring, "\n".join(ignoring)
 
 

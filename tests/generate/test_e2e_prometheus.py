@@ -67,20 +67,31 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 # it fires first, so what Alertmanager delivers does not depend on which evaluation came first.
 # For the same reason NPULowUtilization waits longer than NPUUnhealthy, which mutes it on a
 # Critical chip (10m against 1m in the table).
-SIMULATED = "CANNExporterSimulated"   # every node here: the alert that says so is checked on its own
+SIMULATED = "CANNExporterSimulated"  # every node here: the alert that says so is checked on its own
 # The handover (keep_firing_for) outlasts CANNExporterDown's 5s `for:` by a few evaluations.
-WINDOWS = {"window": "5s", "range": "10s", "rollup_interval": "1s", "handover": "15s",
-           "NPULowUtilization.range": "60s", "NPULowUtilization.window": "15s", "NPUUtilizationUnstable.range": "60s", "NPUUtilizationUnstable.window": "60s"}
-SAWTOOTH_CHIPS = 8          # the 910b3 model
+WINDOWS = {
+    "window": "5s",
+    "range": "10s",
+    "rollup_interval": "1s",
+    "handover": "15s",
+    "NPULowUtilization.range": "60s",
+    "NPULowUtilization.window": "15s",
+    "NPUUtilizationUnstable.range": "60s",
+    "NPUUtilizationUnstable.window": "60s",
+}
+SAWTOOTH_CHIPS = 8  # the 910b3 model
 # What Alertmanager must deliver for the degraded node (logic id 2 Critical, one NPU missing of 8
 # the PCI fixture shows), and what it must hold back: the Critical chip's low utilization
 # (muted by NPUUnhealthy and NPUMissing); NPUECCDoubleBitErrors, muted by the isolation alert's
 # critical tier, may or may not have fired by then.
-DEGRADED_DELIVERED = {("NPUUnhealthy", str(DEGRADED_CRITICAL_LOGIC_ID)), ("NPUMemoryPagesIsolated", str(DEGRADED_CRITICAL_LOGIC_ID)),
-                      ("NPUMissing", "")}
+DEGRADED_DELIVERED = {
+    ("NPUUnhealthy", str(DEGRADED_CRITICAL_LOGIC_ID)),
+    ("NPUMemoryPagesIsolated", str(DEGRADED_CRITICAL_LOGIC_ID)),
+    ("NPUMissing", ""),
+}
 DEGRADED_INHIBITED = {("NPULowUtilization", str(DEGRADED_CRITICAL_LOGIC_ID))}
 EXPECTED_LOW = {str(i) for i in UNDERUTILIZED_LOGIC_IDS}
-NODE_NAMES = ("npu-node-1", "npu-node-2")    # the underutilized and the healthy targets' `node`
+NODE_NAMES = ("npu-node-1", "npu-node-2")  # the underutilized and the healthy targets' `node`
 
 
 # --- processes and HTTP -----------------------------------------------------------------------
@@ -93,8 +104,7 @@ class Proc:
 
     def start(self, env: dict[str, str] | None = None) -> Proc:
         self._out = open(self.log, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(self.args, stdout=self._out, stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(self.args, stdout=self._out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         return self
 
     def alive(self) -> bool:
@@ -107,7 +117,7 @@ class Proc:
         if self.proc is None:
             return
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)   # its own session: the simulator children too
+            os.killpg(self.proc.pid, signal.SIGTERM)  # its own session: the simulator children too
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -179,15 +189,21 @@ class Webhook:
         """(alertname, instance, device) of the firing notifications: of ``alertname``, or of every
         alert but CANNExporterSimulated (every node of this stack is simulated, and says so)."""
         with self.lock:
-            return {(a["labels"].get("alertname", ""), a["labels"].get("instance", ""), a["labels"].get("device", ""))
-                    for a in self.alerts if a.get("status") == "firing"
-                    and (a["labels"].get("alertname") == alertname if alertname else a["labels"].get("alertname") != SIMULATED)}
+            return {
+                (a["labels"].get("alertname", ""), a["labels"].get("instance", ""), a["labels"].get("device", ""))
+                for a in self.alerts
+                if a.get("status") == "firing"
+                and (a["labels"].get("alertname") == alertname if alertname else a["labels"].get("alertname") != SIMULATED)
+            }
 
     def severities(self, alertname: str) -> set[tuple[str, str, str]]:
         """(instance, device, severity) of every firing notification of ``alertname``."""
         with self.lock:
-            return {(a["labels"].get("instance", ""), a["labels"].get("device", ""), a["labels"].get("severity", ""))
-                    for a in self.alerts if a.get("status") == "firing" and a["labels"].get("alertname") == alertname}
+            return {
+                (a["labels"].get("instance", ""), a["labels"].get("device", ""), a["labels"].get("severity", ""))
+                for a in self.alerts
+                if a.get("status") == "firing" and a["labels"].get("alertname") == alertname
+            }
 
     def close(self) -> None:
         self.server.shutdown()
@@ -210,13 +226,28 @@ class StepPoster:
             now = time.time()
             duration = now - last
             last = now
-            phases = {"data": 0.01 * duration, "h2d": 0.03 * duration, "d2h": 0.02 * duration,
-                      "compute": 0.85 * duration, "framework": 0.03 * duration}
-            self.statuses.append(http_post_json(self.url, {
-                "job_name": "e2e-bert", "rank": 0, "world_size": 1, "device": self.device, "framework": "pytorch",
-                "pid": os.getpid(), "memory": {"allocated_bytes": 30 << 30, "max_allocated_bytes": 40 << 30},
-                "steps": [{"end": now, "duration": duration, "samples": 32, "phases": phases}],
-            }))
+            phases = {
+                "data": 0.01 * duration,
+                "h2d": 0.03 * duration,
+                "d2h": 0.02 * duration,
+                "compute": 0.85 * duration,
+                "framework": 0.03 * duration,
+            }
+            self.statuses.append(
+                http_post_json(
+                    self.url,
+                    {
+                        "job_name": "e2e-bert",
+                        "rank": 0,
+                        "world_size": 1,
+                        "device": self.device,
+                        "framework": "pytorch",
+                        "pid": os.getpid(),
+                        "memory": {"allocated_bytes": 30 << 30, "max_allocated_bytes": 40 << 30},
+                        "steps": [{"end": now, "duration": duration, "samples": 32, "phases": phases}],
+                    },
+                )
+            )
 
     def close(self) -> None:
         self.stop_event.set()
@@ -235,7 +266,7 @@ def healthy_profile(root: Path) -> Path:
 class Stack:
     prometheus: str
     alertmanager: str
-    low: str        # instance label of the underutilized exporter
+    low: str  # instance label of the underutilized exporter
     healthy: str
     degraded: str
     sawtooth: str
@@ -262,16 +293,21 @@ class Stack:
         """(alertname, instance, device) of the alerts Alertmanager holds back by an inhibit rule."""
         status, body = http_get(f"{self.alertmanager}/api/v2/alerts")
         assert status == 200, body
-        return {(a["labels"]["alertname"], a["labels"].get("instance", ""), a["labels"].get("device", ""))
-                for a in json.loads(body) if a["status"].get("inhibitedBy") and a["labels"].get("instance", "") in instances}
+        return {
+            (a["labels"]["alertname"], a["labels"].get("instance", ""), a["labels"].get("device", ""))
+            for a in json.loads(body)
+            if a["status"].get("inhibitedBy") and a["labels"].get("instance", "") in instances
+        }
 
     def active_alerts(self, *instances: str) -> set[tuple[str, str, str, str]]:
         """(alertname, instance, device, state) of the alerts pending or firing on ``instances``."""
         status, body = http_get(f"{self.prometheus}/api/v1/alerts")
         assert status == 200, body
-        return {(a["labels"]["alertname"], a["labels"].get("instance", ""), a["labels"].get("device", ""), a["state"])
-                for a in json.loads(body)["data"]["alerts"]
-                if a["labels"].get("instance", "") in instances and a["labels"]["alertname"] != SIMULATED}
+        return {
+            (a["labels"]["alertname"], a["labels"].get("instance", ""), a["labels"].get("device", ""), a["state"])
+            for a in json.loads(body)["data"]["alerts"]
+            if a["labels"].get("instance", "") in instances and a["labels"]["alertname"] != SIMULATED
+        }
 
 
 @pytest.fixture(scope="module")
@@ -284,21 +320,38 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     low, healthy, degraded = f"127.0.0.1:{exporter_port}", f"127.0.0.1:{healthy_port}", f"127.0.0.1:{degraded_port}"
     sawtooth = f"127.0.0.1:{saw_port}"
     webhook = Webhook()
-    (tmp / "alertmanager.yml").write_text(yaml.safe_dump({
-        "route": {"receiver": "test", "group_by": ["alertname", "instance", "device"],
-                  "group_wait": "1s", "group_interval": "1s", "repeat_interval": "1h"},
-        "receivers": [{"name": "test", "webhook_configs": [
-            {"url": f"http://127.0.0.1:{webhook.port}/alerts", "send_resolved": True}]}],
-        # The shipped inhibit rules, as `cann-exporter generate` writes them.
-        "inhibit_rules": yaml.safe_load(files[INHIBIT_FILE])["inhibit_rules"],
-    }))
+    (tmp / "alertmanager.yml").write_text(
+        yaml.safe_dump(
+            {
+                "route": {
+                    "receiver": "test",
+                    "group_by": ["alertname", "instance", "device"],
+                    "group_wait": "1s",
+                    "group_interval": "1s",
+                    "repeat_interval": "1h",
+                },
+                "receivers": [
+                    {"name": "test", "webhook_configs": [{"url": f"http://127.0.0.1:{webhook.port}/alerts", "send_resolved": True}]}
+                ],
+                # The shipped inhibit rules, as `cann-exporter generate` writes them.
+                "inhibit_rules": yaml.safe_load(files[INHIBIT_FILE])["inhibit_rules"],
+            }
+        )
+    )
     prometheus_config = {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]},
         # Two targets carry a `node` label, as the Kubernetes relabeling gives it; two do not.
-        "scrape_configs": [{"job_name": "cann-exporter", "static_configs": [
-            {"targets": [low], "labels": {"node": NODE_NAMES[0]}}, {"targets": [healthy], "labels": {"node": NODE_NAMES[1]}},
-            {"targets": [degraded, sawtooth]}]}],
+        "scrape_configs": [
+            {
+                "job_name": "cann-exporter",
+                "static_configs": [
+                    {"targets": [low], "labels": {"node": NODE_NAMES[0]}},
+                    {"targets": [healthy], "labels": {"node": NODE_NAMES[1]}},
+                    {"targets": [degraded, sawtooth]},
+                ],
+            }
+        ],
     }
     # Rules are loaded only once both targets have been scraped (see below).
     (tmp / "prometheus.yml").write_text(yaml.safe_dump(prometheus_config))
@@ -312,37 +365,120 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     # A kubelet that allocated chips 0 (busy) and 1 (low) of the underutilized node to one pod.
     sock_dir = Path(tempfile.mkdtemp(prefix="klt", dir="/tmp"))
     kubelet = FakeKubelet(sock_dir / "kubelet.sock")
-    kubelet.response = pb.ListPodResourcesResponse(pod_resources=[
-        pod("train", "bert-0", container("main", ("huawei.com/Ascend910", ["Ascend910-0", "Ascend910-1"])))])
+    kubelet.response = pb.ListPodResourcesResponse(
+        pod_resources=[pod("train", "bert-0", container("main", ("huawei.com/Ascend910", ["Ascend910-0", "Ascend910-1"])))]
+    )
     kubelet.start()
     pods = ["--podresources.enabled", "--podresources.socket", str(kubelet.socket), "--podresources.interval", "1s"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("CANN_")}
     procs = [
-        Proc("exporter underutilized", [sys.executable, "-m", "exporter", "serve", "--simulate", "underutilized",
-                                        "--listen", low, *fast, "--npu-smi.details", "usages,common,ecc,memory",
-                                        "--profile-dir", str(profiles), "--profiles.interval", "1s", *pods, *hccn],
-             tmp / "exporter-low.log"),
+        Proc(
+            "exporter underutilized",
+            [
+                sys.executable,
+                "-m",
+                "exporter",
+                "serve",
+                "--simulate",
+                "underutilized",
+                "--listen",
+                low,
+                *fast,
+                "--npu-smi.details",
+                "usages,common,ecc,memory",
+                "--profile-dir",
+                str(profiles),
+                "--profiles.interval",
+                "1s",
+                *pods,
+                *hccn,
+            ],
+            tmp / "exporter-low.log",
+        ),
         # Another model for the healthy node, so DDR (310P) as well as HBM (910B3) panels are fed.
-        Proc("exporter healthy", [sys.executable, "-m", "exporter", "serve", "--simulate", "healthy",
-                                  "--simulate.model", "310p-duo", "--listen", healthy, *fast, "--no-hccn.enabled"],
-             tmp / "exporter-healthy.log"),
+        Proc(
+            "exporter healthy",
+            [
+                sys.executable,
+                "-m",
+                "exporter",
+                "serve",
+                "--simulate",
+                "healthy",
+                "--simulate.model",
+                "310p-duo",
+                "--listen",
+                healthy,
+                *fast,
+                "--no-hccn.enabled",
+            ],
+            tmp / "exporter-healthy.log",
+        ),
         # A failing chip (Critical, isolating HBM pages) on a third node, which lists 7 of the 8
         # chips its (fixture) sysfs shows; only the sources its alerts need.
-        Proc("exporter degraded", [sys.executable, "-m", "exporter", "serve", "--simulate", "degraded", "--listen", degraded,
-                                   *fast, "--npu-smi.details", "ecc,health", "--no-hccn.enabled",
-                                   "--npu-smi.sysfs", str(FIXTURES / "sysfs" / "910B3-8card__written")],
-             tmp / "exporter-degraded.log"),
+        Proc(
+            "exporter degraded",
+            [
+                sys.executable,
+                "-m",
+                "exporter",
+                "serve",
+                "--simulate",
+                "degraded",
+                "--listen",
+                degraded,
+                *fast,
+                "--npu-smi.details",
+                "ecc,health",
+                "--no-hccn.enabled",
+                "--npu-smi.sysfs",
+                str(FIXTURES / "sysfs" / "910B3-8card__written"),
+            ],
+            tmp / "exporter-degraded.log",
+        ),
         # Every chip in use, in a saw-tooth around a 52% mean; the overview is all its alerts need.
-        Proc("exporter sawtooth", [sys.executable, "-m", "exporter", "serve", "--simulate", "sawtooth", "--listen", sawtooth,
-                                   *fast, "--npu-smi.details=", "--no-npu-smi.board", "--no-hccn.enabled"],
-             tmp / "exporter-sawtooth.log"),
-        Proc("alertmanager", [alertmanager, f"--config.file={tmp / 'alertmanager.yml'}", f"--storage.path={tmp / 'am'}",
-                              f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address="], tmp / "alertmanager.log"),
+        Proc(
+            "exporter sawtooth",
+            [
+                sys.executable,
+                "-m",
+                "exporter",
+                "serve",
+                "--simulate",
+                "sawtooth",
+                "--listen",
+                sawtooth,
+                *fast,
+                "--npu-smi.details=",
+                "--no-npu-smi.board",
+                "--no-hccn.enabled",
+            ],
+            tmp / "exporter-sawtooth.log",
+        ),
+        Proc(
+            "alertmanager",
+            [
+                alertmanager,
+                f"--config.file={tmp / 'alertmanager.yml'}",
+                f"--storage.path={tmp / 'am'}",
+                f"--web.listen-address=127.0.0.1:{am_port}",
+                "--cluster.listen-address=",
+            ],
+            tmp / "alertmanager.log",
+        ),
         # A resend delay of 1s (default 1m): an alert that fires at the first evaluation after the
         # rules are loaded can be dropped while the reload re-discovers Alertmanager.
-        Proc("prometheus", [prometheus, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
-                            f"--web.listen-address=127.0.0.1:{prom_port}", "--rules.alert.resend-delay=1s"],
-             tmp / "prometheus.log"),
+        Proc(
+            "prometheus",
+            [
+                prometheus,
+                f"--config.file={tmp / 'prometheus.yml'}",
+                f"--storage.tsdb.path={tmp / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{prom_port}",
+                "--rules.alert.resend-delay=1s",
+            ],
+            tmp / "prometheus.log",
+        ),
     ]
     posters: list[StepPoster] = []
     s = Stack(f"http://127.0.0.1:{prom_port}", f"http://127.0.0.1:{am_port}", low, healthy, degraded, sawtooth, webhook, procs)
@@ -352,23 +488,35 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         # `up == 0` and, on a loaded machine, fire CANNExporterDown before the test begins.
         for proc in exporters:
             proc.start(env)
-        wait_for("exporters ready", lambda: all(http_get(f"http://{a}/readyz")[0] == 200 for a in (low, healthy, degraded, sawtooth)),
-                 exporters, 60)
+        wait_for(
+            "exporters ready",
+            lambda: all(http_get(f"http://{a}/readyz")[0] == 200 for a in (low, healthy, degraded, sawtooth)),
+            exporters,
+            60,
+        )
         for proc in procs[4:]:
             proc.start(env)
         # A training job reporting on one low chip of the underutilized node (job panels need data).
         posters.append(StepPoster(f"http://{low}/api/v1/steps", min(EXPECTED_LOW)))
         posters[-1].thread.start()
-        wait_for("Prometheus and Alertmanager ready",
-                 lambda: http_get(f"{s.prometheus}/-/ready")[0] == 200 and http_get(f"{s.alertmanager}/-/ready")[0] == 200, procs, 30)
+        wait_for(
+            "Prometheus and Alertmanager ready",
+            lambda: http_get(f"{s.prometheus}/-/ready")[0] == 200 and http_get(f"{s.alertmanager}/-/ready")[0] == 200,
+            procs,
+            30,
+        )
         # Load the rules only after every exporter was scraped: before its first scrape
         # `absent(up)` holds, and on a loaded machine CANNExporterDown (5s `for:` here)
         # could fire before the test even starts.
         wait_for("every target scraped", lambda: len(s.query("up == 1")) == 4, procs, 60)
         (tmp / "prometheus.yml").write_text(yaml.safe_dump({**prometheus_config, "rule_files": [str(tmp / "alerts" / "*.yml")]}))
         procs[-1].proc.send_signal(signal.SIGHUP)  # Prometheus re-reads its configuration
-        wait_for("rules loaded", lambda: json.loads(http_get(f"{s.prometheus}/api/v1/rules")[1] or b"{}")
-                 .get("data", {}).get("groups"), procs, 30)
+        wait_for(
+            "rules loaded",
+            lambda: json.loads(http_get(f"{s.prometheus}/api/v1/rules")[1] or b"{}").get("data", {}).get("groups"),
+            procs,
+            30,
+        )
         yield s
     finally:
         for poster in posters:
@@ -407,12 +555,19 @@ def test_every_simulated_node_says_so_once(stack: Stack) -> None:
 
 def test_page_isolation_pages_the_failing_chip_only_and_once(stack: Stack) -> None:
     critical = (stack.degraded, str(DEGRADED_CRITICAL_LOGIC_ID), "critical")
-    wait_for("NPUMemoryPagesIsolated for the Critical chip at the webhook",
-             lambda: critical in stack.webhook.severities("NPUMemoryPagesIsolated"), stack.procs, 60)
-    firing = {(inst, dev) for name, inst, dev, state in stack.active_alerts(stack.low, stack.healthy, stack.degraded)
-              if name == "NPUMemoryPagesIsolated"}
+    wait_for(
+        "NPUMemoryPagesIsolated for the Critical chip at the webhook",
+        lambda: critical in stack.webhook.severities("NPUMemoryPagesIsolated"),
+        stack.procs,
+        60,
+    )
+    firing = {
+        (inst, dev)
+        for name, inst, dev, state in stack.active_alerts(stack.low, stack.healthy, stack.degraded)
+        if name == "NPUMemoryPagesIsolated"
+    }
     assert firing == {critical[:2]}, firing
-    assert stack.webhook.severities("NPUMemoryPagesIsolated") == {critical}   # one tier: no warning beside it
+    assert stack.webhook.severities("NPUMemoryPagesIsolated") == {critical}  # one tier: no warning beside it
 
 
 # --- diagnose against this Prometheus ---------------------------------------------------------
@@ -420,11 +575,18 @@ def test_diagnose_names_the_degraded_nodes_hardware_faults(stack: Stack) -> None
     """What the alerts page on for the degraded node, `diagnose --prometheus` names: the Critical
     chip with its codes and the missing chip (7 listed, 8 in its sysfs); the Critical chip's low
     utilization is a consequence with hardware advice, no pipeline lever."""
-    wait_for("the degraded node's health codes and expected chips scraped",
-             lambda: stack.query(f'npu_health_error_info{{instance="{stack.degraded}"}}')
-             and stack.query(f'npu_expected_devices{{instance="{stack.degraded}"}}'), stack.procs, 60)
-    result = run_diagnose("--prometheus", stack.prometheus, "--range", "1m", "--selector",
-                          f'{{instance="{stack.degraded}"}}', "--format", "json")
+    wait_for(
+        "the degraded node's health codes and expected chips scraped",
+        lambda: (
+            stack.query(f'npu_health_error_info{{instance="{stack.degraded}"}}')
+            and stack.query(f'npu_expected_devices{{instance="{stack.degraded}"}}')
+        ),
+        stack.procs,
+        60,
+    )
+    result = run_diagnose(
+        "--prometheus", stack.prometheus, "--range", "1m", "--selector", f'{{instance="{stack.degraded}"}}', "--format", "json"
+    )
     assert result.code == 1, result.err
     doc = json.loads(result.out)
     critical = f"{stack.degraded} NPU {DEGRADED_CRITICAL_LOGIC_ID} chip 0 (device {DEGRADED_CRITICAL_LOGIC_ID})"
@@ -433,7 +595,7 @@ def test_diagnose_names_the_degraded_nodes_hardware_faults(stack: Stack) -> None
     assert health["alert"] == "NPUUnhealthy" and "Critical" in health["detail"] and "80E18005" in health["detail"]
     missing = off[(f"{stack.degraded}: chips", "missing")]
     assert missing["value"] == 1 and "7 listed by npu-smi, 8 expected" in missing["detail"], missing
-    util, = [f for f in doc["levels"]["macro"] if f["subject"] == critical and f["check"] == "utilization"]
+    (util,) = [f for f in doc["levels"]["macro"] if f["subject"] == critical and f["check"] == "utilization"]
     assert util["verdict"] is None and "consequence of the hardware fault" in util["detail"]
     advice = {a["key"]: a for a in doc["advice"]}
     assert "device_utilization" not in advice and any("drain" in lever for lever in advice["NPUUnhealthy"]["levers"])
@@ -443,16 +605,17 @@ def test_diagnose_judges_a_young_job_over_its_own_life(stack: Stack) -> None:
     """The job posting since the stack started is minutes old: over a 1h window its rates are
     its own (not spread over the hour), its age is shown, and it is too young to be warned about."""
     wait_for("the job's iterations scraped", lambda: stack.query("rate(npu_job_iterations_total[10s]) > 0"), stack.procs, 60)
-    result = run_diagnose("--prometheus", stack.prometheus, "--range", "1h", "--selector",
-                          f'{{instance="{stack.low}"}}', "--format", "json")
+    result = run_diagnose(
+        "--prometheus", stack.prometheus, "--range", "1h", "--selector", f'{{instance="{stack.low}"}}', "--format", "json"
+    )
     doc = json.loads(result.out)
     job = {f["check"]: f for f in doc["levels"]["macro"] if f["subject"].startswith("job e2e-bert")}
     assert 0 < job["job_age"]["value"] < 300 and "too young to judge" in job["job_age"]["detail"], job["job_age"]
     idle = job["idle_gaps"]
     # the loop has no gaps: over the hour the old reading was above 90% idle
     assert idle["value"] < 0.3 and idle["verdict"] is None and "too young" in idle["detail"], idle
-    rate, = [f for f in doc["levels"]["meso"] if f["subject"].startswith("job e2e-bert") and f["check"] == "iteration_rate"]
-    assert rate["value"] > 1.0, rate    # a step every 0.2 s (slower on a loaded machine), not its hourly average
+    (rate,) = [f for f in doc["levels"]["meso"] if f["subject"].startswith("job e2e-bert") and f["check"] == "iteration_rate"]
+    assert rate["value"] > 1.0, rate  # a step every 0.2 s (slower on a loaded machine), not its hourly average
     assert "idle_share" not in {a["key"] for a in doc["advice"]}
 
 
@@ -460,9 +623,12 @@ def test_report_names_nodes_by_their_node_label(stack: Stack, tmp_path: Path) ->
     """Targets with a `node` label are reported by it; the others by their target."""
     pytest.importorskip("matplotlib")
     # the report's last step ends on a whole minute: wait until one has passed with data
-    result = wait_for("a report with a whole minute of data",
-                      lambda: (r := run_report("--prometheus", stack.prometheus, "--range", "1h", "--out", str(tmp_path))).code == 0
-                      and r, stack.procs, 120)
+    wait_for(
+        "a report with a whole minute of data",
+        lambda: (r := run_report("--prometheus", stack.prometheus, "--range", "1h", "--out", str(tmp_path))).code == 0 and r,
+        stack.procs,
+        120,
+    )
     doc = json.loads((tmp_path / "capacity.json").read_text())
     nodes = {n["instance"]: n for n in doc["nodes"]}
     assert set(nodes) == {*NODE_NAMES, stack.degraded, stack.sawtooth}
@@ -504,11 +670,20 @@ def why_empty(stack: Stack, expr: str) -> str | None:
 
 def test_every_dashboard_query_returns_data(stack: Stack) -> None:
     # Wait until the slowest inputs exist: the rollup records and the job counters' rates.
-    wait_for("recording rules, job and profile series", lambda: stack.query("cluster:npu_idle_chip_hours:sum1d")
-             and stack.query("rate(npu_job_iterations_total[10s]) > 0") and stack.query("npu_profile_compute_ratio")
-             and stack.query("namespace:npu_unused_chip_hours:sum1d")
-             and stack.query("npu_network_receive_bytes_per_second") and stack.query("npu_optical_temperature_celsius")
-             and stack.query("chip:npu_aicore_utilization_ratio:avg1h"), stack.procs, 60)
+    wait_for(
+        "recording rules, job and profile series",
+        lambda: (
+            stack.query("cluster:npu_idle_chip_hours:sum1d")
+            and stack.query("rate(npu_job_iterations_total[10s]) > 0")
+            and stack.query("npu_profile_compute_ratio")
+            and stack.query("namespace:npu_unused_chip_hours:sum1d")
+            and stack.query("npu_network_receive_bytes_per_second")
+            and stack.query("npu_optical_temperature_celsius")
+            and stack.query("chip:npu_aicore_utilization_ratio:avg1h")
+        ),
+        stack.procs,
+        60,
+    )
     known = known_names()
     checked, skipped, failures = 0, {}, []
     for path in sorted((ROOT / DASHBOARD_DIR).glob("*.json")):
@@ -559,7 +734,7 @@ def test_node_variable_picks_instances_and_falls_back_to_them(stack: Stack) -> N
     assert instances(NODE_NAMES[0]) == {stack.low}
     assert instances(f"{NODE_NAMES[0]}|{NODE_NAMES[1]}") == {stack.low, stack.healthy}
     assert instances(".*") == instances("") | {stack.low, stack.healthy} == {stack.low, stack.healthy, stack.degraded, stack.sawtooth}
-    assert instances("") == {stack.degraded, stack.sawtooth}       # no node selected: the targets without one
+    assert instances("") == {stack.degraded, stack.sawtooth}  # no node selected: the targets without one
 
 
 def test_inhibition_delivers_exactly_the_expected_notifications(stack: Stack) -> None:
@@ -570,18 +745,27 @@ def test_inhibition_delivers_exactly_the_expected_notifications(stack: Stack) ->
     saw_inhibited = {("NPUUtilizationUnstable", stack.sawtooth, str(d)) for d in range(SAWTOOTH_CHIPS)}
     delivered = saw_delivered | {(name, stack.degraded, dev) for name, dev in DEGRADED_DELIVERED}
     inhibited = saw_inhibited | {(name, stack.degraded, dev) for name, dev in DEGRADED_INHIBITED}
-    wait_for("the muted alerts held back by Alertmanager",
-             lambda: stack.inhibited(stack.sawtooth, stack.degraded) >= inhibited, stack.procs, 120)
-    wait_for("the expected notifications at the webhook",
-             lambda: {a for a in stack.webhook.received() if a[1] in (stack.sawtooth, stack.degraded)} >= delivered,
-             stack.procs, 30)
-    time.sleep(3)   # a few more group intervals: anything muted that slipped through would arrive now
+    wait_for(
+        "the muted alerts held back by Alertmanager", lambda: stack.inhibited(stack.sawtooth, stack.degraded) >= inhibited, stack.procs, 120
+    )
+    wait_for(
+        "the expected notifications at the webhook",
+        lambda: {a for a in stack.webhook.received() if a[1] in (stack.sawtooth, stack.degraded)} >= delivered,
+        stack.procs,
+        30,
+    )
+    time.sleep(3)  # a few more group intervals: anything muted that slipped through would arrive now
     received = {a for a in stack.webhook.received() if a[1] in (stack.sawtooth, stack.degraded)}
-    assert received == delivered, (f"unexpected: {sorted(received - delivered)}, missing: {sorted(delivered - received)}, "
-                                   f"held back: {sorted(stack.inhibited(stack.sawtooth, stack.degraded))}")
+    assert received == delivered, (
+        f"unexpected: {sorted(received - delivered)}, missing: {sorted(delivered - received)}, "
+        f"held back: {sorted(stack.inhibited(stack.sawtooth, stack.degraded))}"
+    )
     with stack.webhook.lock:
-        missing = [a["annotations"]["description"] for a in stack.webhook.alerts
-                   if a["labels"].get("alertname") == "NPUMissing" and a["labels"].get("instance") == stack.degraded]
+        missing = [
+            a["annotations"]["description"]
+            for a in stack.webhook.alerts
+            if a["labels"].get("alertname") == "NPUMissing" and a["labels"].get("instance") == stack.degraded
+        ]
     assert missing and "reports 1 NPU chip(s) fewer than expected" in missing[0] and "should have 8 (pci)." in missing[0], missing
 
 
@@ -599,12 +783,19 @@ def test_a_killed_exporter_hands_its_pages_over_without_a_resolved(stack: Stack)
     down = ("CANNExporterDown", stack.low, "")
     wait_for("CANNExporterDown for the killed target", lambda: down in stack.webhook.received(), others, 60)
     # Past the handover (15s here) the chip alerts end in Prometheus, muted in Alertmanager.
-    wait_for("the chip alerts ended in Prometheus",
-             lambda: not {a for a in stack.active_alerts(stack.low) if a[0] == "NPULowUtilization"}, others, 60)
-    time.sleep(3)   # a few group intervals: a resolved that slipped through would arrive now
+    wait_for(
+        "the chip alerts ended in Prometheus",
+        lambda: not {a for a in stack.active_alerts(stack.low) if a[0] == "NPULowUtilization"},
+        others,
+        60,
+    )
+    time.sleep(3)  # a few group intervals: a resolved that slipped through would arrive now
     with stack.webhook.lock:
-        events = [(a["status"], a["labels"].get("alertname"), a["labels"].get("device", "")) for a in stack.webhook.alerts
-                  if a["labels"].get("instance") == stack.low and a["labels"].get("alertname") != SIMULATED]
+        events = [
+            (a["status"], a["labels"].get("alertname"), a["labels"].get("device", ""))
+            for a in stack.webhook.alerts
+            if a["labels"].get("instance") == stack.low and a["labels"].get("alertname") != SIMULATED
+        ]
     first_down = events.index(("firing", "CANNExporterDown", ""))
     resolved = [e for e in events if e[0] == "resolved" and e[1] != "CANNExporterDown"]
     assert not resolved, f"resolved for a dead exporter's chips: {resolved} (down page at #{first_down} of {events})"

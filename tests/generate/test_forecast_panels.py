@@ -34,12 +34,19 @@ def case(name: str, hours: int, chips: str, util: str, expect: dict[str, float |
     """``hours`` of hourly samples of both records (promtool series notation), 47 chips; the
     projection of each at the last sample: a value, or None for no result."""
     exprs = projections()
-    return {"name": name, "interval": "1h", "input_series": [
-        {"series": CHIPS_IN_USE, "values": chips}, {"series": UTILIZATION, "values": util},
-        {"series": "cluster:npu_chips:count", "values": f"47x{hours}"}],
-        "promql_expr_test": [{"expr": exprs[record], "eval_time": f"{hours}h",
-                              "exp_samples": [] if value is None else [{"labels": "{}", "value": value}]}
-                             for record, value in expect.items()]}
+    return {
+        "name": name,
+        "interval": "1h",
+        "input_series": [
+            {"series": CHIPS_IN_USE, "values": chips},
+            {"series": UTILIZATION, "values": util},
+            {"series": "cluster:npu_chips:count", "values": f"47x{hours}"},
+        ],
+        "promql_expr_test": [
+            {"expr": exprs[record], "eval_time": f"{hours}h", "exp_samples": [] if value is None else [{"labels": "{}", "value": value}]}
+            for record, value in expect.items()
+        ],
+    }
 
 
 def test_projections_need_history_and_stay_within_physical_bounds(tmp_path: Path) -> None:

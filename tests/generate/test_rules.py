@@ -37,23 +37,50 @@ from tests.support.tools import tool
 
 # The contract alert names (users' routing and silences depend on them).
 CONTRACT_ALERT_NAMES = {
-    "NPULowUtilization", "NPUUtilizationUnstable", "NPUHotOperator", "NPUTopOperatorsDominant", "NPUMemcpyHigh",
-    "NPUFrameworkOverheadHigh", "NPUIdleGapsHigh", "NPUTrainingStalled", "NPUIterationTimeRegression", "NPUUnhealthy",
-    "NPUMissing", "NPUTemperatureHigh", "NPUHBMAlmostFull", "NPUECCDoubleBitErrors", "NPUMemoryPagesIsolated",
-    "CANNExporterSourceFailing", "CANNExporterDown", "CANNExporterMemoryHigh", "CANNExporterFileDescriptorsHigh",
+    "NPULowUtilization",
+    "NPUUtilizationUnstable",
+    "NPUHotOperator",
+    "NPUTopOperatorsDominant",
+    "NPUMemcpyHigh",
+    "NPUFrameworkOverheadHigh",
+    "NPUIdleGapsHigh",
+    "NPUTrainingStalled",
+    "NPUIterationTimeRegression",
+    "NPUUnhealthy",
+    "NPUMissing",
+    "NPUTemperatureHigh",
+    "NPUHBMAlmostFull",
+    "NPUECCDoubleBitErrors",
+    "NPUMemoryPagesIsolated",
+    "CANNExporterSourceFailing",
+    "CANNExporterDown",
+    "CANNExporterMemoryHigh",
+    "CANNExporterFileDescriptorsHigh",
     "CANNExporterSimulated",
 }
 # Alerts that page at two severities under one name (one rule each, excluding each other).
 TIERED_ALERTS = {"NPUMemoryPagesIsolated": ["warning", "critical"]}
 # The network/interconnect alerts (hccn_tool ports and optics).
 NETWORK_ALERTS = {
-    "NPUNetworkLinkDown", "NPUNetworkLinkFlapping", "NPUNetworkErrors", "NPUNetworkPFCStorm",
-    "NPUOpticalPowerOutOfRange", "NPUOpticalTemperatureHigh", "NPUNetworkUnhealthy",
+    "NPUNetworkLinkDown",
+    "NPUNetworkLinkFlapping",
+    "NPUNetworkErrors",
+    "NPUNetworkPFCStorm",
+    "NPUOpticalPowerOutOfRange",
+    "NPUOpticalTemperatureHigh",
+    "NPUNetworkUnhealthy",
 }
 ALL_ALERTS = CONTRACT_ALERT_NAMES | NETWORK_ALERTS
 
-JOB_ALERTS = {"NPUHotOperator", "NPUTopOperatorsDominant", "NPUMemcpyHigh", "NPUFrameworkOverheadHigh", "NPUIdleGapsHigh",
-              "NPUTrainingStalled", "NPUIterationTimeRegression"}
+JOB_ALERTS = {
+    "NPUHotOperator",
+    "NPUTopOperatorsDominant",
+    "NPUMemcpyHigh",
+    "NPUFrameworkOverheadHigh",
+    "NPUIdleGapsHigh",
+    "NPUTrainingStalled",
+    "NPUIterationTimeRegression",
+}
 
 
 def rule_files() -> list[Path]:
@@ -72,7 +99,8 @@ def test_committed_files_match_the_generator() -> None:
     leftovers = [str(p.relative_to(ROOT)) for p in stale_files(ROOT, files)]
     assert not stale and not leftovers, (
         f"out of date: {stale}, no longer generated: {leftovers}; run `cann-exporter generate` "
-        "(or `python -m exporter.generate`) at the repository root and commit the result")
+        "(or `python -m exporter.generate`) at the repository root and commit the result"
+    )
 
 
 def test_every_generated_file_carries_the_header() -> None:
@@ -144,14 +172,13 @@ def test_exporter_selector_narrows_the_down_alert_only(tmp_path: Path) -> None:
     assert run(args, io.StringIO(), io.StringIO()) == 0
     rules = {r["alert"]: r for r in all_alert_rules(yaml.safe_load((tmp_path / ALERTS_FILE).read_text()))}
     down = rules["CANNExporterDown"]["expr"]
-    assert down.count('{job="npu", env=~"prod.*"}') == 3, down      # up, the build info, its absence
+    assert down.count('{job="npu", env=~"prod.*"}') == 3, down  # up, the build info, its absence
     committed = {r["alert"]: r for r in all_alert_rules(yaml.safe_load((ROOT / ALERTS_FILE).read_text()))}
-    assert 'job=' not in committed["CANNExporterDown"]["expr"]       # default: any job name
-    assert {k: v for k, v in rules.items() if k != "CANNExporterDown"} == {
-        k: v for k, v in committed.items() if k != "CANNExporterDown"}
+    assert "job=" not in committed["CANNExporterDown"]["expr"]  # default: any job name
+    assert {k: v for k, v in rules.items() if k != "CANNExporterDown"} == {k: v for k, v in committed.items() if k != "CANNExporterDown"}
 
 
-@pytest.mark.parametrize("bad", ["{job=\"npu\"}", "job=npu", 'job="npu",', 'job="a" or up'])
+@pytest.mark.parametrize("bad", ['{job="npu"}', "job=npu", 'job="npu",', 'job="a" or up'])
 def test_exporter_selector_must_be_label_matchers(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -171,7 +198,7 @@ def test_every_alert_hands_over_to_the_exporter_down_page() -> None:
     others = [r for r in rules if r["alert"] != "CANNExporterDown"]
     assert {r["alert"] for r in others} == ALL_ALERTS - {"CANNExporterDown"}
     assert {r.get("keep_firing_for") for r in others} == {"2m30s"}
-    assert duration_seconds("2m30s") > duration_seconds(down["for"]) + 60      # plus one evaluation at the default 1m
+    assert duration_seconds("2m30s") > duration_seconds(down["for"]) + 60  # plus one evaluation at the default 1m
     table = parse_thresholds({**yaml.safe_load(DEFAULT_PATH.read_text()), "alerting": {"handover": "1m"}})
     with pytest.raises(GenerateError, match="handover 1m: must be longer than CANNExporterDown's window 1m"):
         alerts(table)
@@ -193,8 +220,14 @@ def test_every_contract_alert_with_severity_summary_description_and_runbook() ->
         assert set(notes) == {"summary", "description", "runbook_url"}, name
         assert notes["runbook_url"] == f"docs/runbooks.md#{name.lower()}"
         assert name in headings, f"docs/runbooks.md has no section '## {name}'"
-        if name not in ("CANNExporterDown", "NPUUnhealthy", "CANNExporterSourceFailing",
-                        "NPUNetworkLinkDown", "NPUNetworkUnhealthy", "CANNExporterSimulated"):  # value is just 0/1
+        if name not in (
+            "CANNExporterDown",
+            "NPUUnhealthy",
+            "CANNExporterSourceFailing",
+            "NPUNetworkLinkDown",
+            "NPUNetworkUnhealthy",
+            "CANNExporterSimulated",
+        ):  # value is just 0/1
             assert "$value" in notes["description"], name
         needed = {"$labels.instance"}
         if name in JOB_ALERTS:
@@ -240,9 +273,15 @@ def test_recording_rule_names_follow_level_metric_operations() -> None:
             assert f"{level}:npu_aicore_utilization_ratio:avg{window}" in records
             assert f"{level}:npu_aicore_utilization_ratio:quantile_avg{window}" in records
         assert f"{level}:npu_aicore_utilization_ratio:avg1d" in records
-    for name in ("chip:npu_aicore_utilization_ratio:avg5m", "chip:npu_aicore_utilization_ratio:avg1h",
-                 "cluster:npu_idle_chip_hours:sum1d", "cluster:npu_allocation:ratio", "cluster:npu_hbm_headroom_bytes:sum",
-                 "cluster:npu_chip_hours:sum1d", "instance:npu_hbm_usage:max1d"):
+    for name in (
+        "chip:npu_aicore_utilization_ratio:avg5m",
+        "chip:npu_aicore_utilization_ratio:avg1h",
+        "cluster:npu_idle_chip_hours:sum1d",
+        "cluster:npu_allocation:ratio",
+        "cluster:npu_hbm_headroom_bytes:sum",
+        "cluster:npu_chip_hours:sum1d",
+        "instance:npu_hbm_usage:max1d",
+    ):
         assert name in records
 
 
@@ -256,8 +295,11 @@ def test_a_recording_rule_follows_the_rules_of_its_group_it_reads() -> None:
             reads = set(re.findall(r"\b[a-z_]+:[a-z0-9_]+:[a-z0-9_]+\b", rule["expr"])) & set(records)
             assert all(records.index(name) < index for name in reads), (group["name"], rule["record"], reads)
     rollups = [r["record"] for r in doc["groups"][1]["rules"]]
-    assert rollups.index("chip:npu_hbm_usage:max1d") < rollups.index("instance:npu_hbm_usage:max1d") \
+    assert (
+        rollups.index("chip:npu_hbm_usage:max1d")
+        < rollups.index("instance:npu_hbm_usage:max1d")
         < rollups.index("cluster:npu_hbm_usage:max1d")
+    )
 
 
 def test_chip_hours_add_up_evaluations_at_the_rollup_interval() -> None:
@@ -292,13 +334,23 @@ def test_windows_override_for_short_test_runs() -> None:
     assert short["NPULowUtilization"]["for"] == "5s"
     assert "[10s]" in short["NPULowUtilization"]["expr"] and "[5m]" not in short["NPULowUtilization"]["expr"]
     assert "for" not in short["NPUECCDoubleBitErrors"], "an alert that fires at once stays so"
-    one = {r["alert"]: r for r in all_alert_rules(alerts(load_thresholds(), windows={
-        "window": "5s", "NPUUtilizationUnstable.window": "60s", "NPUUtilizationUnstable.range": "60s"}))}
+    one = {
+        r["alert"]: r
+        for r in all_alert_rules(
+            alerts(
+                load_thresholds(), windows={"window": "5s", "NPUUtilizationUnstable.window": "60s", "NPUUtilizationUnstable.range": "60s"}
+            )
+        )
+    }
     assert (one["NPULowUtilization"]["for"], one["NPUUtilizationUnstable"]["for"]) == ("5s", "60s")
     assert "[60s]" in one["NPUUtilizationUnstable"]["expr"] and "[5m]" in one["NPULowUtilization"]["expr"]
     assert "offset 1d" in short["NPUIterationTimeRegression"]["expr"], "params are overridden only by name"
-    assert "offset 2h" in {r["alert"]: r for r in all_alert_rules(alerts(load_thresholds(), windows={"baseline": "2h"}))}[
-        "NPUIterationTimeRegression"]["expr"]
+    assert (
+        "offset 2h"
+        in {r["alert"]: r for r in all_alert_rules(alerts(load_thresholds(), windows={"baseline": "2h"}))}["NPUIterationTimeRegression"][
+            "expr"
+        ]
+    )
     groups = recording_rules(load_thresholds(), windows={"rollup_interval": "1s"})["groups"]
     assert groups[1]["interval"] == "1s"
     with pytest.raises(ValueError):
@@ -324,10 +376,15 @@ def test_alert_entries_are_validated() -> None:
     with pytest.raises(ThresholdError) as err:
         parse_thresholds(data, "t.yaml")
     text = "\n".join(err.value.problems)
-    for expected in ("alerts[1] (NPUUtilizationUnstable): indicator: no indicator 'nope'",
-                     "alerts[2] (NPUHotOperator): severity", "alerts[3] (NPUTopOperatorsDominant): params.x",
-                     "alerts[4] (NPUMemcpyHigh): unknown key 'colour'", "duplicate alert 'NPUFrameworkOverheadHigh'",
-                     "alerting: profile_max_age", "recording: quantiles"):
+    for expected in (
+        "alerts[1] (NPUUtilizationUnstable): indicator: no indicator 'nope'",
+        "alerts[2] (NPUHotOperator): severity",
+        "alerts[3] (NPUTopOperatorsDominant): params.x",
+        "alerts[4] (NPUMemcpyHigh): unknown key 'colour'",
+        "duplicate alert 'NPUFrameworkOverheadHigh'",
+        "alerting: profile_max_age",
+        "recording: quantiles",
+    ):
         assert expected in text
     table = load_thresholds()
     low = table.alert("NPULowUtilization")
@@ -399,7 +456,7 @@ def test_page_isolation_takes_its_numbers_from_the_table() -> None:
     assert (warning["labels"]["severity"], critical["labels"]["severity"]) == ("warning", "critical")
     assert "min_over_time(npu_ecc_isolated_pages[6h])\n) > 2\nunless" in warning["expr"]
     assert critical["expr"].startswith("sum without (memory, type) (npu_ecc_isolated_pages) > 500\n")
-    assert critical["expr"] in warning["expr"].replace("\n  ", "\n")   # the warning excludes every critical chip
+    assert critical["expr"] in warning["expr"].replace("\n  ", "\n")  # the warning excludes every critical chip
     assert "more than 500 pages" in critical["annotations"]["description"]
     entry["params"]["critical_pages"] = -1
     with pytest.raises(GenerateError, match="NPUMemoryPagesIsolated: params.critical_pages"):
@@ -417,15 +474,25 @@ def test_promtool_check_rules_on_every_rule_file() -> None:
 def test_promtool_check_rules_on_a_short_window_variant(tmp_path: Path) -> None:
     files = render(load_thresholds(), windows={"window": "5s", "range": "10s", "rollup_interval": "1s"})
     write(tmp_path, {k: v for k, v in files.items() if k.startswith("alerts/")})
-    result = subprocess.run([tool("promtool"), "check", "rules", *map(str, sorted((tmp_path / "alerts").glob("*.yml")))],
-                            check=False, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [tool("promtool"), "check", "rules", *map(str, sorted((tmp_path / "alerts").glob("*.yml")))],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("test_file", sorted(p.name for p in (ROOT / "alerts" / "tests").glob("*.yml")))
 def test_promtool_unit_tests(test_file: str) -> None:
-    result = subprocess.run([tool("promtool"), "test", "rules", str(ROOT / "alerts" / "tests" / test_file)],
-                            check=False, capture_output=True, text=True, timeout=90)
+    result = subprocess.run(
+        [tool("promtool"), "test", "rules", str(ROOT / "alerts" / "tests" / test_file)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 

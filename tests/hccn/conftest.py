@@ -14,4 +14,5 @@ from tests.support.hccn import write_replay_hccn
 def replay_hccn(tmp_path: Path) -> Callable[..., Path]:
     def make(replies: Mapping[str, object], default: str = "unknown") -> Path:
         return write_replay_hccn(tmp_path, replies, default)
+
     return make

@@ -15,15 +15,26 @@ from tests.support.exposition import exposition, value
 from tests.support.exposition import render as render_part
 
 PORT = PortSample(
-    npu=3, chip=0, device=3, port="",
-    link_up=True, link_up_transitions=4, link_down_transitions=3, speed_bytes_per_second=25e9,
-    health="Socket fail", receive_bytes_per_second=266.84e6, transmit_bytes_per_second=0.0,
+    npu=3,
+    chip=0,
+    device=3,
+    port="",
+    link_up=True,
+    link_up_transitions=4,
+    link_down_transitions=3,
+    speed_bytes_per_second=25e9,
+    health="Socket fail",
+    receive_bytes_per_second=266.84e6,
+    transmit_bytes_per_second=0.0,
     packets=(NetworkCounter("rx", "pfc", 12), NetworkCounter("tx", "cnp", 5)),
     errors=(NetworkCounter("rx", "fcs", 2), NetworkCounter("", "qp_status", 1)),
     bytes=(NetworkCounter("rx", "mac", 4096),),
-    optical_present=True, optical_temperature_celsius=47.0, optical_voltage_volts=3.2629,
+    optical_present=True,
+    optical_temperature_celsius=47.0,
+    optical_voltage_volts=3.2629,
     optical_lanes=(OpticalLaneSample(0, 4.4035e-3, 1.0189e-3), OpticalLaneSample(2, None, None)),
-    address="11.12.165.80", netmask="255.255.255.0",
+    address="11.12.165.80",
+    netmask="255.255.255.0",
 )
 A5_PORT = PortSample(npu=0, chip=0, device=None, port="0/4", link_up=False, optical_present=False)
 
@@ -38,7 +49,7 @@ def test_base_units_and_labels():
     assert value(found, "npu_network_link_up", **chip) == 1
     assert value(found, "npu_network_link_up_transitions_total", **chip) == 4
     assert value(found, "npu_network_link_down_transitions_total", **chip) == 3
-    assert value(found, "npu_network_speed_bytes", **chip) == 25e9   # 200 Gb/s
+    assert value(found, "npu_network_speed_bytes", **chip) == 25e9  # 200 Gb/s
     assert value(found, "npu_network_receive_bytes_per_second", **chip) == 266.84e6
     assert value(found, "npu_network_transmit_bytes_per_second", **chip) == 0
     assert value(found, "npu_network_packets_total", direction="rx", kind="pfc") == 12

@@ -6,9 +6,9 @@ import pytest
 
 from exporter.core.options import ConfigError
 from exporter.node.assembly import assemble
-from exporter.node.sources import hccn_command
 from exporter.node.settings import build_settings
 from exporter.node.simulate import npu_smi_command, simulated_tool
+from exporter.node.sources import hccn_command
 
 
 def test_defaults():
@@ -24,7 +24,10 @@ def test_flags_and_environment():
         flags={"hccn.path": "/opt/hccn_tool", "hccn.slow_interval": "2m"},
     )
     assert (settings.hccn.enabled, settings.hccn.timeout, settings.hccn.path, settings.hccn.slow_interval) == (
-        True, 2, "/opt/hccn_tool", 120,
+        True,
+        2,
+        "/opt/hccn_tool",
+        120,
     )
     assert build_settings(flags={"hccn.enabled": "false"}).hccn.enabled is False
     with pytest.raises(ConfigError) as info:
@@ -50,7 +53,12 @@ def test_simulation_uses_the_hccn_simulator_and_link_flap_keeps_chips_healthy():
     assert simulated == ("link-flap", "a3")
     assert command[command.index("--scenario") + 1] == "healthy"
     assert hccn_command(settings.hccn, simulated) == (
-        *simulated_tool("hccn"), "--model", "a3", "--scenario", "link-flap", "--",
+        *simulated_tool("hccn"),
+        "--model",
+        "a3",
+        "--scenario",
+        "link-flap",
+        "--",
     )
     off = build_settings(flags={"simulator.scenario": "healthy", "hccn.enabled": "false"})
     assert hccn_command(off.hccn, ("healthy", "910b3")) is None
@@ -60,7 +68,7 @@ def test_assembly_adds_the_tasks_after_npu_smi_and_the_collector():
     exporter = assemble(build_settings(flags={"simulator.scenario": "healthy"}), ingest=False)
     names = [task.name for task in exporter.sampler.tasks]
     assert names[0] == "npu_smi_info" and names.index("hccn") > names.index("npu_smi_info")
-    assert names[names.index("hccn"):names.index("hccn") + 2] == ["hccn", "hccn_slow"]
+    assert names[names.index("hccn") : names.index("hccn") + 2] == ["hccn", "hccn_slow"]
     assert "network" in exporter.sources
     off = assemble(build_settings(flags={"simulator.scenario": "healthy", "hccn.enabled": "false"}), ingest=False)
     assert "network" not in off.sources and "hccn" not in [task.name for task in off.sampler.tasks]

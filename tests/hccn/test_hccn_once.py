@@ -20,14 +20,18 @@ def per_chip(found, name) -> dict[str, float]:
 
 def test_once_simulate_shows_the_network_of_every_chip():
     proc = subprocess.run(
-        [sys.executable, "-m", "exporter", "once", "--simulate", *QUIET], capture_output=True, text=True, timeout=60, check=False,
+        [sys.executable, "-m", "exporter", "once", "--simulate", *QUIET],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     found = samples(proc.stdout)
     chips = {str(n) for n in range(8)}
     assert per_chip(found, "npu_up") == dict.fromkeys(chips, 1.0)
     assert per_chip(found, "npu_network_link_up") == dict.fromkeys(chips, 1.0)
-    assert per_chip(found, "npu_network_speed_bytes") == dict.fromkeys(chips, 25e9)   # 200 Gb/s
+    assert per_chip(found, "npu_network_speed_bytes") == dict.fromkeys(chips, 25e9)  # 200 Gb/s
     assert set(per_chip(found, "npu_network_receive_bytes_per_second")) == chips
     assert set(per_chip(found, "npu_optical_temperature_celsius")) == chips
     assert value(found, "npu_network_health", npu="5", state="Success") == 1
@@ -65,12 +69,16 @@ def test_no_hccn_tool_no_network_metrics_and_nothing_counted(replay_npu_smi, tmp
 
 def test_enabled_but_missing_is_counted_once_and_chips_are_unaffected(replay_npu_smi, tmp_path, capsys):
     npu_smi = replay_npu_smi({"info": "info__910B3__25.5.1__1", "info -m": "info-m__910B3__25.5.1__1"})
-    status = main(["once", "--npu-smi", str(npu_smi), "--hccn.enabled", "--hccn-tool", str(tmp_path / "absent"),
-                   "--npu-smi.details=", *QUIET])
+    status = main(
+        ["once", "--npu-smi", str(npu_smi), "--hccn.enabled", "--hccn-tool", str(tmp_path / "absent"), "--npu-smi.details=", *QUIET]
+    )
     found = samples(capsys.readouterr().out)
     assert status == 0
-    errors = {(dict(ls)["source"], dict(ls)["reason"]): v for (n, ls), v in found.items()
-              if n == "cann_exporter_source_errors_total" and dict(ls)["source"].startswith("hccn")}
+    errors = {
+        (dict(ls)["source"], dict(ls)["reason"]): v
+        for (n, ls), v in found.items()
+        if n == "cann_exporter_source_errors_total" and dict(ls)["source"].startswith("hccn")
+    }
     assert errors == {("hccn_link", "not_found"): 1}
     assert not [n for (n, _) in found if n.startswith(("npu_network_", "npu_optical_"))]
     assert value(found, "npu_hbm_total_bytes", npu="0") == 65536 * 1024 * 1024
@@ -78,17 +86,20 @@ def test_enabled_but_missing_is_counted_once_and_chips_are_unaffected(replay_npu
 
 def test_one_chip_answers_the_others_fail_by_reason(replay_npu_smi, tmp_path, capsys):
     npu_smi = replay_npu_smi({"info": "info__910B3__25.5.1__1", "info -m": "info-m__910B3__25.5.1__1"})
-    hccn = write_replay_hccn(tmp_path, {
-        "-i 0 -link -g": "link__unknown__1",
-        "-i 0 -link_stat -g": "link_stat__unknown__3",
-        "-i 0 -net_health -g": "net_health__unknown__3",
-        "-i 0 -speed -g": "text:Speed: 200000 Mb/s",
-        "-i 0 -stat -g": "stat__unknown__1__mangled",
-        "-i 0 -optical -g": "optical__910A__1__mangled",
-        "-i 0 -bandwidth -g": "bandwidth__950-A5__1",
-        "-i 0 -ip -g": "ip__910B1__1",
-        "-i 1 -*": ("text:hccn_tool is busy, please try again.", 11),
-    })
+    hccn = write_replay_hccn(
+        tmp_path,
+        {
+            "-i 0 -link -g": "link__unknown__1",
+            "-i 0 -link_stat -g": "link_stat__unknown__3",
+            "-i 0 -net_health -g": "net_health__unknown__3",
+            "-i 0 -speed -g": "text:Speed: 200000 Mb/s",
+            "-i 0 -stat -g": "stat__unknown__1__mangled",
+            "-i 0 -optical -g": "optical__910A__1__mangled",
+            "-i 0 -bandwidth -g": "bandwidth__950-A5__1",
+            "-i 0 -ip -g": "ip__910B1__1",
+            "-i 1 -*": ("text:hccn_tool is busy, please try again.", 11),
+        },
+    )
     status = main(["once", "--npu-smi", str(npu_smi), "--hccn-tool", str(hccn), "--npu-smi.details=", *QUIET])
     found = samples(capsys.readouterr().out)
     assert status == 0

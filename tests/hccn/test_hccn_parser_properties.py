@@ -49,22 +49,69 @@ PARSERS = [
 ]
 
 # Pieces that steer the parsers into their branches: keys, table borders, numbers, units.
-TOKENS = st.sampled_from([
-    "link status:", " UP", "DOWN", "[devid 0]", "link up count       : ", "link down count :",
-    "Tue Aug  1 14:43:40 2022", "    LINK UP", "LINK_DOWN", "Speed: ", "Mb/s", "Unknown!", " G ",
-    "net health status: ", "Socket failed", "packet statistics:", "mac_rx_pfc_pkt_num:", "port_id: ",
-    "optical info:", "present              : ", "not present", "Tx Power0            : ", " mW", " dBm",
-    "TxPower Lane0(dBm)", "Bandwidth TX: ", "Bandwidth RX:", " MB/sec", "ipaddr:", "netmask:",
-    "| ", " |", "+-----+", "|  0  |", "0x", "NA", "-", ":", "\n", "\r\n", "\t", " ", "9" * 40,
-    "1e309", "nan", "inf", "-3.5", "0.0001", "12", "\x00", "\ufffd", "hccn_tool is busy",
-])
+TOKENS = st.sampled_from(
+    [
+        "link status:",
+        " UP",
+        "DOWN",
+        "[devid 0]",
+        "link up count       : ",
+        "link down count :",
+        "Tue Aug  1 14:43:40 2022",
+        "    LINK UP",
+        "LINK_DOWN",
+        "Speed: ",
+        "Mb/s",
+        "Unknown!",
+        " G ",
+        "net health status: ",
+        "Socket failed",
+        "packet statistics:",
+        "mac_rx_pfc_pkt_num:",
+        "port_id: ",
+        "optical info:",
+        "present              : ",
+        "not present",
+        "Tx Power0            : ",
+        " mW",
+        " dBm",
+        "TxPower Lane0(dBm)",
+        "Bandwidth TX: ",
+        "Bandwidth RX:",
+        " MB/sec",
+        "ipaddr:",
+        "netmask:",
+        "| ",
+        " |",
+        "+-----+",
+        "|  0  |",
+        "0x",
+        "NA",
+        "-",
+        ":",
+        "\n",
+        "\r\n",
+        "\t",
+        " ",
+        "9" * 40,
+        "1e309",
+        "nan",
+        "inf",
+        "-3.5",
+        "0.0001",
+        "12",
+        "\x00",
+        "\ufffd",
+        "hccn_tool is busy",
+    ]
+)
 TEXT = st.one_of(
     st.text(max_size=400),
     st.lists(TOKENS, max_size=60).map("".join),
     st.sampled_from(SAMPLES),
     st.tuples(st.sampled_from(SAMPLES), st.integers(0, 4000)).map(lambda s: s[0][: s[1]]),  # cut short
     st.tuples(st.sampled_from(SAMPLES), st.lists(TOKENS, max_size=8).map("".join), st.integers(0, 4000)).map(
-        lambda s: s[0][: s[2]] + s[1] + s[0][s[2]:]
+        lambda s: s[0][: s[2]] + s[1] + s[0][s[2] :]
     ),
 )
 

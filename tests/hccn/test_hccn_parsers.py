@@ -43,6 +43,7 @@ def test_every_copied_sample_has_its_provenance():
 
 # --- -link -g -------------------------------------------------------------------------------
 
+
 def test_link_up_and_down():
     assert parse_link(fixture("link__unknown__1")).up is True
     assert parse_link(fixture("link__950-A5__1")).up is False  # A5 prints the same line
@@ -59,6 +60,7 @@ def test_link_with_several_status_lines_is_not_one_call():
 
 
 # --- -link_stat -g --------------------------------------------------------------------------
+
 
 def test_link_stat_old_driver_has_no_down_count():
     stats = parse_link_stat(fixture("link_stat__910A__1"))
@@ -101,6 +103,7 @@ def test_link_stat_a5_table():
 
 # --- -speed -g ------------------------------------------------------------------------------
 
+
 def test_speed_910b_and_unknown():
     # No verbatim 910B capture is public: these are the printf formats of tool_ext.c.
     assert parse_speed("Speed: 200000 Mb/s\n") == Speed(200000.0)
@@ -118,12 +121,16 @@ def test_speed_a5_na_row_is_absent():
 
 # --- -net_health -g -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name,status", [
-    ("net_health__unknown__1", "Init"),
-    ("net_health__unknown__2", "Fault"),
-    ("net_health__unknown__3", "Success"),
-    ("net_health__910A__1", "Socket fail"),   # printed "Socket failed" (older driver)
-])
+
+@pytest.mark.parametrize(
+    "name,status",
+    [
+        ("net_health__unknown__1", "Init"),
+        ("net_health__unknown__2", "Fault"),
+        ("net_health__unknown__3", "Success"),
+        ("net_health__910A__1", "Socket fail"),  # printed "Socket failed" (older driver)
+    ],
+)
 def test_net_health(name, status):
     health = parse_net_health(fixture(name))
     assert health.status == status
@@ -135,6 +142,7 @@ def test_net_health_unlisted_text_is_unknown_state():
 
 
 # --- -stat -g -------------------------------------------------------------------------------
+
 
 def test_stat_a5_key_space_value():
     counters = parse_stat(fixture("stat__950-A5__1")).as_dict()
@@ -152,6 +160,7 @@ def test_stat_910b_no_space_and_elided_lines_skipped():
 
 
 # --- -optical -g ----------------------------------------------------------------------------
+
 
 def test_optical_910_block():
     # The sample is mangled in one known way: "present : not present" was edited in while
@@ -219,6 +228,7 @@ def test_dbm_to_mw():
 
 # --- -bandwidth -g --------------------------------------------------------------------------
 
+
 def test_bandwidth_a5():
     assert parse_bandwidth(fixture("bandwidth__950-A5__1")) == Bandwidth(tx_mb_per_second=0.0, rx_mb_per_second=266.84)
 
@@ -236,6 +246,7 @@ def test_peak_bandwidth_is_not_a_bandwidth():
 
 
 # --- -ip -g ---------------------------------------------------------------------------------
+
 
 def test_ip_one_port():
     assert parse_ip(fixture("ip__910A__1")) == (IpConfig("192.161.200.10", "255.255.255.0"),)
@@ -256,6 +267,7 @@ def test_ip_not_preset_is_an_error_with_its_reason():
 
 # --- A5 -dev_info -g ------------------------------------------------------------------------
 
+
 def test_dev_info_first_table_only():
     ports = parse_dev_info(fixture("dev_info__950-A5__1"))
     assert ports == tuple(PortInfo(0, port, 400, "UB", True, "Electrical") for port in (4, 5, 6))
@@ -263,22 +275,26 @@ def test_dev_info_first_table_only():
 
 # --- errors ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text,code,reason", [
-    ("hccn_tool is busy, please try again.\n", 11, "busy"),
-    ("permission denied: pls check this cmd run permission.\n", 12, "permission_denied"),
-    ("The command is not supported on this product.\n", 13, "not_supported"),
-    ("Get ipconf failed, because no ip was preset there!\n", 13, "no_ip"),  # same exit code, other meaning
-    ("Optical module is not present.\n", 20, "optical_not_present"),
-    ("The system is in optical module initializing, please try again later.\n", 18, "optical_initializing"),
-    ("Get device health status failed!\n", 3, "device_unhealthy"),
-    ("The device is not exist!\n", 4, "no_device"),
-    ("Get invalid device id.\n", 4, "invalid_device_id"),
-    ("Execute failed: Link status is down.\n", 22, "link_down"),
-    ("Control link unreachable.\n", 15, "control_link_unreachable"),
-    ("Get unknown option!\nUsage: ...\n", 3, "bad_option"),
-    ("Command execute failed!\n", 1, "command_failed"),
-    ("something else\n", 7, "exit_status"),
-])
+
+@pytest.mark.parametrize(
+    "text,code,reason",
+    [
+        ("hccn_tool is busy, please try again.\n", 11, "busy"),
+        ("permission denied: pls check this cmd run permission.\n", 12, "permission_denied"),
+        ("The command is not supported on this product.\n", 13, "not_supported"),
+        ("Get ipconf failed, because no ip was preset there!\n", 13, "no_ip"),  # same exit code, other meaning
+        ("Optical module is not present.\n", 20, "optical_not_present"),
+        ("The system is in optical module initializing, please try again later.\n", 18, "optical_initializing"),
+        ("Get device health status failed!\n", 3, "device_unhealthy"),
+        ("The device is not exist!\n", 4, "no_device"),
+        ("Get invalid device id.\n", 4, "invalid_device_id"),
+        ("Execute failed: Link status is down.\n", 22, "link_down"),
+        ("Control link unreachable.\n", 15, "control_link_unreachable"),
+        ("Get unknown option!\nUsage: ...\n", 3, "bad_option"),
+        ("Command execute failed!\n", 1, "command_failed"),
+        ("something else\n", 7, "exit_status"),
+    ],
+)
 def test_check_exit_tells_errors_apart_by_text(text, code, reason):
     with pytest.raises(HccnError) as info:
         check_exit(code, text)

@@ -43,6 +43,7 @@ def epoch(asctime: str) -> float:
 
 # --- byte-exact formats --------------------------------------------------------------------
 
+
 def test_link_and_net_health_lines():
     state = state_at()
     port = state.ports[0]
@@ -68,9 +69,14 @@ def test_optical_block_matches_the_910_sample():
     state = state_at()
     optical = replace(
         state.ports[0].optical,
-        temperature_celsius=47, vcc_mv=3262.90, serial_number="V8BD6H25033", identifier="QSFP+ or later",
-        tx_power_mw=(4.4035, 1.3968, 1.4140, 1.4988), rx_power_mw=(1.0189, 0.0054, 0.9907, 1.0213),
-        tx_bias_ma=(7.9360, 7.9280, 7.9360, 7.9240), rx_los_flags=0xFF,
+        temperature_celsius=47,
+        vcc_mv=3262.90,
+        serial_number="V8BD6H25033",
+        identifier="QSFP+ or later",
+        tx_power_mw=(4.4035, 1.3968, 1.4140, 1.4988),
+        rx_power_mw=(1.0189, 0.0054, 0.9907, 1.0213),
+        tx_bias_ma=(7.9360, 7.9280, 7.9360, 7.9240),
+        rx_los_flags=0xFF,
         media_snr_db=(23.1211, 22.6289, 22.1875, 23.2969),
     )
     assert sim.render_optical(replace(state.ports[0], optical=optical), state) == expected
@@ -102,8 +108,10 @@ def test_stat_lines_in_the_samples_order(name):
 
 # --- command line and faults -----------------------------------------------------------------
 
-def call(args: list[str], state: NetworkState | None = None, fault: str = "", scenario: str = "healthy",
-         model: str = "910b3") -> tuple[int, str, str]:
+
+def call(
+    args: list[str], state: NetworkState | None = None, fault: str = "", scenario: str = "healthy", model: str = "910b3"
+) -> tuple[int, str, str]:
     out, err = io.BytesIO(), io.BytesIO()
     options = sim.SimOptions(model=model, scenario=scenario, seed=1, time=T0, fault=fault)
     code = sim.run(options, args, out, err)
@@ -119,13 +127,16 @@ def test_both_syntaxes_and_the_ids():
     assert call(["-i", "0", "-link"])[0] == 3  # no -g
 
 
-@pytest.mark.parametrize("fault,code,stream,text", [
-    ("busy", 11, "out", "hccn_tool is busy, please try again.\n"),
-    ("permission", 12, "err", "permission denied: pls check this cmd run permission.\n"),
-    ("unsupported", 13, "out", "The command is not supported on this product.\n"),
-    ("unhealthy", 3, "err", "Get device health status failed!\n"),
-    ("link:busy", 11, "out", "hccn_tool is busy, please try again.\n"),
-])
+@pytest.mark.parametrize(
+    "fault,code,stream,text",
+    [
+        ("busy", 11, "out", "hccn_tool is busy, please try again.\n"),
+        ("permission", 12, "err", "permission denied: pls check this cmd run permission.\n"),
+        ("unsupported", 13, "out", "The command is not supported on this product.\n"),
+        ("unhealthy", 3, "err", "Get device health status failed!\n"),
+        ("link:busy", 11, "out", "hccn_tool is busy, please try again.\n"),
+    ],
+)
 def test_error_faults(fault, code, stream, text):
     got_code, out, err = call(["-i", "0", "-link", "-g"], fault=fault)
     assert got_code == code and (out if stream == "out" else err) == text
@@ -163,12 +174,19 @@ def test_options_from_the_npu_smi_simulator_environment():
 
 def test_the_module_runs_as_hccn_tool():
     proc = subprocess.run(
-        [sys.executable, "-m", "exporter.simulator.hccn", "--scenario", "nope"], capture_output=True, text=True, timeout=30, check=False,
+        [sys.executable, "-m", "exporter.simulator.hccn", "--scenario", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
     )
     assert proc.returncode == 2 and "unknown scenario" in proc.stderr
     proc = subprocess.run(
         [sys.executable, "-m", "exporter.simulator.hccn", "--time", str(T0), "--", "-i", "1", "-net_health", "-g"],
-        capture_output=True, text=True, timeout=30, check=False,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
     )
     assert (proc.returncode, proc.stdout) == (0, "net health status: Success\n")
 
@@ -183,6 +201,7 @@ async def test_hang_fault_needs_the_process_group_kill():
 
 
 # --- scenarios -------------------------------------------------------------------------------
+
 
 def test_link_flap_goes_down_and_up_over_time():
     base = ECC_EPOCH + 100 * FLAP_PERIOD_S
@@ -218,6 +237,7 @@ def test_degraded_network_chip():
 
 # --- round trip ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("model", ["910b3", "a3"])
 @pytest.mark.parametrize("scenario", ALL_SCENARIOS)
 def test_round_trip(model, scenario):
@@ -225,6 +245,7 @@ def test_round_trip(model, scenario):
     state = state_at(t, scenario, model)
     assert state.ports
     for port in state.ports:
+
         def parse(command: str, port=port):
             reply = sim.execute(sim.Command(command, port.tool_id), state)
             assert reply.code == 0

@@ -63,7 +63,7 @@ async def test_real_samples_become_a_port_sample(tmp_path):
     assert (port.npu, port.chip, port.device, port.port) == (0, 0, 0, "")
     assert port.link_up is True
     assert (port.link_up_transitions, port.link_down_transitions) == (2, 1)
-    assert port.speed_bytes_per_second == 12.5e9   # 100 Gb/s
+    assert port.speed_bytes_per_second == 12.5e9  # 100 Gb/s
     assert port.health == "Fault"
     assert port.receive_bytes_per_second == pytest.approx(266.84e6)
     assert port.transmit_bytes_per_second == 0.0
@@ -77,13 +77,16 @@ async def test_real_samples_become_a_port_sample(tmp_path):
     assert set(success(health)) == {f"hccn_{c}" for c in ("link", "link_stat", "speed", "net_health", "stat", "bandwidth", "optical", "ip")}
 
 
-@pytest.mark.parametrize("reply,reason", [
-    (("text:hccn_tool is busy, please try again.", 11), "busy"),
-    (("text:permission denied: pls check this cmd run permission.", 12, "err"), "permission_denied"),
-    (("text:\x7f\x01 *** %%% not hccn_tool", 0), "garbled"),
-    (("text:Get device health status failed!", 3, "err"), "device_unhealthy"),
-    ((None, 9), "exit_status"),
-])
+@pytest.mark.parametrize(
+    "reply,reason",
+    [
+        (("text:hccn_tool is busy, please try again.", 11), "busy"),
+        (("text:permission denied: pls check this cmd run permission.", 12, "err"), "permission_denied"),
+        (("text:\x7f\x01 *** %%% not hccn_tool", 0), "garbled"),
+        (("text:Get device health status failed!", 3, "err"), "device_unhealthy"),
+        ((None, 9), "exit_status"),
+    ],
+)
 async def test_a_failing_call_is_counted_by_reason_and_hides_nothing_else(tmp_path, reply, reason):
     script = write_replay_hccn(tmp_path, {**SAMPLE_REPLIES, "-i 0 -link -g": reply})
     source, health = make_source([str(script)])
@@ -182,10 +185,12 @@ async def test_a5_ports_from_dev_info_and_u_p_arguments(tmp_path):
 async def test_the_simulator_through_the_same_path():
     model = MODELS["910b3"]
     t = ECC_EPOCH + 5 * 120 + 100  # inside a down phase of the flapping link
-    command = [sys.executable, "-m", "exporter.simulator.hccn", "--model", "910b3", "--scenario", "link-flap",
-               "--time", str(t), "--"]
-    chips = tuple(ChipSample(npu=c.npu_id, chip=c.chip_id, device=c.logic_id, up=True, model="910B3")
-                  for c in model.chips if c.logic_id in (LINK_FLAP_LOGIC_ID, 3))
+    command = [sys.executable, "-m", "exporter.simulator.hccn", "--model", "910b3", "--scenario", "link-flap", "--time", str(t), "--"]
+    chips = tuple(
+        ChipSample(npu=c.npu_id, chip=c.chip_id, device=c.logic_id, up=True, model="910B3")
+        for c in model.chips
+        if c.logic_id in (LINK_FLAP_LOGIC_ID, 3)
+    )
     source, health = make_source(command, chips=chips, timeout=20)
     await run_all(source)
     state = simulate_network(model, "link-flap", t)
@@ -208,7 +213,7 @@ async def test_the_simulator_through_the_same_path():
 
 def test_tool_id_is_what_hccn_tool_expects():
     a3_die = ChipSample(npu=1, chip=1, device=3, up=True, model="Ascend910", phy_id=9)
-    assert tool_id(a3_die, 2) == 9                                  # A3: physical id
+    assert tool_id(a3_die, 2) == 9  # A3: physical id
     assert tool_id(ChipSample(npu=5, chip=0, device=2, up=True, model="910B3")) == 5  # card = phy
     assert tool_id(ChipSample(npu=4, chip=0, device=None, up=True, model="Ascend950PR")) == 4
     assert tool_id(ChipSample(npu=4, chip=1, device=7, up=True, model="X"), 2) == 7
@@ -216,18 +221,34 @@ def test_tool_id_is_what_hccn_tool_expects():
 
 
 def test_counter_classification():
-    found = classify_counters([
-        ("mac_rx_pfc_pkt_num", 5), ("mac_tx_pfc_pri3_pkt_num", 4), ("roce_rx_cnp_pkt_num", 3),
-        ("mac_rx_fcs_err_pkt_num", 2), ("roce_new_pkt_rty_num", 1), ("roce_ecn_db_num", 6),
-        ("mac_tx_total_oct_num", 1000), ("roce_cqe_num", 9), ("something_new", 7), ("port_id", 4),
-        ("drop_ind_cnt_rx", 8), ("ub_mem_pkt_cnt_tx", 11), ("mac_rx_pfc_pkt_num", 99),
-    ])
+    found = classify_counters(
+        [
+            ("mac_rx_pfc_pkt_num", 5),
+            ("mac_tx_pfc_pri3_pkt_num", 4),
+            ("roce_rx_cnp_pkt_num", 3),
+            ("mac_rx_fcs_err_pkt_num", 2),
+            ("roce_new_pkt_rty_num", 1),
+            ("roce_ecn_db_num", 6),
+            ("mac_tx_total_oct_num", 1000),
+            ("roce_cqe_num", 9),
+            ("something_new", 7),
+            ("port_id", 4),
+            ("drop_ind_cnt_rx", 8),
+            ("ub_mem_pkt_cnt_tx", 11),
+            ("mac_rx_pfc_pkt_num", 99),
+        ]
+    )
     assert found["packets"] == (
-        NetworkCounter("rx", "pfc", 5), NetworkCounter("tx", "pfc_pri3", 4), NetworkCounter("rx", "cnp", 3),
-        NetworkCounter("rx", "ecn", 6), NetworkCounter("tx", "ub_mem", 11),
+        NetworkCounter("rx", "pfc", 5),
+        NetworkCounter("tx", "pfc_pri3", 4),
+        NetworkCounter("rx", "cnp", 3),
+        NetworkCounter("rx", "ecn", 6),
+        NetworkCounter("tx", "ub_mem", 11),
     )
     assert found["errors"] == (
-        NetworkCounter("rx", "fcs", 2), NetworkCounter("tx", "retry", 1), NetworkCounter("rx", "drop", 8),
+        NetworkCounter("rx", "fcs", 2),
+        NetworkCounter("tx", "retry", 1),
+        NetworkCounter("rx", "drop", 8),
     )
     assert found["bytes"] == (NetworkCounter("tx", "mac", 1000),)
 
@@ -244,8 +265,9 @@ async def test_old_readings_are_dropped_by_their_own_age_limit(tmp_path):
     now = [1000.0]
     health = HealthRegistry()
     options = HccnOptions(timeout=5, interval=10, slow_interval=60)
-    source = HccnSource(options, CommandRunner(timeout=5), health, chips=lambda: (CHIP0,), command=(str(script),),
-                        max_age=30, clock=lambda: now[0])
+    source = HccnSource(
+        options, CommandRunner(timeout=5), health, chips=lambda: (CHIP0,), command=(str(script),), max_age=30, clock=lambda: now[0]
+    )
     await run_all(source)
     assert age_limit(options, 30, "link") == 30 and age_limit(options, 30, "bandwidth") == 120  # two slow intervals
     now[0] += 100  # fast readings stale, slow ones (bandwidth, optical, ip) still served
@@ -302,13 +324,20 @@ async def test_a_port_sample_is_built_again_only_when_its_readings_change(tmp_pa
     script = write_replay_hccn(tmp_path, SAMPLE_REPLIES)
     now = [1000.0]
     options = HccnOptions(timeout=5, interval=10, slow_interval=60)
-    source = HccnSource(options, CommandRunner(timeout=5), HealthRegistry(), chips=lambda: (CHIP0,), command=(str(script),),
-                        max_age=30, clock=lambda: now[0])
+    source = HccnSource(
+        options,
+        CommandRunner(timeout=5),
+        HealthRegistry(),
+        chips=lambda: (CHIP0,),
+        command=(str(script),),
+        max_age=30,
+        clock=lambda: now[0],
+    )
     await run_all(source)
     first = source.part()
-    assert source.part() is first                    # nothing new: the same part, nothing rebuilt
+    assert source.part() is first  # nothing new: the same part, nothing rebuilt
     await source.refresh_fast()
     again = source.part()
-    assert again is not first and again == first     # new readings of the same values: rebuilt, equal
-    now[0] += 100                                    # the fast readings age out
+    assert again is not first and again == first  # new readings of the same values: rebuilt, equal
+    now[0] += 100  # the fast readings age out
     assert source.part().ports[0].link_up is None and first.ports[0].link_up is not None

@@ -125,13 +125,13 @@ def test_exporter_killed_mid_run_does_not_disturb_the_loop(start_exporter):
             exporter.kill()
             sent_before = mon.stats()["sent"]  # what the old process acknowledged
         if i == 199:
-            exporter.start()                  # same port: an exporter restart
+            exporter.start()  # same port: an exporter restart
     assert completed == 300
     mon.flush(timeout=10)
     mon.close(timeout=10)
     stats = mon.stats()
     assert stats["sent"] + stats["dropped"] == 300 and stats["buffered"] == 0
-    assert stats["sent"] > sent_before         # reporting resumed after the restart
+    assert stats["sent"] > sent_before  # reporting resumed after the restart
     exporter.wait_value("npu_job_iterations_total", stats["sent"] - sent_before, **key)
     assert exporter.value("cann_exporter_ingest_client_dropped_steps_total") == stats["dropped"]
 
@@ -215,9 +215,23 @@ def test_ttl_expiry_removes_series(start_exporter):
 def test_the_example_script(start_exporter):
     exporter = start_exporter()
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "train_with_hooks.py"), "--url", exporter.url, "--steps", "40", "--log-every", "20",
-         "--job-name", "example"],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        [
+            sys.executable,
+            str(ROOT / "examples" / "train_with_hooks.py"),
+            "--url",
+            exporter.url,
+            "--steps",
+            "40",
+            "--log-every",
+            "20",
+            "--job-name",
+            "example",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "hook sent 40, dropped 0" in proc.stdout
@@ -229,8 +243,14 @@ def test_the_example_script(start_exporter):
 
 def run_example(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CANN_EXPORTER_")}
-    return subprocess.run([sys.executable, str(ROOT / "examples" / "train_with_hooks.py"), *args],
-                          capture_output=True, text=True, timeout=timeout, cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)})
+    return subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "train_with_hooks.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**env, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def test_the_example_without_pytorch(start_exporter):
@@ -239,7 +259,7 @@ def test_the_example_without_pytorch(start_exporter):
     proc = run_example("--backend", "stdlib", "--url", exporter.url, "--steps", "30", "--log-every", "10", "--job-name", "plain")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "done: 30 steps on a synthetic loop (no PyTorch); hook sent 30, dropped 0" in proc.stdout
-    assert 'npu_job_iterations_total{job_name="plain",rank="0"} 30.0' in proc.stdout   # printed from /metrics
+    assert 'npu_job_iterations_total{job_name="plain",rank="0"} 30.0' in proc.stdout  # printed from /metrics
     assert "Where to look:" in proc.stdout
     exporter.wait_value("npu_job_iterations_total", 30, job_name="plain", rank="0")
     phases = {dict(ls)["phase"] for (n, ls) in exporter.samples() if n == "npu_job_phase_seconds_total"}
@@ -247,7 +267,7 @@ def test_the_example_without_pytorch(start_exporter):
 
 
 def test_the_example_starts_an_exporter_when_none_answers():
-    with socket.socket() as closed:   # a port nothing listens on
+    with socket.socket() as closed:  # a port nothing listens on
         closed.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{closed.getsockname()[1]}"
     proc = run_example("--backend", "stdlib", "--url", url, "--steps", "20", "--log-every", "10")

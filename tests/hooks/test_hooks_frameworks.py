@@ -21,6 +21,7 @@ def profiling_of(module, monkeypatch) -> list:
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
             built.append((self._profiling.every, self._profiling.steps) if self._profiling else None)
+
     monkeypatch.setattr(module, "TorchMonitor", Recording)
     return built
 
@@ -48,9 +49,16 @@ def test_transformers_trainer_callback(sink, tmp_path, monkeypatch):
 
     data = [{"x": torch.randn(4), "labels": torch.randn(1)} for _ in range(64)]
     args = TrainingArguments(
-        output_dir=str(tmp_path / "hf-run"), per_device_train_batch_size=4, gradient_accumulation_steps=2,
-        max_steps=5, report_to="none", save_strategy="no", logging_strategy="no", use_cpu=True,
-        dataloader_num_workers=0, disable_tqdm=True,
+        output_dir=str(tmp_path / "hf-run"),
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=2,
+        max_steps=5,
+        report_to="none",
+        save_strategy="no",
+        logging_strategy="no",
+        use_cpu=True,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
     )
     callback = CannExporterCallback(url=sink.url, flush_interval=0.05, profile_every=0.01, profile_steps=2)
     Trainer(model=Tiny(), args=args, train_dataset=data, callbacks=[callback]).train()
@@ -58,7 +66,7 @@ def test_transformers_trainer_callback(sink, tmp_path, monkeypatch):
     assert len(steps) == 5
     assert all(s["samples"] == 8 and s["duration"] > 0 for s in steps)
     assert sink.batches[-1]["framework"] == "transformers" and sink.batches[-1]["final"]
-    assert built == [(0.01, 2)]   # profiling windows passed through (end to end: test_hooks_profiling.py)
+    assert built == [(0.01, 2)]  # profiling windows passed through (end to end: test_hooks_profiling.py)
 
 
 def test_lightning_callback(sink, tmp_path, monkeypatch):
@@ -87,8 +95,14 @@ def test_lightning_callback(sink, tmp_path, monkeypatch):
     data = torch.utils.data.TensorDataset(torch.randn(40, 4), torch.randn(40, 1))
     loader = torch.utils.data.DataLoader(data, batch_size=8)
     trainer = lightning.Trainer(
-        max_steps=7, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(tmp_path),
+        max_steps=7,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(tmp_path),
         callbacks=[CannExporterCallback("lit", url=sink.url, flush_interval=0.05, profile_every=0.01, profile_steps=2)],
     )
     trainer.fit(Tiny(), loader)
@@ -121,7 +135,10 @@ def test_mindspore_callback(sink):
     # Its own interpreter: MindSpore and PyTorch are not loaded into one process.
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(MINDSPORE_SCRIPT.format(url=sink.url))],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT), "RANK_ID": "0", "RANK_SIZE": "1", "GLOG_v": "3"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

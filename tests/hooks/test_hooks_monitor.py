@@ -22,8 +22,10 @@ def monitor(sink: Sink, **kwargs) -> Monitor:
 
 # --- import and identity -------------------------------------------------------------------
 
+
 def test_imports_only_the_standard_library():
-    proc = run_script(textwrap.dedent("""
+    proc = run_script(
+        textwrap.dedent("""
         import sys
         before = set(sys.modules)
         import exporter.hooks
@@ -35,7 +37,8 @@ def test_imports_only_the_standard_library():
             and not (name == "exporter" or name.startswith("exporter.hooks"))
         )
         print(outside)
-    """))
+    """)
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
 
@@ -75,6 +78,7 @@ def test_url_from_argument_env_or_default(monkeypatch):
 
 
 # --- what is sent ------------------------------------------------------------------------
+
 
 def test_steps_phases_and_samples_arrive(sink):
     mon = monitor(sink, rank=1, world_size=2, device=3)
@@ -141,16 +145,16 @@ def test_phases_outside_a_step_and_failed_steps_are_not_reported(sink):
 
 def test_garbage_never_raises_and_is_counted(sink):
     mon = monitor(sink)
-    with mon.step(samples="many"):           # not a count: sent without samples
+    with mon.step(samples="many"):  # not a count: sent without samples
         with mon.phase(["unhashable"]):
             pass
         with mon.phase(None):
             pass
-    mon.record_step("slow")                  # not a number: dropped
-    mon.record_step(-1.0)                    # negative: dropped
+    mon.record_step("slow")  # not a number: dropped
+    mon.record_step(-1.0)  # negative: dropped
     mon.record_step(math.nan)
-    mon.record_step(10**9)                   # absurd: dropped
-    mon.record_step(0.1, phases=5)           # not a mapping: dropped
+    mon.record_step(10**9)  # absurd: dropped
+    mon.record_step(0.1, phases=5)  # not a mapping: dropped
     mon.record_step(0.1, end="now")
     mon.record_step(0.1, samples=3.0, phases={"h2d": -1, "compute": math.inf, "d2h": 0.01})
     mon.record_memory("lots", -5)
@@ -160,7 +164,7 @@ def test_garbage_never_raises_and_is_counted(sink):
     assert "samples" not in good[0] and set(good[0]["phases"]) == {"other"}
     assert good[1]["samples"] == 3 and good[1]["phases"] == {"d2h": 0.01}
     assert mon.stats()["dropped"] == 6
-    assert sink.batches[-1]["dropped"] == 6   # the exporter hears about drops too
+    assert sink.batches[-1]["dropped"] == 6  # the exporter hears about drops too
     assert "memory" not in sink.batches[-1]
 
 
@@ -216,6 +220,7 @@ def test_batches_are_bounded_and_ordered(sink):
 
 
 # --- when the exporter misbehaves --------------------------------------------------------
+
 
 def test_exporter_down_keeps_the_loop_going_and_counts_drops():
     mon = Monitor("down", url=f"http://127.0.0.1:{free_port()}", buffer_size=100, flush_interval=0.01, max_backoff=0.05)
@@ -283,27 +288,33 @@ def test_413_halves_the_batch_size(sink):
 
 # --- process lifecycle -------------------------------------------------------------------
 
+
 def test_unclosed_monitor_flushes_at_exit(sink):
-    proc = run_script(textwrap.dedent(f"""
+    proc = run_script(
+        textwrap.dedent(f"""
         from exporter.hooks import Monitor
         mon = Monitor("atexit", url="{sink.url}", flush_interval=60)
         for _ in range(25):
             with mon.step(samples=2):
                 pass
         # no close(): the atexit hook sends what is buffered
-    """))
+    """)
+    )
     assert proc.returncode == 0, proc.stderr
     assert len(sink.steps(job_name="atexit")) == 25
     assert sink.batches[-1]["final"] is True
 
 
 def test_exit_is_not_held_up_by_a_dead_exporter():
-    proc = run_script(textwrap.dedent(f"""
+    proc = run_script(
+        textwrap.dedent(f"""
         from exporter.hooks import Monitor
         mon = Monitor("dead", url="http://127.0.0.1:{free_port()}", flush_interval=0.01)
         for _ in range(100):
             mon.record_step(0.01)
-    """), timeout=30)
+    """),
+        timeout=30,
+    )
     assert proc.returncode == 0, proc.stderr
 
 
@@ -385,13 +396,13 @@ def test_multiprocessing_fork_pool_workers(sink):
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["stats"]["sent"] == 100
-    assert len([s for s in sink.steps() if s["samples"] == 1]) == 100   # no parent step sent twice
+    assert len([s for s in sink.steps() if s["samples"] == 1]) == 100  # no parent step sent twice
     assert len([s for s in sink.steps() if s["samples"] == 1000]) == 8  # each worker's own step, once
 
 
 def test_values_the_exporter_would_reject_never_cost_a_whole_batch(sink):
     mon = monitor(sink, framework="torch:2.13 (cpu)", device="123456")
-    mon.record_step(0.1, end=1e15)            # milliseconds by mistake: the recording time instead
+    mon.record_step(0.1, end=1e15)  # milliseconds by mistake: the recording time instead
     mon.record_step(0.1, end=-5)
     mon.record_step(0.1, phases={"compute": 1e6})
     mon.record_step(0.1, samples=10**12)

@@ -66,9 +66,11 @@ def train(exporter_url: str, tmp: Path, job: str, prelude: str = "", extra_path:
 
 def served(exporter, metric: str, job_name: str) -> dict:
     """/metrics once ``metric`` of ``job_name`` is on it (the summary arrives after the window)."""
+
     def check() -> dict | None:
         found = exporter.samples()
         return found if value(found, metric, job_name=job_name) is not None else None
+
     return wait_until(check, deadline=60, what=f"{metric} of {job_name} on /metrics")
 
 
@@ -94,32 +96,57 @@ def test_a_cpu_window_shows_the_hot_operator(start_exporter, tmp_path):
 
 def hot_operator_fires_on(found: dict, job_name: str, tmp_path: Path) -> None:
     """NPUHotOperator's promtool test, its input series the job's series from this /metrics."""
-    series = [{"series": "{}{{{}}}".format(name, ", ".join(f'{k}="{v}"' for k, v in sorted(
-                  {**dict(labels), "job": "npu", "instance": "node-a:9435"}.items()))),
-               "values": f"{v!r}x30"}
-              for (name, labels), v in sorted(found.items(), key=lambda item: item[0][0])
-              if dict(labels).get("job_name") == job_name and name.startswith(("npu_profile_", "npu_job_info"))]
+    series = [
+        {
+            "series": "{}{{{}}}".format(
+                name, ", ".join(f'{k}="{v}"' for k, v in sorted({**dict(labels), "job": "npu", "instance": "node-a:9435"}.items()))
+            ),
+            "values": f"{v!r}x30",
+        }
+        for (name, labels), v in sorted(found.items(), key=lambda item: item[0][0])
+        if dict(labels).get("job_name") == job_name and name.startswith(("npu_profile_", "npu_job_info"))
+    ]
     ratio = value(found, "npu_profile_max_operator_ratio", job_name=job_name)
-    op_type = next(dict(ls)["op_type"] for (n, ls), _ in found.items()
-                   if n == "npu_profile_operator_time_ratio" and dict(ls).get("position") == "1" and dict(ls)["job_name"] == job_name)
+    op_type = next(
+        dict(ls)["op_type"]
+        for (n, ls), _ in found.items()
+        if n == "npu_profile_operator_time_ratio" and dict(ls).get("position") == "1" and dict(ls)["job_name"] == job_name
+    )
     where = f"job {job_name} rank 0 on node-a:9435"
     test = {
         "rule_files": [str(ROOT / "alerts" / "cann-exporter.alerts.yml")],
         "evaluation_interval": "1m",
-        "tests": [{
-            "interval": "1m", "input_series": series,
-            "alert_rule_test": [
-                {"eval_time": "4m", "alertname": "NPUHotOperator", "exp_alerts": []},
-                {"eval_time": "10m", "alertname": "NPUHotOperator", "exp_alerts": [{
-                    "exp_labels": {"severity": "warning", "job": "npu", "instance": "node-a:9435", "job_name": job_name,
-                                   "rank": "0", "op_type": op_type},
-                    "exp_annotations": {
-                        "summary": f"One operator type dominates the device time of {where}",
-                        "description": f"In the latest profile of {where}, operator type {op_type} takes "
-                                       f"{ratio * 100:.4g}% of device kernel time (above 70%).",
-                        "runbook_url": "docs/runbooks.md#npuhotoperator"}}]},
-            ],
-        }],
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "alert_rule_test": [
+                    {"eval_time": "4m", "alertname": "NPUHotOperator", "exp_alerts": []},
+                    {
+                        "eval_time": "10m",
+                        "alertname": "NPUHotOperator",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {
+                                    "severity": "warning",
+                                    "job": "npu",
+                                    "instance": "node-a:9435",
+                                    "job_name": job_name,
+                                    "rank": "0",
+                                    "op_type": op_type,
+                                },
+                                "exp_annotations": {
+                                    "summary": f"One operator type dominates the device time of {where}",
+                                    "description": f"In the latest profile of {where}, operator type {op_type} takes "
+                                    f"{ratio * 100:.4g}% of device kernel time (above 70%).",
+                                    "runbook_url": "docs/runbooks.md#npuhotoperator",
+                                },
+                            }
+                        ],
+                    },
+                ],
+            }
+        ],
     }
     path = tmp_path / "hot-operator.test.yml"
     path.write_text(yaml.safe_dump(test, sort_keys=False))
@@ -131,19 +158,24 @@ def test_the_npu_path_through_a_stand_in_torch_npu(start_exporter, tmp_path):
     """A stand-in torch_npu (tests/support/standin_torch_npu, not Huawei's) writes real torch_npu
     samples as its export; the hooks' summary reads them with the watched exports' code."""
     exporter = start_exporter()
-    stats = train(exporter.url, tmp_path / "tmp", "npu-job", prelude="import torch_npu\nassert torch_npu.STANDIN",
-                  extra_path=STANDIN)
+    stats = train(exporter.url, tmp_path / "tmp", "npu-job", prelude="import torch_npu\nassert torch_npu.STANDIN", extra_path=STANDIN)
     assert stats["kind"] == "npu" and stats["profile_windows"] >= 1, stats
     expected = summarise_window(build(tmp_path / "ref" / "x_1_2_ascend_pt", PT_LEVEL1).parent, "npu", "npu-job", 0)
     found = served(exporter, "npu_profile_compute_ratio", "npu-job")
-    for name, field in (("npu_profile_compute_ratio", "compute_ratio"), ("npu_profile_idle_ratio", "idle_ratio"),
-                        ("npu_profile_memcpy_ratio", "memcpy_ratio"), ("npu_profile_communication_ratio", "communication_ratio"),
-                        ("npu_profile_framework_overhead_ratio", "framework_overhead_ratio"),
-                        ("npu_profile_max_operator_ratio", "max_operator_ratio"),
-                        ("npu_profile_step_duration_seconds", "step_duration_seconds")):
+    for name, field in (
+        ("npu_profile_compute_ratio", "compute_ratio"),
+        ("npu_profile_idle_ratio", "idle_ratio"),
+        ("npu_profile_memcpy_ratio", "memcpy_ratio"),
+        ("npu_profile_communication_ratio", "communication_ratio"),
+        ("npu_profile_framework_overhead_ratio", "framework_overhead_ratio"),
+        ("npu_profile_max_operator_ratio", "max_operator_ratio"),
+        ("npu_profile_step_duration_seconds", "step_duration_seconds"),
+    ):
         assert value(found, name, job_name="npu-job", rank="0") == pytest.approx(getattr(expected, field)), name
     top = expected.top_operators[0]
-    assert value(found, "npu_profile_operator_time_ratio", job_name="npu-job", position="1", op_type=top.op_type) == pytest.approx(top.ratio)
+    assert value(found, "npu_profile_operator_time_ratio", job_name="npu-job", position="1", op_type=top.op_type) == pytest.approx(
+        top.ratio
+    )
     assert leftovers(tmp_path / "tmp") == []
 
 
@@ -161,6 +193,7 @@ class _SlowExport(TorchProfilerBackend):
         def export() -> None:
             self.release.wait(30)
             real_export()
+
         session.export = export
         return session
 
@@ -179,9 +212,9 @@ def test_a_window_due_while_the_summary_is_made_is_skipped_and_counted(sink, tmp
     release = threading.Event()
     mon = Monitor("skip", url=sink.url)
     profiling = Profiling(_SlowExport(release), lambda: mon.identity, sink.url, None, every=0.01, steps=1, workdir=str(tmp_path))
-    run_steps(profiling, 1, pause=0.02)            # the first window opens ...
-    run_steps(profiling, 1, pause=0.02)            # ... and closes: its summary waits for `release`
-    run_steps(profiling, 20, pause=0.02)           # windows come due meanwhile: skipped
+    run_steps(profiling, 1, pause=0.02)  # the first window opens ...
+    run_steps(profiling, 1, pause=0.02)  # ... and closes: its summary waits for `release`
+    run_steps(profiling, 20, pause=0.02)  # windows come due meanwhile: skipped
     assert profiling.skipped >= 3 and profiling.windows == 0
     skipped = profiling.skipped
     release.set()
@@ -225,7 +258,7 @@ def test_a_failure_disables_profiling_with_one_warning_and_the_loop_goes_on(sink
     assert len(warnings) == 1, [r.getMessage() for r in warnings]
     assert profiling.windows == 0 and not sink.profiles
     mon.flush()
-    assert len(sink.steps(job_name="fails")) == 30    # steps still reported
+    assert len(sink.steps(job_name="fails")) == 30  # steps still reported
     assert leftovers(tmp_path) == []
     mon.close()
 
@@ -243,13 +276,13 @@ def test_off_by_default_and_no_profiler_touched(monkeypatch):
 
 
 def test_stale_window_directories_of_dead_processes_are_removed(tmp_path):
-    dead = 2 ** 22 + 12345   # above the largest pid_max: no such process
-    gone, alive = tmp_path / f"{DIR_PREFIX}{dead}-abc", tmp_path / f"{DIR_PREFIX}1-def"   # pid 1 is alive
+    dead = 2**22 + 12345  # above the largest pid_max: no such process
+    gone, alive = tmp_path / f"{DIR_PREFIX}{dead}-abc", tmp_path / f"{DIR_PREFIX}1-def"  # pid 1 is alive
     for path in (gone, alive):
         path.mkdir()
-    remove_stale(str(tmp_path))                            # just written: may be another namespace's window
+    remove_stale(str(tmp_path))  # just written: may be another namespace's window
     assert gone.exists() and alive.exists()
-    remove_stale(str(tmp_path), now=time.time() + 7200)   # untouched for two hours
+    remove_stale(str(tmp_path), now=time.time() + 7200)  # untouched for two hours
     assert not gone.exists() and alive.exists()
 
 

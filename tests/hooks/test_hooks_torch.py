@@ -15,7 +15,7 @@ class FakeDevice:
 
     def __init__(self) -> None:
         self.clock_ms = 0.0
-        self.completed_ms = -1.0   # events recorded at or before this device time are done
+        self.completed_ms = -1.0  # events recorded at or before this device time are done
         self.synchronize_calls = 0
         self.events_created = 0
         self.allocated = 1 << 30
@@ -86,16 +86,16 @@ def test_steps_are_reported_only_once_the_device_finished_them():
     device, captured = FakeDevice(), Captured()
     tm = TorchMonitor(monitor=captured, backend=device)
     run_steps(tm, device, 5)
-    assert captured.steps == []               # the device is "behind": nothing known yet
-    device.completed_ms = device.clock_ms     # the device catches up
-    run_steps(tm, device, 1)                  # the next step's start resolves the earlier five
+    assert captured.steps == []  # the device is "behind": nothing known yet
+    device.completed_ms = device.clock_ms  # the device catches up
+    run_steps(tm, device, 1)  # the next step's start resolves the earlier five
     assert len(captured.steps) == 5
     for seconds, samples, phases in captured.steps:
-        assert seconds == pytest.approx(0.010)            # the device's time, not the host's
+        assert seconds == pytest.approx(0.010)  # the device's time, not the host's
         assert samples == 4
         assert phases == pytest.approx({"h2d": 0.002, "compute": 0.007})
     assert device.synchronize_calls == 0
-    tm.close()                                # outside the loop a wait is fine
+    tm.close()  # outside the loop a wait is fine
     assert len(captured.steps) == 6
     assert device.synchronize_calls == 1
 
@@ -104,7 +104,7 @@ def test_resolution_stops_at_the_first_unfinished_step():
     device, captured = FakeDevice(), Captured()
     tm = TorchMonitor(monitor=captured, backend=device)
     run_steps(tm, device, 3)
-    device.completed_ms = 15.0                # only the first step (0..10 ms) is done
+    device.completed_ms = 15.0  # only the first step (0..10 ms) is done
     run_steps(tm, device, 1)
     assert len(captured.steps) == 1
     assert device.synchronize_calls == 0
@@ -117,14 +117,14 @@ def test_events_are_recycled():
         run_steps(tm, device, 1)
         device.completed_ms = device.clock_ms
     assert len(captured.steps) == 49
-    assert device.events_created <= 12        # 6 events per step, reused once resolved
+    assert device.events_created <= 12  # 6 events per step, reused once resolved
 
 
 def test_a_device_far_behind_falls_back_to_host_time():
     device, captured = FakeDevice(), Captured()
     tm = TorchMonitor(monitor=captured, backend=device, max_pending=4)
     run_steps(tm, device, 10)
-    assert len(captured.steps) == 6           # the oldest beyond max_pending, with host time
+    assert len(captured.steps) == 6  # the oldest beyond max_pending, with host time
     assert all(phases == {} and seconds < 0.010 for seconds, _, phases in captured.steps)
     assert device.synchronize_calls == 0
 
@@ -145,7 +145,7 @@ def test_broken_events_never_break_the_loop():
     device, captured = Broken(), Captured()
     tm = TorchMonitor(monitor=captured, backend=device)
     run_steps(tm, device, 3)
-    assert len(captured.steps) == 3           # host time instead
+    assert len(captured.steps) == 3  # host time instead
 
 
 def test_cpu_uses_host_time_through_the_plain_monitor():

@@ -54,7 +54,7 @@ def test_a_trickling_reply_is_cut_at_the_exchange_deadline():
     sent = []
 
     def trickle(conn: socket.socket) -> None:
-        for byte in HEAD + b"Content-Length: 2\r\n\r\n{}":   # 60 bytes at 0.25 s: 15 s in all
+        for byte in HEAD + b"Content-Length: 2\r\n\r\n{}":  # 60 bytes at 0.25 s: 15 s in all
             conn.sendall(bytes([byte]))
             sent.append(byte)
             time.sleep(0.25)
@@ -82,8 +82,8 @@ def test_a_reply_larger_than_the_cap_is_refused():
 
 def test_an_ordinary_reply_keeps_the_connection():
     def ok(conn: socket.socket) -> None:
-        conn.sendall(HEAD + b"Content-Length: 11\r\n\r\n{\"ok\":true}")
-        time.sleep(0.5)   # keep-alive: the client must not wait for the close
+        conn.sendall(HEAD + b'Content-Length: 11\r\n\r\n{"ok":true}')
+        time.sleep(0.5)  # keep-alive: the client must not wait for the close
 
     with answering(ok) as url:
         transport = Transport(url, None, timeout=5.0)

@@ -75,7 +75,7 @@ def test_the_series_budget_reserves_the_worst_case_of_each_rank(clock):
     assert refused(store, batch("other")) == "series_budget"
     store.accept(batch("bert", 0))  # a held rank keeps reporting
     assert held(store) == {("bert", r) for r in range(3)}
-    assert evicted(store) == {}     # every rank is working: nobody gave way
+    assert evicted(store) == {}  # every rank is working: nobody gave way
 
 
 def test_the_worst_case_default_exposition_is_the_series_budget(clock):
@@ -111,19 +111,19 @@ def test_one_rank_renders_exactly_the_series_it_reserves(clock):
 
 
 def test_a_heartbeat_flood_gives_way_to_a_job_that_reports_steps(clock):
-    store = IngestStore(clock=clock)    # the defaults; everyone on loopback (no per-client limit)
+    store = IngestStore(clock=clock)  # the defaults; everyone on loopback (no per-client limit)
     flood = [f"flood-{i}" for i in range(40)]
     admitted = []
-    for name in flood:                  # one POST per name, no steps
+    for name in flood:  # one POST per name, no steps
         clock.now += 1
         try:
             store.accept(batch(name, steps=0), "127.0.0.1")
             admitted.append(name)
         except IngestError as exc:
             assert exc.reason == "too_many_jobs"
-    assert admitted == flood[:IngestLimits().max_jobs]
+    assert admitted == flood[: IngestLimits().max_jobs]
 
-    store.accept(batch("bert", steps=1), "127.0.0.1")    # the oldest heartbeat-only name gives way
+    store.accept(batch("bert", steps=1), "127.0.0.1")  # the oldest heartbeat-only name gives way
     assert jobs(store) == set(flood[1:8]) | {"bert"}
     assert evicted(store) == {"too_many_jobs": 1}
     for rank in range(1, 16):
@@ -143,7 +143,7 @@ def test_a_heartbeat_flood_gives_way_to_a_job_that_reports_steps(clock):
         clock.now += 60
         for rank in range(16):
             store.accept(batch("bert", rank), "127.0.0.1")
-        for name in flood[8 + minute::20]:
+        for name in flood[8 + minute :: 20]:
             try:
                 store.accept(batch(name, steps=1), "127.0.0.1")
             except IngestError as exc:
@@ -156,7 +156,7 @@ def test_a_heartbeat_only_newcomer_never_displaces_anyone(clock):
     store = IngestStore(limits=IngestLimits(max_jobs=2), clock=clock)
     store.accept(batch("quiet", steps=0))
     store.accept(batch("stalled", steps=1))
-    clock.now += IDLE_AFTER + 1                   # both idle, neither expired
+    clock.now += IDLE_AFTER + 1  # both idle, neither expired
     assert refused(store, batch("newcomer", steps=0)) == "too_many_jobs"
     assert jobs(store) == {"quiet", "stalled"} and evicted(store) == {}
 
@@ -165,9 +165,9 @@ def test_a_job_that_stops_stepping_gives_way_only_after_idle_after(clock):
     store = IngestStore(limits=IngestLimits(max_jobs=1), clock=clock)
     store.accept(batch("old", steps=1))
     clock.now += IDLE_AFTER - 1
-    store.accept(batch("old", steps=0))           # alive (heartbeat) but not stepping
+    store.accept(batch("old", steps=0))  # alive (heartbeat) but not stepping
     assert refused(store, batch("new")) == "too_many_jobs"
-    clock.now += 2                                # its last step is now idle_after + 1 s old
+    clock.now += 2  # its last step is now idle_after + 1 s old
     store.accept(batch("new"))
     assert held(store) == {("new", 0)}
     assert evicted(store) == {"too_many_jobs": 1}
@@ -227,7 +227,7 @@ def test_one_address_is_capped_while_another_gets_in(clock):
             except IngestError as exc:
                 outcomes[exc.reason] += 1
     assert outcomes == {"admitted": 32, "per_client_limit": 64}
-    for rank in range(16):                        # a full-node job from another pod
+    for rank in range(16):  # a full-node job from another pod
         store.accept(batch("bert", rank), "10.0.0.7")
     assert jobs(store) == {"greedy-0", "greedy-1", "bert"}
 
@@ -239,12 +239,12 @@ def test_jobs_per_address(clock):
         store.accept(batch(f"greedy-{job}"), "10.0.0.66")
     assert refused(store, batch("greedy-4"), "10.0.0.66") == "per_client_limit"
     assert refused(store, batch("greedy-4"), "::ffff:10.0.0.66") == "per_client_limit"  # the same address
-    store.accept(batch("greedy-0", 1), "10.0.0.66")   # more ranks of a job it holds
+    store.accept(batch("greedy-0", 1), "10.0.0.66")  # more ranks of a job it holds
     store.accept(batch("bert"), "10.0.0.7")
     # Its own idle jobs give way to its new one (the per-client limit's eviction).
     clock.now += IDLE_AFTER + 1
     store.accept(batch("greedy-4"), "10.0.0.66")
-    assert jobs(store) == {"greedy-0", "greedy-2", "greedy-3", "greedy-4", "bert"}   # greedy-1: quiet longest
+    assert jobs(store) == {"greedy-0", "greedy-2", "greedy-3", "greedy-4", "bert"}  # greedy-1: quiet longest
     assert evicted(store) == {"per_client_limit": 1}
 
 
@@ -283,7 +283,7 @@ async def test_route_counts_series_budget_and_per_client_rejections(aiohttp_clie
         assert (await post(client, "greedy", rank, peer="10.0.0.66")).status == 200
     resp = await post(client, "greedy", 2, peer="10.0.0.66")
     assert resp.status == 429 and (await resp.json())["reason"] == "per_client_limit"
-    for rank in range(3):                          # from the test client's own loopback address
+    for rank in range(3):  # from the test client's own loopback address
         assert (await post(client, "bert", rank)).status == 200
     resp = await post(client, "bert", 3)
     assert resp.status == 429 and (await resp.json())["reason"] == "series_budget"
@@ -308,10 +308,10 @@ async def test_route_counts_evictions(aiohttp_client):
 
 # --- property: whatever the traffic, the bounds hold and working ranks stay -------------------
 
-_OPS = st.lists(st.tuples(st.integers(0, 5), st.integers(0, 4), st.integers(0, 3), st.booleans(), st.integers(0, 200)),
-                max_size=60)
-_SMALL = IngestLimits(max_jobs=4, max_ranks=3, max_series=8 * SERIES_PER_RANK, max_jobs_per_client=2,
-                      max_ranks_per_client=4, idle_after=120)
+_OPS = st.lists(st.tuples(st.integers(0, 5), st.integers(0, 4), st.integers(0, 3), st.booleans(), st.integers(0, 200)), max_size=60)
+_SMALL = IngestLimits(
+    max_jobs=4, max_ranks=3, max_series=8 * SERIES_PER_RANK, max_jobs_per_client=2, max_ranks_per_client=4, idle_after=120
+)
 _PEERS = ("10.0.0.1", "10.0.0.2", "fd00::3", "127.0.0.1")
 
 
@@ -330,12 +330,12 @@ def test_bounds_hold_and_working_ranks_are_never_evicted(ops):
             store.accept(batch(*key, steps=int(has_steps)), _PEERS[peer])
         except IngestError as exc:
             assert exc.status == 429 and key not in before
-            assert held(store) == before                        # refused: nothing changed
+            assert held(store) == before  # refused: nothing changed
             continue
         after = held(store)
-        assert working <= after                                 # nobody working was evicted
+        assert working <= after  # nobody working was evicted
         if not has_steps:
-            assert before <= after                              # a heartbeat evicts no one
+            assert before <= after  # a heartbeat evicts no one
         if key not in before:
             owner[key] = _PEERS[peer]
             for gone in before - after:

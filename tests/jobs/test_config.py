@@ -62,10 +62,18 @@ def test_token_file(tmp_path):
 
 
 def test_assembly_builds_the_store_and_registers_the_collector():
-    settings = build_settings(flags={
-        "simulator.scenario": "healthy", "ingest.max_jobs": "3", "ingest.ttl": "2m", "ingest.token": "t",
-        "ingest.max_series": "700", "ingest.max_jobs_per_client": "2", "ingest.max_ranks_per_client": "5", "ingest.idle_after": "90s",
-    })
+    settings = build_settings(
+        flags={
+            "simulator.scenario": "healthy",
+            "ingest.max_jobs": "3",
+            "ingest.ttl": "2m",
+            "ingest.token": "t",
+            "ingest.max_series": "700",
+            "ingest.max_jobs_per_client": "2",
+            "ingest.max_ranks_per_client": "5",
+            "ingest.idle_after": "90s",
+        }
+    )
     exporter = assemble(settings)
     assert exporter.ingest is not None and settings.ingest.token == "t"
     assert exporter.ingest.limits.max_jobs == 3 and exporter.ingest.ttl == 120
@@ -97,7 +105,18 @@ def test_openapi_document_matches_the_validator():
     # and every field the validator knows is documented
     with pytest.raises(IngestError):
         parse_batch(json.dumps({**example, "undocumented": 1}).encode(), IngestLimits(), now=end + 1)
-    assert set(schemas["Batch"]["properties"]) == {"job_name", "rank", "world_size", "device", "framework", "pid", "dropped", "final", "memory", "steps"}
+    assert set(schemas["Batch"]["properties"]) == {
+        "job_name",
+        "rank",
+        "world_size",
+        "device",
+        "framework",
+        "pid",
+        "dropped",
+        "final",
+        "memory",
+        "steps",
+    }
 
 
 def test_openapi_is_package_data():

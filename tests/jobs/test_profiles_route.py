@@ -22,13 +22,29 @@ def make_app(token: str | None = None, posted: PostedLimits = PostedLimits(), **
 
 
 def summary(job: str = "llama", rank: int = 0, **extra) -> dict:
-    return {"job_name": job, "rank": rank, "world_size": 8, "framework": "pytorch", "pid": 7, "backend": "npu",
-            "finished_at": time.time(), "steps": 5, "step_duration_seconds": 0.2, "compute_ratio": 0.8,
-            "idle_ratio": 0.15, "memcpy_ratio": 0.05, "memcpy_kind_ratios": {"h2d": 0.04, "d2h": 0.01},
-            "top3_operator_ratio": 0.9, "max_operator_ratio": 0.75,
-            "operators": [{"op_type": "MatMulV2", "ratio": 0.75, "seconds": 0.7, "count": 50},
-                          {"op_type": "Add", "ratio": 0.1, "seconds": 0.1, "count": 10},
-                          {"op_type": "Cast", "ratio": 0.05}], **extra}
+    return {
+        "job_name": job,
+        "rank": rank,
+        "world_size": 8,
+        "framework": "pytorch",
+        "pid": 7,
+        "backend": "npu",
+        "finished_at": time.time(),
+        "steps": 5,
+        "step_duration_seconds": 0.2,
+        "compute_ratio": 0.8,
+        "idle_ratio": 0.15,
+        "memcpy_ratio": 0.05,
+        "memcpy_kind_ratios": {"h2d": 0.04, "d2h": 0.01},
+        "top3_operator_ratio": 0.9,
+        "max_operator_ratio": 0.75,
+        "operators": [
+            {"op_type": "MatMulV2", "ratio": 0.75, "seconds": 0.7, "count": 50},
+            {"op_type": "Add", "ratio": 0.1, "seconds": 0.1, "count": 10},
+            {"op_type": "Cast", "ratio": 0.05},
+        ],
+        **extra,
+    }
 
 
 async def metrics(client) -> dict:
@@ -58,13 +74,15 @@ async def test_a_summary_becomes_the_profile_series_of_its_job_and_rank(aiohttp_
     assert get(found, "npu_profile_operator_time_ratio", position="1", op_type="MatMulV2") == 0.75
     assert get(found, "npu_profile_memcpy_kind_ratio", kind="h2d") == 0.04
     assert get(found, "npu_profile_last_update_timestamp_seconds", job_name="llama") == doc["finished_at"]
-    assert get(found, "npu_profile_communication_ratio") is None   # not sent: absent, not 0
+    assert get(found, "npu_profile_communication_ratio") is None  # not sent: absent, not 0
     assert get(found, "cann_exporter_ingest_profiles_total") == 1
 
 
 async def test_a_backend_without_a_figure_leaves_it_absent(aiohttp_client):
     client = await aiohttp_client(make_app())
-    doc = {k: v for k, v in summary(backend="cpu").items() if k not in ("compute_ratio", "idle_ratio", "memcpy_ratio", "memcpy_kind_ratios")}
+    doc = {
+        k: v for k, v in summary(backend="cpu").items() if k not in ("compute_ratio", "idle_ratio", "memcpy_ratio", "memcpy_kind_ratios")
+    }
     assert (await post(client, doc)).status == 200
     found = await metrics(client)
     assert get(found, "npu_profile_max_operator_ratio") == 0.75
@@ -76,25 +94,42 @@ async def test_the_later_summary_of_a_rank_replaces_the_earlier(aiohttp_client):
     client = await aiohttp_client(make_app(posted=PostedLimits(top_k=2)))
     now = time.time()
     assert (await post(client, summary(finished_at=now - 60))).status == 200
-    assert (await post(client, summary(finished_at=now, max_operator_ratio=0.5, operators=[
-        {"op_type": "Conv2D", "ratio": 0.5}, {"op_type": "Add", "ratio": 0.2}, {"op_type": "Cast", "ratio": 0.1}]))).status == 200
+    assert (
+        await post(
+            client,
+            summary(
+                finished_at=now,
+                max_operator_ratio=0.5,
+                operators=[{"op_type": "Conv2D", "ratio": 0.5}, {"op_type": "Add", "ratio": 0.2}, {"op_type": "Cast", "ratio": 0.1}],
+            ),
+        )
+    ).status == 200
     found = await metrics(client)
     assert get(found, "npu_profile_max_operator_ratio", job_name="llama", rank="0") == 0.5
     assert get(found, "npu_profile_operator_time_ratio", op_type="Conv2D", position="1") == 0.5
-    assert get(found, "npu_profile_operator_time_ratio", position="3") is None    # profiles.top_k
+    assert get(found, "npu_profile_operator_time_ratio", position="3") is None  # profiles.top_k
     assert get(found, "npu_profile_operator_time_ratio", op_type="MatMulV2") is None
 
 
 BAD = [
     ("share above 1", summary(max_operator_ratio=1.2), 400, "out_of_range"),
     ("operator share above 1", summary(operators=[{"op_type": "MatMulV2", "ratio": 1.5}]), 400, "out_of_range"),
-    ("shares add up above 1", summary(max_operator_ratio=0.7, operators=[{"op_type": "A", "ratio": 0.7}, {"op_type": "B", "ratio": 0.6}]), 400, "out_of_range"),
+    (
+        "shares add up above 1",
+        summary(max_operator_ratio=0.7, operators=[{"op_type": "A", "ratio": 0.7}, {"op_type": "B", "ratio": 0.6}]),
+        400,
+        "out_of_range",
+    ),
     ("negative share", summary(idle_ratio=-0.1), 400, "out_of_range"),
     ("unknown field", summary(gpu_util=0.5), 400, "invalid"),
     ("unknown operator field", summary(operators=[{"op_type": "A", "ratio": 0.5, "flops": 1}]), 400, "invalid"),
     ("unknown copy kind", summary(memcpy_kind_ratios={"p2p": 0.1}), 400, "invalid"),
-    ("oversized operator list", summary(max_operator_ratio=0.01, top3_operator_ratio=0.03,
-                                        operators=[{"op_type": f"Op{i}", "ratio": 0.01} for i in range(33)]), 400, "invalid"),
+    (
+        "oversized operator list",
+        summary(max_operator_ratio=0.01, top3_operator_ratio=0.03, operators=[{"op_type": f"Op{i}", "ratio": 0.01} for i in range(33)]),
+        400,
+        "invalid",
+    ),
     ("operator twice", summary(operators=[{"op_type": "A", "ratio": 0.5}, {"op_type": "A", "ratio": 0.2}]), 400, "invalid"),
     ("string share", summary(compute_ratio="0.5"), 400, "invalid"),
     ("unknown backend", summary(backend="tpu"), 400, "invalid"),
@@ -145,13 +180,17 @@ async def test_token_body_size_and_content_type_as_for_steps(aiohttp_client):
     auth = {**JSON, "Authorization": "Bearer s3cret"}
     assert (await post(client, summary(), headers=auth)).status == 200
     assert (await post(client, summary(), headers={"Authorization": "Bearer s3cret", "Content-Type": "text/plain"})).status == 415
-    big = summary(operators=[{"op_type": f"Operator{i:03d}", "ratio": 0.01, "seconds": 0.001, "count": 1} for i in range(30)],
-                  max_operator_ratio=0.01, top3_operator_ratio=0.03)
+    big = summary(
+        operators=[{"op_type": f"Operator{i:03d}", "ratio": 0.01, "seconds": 0.001, "count": 1} for i in range(30)],
+        max_operator_ratio=0.01,
+        top3_operator_ratio=0.03,
+    )
     resp = await post(client, big, headers=auth)
     assert resp.status == 413 and (await resp.json())["reason"] == "too_large"
     found = await metrics(client)
-    assert {r: get(found, "cann_exporter_ingest_profiles_rejected_total", reason=r) for r in ("unauthorized", "content_type", "too_large")} == {
-        "unauthorized": 1, "content_type": 1, "too_large": 1}
+    assert {
+        r: get(found, "cann_exporter_ingest_profiles_rejected_total", reason=r) for r in ("unauthorized", "content_type", "too_large")
+    } == {"unauthorized": 1, "content_type": 1, "too_large": 1}
 
 
 async def test_ranks_are_admitted_within_the_ingest_limits(aiohttp_client):
@@ -174,7 +213,7 @@ async def test_a_new_job_past_max_jobs_evicts_the_job_with_the_oldest_summary(ai
     for i in range(8):
         for rank in (0, 1):
             assert (await post(client, summary(job=f"job{i}", rank=rank, finished_at=now - 1000 + i * 10))).status == 200
-    assert (await post(client, summary(job="job0", rank=1, finished_at=now - 500))).status == 200   # job0 refreshed: job1 is oldest now
+    assert (await post(client, summary(job="job0", rank=1, finished_at=now - 500))).status == 200  # job0 refreshed: job1 is oldest now
     for newcomer in ("late", "later"):
         resp = await post(client, summary(job=newcomer, finished_at=now))
         assert resp.status == 200, await resp.text()

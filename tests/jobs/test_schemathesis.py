@@ -32,12 +32,28 @@ def exporter_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = open(tmp_path_factory.mktemp("schemathesis") / "exporter.log", "w")
     env = {**os.environ, "CANN_EXPORTER_INGEST_TOKEN": TOKEN}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "exporter", "serve", "--listen", f"127.0.0.1:{port}", "--simulate", "idle",
-         "--npu-smi.details=", "--ingest.max-jobs", "1000",
-         # schemathesis opens a connection per request, faster than the per-address bound a client
-         # gets by default (the bound has its own tests in tests/web/test_hostile_front.py)
-         "--web.new-connections-per-second", "100000", "--web.new-connections-burst", "100000"],
-        stdout=log, stderr=subprocess.STDOUT, env=env,
+        [
+            sys.executable,
+            "-m",
+            "exporter",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--simulate",
+            "idle",
+            "--npu-smi.details=",
+            "--ingest.max-jobs",
+            "1000",
+            # schemathesis opens a connection per request, faster than the per-address bound a client
+            # gets by default (the bound has its own tests in tests/web/test_hostile_front.py)
+            "--web.new-connections-per-second",
+            "100000",
+            "--web.new-connections-burst",
+            "100000",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -65,8 +81,7 @@ def exporter_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_ingest_api_conforms_to_its_openapi_document(case, exporter_url):
     # Schema-valid data may still be refused: rank < world_size, `end` within the last day and
     # the cardinality limits are rules the document states in prose but JSON Schema cannot.
-    case.call_and_validate(base_url=exporter_url, headers={"Authorization": f"Bearer {TOKEN}"},
-                           excluded_checks=[positive_data_acceptance])
+    case.call_and_validate(base_url=exporter_url, headers={"Authorization": f"Bearer {TOKEN}"}, excluded_checks=[positive_data_acceptance])
 
 
 def test_regression_nulls_the_validator_accepts_are_in_the_document():

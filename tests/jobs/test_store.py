@@ -21,7 +21,19 @@ class Clock:
 
 def batch(job: str = "job-a", rank: int = 0, steps=(), final: bool = False, dropped: int = 0, memory=(None, None), **info) -> Batch:
     fields = {"world_size": 8, "device": "3", "framework": "pytorch", "pid": "77", **info}
-    return Batch(job, rank, fields["world_size"], fields["device"], fields["framework"], fields["pid"], dropped, final, memory[0], memory[1], tuple(steps))
+    return Batch(
+        job,
+        rank,
+        fields["world_size"],
+        fields["device"],
+        fields["framework"],
+        fields["pid"],
+        dropped,
+        final,
+        memory[0],
+        memory[1],
+        tuple(steps),
+    )
 
 
 def s(duration: float, samples: int | None = None, end: float | None = None, **phases: float) -> Step:

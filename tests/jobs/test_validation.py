@@ -15,8 +15,13 @@ LIMITS = IngestLimits()
 
 def body(**overrides) -> dict:
     doc = {
-        "job_name": "bert-large", "rank": 1, "world_size": 8, "device": "3", "framework": "pytorch",
-        "pid": 4242, "dropped": 0,
+        "job_name": "bert-large",
+        "rank": 1,
+        "world_size": 8,
+        "device": "3",
+        "framework": "pytorch",
+        "pid": 4242,
+        "dropped": 0,
         "steps": [{"end": NOW - 1, "duration": 0.25, "samples": 32, "phases": {"h2d": 0.02, "compute": 0.2}}],
     }
     doc.update(overrides)
@@ -43,7 +48,14 @@ def step(**fields) -> dict:
 
 def test_a_good_batch():
     batch = parse(body())
-    assert (batch.job_name, batch.rank, batch.world_size, batch.device, batch.framework, batch.pid) == ("bert-large", 1, 8, "3", "pytorch", "4242")
+    assert (batch.job_name, batch.rank, batch.world_size, batch.device, batch.framework, batch.pid) == (
+        "bert-large",
+        1,
+        8,
+        "3",
+        "pytorch",
+        "4242",
+    )
     (only,) = batch.steps
     assert only.duration == 0.25 and only.samples == 32 and only.end == NOW - 1
     assert dict(only.phases) == {"h2d": 0.02, "compute": 0.2}
@@ -69,38 +81,43 @@ def test_every_phase_is_accepted():
     assert {name for name, _ in batch.steps[0].phases} == set(JOB_PHASES)
 
 
-@pytest.mark.parametrize("raw", [b"{", b"not json", b"", b'{"job_name": "a",}', b"\xff\xfe{}", b'{"a": NaN}', b'{"a": Infinity}', b"[" * 100_000])
+@pytest.mark.parametrize(
+    "raw", [b"{", b"not json", b"", b'{"job_name": "a",}', b"\xff\xfe{}", b'{"a": NaN}', b'{"a": Infinity}', b"[" * 100_000]
+)
 def test_malformed_json(raw):
     assert rejected(raw).reason == "malformed_json"
 
 
-@pytest.mark.parametrize("doc,where", [
-    ([], "body"),
-    ("text", "body"),
-    (body(rank="1"), "rank"),
-    (body(rank=True), "rank"),
-    (body(rank=1.0), "rank"),
-    (body(world_size="8"), "world_size"),
-    (body(job_name=7), "job_name"),
-    (body(framework=["x"]), "framework"),
-    (body(device=3.5), "device"),
-    (body(pid="12"), "pid"),
-    (body(final="yes"), "final"),
-    (body(steps={}), "steps"),
-    (body(steps=[1]), "steps[0]"),
-    (body(steps=[{"duration": "0.1"}]), "steps[0].duration"),
-    (body(steps=[{"duration": None}]), "steps[0].duration"),
-    (body(steps=[{"samples": 3}]), "steps[0]"),
-    (step(samples=2.5), "steps[0].samples"),
-    (step(end="yesterday"), "steps[0].end"),
-    (step(phases=[0.1]), "steps[0].phases"),
-    (step(phases={"h2d": "fast"}), "steps[0].phases.h2d"),
-    (step(extra=1), "steps[0]"),
-    (body(memory=5), "memory"),
-    (body(memory={"allocated_bytes": "1"}), "memory.allocated_bytes"),
-    (body(memory={"reserved": 1}), "memory"),
-    (body(color="red"), "body"),
-])
+@pytest.mark.parametrize(
+    "doc,where",
+    [
+        ([], "body"),
+        ("text", "body"),
+        (body(rank="1"), "rank"),
+        (body(rank=True), "rank"),
+        (body(rank=1.0), "rank"),
+        (body(world_size="8"), "world_size"),
+        (body(job_name=7), "job_name"),
+        (body(framework=["x"]), "framework"),
+        (body(device=3.5), "device"),
+        (body(pid="12"), "pid"),
+        (body(final="yes"), "final"),
+        (body(steps={}), "steps"),
+        (body(steps=[1]), "steps[0]"),
+        (body(steps=[{"duration": "0.1"}]), "steps[0].duration"),
+        (body(steps=[{"duration": None}]), "steps[0].duration"),
+        (body(steps=[{"samples": 3}]), "steps[0]"),
+        (step(samples=2.5), "steps[0].samples"),
+        (step(end="yesterday"), "steps[0].end"),
+        (step(phases=[0.1]), "steps[0].phases"),
+        (step(phases={"h2d": "fast"}), "steps[0].phases.h2d"),
+        (step(extra=1), "steps[0]"),
+        (body(memory=5), "memory"),
+        (body(memory={"allocated_bytes": "1"}), "memory.allocated_bytes"),
+        (body(memory={"reserved": 1}), "memory"),
+        (body(color="red"), "body"),
+    ],
+)
 def test_wrong_types_and_fields(doc, where):
     error = rejected(doc)
     assert error.reason == "invalid" and error.status == 400
@@ -121,43 +138,49 @@ def test_unknown_phase_names_the_phase_and_the_allowed_ones():
     assert "'fwd'" in error.message and "communication" in error.message
 
 
-@pytest.mark.parametrize("doc,where", [
-    (step(duration=-0.001), "duration"),
-    (b'{"job_name": "j", "rank": 0, "steps": [{"duration": 1e400}]}', "duration"),  # json reads 1e400 as inf
-    (step(duration=86_400.5), "duration"),          # longer than a day: absurd
-    (body(steps=[{"duration": 0.1, "phases": {"h2d": -1}}]), "h2d"),
-    (body(steps=[{"duration": 0.1, "phases": {"compute": 1e9}}]), "compute"),
-    (step(samples=-1), "samples"),
-    (step(samples=10**12), "samples"),
-    (step(end=NOW + 3600), "end"),
-    (step(end=NOW - 3 * 86_400), "end"),
-    (step(end=0), "end"),
-    (body(rank=-1), "rank"),
-    (body(rank=8, world_size=8), "rank"),           # rank must be below world_size
-    (body(world_size=0), "world_size"),
-    (body(pid=0), "pid"),
-    (body(dropped=-5), "dropped"),
-    (body(memory={"allocated_bytes": -1}), "allocated_bytes"),
-])
+@pytest.mark.parametrize(
+    "doc,where",
+    [
+        (step(duration=-0.001), "duration"),
+        (b'{"job_name": "j", "rank": 0, "steps": [{"duration": 1e400}]}', "duration"),  # json reads 1e400 as inf
+        (step(duration=86_400.5), "duration"),  # longer than a day: absurd
+        (body(steps=[{"duration": 0.1, "phases": {"h2d": -1}}]), "h2d"),
+        (body(steps=[{"duration": 0.1, "phases": {"compute": 1e9}}]), "compute"),
+        (step(samples=-1), "samples"),
+        (step(samples=10**12), "samples"),
+        (step(end=NOW + 3600), "end"),
+        (step(end=NOW - 3 * 86_400), "end"),
+        (step(end=0), "end"),
+        (body(rank=-1), "rank"),
+        (body(rank=8, world_size=8), "rank"),  # rank must be below world_size
+        (body(world_size=0), "world_size"),
+        (body(pid=0), "pid"),
+        (body(dropped=-5), "dropped"),
+        (body(memory={"allocated_bytes": -1}), "allocated_bytes"),
+    ],
+)
 def test_out_of_range(doc, where):
     error = rejected(doc)
     assert error.reason == "out_of_range" and where in error.message
 
 
-@pytest.mark.parametrize("field,value", [
-    ("job_name", "my job"),
-    ("job_name", 'x"}\nnpu_up 1'),
-    ("job_name", "ünïcode"),
-    ("job_name", ""),
-    ("job_name", "-leading-dash"),
-    ("job_name", "a" * 129),
-    ("job_name", "a" * 100_000),
-    ("framework", "py torch"),
-    ("framework", "f" * 200),
-    ("device", "npu0"),
-    ("device", "123456"),
-    ("device", "-1"),
-])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("job_name", "my job"),
+        ("job_name", 'x"}\nnpu_up 1'),
+        ("job_name", "ünïcode"),
+        ("job_name", ""),
+        ("job_name", "-leading-dash"),
+        ("job_name", "a" * 129),
+        ("job_name", "a" * 100_000),
+        ("framework", "py torch"),
+        ("framework", "f" * 200),
+        ("device", "npu0"),
+        ("device", "123456"),
+        ("device", "-1"),
+    ],
+)
 def test_bad_label_values(field, value):
     error = rejected(body(**{field: value}))
     assert error.reason == "bad_label" and field in error.message

@@ -34,8 +34,13 @@ from tests.support.replay import calls as npu_smi_calls
 from tests.support.replay import write_replay_npu_smi
 
 FAMILIES: dict[str, tuple[MetricSpec, ...]] = {
-    "devices": CHIP_METRICS, "processes": PROCESS_METRICS, "network": NETWORK_METRICS, "pods": POD_METRICS,
-    "profiles": PROFILE_METRICS, "jobs": JOB_METRICS + INGEST_METRICS, "self": SELF_METRICS + RESOURCE_METRICS + WEB_METRICS + HTTP_METRICS,
+    "devices": CHIP_METRICS,
+    "processes": PROCESS_METRICS,
+    "network": NETWORK_METRICS,
+    "pods": POD_METRICS,
+    "profiles": PROFILE_METRICS,
+    "jobs": JOB_METRICS + INGEST_METRICS,
+    "self": SELF_METRICS + RESOURCE_METRICS + WEB_METRICS + HTTP_METRICS,
 }
 
 
@@ -46,21 +51,31 @@ class Stage:
         self.root, self.kubelet = root, kubelet
         (root / "npu").mkdir()
         (root / "hccn").mkdir()
-        self.npu_smi = write_replay_npu_smi(root / "npu", {
-            "info": "info__910B3__25.5.1__1", "info -m": "info-m__910B3__25.5.1__1",
-            "info -t usages -i *": "info-t-usages__910B3__25.5.1__1", "info -t ecc -i *": "info-t-ecc__910-doc__unknown__1",
-            "info -t board -i * -c *": "info-t-board-chip__910A__23.0.5__1",
-        })
+        self.npu_smi = write_replay_npu_smi(
+            root / "npu",
+            {
+                "info": "info__910B3__25.5.1__1",
+                "info -m": "info-m__910B3__25.5.1__1",
+                "info -t usages -i *": "info-t-usages__910B3__25.5.1__1",
+                "info -t ecc -i *": "info-t-ecc__910-doc__unknown__1",
+                "info -t board -i * -c *": "info-t-board-chip__910A__23.0.5__1",
+            },
+        )
         self.hccn_tool = write_replay_hccn(root / "hccn", {"-i * -link -g": "link__unknown__1"})
         self.profiles = root / "profiles"
         build(self.profiles / "r0_ascend_pt", PT_LEVEL1)
 
     def flags(self, *off: str) -> dict[str, object]:
         return {
-            "npu_smi.path": str(self.npu_smi), "npu_smi.details": "usages,ecc", "npu_smi.board": True,
-            "hccn.enabled": True, "hccn.path": str(self.hccn_tool),
-            "podresources.enabled": True, "podresources.socket": str(self.kubelet.socket),
-            "profiles.dirs": str(self.profiles), "ingest.enabled": True,
+            "npu_smi.path": str(self.npu_smi),
+            "npu_smi.details": "usages,ecc",
+            "npu_smi.board": True,
+            "hccn.enabled": True,
+            "hccn.path": str(self.hccn_tool),
+            "podresources.enabled": True,
+            "podresources.socket": str(self.kubelet.socket),
+            "profiles.dirs": str(self.profiles),
+            "ingest.enabled": True,
             **{f"collector.{name}": False for name in off},
         }
 
@@ -73,8 +88,9 @@ class Stage:
 @pytest.fixture
 def stage(tmp_path: Path) -> Iterator[Stage]:
     kubelet = FakeKubelet(tmp_path / "kubelet.sock")
-    kubelet.response = pb.ListPodResourcesResponse(pod_resources=[
-        pod("train", "bert-0", container("main", ("huawei.com/Ascend910", ["Ascend910-0"])))])
+    kubelet.response = pb.ListPodResourcesResponse(
+        pod_resources=[pod("train", "bert-0", container("main", ("huawei.com/Ascend910", ["Ascend910-0"])))]
+    )
     kubelet.start()
     try:
         yield Stage(tmp_path, kubelet)
@@ -111,7 +127,7 @@ def test_one_collector_off(stage: Stage, off: str) -> None:
     node, text = stage.run(off)
     assert not names(FAMILIES[off]) & described(text), f"{off}: its families are still described"
     npu_smi = npu_smi_calls(stage.root / "npu")
-    if off == "devices":   # the process table still needs `info`; the chip-only reads are skipped
+    if off == "devices":  # the process table still needs `info`; the chip-only reads are skipped
         assert "info" in npu_smi and not [c for c in npu_smi if c.startswith("info -t")]
     elif off == "network":
         assert hccn_calls(stage.root / "hccn") == [] and "network" not in node.sources
@@ -131,7 +147,7 @@ def test_one_collector_off(stage: Stage, off: str) -> None:
 def test_npu_smi_never_runs_when_nothing_needs_it(stage: Stage) -> None:
     _, text = stage.run("devices", "processes", "network", "pods")
     assert npu_smi_calls(stage.root / "npu") == [] and hccn_calls(stage.root / "hccn") == [] and stage.kubelet.calls == 0
-    assert "npu_profile_compute_ratio" in described(text)   # the profiles are still read
+    assert "npu_profile_compute_ratio" in described(text)  # the profiles are still read
 
 
 def test_once_honours_them_with_the_simulator(capsys: pytest.CaptureFixture[str]) -> None:

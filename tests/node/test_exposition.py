@@ -37,11 +37,11 @@ def simulated_node(model: str = "a3"):
 
 
 def test_served_bytes_equal_a_fresh_render_in_every_format():
-    node = simulated_node()   # chips, processes, the simulated network, the exporter itself
+    node = simulated_node()  # chips, processes, the simulated network, the exporter itself
     for openmetrics, fresh in ((False, generate_latest), (True, generate_openmetrics)):
         served = node.exposition.body(openmetrics)
         assert served == fresh(node.registry)
-        assert node.exposition.ready_body(openmetrics) is served   # the same object until a part changes
+        assert node.exposition.ready_body(openmetrics) is served  # the same object until a part changes
     assert b"npu_network_" in served and served.endswith(b"# EOF\n") and served.count(b"# EOF") == 1
 
 
@@ -80,7 +80,7 @@ def test_an_unchanged_part_is_not_encoded_again():
 def test_a_store_that_is_cheap_to_read_is_fresh_at_every_read():
     ingest = IngestStore()
     now = [100.0]
-    cheap = iter(range(0, 10**6))   # each read "costs" 1 µs: a pause of 50 µs, far below the cap
+    cheap = iter(range(0, 10**6))  # each read "costs" 1 µs: a pause of 50 µs, far below the cap
     store = SnapshotStore({"jobs": ingest.part}, live_interval=1.0, clock=lambda: now[0], cost_clock=lambda: next(cheap) * 1e-6)
     step = {"job_name": "bert", "rank": 0, "steps": [{"duration": 0.5}]}
     seen = []
@@ -94,20 +94,20 @@ def test_a_store_that_is_cheap_to_read_is_fresh_at_every_read():
 def test_training_steps_are_coalesced_into_one_part_per_interval():
     now = [100.0]
     ingest = IngestStore()
-    costly = iter(range(0, 10**6, 1))   # every read of the parts "costs" 1 s: the pause is the cap
+    costly = iter(range(0, 10**6, 1))  # every read of the parts "costs" 1 s: the pause is the cap
     store = SnapshotStore({"jobs": ingest.part}, live_interval=1.0, clock=lambda: now[0], cost_clock=lambda: float(next(costly)))
     step = {"job_name": "bert", "rank": 0, "steps": [{"duration": 0.5}]}
     ingest.accept(batch(step))
     first = store.current.get(JOBS)
-    for _ in range(10):   # a burst of steps within the interval: the same part
+    for _ in range(10):  # a burst of steps within the interval: the same part
         ingest.accept(batch(step))
         assert store.current.get(JOBS) is first
     now[0] += 1.0
     later = store.current.get(JOBS)
     assert later is not first and later.counters.steps == 11
     now[0] += 1.0
-    assert store.current.get(JOBS) is later   # nothing new: equal, so still the same object
-    assert ingest.part() is ingest.part() is later   # an idle store copies nothing
+    assert store.current.get(JOBS) is later  # nothing new: equal, so still the same object
+    assert ingest.part() is ingest.part() is later  # an idle store copies nothing
     ingest.reject("too_large")
     assert ingest.part() is not later
 
@@ -117,17 +117,17 @@ def test_the_encode_of_a_live_part_counts_in_the_pause():
     cost pauses the next read too (the encoder holds the GIL the event loop needs)."""
     now = [100.0]
     ingest = IngestStore()
-    cheap = iter(range(0, 10**6))   # reads "cost" 1 µs each
+    cheap = iter(range(0, 10**6))  # reads "cost" 1 µs each
     store = SnapshotStore({"jobs": ingest.part}, live_interval=1.0, clock=lambda: now[0], cost_clock=lambda: next(cheap) * 1e-6)
     step = {"job_name": "bert", "rank": 0, "steps": [{"duration": 0.5}]}
     ingest.accept(batch(step))
     first = store.current.get(JOBS)
-    store.charge(object(), 1.0)          # not a live part: no pause
+    store.charge(object(), 1.0)  # not a live part: no pause
     ingest.accept(batch(step))
     now[0] += 0.001
     second = store.current.get(JOBS)
     assert second is not first
-    store.charge(second, 0.004)          # its encode took 4 ms: paused 50 x 4 ms = 0.2 s
+    store.charge(second, 0.004)  # its encode took 4 ms: paused 50 x 4 ms = 0.2 s
     ingest.accept(batch(step))
     now[0] += 0.1
     assert store.current.get(JOBS) is second

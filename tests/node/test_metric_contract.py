@@ -66,8 +66,15 @@ from tests.support.tools import tool
 from tests.support.webconfig import HASH, write_web_config
 
 COLLECTORS = {
-    ChipsCollector: DevicesPart, ProcessesCollector: DevicesPart, StatusCollector: StatusPart, NetworkCollector: NetworkPart,
-    PodCollector: PodsPart, JobCollector: JobsPart, ProfileCollector: ProfilesPart, WebCollector: WebStatus, HttpCollector: HttpStatus,
+    ChipsCollector: DevicesPart,
+    ProcessesCollector: DevicesPart,
+    StatusCollector: StatusPart,
+    NetworkCollector: NetworkPart,
+    PodCollector: PodsPart,
+    JobCollector: JobsPart,
+    ProfileCollector: ProfilesPart,
+    WebCollector: WebStatus,
+    HttpCollector: HttpStatus,
     ResourcesCollector: ResourcesPart,
 }
 # Fields that are labels of the series their record renders (which chip, port, job, source).
@@ -76,12 +83,14 @@ LABELS = {"npu", "chip", "device", "port", "lane", "name", "job_name", "rank"}
 
 # --- parts and specs --------------------------------------------------------------------------------
 
+
 def record_types(hint: object) -> list[type]:
     """The dataclasses a field holds: itself, or the items of a tuple of them."""
     if dataclasses.is_dataclass(hint):
         return [hint]  # type: ignore[list-item]
     return [arg for arg in typing.get_args(hint) if dataclasses.is_dataclass(arg)] + [
-        t for arg in typing.get_args(hint) if arg is not Ellipsis for t in record_types(arg) if t is not arg]
+        t for arg in typing.get_args(hint) if arg is not Ellipsis for t in record_types(arg) if t is not arg
+    ]
 
 
 def leaf_fields(cls: type, named: set[str]) -> set[str]:
@@ -134,6 +143,7 @@ def test_every_field_of_a_part_is_rendered(part):
 
 # --- producers: real outputs in, metrics out --------------------------------------------------------
 
+
 def node_exposition(**flags: str) -> str:
     """`once` as the CLI runs it, in-process: npu-smi (a replay or the simulator) through real subprocesses."""
     settings = build_settings(flags={"hccn.enabled": "false", "podresources.enabled": "false", **flags})
@@ -143,32 +153,48 @@ def node_exposition(**flags: str) -> str:
 
 
 def npu_smi_910b3(tmp_path: Path) -> str:
-    script = write_replay_npu_smi(tmp_path, {
-        "info": "info__910B3__25.5.1__1",
-        "info -m": "info-m__910B3__25.5.1__1",
-        "info -t usages -i *": "info-t-usages__910B3__25.5.1__1",
-        "info -t common -i *": "info-t-common__910B3__25.5.1__1",
-        "info -t memory -i *": "info-t-memory__910B3__25.5.1__1",
-        "info -t ecc -i *": "info-t-ecc__910-doc__unknown__1",
-        "info -t board -i * -c *": "info-t-board-chip__910A__23.0.5__1",
-    })
-    return node_exposition(**{"npu_smi.path": str(script), "npu_smi.details": "usages,common,memory,ecc",
-                              "npu_smi.expected_devices": "8", "npu_smi.sysfs": str(FIXTURES / "sysfs" / "910B3-8card__written")})
+    script = write_replay_npu_smi(
+        tmp_path,
+        {
+            "info": "info__910B3__25.5.1__1",
+            "info -m": "info-m__910B3__25.5.1__1",
+            "info -t usages -i *": "info-t-usages__910B3__25.5.1__1",
+            "info -t common -i *": "info-t-common__910B3__25.5.1__1",
+            "info -t memory -i *": "info-t-memory__910B3__25.5.1__1",
+            "info -t ecc -i *": "info-t-ecc__910-doc__unknown__1",
+            "info -t board -i * -c *": "info-t-board-chip__910A__23.0.5__1",
+        },
+    )
+    return node_exposition(
+        **{
+            "npu_smi.path": str(script),
+            "npu_smi.details": "usages,common,memory,ecc",
+            "npu_smi.expected_devices": "8",
+            "npu_smi.sysfs": str(FIXTURES / "sysfs" / "910B3-8card__written"),
+        }
+    )
 
 
 def npu_smi_310p(tmp_path: Path) -> str:
     """DDR (310P prints it; 910B does not), and a failing `-t ecc` for the self metrics."""
-    script = write_replay_npu_smi(tmp_path, {
-        "info": "info__310P3-300IDuo__24.1.rc2__1",
-        "info -t usages -i *": "info-t-usages__310P-300IDuo__unknown__1",
-    })
+    script = write_replay_npu_smi(
+        tmp_path,
+        {
+            "info": "info__310P3-300IDuo__24.1.rc2__1",
+            "info -t usages -i *": "info-t-usages__310P-300IDuo__unknown__1",
+        },
+    )
     return node_exposition(**{"npu_smi.path": str(script), "npu_smi.details": "usages,ecc", "npu_smi.board": "false"})
 
 
 def npu_smi_health(tmp_path: Path) -> str:
-    script = write_replay_npu_smi(tmp_path, {
-        "info": "info__310B4__23.0.0__1", "info -t health -i 0 -c 0": "info-t-health__910A__23.0.7__2",
-    })
+    script = write_replay_npu_smi(
+        tmp_path,
+        {
+            "info": "info__310B4__23.0.0__1",
+            "info -t health -i 0 -c 0": "info-t-health__910A__23.0.7__2",
+        },
+    )
     return node_exposition(**{"npu_smi.path": str(script), "npu_smi.details": "health", "npu_smi.board": "false"})
 
 
@@ -190,16 +216,19 @@ def hccn_port(command: tuple[str, ...]) -> str:
 
 
 def hccn_tool(tmp_path: Path) -> str:
-    script = write_replay_hccn(tmp_path, {
-        "-i 0 -link -g": "link__unknown__1",
-        "-i 0 -link_stat -g": "link_stat__unknown__3",
-        "-i 0 -speed -g": "text:Speed: 100000 Mb/s",
-        "-i 0 -net_health -g": "net_health__unknown__2",
-        "-i 0 -stat -g": "stat__unknown__1__mangled",
-        "-i 0 -optical -g": "optical__910A__1__mangled",
-        "-i 0 -bandwidth -g": "bandwidth__950-A5__1",
-        "-i 0 -ip -g": "ip__910B3__1",
-    })
+    script = write_replay_hccn(
+        tmp_path,
+        {
+            "-i 0 -link -g": "link__unknown__1",
+            "-i 0 -link_stat -g": "link_stat__unknown__3",
+            "-i 0 -speed -g": "text:Speed: 100000 Mb/s",
+            "-i 0 -net_health -g": "net_health__unknown__2",
+            "-i 0 -stat -g": "stat__unknown__1__mangled",
+            "-i 0 -optical -g": "optical__910A__1__mangled",
+            "-i 0 -bandwidth -g": "bandwidth__950-A5__1",
+            "-i 0 -ip -g": "ip__910B3__1",
+        },
+    )
     return hccn_port((str(script),))
 
 
@@ -210,9 +239,11 @@ def hccn_tool_simulated(tmp_path: Path) -> str:
 
 
 def kubelet(tmp_path: Path) -> str:
-    answer = pb.ListPodResourcesResponse(pod_resources=[
-        pod("train", "llama-0", container("main", ("huawei.com/Ascend910", ["Ascend910-0"]))),
-    ])
+    answer = pb.ListPodResourcesResponse(
+        pod_resources=[
+            pod("train", "llama-0", container("main", ("huawei.com/Ascend910", ["Ascend910-0"]))),
+        ]
+    )
 
     async def fetch(socket: str, timeout: float, limit: int) -> object:
         return answer
@@ -225,9 +256,16 @@ def kubelet(tmp_path: Path) -> str:
 
 def ingest(tmp_path: Path) -> str:
     store = IngestStore()
-    body = {"job_name": "bert", "rank": 0, "world_size": 2, "device": 3, "framework": "pytorch", "pid": 42,
-            "memory": {"allocated_bytes": 1 << 30, "max_allocated_bytes": 2 << 30},
-            "steps": [{"duration": 0.5, "samples": 32, "phases": {"compute": 0.3, "h2d": 0.1}}]}
+    body = {
+        "job_name": "bert",
+        "rank": 0,
+        "world_size": 2,
+        "device": 3,
+        "framework": "pytorch",
+        "pid": 42,
+        "memory": {"allocated_bytes": 1 << 30, "max_allocated_bytes": 2 << 30},
+        "steps": [{"duration": 0.5, "samples": 32, "phases": {"compute": 0.3, "h2d": 0.1}}],
+    }
     store.accept(parse_batch(json.dumps(body).encode(), IngestLimits(), time.time()))
     store.reject("invalid")
     return exposition(JobCollector(), store.part())
@@ -237,12 +275,19 @@ def profiles(tmp_path: Path) -> str:
     """The real torch_npu sample, and a synthetic one with memory copies of known kinds."""
     real = build(tmp_path / "real" / "r0_ascend_pt", PT_LEVEL1)
     copies = torch_profile(
-        tmp_path / "copies" / "r1_ascend_pt", rank=1,
-        steps=[Step(1, 600.0, 100.0, 300.0, preparing=50.0)], kernels=[Kernel(1, "MatMul_1", "MatMul", "AI_CORE", 600.0)],
-        host_steps=[(1, 0.0, 1000.0)], copies=[Copy(10.0, 150.0, operation="Host To Device")],
+        tmp_path / "copies" / "r1_ascend_pt",
+        rank=1,
+        steps=[Step(1, 600.0, 100.0, 300.0, preparing=50.0)],
+        kernels=[Kernel(1, "MatMul_1", "MatMul", "AI_CORE", 600.0)],
+        host_steps=[(1, 0.0, 1000.0)],
+        copies=[Copy(10.0, 150.0, operation="Host To Device")],
     )
-    summaries = [s for path, producer in ((real, "torch_npu"), (copies, "torch_npu"))
-                 for data in load_profile(path, producer, "job") for s in summarize(data)]
+    summaries = [
+        s
+        for path, producer in ((real, "torch_npu"), (copies, "torch_npu"))
+        for data in load_profile(path, producer, "job")
+        for s in summarize(data)
+    ]
     return exposition(ProfileCollector(), ProfilesPart.latest(summaries))
 
 
@@ -266,8 +311,20 @@ def resources(tmp_path: Path) -> str:
     return exposition(ResourcesCollector(), source.part())
 
 
-PRODUCERS = (npu_smi_910b3, npu_smi_310p, npu_smi_health, simulated, hccn_tool, hccn_tool_simulated, kubelet, ingest, profiles,
-             web, http, resources)
+PRODUCERS = (
+    npu_smi_910b3,
+    npu_smi_310p,
+    npu_smi_health,
+    simulated,
+    hccn_tool,
+    hccn_tool_simulated,
+    kubelet,
+    ingest,
+    profiles,
+    web,
+    http,
+    resources,
+)
 
 
 def test_every_declared_metric_is_produced_from_real_outputs(tmp_path: Path):
@@ -282,6 +339,5 @@ def test_every_declared_metric_is_produced_from_real_outputs(tmp_path: Path):
         # Prometheus' linter on what was produced: conventional names and units, not one warning.
         proc = subprocess.run([lint, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60, check=False)
         assert (proc.returncode, proc.stdout + proc.stderr) == (0, ""), producer.__name__
-    silent = [spec.name for spec in ALL_METRICS
-              if not any(name == spec.name or name.startswith(spec.name + "_") for name in produced)]
+    silent = [spec.name for spec in ALL_METRICS if not any(name == spec.name or name.startswith(spec.name + "_") for name in produced)]
     assert not silent, f"declared but produced by no real output: {silent}"

@@ -30,10 +30,10 @@ def test_precedence_flag_over_env_over_file():
     file_values = load_yaml("npu_smi:\n  timeout: 3s\n  interval: 20s\nlog:\n  format: json\n")
     env = {"CANN_EXPORTER_NPU_SMI_TIMEOUT": "4s", "CANN_EXPORTER_LOG_LEVEL": "debug"}
     settings = build_settings(file_values, env, {"npu_smi.timeout": "5s"})
-    assert settings.npu_smi.timeout == 5          # flag
-    assert settings.log.level == "debug"          # env
-    assert settings.npu_smi.interval == 20        # file
-    assert settings.log.format == "json"          # file
+    assert settings.npu_smi.timeout == 5  # flag
+    assert settings.log.level == "debug"  # env
+    assert settings.npu_smi.interval == 20  # file
+    assert settings.log.format == "json"  # file
 
 
 def test_every_bad_entry_is_named_at_once():
@@ -56,8 +56,9 @@ def test_env_values_are_validated_and_named():
 
 def test_unknown_environment_variables_are_named_with_a_guess():
     with pytest.raises(ConfigError) as info:
-        build_settings(env={"CANN_EXPORTER_NPU_SMI_INTERVL": "5s", "CANN_EXPORTER_BOGUS": "1",
-                            "CANN_EXPORTER_HOOKS": "off", "CANN_EXPORTERS": "x"})
+        build_settings(
+            env={"CANN_EXPORTER_NPU_SMI_INTERVL": "5s", "CANN_EXPORTER_BOGUS": "1", "CANN_EXPORTER_HOOKS": "off", "CANN_EXPORTERS": "x"}
+        )
     assert info.value.problems == [
         "CANN_EXPORTER_BOGUS: unknown environment variable",
         "CANN_EXPORTER_NPU_SMI_INTERVL: unknown environment variable; did you mean 'CANN_EXPORTER_NPU_SMI_INTERVAL'?",
@@ -120,14 +121,13 @@ def test_check_config_names_a_missing_tool_with_exit_3(tmp_path, capsys):
     config.write_text("npu_smi:\n  path: no-such-npu-smi\nsimulator:\n  scenario: auto\n")
     assert main(["check-config", str(config)]) == 3
     assert "no-such-npu-smi is not on PATH" in capsys.readouterr().err
-    config.write_text("simulator:\n  scenario: healthy\n")   # simulating by name runs no npu-smi
+    config.write_text("simulator:\n  scenario: healthy\n")  # simulating by name runs no npu-smi
     assert main(["check-config", str(config)]) == 0
 
 
 def test_check_config_command(tmp_path, capsys):
     good = tmp_path / "good.yaml"
-    good.write_text(f"npu_smi:\n  timeout: 5s\n  path: {STAND_IN}\ncollector:\n  network: false\n"
-                    "profiles:\n  dirs: [/data/profiles]\n")
+    good.write_text(f"npu_smi:\n  timeout: 5s\n  path: {STAND_IN}\ncollector:\n  network: false\nprofiles:\n  dirs: [/data/profiles]\n")
     assert main(["check-config", str(good)]) == 0
     listed = capsys.readouterr().out.splitlines()
     # Every collector, on or off, and what else decides whether its source runs.
@@ -147,7 +147,9 @@ def test_serve_exits_2_naming_the_bad_key(tmp_path):
     config.write_text("npu_smi:\n  intervall: 5s\n")
     proc = subprocess.run(
         [sys.executable, "-m", "exporter", "serve", "--config", str(config)],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 2
     assert "npu_smi.intervall" in proc.stderr

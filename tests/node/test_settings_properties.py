@@ -11,9 +11,33 @@ from exporter.node.settings import OPTIONS, Settings, build_settings, load_yaml
 
 _KEYS = st.one_of(st.sampled_from([o.key for o in OPTIONS]), st.text(max_size=12))
 _SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20),
-    st.sampled_from(["10s", "1.5m", "500ms", "0s", "-1s", "1e400s", "auto", "off", "healthy", "a3", ":9435",
-                     "127.0.0.1:0", "[::1]:99999", "usages,ecc", "usages,nope", "true", "0", "9" * 5000]),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
+    st.sampled_from(
+        [
+            "10s",
+            "1.5m",
+            "500ms",
+            "0s",
+            "-1s",
+            "1e400s",
+            "auto",
+            "off",
+            "healthy",
+            "a3",
+            ":9435",
+            "127.0.0.1:0",
+            "[::1]:99999",
+            "usages,ecc",
+            "usages,nope",
+            "true",
+            "0",
+            "9" * 5000,
+        ]
+    ),
 )
 _VALUES = st.one_of(_SCALARS, st.lists(_SCALARS, max_size=3), st.dictionaries(st.text(max_size=5), _SCALARS, max_size=2))
 
@@ -26,15 +50,15 @@ def _check(file_values=None, env=None, flags=None) -> None:
     else:
         assert isinstance(result, Settings)
         durations = [v for k, v in vars(result).items() if isinstance(v, float)]
-        assert all(0 < v < float("inf") for v in durations), result   # NaN and infinity are refused
+        assert all(0 < v < float("inf") for v in durations), result  # NaN and infinity are refused
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(values=st.dictionaries(_KEYS, _VALUES, max_size=6))
-@example(values={"max_age": "1e400s"})                       # a duration beyond float range
-@example(values={"npu_smi.max_concurrency": "9" * 5000})     # an int past Python's digit limit
+@example(values={"max_age": "1e400s"})  # a duration beyond float range
+@example(values={"npu_smi.max_concurrency": "9" * 5000})  # an int past Python's digit limit
 @example(values={"listen": ["a", "b"]})
-@example(values={"max_age": float("nan")})                   # was accepted: nothing would ever be fresh
+@example(values={"max_age": float("nan")})  # was accepted: nothing would ever be fresh
 @example(values={"npu_smi.interval": float("inf")})
 def test_file_values(values):
     _check(file_values=values)
@@ -47,7 +71,11 @@ def test_environment(env):
 
 
 @settings(max_examples=200, deadline=None)
-@given(flags=st.dictionaries(st.sampled_from([o.key for o in OPTIONS]), st.one_of(st.text(max_size=15), st.lists(st.text(max_size=8), max_size=3)), max_size=5))
+@given(
+    flags=st.dictionaries(
+        st.sampled_from([o.key for o in OPTIONS]), st.one_of(st.text(max_size=15), st.lists(st.text(max_size=8), max_size=3)), max_size=5
+    )
+)
 def test_flags(flags):
     _check(flags=flags)
 
@@ -56,7 +84,7 @@ def test_flags(flags):
 @given(text=st.text(max_size=200))
 @example(text="a: &x [*x]")
 @example(text="npu_smi: {timeout: [1, {2: 3}]}")
-@example(text="? [a, b]\n: 1")                               # a non-string key
+@example(text="? [a, b]\n: 1")  # a non-string key
 @example(text="!!binary aGVsbG8=")
 def test_yaml_text(text):
     try:

@@ -47,9 +47,16 @@ def test_the_name_lists_are_the_simulators():
 
 def build_like_serve(*flags: str, tmp_path: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CANN_EXPORTER_", "CANN_SIM_"))}
-    env.update(PYTHONPATH=str(REPO), PATH=str(tmp_path))   # no npu-smi or hccn_tool on PATH
-    proc = subprocess.run([sys.executable, "-c", BUILD_LIKE_SERVE, "--listen", "127.0.0.1:0", *flags],
-                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path, check=False)
+    env.update(PYTHONPATH=str(REPO), PATH=str(tmp_path))  # no npu-smi or hccn_tool on PATH
+    proc = subprocess.run(
+        [sys.executable, "-c", BUILD_LIKE_SERVE, "--listen", "127.0.0.1:0", *flags],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -59,7 +66,7 @@ def test_serve_never_loads_the_simulator_package(tmp_path, flags):
     built = build_like_serve(*flags, tmp_path=tmp_path)
     assert "exporter.node.assembly" in built["modules"] and "exporter.npusmi.source" in built["modules"]
     assert [m for m in built["modules"] if m.startswith("exporter.simulator")] == []
-    if flags:   # simulated calls run the stand-in as a process of its own
+    if flags:  # simulated calls run the stand-in as a process of its own
         assert built["simulated"] is not None and "exporter.simulator.npusmi" in " ".join(built["npu_smi"])
     else:
         assert built == {**built, "simulated": None, "npu_smi": ["npu-smi"]}
@@ -81,7 +88,7 @@ def test_auto_does_not_simulate_on_a_host_that_looks_like_an_npu_node(tmp_path, 
     signs = npu_node(tmp_path, **{sign: True})
     with caplog.at_level(logging.INFO, logger="exporter"):
         command, simulated = npu_smi_command(SimulatorOptions("auto"), str(tmp_path / "missing-npu-smi"), signs)
-    assert (command, simulated) == ((str(tmp_path / "missing-npu-smi"),), None)   # the real path: its source fails, counted
+    assert (command, simulated) == ((str(tmp_path / "missing-npu-smi"),), None)  # the real path: its source fails, counted
     [record] = caplog.records
     assert record.levelno == logging.ERROR and "not simulating" in record.getMessage()
     assert str(tmp_path) in record.signs

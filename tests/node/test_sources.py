@@ -33,8 +33,11 @@ def imported(path) -> set[str]:
 
 def declared_part_keys_modules() -> set[str]:
     """The modules that declare a part key."""
-    return {".".join(path.relative_to(ROOT).with_suffix("").parts) for path in PACKAGE.rglob("*.py")
-            if "PartKey(" in path.read_text() and path.name != "snapshot.py"}
+    return {
+        ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for path in PACKAGE.rglob("*.py")
+        if "PartKey(" in path.read_text() and path.name != "snapshot.py"
+    }
 
 
 def declared_part_keys() -> set[str]:
@@ -42,8 +45,13 @@ def declared_part_keys() -> set[str]:
     names = set()
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "PartKey"
-                    and node.args and isinstance(node.args[0], ast.Constant)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "PartKey"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
                 names.add(node.args[0].value)
     return names
 
@@ -64,9 +72,12 @@ def test_no_other_node_module_names_a_source():
     packages = {name.split(".")[1] for name in declared_part_keys_modules()} - {"core"}
     wrong = sorted(
         f"{path.name} imports {module}"
-        for path in NODE.glob("*.py") if path.name != "sources.py"
+        for path in NODE.glob("*.py")
+        if path.name != "sources.py"
         for module in imported(path)
-        if module.startswith("exporter.") and module.split(".")[1] in packages and module.split(".")[-1] in SOURCE_MODULES
+        if module.startswith("exporter.")
+        and module.split(".")[1] in packages
+        and module.split(".")[-1] in SOURCE_MODULES
         and not (path.name == "assembly.py" and module in HANDLES)
     )
     assert not wrong, wrong

@@ -81,14 +81,25 @@ class Node:
         self.source = NpuSmiSource(options, self.runner, self.health, max_age=MAX_AGE, clock=self.mono)
         self.store = SnapshotStore()
         devices = Sampled("devices", self.source)
-        sources = {"devices": devices, "status": Derived("status", lambda s: StatusPart(self.health.statuses(), None, s.get(DEVICES).stale_chips))}
+        sources = {
+            "devices": devices,
+            "status": Derived("status", lambda s: StatusPart(self.health.statuses(), None, s.get(DEVICES).stale_chips)),
+        }
         self.sampler = Sampler(
-            self.source.tasks(), self.health, lambda ready: self.store.publish(build_snapshot(ready, sources)),
+            self.source.tasks(),
+            self.health,
+            lambda ready: self.store.publish(build_snapshot(ready, sources)),
         )
         self.registry = CollectorRegistry()
-        self.registry.register(Exposition(self.store, [
-            Rendering(ChipsCollector(), "devices"), Rendering(StatusCollector(), "status"),
-        ]))
+        self.registry.register(
+            Exposition(
+                self.store,
+                [
+                    Rendering(ChipsCollector(), "devices"),
+                    Rendering(StatusCollector(), "status"),
+                ],
+            )
+        )
 
     def scrape(self) -> dict:
         text = generate_latest(self.registry).decode()
@@ -104,9 +115,9 @@ async def test_a_backward_wall_jump_does_not_keep_stale_details_alive():
     await node.sampler.run_once()
     assert served(node.scrape(), "npu_aicpu_utilization_ratio") == 8
     node.runner.failing = {"usages"}
-    node.wall.advance(-HOUR)                 # before the fix: details "observed in the future", served for an hour
+    node.wall.advance(-HOUR)  # before the fix: details "observed in the future", served for an hour
     node.mono.advance(MAX_AGE + 1)
-    await node.sampler.run_once()            # the overview still reads fine; details time out
+    await node.sampler.run_once()  # the overview still reads fine; details time out
     found = node.scrape()
     assert served(found, "npu_aicore_utilization_ratio") == 8
     assert served(found, "npu_aicpu_utilization_ratio") == 0
@@ -115,7 +126,7 @@ async def test_a_backward_wall_jump_does_not_keep_stale_details_alive():
 async def test_a_forward_wall_jump_does_not_drop_fresh_data():
     node = Node()
     await node.sampler.run_once()
-    node.wall.advance(HOUR)                  # before the fix: every value looked an hour old, withheld
+    node.wall.advance(HOUR)  # before the fix: every value looked an hour old, withheld
     node.mono.advance(1)
     node.sampler.publish()
     found = node.scrape()
@@ -127,8 +138,8 @@ async def test_a_stalled_sampler_ages_out_whatever_the_wall_clock_says():
     node = Node()
     await node.sampler.run_once()
     node.wall.advance(-HOUR)
-    node.mono.advance(MAX_AGE + 1)           # no sample since: the data is too old to serve
-    node.sampler.publish()                   # the sampler's own republishing, with no task run
+    node.mono.advance(MAX_AGE + 1)  # no sample since: the data is too old to serve
+    node.sampler.publish()  # the sampler's own republishing, with no task run
     found = node.scrape()
     assert served(found, "npu_aicore_utilization_ratio") == 0
     assert set(values(found, "npu_up", "npu").values()) == {0.0}
@@ -142,7 +153,7 @@ async def test_timestamps_follow_the_wall_clock():
     node.mono.advance(10)
     await node.sampler.run_once()
     last = value(node.scrape(), "cann_exporter_source_last_success_timestamp_seconds", source="npu_smi_info")
-    assert last == node.wall.now             # a unix time, for Prometheus: wall clock by definition
+    assert last == node.wall.now  # a unix time, for Prometheus: wall clock by definition
 
 
 def test_ingest_ttl_runs_on_the_monotonic_clock():
@@ -150,9 +161,9 @@ def test_ingest_ttl_runs_on_the_monotonic_clock():
     store = IngestStore(ttl=60, finished_ttl=10, clock=wall, age_clock=mono)
     body = b'{"job_name": "bert", "rank": 0, "steps": [{"duration": 0.2}]}'
     store.accept(parse_batch(body, IngestLimits(), wall()))
-    wall.advance(2 * HOUR)                   # before the fix: expired at once, counters reset
+    wall.advance(2 * HOUR)  # before the fix: expired at once, counters reset
     assert len(store.part().ranks) == 1
-    wall.advance(-4 * HOUR)                  # before the fix: kept for hours past its TTL
+    wall.advance(-4 * HOUR)  # before the fix: kept for hours past its TTL
     mono.advance(61)
     part = store.part()
     assert part.ranks == () and part.counters.expired == 1
@@ -167,9 +178,20 @@ def test_ages_use_the_monotonic_clock_by_default():
 @pytest.mark.e2e
 def test_npu_smi_clock_jumps_do_not_matter(start):
     """npu-smi's clock starts in 2001 (CANN_SIM_TIME), jumps back to 1970, then to 2002."""
-    exporter = start("--simulate", "healthy", "--npu-smi.interval", "1s", "--npu-smi.timeout", "3s",
-                     "--npu-smi.details=usages", "--npu-smi.detail-interval", "1s", "--max-age", "15s",
-                     env={"CANN_SIM_TIME": "1000000000"})   # max-age: room for slow rounds on a loaded machine
+    exporter = start(
+        "--simulate",
+        "healthy",
+        "--npu-smi.interval",
+        "1s",
+        "--npu-smi.timeout",
+        "3s",
+        "--npu-smi.details=usages",
+        "--npu-smi.detail-interval",
+        "1s",
+        "--max-age",
+        "15s",
+        env={"CANN_SIM_TIME": "1000000000"},
+    )  # max-age: room for slow rounds on a loaded machine
     exporter.wait_for(lambda f: served(f, "npu_aicpu_utilization_ratio") == 8)
     for jump in ("clock=-1000000000", "clock=31536000"):
         exporter.fault(jump)

@@ -31,18 +31,22 @@ def test_a_chip_not_read_now_keeps_its_identity_only():
 
 def test_absent_values_are_absent_not_zero():
     found = render(ChipsCollector(), DevicesPart(chips=(chip(0, aicore_utilization_ratio=0.0),), chips_seen=1))
-    assert value(found, "npu_aicore_utilization_ratio") == 0.0     # a real zero
-    assert value(found, "npu_power_watts") is None                  # never read
+    assert value(found, "npu_aicore_utilization_ratio") == 0.0  # a real zero
+    assert value(found, "npu_power_watts") is None  # never read
     assert value(found, "npu_devices") == 1
-    assert value(found, "npu_driver_info") is None                  # no version read
+    assert value(found, "npu_driver_info") is None  # no version read
 
 
 def test_health_stateset_codes_and_ecc():
-    part = DevicesPart(chips=(chip(0, health="Critical", health_error_codes=("80E18005",),
-                                   ecc=(EccCount("hbm", "double_bit", 3),)),))
+    part = DevicesPart(chips=(chip(0, health="Critical", health_error_codes=("80E18005",), ecc=(EccCount("hbm", "double_bit", 3),)),))
     found = render(ChipsCollector(), part)
     assert {dict(ls)["state"]: v for (n, ls), v in found.items() if n == "npu_health"} == {
-        "OK": 0, "Warning": 0, "Alarm": 0, "Critical": 1, "Unknown": 0}
+        "OK": 0,
+        "Warning": 0,
+        "Alarm": 0,
+        "Critical": 1,
+        "Unknown": 0,
+    }
     assert value(found, "npu_health_error_info", code="80E18005") == 1
     assert value(found, "npu_ecc_errors_total", memory="hbm", type="double_bit") == 3
 
@@ -57,20 +61,27 @@ def test_each_ecc_family_holds_only_what_the_chip_printed():
     """A 310 prints only `Single-bit/Double-bit Error Count` (read as DDR): no lifetime totals,
     no isolated pages; a 910B prints DDR lines but has no DDR, so only HBM is kept."""
     text_310 = "\tSingle-bit Error Count         : 2\n\tDouble-bit Error Count         : 0\n\tChip ID                        : 0\n"
-    ecc_310, = parse_ecc(text_310, npu_id=0)
+    (ecc_310,) = parse_ecc(text_310, npu_id=0)
     on_310 = detail_values(chip(0, memory_total_bytes=8.0 * 2**30), {"ecc": ecc_310})
-    assert on_310 == {"ecc": (EccCount("ddr", "single_bit", 2), EccCount("ddr", "double_bit", 0)),
-                      "ecc_aggregate": (), "ecc_isolated_pages": ()}
+    assert on_310 == {
+        "ecc": (EccCount("ddr", "single_bit", 2), EccCount("ddr", "double_bit", 0)),
+        "ecc_aggregate": (),
+        "ecc_isolated_pages": (),
+    }
     found = render(ChipsCollector(), DevicesPart(chips=(chip(0, **on_310),)))
     assert value(found, "npu_ecc_errors_total", type="single_bit") == 2
     assert value(found, "npu_ecc_aggregate_errors_total", type="single_bit") is None
     assert value(found, "npu_ecc_isolated_pages", type="single_bit") is None
 
-    lines = [f"{memory} {kind} Bit {what}" for memory in ("DDR", "HBM") for kind in ("Single", "Double")
-             for what in ("Error Count", "Aggregate Total Err Cnt", "Isolated Pages Count")]
+    lines = [
+        f"{memory} {kind} Bit {what}"
+        for memory in ("DDR", "HBM")
+        for kind in ("Single", "Double")
+        for what in ("Error Count", "Aggregate Total Err Cnt", "Isolated Pages Count")
+    ]
     text_910b = "".join(f"\t{line:<40} : {n}\n" for n, line in enumerate(lines, start=1)) + "\tChip ID : 0\n"
-    ecc_910b, = parse_ecc(text_910b, npu_id=0)
-    on_910b = detail_values(chip(0), {"ecc": ecc_910b})   # no memory_total_bytes: no DDR
+    (ecc_910b,) = parse_ecc(text_910b, npu_id=0)
+    on_910b = detail_values(chip(0), {"ecc": ecc_910b})  # no memory_total_bytes: no DDR
     assert on_910b["ecc_isolated_pages"] == (EccCount("hbm", "single_bit", 9), EccCount("hbm", "double_bit", 12))
     assert on_910b["ecc_aggregate"] == (EccCount("hbm", "single_bit", 8), EccCount("hbm", "double_bit", 11))
     assert on_910b["ecc"] == (EccCount("hbm", "single_bit", 7), EccCount("hbm", "double_bit", 10))

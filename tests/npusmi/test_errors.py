@@ -18,12 +18,19 @@ def load(name: str) -> str:
 @pytest.mark.parametrize(
     ("name", "reason", "code", "message"),
     [
-        ("error-dcmi-init-8005__container__unknown__1", "dcmi_init_failed", -8005,
-         "dcmi module initialize failed. ret is -8005"),
-        ("error-dcmi-init-8005-nonroot__unknown__25.5.2__1__mangled", "dcmi_init_failed", -8005,
-         "dcmi module initialize failed. ret is -8005"),
-        ("error-dcmi-init-8020__container__unknown__1", "device_busy", -8020,
-         "dcmi model initialized failed, because the device is used. ret is -8020"),
+        ("error-dcmi-init-8005__container__unknown__1", "dcmi_init_failed", -8005, "dcmi module initialize failed. ret is -8005"),
+        (
+            "error-dcmi-init-8005-nonroot__unknown__25.5.2__1__mangled",
+            "dcmi_init_failed",
+            -8005,
+            "dcmi module initialize failed. ret is -8005",
+        ),
+        (
+            "error-dcmi-init-8020__container__unknown__1",
+            "device_busy",
+            -8020,
+            "dcmi model initialized failed, because the device is used. ret is -8020",
+        ),
         ("error-invalid-card-id__910A__23.0.7__1", "invalid_card_id", None, "Invalid card id."),
     ],
 )

@@ -39,8 +39,9 @@ def all_up(found: dict) -> bool:
 def test_repeated_hangs_leak_nothing(start):
     # 3 s: long enough that a healthy call on a loaded machine never times out (the log must show
     # one timeout state, the hang's), short enough for four hangs in the deadline.
-    exporter = start("--simulate", "healthy", "--npu-smi.interval", "1s", "--npu-smi.timeout", "3s",
-                     "--npu-smi.details=", "--max-age", "3s")
+    exporter = start(
+        "--simulate", "healthy", "--npu-smi.interval", "1s", "--npu-smi.timeout", "3s", "--npu-smi.details=", "--max-age", "3s"
+    )
     exporter.wait_for(all_up)
     proc = psutil.Process(exporter.proc.pid)
     fds_before, threads_before = quiet_fds(proc), proc.num_threads()
@@ -50,7 +51,7 @@ def test_repeated_hangs_leak_nothing(start):
     assert value(found, "cann_exporter_source_success", source="npu_smi_info") == 0
     in_flight = running(exporter.proc.pid)
     assert len(in_flight) <= 2 * 2  # at most the call in flight (simulator + its sleep), never one per hang
-    assert strays(exporter) == []   # every killed call took its grandchild with it
+    assert strays(exporter) == []  # every killed call took its grandchild with it
     found = exporter.wait_for(lambda f: set(values(f, "npu_up", "npu").values()) == {0.0})  # aged out
     assert values(found, "npu_aicore_utilization_ratio", "npu") == {}
     assert exporter.get("/healthz")[0] == 200
@@ -64,15 +65,26 @@ def test_repeated_hangs_leak_nothing(start):
     assert lingering_zombies(exporter.proc.pid) == []
     assert strays(exporter) == []
     log = exporter.log_path.read_text()
-    assert log.count("subject=info reason=timeout") == 1    # once per state change, not per hang
+    assert log.count("subject=info reason=timeout") == 1  # once per state change, not per hang
     assert "source recovered" in log
 
 
 def test_every_fault_kind_in_turn_then_recovery(start):
     # A 5 s timeout: a healthy simulated call on a loaded machine (load 4 on 2 cores) can take over
     # a second, and each such timeout would be one more logged state than the faults make.
-    exporter = start("--simulate", "healthy", "--npu-smi.interval", "1s", "--npu-smi.timeout", "5s",
-                     "--npu-smi.details=usages", "--npu-smi.detail-interval", "1s", "--max-age", "3s")
+    exporter = start(
+        "--simulate",
+        "healthy",
+        "--npu-smi.interval",
+        "1s",
+        "--npu-smi.timeout",
+        "5s",
+        "--npu-smi.details=usages",
+        "--npu-smi.detail-interval",
+        "1s",
+        "--max-age",
+        "3s",
+    )
     found = exporter.wait_for(lambda f: all_up(f) and len(values(f, "npu_aicpu_utilization_ratio", "npu")) == 8)
 
     def next_error(spec: str, source: str, reason: str) -> dict:
@@ -84,7 +96,7 @@ def test_every_fault_kind_in_turn_then_recovery(start):
     exporter.fault("info:slow=0.5")
     found = exporter.wait_for(lambda f: (value(f, "cann_exporter_source_duration_seconds", source="npu_smi_info") or 0) >= 0.5)
     assert value(found, "cann_exporter_source_success", source="npu_smi_info") == 1 and all_up(found)
-    found = next_error("info:slow=8", "npu_smi_info", "timeout")               # slower than the timeout
+    found = next_error("info:slow=8", "npu_smi_info", "timeout")  # slower than the timeout
     # The real dcmi texts, non-zero exit, on every command (details too).
     found = next_error("error-8005", "npu_smi_info", "dcmi_init_failed")
     found = exporter.wait_for(lambda f: errors(f, "npu_smi_details", "dcmi_init_failed") >= 1)
@@ -92,38 +104,64 @@ def test_every_fault_kind_in_turn_then_recovery(start):
     found = next_error("info:truncate", "npu_smi_info", "truncated")
     found = next_error("info:garbage,info:exit=0", "npu_smi_info", "garbled")  # noise, and a zero exit
     found = next_error("info:error-8005,info:exit=0", "npu_smi_info", "dcmi_init_failed")  # exit codes lie
-    found = next_error("info:exit=3", "npu_smi_info", "exit_status")           # a normal table, non-zero exit
-    found = next_error("info:huge", "npu_smi_info", "output_too_large")       # 8 MiB > the 4 MiB cap
+    found = next_error("info:exit=3", "npu_smi_info", "exit_status")  # a normal table, non-zero exit
+    found = next_error("info:huge", "npu_smi_info", "output_too_large")  # 8 MiB > the 4 MiB cap
     # Through all of it /metrics answered; the last good values aged out.
     found = exporter.wait_for(lambda f: set(values(f, "npu_up", "npu").values()) == {0.0})
     assert values(found, "npu_aicore_utilization_ratio", "npu") == {}
     assert value(found, "cann_exporter_source_success", source="npu_smi_info") == 0
 
     exporter.fault("")
-    found = exporter.wait_for(lambda f: all_up(f) and len(values(f, "npu_aicpu_utilization_ratio", "npu")) == 8
-                              and value(f, "cann_exporter_source_success", source="npu_smi_details") == 1)
+    found = exporter.wait_for(
+        lambda f: (
+            all_up(f)
+            and len(values(f, "npu_aicpu_utilization_ratio", "npu")) == 8
+            and value(f, "cann_exporter_source_success", source="npu_smi_details") == 1
+        )
+    )
     assert value(found, "cann_exporter_source_success", source="npu_smi_info") == 1
 
     log = exporter.log_path.read_text()
-    assert "dcmi module initialize failed. ret is -8005" in log        # the real message reaches the log
+    assert "dcmi module initialize failed. ret is -8005" in log  # the real message reaches the log
     assert "because the device is used. ret is -8020" in log
-    for reason, states in (("timeout", 1), ("dcmi_init_failed", 2), ("device_busy", 1), ("truncated", 1),
-                           ("garbled", 1), ("exit_status", 1), ("output_too_large", 1)):
-        assert log.count(f"subject=info reason={reason} ") == states, reason   # once per state, not per cycle
+    for reason, states in (
+        ("timeout", 1),
+        ("dcmi_init_failed", 2),
+        ("device_busy", 1),
+        ("truncated", 1),
+        ("garbled", 1),
+        ("exit_status", 1),
+        ("output_too_large", 1),
+    ):
+        assert log.count(f"subject=info reason={reason} ") == states, reason  # once per state, not per cycle
     assert "source recovered" in log
 
 
 def test_one_card_failing_names_itself_and_the_other_cards_stay_fresh(start):
     # max-age well above a round of eight per-card calls on a loaded machine (seconds): the seven
     # good cards must stay fresh however slow the machine, while card 3's values still age out.
-    exporter = start("--simulate", "healthy", "--npu-smi.interval", "1s", "--npu-smi.timeout", "2s",
-                     "--npu-smi.details=usages", "--npu-smi.detail-interval", "1s", "--max-age", "15s")
+    exporter = start(
+        "--simulate",
+        "healthy",
+        "--npu-smi.interval",
+        "1s",
+        "--npu-smi.timeout",
+        "2s",
+        "--npu-smi.details=usages",
+        "--npu-smi.detail-interval",
+        "1s",
+        "--max-age",
+        "15s",
+    )
     exporter.wait_for(lambda f: all_up(f) and len(values(f, "npu_aicpu_utilization_ratio", "npu")) == 8)
 
-    exporter.fault("usages@3:error-8005")   # `npu-smi info -t usages -i 3` only
+    exporter.fault("usages@3:error-8005")  # `npu-smi info -t usages -i 3` only
     failing = {"source": "npu_smi_details", "subject": "usages -i 3", "reason": "dcmi_init_failed"}
-    found = exporter.wait_for(lambda f: value(f, "cann_exporter_source_subject_failing", **failing) == 1
-                              and "3" not in values(f, "npu_aicpu_utilization_ratio", "npu"))   # aged out
+    found = exporter.wait_for(
+        lambda f: (
+            value(f, "cann_exporter_source_subject_failing", **failing) == 1 and "3" not in values(f, "npu_aicpu_utilization_ratio", "npu")
+        )
+    )  # aged out
     assert value(found, "cann_exporter_source_success", source="npu_smi_details") == 0
     assert value(found, "cann_exporter_source_subjects", source="npu_smi_details") == 8
     assert value(found, "cann_exporter_source_failed_subjects", source="npu_smi_details") == 1
@@ -137,7 +175,11 @@ def test_one_card_failing_names_itself_and_the_other_cards_stay_fresh(start):
     assert 'subject="usages -i 3" reason=dcmi_init_failed' in exporter.log_path.read_text()
 
     exporter.fault("")
-    found = exporter.wait_for(lambda f: len(values(f, "npu_aicpu_utilization_ratio", "npu")) == 8
-                              and value(f, "cann_exporter_source_success", source="npu_smi_details") == 1)
+    found = exporter.wait_for(
+        lambda f: (
+            len(values(f, "npu_aicpu_utilization_ratio", "npu")) == 8
+            and value(f, "cann_exporter_source_success", source="npu_smi_details") == 1
+        )
+    )
     assert value(found, "cann_exporter_source_failed_subjects", source="npu_smi_details") == 0
     assert values(found, "cann_exporter_source_subject_failing", "subject") == {}

@@ -30,6 +30,7 @@ def chip(table: InfoTable, npu_id: int, chip_id: int = 0) -> InfoChip:
 
 # --- 310 / 310B / 310P (DDR only, "Chip  Device" second row) -------------------------------
 
+
 def test_310_atlas300i_four_chip_cards_20_2_2() -> None:
     table = info("info__310-Atlas300I-x5__20.2.2__1")
     assert (table.tool_version, table.driver_version) == ("20.2.2", "20.2.2")
@@ -38,10 +39,23 @@ def test_310_atlas300i_four_chip_cards_20_2_2() -> None:
     assert [c.chip_id for c in table.chips] == [0, 1, 2, 3] * 5
     assert [c.logic_id for c in table.chips] == list(range(20))
     assert table.chips[0] == InfoChip(
-        npu_id=2048, chip_id=0, name="310", health="OK", power_watts=12.8, temperature_celsius=46,
-        hugepages_used=None, hugepages_total=None, bus_id="0000:81:00.0", aicore_percent=0,
-        npu_util_percent=None, memory_used_mb=2621, memory_total_mb=8192, hbm_used_mb=None,
-        hbm_total_mb=None, phy_id=None, logic_id=0,
+        npu_id=2048,
+        chip_id=0,
+        name="310",
+        health="OK",
+        power_watts=12.8,
+        temperature_celsius=46,
+        hugepages_used=None,
+        hugepages_total=None,
+        bus_id="0000:81:00.0",
+        aicore_percent=0,
+        npu_util_percent=None,
+        memory_used_mb=2621,
+        memory_total_mb=8192,
+        hbm_used_mb=None,
+        hbm_total_mb=None,
+        phy_id=None,
+        logic_id=0,
     )
     assert chip(table, 2049, 1).temperature_celsius == 50 and chip(table, 2049, 1).bus_id == "0000:86:00.0"
     last = chip(table, 2052, 3)
@@ -146,6 +160,7 @@ def test_310_partial_without_version_line() -> None:
 
 # --- 910 first generation (DDR and HBM) ----------------------------------------------------
 
+
 def test_910_first_gen_named_910b_24_1_0() -> None:
     table = info("info__910-1stgen-Name910B__24.1.0__1")
     assert len(table.chips) == 8 and {c.name for c in table.chips} == {"910B"}
@@ -177,6 +192,7 @@ def test_910a_21_0_4() -> None:
 
 
 # --- 910B (A2) -----------------------------------------------------------------------------
+
 
 def test_910b1_partial_with_elided_npus_23_0_rc2() -> None:
     table = info("info__910B1__23.0.rc2__1__partial")  # NPUs 2-6 replaced by a "..." line
@@ -222,14 +238,24 @@ def test_910b3_processes_25_5_1() -> None:
     assert (table.tool_version, table.driver_version) == ("25.5.1", "25.5.1")
     assert len(table.chips) == 8
     assert table.chips[0] == InfoChip(
-        npu_id=0, chip_id=0, name="910B3", health="OK", power_watts=99.4, temperature_celsius=34,
-        hugepages_used=0, hugepages_total=0, bus_id="0000:C1:00.0", aicore_percent=0,
-        npu_util_percent=None, memory_used_mb=0, memory_total_mb=0, hbm_used_mb=59189,
+        npu_id=0,
+        chip_id=0,
+        name="910B3",
+        health="OK",
+        power_watts=99.4,
+        temperature_celsius=34,
+        hugepages_used=0,
+        hugepages_total=0,
+        bus_id="0000:C1:00.0",
+        aicore_percent=0,
+        npu_util_percent=None,
+        memory_used_mb=0,
+        memory_total_mb=0,
+        hbm_used_mb=59189,
         hbm_total_mb=65536,
     )
     last = table.chips[-1]
-    assert (last.npu_id, last.power_watts, last.temperature_celsius, last.hbm_used_mb, last.bus_id) == (
-        7, 90.1, 39, 19319, "0000:42:00.0")
+    assert (last.npu_id, last.power_watts, last.temperature_celsius, last.hbm_used_mb, last.bus_id) == (7, 90.1, 39, 19319, "0000:42:00.0")
     assert table.processes is not None and len(table.processes) == 8
     assert table.processes[0] == InfoProcess(npu_id=0, chip_id=0, pid=3233241, name="VLLMWorker_TP", memory_mb=55844)
     assert table.processes[4] == InfoProcess(npu_id=4, chip_id=0, pid=3232170, name="VLLMEngineCor", memory_mb=56588)
@@ -254,13 +280,12 @@ def test_26x_process_id_in_container_column() -> None:
         "| 0       0                 | 4017          | python3            | 2048                  | 17                      |",
     )
     table = parse_info(text, partial=True)  # the excerpt has no closing border after that row
-    assert table.processes == (
-        InfoProcess(npu_id=0, chip_id=0, pid=4017, name="python3", memory_mb=2048, container_pid=17),
-    )
+    assert table.processes == (InfoProcess(npu_id=0, chip_id=0, pid=4017, name="python3", memory_mb=2048, container_pid=17),)
     assert table.idle_npus == ()
 
 
 # --- 910_93 (A3): two dies per NPU, "Chip  Phy-ID" -----------------------------------------
+
 
 def test_a3_two_dies_full_width_separator_25_2_0() -> None:
     table = info("info__910_93-A3__25.2.0__1")
@@ -294,19 +319,37 @@ def test_a3_five_digit_hbm_touches_slash_26_1_0() -> None:
 
 # --- 950 (NPU_SMI_V2): "| NPU ID | Name |", NPU Util instead of AICore ----------------------
 
+
 def test_950pr_v2_layout_processes_without_separators_25_7_rc1() -> None:
     table = info("info__950PR__25.7.rc1__1")
     assert [(c.npu_id, c.chip_id) for c in table.chips] == [(0, 0), (1, 0), (2, 0)]
     first, second, third = table.chips
     assert first == InfoChip(
-        npu_id=0, chip_id=0, name="Ascend950PR", health="Alarm", power_watts=205.7, temperature_celsius=71,
-        hugepages_used=0, hugepages_total=0, bus_id="0000:71:00.0", aicore_percent=None,
-        npu_util_percent=100, memory_used_mb=0, memory_total_mb=0, hbm_used_mb=90633, hbm_total_mb=114688,
+        npu_id=0,
+        chip_id=0,
+        name="Ascend950PR",
+        health="Alarm",
+        power_watts=205.7,
+        temperature_celsius=71,
+        hugepages_used=0,
+        hugepages_total=0,
+        bus_id="0000:71:00.0",
+        aicore_percent=None,
+        npu_util_percent=100,
+        memory_used_mb=0,
+        memory_total_mb=0,
+        hbm_used_mb=90633,
+        hbm_total_mb=114688,
     )
     assert (second.health, second.power_watts, second.temperature_celsius, second.bus_id) == ("Alarm", 207.7, 60, "0000:61:00.0")
     assert (second.npu_util_percent, second.hbm_used_mb) == (100, 30492)
     assert (third.health, third.power_watts, third.npu_util_percent, third.hbm_used_mb, third.hbm_total_mb) == (
-        "OK", 192.7, 0, 5413, 131072)
+        "OK",
+        192.7,
+        0,
+        5413,
+        131072,
+    )
     assert table.processes == (
         InfoProcess(npu_id=0, chip_id=None, pid=1530715, name="python", memory_mb=4724),
         InfoProcess(npu_id=0, chip_id=None, pid=1655234, name="python", memory_mb=4728),
@@ -323,6 +366,7 @@ def test_950pr_idle_row_without_process_header_25_7_rc1_6() -> None:
 
 
 # --- hand-edited samples: not width fixtures, but their values are readable ----------------
+
 
 def test_mangled_910_doc_with_processes() -> None:
     table = info("info__910-doc-anon__23.0.rc3-drv23.0.rc2.3__1__mangled")
@@ -341,7 +385,8 @@ def test_mangled_950dt_container_pid_na() -> None:
     assert [c.npu_util_percent for c in table.chips] == [0, 5, 0, 0]
     assert table.processes is not None and [p.pid for p in table.processes] == [3621066, 3624823, 3624824]
     assert table.processes[0] == InfoProcess(
-        npu_id=6, chip_id=None, pid=3621066, name="/home/lp/sglang/worker.py", memory_mb=40000, container_pid=None)
+        npu_id=6, chip_id=None, pid=3621066, name="/home/lp/sglang/worker.py", memory_mb=40000, container_pid=None
+    )
 
 
 def test_process_section_alone_is_not_an_info_table() -> None:
@@ -354,6 +399,7 @@ def test_process_section_alone_is_not_an_info_table() -> None:
 
 # --- variations on real text -----------------------------------------------------------------
 
+
 def test_every_info_fixture_is_covered() -> None:
     assert len(INFO_FIXTURES) == 27
 
@@ -365,8 +411,7 @@ def test_shell_prompt_before_table() -> None:
 
 def test_driver_warning_line() -> None:
     text = load("info__910B3__25.5.1__1") + (
-        "[WARNING]The driver package may not be completely installed, which may cause function abnormal. "
-        "Please reinstall it.\n"
+        "[WARNING]The driver package may not be completely installed, which may cause function abnormal. Please reinstall it.\n"
     )
     table = parse_info(text)
     assert table.driver_warning
@@ -458,9 +503,24 @@ def test_npu_smi_errors(name: str, reason: str, code: int | None) -> None:
 
 # --- robustness: only NpuSmiError may escape --------------------------------------------------
 
-REASONS = {"garbled", "truncated", "dcmi_init_failed", "device_busy", "invalid_card_id", "invalid_type",
-           "no_card", "no_chip", "not_supported", "bad_parameter", "permission_denied", "timeout",
-           "invalid_device_id", "no_device", "not_ready", "dcmi_load_failed"}
+REASONS = {
+    "garbled",
+    "truncated",
+    "dcmi_init_failed",
+    "device_busy",
+    "invalid_card_id",
+    "invalid_type",
+    "no_card",
+    "no_chip",
+    "not_supported",
+    "bad_parameter",
+    "permission_denied",
+    "timeout",
+    "invalid_device_id",
+    "no_device",
+    "not_ready",
+    "dcmi_load_failed",
+}
 
 
 def _parse_or_error(text: str) -> None:
@@ -490,6 +550,6 @@ def test_mutated_fixtures_never_crash(name: str, data: st.DataObject) -> None:
     start = data.draw(st.integers(0, len(text)))
     end = data.draw(st.integers(start, min(len(text), start + 40)))
     insert = data.draw(st.text(max_size=20) | _TABLE_ALPHABET)
-    _parse_or_error(text[:start])                          # truncated anywhere
-    _parse_or_error(text[:start] + insert + text[end:])    # a span replaced by noise
+    _parse_or_error(text[:start])  # truncated anywhere
+    _parse_or_error(text[:start] + insert + text[end:])  # a span replaced by noise
     _parse_or_error(text[:start] + text[start:end] * 2 + text[end:])  # a span repeated

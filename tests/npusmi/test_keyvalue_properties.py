@@ -42,19 +42,43 @@ PARSERS = [
     (partial(parse_health, npu_id=0), ChipHealth),
     (partial(parse_ecc, npu_id=0), ChipEcc),
     (partial(parse_board, npu_id=0), BoardInfo),
-    (parse_usages, ChipUsages),           # without npu_id: a missing NPU ID must still be an NpuSmiError
+    (parse_usages, ChipUsages),  # without npu_id: a missing NPU ID must still be an NpuSmiError
     (parse_health, ChipHealth),
 ]
 IDS = [getattr(p, "func", p).__name__ + ("(npu_id)" if isinstance(p, partial) else "") for p, _ in PARSERS]
 
 # Fragments that steer mutations towards the structure the parsers look for.
-FRAGMENTS = st.sampled_from([
-    "\n", "\t", " : ", ":", "-", "NA", "N/A", "Failed", "0", "65536", "99.7", "-1", "1" * 40, "0x57",
-    "\tNPU ID                         : 0\n", "\tChip ID                        : 1\n", "Chip Count : 2\n",
-    "Chip Name : mcu\n", "Error Information : x\n", "\t                               : more\n",
-    "Process id:1 Process name: Process memory(MB):", "No process in device.\n", "NPU ID  Chip ID  Chip Name\n",
-    "LM75A_TE (C) : ", "Temperature(C) : ", "ret is -8005", "Total Count : 3\n",
-])
+FRAGMENTS = st.sampled_from(
+    [
+        "\n",
+        "\t",
+        " : ",
+        ":",
+        "-",
+        "NA",
+        "N/A",
+        "Failed",
+        "0",
+        "65536",
+        "99.7",
+        "-1",
+        "1" * 40,
+        "0x57",
+        "\tNPU ID                         : 0\n",
+        "\tChip ID                        : 1\n",
+        "Chip Count : 2\n",
+        "Chip Name : mcu\n",
+        "Error Information : x\n",
+        "\t                               : more\n",
+        "Process id:1 Process name: Process memory(MB):",
+        "No process in device.\n",
+        "NPU ID  Chip ID  Chip Name\n",
+        "LM75A_TE (C) : ",
+        "Temperature(C) : ",
+        "ret is -8005",
+        "Total Count : 3\n",
+    ]
+)
 INSERT = st.one_of(FRAGMENTS, st.text(max_size=12))
 
 

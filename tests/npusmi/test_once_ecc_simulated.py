@@ -40,4 +40,5 @@ def test_pages_grow_over_time(capsys, monkeypatch):
     assert value(after, "npu_ecc_isolated_pages", type="single_bit", **critical) == 3
     assert value(after, "npu_ecc_isolated_pages", type="double_bit", **critical) == 8
     assert value(after, "npu_ecc_errors_total", type="double_bit", **critical) > value(
-        before, "npu_ecc_errors_total", type="double_bit", **critical)
+        before, "npu_ecc_errors_total", type="double_bit", **critical
+    )

@@ -76,13 +76,15 @@ def test_every_fixture_model_is_served(fixture, replay_npu_smi, capsys):
 
 
 def test_910b3_with_inventory_and_details(replay_npu_smi, capsys):
-    npu_smi = replay_npu_smi({
-        "info": "info__910B3__25.5.1__1",
-        "info -m": "info-m__910B3__25.5.1__1",
-        "info -t usages -i 0": "info-t-usages__910B3__25.5.1__1",
-        "info -t common -i 0": "info-t-common__910B3__25.5.1__1",
-        "info -t memory -i 0": "info-t-memory__910B3__25.5.1__1",
-    })
+    npu_smi = replay_npu_smi(
+        {
+            "info": "info__910B3__25.5.1__1",
+            "info -m": "info-m__910B3__25.5.1__1",
+            "info -t usages -i 0": "info-t-usages__910B3__25.5.1__1",
+            "info -t common -i 0": "info-t-common__910B3__25.5.1__1",
+            "info -t memory -i 0": "info-t-memory__910B3__25.5.1__1",
+        }
+    )
     status, text = run_once(capsys, npu_smi, "--npu-smi.details=usages,common,memory", "--no-npu-smi.board", "--collector.self")
     assert status == 0
     found = samples(text)
@@ -179,16 +181,24 @@ def test_ecc_fixture_serves_all_three_families_for_ddr_and_hbm(replay_npu_smi, c
     assert status == 0
     found = samples(text)
     for name in ("npu_ecc_errors_total", "npu_ecc_aggregate_errors_total", "npu_ecc_isolated_pages"):
-        series = {(labels["memory"], labels["type"]): v for (n, key), v in found.items() if n == name
-                  for labels in [dict(key)] if labels["npu"] == "1"}
+        series = {
+            (labels["memory"], labels["type"]): v
+            for (n, key), v in found.items()
+            if n == name
+            for labels in [dict(key)]
+            if labels["npu"] == "1"
+        }
         assert series == {(memory, kind): 0 for memory in ("ddr", "hbm") for kind in ("single_bit", "double_bit")}, name
         assert value(found, name, npu="4") is None, name
 
 
-@pytest.mark.parametrize("error", [
-    "error-dcmi-init-8005__container__unknown__1",
-    "error-dcmi-init-8020__container__unknown__1",
-])
+@pytest.mark.parametrize(
+    "error",
+    [
+        "error-dcmi-init-8005__container__unknown__1",
+        "error-dcmi-init-8020__container__unknown__1",
+    ],
+)
 def test_npu_smi_error_exits_non_zero_with_the_reason_counted(error, replay_npu_smi, capsys):
     npu_smi = replay_npu_smi({"info": (error, 255), "info -m": (error, 255)})
     status, text = main(["once", "--npu-smi", str(npu_smi), "--log.level", "error", *OVERVIEW_ONLY]), None
@@ -206,13 +216,17 @@ def test_once_through_the_console_script(replay_npu_smi, tmp_path):
     npu_smi = replay_npu_smi({"info": "info__910B3__25.5.1__1"})
     proc = subprocess.run(
         [sys.executable, "-m", "exporter", "once", "--npu-smi", str(npu_smi), *OVERVIEW_ONLY],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     assert 'npu_hbm_used_bytes{chip="0",device="",npu="0"} 6.2064164864e+10' in proc.stdout
     missing = subprocess.run(
         [sys.executable, "-m", "exporter", "once", "--npu-smi", str(tmp_path / "absent")],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert missing.returncode == 1
     assert "no chip could be read" in missing.stderr
@@ -231,10 +245,12 @@ def test_golden_expositions_pass_promtool_check_metrics():
 def test_error_codes_are_read_for_a_chip_that_is_not_ok(replay_npu_smi, capsys):
     # The 310B4 overview shows its chip in Alarm; the only real `-t health -c` captures are
     # 910A ones, with the same key-value layout on every model (docs/formats/npu-smi.md, "The -t health output").
-    npu_smi = replay_npu_smi({
-        "info": "info__310B4__23.0.0__1",
-        "info -t health -i 0 -c 0": "info-t-health__910A__23.0.7__2",
-    })
+    npu_smi = replay_npu_smi(
+        {
+            "info": "info__310B4__23.0.0__1",
+            "info -t health -i 0 -c 0": "info-t-health__910A__23.0.7__2",
+        }
+    )
     status, text = run_once(capsys, npu_smi, "--npu-smi.details=health", "--no-npu-smi.board", "--collector.self")
     assert status == 0
     found = samples(text)
@@ -253,15 +269,16 @@ def test_healthy_chips_cost_no_health_calls(replay_npu_smi, capsys):
     assert value(found, "npu_health", npu="0", state="OK") == 1
     assert [n for (n, _), _ in found.items() if n == "npu_health_error_info"] == []
     assert value(found, "cann_exporter_source_success", source="npu_smi_details") == 1
-    assert [ls for (n, ls), _ in found.items() if n == "cann_exporter_source_errors_total"
-            and ("source", "npu_smi_details") in ls] == []
+    assert [ls for (n, ls), _ in found.items() if n == "cann_exporter_source_errors_total" and ("source", "npu_smi_details") in ls] == []
 
 
 def test_a_failing_health_call_hides_nothing_else(replay_npu_smi, capsys):
-    npu_smi = replay_npu_smi({
-        "info": "info__310B4__23.0.0__1",
-        "info -t health -i 0 -c 0": ("error-dcmi-init-8005__container__unknown__1", 1),
-    })
+    npu_smi = replay_npu_smi(
+        {
+            "info": "info__310B4__23.0.0__1",
+            "info -t health -i 0 -c 0": ("error-dcmi-init-8005__container__unknown__1", 1),
+        }
+    )
     status, text = run_once(capsys, npu_smi, "--npu-smi.details=health", "--no-npu-smi.board", "--collector.self")
     assert status == 0
     found = samples(text)

@@ -27,10 +27,13 @@ def test_every_tree_has_its_provenance() -> None:
     assert trees and trees == {p.stem for p in TREES.glob("*.src")}
 
 
-@pytest.mark.parametrize(("tree", "functions", "expected"), [
-    ("910B3-8card__written", (("0xd802", 8),), 8),
-    ("310P3-300IDuo-x4__written", (("0xd500", 4),), None),   # 1 chip (300I Pro) or 2 (300I Duo) per function
-])
+@pytest.mark.parametrize(
+    ("tree", "functions", "expected"),
+    [
+        ("910B3-8card__written", (("0xd802", 8),), 8),
+        ("310P3-300IDuo-x4__written", (("0xd500", 4),), None),  # 1 chip (300I Pro) or 2 (300I Duo) per function
+    ],
+)
 def test_every_fixture_tree(tree: str, functions: tuple, expected: int | None) -> None:
     count = pci_count(TREES / tree)
     assert count is not None
@@ -48,10 +51,10 @@ def test_unreadable_and_odd_files_are_skipped(tmp_path: Path) -> None:
     devices = tmp_path / "bus/pci/devices"
     for name, files in {
         "0000:01:00.0": {"vendor": "0x19e5\n", "device": "0xd802\n", "class": "0x120000\n"},
-        "0000:02:00.0": {"vendor": "0x19e5\n", "device": "0xd802\n"},                      # no class
+        "0000:02:00.0": {"vendor": "0x19e5\n", "device": "0xd802\n"},  # no class
         "0000:03:00.0": {"vendor": "garbage", "device": "0xd802\n", "class": "0x120000\n"},
         "0000:04:00.0": {"vendor": "0x19e5\n", "device": "0xd802\n", "class": "0x020000\n"},  # a NIC
-        "0000:05:00.0": {"vendor": "0x19E5", "device": "0xD801", "class": "0x120001"},     # upper case, no newline
+        "0000:05:00.0": {"vendor": "0x19E5", "device": "0xD801", "class": "0x120001"},  # upper case, no newline
     }.items():
         (devices / name).mkdir(parents=True)
         for file, text in files.items():

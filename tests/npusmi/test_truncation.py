@@ -192,6 +192,7 @@ def test_info_cut_inside_any_table_line_is_truncated(name: str) -> None:
 
 # --- npu-smi info: one test per rule ------------------------------------------------------------
 
+
 def _is_border(line: str) -> bool:
     return line.startswith("+")
 
@@ -200,9 +201,15 @@ def _process_header(line: str) -> bool:
     return "Process id" in line
 
 
-@pytest.mark.parametrize("name", [
-    "info__910B3__25.5.1__1", "info__910B2__23.0.7__1", "info__910_93-A3__25.2.0__1", "info__950PR__25.7.rc1__1",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "info__910B3__25.5.1__1",
+        "info__910B2__23.0.7__1",
+        "info__910_93-A3__25.2.0__1",
+        "info__950PR__25.7.rc1__1",
+    ],
+)
 def test_a2_a3_950_table_cut_before_its_process_section(name: str) -> None:
     # (a) everything up to the device table's closing "+===", and also its next border: every
     # chip, the process section (always printed on these) unknown.
@@ -220,11 +227,14 @@ def test_310p_table_cut_before_its_process_section_is_not_detectable() -> None:
     assert len(table.chips) == 2 and table.processes is None
 
 
-@pytest.mark.parametrize(("name", "end", "last"), [
-    ("info__910B3__25.5.1__1", 11, "| 0 "),              # NPU 1's second row
-    ("info__910B3__25.5.1__1", 29, "| 0 "),              # NPU 7's second row, the last chip
-    ("info__910_93-A3__25.2.0__1", 9, "+-----"),         # the full-width separator between two dies
-])
+@pytest.mark.parametrize(
+    ("name", "end", "last"),
+    [
+        ("info__910B3__25.5.1__1", 11, "| 0 "),  # NPU 1's second row
+        ("info__910B3__25.5.1__1", 29, "| 0 "),  # NPU 7's second row, the last chip
+        ("info__910_93-A3__25.2.0__1", 9, "+-----"),  # the full-width separator between two dies
+    ],
+)
 def test_npu_block_cut_before_its_closing_border(name: str, end: int, last: str) -> None:
     text = "".join(lines_of(name)[:end])
     assert text.splitlines()[-1].startswith(last)
@@ -246,8 +256,7 @@ def test_process_section_cut_after_a_complete_npu_group(npus_listed: int) -> Non
 def test_process_section_cut_after_a_process_row(name: str) -> None:
     lines = lines_of(name)
     header = next(i for i, line in enumerate(lines) if _process_header(line))
-    row = next(i for i in range(header + 1, len(lines))
-               if lines[i].startswith("|") and "No running processes" not in lines[i])
+    row = next(i for i in range(header + 1, len(lines)) if lines[i].startswith("|") and "No running processes" not in lines[i])
     table = process_cut("".join(lines[: row + 1]), parse_info(load(name)))
     assert "after a process row" in table.process_error
 
@@ -317,7 +326,8 @@ def test_simulated_tables_cut_at_every_line(model: str, scenario: str) -> None:
 KEYVALUE = {"usages": parse_usages, "common": parse_common, "memory": parse_memory, "ecc": parse_ecc, "health": parse_health}
 # Card answers: every per-chip sample that prints its Chip Count line.
 CARD_ANSWERS = sorted(
-    path.stem for path in FIXTURES.glob("info-t-*.txt")
+    path.stem
+    for path in FIXTURES.glob("info-t-*.txt")
     if path.stem.split("__")[0].removeprefix("info-t-") in KEYVALUE and "Chip Count" in path.read_text()
 )
 
@@ -400,8 +410,7 @@ def test_one_complete_block_and_nothing_after_it_is_accepted() -> None:
 
 def test_mcu_block_after_fewer_blocks_is_not_a_cut() -> None:
     # show_ascend_card_info skips a chip that does not support the type, then prints the MCU.
-    text = ("NPU ID : 5\nChip Count : 2\n\nAicore Usage Rate(%) : 44\nChip ID : 0\n\n"
-            "Chip Name : MCU\n")
+    text = "NPU ID : 5\nChip Count : 2\n\nAicore Usage Rate(%) : 44\nChip ID : 0\n\nChip Name : MCU\n"
     assert parse_usages(text) == (ChipUsages(5, 0, aicore_percent=44.0),)
 
 

@@ -41,8 +41,14 @@ def run(argv: list[str | Path], cwd: Path | None = None) -> str:
 def source_files() -> list[str] | None:
     """The tree as the developer has it: tracked files plus new ones git does not ignore."""
     try:
-        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                                cwd=ROOT, capture_output=True, text=True, check=True, timeout=30).stdout
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     return [name for name in listed.split("\0") if name]
@@ -65,8 +71,7 @@ def copy_source(dest: Path) -> Path:
 def can_build_offline() -> bool:
     """setuptools >= 70.1 builds wheels itself; older ones need the `wheel` package."""
     found = importlib.util.find_spec
-    return found("setuptools") is not None and (
-        found("setuptools.command.bdist_wheel") is not None or found("wheel") is not None)
+    return found("setuptools") is not None and (found("setuptools.command.bdist_wheel") is not None or found("wheel") is not None)
 
 
 def borrow_dependencies(venv: Path) -> None:
@@ -119,8 +124,7 @@ def test_the_wheel_carries_the_data_files_the_package_reads(wheel: Path):
 def test_every_non_python_file_of_the_package_is_shipped(source: Path, wheel: Path):
     """A data file added under exporter/ without a package-data glob fails here, not in production."""
     names = set(zipfile.ZipFile(wheel).namelist())
-    data = {p.relative_to(source).as_posix() for p in (source / "exporter").rglob("*")
-            if p.is_file() and p.suffix not in (".py", ".pyc")}
+    data = {p.relative_to(source).as_posix() for p in (source / "exporter").rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc")}
     assert set(DATA_FILES) <= data  # the list above still names real files
     assert data - DEV_ONLY <= names, (data - DEV_ONLY) - names
 
@@ -152,8 +156,9 @@ def test_generate_writes_rules_and_dashboards(venv: Path, outside: Path):
 
 def test_the_openapi_document_is_served_from_the_installed_package(venv: Path, outside: Path):
     # The handler ignores its request: calling it shows what GET /api/v1/openapi.yaml returns.
-    script = ("import asyncio\nfrom exporter.jobs import http\n"
-              "print(http.OPENAPI_PATH)\nprint(asyncio.run(http.openapi_handler()(None)).text)")
+    script = (
+        "import asyncio\nfrom exporter.jobs import http\nprint(http.OPENAPI_PATH)\nprint(asyncio.run(http.openapi_handler()(None)).text)"
+    )
     path, _, text = run([venv / "bin" / "python", "-c", script], outside).partition("\n")
     assert Path(path).resolve().is_relative_to(venv.resolve())
     document = yaml.safe_load(text)

@@ -76,8 +76,12 @@ def test_parse_device_id(device_id: str, kind: str, expected: tuple[int, int | N
 def test_attributions_from_a_mixed_answer() -> None:
     response = pb.ListPodResourcesResponse(
         pod_resources=[
-            pod("train", "llama-0", container("main", ("huawei.com/Ascend910", ["Ascend910-0", "Ascend910-1"]), ("cpu", ["1"])),
-                container("sidecar")),
+            pod(
+                "train",
+                "llama-0",
+                container("main", ("huawei.com/Ascend910", ["Ascend910-0", "Ascend910-1"]), ("cpu", ["1"])),
+                container("sidecar"),
+            ),
             pod("infer", "svc-1", container("app", ("huawei.com/Ascend910-2c", ["Ascend910-2c-100-3"]))),
             pod("gpu", "other", container("c", ("nvidia.com/gpu", ["GPU-1234"]))),
             pod("x", "core", container("c", ("huawei.com/npu-core", ["npu-core-0"]), ("huawei.com/Ascend910", ["bogus"]))),
@@ -152,9 +156,11 @@ def test_generated_code_matches_api_proto(tmp_path: Path) -> None:
 
     out = tmp_path / "set.pb"
     proc = subprocess.run(
-        [sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT}", f"--descriptor_set_out={out}",
-         "exporter/pods/podresources_pb/api.proto"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT}", f"--descriptor_set_out={out}", "exporter/pods/podresources_pb/api.proto"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     fresh = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file[0]

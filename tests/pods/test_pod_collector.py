@@ -33,7 +33,9 @@ EIGHT = tuple(chip(n, 0, n) for n in range(8))
 NO_SKIPS = {"unknown_resource": 0, "bad_device_id": 0}
 
 
-def att(device: int, pod_name: str = "p", container_name: str = "c", ns: str = "ns", resource: str = "huawei.com/Ascend910") -> PodAttribution:
+def att(
+    device: int, pod_name: str = "p", container_name: str = "c", ns: str = "ns", resource: str = "huawei.com/Ascend910"
+) -> PodAttribution:
     return PodAttribution(device, ns, pod_name, container_name, resource, f"Ascend910-{device}")
 
 
@@ -43,10 +45,7 @@ def render(attributions, chips, match_on: str = "physical") -> dict[str, list]:
 
 
 def pod_info(samples: dict[str, list]) -> set[tuple[str, ...]]:
-    return {
-        tuple(s.labels[k] for k in ("npu", "chip", "device", "namespace", "pod", "container"))
-        for s in samples.get("npu_pod_info", [])
-    }
+    return {tuple(s.labels[k] for k in ("npu", "chip", "device", "namespace", "pod", "container")) for s in samples.get("npu_pod_info", [])}
 
 
 def unmatched(samples: dict[str, list]) -> dict[str, float]:
@@ -67,9 +66,9 @@ def test_no_attribution_no_series() -> None:
 
 async def answered(attributions: list[PodAttribution]) -> PodResourcesSource:
     """A source whose kubelet answered with ``attributions``."""
-    response = pb.ListPodResourcesResponse(pod_resources=[
-        pod(a.namespace, a.pod, container(a.container, (a.resource_name, [a.device_id]))) for a in attributions
-    ])
+    response = pb.ListPodResourcesResponse(
+        pod_resources=[pod(a.namespace, a.pod, container(a.container, (a.resource_name, [a.device_id]))) for a in attributions]
+    )
 
     async def fetch(socket: str, timeout: float, limit: int) -> object:
         return response
@@ -148,10 +147,17 @@ async def test_end_to_end_on_the_simulator(kubelet: FakeKubelet, sock_dir: Path)
     kubelet.start()
 
     def build(socket: Path):
-        return assemble(build_settings(flags={
-            "simulator.scenario": "healthy", "npu_smi.details": "",
-            "podresources.enabled": "true", "podresources.socket": str(socket), "podresources.timeout": "1s",
-        }))
+        return assemble(
+            build_settings(
+                flags={
+                    "simulator.scenario": "healthy",
+                    "npu_smi.details": "",
+                    "podresources.enabled": "true",
+                    "podresources.socket": str(socket),
+                    "podresources.timeout": "1s",
+                }
+            )
+        )
 
     alive = build(kubelet.socket)
     await alive.sampler.run_once()
@@ -170,7 +176,10 @@ async def test_end_to_end_on_the_simulator(kubelet: FakeKubelet, sock_dir: Path)
     errors = {(s.labels["source"], s.labels["reason"]): s.value for s in dead_fams["cann_exporter_source_errors"]}
     assert errors[("podresources", "not_found")] == 1
     assert {s.labels["source"]: s.value for s in dead_fams["cann_exporter_source_success"]}["podresources"] == 0
-    labels_of = lambda fams: {n: sorted(tuple(sorted(s.labels.items())) for s in v) for n, v in chip_series(fams).items()}
+
+    def labels_of(fams):
+        return {n: sorted(tuple(sorted(s.labels.items())) for s in v) for n, v in chip_series(fams).items()}
+
     assert labels_of(dead_fams) == labels_of(fams)
     assert dead.store.current.ready
 

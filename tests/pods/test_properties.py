@@ -14,14 +14,18 @@ from exporter.pods.kubelet import (
 )
 from exporter.pods.podresources_pb import api_pb2 as pb
 
-_RESOURCES = st.one_of(st.sampled_from([*DEFAULT_RESOURCES, "huawei.com/Ascend910-2c", "huawei.com/other", "nvidia.com/gpu"]),
-                       st.text(max_size=25))
-_IDS = st.one_of(st.sampled_from(["Ascend910-3", "Ascend910-2c-100-3", "-", "Ascend910-", "x-٣", "a-9999999"]),
-                 st.text(max_size=25))
+_RESOURCES = st.one_of(
+    st.sampled_from([*DEFAULT_RESOURCES, "huawei.com/Ascend910-2c", "huawei.com/other", "nvidia.com/gpu"]), st.text(max_size=25)
+)
+_IDS = st.one_of(st.sampled_from(["Ascend910-3", "Ascend910-2c-100-3", "-", "Ascend910-", "x-٣", "a-9999999"]), st.text(max_size=25))
 _DEVICES = st.builds(lambda r, ids: pb.ContainerDevices(resource_name=r, device_ids=ids), _RESOURCES, st.lists(_IDS, max_size=3))
 _CONTAINERS = st.builds(lambda n, d: pb.ContainerResources(name=n, devices=d), st.text(max_size=10), st.lists(_DEVICES, max_size=3))
-_PODS = st.builds(lambda n, ns, c: pb.PodResources(name=n, namespace=ns, containers=c),
-                  st.text(max_size=10), st.text(max_size=10), st.lists(_CONTAINERS, max_size=2))
+_PODS = st.builds(
+    lambda n, ns, c: pb.PodResources(name=n, namespace=ns, containers=c),
+    st.text(max_size=10),
+    st.text(max_size=10),
+    st.lists(_CONTAINERS, max_size=2),
+)
 _RESPONSES = st.builds(lambda pods: pb.ListPodResourcesResponse(pod_resources=pods), st.lists(_PODS, max_size=3))
 
 
@@ -35,7 +39,7 @@ def test_any_response(response):
 
 @settings(max_examples=300, deadline=None)
 @given(raw=st.binary(max_size=200))
-@example(raw=b"\x0a\xff\xff\xff\xff\x0f")          # a length prefix far past the end
+@example(raw=b"\x0a\xff\xff\xff\xff\x0f")  # a length prefix far past the end
 def test_any_bytes(raw):
     try:
         response = pb.ListPodResourcesResponse.FromString(raw)

@@ -155,14 +155,19 @@ async def test_oversized_answer_is_refused(kubelet: FakeKubelet) -> None:
     assert dict(status(health).errors) == {"output_too_large": 1}
 
 
-async def test_unknown_resources_and_bad_ids_are_counted_and_logged_once(
-    kubelet: FakeKubelet, caplog: pytest.LogCaptureFixture
-) -> None:
+async def test_unknown_resources_and_bad_ids_are_counted_and_logged_once(kubelet: FakeKubelet, caplog: pytest.LogCaptureFixture) -> None:
     kubelet.response = pb.ListPodResourcesResponse(
         pod_resources=[
-            pod("a", "p", container("c", ("huawei.com/npu-core", ["npu-core-0", "npu-core-1"]),
-                                    ("huawei.com/Ascend910", ["Ascend910-2", "garbage"]),
-                                    ("nvidia.com/gpu", ["GPU-1"]))),
+            pod(
+                "a",
+                "p",
+                container(
+                    "c",
+                    ("huawei.com/npu-core", ["npu-core-0", "npu-core-1"]),
+                    ("huawei.com/Ascend910", ["Ascend910-2", "garbage"]),
+                    ("nvidia.com/gpu", ["GPU-1"]),
+                ),
+            ),
         ]
     )
     kubelet.start()
@@ -236,9 +241,9 @@ def test_non_root_cannot_reach_a_root_only_socket() -> None:
     directory = Path(tempfile.mkdtemp(prefix="klt", dir="/tmp"))
     kubelet = FakeKubelet(directory / "kubelet.sock")
     try:
-        directory.chmod(0o755)                # searchable: the refusal must come from the socket itself
+        directory.chmod(0o755)  # searchable: the refusal must come from the socket itself
         kubelet.start()
-        kubelet.socket.chmod(0o755)           # what the kubelet's umask gives its socket
+        kubelet.socket.chmod(0o755)  # what the kubelet's umask gives its socket
         code = (
             "import asyncio\n"
             "from exporter.pods.kubelet import list_pod_resources, PodResourcesError\n"
@@ -249,7 +254,11 @@ def test_non_root_cannot_reach_a_root_only_socket() -> None:
         root = Path(__file__).resolve().parents[2]
         proc = subprocess.run(
             ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", code],
-            capture_output=True, text=True, timeout=30, cwd="/", env={**os.environ, "PYTHONPATH": str(root)},
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd="/",
+            env={**os.environ, "PYTHONPATH": str(root)},
         )
         if not proc.stdout:
             pytest.skip(f"the unprivileged uid cannot run this Python here: {proc.stderr.strip()[-200:]}")

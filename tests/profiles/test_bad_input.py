@@ -54,8 +54,10 @@ def test_missing_duration_column_is_a_clear_error() -> None:
 
 
 def test_na_in_numeric_columns_skips_those_rows() -> None:
-    text = ("Step Id,Name,Type,Accelerator Core,Duration(us),Wait Time(us)\n"
-            "1,a,A,AI_CORE,N/A,N/A\n1,b,B,AI_CORE,30.0,N/A\n1,c,C,AI_CORE,nan,0\n1,d,D,AI_CORE,10.0,2.5\n")
+    text = (
+        "Step Id,Name,Type,Accelerator Core,Duration(us),Wait Time(us)\n"
+        "1,a,A,AI_CORE,N/A,N/A\n1,b,B,AI_CORE,30.0,N/A\n1,c,C,AI_CORE,nan,0\n1,d,D,AI_CORE,10.0,2.5\n"
+    )
     table = read_kernels(io.StringIO(text))
     (step,) = table.steps
     assert step.compute_us == 30.0 + 10.0 and step.wait_us == 2.5
@@ -72,8 +74,11 @@ def test_na_in_step_trace_drops_the_row() -> None:
 
 
 def test_crlf_lf_and_trailing_tabs_read_alike() -> None:
-    lines = ["Step Id,Name,Type,Accelerator Core,Start Time(us),Duration(us)",
-             "3,a,A,AI_CORE,1736408883704643.212\t,12.5\t", '3,b,B,AI_CORE,"1736408883704700.000\t",7.5 ']
+    lines = [
+        "Step Id,Name,Type,Accelerator Core,Start Time(us),Duration(us)",
+        "3,a,A,AI_CORE,1736408883704643.212\t,12.5\t",
+        '3,b,B,AI_CORE,"1736408883704700.000\t",7.5 ',
+    ]
     for newline in ("\r\n", "\n"):
         (step,) = read_kernels(io.StringIO(newline.join(lines) + newline, newline="")).steps
         assert (step.step, step.compute_us, [o.op_type for o in step.op_types]) == (3, 12.5 + 7.5, ["A", "B"])
@@ -121,13 +126,26 @@ def test_json_streaming_across_read_blocks() -> None:
     assert list(trace_events(io.StringIO(" [ ] "), "t.json", JsonCaps())) == []
 
 
-@pytest.mark.parametrize("text,reason", [
-    ("", "empty"), ("  \n", "empty"), ("[", "truncated"), ('[{"a": 1}, {"b": ', "truncated"), ('[{"a": "x', "truncated"),
-    ("{not json", "malformed"), ("42", "malformed"), ('[{"a": 1} {"b": 2}, ???]', "malformed"),
-    ('{"traceEvents": 3}', "malformed"), ('{"other": []}', "malformed"), ("[" + "9" * 5000 + "]", "malformed"),
-    ("[" * 100_000, "too_deep"), ('[{"a": ' + "[" * 70 + "]" * 70 + "}]", "too_deep"),
-    ('[{"a": "' + "x" * (2 << 20) + '"}]', "item_too_large"), ("[[" + "0," * 100_001 + "0]]", "item_too_large"),
-])
+@pytest.mark.parametrize(
+    "text,reason",
+    [
+        ("", "empty"),
+        ("  \n", "empty"),
+        ("[", "truncated"),
+        ('[{"a": 1}, {"b": ', "truncated"),
+        ('[{"a": "x', "truncated"),
+        ("{not json", "malformed"),
+        ("42", "malformed"),
+        ('[{"a": 1} {"b": 2}, ???]', "malformed"),
+        ('{"traceEvents": 3}', "malformed"),
+        ('{"other": []}', "malformed"),
+        ("[" + "9" * 5000 + "]", "malformed"),
+        ("[" * 100_000, "too_deep"),
+        ('[{"a": ' + "[" * 70 + "]" * 70 + "}]", "too_deep"),
+        ('[{"a": "' + "x" * (2 << 20) + '"}]', "item_too_large"),
+        ("[[" + "0," * 100_001 + "0]]", "item_too_large"),
+    ],
+)
 def test_json_errors_have_reasons(text: str, reason: str) -> None:
     with pytest.raises(ProfileParseError) as err:
         list(trace_events(io.StringIO(text), "t.json", JsonCaps()))
@@ -152,7 +170,7 @@ def test_small_json_cut_or_wrong_shape() -> None:
 
 
 def test_caps_on_what_a_json_file_keeps_refuse_it_by_name() -> None:
-    with pytest.raises(ProfileParseError) as err:   # the issue's file: an array where steps are expected
+    with pytest.raises(ProfileParseError) as err:  # the issue's file: an array where steps are expected
         read_communication("[" + "{}," * 1000 + "{}]")
     assert err.value.reason == "malformed"
     with pytest.raises(ProfileParseError) as err:
@@ -163,21 +181,20 @@ def test_caps_on_what_a_json_file_keeps_refuse_it_by_name() -> None:
     assert err.value.reason == "too_many_objects" and "10000 steps" in err.value.message
     with pytest.raises(ProfileParseError) as err:
         read_trace(io.StringIO("[" + '{"ph": "M"},' * 10 + '{"ph": "M"}]'), limits=Limits(max_trace_events=5))
-    assert err.value.reason == "too_many_events"   # a cap refuses the file: no partial use
+    assert err.value.reason == "too_many_events"  # a cap refuses the file: no partial use
     with pytest.raises(ProfileParseError) as err:
-        read_profiler_info('{"a": "' + "x" * 200_000 + '"}', caps=JsonCaps(item_bytes=1000))   # checked per 64 KiB read
+        read_profiler_info('{"a": "' + "x" * 200_000 + '"}', caps=JsonCaps(item_bytes=1000))  # checked per 64 KiB read
     assert err.value.reason == "item_too_large"
 
 
 def test_trace_processes_and_steps_kept_are_bounded() -> None:
-    events = [{"ph": "M", "name": "process_name", "pid": i, "args": {"name": "Overlap Analysis" + "x" * 100 * (i % 2)}}
-              for i in range(20)]
+    events = [{"ph": "M", "name": "process_name", "pid": i, "args": {"name": "Overlap Analysis" + "x" * 100 * (i % 2)}} for i in range(20)]
     events += [{"ph": "X", "name": "Free", "pid": i, "ts": "1", "dur": 1.0} for i in range(20)]
     events += [{"ph": "X", "name": f"ProfilerStep#{i}", "pid": 0, "ts": str(i), "dur": 1.0} for i in range(20)]
     import json
 
     trace = read_trace(io.StringIO(json.dumps(events)), limits=Limits(max_trace_processes=8, max_host_steps=5))
-    assert len(trace.overlaps) == 4          # 8 pids kept; the long names are kept as '' (not Overlap Analysis)
+    assert len(trace.overlaps) == 4  # 8 pids kept; the long names are kept as '' (not Overlap Analysis)
     assert len(trace.host_steps) == 5
     assert reasons(trace.issues) == {"too_large"} and len(trace.issues) == 2
 
@@ -205,16 +222,16 @@ def test_csv_name_cells_and_headers_are_bounded() -> None:
 
 def test_broken_files_become_issues_rest_still_used(tmp_path: Path) -> None:
     path = build(tmp_path / "r_ascend_pt", PT_LEVEL1)
-    write(path / OUT / "kernel_details.csv", "Step Id,Name\n50,x\n")             # no duration column
+    write(path / OUT / "kernel_details.csv", "Step Id,Name\n50,x\n")  # no duration column
     raw = sample_bytes("pt_level1_trace_view_excerpt.json")
-    write(path / OUT / "trace_view.json", raw[: len(raw) // 2])                   # cut mid-way
-    write(path / OUT / "communication.json", b"{\"step50\": {")                   # cut
+    write(path / OUT / "trace_view.json", raw[: len(raw) // 2])  # cut mid-way
+    write(path / OUT / "communication.json", b'{"step50": {')  # cut
     (data,) = load_profile(path, "torch_npu", "job")
     assert reasons(data.issues) == {"missing_columns", "truncated"}
     (summary,) = summarize(data)
     e2e = 8873.756000000001 + 101963.203 + 25744.050000000003
-    assert summary.compute_ratio == approx(8873.756000000001 / e2e)             # step_trace still used
-    assert summary.operator_source == "op_statistic"                             # fallback for the op shares
+    assert summary.compute_ratio == approx(8873.756000000001 / e2e)  # step_trace still used
+    assert summary.operator_source == "op_statistic"  # fallback for the op shares
     assert any("kernel_details.csv" in i for i in summary.issues)
 
 
@@ -235,7 +252,9 @@ def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert data.steps and data.kernels is None
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode (tests/profiles/test_hostile_exporter.py drops the capability)")
+@pytest.mark.skipif(
+    os.geteuid() == 0, reason="root reads files whatever their mode (tests/profiles/test_hostile_exporter.py drops the capability)"
+)
 def test_unreadable_file_by_mode(tmp_path: Path) -> None:
     path = build(tmp_path / "r_ascend_pt", PT_LEVEL1)
     (path / OUT / "kernel_details.csv").chmod(0)
@@ -255,8 +274,9 @@ def test_two_gigabyte_trace_is_skipped_by_size(tmp_path: Path) -> None:
 
 
 def test_huge_csv_over_the_limit(tmp_path: Path) -> None:
-    path = torch_profile(tmp_path / "r_ascend_pt", steps=[Step(1, 80.0, 0.0, 20.0)],
-                         kernels=[Kernel(1, "a", "A", "AI_CORE", 1.0)] * 50, trace=False)
+    path = torch_profile(
+        tmp_path / "r_ascend_pt", steps=[Step(1, 80.0, 0.0, 20.0)], kernels=[Kernel(1, "a", "A", "AI_CORE", 1.0)] * 50, trace=False
+    )
     (data,) = load_profile(path, "torch_npu", "job", Limits(max_csv_bytes=1024))
     assert {i.reason for i in data.issues} == {"too_large"}
     assert all("more than the 1024 allowed" in i.message for i in data.issues)

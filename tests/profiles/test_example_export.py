@@ -26,12 +26,11 @@ def test_diagnose_reads_it():
     with redirect_stdout(out):
         code = main(["diagnose", "--profile-dir", str(EXAMPLE)])
     text = out.getvalue()
-    assert code == 1 and "verdict: ABNORMAL" in text   # compute share 6.5%: below the 60% bound
+    assert code == 1 and "verdict: ABNORMAL" in text  # compute share 6.5%: below the 60% bound
     assert "operator #1 Conv2D" in text and "profile of job profile-export rank 0" in text
 
 
 def test_serve_reads_it(start):
-    exporter = start("--simulate", "--no-hccn.enabled", "--no-collector.pods", "--profile-dir", str(EXAMPLE),
-                     "--profiles.interval", "1s")
+    exporter = start("--simulate", "--no-hccn.enabled", "--no-collector.pods", "--profile-dir", str(EXAMPLE), "--profiles.interval", "1s")
     found = exporter.wait_for(lambda samples: any(name.startswith("npu_profile_") for name, _ in samples))
     assert any(name.startswith("npu_profile_") and ("job_name", "profile-export") in labels for name, labels in found)

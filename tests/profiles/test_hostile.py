@@ -41,8 +41,8 @@ async def test_dev_zero_in_place_of_profiler_info(tmp_path: Path) -> None:
     (zero / "profiler_info_0.json").symlink_to("/dev/zero")
     source, health = source_for(tmp_path)
     await scanned(source)
-    assert errors(health) == {"outside_root": 1}     # /dev/zero is not under the watched directory
-    assert jobs(source) == {"good", "zero"}          # the rest of the export is still used
+    assert errors(health) == {"outside_root": 1}  # /dev/zero is not under the watched directory
+    assert jobs(source) == {"good", "zero"}  # the rest of the export is still used
 
     allowed, health = source_for(tmp_path, allow_outside=True)
     await scanned(allowed)
@@ -52,12 +52,12 @@ async def test_dev_zero_in_place_of_profiler_info(tmp_path: Path) -> None:
 async def test_fifo_in_place_of_a_data_file_does_not_block(tmp_path: Path) -> None:
     export = good_export(tmp_path, "fifo")
     (export / OUT / "step_trace_time.csv").unlink()
-    os.mkfifo(export / OUT / "step_trace_time.csv")   # no writer: a plain open() would block for ever
+    os.mkfifo(export / OUT / "step_trace_time.csv")  # no writer: a plain open() would block for ever
     source, health = source_for(tmp_path)
     await scanned(source)
     assert errors(health) == {"not_regular": 1}
     (summary,) = source.latest_summaries()
-    assert summary.max_operator_ratio is not None     # kernel_details.csv was still read
+    assert summary.max_operator_ratio is not None  # kernel_details.csv was still read
 
 
 async def test_one_endless_line_costs_one_capped_line(tmp_path: Path) -> None:
@@ -65,7 +65,7 @@ async def test_one_endless_line_costs_one_capped_line(tmp_path: Path) -> None:
     kernels = export / OUT / "kernel_details.csv"
     with open(kernels, "wb") as handle:
         handle.write(b"Step Id,Name,Type,Accelerator Core,Duration(us)\n1,")
-        handle.truncate(400 << 20)   # sparse: a 400 MB line without an end costs no disk
+        handle.truncate(400 << 20)  # sparse: a 400 MB line without an end costs no disk
     source, health = source_for(tmp_path)
     tracemalloc.start()
     try:
@@ -74,27 +74,26 @@ async def test_one_endless_line_costs_one_capped_line(tmp_path: Path) -> None:
     finally:
         tracemalloc.stop()
     assert errors(health) == {"line_too_long": 1}
-    assert peak < 32 << 20   # the 1 MiB line cap, a few times over for decoding: not 400 MB
+    assert peak < 32 << 20  # the 1 MiB line cap, a few times over for decoding: not 400 MB
     (summary,) = source.latest_summaries()
-    assert summary.compute_ratio == pytest.approx(0.8)   # step_trace_time.csv still used
+    assert summary.compute_ratio == pytest.approx(0.8)  # step_trace_time.csv still used
 
 
 async def test_symlinks_out_of_the_watched_directory(tmp_path: Path) -> None:
     outside = build(tmp_path / "elsewhere" / "host_9_ascend_pt", PT_LEVEL1)
     (tmp_path / "watched" / "escape").mkdir(parents=True)
-    (tmp_path / "watched" / "escape" / "host_9_ascend_pt").symlink_to(outside)      # a whole export
+    (tmp_path / "watched" / "escape" / "host_9_ascend_pt").symlink_to(outside)  # a whole export
     linked = good_export(tmp_path, "linked")
     (linked / OUT / "kernel_details.csv").unlink()
     (linked / OUT / "kernel_details.csv").symlink_to(outside / OUT / "kernel_details.csv")  # one file
     inside = good_export(tmp_path, "inside")
     (inside / OUT / "op_statistic.csv").unlink()
-    (inside / OUT / "op_statistic.csv").symlink_to(linked / OUT / "op_statistic.csv")   # stays inside: fine
+    (inside / OUT / "op_statistic.csv").symlink_to(linked / OUT / "op_statistic.csv")  # stays inside: fine
     source, health = source_for(tmp_path)
     await scanned(source)
     (status,) = health.statuses()
-    assert dict(status.failing) == {str(tmp_path / "watched" / "escape" / "host_9_ascend_pt"): "outside_root",
-                                    str(linked): "outside_root"}
-    assert errors(health) == {"outside_root": 3}   # the file once (parsed once), the directory on each scan
+    assert dict(status.failing) == {str(tmp_path / "watched" / "escape" / "host_9_ascend_pt"): "outside_root", str(linked): "outside_root"}
+    assert errors(health) == {"outside_root": 3}  # the file once (parsed once), the directory on each scan
     assert jobs(source) == {"linked", "inside"}
 
     allowed, health = source_for(tmp_path, allow_outside=True)
@@ -121,7 +120,7 @@ async def test_an_export_that_cannot_be_listed_costs_itself_only(tmp_path: Path,
     await scanned(source)
     (status,) = health.statuses()
     assert dict(status.failing) == {str(locked): "permission_denied"}
-    assert jobs(source) == {"good", "locked"}   # nothing is forgotten for a directory that cannot be read
+    assert jobs(source) == {"good", "locked"}  # nothing is forgotten for a directory that cannot be read
 
 
 async def test_series_caps_drop_the_oldest_and_count(tmp_path: Path) -> None:
@@ -129,7 +128,7 @@ async def test_series_caps_drop_the_oldest_and_count(tmp_path: Path) -> None:
     # newest first: A/rank0, B/rank0, C/rank0 (a third job: over max_jobs), A/rank1, B/rank1 (a fourth export)
     for age, (job, rank) in enumerate([("A", 0), ("B", 0), ("C", 0), ("A", 1), ("B", 1)]):
         export = torch_profile(tmp_path / "watched" / job / f"rank{rank}_ascend_pt", steps=[Step(1, 9.0, 0.0, 1.0)])
-        (export / f"profiler_info_{0}.json").unlink()   # its end time is the same in every export: mtimes decide
+        (export / f"profiler_info_{0}.json").unlink()  # its end time is the same in every export: mtimes decide
         for path in [export, *export.rglob("*")]:
             os.utime(path, (now - 100 - age, now - 100 - age))
     source, _ = source_for(tmp_path, max_exports=3, max_jobs=2)
@@ -137,11 +136,11 @@ async def test_series_caps_drop_the_oldest_and_count(tmp_path: Path) -> None:
     assert {(s.job_name, s.rank) for s in source.part().samples} == {("A", 0), ("B", 0), ("A", 1)}
     assert dict(source.part().dropped) == {"max_exports": 1, "max_jobs": 1}
     await scanned(source, 2)
-    assert dict(source.part().dropped) == {"max_exports": 1, "max_jobs": 1}   # counted once, never parsed again
+    assert dict(source.part().dropped) == {"max_exports": 1, "max_jobs": 1}  # counted once, never parsed again
 
 
 async def test_once_reports_every_finished_export_in_one_scan(tmp_path: Path) -> None:
-    good_export(tmp_path, "marked")                                      # analyse.done
+    good_export(tmp_path, "marked")  # analyse.done
     settled = torch_profile(tmp_path / "watched" / "settled" / "r0_ascend_pt", steps=[Step(1, 9.0, 0.0, 1.0)], marker=False)
     past = time.time() - 120
     for path in settled.rglob("*"):
@@ -149,11 +148,11 @@ async def test_once_reports_every_finished_export_in_one_scan(tmp_path: Path) ->
     torch_profile(tmp_path / "watched" / "writing" / "r0_ascend_pt", steps=[Step(1, 9.0, 0.0, 1.0)], marker=False)
     source, _ = source_for(tmp_path, single_scan=True, settle=30.0)
     await source.refresh()
-    assert jobs(source) == {"marked", "settled"}      # the one still being written waits
+    assert jobs(source) == {"marked", "settled"}  # the one still being written waits
 
     serve, _ = source_for(tmp_path, settle=30.0)
     await serve.refresh()
-    assert jobs(serve) == set()                       # serve keeps the two-scan rule
+    assert jobs(serve) == set()  # serve keeps the two-scan rule
 
 
 async def test_a_fifo_state_file_is_refused_without_blocking(tmp_path: Path) -> None:
@@ -170,6 +169,7 @@ async def test_a_fifo_state_file_is_refused_without_blocking(tmp_path: Path) -> 
 def test_what_a_table_holds_does_not_grow_with_the_file() -> None:
     """Unique kernel names without a type (each its own group) and endless step rows: past the
     caps the rest is skipped with a too_large issue, and memory stays that of the caps."""
+
     def kernels(n: int):
         yield "Step Id,Name,Type,Accelerator Core,Duration(us)\n"
         yield from (f"{i},kernel_{i}x,N/A,AI_CORE,1.5\n" for i in range(n))

@@ -20,7 +20,7 @@ from tests.support.profile_exports import PT_LEVEL1, build
 from tests.support.serve import Exporter
 
 OUT = "ASCEND_PROFILER_OUTPUT"
-RSS_BOUND = 200 << 20          # the exporter idles near 50 MiB; reading the 400 MB line whole took 557 MiB
+RSS_BOUND = 200 << 20  # the exporter idles near 50 MiB; reading the 400 MB line whole took 557 MiB
 EXIT_BOUND = EXIT_WITHIN + 10
 QUIET = ["--simulate", "healthy", "--npu-smi.details=", "--no-collector.network", "--profiles.interval", "1s"]
 
@@ -46,7 +46,7 @@ def hostile_tree(root: Path, outside: Path) -> None:
     giant = build(root / "giant" / "host_3_ascend_pt", PT_LEVEL1)
     with open(giant / OUT / "kernel_details.csv", "wb") as handle:
         handle.write(b"Step Id,Name,Type,Accelerator Core,Duration(us)\n1,")
-        handle.truncate(400 << 20)   # sparse: one 400 MB line
+        handle.truncate(400 << 20)  # sparse: one 400 MB line
     build(outside / "host_4_ascend_pt", PT_LEVEL1)
     (root / "escape").mkdir()
     (root / "escape" / "host_4_ascend_pt").symlink_to(outside / "host_4_ascend_pt")
@@ -55,8 +55,11 @@ def hostile_tree(root: Path, outside: Path) -> None:
 
 
 def errors_by_reason(found) -> dict[str, float]:
-    return {dict(labels)["reason"]: v for (name, labels), v in found.items()
-            if name == "cann_exporter_source_errors_total" and dict(labels).get("source") == "profiles"}
+    return {
+        dict(labels)["reason"]: v
+        for (name, labels), v in found.items()
+        if name == "cann_exporter_source_errors_total" and dict(labels).get("source") == "profiles"
+    }
 
 
 def test_hostile_exports_cost_themselves_only(tmp_path: Path) -> None:
@@ -70,20 +73,23 @@ def test_hostile_exports_cost_themselves_only(tmp_path: Path) -> None:
         wanted = {"outside_root", "not_regular", "line_too_long", "permission_denied"}
 
         def settled(found) -> bool:
-            return (value(found, "npu_profile_compute_ratio", job_name="good") is not None
-                    and wanted <= set(errors_by_reason(found)))
+            return value(found, "npu_profile_compute_ratio", job_name="good") is not None and wanted <= set(errors_by_reason(found))
 
         found = exporter.wait_for(settled, deadline=60)
-        assert value(found, "npu_aicore_utilization_ratio", device="0") is not None   # chips still served
+        assert value(found, "npu_aicore_utilization_ratio", device="0") is not None  # chips still served
         served = {dict(labels)["job_name"] for (name, labels), _ in found.items() if name == "npu_profile_compute_ratio"}
-        assert served == {"good", "zero", "giant"}   # a refused file costs that file; the rest of its export is used
-        assert value(found, "cann_exporter_source_subject_failing", source="profiles",
-                     subject=str(root / "locked"), reason="permission_denied") == 1
+        assert served == {"good", "zero", "giant"}  # a refused file costs that file; the rest of its export is used
+        assert (
+            value(
+                found, "cann_exporter_source_subject_failing", source="profiles", subject=str(root / "locked"), reason="permission_denied"
+            )
+            == 1
+        )
         assert psutil.Process(exporter.proc.pid).memory_info().rss < RSS_BOUND
-        exporter.wait_for(lambda found: errors_by_reason(found)["permission_denied"] >= 3)   # every scan counts it
+        exporter.wait_for(lambda found: errors_by_reason(found)["permission_denied"] >= 3)  # every scan counts it
         log = exporter.log_path.read_text()
         assert "Traceback" not in log
-        for reason in wanted - {"outside_root"}:   # one log line each while it lasts
+        for reason in wanted - {"outside_root"}:  # one log line each while it lasts
             assert log.count(f"reason={reason}") == 1, reason
         started = time.monotonic()
         assert exporter.terminate_within(EXIT_BOUND) == 0
@@ -113,8 +119,22 @@ def test_sigterm_ends_the_exporter_while_a_worker_is_stuck_in_a_read(tmp_path: P
 
 def test_once_shows_finished_exports(tmp_path: Path) -> None:
     build(tmp_path / "watched" / "resnet" / "host_1_ascend_pt", PT_LEVEL1)
-    done = subprocess.run([sys.executable, "-m", "exporter", "once", "--simulate", "healthy", "--npu-smi.details=",
-                           "--no-collector.network", "--profile-dir", str(tmp_path / "watched")],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "exporter",
+            "once",
+            "--simulate",
+            "healthy",
+            "--npu-smi.details=",
+            "--no-collector.network",
+            "--profile-dir",
+            str(tmp_path / "watched"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert 'npu_profile_compute_ratio{job_name="resnet",rank="0"}' in done.stdout

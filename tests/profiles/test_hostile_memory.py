@@ -20,10 +20,9 @@ from tests.support.profile_exports import PT_LEVEL1, build
 from tests.support.serve import Exporter
 
 OUT = "ASCEND_PROFILER_OUTPUT"
-RSS_BUDGET = 200 << 20           # the process limit is 256 MiB; before streaming 60 MB of `{}` peaked at 1.67 GiB
-BACK_NEAR_BASELINE = 64 << 20    # RSS after the parses, above the RSS before them
-QUIET = ["--simulate", "healthy", "--npu-smi.details=", "--no-collector.network", "--profiles.interval", "1s",
-         "--profiles.settle", "1s"]
+RSS_BUDGET = 200 << 20  # the process limit is 256 MiB; before streaming 60 MB of `{}` peaked at 1.67 GiB
+BACK_NEAR_BASELINE = 64 << 20  # RSS after the parses, above the RSS before them
+QUIET = ["--simulate", "healthy", "--npu-smi.details=", "--no-collector.network", "--profiles.interval", "1s", "--profiles.settle", "1s"]
 
 
 def tiny_objects(path: Path, head: bytes, size: int, tail: bytes) -> None:
@@ -73,8 +72,11 @@ def hostile_exports(root: Path) -> dict[str, str]:
 
 
 def profiles_errors(found) -> dict[str, float]:
-    return {dict(labels)["reason"]: v for (name, labels), v in found.items()
-            if name == "cann_exporter_source_errors_total" and dict(labels).get("source") == "profiles"}
+    return {
+        dict(labels)["reason"]: v
+        for (name, labels), v in found.items()
+        if name == "cann_exporter_source_errors_total" and dict(labels).get("source") == "profiles"
+    }
 
 
 def memory(pid: int) -> tuple[int, int]:
@@ -93,7 +95,7 @@ def test_hostile_exports_stay_within_the_memory_budget(tmp_path: Path) -> None:
         exporter.wait_for(lambda found: value(found, "npu_aicore_utilization_ratio", device="0") is not None)
         baseline, _ = memory(exporter.proc.pid)
         for job in staging.iterdir():
-            os.rename(job, watched / job.name)   # each export lands whole
+            os.rename(job, watched / job.name)  # each export lands whole
 
         def settled(found) -> bool:
             served = {dict(labels)["job_name"] for (name, labels), _ in found.items() if name == "npu_profile_compute_ratio"}
@@ -105,15 +107,16 @@ def test_hostile_exports_stay_within_the_memory_budget(tmp_path: Path) -> None:
         assert peak < RSS_BUDGET, f"peak RSS {peak >> 20} MiB"
         assert rss < baseline + BACK_NEAR_BASELINE, f"RSS {rss >> 20} MiB after, {baseline >> 20} MiB before"
         assert value(found, "npu_profile_compute_ratio", job_name="good") == pytest.approx(
-            value(found, "npu_profile_compute_ratio", job_name="bigevent"))   # only the refused file is lost
+            value(found, "npu_profile_compute_ratio", job_name="bigevent")
+        )  # only the refused file is lost
         errors = profiles_errors(found)
         for reason, count in Counter(reasons.values()).items():
             assert errors[reason] >= count, (reason, errors)
         log = exporter.log_path.read_text()
         assert "Traceback" not in log
-        for job, reason in reasons.items():   # each refusal logged, naming its export and reason
+        for job, reason in reasons.items():  # each refusal logged, naming its export and reason
             assert any(f"/{job}/" in line and f"reason={reason}" in line for line in log.splitlines()), job
-        assert "xxxxxxxxxx" not in log and "{},{}" not in log and "TTTTTTTTTT" not in log   # no file bytes logged
+        assert "xxxxxxxxxx" not in log and "{},{}" not in log and "TTTTTTTTTT" not in log  # no file bytes logged
     finally:
         exporter.stop()
 
@@ -123,21 +126,29 @@ def test_the_window_summariser_without_ijson_refuses_them_too(tmp_path: Path, jo
     """`python -S` (no site-packages, so no ijson): the training process's standard library only."""
     reasons = hostile_exports(tmp_path)
     export = next((tmp_path / job).iterdir())
-    probe = ("import sys\n"
-             "from pathlib import Path\n"
-             "from exporter.profiles.formats import jsonstream\n"
-             "from exporter.profiles.load import load_profile\n"
-             "assert jsonstream._ijson is None\n"
-             "(data,) = load_profile(Path(sys.argv[1]), 'torch_npu', 'job')\n"
-             "print(sorted({i.reason for i in data.issues}), bool(data.steps))\n"
-             # VmHWM, not ru_maxrss: that one keeps the forking parent's peak across exec
-             "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])\n")
-    done = subprocess.run([sys.executable, "-S", "-c", probe, str(export)], check=False, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    probe = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from exporter.profiles.formats import jsonstream\n"
+        "from exporter.profiles.load import load_profile\n"
+        "assert jsonstream._ijson is None\n"
+        "(data,) = load_profile(Path(sys.argv[1]), 'torch_npu', 'job')\n"
+        "print(sorted({i.reason for i in data.issues}), bool(data.steps))\n"
+        # VmHWM, not ru_maxrss: that one keeps the forking parent's peak across exec
+        "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", probe, str(export)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 0, done.stderr
     issues, peak = done.stdout.splitlines()
     wanted = "too_large" if job in ("tinyarray", "tinysteps", "tinyop") else reasons[job]
     if job == "tinyarray":
-        wanted = "malformed"   # a top-level array is not the object expected: refused before reading it
+        wanted = "malformed"  # a top-level array is not the object expected: refused before reading it
     assert issues == f"['{wanted}'] True"
     assert int(peak) << 10 < RSS_BUDGET

@@ -38,15 +38,23 @@ def test_table_with_verdicts(tmp_path: Path) -> None:
 
 
 def test_json_output(tmp_path: Path) -> None:
-    torch_profile(tmp_path / "job" / "r0_ascend_pt", steps=[Step(1, 500.0, 150.0, 350.0)],
-                  kernels=[Kernel(1, "a", "A", "AI_CORE", 75.0), Kernel(1, "b", "B", "AI_CORE", 25.0)])
+    torch_profile(
+        tmp_path / "job" / "r0_ascend_pt",
+        steps=[Step(1, 500.0, 150.0, 350.0)],
+        kernels=[Kernel(1, "a", "A", "AI_CORE", 75.0), Kernel(1, "b", "B", "AI_CORE", 25.0)],
+    )
     code, out, err = invoke(str(tmp_path), "--json", "--top", "1")
     assert code == 0 and err == ""
     (profile,) = json.loads(out)["profiles"]
     assert profile["compute_ratio"] == 0.5 and profile["max_operator_ratio"] == 0.75
     assert [o["op_type"] for o in profile["top_operators"]] == ["A"]
     assert profile["verdicts"]["max_operator_ratio"] == {
-        "indicator": "max_operator_share", "verdict": "abnormal", "healthy": None, "abnormal": 0.7, "direction": "lower_is_better"}
+        "indicator": "max_operator_share",
+        "verdict": "abnormal",
+        "healthy": None,
+        "abnormal": 0.7,
+        "direction": "lower_is_better",
+    }
     assert profile["verdicts"]["compute_ratio"]["verdict"] == "abnormal"
     assert profile["memcpy_ratio"] == 0.0  # the (empty) trace was read: no copies
 
@@ -97,7 +105,7 @@ def test_one_bad_profile_among_good_ones_still_reports(tmp_path: Path) -> None:
 
 def test_partial_profile_notes_are_shown(tmp_path: Path) -> None:
     path = build(tmp_path / "r0_ascend_pt", PT_LEVEL1)
-    write(path / "ASCEND_PROFILER_OUTPUT" / "trace_view.json", "[{\"ph\": \"M\"}, {")
+    write(path / "ASCEND_PROFILER_OUTPUT" / "trace_view.json", '[{"ph": "M"}, {')
     code, out, _ = invoke(str(path))
     assert code == 0
     assert "note: trace_view.json: JSON ends inside a value (file cut short?); used the 1 events before it" in out

@@ -109,14 +109,40 @@ def test_level0_kernels_types_from_names() -> None:
 def test_old_arith_kernels_ai_cpu_counts_as_compute() -> None:
     with open_sample("msa_kernel_details_arith.csv") as f:
         (step,) = read_kernels(f).steps
-    compute_rows = [607.98, 3.14, 1.84, 1.84, 7.96, 2.1, 16.88, 1.54, 10.04, 1.86, 2.22, 1.54, 1.88, 1.52, 2.38,
-                    1.38, 1.86, 1.62, 115.52, 1.68, 1.62, 47.06, 5.84, 48.38, 237.48, 87.74, 197.54]
+    compute_rows = [
+        607.98,
+        3.14,
+        1.84,
+        1.84,
+        7.96,
+        2.1,
+        16.88,
+        1.54,
+        10.04,
+        1.86,
+        2.22,
+        1.54,
+        1.88,
+        1.52,
+        2.38,
+        1.38,
+        1.86,
+        1.62,
+        115.52,
+        1.68,
+        1.62,
+        47.06,
+        5.84,
+        48.38,
+        237.48,
+        87.74,
+        197.54,
+    ]
     assert step.step == 1
     assert step.compute_us == approx(sum(compute_rows))
     assert step.communication_us == approx(308926.68 + 62.94 + 1470.84)
     top = [(o.op_type, o.total_us) for o in step.op_types[:3]]
-    assert top == [("ZerosLike", approx(607.98)), ("Add", approx(237.48)),
-                   ("Cast", approx(3.14 + 1.86 + 1.54 + 1.86 + 1.62 + 197.54))]
+    assert top == [("ZerosLike", approx(607.98)), ("Add", approx(237.48)), ("Cast", approx(3.14 + 1.86 + 1.54 + 1.86 + 1.62 + 197.54))]
 
 
 def test_pipeutil_kernels_quoted_start_time_with_tab() -> None:
@@ -157,9 +183,38 @@ def test_msprof_op_summary() -> None:
 def test_level1_op_statistic() -> None:
     with open_sample("pt_level1_op_statistic.csv") as f:
         stats = read_op_statistic(f)
-    totals = [1959.079, 1423.208, 921.498, 723.434, 645.433, 573.791, 439.589, 409.728, 312.006, 305.866, 260.825,
-              203.064, 157.323, 118.962, 115.462, 75.901, 64.081, 47.961, 17.7, 17.64, 12.18, 11.9, 11.82, 10.3, 8.4,
-              5.78, 5.52, 3.18, 3.14, 2.86]
+    totals = [
+        1959.079,
+        1423.208,
+        921.498,
+        723.434,
+        645.433,
+        573.791,
+        439.589,
+        409.728,
+        312.006,
+        305.866,
+        260.825,
+        203.064,
+        157.323,
+        118.962,
+        115.462,
+        75.901,
+        64.081,
+        47.961,
+        17.7,
+        17.64,
+        12.18,
+        11.9,
+        11.82,
+        10.3,
+        8.4,
+        5.78,
+        5.52,
+        3.18,
+        3.14,
+        2.86,
+    ]
     assert len(stats.op_types) == 30 and stats.device_id is None
     assert sum(o.total_us for o in stats.op_types) == approx(sum(totals))
     assert (stats.op_types[0].op_type, stats.op_types[0].count, stats.op_types[0].max_us) == ("ForeachAddList", 3, 706.614)
@@ -202,7 +257,11 @@ def test_level1_trace_memcpy_steps_overlap() -> None:
     assert [(m.kind, m.duration_us) for m in trace.memcpy] == [("h2d_d2h", 840.07675), ("d2d", 0.72003125)]  # PCIE_DMA_SQE, SDMA_SQE
     (overlap,) = trace.overlaps
     assert (overlap.computing_us, overlap.communication_us, overlap.communication_not_overlapped_us, overlap.free_us) == (
-        53.742, 79089.52, 185.344, 104.202)
+        53.742,
+        79089.52,
+        185.344,
+        104.202,
+    )
     assert trace.events == 56 and trace.issues == ()
 
 

@@ -44,7 +44,7 @@ def parsed(caplog: pytest.LogCaptureFixture) -> list[str]:
 async def test_twenty_thousand_empty_directories(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     watched = tmp_path / "watched"
     flood(watched, 20_000)
-    build(watched / "host_1_ascend_pt", PT_LEVEL1)          # a finished export among them
+    build(watched / "host_1_ascend_pt", PT_LEVEL1)  # a finished export among them
 
     # The scan stops at the bound: exactly that many entries read, the directory not used.
     budget = EntryBudget(5_000)
@@ -56,7 +56,7 @@ async def test_twenty_thousand_empty_directories(tmp_path: Path, caplog: pytest.
         tracemalloc.stop()
     assert (budget.used, budget.stopped_in) == (5_000, str(watched))
     assert refs == [] and [f.reason for f in failures] == ["too_many_entries"]
-    assert peak < 4 * 2**20                                # what 5,000 entries hold, not 20,000
+    assert peak < 4 * 2**20  # what 5,000 entries hold, not 20,000
 
     # The source counts it once per scan and logs it once while it lasts; it serves nothing new.
     source, health = source_for(tmp_path, max_entries=5_000)
@@ -79,11 +79,11 @@ async def test_the_scan_order_is_breadth_first_and_by_name(tmp_path: Path) -> No
     """An export near the root is found before any deeper directory is listed; the directory
     where the budget runs out, and everything after it in that order, is not used."""
     watched = tmp_path / "watched"
-    flood(watched / "a_flood", 2_000)                       # listed first among the level-1 directories
-    build(watched / "host_1_ascend_pt", PT_LEVEL1)          # level 1: found when `watched` is listed
+    flood(watched / "a_flood", 2_000)  # listed first among the level-1 directories
+    build(watched / "host_1_ascend_pt", PT_LEVEL1)  # level 1: found when `watched` is listed
     build(watched / "b_job" / "host_2_ascend_pt", PT_LEVEL1)  # level 2: listed after a_flood
 
-    for _ in range(2):                                      # the same whatever the file system's order
+    for _ in range(2):  # the same whatever the file system's order
         refs, failures = find_profiles(watched, budget=EntryBudget(1_000))
         assert [r.job_name for r in refs] == ["watched"]
         assert [(f.reason, str(watched / "a_flood") in f.message) for f in failures] == [("too_many_entries", True)]
@@ -113,7 +113,7 @@ def export_of(tmp_path: Path, generation: int, kind: str, produced: float) -> Pa
     export = tmp_path / "watched" / f"job{generation % 3}" / f"g{generation:02d}_{kind}_ascend_pt"
     if kind == "ok":
         torch_profile(export, steps=[Step(1, 9.0, 0.0, 1.0)])
-        (export / "profiler_info_0.json").unlink()          # the same end time in every one: mtimes decide
+        (export / "profiler_info_0.json").unlink()  # the same end time in every one: mtimes decide
     else:
         (export / OUT).mkdir(parents=True)
         (export / OUT / "analyse.done").touch()
@@ -136,16 +136,16 @@ async def test_what_the_source_remembers_stays_under_its_cap(tmp_path: Path, cap
             export_of(tmp_path, generation, "empty", start + 10 * generation + 5)
             await scanned(source)
             assert max(source.remembered()) <= 8
-        assert len(parsed(caplog)) == len(set(parsed(caplog))) == 25    # every export with data, once
+        assert len(parsed(caplog)) == len(set(parsed(caplog))) == 25  # every export with data, once
         assert errors(health)["no_data"] == 25
         assert dict(source.part().dropped) == {"max_exports": 23, "max_jobs": 0}
         assert {s.path for s in source.latest_summaries()} == set(newest[:2])
         assert len(json.loads(state_file.read_text())["profiles"]) <= 8
 
         caplog.clear()
-        await scanned(source, 3)                            # the forgotten, still on disk, stay forgotten
+        await scanned(source, 3)  # the forgotten, still on disk, stay forgotten
         restarted, _ = source_for(tmp_path, **options)
-        await scanned(restarted, 3)                         # so after a restart
+        await scanned(restarted, 3)  # so after a restart
     assert parsed(caplog) == []
     assert {s.path for s in restarted.latest_summaries()} == set(newest[:2])
     assert max(restarted.remembered()) <= 8
@@ -163,7 +163,7 @@ async def test_exports_waiting_to_settle_are_remembered_up_to_the_cap(tmp_path: 
     past = time.time() - 7200
     for i, export in enumerate(sorted((tmp_path / "watched").glob("*/r0_ascend_pt"))):
         for path in [export, *export.rglob("*")]:
-            os.utime(path, (past + i, past + i))            # job19 produced last
+            os.utime(path, (past + i, past + i))  # job19 produced last
     await scanned(source, 4)
     assert jobs(source) == {"job19"} and max(source.remembered()) <= 4
 
@@ -171,9 +171,9 @@ async def test_exports_waiting_to_settle_are_remembered_up_to_the_cap(tmp_path: 
 def test_the_state_file_keeps_what_forgetting_needs() -> None:
     state = parse_state(render_state(State({}, forgotten_before=1234.5)))
     assert state.forgotten_before == 1234.5
-    for bad in ('"soon"', "1e999", "1" + "0" * 400, "true"):    # not a finite number: the oldest
-        text = '{"version": 1, "profiles": {"/p": {"fingerprint": "f", "newest_mtime": %s}}, "forgotten_before": %s}' % (bad, bad)
+    for bad in ('"soon"', "1e999", "1" + "0" * 400, "true"):  # not a finite number: the oldest
+        text = f'{{"version": 1, "profiles": {{"/p": {{"fingerprint": "f", "newest_mtime": {bad}}}}}, "forgotten_before": {bad}}}'
         parsed_state = parse_state(text)
         assert (parsed_state.forgotten_before, parsed_state.entries["/p"].newest_mtime) == (0.0, 0.0)
-    old = parse_state('{"version": 1, "profiles": {"/p": {"fingerprint": "f"}}}')   # written before either was kept
+    old = parse_state('{"version": 1, "profiles": {"/p": {"fingerprint": "f"}}}')  # written before either was kept
     assert (old.forgotten_before, old.entries["/p"].newest_mtime) == (0.0, 0.0)

@@ -34,11 +34,15 @@ class Counting:
         monkeypatch.setattr(source_module, "load_profile", counted)
 
 
-def make_source(tmp_path: Path, roots: list[Path] | None = None, settle: float = 0.0, clock=time.time, **kw) -> tuple[ProfileSource, HealthRegistry]:
+def make_source(
+    tmp_path: Path, roots: list[Path] | None = None, settle: float = 0.0, clock=time.time, **kw
+) -> tuple[ProfileSource, HealthRegistry]:
     health = HealthRegistry()
     options = ProfilesOptions(
-        dirs=tuple(str(r) for r in roots or [tmp_path / "profiles"]), state_file=str(tmp_path / "state" / "profiles.json"),
-        settle=settle, **kw,
+        dirs=tuple(str(r) for r in roots or [tmp_path / "profiles"]),
+        state_file=str(tmp_path / "state" / "profiles.json"),
+        settle=settle,
+        **kw,
     )
     return ProfileSource(options, health, clock=clock), health
 
@@ -146,7 +150,7 @@ async def test_msprof_export_needs_quiet_time_only(tmp_path: Path) -> None:
 async def test_bad_files_count_once_by_reason(tmp_path: Path) -> None:
     path = build(tmp_path / "profiles" / "job" / "r0_ascend_pt", PT_LEVEL1)
     write(path / OUT / "kernel_details.csv", "Step Id,Name\n50,x\n")
-    write(path / OUT / "trace_view.json", "[{\"ph\": \"M\"}, {\"ph\": ")
+    write(path / OUT / "trace_view.json", '[{"ph": "M"}, {"ph": ')
     write(path / OUT / "analyse.done", "")
     source, health = make_source(tmp_path)
     for _ in range(4):

@@ -33,15 +33,25 @@ def test_the_guides_numbers() -> None:
     assert all(i.levers and i.causes and i.window for i in table.indicators)
 
 
-@pytest.mark.parametrize("indicator,value,expected", [
-    ("memcpy_share", 0.14, "healthy"), ("memcpy_share", 0.15, "warning"), ("memcpy_share", 0.30, "warning"),
-    ("memcpy_share", 0.35, "abnormal"),
-    ("device_utilization", 0.86, "healthy"), ("device_utilization", 0.85, "warning"), ("device_utilization", 0.60, "warning"),
-    ("device_utilization", 0.59, "abnormal"),
-    ("top3_operator_share", 0.49, "healthy"), ("top3_operator_share", 0.99, "warning"),
-    ("max_operator_share", 0.70, "healthy"), ("max_operator_share", 0.75, "abnormal"),
-    ("framework_overhead_share", 0.05, "healthy"), ("framework_overhead_share", 0.5, "warning"),
-])
+@pytest.mark.parametrize(
+    "indicator,value,expected",
+    [
+        ("memcpy_share", 0.14, "healthy"),
+        ("memcpy_share", 0.15, "warning"),
+        ("memcpy_share", 0.30, "warning"),
+        ("memcpy_share", 0.35, "abnormal"),
+        ("device_utilization", 0.86, "healthy"),
+        ("device_utilization", 0.85, "warning"),
+        ("device_utilization", 0.60, "warning"),
+        ("device_utilization", 0.59, "abnormal"),
+        ("top3_operator_share", 0.49, "healthy"),
+        ("top3_operator_share", 0.99, "warning"),
+        ("max_operator_share", 0.70, "healthy"),
+        ("max_operator_share", 0.75, "abnormal"),
+        ("framework_overhead_share", 0.05, "healthy"),
+        ("framework_overhead_share", 0.5, "warning"),
+    ],
+)
 def test_verdict_boundaries_are_strict(indicator: str, value: float, expected: str) -> None:
     assert verdict(indicator, value) == expected
 

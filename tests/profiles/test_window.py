@@ -58,7 +58,7 @@ def test_the_cpu_summary_has_operator_shares_and_no_device_figures(cpu_trace):
     assert (summary.compute_ratio, summary.idle_ratio, summary.memcpy_ratio, summary.communication_ratio) == (None,) * 4
     doc = summary_document(summary, "cpu")
     assert "compute_ratio" not in doc and "idle_ratio" not in doc and doc["operators"][0]["op_type"] == "aten::mm"
-    assert sum(o["ratio"] for o in doc["operators"]) <= 1.0 + 1e-9   # float sums; the route allows 1e-6
+    assert sum(o["ratio"] for o in doc["operators"]) <= 1.0 + 1e-9  # float sums; the route allows 1e-6
 
 
 def test_a_trace_cut_short_still_gives_what_came_before(cpu_trace, tmp_path):
@@ -79,7 +79,15 @@ def _cuda_trace(path: Path) -> None:
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", **host, "ts": 1020.0, "dur": 5.0},
         {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", **gpu, "ts": 1005.0, "dur": 50.0},
         {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", **gpu, "ts": 1100.0, "dur": 400.0, "args": {"External id": 11}},
-        {"ph": "X", "cat": "kernel", "name": "vectorized_elementwise_kernel", **gpu, "ts": 1500.0, "dur": 100.0, "args": {"External id": 12}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "vectorized_elementwise_kernel",
+            **gpu,
+            "ts": 1500.0,
+            "dur": 100.0,
+            "args": {"External id": 12},
+        },
         {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32", **gpu, "ts": 1550.0, "dur": 250.0},
     ]
     path.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": [{"id": 0}], "traceEvents": events, "traceName": "x"}))
@@ -100,8 +108,10 @@ def test_a_cuda_window_gives_device_shares_by_launching_operator(tmp_path):
 
 
 def test_copy_kinds():
-    assert [copy_kind(n) for n in ("Memcpy HtoD (Pinned -> Device)", "Memcpy DtoH (Device -> Pageable)",
-                                   "Memcpy DtoD (Device -> Device)", "Memcpy PtoP")] == ["h2d", "d2h", "d2d", "other"]
+    assert [
+        copy_kind(n)
+        for n in ("Memcpy HtoD (Pinned -> Device)", "Memcpy DtoH (Device -> Pageable)", "Memcpy DtoD (Device -> Device)", "Memcpy PtoP")
+    ] == ["h2d", "d2h", "d2d", "other"]
 
 
 def test_an_npu_window_is_read_as_a_watched_export_is(tmp_path):
@@ -133,4 +143,4 @@ def test_posted_and_watched_summaries_of_a_rank_are_one_set(tmp_path):
     expiring = PostedProfiles(clock=lambda: 1500.0)
     expiring.offer(newer)
     expiring.clock = lambda: 1500.0 + 86_401
-    assert expiring.summaries() == ()   # a day after its window closed
+    assert expiring.summaries() == ()  # a day after its window closed

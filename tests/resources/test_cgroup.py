@@ -21,13 +21,16 @@ from tests.support.paths import FIXTURES
 TREES = FIXTURES / "cgroup"
 
 
-@pytest.mark.parametrize(("tree", "expected"), [
-    ("v1-hybrid-unlimited__container", None),
-    ("v1-docker-limited__container", 512 * 2**20),
-    ("v2-pod-limited__kubernetes", 256 * 2**20),
-    ("v2-nested-limited__systemd", 2**30),
-    ("v2-unlimited__host", None),
-])
+@pytest.mark.parametrize(
+    ("tree", "expected"),
+    [
+        ("v1-hybrid-unlimited__container", None),
+        ("v1-docker-limited__container", 512 * 2**20),
+        ("v2-pod-limited__kubernetes", 256 * 2**20),
+        ("v2-nested-limited__systemd", 2**30),
+        ("v2-unlimited__host", None),
+    ],
+)
 def test_every_fixture_tree(tree: str, expected: float | None) -> None:
     assert memory_limit(TREES / tree) == expected
 
@@ -45,10 +48,18 @@ def test_membership_lines() -> None:
     assert parse_membership("garbage\n\n1:cpu\n") == (None, None)
 
 
-@pytest.mark.parametrize(("text", "limit"), [
-    ("268435456\n", 268435456.0), ("max\n", None), ("9223372036854771712\n", None), ("0\n", None),
-    ("-1\n", None), ("lots\n", None), ("", None),
-])
+@pytest.mark.parametrize(
+    ("text", "limit"),
+    [
+        ("268435456\n", 268435456.0),
+        ("max\n", None),
+        ("9223372036854771712\n", None),
+        ("0\n", None),
+        ("-1\n", None),
+        ("lots\n", None),
+        ("", None),
+    ],
+)
 def test_limit_values(text: str, limit: float | None) -> None:
     assert parse_limit(text) == limit
 
@@ -57,7 +68,7 @@ def test_a_hostile_path_stays_under_the_mount(tmp_path: Path) -> None:
     mount = tmp_path / "sys/fs/cgroup"
     (mount / "a").mkdir(parents=True)
     (mount / "memory.max").write_text("1000\n")
-    (tmp_path / "memory.max").write_text("1\n")          # outside the mount: never read
+    (tmp_path / "memory.max").write_text("1\n")  # outside the mount: never read
     assert lowest_limit(mount, "/../../a", "memory.max") == 1000
     assert lowest_limit(mount, "/a (deleted)", "memory.max") == 1000
 
@@ -71,7 +82,7 @@ def test_a_huge_file_is_read_only_in_part(tmp_path: Path) -> None:
     mount.mkdir(parents=True)
     (tmp_path / "proc/self").mkdir(parents=True)
     (tmp_path / "proc/self/cgroup").write_text("0::/\n")
-    (mount / "memory.max").write_text("1" * (1 << 20))   # a megabyte of digits: garbage, not a number to trust
+    (mount / "memory.max").write_text("1" * (1 << 20))  # a megabyte of digits: garbage, not a number to trust
     assert memory_limit(tmp_path) is None
 
 

@@ -22,7 +22,7 @@ _ITEM = st.builds(
 
 @settings(max_examples=400, deadline=None)
 @given(spec=st.one_of(st.lists(_ITEM, max_size=4).map(",".join), st.text(max_size=40)))
-@example(spec="slow=inf")          # was accepted, then time.sleep(inf) crashed the simulator
+@example(spec="slow=inf")  # was accepted, then time.sleep(inf) crashed the simulator
 @example(spec="clock=nan")
 def test_fault_specs(spec):
     try:
@@ -39,10 +39,33 @@ def test_regression_non_finite_values_are_refused(spec):
 
 
 @settings(max_examples=100, deadline=None)
-@given(argv=st.lists(st.sampled_from(["--model", "--scenario", "--seed", "--time", "--fault", "--processes", "--", "info",
-                                      "a3", "healthy", "1", "x", "slow=1", "--time=5", "--seed=q"]), max_size=6),
-       env=st.dictionaries(st.sampled_from(["CANN_SIM_MODEL", "CANN_SIM_SEED", "CANN_SIM_TIME", "CANN_SIM_FAULT"]),
-                           st.text(max_size=8), max_size=3))
+@given(
+    argv=st.lists(
+        st.sampled_from(
+            [
+                "--model",
+                "--scenario",
+                "--seed",
+                "--time",
+                "--fault",
+                "--processes",
+                "--",
+                "info",
+                "a3",
+                "healthy",
+                "1",
+                "x",
+                "slow=1",
+                "--time=5",
+                "--seed=q",
+            ]
+        ),
+        max_size=6,
+    ),
+    env=st.dictionaries(
+        st.sampled_from(["CANN_SIM_MODEL", "CANN_SIM_SEED", "CANN_SIM_TIME", "CANN_SIM_FAULT"]), st.text(max_size=8), max_size=3
+    ),
+)
 def test_simulator_options(argv, env):
     try:
         parse_sim_options(argv, env)

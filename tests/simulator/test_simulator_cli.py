@@ -25,8 +25,9 @@ T0 = 1_780_000_000.0  # an even minute: the flap fault keeps NPU 0
 
 def sim(*args: str, env: dict[str, str] | None = None, timeout: float = 10) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith("CANN_SIM_")}
-    return subprocess.run([sys.executable, "-m", "exporter.simulator", *args], cwd=ROOT, capture_output=True,
-                          timeout=timeout, env={**base, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "exporter.simulator", *args], cwd=ROOT, capture_output=True, timeout=timeout, env={**base, **(env or {})}
+    )
 
 
 def test_answers_like_npu_smi_and_agrees_with_the_library():
@@ -48,13 +49,16 @@ def test_environment_variables_set_the_defaults():
     assert overridden.stdout == b"npu-smi version: 25.5.1\n"
 
 
-@pytest.mark.parametrize(("args", "code", "text"), [
-    (["info", "-t", "board", "-i", "9"], EXIT_INVALID, render.INVALID_CARD_ID),
-    (["info", "-t", "cpu", "-i", "0"], EXIT_INVALID, render.INVALID_TYPE),
-    (["info", "-t", "usages"], EXIT_INVALID, f"Error parameter of -i\n{render.USAGE_INFO}\n"),
-    (["bogus"], EXIT_INVALID, render.USAGE_TOP + "\n"),
-    (["-v"], 0, "npu-smi version: 25.5.1\n"),
-])
+@pytest.mark.parametrize(
+    ("args", "code", "text"),
+    [
+        (["info", "-t", "board", "-i", "9"], EXIT_INVALID, render.INVALID_CARD_ID),
+        (["info", "-t", "cpu", "-i", "0"], EXIT_INVALID, render.INVALID_TYPE),
+        (["info", "-t", "usages"], EXIT_INVALID, f"Error parameter of -i\n{render.USAGE_INFO}\n"),
+        (["bogus"], EXIT_INVALID, render.USAGE_TOP + "\n"),
+        (["-v"], 0, "npu-smi version: 25.5.1\n"),
+    ],
+)
 def test_exit_codes_and_error_texts(args, code, text):
     done = sim("--time", str(T0), *args)
     assert (done.returncode, done.stdout.decode()) == (code, text)
@@ -85,8 +89,9 @@ def test_watch_streams_rounds_until_count():
 
 def test_watch_flushes_each_round_to_a_pipe():
     """The exporter reads watch through a pipe: rows must arrive before the process ends."""
-    proc = subprocess.Popen([sys.executable, "-m", "exporter.simulator", "info", "watch", "-s", "pt"],
-                            cwd=ROOT, stdout=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "exporter.simulator", "info", "watch", "-s", "pt"], cwd=ROOT, stdout=subprocess.PIPE, start_new_session=True
+    )
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 8)
         assert ready and proc.poll() is None
@@ -109,9 +114,12 @@ def _group_members(pgid: int) -> list[int]:
 
 
 def test_hang_needs_a_process_group_kill():
-    proc = subprocess.Popen([sys.executable, "-m", "exporter.simulator", "--fault", "usages:hang",
-                             "info", "-t", "usages", "-i", "0"],
-                            cwd=ROOT, stdout=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "exporter.simulator", "--fault", "usages:hang", "info", "-t", "usages", "-i", "0"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 8
         while len(_group_members(proc.pid)) < 2 and time.monotonic() < deadline:
@@ -180,15 +188,16 @@ def test_option_and_fault_parsing():
     options, rest = parse_sim_options(["info", "--model", "a3"], {})
     assert options.model == "910b3" and rest == ["info", "--model", "a3"]
     faults = parse_faults("usages:hang, slow=2,-m:truncate")
-    assert [(f.kind, f.value, f.scope) for f in faults] == [("hang", None, "usages"), ("slow", 2.0, None),
-                                                            ("truncate", None, "m")]
+    assert [(f.kind, f.value, f.scope) for f in faults] == [("hang", None, "usages"), ("slow", 2.0, None), ("truncate", None, "m")]
     with pytest.raises(ValueError):
         parse_faults("slow")
 
 
 def test_simulator_imports_nothing_else_from_exporter():
-    code = ("import sys, exporter.simulator.npusmi, exporter.simulator.__init__; "
-            "print(sorted(m for m in sys.modules if m.startswith('exporter') and m != 'exporter' "
-            "and not m.startswith('exporter.simulator')))")
+    code = (
+        "import sys, exporter.simulator.npusmi, exporter.simulator.__init__; "
+        "print(sorted(m for m in sys.modules if m.startswith('exporter') and m != 'exporter' "
+        "and not m.startswith('exporter.simulator')))"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, timeout=10)
     assert done.stdout == b"[]\n", done.stderr

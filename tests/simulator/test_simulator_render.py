@@ -61,7 +61,7 @@ def test_overview_layout_matches_real_fixture(model, scenario, fixture_text):
     assert ours[:6] == real[:6]  # version line and the two-row column header
     assert _separators(ours) <= _separators(real)
     process_header = real.index(next(line for line in real if "Process id" in line))
-    assert real[process_header - 1:process_header + 2] == ours[ours.index(real[process_header]) - 1:][:3]
+    assert real[process_header - 1 : process_header + 2] == ours[ours.index(real[process_header]) - 1 :][:3]
 
 
 def test_a3_separates_dies_with_full_width_rule():
@@ -70,6 +70,7 @@ def test_a3_separates_dies_with_full_width_rule():
 
 
 # --- byte-exact reproductions of real captures ------------------------------------------------
+
 
 def _set_chips(state: NodeState, values: dict[tuple[int, int], dict]) -> NodeState:
     chips = tuple(replace(c, **values.get((c.npu_id, c.chip_id), {})) for c in state.chips)
@@ -89,38 +90,61 @@ def _keep_npus(state: NodeState, keep: set[int]) -> NodeState:
 
 
 def test_910b3_overview_is_byte_exact(fixture_text):
-    rows = [(99.4, 34, 59189), (91.1, 32, 59184), (86.9, 33, 59186), (93.2, 35, 59186),
-            (88.7, 37, 59932), (91.5, 37, 59944), (94.9, 37, 59021), (90.1, 39, 19319)]
-    procs = [(3233241, "VLLMWorker_TP", 55844), (3233701, "VLLMWorker_TP", 55840),
-             (3234962, "VLLMWorker_TP", 55842), (3235553, "VLLMWorker_TP", 55842),
-             (3232170, "VLLMEngineCor", 56588), (3231929, "VLLMEngineCor", 56600),
-             (2895155, "VLLMEngineCor", 55671), (1886762, "VLLMEngineCor", 15975)]
-    state = _set_chips(simulate(MODELS["910b3"], "idle", T0), {
-        (npu, 0): {"power_watts": p, "temperature_celsius": temp, "hbm_used_mb": hbm, "aicore_percent": 0}
-        for npu, (p, temp, hbm) in enumerate(rows)})
-    state = replace(state, processes=tuple(ProcessState(npu, 0, pid, name, mem)
-                                           for npu, (pid, name, mem) in enumerate(procs)))
+    rows = [
+        (99.4, 34, 59189),
+        (91.1, 32, 59184),
+        (86.9, 33, 59186),
+        (93.2, 35, 59186),
+        (88.7, 37, 59932),
+        (91.5, 37, 59944),
+        (94.9, 37, 59021),
+        (90.1, 39, 19319),
+    ]
+    procs = [
+        (3233241, "VLLMWorker_TP", 55844),
+        (3233701, "VLLMWorker_TP", 55840),
+        (3234962, "VLLMWorker_TP", 55842),
+        (3235553, "VLLMWorker_TP", 55842),
+        (3232170, "VLLMEngineCor", 56588),
+        (3231929, "VLLMEngineCor", 56600),
+        (2895155, "VLLMEngineCor", 55671),
+        (1886762, "VLLMEngineCor", 15975),
+    ]
+    state = _set_chips(
+        simulate(MODELS["910b3"], "idle", T0),
+        {
+            (npu, 0): {"power_watts": p, "temperature_celsius": temp, "hbm_used_mb": hbm, "aicore_percent": 0}
+            for npu, (p, temp, hbm) in enumerate(rows)
+        },
+    )
+    state = replace(state, processes=tuple(ProcessState(npu, 0, pid, name, mem) for npu, (pid, name, mem) in enumerate(procs)))
     assert render.render_info(state) == fixture_text("info__910B3__25.5.1__1")
 
 
 def test_a3_overview_is_byte_exact(fixture_text):
     state = _keep_npus(simulate(MODELS["a3"], "idle", T0), {0, 1})
-    state = _set_chips(state, {
-        (0, 0): {"power_watts": 162.8, "temperature_celsius": 37, "hbm_used_mb": 3133},
-        (0, 1): {"temperature_celsius": 37, "hbm_used_mb": 2876},
-        (1, 0): {"power_watts": 167.1, "temperature_celsius": 38, "hbm_used_mb": 3116},
-        (1, 1): {"temperature_celsius": 38, "hbm_used_mb": 10568},
-    })
+    state = _set_chips(
+        state,
+        {
+            (0, 0): {"power_watts": 162.8, "temperature_celsius": 37, "hbm_used_mb": 3133},
+            (0, 1): {"temperature_celsius": 37, "hbm_used_mb": 2876},
+            (1, 0): {"power_watts": 167.1, "temperature_celsius": 38, "hbm_used_mb": 3116},
+            (1, 1): {"temperature_celsius": 38, "hbm_used_mb": 10568},
+        },
+    )
     state = replace(state, processes=(ProcessState(1, 1, 990711, "python", 7746),))
     assert render.render_info(state) == fixture_text("info__910_93-A3__25.2.0__1")
 
 
 def test_300i_duo_overview_is_byte_exact(fixture_text):
     state = _keep_npus(simulate(MODELS["310p-duo"], "idle", T0), {1792})
-    state = _set_chips(state, {
-        (1792, 0): {"logic_id": 0, "temperature_celsius": 36, "ddr_used_mb": 1821},
-        (1792, 1): {"logic_id": 1, "temperature_celsius": 36, "ddr_used_mb": 1041},
-    })
+    state = _set_chips(
+        state,
+        {
+            (1792, 0): {"logic_id": 0, "temperature_celsius": 36, "ddr_used_mb": 1821},
+            (1792, 1): {"logic_id": 1, "temperature_celsius": 36, "ddr_used_mb": 1041},
+        },
+    )
     assert render.render_info(state) == fixture_text("info__310P3-300IDuo__24.1.rc2__1")
 
 
@@ -133,7 +157,7 @@ def test_a3_chip_map_matches_partial_fixture(fixture_text):
     """The fixture stands 4 spaces for the TAB and drops trailing padding."""
     real = fixture_text("info-m__910_93-A3__unknown__1__partial").splitlines()
     ours = render.render_chip_map(simulate(MODELS["a3"], "healthy", T0)).splitlines()
-    assert [line.replace("\t", "    ").rstrip() for line in ours[:len(real)]] == real
+    assert [line.replace("\t", "    ").rstrip() for line in ours[: len(real)]] == real
 
 
 def test_310p_chip_map_uses_31_wide_columns(fixture_text):
@@ -155,14 +179,21 @@ def _npu0(**chip) -> NodeState:
 
 
 def test_910b3_usages_is_byte_exact(fixture_text):
-    state = _npu0(hbm_used_mb=59189, aicore_percent=0, aivector_percent=0, aicpu_percent=0,
-                  ctrlcpu_percent=7, hbm_bandwidth_percent=0, npu_util_percent=0, aicube_percent=0)
+    state = _npu0(
+        hbm_used_mb=59189,
+        aicore_percent=0,
+        aivector_percent=0,
+        aicpu_percent=0,
+        ctrlcpu_percent=7,
+        hbm_bandwidth_percent=0,
+        npu_util_percent=0,
+        aicube_percent=0,
+    )
     assert render.render_usages(state, 0) == fixture_text("info-t-usages__910B3__25.5.1__1")
 
 
 def test_910b3_common_is_byte_exact(fixture_text):
-    state = _npu0(hbm_used_mb=59189, aicore_percent=0, aicore_cur_freq_mhz=800,
-                  temperature_celsius=33, power_watts=99.7)
+    state = _npu0(hbm_used_mb=59189, aicore_percent=0, aicore_cur_freq_mhz=800, temperature_celsius=33, power_watts=99.7)
     state = _set_card(state, 0, mcu_temperature_celsius=31)
     assert render.render_common(state, 0) == fixture_text("info-t-common__910B3__25.5.1__1")
 
@@ -198,12 +229,15 @@ def test_board_chip_follows_the_910_layout(fixture_text):
 
 def test_health_is_byte_exact(fixture_text):
     assert render.render_health(_npu0(), 0, 0) == fixture_text("info-t-health__910A__23.0.x__1")
-    alarm = _npu0(health="Alarm", error_codes=("A4025021", "8C03A000", "8C084E00"), error_information=(
-        "ascend_monitor adda heart beat lost error",
-        "node type=process-manager, sensor type=General Software, "
-        "event state=The process start failed or exit abnormally",
-        "node type=adda, sensor type=Heartbeat Sensor, event state=Heartbeat Lost.",
-    ))
+    alarm = _npu0(
+        health="Alarm",
+        error_codes=("A4025021", "8C03A000", "8C084E00"),
+        error_information=(
+            "ascend_monitor adda heart beat lost error",
+            "node type=process-manager, sensor type=General Software, event state=The process start failed or exit abnormally",
+            "node type=adda, sensor type=Heartbeat Sensor, event state=Heartbeat Lost.",
+        ),
+    )
     assert render.render_health(alarm, 0, 0) == fixture_text("info-t-health__910A__23.0.7__2")
 
 
@@ -233,9 +267,20 @@ def test_errors_and_version_are_byte_exact(fixture_text):
 def test_watch_header_and_rows_are_byte_exact(fixture_text):
     real = fixture_text("info-watch-i__910B-likely__unknown__1").splitlines()
     model = MODELS["910b3"]
-    state = _set_chips(simulate(model, "idle", T0), {(2, 0): {
-        "power_watts": 90.1, "temperature_celsius": 34, "aicore_percent": 0, "aicpu_percent": 0,
-        "ctrlcpu_percent": 2, "hbm_used_mb": 3300, "hbm_bandwidth_percent": 0}})
+    state = _set_chips(
+        simulate(model, "idle", T0),
+        {
+            (2, 0): {
+                "power_watts": 90.1,
+                "temperature_celsius": 34,
+                "aicore_percent": 0,
+                "aicpu_percent": 0,
+                "ctrlcpu_percent": 2,
+                "hbm_used_mb": 3300,
+                "hbm_bandwidth_percent": 0,
+            }
+        },
+    )
     letters = watch.watch_letters(model, "ptaicmb")  # the pre-24.x column set
     assert watch.render_watch_header(model, letters) == real[0] + "\n"
     assert watch.render_watch_rows(state, letters, npu_id=2) == real[1] + "\n"
@@ -248,8 +293,10 @@ def test_watch_adds_wide_columns_on_new_910_builds(fixture_text):
     ours = watch.render_watch_header(MODELS["a3"], watch.watch_letters(MODELS["a3"]))
     names = [name for _, name in watch.WATCH_COLUMNS]
     assert [real_header.index(name) for name in names] == sorted(real_header.index(name) for name in names)
-    assert ours == ("NpuID(Idx)  ChipId(Idx) Pwr(W)      Temp(C)     AI Core(%)  AI Cpu(%)   "
-                    "Ctrl Cpu(%) Memory(%)   Memory BW(%) NPU Util(%)  AI Cube(%)  \n")
+    assert ours == (
+        "NpuID(Idx)  ChipId(Idx) Pwr(W)      Temp(C)     AI Core(%)  AI Cpu(%)   "
+        "Ctrl Cpu(%) Memory(%)   Memory BW(%) NPU Util(%)  AI Cube(%)  \n"
+    )
     state = simulate(MODELS["a3"], "healthy", T0)
     die1 = watch.render_watch_rows(state, "p", npu_id=0, chip_id=1)
     assert die1 == f"{0:<12}{1:<12}{'-':<12}\n"

@@ -98,8 +98,11 @@ def test_degraded_has_critical_missing_and_failing(model):
 def test_degraded_missing_npu_is_absent_from_the_table(model):
     state = simulate(model, "degraded", T0)
     missing_npu = model.chips[-1].npu_id
-    rows = [line.split("|")[1].split() for line in render.render_info(state).splitlines()
-            if line.startswith("| ") and "npu-smi" not in line and "No running" not in line]
+    rows = [
+        line.split("|")[1].split()
+        for line in render.render_info(state).splitlines()
+        if line.startswith("| ") and "npu-smi" not in line and "No running" not in line
+    ]
     assert str(missing_npu) not in {row[0] for row in rows if row}
     assert f"NPU {missing_npu} " not in render.render_info(state)
 
@@ -144,8 +147,7 @@ def test_values_move_smoothly(model):
 def test_power_tracks_utilization_and_temperature_lags_it():
     model = MODELS["910b3"]
     start = T0 - T0 % SAWTOOTH_PERIOD_S
-    low, high, after_drop, mid = (simulate(model, "sawtooth", start + 60 * phase).chips[0]
-                                  for phase in (0.05, 0.95, 1.02, 1.5))
+    low, high, after_drop, mid = (simulate(model, "sawtooth", start + 60 * phase).chips[0] for phase in (0.05, 0.95, 1.02, 1.5))
     assert high.power_watts > low.power_watts + 100
     # Just after the drop the package is still hot from the peak; half a period later it has cooled.
     assert after_drop.aicore_percent < 20 and after_drop.temperature_celsius > mid.temperature_celsius

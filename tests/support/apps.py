@@ -19,8 +19,9 @@ from exporter.web.collector import WEB, WebCollector
 from exporter.web.security import WebSecurity
 
 
-def ingest_app(ingest: IngestStore | None, token: str | None = None, security: WebSecurity | None = None,
-               posted: PostedProfiles | None = None) -> web.Application:
+def ingest_app(
+    ingest: IngestStore | None, token: str | None = None, security: WebSecurity | None = None, posted: PostedProfiles | None = None
+) -> web.Application:
     """/metrics renders the ingest's and the web config's metrics; ``ingest=None``: no ingest API;
     ``posted``: POST /api/v1/profiles too, its summaries published as the profiles part."""
     live = {**({JOBS.name: ingest.part} if ingest else {}), **({WEB.name: security.part} if security else {})}
@@ -32,7 +33,8 @@ def ingest_app(ingest: IngestStore | None, token: str | None = None, security: W
         renderings.append(Rendering(JobCollector(), JOBS.name))
     if security is not None:
         renderings.append(Rendering(WebCollector(), WEB.name))
-    exposition = Exposition(store, renderings)   # served as `serve` serves it: encoded parts
+    exposition = Exposition(store, renderings)  # served as `serve` serves it: encoded parts
+
     def publish() -> None:
         assert posted is not None
         store.publish(Snapshot.of(False, {PROFILES.name: merged(None, posted.summaries())}))

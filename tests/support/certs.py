@@ -27,8 +27,9 @@ class Authority:
     _key: ec.EllipticCurvePrivateKey
     _name: x509.Name
 
-    def issue(self, directory: Path, name: str, *, server: bool, expired: bool = False,
-              sans: tuple[str, ...] = ("localhost", "127.0.0.1")) -> Issued:
+    def issue(
+        self, directory: Path, name: str, *, server: bool, expired: bool = False, sans: tuple[str, ...] = ("localhost", "127.0.0.1")
+    ) -> Issued:
         """A leaf certificate for ``name`` (server or client), valid now unless ``expired``."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = dt.datetime.now(dt.timezone.utc)
@@ -36,8 +37,12 @@ class Authority:
         usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
         builder = (
             x509.CertificateBuilder()
-            .subject_name(_name(name)).issuer_name(self._name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(start).not_valid_after(end)
+            .subject_name(_name(name))
+            .issuer_name(self._name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(start)
+            .not_valid_after(end)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
             .add_extension(x509.SubjectAlternativeName([_san(s) for s in sans]), critical=False)
@@ -52,12 +57,27 @@ def make_ca(directory: Path, name: str = "test-ca") -> Authority:
     subject = _name(name)
     cert = (
         x509.CertificateBuilder()
-        .subject_name(subject).issuer_name(subject).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - DAY).not_valid_after(now + 30 * DAY)
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - DAY)
+        .not_valid_after(now + 30 * DAY)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                                     key_encipherment=False, data_encipherment=False, key_agreement=False,
-                                     encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .sign(key, hashes.SHA256())
     )
     directory.mkdir(parents=True, exist_ok=True)

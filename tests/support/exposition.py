@@ -12,10 +12,7 @@ Samples = dict[tuple[str, frozenset], float]
 
 
 def samples(text: str) -> Samples:
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text) for s in family.samples
-    }
+    return {(s.name, frozenset(s.labels.items())): s.value for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 def value(found: Samples, name: str, **labels: str) -> float | None:

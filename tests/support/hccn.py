@@ -16,9 +16,7 @@ def fixture(name: str) -> str:
     return (FIXTURES / f"{name}.txt").read_bytes().decode("utf-8")
 
 
-def write_replay_hccn(
-    directory: Path, replies: Mapping[str, object], default: str = "unknown", name: str = "hccn_tool"
-) -> Path:
+def write_replay_hccn(directory: Path, replies: Mapping[str, object], default: str = "unknown", name: str = "hccn_tool") -> Path:
     """A /bin/sh stand-in for hccn_tool.
 
     ``replies`` maps an argument string (globs allowed, e.g. "-i * -link -g") to a fixture

@@ -35,16 +35,16 @@ HISTORY_DAYS = 31
 COARSE, FINE, FINE_SPAN = 900, 30, 2 * HOUR
 GIB = 1 << 30
 HBM_TOTAL = 64 * GIB
-JOBS_SINCE = 3 * DAY           # jobs and profiles exist for the last 3 days only
-CHANGE_AGO = DAY               # iteration times change one day before now
-NODE_B_GROWTH_AGO = 15 * DAY   # node-b chips 2, 3 in use from then on
+JOBS_SINCE = 3 * DAY  # jobs and profiles exist for the last 3 days only
+CHANGE_AGO = DAY  # iteration times change one day before now
+NODE_B_GROWTH_AGO = 15 * DAY  # node-b chips 2, 3 in use from then on
 STALL_AGO = HOUR
 
 NODE_A_UTIL = (0.88, 0.90, 0.92, 0.90)
 NODE_B_UTIL = 0.40
 NODE_C_BUSY = 0.96
 SAW = (0.30, 1.00)
-HBM_FILL = (0.20, 0.80)       # node-a, start -> now
+HBM_FILL = (0.20, 0.80)  # node-a, start -> now
 HBM_OTHER = 0.50
 # (instance, npu) -> {type: (pages before, pages after, seconds before now of the change)}
 PAGES = {
@@ -59,47 +59,85 @@ class Job:
     name: str
     instance: str
     ranks: tuple[int, ...]
-    before: float              # iteration seconds until CHANGE_AGO
-    after: float               # iteration seconds since
-    busy: float                # share of wall time inside iterations
+    before: float  # iteration seconds until CHANGE_AGO
+    after: float  # iteration seconds since
+    busy: float  # share of wall time inside iterations
     samples_per_iteration: int
     phases: dict[str, float] = field(default_factory=dict)
     stops_ago: float | None = None
 
 
-BERT = Job("bert", "node-a:9435", (0, 1), 0.30, 0.25, 0.95, 32,
-           {"data": 0.05, "h2d": 0.10, "compute": 0.70, "communication": 0.08, "d2h": 0.02, "framework": 0.05})
-SLOW = Job("slow", "node-b:9435", (0,), 0.5, 0.6, 0.70, 16,
-           {"data": 0.10, "h2d": 0.30, "compute": 0.35, "communication": 0.05, "d2h": 0.05, "framework": 0.15})
+BERT = Job(
+    "bert",
+    "node-a:9435",
+    (0, 1),
+    0.30,
+    0.25,
+    0.95,
+    32,
+    {"data": 0.05, "h2d": 0.10, "compute": 0.70, "communication": 0.08, "d2h": 0.02, "framework": 0.05},
+)
+SLOW = Job(
+    "slow",
+    "node-b:9435",
+    (0,),
+    0.5,
+    0.6,
+    0.70,
+    16,
+    {"data": 0.10, "h2d": 0.30, "compute": 0.35, "communication": 0.05, "d2h": 0.05, "framework": 0.15},
+)
 STUCK = Job("stuck", "node-c:9435", (0,), 1.0, 1.0, 0.90, 8, {"compute": 0.9, "data": 0.1}, stops_ago=STALL_AGO)
 JOBS = (BERT, SLOW, STUCK)
 
 PROFILES = {
     ("node-a:9435", "bert"): {
-        "step_duration_seconds": 0.25, "compute_ratio": 0.90, "communication_ratio": 0.04, "idle_ratio": 0.06,
-        "memcpy_ratio": 0.05, "framework_overhead_ratio": 0.04, "top3_operator_ratio": 0.75, "max_operator_ratio": 0.45,
+        "step_duration_seconds": 0.25,
+        "compute_ratio": 0.90,
+        "communication_ratio": 0.04,
+        "idle_ratio": 0.06,
+        "memcpy_ratio": 0.05,
+        "framework_overhead_ratio": 0.04,
+        "top3_operator_ratio": 0.75,
+        "max_operator_ratio": 0.45,
     },
     ("node-b:9435", "slow"): {
-        "step_duration_seconds": 0.6, "compute_ratio": 0.50, "communication_ratio": 0.05, "idle_ratio": 0.20,
-        "memcpy_ratio": 0.35, "framework_overhead_ratio": 0.12, "top3_operator_ratio": 0.90, "max_operator_ratio": 0.80,
+        "step_duration_seconds": 0.6,
+        "compute_ratio": 0.50,
+        "communication_ratio": 0.05,
+        "idle_ratio": 0.20,
+        "memcpy_ratio": 0.35,
+        "framework_overhead_ratio": 0.12,
+        "top3_operator_ratio": 0.90,
+        "max_operator_ratio": 0.80,
     },
 }
 PROFILES[("node-c:9435", "stuck")] = {
-    "step_duration_seconds": 1.0, "compute_ratio": 0.40, "communication_ratio": 0.05, "idle_ratio": 0.55,
-    "memcpy_ratio": 0.40, "framework_overhead_ratio": 0.30, "top3_operator_ratio": 0.95, "max_operator_ratio": 0.90,
+    "step_duration_seconds": 1.0,
+    "compute_ratio": 0.40,
+    "communication_ratio": 0.05,
+    "idle_ratio": 0.55,
+    "memcpy_ratio": 0.40,
+    "framework_overhead_ratio": 0.30,
+    "top3_operator_ratio": 0.95,
+    "max_operator_ratio": 0.90,
 }
 OPERATORS = {
     ("node-a:9435", "bert"): (("MatMul", 0.45), ("Conv2D", 0.20), ("Add", 0.10), ("Softmax", 0.05)),
     ("node-b:9435", "slow"): (("TransData", 0.80), ("MatMul", 0.05), ("Add", 0.05)),
     ("node-c:9435", "stuck"): (("MatMul", 0.90),),
 }
-STALE_PROFILE_AGO = 2 * DAY      # stuck's profile was made then; the others at every sample
+STALE_PROFILE_AGO = 2 * DAY  # stuck's profile was made then; the others at every sample
 
 PROFILE_METRICS = {
-    "step_duration_seconds": "npu_profile_step_duration_seconds", "compute_ratio": "npu_profile_compute_ratio",
-    "communication_ratio": "npu_profile_communication_ratio", "idle_ratio": "npu_profile_idle_ratio",
-    "memcpy_ratio": "npu_profile_memcpy_ratio", "framework_overhead_ratio": "npu_profile_framework_overhead_ratio",
-    "top3_operator_ratio": "npu_profile_top3_operator_ratio", "max_operator_ratio": "npu_profile_max_operator_ratio",
+    "step_duration_seconds": "npu_profile_step_duration_seconds",
+    "compute_ratio": "npu_profile_compute_ratio",
+    "communication_ratio": "npu_profile_communication_ratio",
+    "idle_ratio": "npu_profile_idle_ratio",
+    "memcpy_ratio": "npu_profile_memcpy_ratio",
+    "framework_overhead_ratio": "npu_profile_framework_overhead_ratio",
+    "top3_operator_ratio": "npu_profile_top3_operator_ratio",
+    "max_operator_ratio": "npu_profile_max_operator_ratio",
 }
 
 
@@ -108,9 +146,9 @@ class Chip:
     instance: str
     npu: int
     namespace: str | None
-    util: Callable[[int, int], float]           # (t, sample index) -> ratio
+    util: Callable[[int, int], float]  # (t, sample index) -> ratio
     in_use: Callable[[int], bool]
-    hbm: Callable[[int], float | None]          # t -> used share (None: not reported)
+    hbm: Callable[[int], float | None]  # t -> used share (None: not reported)
 
 
 def chips(now: int) -> list[Chip]:
@@ -128,8 +166,7 @@ def chips(now: int) -> list[Chip]:
     out = [Chip("node-a:9435", i, "team-a", lambda t, k, u=u: u, always, fill) for i, u in enumerate(NODE_A_UTIL)]
     for i in range(4):
         use = always if i < 2 else grown
-        out.append(Chip("node-b:9435", i, "team-b", lambda t, k, use=use: NODE_B_UTIL if use(t) else 0.0, use,
-                        lambda t: HBM_OTHER))
+        out.append(Chip("node-b:9435", i, "team-b", lambda t, k, use=use: NODE_B_UTIL if use(t) else 0.0, use, lambda t: HBM_OTHER))
     # node-c reports no HBM (series missing)
     out.append(Chip("node-c:9435", 0, None, lambda t, k: 0.0, lambda t: False, lambda t: None))
     out.append(Chip("node-c:9435", 1, "team-c", lambda t, k: SAW[k % 2], always, lambda t: None))
@@ -168,16 +205,35 @@ def _chip_families(now: int, times: list[int]) -> Iterator[str]:
                     yield f"{metric}{labels} {v!r} {t}"
 
     yield from _family("npu_aicore_utilization_ratio", "gauge", per_chip("npu_aicore_utilization_ratio", lambda c, t, k: c.util(t, k)))
-    yield from _family("npu_hbm_total_bytes", "gauge", per_chip(
-        "npu_hbm_total_bytes", lambda c, t, k: float(HBM_TOTAL) if c.hbm(t) is not None else None))
-    yield from _family("npu_hbm_used_bytes", "gauge", per_chip(
-        "npu_hbm_used_bytes", lambda c, t, k: None if (u := c.hbm(t)) is None else round(u * HBM_TOTAL)))
-    yield from _family("npu_process_memory_bytes", "gauge", per_chip(
-        "npu_process_memory_bytes", lambda c, t, k: 30.0 * GIB if c.in_use(t) else None,
-        pid=lambda c: 1000 + c.npu, process=lambda c: "python"))
-    yield from _family("npu_pod_info", "gauge", per_chip(
-        "npu_pod_info", lambda c, t, k: 1.0 if c.namespace and c.in_use(t) else None,
-        namespace=lambda c: c.namespace or "", pod=lambda c: f"{c.namespace}-trainer", container=lambda c: "main"))
+    yield from _family(
+        "npu_hbm_total_bytes", "gauge", per_chip("npu_hbm_total_bytes", lambda c, t, k: float(HBM_TOTAL) if c.hbm(t) is not None else None)
+    )
+    yield from _family(
+        "npu_hbm_used_bytes",
+        "gauge",
+        per_chip("npu_hbm_used_bytes", lambda c, t, k: None if (u := c.hbm(t)) is None else round(u * HBM_TOTAL)),
+    )
+    yield from _family(
+        "npu_process_memory_bytes",
+        "gauge",
+        per_chip(
+            "npu_process_memory_bytes",
+            lambda c, t, k: 30.0 * GIB if c.in_use(t) else None,
+            pid=lambda c: 1000 + c.npu,
+            process=lambda c: "python",
+        ),
+    )
+    yield from _family(
+        "npu_pod_info",
+        "gauge",
+        per_chip(
+            "npu_pod_info",
+            lambda c, t, k: 1.0 if c.namespace and c.in_use(t) else None,
+            namespace=lambda c: c.namespace or "",
+            pod=lambda c: f"{c.namespace}-trainer",
+            container=lambda c: "main",
+        ),
+    )
 
     def pages(kind: str) -> Callable[[Chip, int, int], float | None]:
         def value(chip: Chip, t: int, k: int) -> float | None:
@@ -185,6 +241,7 @@ def _chip_families(now: int, times: list[int]) -> Iterator[str]:
                 return None
             before, after, ago = PAGES.get((chip.instance, chip.npu), {}).get(kind, (0, 0, 0))
             return float(after if t >= now - ago else before)
+
         return value
 
     yield "# TYPE npu_ecc_isolated_pages gauge"
@@ -223,8 +280,16 @@ def _job_families(now: int, times: list[int]) -> Iterator[str]:
         for job in JOBS:
             for rank in job.ranks:
                 device = rank if job is not STUCK else 2
-                labels = _labels(instance=job.instance, job="cann-exporter", job_name=job.name, rank=rank, device=device,
-                                 world_size=len(job.ranks), framework="torch", pid=2000 + rank)
+                labels = _labels(
+                    instance=job.instance,
+                    job="cann-exporter",
+                    job_name=job.name,
+                    rank=rank,
+                    device=device,
+                    world_size=len(job.ranks),
+                    framework="torch",
+                    pid=2000 + rank,
+                )
                 yield from (f"npu_job_info{labels} 1.0 {t}" for t in job_times)
 
     yield from _family("npu_job_info", "gauge", info())
@@ -232,8 +297,9 @@ def _job_families(now: int, times: list[int]) -> Iterator[str]:
     yield from per_rank("npu_job_iteration_duration_seconds_sum", lambda j, t: j.busy * _integral(j, now, t))
     yield from per_rank("npu_job_iteration_duration_seconds_count", lambda j, t: _iterations(j, now, t))
     yield from _family("npu_job_iterations", "counter", per_rank("npu_job_iterations_total", lambda j, t: _iterations(j, now, t)))
-    yield from _family("npu_job_samples", "counter", per_rank(
-        "npu_job_samples_total", lambda j, t: j.samples_per_iteration * _iterations(j, now, t)))
+    yield from _family(
+        "npu_job_samples", "counter", per_rank("npu_job_samples_total", lambda j, t: j.samples_per_iteration * _iterations(j, now, t))
+    )
 
     def last(j: Job, t: int) -> float:
         return float(min(t, now - j.stops_ago) if j.stops_ago is not None else t)
@@ -241,8 +307,9 @@ def _job_families(now: int, times: list[int]) -> Iterator[str]:
     yield from _family("npu_job_last_iteration_timestamp_seconds", "gauge", per_rank("npu_job_last_iteration_timestamp_seconds", last))
     yield "# TYPE npu_job_phase_seconds counter"
     for phase in ("data", "h2d", "compute", "communication", "d2h", "framework"):
-        yield from per_rank("npu_job_phase_seconds_total", lambda j, t, p=phase: j.phases.get(p, 0.0) * j.busy * _integral(j, now, t),
-                            phase=phase)
+        yield from per_rank(
+            "npu_job_phase_seconds_total", lambda j, t, p=phase: j.phases.get(p, 0.0) * j.busy * _integral(j, now, t), phase=phase
+        )
 
 
 def _profile_families(now: int, times: list[int]) -> Iterator[str]:
@@ -261,8 +328,9 @@ def _profile_families(now: int, times: list[int]) -> Iterator[str]:
     for instance, job in PROFILES:
         labels = _labels(instance=instance, job="cann-exporter", job_name=job, rank=0)
         stale = job == STUCK.name
-        yield from (f"npu_profile_last_update_timestamp_seconds{labels} {float(now - STALE_PROFILE_AGO if stale else t)!r} {t}"
-                    for t in job_times)
+        yield from (
+            f"npu_profile_last_update_timestamp_seconds{labels} {float(now - STALE_PROFILE_AGO if stale else t)!r} {t}" for t in job_times
+        )
 
 
 def openmetrics(now: int) -> Iterator[str]:
@@ -278,5 +346,9 @@ def openmetrics(now: int) -> Iterator[str]:
 
 def job_rate(job: Job) -> dict[str, float]:
     """A rank's numbers over the last hour (after the change)."""
-    return {"iteration_seconds": job.after, "iterations_per_second": job.busy / job.after,
-            "samples_per_second": job.samples_per_iteration * job.busy / job.after, "idle": 1 - job.busy}
+    return {
+        "iteration_seconds": job.after,
+        "iterations_per_second": job.busy / job.after,
+        "samples_per_second": job.samples_per_iteration * job.busy / job.after,
+        "idle": 1 - job.busy,
+    }

@@ -37,7 +37,7 @@ class Sink:
 
     def __init__(self, port: int = 0) -> None:
         self.batches: list[dict] = []
-        self.profiles: list[dict] = []     # POST /api/v1/profiles
+        self.profiles: list[dict] = []  # POST /api/v1/profiles
         self.headers: list[dict] = []
         self.status = 200
         self.hold = threading.Event()
@@ -107,9 +107,22 @@ class ExporterProcess:
     def start(self) -> None:
         self._log = open(self.log_path, "a")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "exporter", "serve", "--simulate", "--listen", f"127.0.0.1:{self.port}",
-             "--npu-smi.interval", "5s", "--npu-smi.details=", *self.args],
-            stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT,
+            [
+                sys.executable,
+                "-m",
+                "exporter",
+                "serve",
+                "--simulate",
+                "--listen",
+                f"127.0.0.1:{self.port}",
+                "--npu-smi.interval",
+                "5s",
+                "--npu-smi.details=",
+                *self.args,
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
         )
         wait_until(self._up, deadline=30, what=f"exporter on {self.url}")
 
@@ -129,7 +142,9 @@ class ExporterProcess:
         return value(self.samples(), name, **labels)
 
     def wait_value(self, name: str, expected: float, deadline: float = 20.0, **labels: str) -> None:
-        wait_until(lambda: self.value(name, **labels) == expected, deadline, f"{name}{labels} == {expected} (last {self.value(name, **labels)})")
+        wait_until(
+            lambda: self.value(name, **labels) == expected, deadline, f"{name}{labels} == {expected} (last {self.value(name, **labels)})"
+        )
 
     def kill(self) -> None:
         assert self.proc is not None

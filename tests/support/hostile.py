@@ -46,15 +46,16 @@ class Ran:
     code: int
     out: str
     err: str
-    peak_rss: int          # bytes, sampled every 20 ms
+    peak_rss: int  # bytes, sampled every 20 ms
     seconds: float
 
 
 def run_watched(args: list[str], timeout: float = 60.0, env: dict[str, str] | None = None) -> Ran:
     """``python -m exporter ARGS`` to its end (killed after ``timeout``), sampling its RSS."""
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "exporter", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "exporter", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})}
+    )
     watched = psutil.Process(proc.pid)
     peak = 0
     try:
@@ -72,6 +73,7 @@ def run_watched(args: list[str], timeout: float = 60.0, env: dict[str, str] | No
 
 
 # --- hostile servers on 127.0.0.1 --------------------------------------------------------------
+
 
 @contextlib.contextmanager
 def hostile_server(behaviour: Callable[[BaseHTTPRequestHandler], None]) -> Iterator[str]:
@@ -110,6 +112,7 @@ def hostile_server(behaviour: Callable[[BaseHTTPRequestHandler], None]) -> Itera
 
 def trickle(every: float = 0.5, limit: int = 240) -> Callable[[BaseHTTPRequestHandler], None]:
     """Headers and body one byte at a time, ``every`` seconds apart (at most ``limit`` bytes)."""
+
     def behave(handler: BaseHTTPRequestHandler) -> None:
         data = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100000\r\n\r\n" + b"#" * 1000
         for byte in data[:limit]:
@@ -117,13 +120,16 @@ def trickle(every: float = 0.5, limit: int = 240) -> Callable[[BaseHTTPRequestHa
             handler.wfile.flush()
             time.sleep(every)
         handler.close_connection = True
+
     return behave
 
 
-def body(content: bytes | Callable[[], Iterator[bytes]], content_type: str = "application/json",
-         length: int | None = None) -> Callable[[BaseHTTPRequestHandler], None]:
+def body(
+    content: bytes | Callable[[], Iterator[bytes]], content_type: str = "application/json", length: int | None = None
+) -> Callable[[BaseHTTPRequestHandler], None]:
     """A 200 answer with ``content``: bytes, or a generator of chunks streamed with the
     Content-Length ``length`` announced, or without one (the end is the connection's close)."""
+
     def behave(handler: BaseHTTPRequestHandler) -> None:
         handler.send_response(200)
         handler.send_header("Content-Type", content_type)
@@ -137,4 +143,5 @@ def body(content: bytes | Callable[[], Iterator[bytes]], content_type: str = "ap
         for chunk in content():
             handler.wfile.write(chunk)
         handler.close_connection = True
+
     return behave

@@ -49,7 +49,7 @@ class FakeKubelet:
     def _serialize(self, message: object) -> bytes:
         return message if isinstance(message, bytes) else message.SerializeToString()
 
-    def start(self, *, with_service: bool = True) -> "FakeKubelet":
+    def start(self, *, with_service: bool = True) -> FakeKubelet:
         server = grpc.server(ThreadPoolExecutor(max_workers=4))
         if with_service:
             handler = grpc.method_handlers_generic_handler(

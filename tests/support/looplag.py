@@ -24,16 +24,16 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 TICK = 0.005
-STALL_LIMIT = 0.1   # what the hostile-input suite allows: the loop is never held longer
+STALL_LIMIT = 0.1  # what the hostile-input suite allows: the loop is never held longer
 
 
 @dataclass
 class LoopLag:
     ticks: int = 0
-    worst_wall: float = 0.0          # for the message only: never asserted on
+    worst_wall: float = 0.0  # for the message only: never asserted on
     worst_loop_cpu: float = 0.0
     worst_process_cpu: float = 0.0
-    gaps: list[tuple[float, float, float]] = field(default_factory=list)   # the 5 worst (wall, loop cpu, process cpu)
+    gaps: list[tuple[float, float, float]] = field(default_factory=list)  # the 5 worst (wall, loop cpu, process cpu)
 
     def record(self, wall: float, loop_cpu: float, process_cpu: float) -> None:
         self.ticks += 1
@@ -48,7 +48,9 @@ class LoopLag:
         the whole process (use it where no other thread legitimately runs in parallel)."""
         assert self.ticks > 0, "the ticker never ran: the loop was held for the whole measurement"
         worst = self.worst_process_cpu if threads else self.worst_loop_cpu
-        assert worst < limit, f"event loop held {worst * 1000:.0f} ms (limit {limit * 1000:.0f} ms); worst gaps (wall, loop cpu, process cpu): {self.gaps}"
+        assert worst < limit, (
+            f"event loop held {worst * 1000:.0f} ms (limit {limit * 1000:.0f} ms); worst gaps (wall, loop cpu, process cpu): {self.gaps}"
+        )
 
 
 @asynccontextmanager
@@ -67,7 +69,7 @@ async def measure() -> AsyncIterator[LoopLag]:
             wall, loop_cpu, process_cpu = now, now_loop, now_process
 
     ticker = asyncio.create_task(tick())
-    await started.wait()   # the first reading is taken before the body starts anything
+    await started.wait()  # the first reading is taken before the body starts anything
     try:
         yield lag
     finally:

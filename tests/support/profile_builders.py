@@ -7,13 +7,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-STEP_HEADER = ("Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
-               "Communication(Not Overlapped and Exclude Receive),Preparing")
+STEP_HEADER = (
+    "Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
+    "Communication(Not Overlapped and Exclude Receive),Preparing"
+)
 # Level1 kernel_details header up to the first PMU column (real files have more after it).
-KERNEL_HEADER = ("Step Id,Model ID,Task ID,Stream ID,Name,Type,OP State,Accelerator Core,Start Time(us),"
-                 "Duration(us),Wait Time(us),Block Dim,Mix Block Dim,HF32 Eligible,Input Shapes")
-OP_SUMMARY_HEADER = ("Device_id,Model ID,Task ID,Stream ID,Op Name,OP Type,OP State,Task Type,Task Start Time(us),"
-                     "Task Duration(us),Task Wait Time(us),Block Dim")
+KERNEL_HEADER = (
+    "Step Id,Model ID,Task ID,Stream ID,Name,Type,OP State,Accelerator Core,Start Time(us),"
+    "Duration(us),Wait Time(us),Block Dim,Mix Block Dim,HF32 Eligible,Input Shapes"
+)
+OP_SUMMARY_HEADER = (
+    "Device_id,Model ID,Task ID,Stream ID,Op Name,OP Type,OP State,Task Type,Task Start Time(us),"
+    "Task Duration(us),Task Wait Time(us),Block Dim"
+)
 EPOCH = 1736408883000000.0  # us
 
 
@@ -37,7 +43,7 @@ class Kernel:
 
 @dataclass(frozen=True)
 class Copy:
-    start: float                     # us after EPOCH
+    start: float  # us after EPOCH
     duration: float
     queue: str = "PCIE_DMA_SQE"
     operation: str | None = None
@@ -55,8 +61,10 @@ def kernel_csv(kernels: Iterable[Kernel], newline: str = "\r\n") -> str:
     rows = [KERNEL_HEADER]
     for i, k in enumerate(kernels):
         task = "N/A" if k.core == "HCCL" else str(1000 + i)
-        rows.append(f'{k.step},4294967295,{task},2,{k.name},{k.op_type},dynamic,{k.core},'
-                    f'{EPOCH + i * 10:.3f}\t,{k.duration},1.0,8,0,NO,"""32,3,224,224"""')
+        rows.append(
+            f"{k.step},4294967295,{task},2,{k.name},{k.op_type},dynamic,{k.core},"
+            f'{EPOCH + i * 10:.3f}\t,{k.duration},1.0,8,0,NO,"""32,3,224,224"""'
+        )
     return newline.join(rows) + newline
 
 
@@ -71,14 +79,25 @@ def trace_json(host_steps: Sequence[tuple[int, float, float]], copies: Iterable[
         {"name": "Memcpy", "pid": 3, "tid": 1, "ts": f"{EPOCH + 1:.3f}", "dur": 999.0, "ph": "X", "args": {}},
     ]
     for step, start, duration in host_steps:
-        events.append({"ph": "X", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1, "ts": f"{EPOCH + start:.3f}",
-                       "dur": duration, "cat": "cpu_op", "args": {}})
+        events.append(
+            {
+                "ph": "X",
+                "name": f"ProfilerStep#{step}",
+                "pid": 1,
+                "tid": 1,
+                "ts": f"{EPOCH + start:.3f}",
+                "dur": duration,
+                "cat": "cpu_op",
+                "args": {},
+            }
+        )
     for c in copies:
         args: dict[str, object] = {"Model Id": 4294967295, "Task Type": c.queue, "Physic Stream Id": 2}
         if c.operation:
             args["operation"] = c.operation
-        events.append({"name": "MEMCPY_ASYNC", "pid": 2, "tid": 2, "ts": f"{EPOCH + c.start:.3f}", "dur": c.duration,
-                       "ph": "X", "args": args})
+        events.append(
+            {"name": "MEMCPY_ASYNC", "pid": 2, "tid": 2, "ts": f"{EPOCH + c.start:.3f}", "dur": c.duration, "ph": "X", "args": args}
+        )
     return json.dumps(events)
 
 
@@ -103,8 +122,11 @@ def torch_profile(
     trace: bool = True,
 ) -> Path:
     out = root / "ASCEND_PROFILER_OUTPUT"
-    info = {"config": {"experimental_config": {"_profiler_level": "Level1"}},
-            "end_info": {"collectionTimeEnd": 1736408884000000000}, "rank_id": -1 if rank is None else rank}
+    info = {
+        "config": {"experimental_config": {"_profiler_level": "Level1"}},
+        "end_info": {"collectionTimeEnd": 1736408884000000000},
+        "rank_id": -1 if rank is None else rank,
+    }
     write(root / (f"profiler_info_{rank}.json" if rank is not None else "profiler_info.json"), json.dumps(info))
     if metadata is not None:
         write(root / "profiler_metadata.json", json.dumps(metadata))
@@ -119,21 +141,26 @@ def torch_profile(
     return root
 
 
-def msprof_profile(root: Path, kernel_slices: Sequence[Sequence[Kernel]], timeline_slices: Sequence[list[dict[str, object]]],
-                   iterations: Sequence[tuple[int, float, float]] = ()) -> Path:
+def msprof_profile(
+    root: Path,
+    kernel_slices: Sequence[Sequence[Kernel]],
+    timeline_slices: Sequence[list[dict[str, object]]],
+    iterations: Sequence[tuple[int, float, float]] = (),
+) -> Path:
     """PROF_* dir with `_slice_N` op_summary/msprof files; iterations: (id, time, data aug bound)."""
     out = root / "mindstudio_profiler_output"
     for n, kernels in enumerate(kernel_slices):
         rows = [OP_SUMMARY_HEADER] + [
-            f"0,4294967295,{i},7,{k.name},{k.op_type},dynamic,{k.core},{EPOCH + i:.3f}\t,{k.duration},0,8"
-            for i, k in enumerate(kernels)
+            f"0,4294967295,{i},7,{k.name},{k.op_type},dynamic,{k.core},{EPOCH + i:.3f}\t,{k.duration},0,8" for i, k in enumerate(kernels)
         ]
         write(out / f"op_summary_slice_{n}_20260101000000.csv", "\n".join(rows) + "\n")
     for n, events in enumerate(timeline_slices):
         write(out / f"msprof_slice_{n}_20260101000000.json", json.dumps(events, indent=2, sort_keys=True))
     if iterations:
-        rows = ["Device_id,Iteration ID,FP Start(us),BP End(us),Iteration End(us),Iteration Time(us),FP to BP Time(us),"
-                "Iteration Refresh(us),Data Aug Bound(us),Model ID"]
+        rows = [
+            "Device_id,Iteration ID,FP Start(us),BP End(us),Iteration End(us),Iteration Time(us),FP to BP Time(us),"
+            "Iteration Refresh(us),Data Aug Bound(us),Model ID"
+        ]
         rows += [f"0,{i},0,0,0,{t},0,0,{'N/A' if aug is None else aug},1" for i, t, aug in iterations]
         write(out / "step_trace_20260101000000.csv", "\n".join(rows) + "\n")
     return root

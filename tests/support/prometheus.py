@@ -20,7 +20,7 @@ from tests.support.tools import tool
 @dataclass(frozen=True)
 class Prometheus:
     url: str
-    now: int            # the history ends here (unix seconds, 7 s past a whole minute)
+    now: int  # the history ends here (unix seconds, 7 s past a whole minute)
 
 
 def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, deadline: float = 60.0) -> None:
@@ -45,8 +45,13 @@ def build_blocks(lines: Iterable[str], root: Path) -> Path:
     with source.open("w") as handle:
         for line in lines:
             handle.write(line + "\n")
-    built = subprocess.run([tool("promtool"), "tsdb", "create-blocks-from", "openmetrics", "--max-block-duration=1000h", "-q",
-                            str(source), str(data)], check=False, capture_output=True, text=True, timeout=120)
+    built = subprocess.run(
+        [tool("promtool"), "tsdb", "create-blocks-from", "openmetrics", "--max-block-duration=1000h", "-q", str(source), str(data)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert built.returncode == 0, built.stdout + built.stderr
     source.unlink()
     return data
@@ -58,9 +63,18 @@ def running(config: Path, data: Path, root: Path) -> Iterator[str]:
     (stopped, with its group): its URL."""
     port, log = free_port(), root / "prometheus.log"
     with log.open("w") as out:
-        proc = subprocess.Popen([tool("prometheus"), f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}",
-                                 f"--config.file={config}", "--storage.tsdb.retention.time=60d"],
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                tool("prometheus"),
+                f"--storage.tsdb.path={data}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                f"--config.file={config}",
+                "--storage.tsdb.retention.time=60d",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         url = f"http://127.0.0.1:{port}"
         wait_ready(url, proc, log)

@@ -18,8 +18,15 @@ HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
 # Grafana variables and what the tests put in their place (an "All" selection is `.*`).
 GRAFANA_VARIABLES = {
-    "$__rate_interval": "10s", "$__interval": "5s", "$__range": "1h",
-    "$datasource": "prometheus", "$job_name": ".*", "$instance": ".*", "$device": ".*", "$job": ".*", "$node": ".*",
+    "$__rate_interval": "10s",
+    "$__interval": "5s",
+    "$__range": "1h",
+    "$datasource": "prometheus",
+    "$job_name": ".*",
+    "$instance": ".*",
+    "$device": ".*",
+    "$job": ".*",
+    "$node": ".*",
 }
 
 

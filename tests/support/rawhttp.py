@@ -14,12 +14,13 @@ from aiohttp import web
 from exporter.web.options import WebOptions
 from exporter.web.server import HttpServer
 
-BOUND = 10.0   # seconds any single read or wait may take (generous)
+BOUND = 10.0  # seconds any single read or wait may take (generous)
 
 
 @asynccontextmanager
-async def serve_app(app: web.Application, options: WebOptions,
-                    ssl_context: ssl.SSLContext | None = None) -> AsyncIterator[tuple[HttpServer, int]]:
+async def serve_app(
+    app: web.Application, options: WebOptions, ssl_context: ssl.SSLContext | None = None
+) -> AsyncIterator[tuple[HttpServer, int]]:
     """``app`` behind the exporter's HttpServer on a free 127.0.0.1 port, stopped on exit."""
     server = HttpServer(options)
     sock = socket.create_server(("127.0.0.1", 0))

@@ -27,8 +27,7 @@ class Exporter:
     """``launcher`` replaces ``python -m exporter`` (a privilege-dropping wrapper, or a module
     that starts the exporter with a fault built in: tests/support/stuck_exporter.py)."""
 
-    def __init__(self, args: list[str], tmp_path: Path, env: dict[str, str] | None = None,
-                 launcher: list[str] | None = None) -> None:
+    def __init__(self, args: list[str], tmp_path: Path, env: dict[str, str] | None = None, launcher: list[str] | None = None) -> None:
         self._port: int | None = None
         self.fault_file = tmp_path / "faults"
         self.log_path = tmp_path / "exporter.log"
@@ -36,7 +35,10 @@ class Exporter:
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [*(launcher or [sys.executable, "-m", "exporter"]), "serve", "--listen", "127.0.0.1:0", *args],
-            stdout=self._log, stderr=subprocess.STDOUT, env=environment, cwd=ROOT,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=environment,
+            cwd=ROOT,
         )
 
     @property

@@ -14,7 +14,7 @@ def block_scans_on(fifo: str) -> None:
     real = profile_source.find_profiles
 
     def blocked(*args, **kwargs):
-        with open(fifo, "rb") as handle:   # blocks in open(): no writer ever comes
+        with open(fifo, "rb") as handle:  # blocks in open(): no writer ever comes
             handle.read()
         return real(*args, **kwargs)
 

@@ -31,10 +31,11 @@ class Pki:
     expired_client: Issued
     expired_server: Issued
     other_ca: Authority
-    foreign_client: Issued       # issued by other_ca: not trusted by the exporter
+    foreign_client: Issued  # issued by other_ca: not trusted by the exporter
 
-    def client_context(self, client: Issued | None = None, *, max_version: ssl.TLSVersion | None = None,
-                       ca: Path | None = None) -> ssl.SSLContext:
+    def client_context(
+        self, client: Issued | None = None, *, max_version: ssl.TLSVersion | None = None, ca: Path | None = None
+    ) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(ca or self.ca.cert))
         if max_version is not None:
             ctx.maximum_version = max_version
@@ -58,8 +59,9 @@ class Running:
     security: WebSecurity
     ingest: IngestStore
 
-    async def get(self, path: str, ctx: ssl.SSLContext | None, auth: tuple[str, str] | None = None,
-                  headers: dict[str, str] | None = None) -> tuple[int, str, dict[str, str]]:
+    async def get(
+        self, path: str, ctx: ssl.SSLContext | None, auth: tuple[str, str] | None = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, str, dict[str, str]]:
         headers = {**basic(auth), **(headers or {})}
         async with aiohttp.ClientSession() as session:
             async with session.get(self.url + path, ssl=ctx if ctx is not None else False, headers=headers) as resp:

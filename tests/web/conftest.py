@@ -20,12 +20,14 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     d = tmp_path_factory.mktemp("pki")
     ca, other = make_ca(d, "test-ca"), make_ca(d, "other-ca")
     return Pki(
-        d, ca,
+        d,
+        ca,
         ca.issue(d, "server", server=True),
         ca.issue(d, "client", server=False, sans=("prometheus.example", "10.0.0.1")),
         ca.issue(d, "expired-client", server=False, expired=True),
         ca.issue(d, "expired-server", server=True, expired=True),
-        other, other.issue(d, "foreign-client", server=False),
+        other,
+        other.issue(d, "foreign-client", server=False),
     )
 
 
@@ -36,7 +38,9 @@ async def serve() -> AsyncIterator[Callable[..., object]]:
 
     async def start(config: Path, *, ingest_token: str | None = None, exempt_health: bool = True) -> Running:
         security = WebSecurity.from_file(
-            config, exempt_paths=frozenset({"/healthz", "/readyz"}) if exempt_health else frozenset(), poll_interval=0.05,
+            config,
+            exempt_paths=frozenset({"/healthz", "/readyz"}) if exempt_health else frozenset(),
+            poll_interval=0.05,
         )
         ingest = IngestStore()
         app = ingest_app(ingest, ingest_token, security)

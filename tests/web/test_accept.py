@@ -37,8 +37,7 @@ def emfile() -> OSError:
 
 def front() -> Front:
     options = WebOptions()
-    return Front(ConnectionTable(options.max_connections, options.health_connections), options,
-                 lambda: None, asyncio.get_running_loop())
+    return Front(ConnectionTable(options.max_connections, options.health_connections), options, lambda: None, asyncio.get_running_loop())
 
 
 class FailingSocket(socket.socket):
@@ -59,7 +58,7 @@ async def test_the_acceptor_backs_off_counts_and_logs_once_per_state_change(capl
     listener = FailingSocket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen()
-    client = socket.create_connection(listener.getsockname())   # pending in the backlog: always readable
+    client = socket.create_connection(listener.getsockname())  # pending in the backlog: always readable
     accepted: list[socket.socket] = []
     served = front()
     served.accepted = lambda sock, address: accepted.append(sock)
@@ -78,7 +77,9 @@ async def test_the_acceptor_backs_off_counts_and_logs_once_per_state_change(capl
     for sock in accepted:
         sock.close()
     assert [r.getMessage() for r in caplog.records] == [
-        "cannot accept connections; pausing accept and retrying", "accepting connections again"]
+        "cannot accept connections; pausing accept and retrying",
+        "accepting connections again",
+    ]
 
 
 # --- a real EMFILE ------------------------------------------------------------------------------
@@ -121,7 +122,7 @@ def test_a_real_emfile_is_logged_once_and_counted(tmp_path):
         while "cannot accept connections" not in log_path.read_text():
             assert time.monotonic() < end and proc.poll() is None, log_path.read_text()
             time.sleep(0.05)
-        time.sleep(1.0)   # several backoff periods of failing
+        time.sleep(1.0)  # several backoff periods of failing
         for client in clients:
             client.close()
         counts = dict(json.loads(get(port, "/counts")))
@@ -142,15 +143,18 @@ DEFAULTS = WebOptions()
 NEEDED = DEFAULTS.max_connections + DEFAULTS.health_connections + FD_RESERVE
 
 
-@pytest.mark.parametrize(("soft", "hard", "soft_limit", "cap"), [
-    (8192, 8192, None, 256),                                       # the systemd unit: fits
-    (resource.RLIM_INFINITY, resource.RLIM_INFINITY, None, 256),
-    (256, 524288, NEEDED, 256),                                    # raised, within the hard limit
-    (256, resource.RLIM_INFINITY, NEEDED, 256),
-    (200, 300, 300, 300 - 8 - FD_RESERVE),                         # raised to the hard limit, cap lowered
-    (200, 200, None, 200 - 8 - FD_RESERVE),
-    (64, 64, None, 1),                                             # never below one connection
-])
+@pytest.mark.parametrize(
+    ("soft", "hard", "soft_limit", "cap"),
+    [
+        (8192, 8192, None, 256),  # the systemd unit: fits
+        (resource.RLIM_INFINITY, resource.RLIM_INFINITY, None, 256),
+        (256, 524288, NEEDED, 256),  # raised, within the hard limit
+        (256, resource.RLIM_INFINITY, NEEDED, 256),
+        (200, 300, 300, 300 - 8 - FD_RESERVE),  # raised to the hard limit, cap lowered
+        (200, 200, None, 200 - 8 - FD_RESERVE),
+        (64, 64, None, 1),  # never below one connection
+    ],
+)
 def test_the_plan_fits_the_cap_to_the_limit(soft, hard, soft_limit, cap):
     planned = plan(DEFAULTS, soft, hard)
     assert (planned.soft_limit, planned.max_connections) == (soft_limit, cap)
@@ -168,12 +172,18 @@ FIT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize(("soft", "hard", "expected", "logged"), [
-    (100, 1000, f"256 {NEEDED} 1000", "raised the open-file limit"),
-    (200, 200, f"{200 - 8 - FD_RESERVE} 200 200", "open-file limit too low for web.max_connections"),
-])
+@pytest.mark.parametrize(
+    ("soft", "hard", "expected", "logged"),
+    [
+        (100, 1000, f"256 {NEEDED} 1000", "raised the open-file limit"),
+        (200, 200, f"{200 - 8 - FD_RESERVE} 200 200", "open-file limit too low for web.max_connections"),
+    ],
+)
 def test_fit_open_files_in_a_process(soft, hard, expected, logged):
-    if resource.getrlimit(resource.RLIMIT_NOFILE)[1] not in (resource.RLIM_INFINITY,) and resource.getrlimit(resource.RLIMIT_NOFILE)[1] < hard:
+    if (
+        resource.getrlimit(resource.RLIMIT_NOFILE)[1] not in (resource.RLIM_INFINITY,)
+        and resource.getrlimit(resource.RLIMIT_NOFILE)[1] < hard
+    ):
         pytest.skip("this process's hard limit is lower than the test needs")
     out = subprocess.run([sys.executable, "-c", FIT, str(soft), str(hard)], capture_output=True, text=True, timeout=60, check=True).stdout
     assert logged in out and out.splitlines()[-1] == expected

@@ -25,7 +25,7 @@ from tests.support.apps import ingest_app
 from tests.support.webconfig import HASH, PASSWORD, basic, write_web_config
 
 GOOD = ("prometheus", PASSWORD)
-HOLD_SECONDS = 10    # a held check gives up after this long, so a failing test cannot hang
+HOLD_SECONDS = 10  # a held check gives up after this long, so a failing test cannot hang
 GUESSERS = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
 
 
@@ -77,12 +77,13 @@ def gates() -> AsyncIterator[Gates]:
 
 # --- the pool: shares and turns -------------------------------------------------------------------
 
+
 async def test_the_address_served_least_recently_goes_next(gates):
     pool = BcryptPool(workers=1, per_address=4)
     try:
         cheap = fake_hash(4)
         guesses = [pool.submit(gates, f"guess{i}".encode(), cheap, "192.0.2.66") for i in range(4)]
-        await gates.until_started(1)                     # guess0 runs, three wait
+        await gates.until_started(1)  # guess0 runs, three wait
         scrape = pool.submit(gates, b"scraper", cheap, "192.0.2.1")
         assert None not in guesses and scrape is not None
         gates.gate(b"guess0").set()
@@ -101,7 +102,7 @@ async def test_an_address_holds_at_most_its_share_of_the_pool(gates):
     try:
         cheap = fake_hash(4)
         mine = [pool.submit(gates, b"a", cheap, "192.0.2.66") for _ in range(3)]
-        assert mine[0] is not None and mine[1] is not None and mine[2] is None     # refused at once
+        assert mine[0] is not None and mine[1] is not None and mine[2] is None  # refused at once
         other = pool.submit(gates, b"b", cheap, "192.0.2.1")
         assert other is not None and pool.pending == 3
     finally:
@@ -116,10 +117,10 @@ async def test_a_full_queue_drops_the_newest_check_of_the_address_with_most_wait
         flood = [pool.submit(gates, f"g{i}".encode(), cheap, "192.0.2.66") for i in range(4)]
         assert all(f is not None for f in flood)
         await gates.until_started(1)
-        scrape = pool.submit(gates, b"scraper", cheap, "192.0.2.1")   # full: takes g3's place
+        scrape = pool.submit(gates, b"scraper", cheap, "192.0.2.1")  # full: takes g3's place
         assert scrape is not None
         assert flood[3] is not None and await asyncio.wait_for(flood[3], HOLD_SECONDS) is None
-        assert pool.submit(gates, b"g4", cheap, "192.0.2.66") is None   # its own address has more waiting
+        assert pool.submit(gates, b"g4", cheap, "192.0.2.66") is None  # its own address has more waiting
         gates.open_all()
         assert await scrape is True and [await f for f in flood[:3] if f is not None] == [True] * 3
         assert pool.pending == 0
@@ -137,7 +138,7 @@ async def test_a_caller_that_leaves_frees_its_place_at_once(gates):
         assert running is not None and waiting is not None
         await gates.until_started(1)
         waiting.cancel()
-        await asyncio.sleep(0)                          # the cancellation's callback
+        await asyncio.sleep(0)  # the cancellation's callback
         assert pool.pending == 1
         assert pool.submit(gates, b"c", cheap, "192.0.2.66") is not None
         gates.open_all()
@@ -148,6 +149,7 @@ async def test_a_caller_that_leaves_frees_its_place_at_once(gates):
 
 
 # --- the issue's scenarios, against a real server -------------------------------------------------
+
 
 @pytest.fixture
 async def serve(tmp_path) -> AsyncIterator[Callable[..., object]]:
@@ -170,8 +172,10 @@ async def serve(tmp_path) -> AsyncIterator[Callable[..., object]]:
 
 async def get(url: str, auth: tuple[str, str] | None, source: str = "127.0.0.1", timeout: float = 10.0) -> int:
     connector = aiohttp.TCPConnector(local_addr=(source, 0), force_close=True)
-    async with (aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=timeout)) as session,
-                session.get(url, headers=basic(auth)) as resp):
+    async with (
+        aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=timeout)) as session,
+        session.get(url, headers=basic(auth)) as resp,
+    ):
         await resp.read()
         return resp.status
 
@@ -185,11 +189,11 @@ async def test_a_wrong_client_at_the_scraper_s_address_does_not_lock_the_scraper
     statuses = [await get(url + "/metrics", ("prometheus", "old-password")) for _ in range(5)]
     assert statuses == [401, 401, 401, 429, 429]
     for _ in range(3):
-        assert await get(url + "/metrics", GOOD) == 200            # cached, then re-checked outside the budget
+        assert await get(url + "/metrics", GOOD) == 200  # cached, then re-checked outside the budget
         assert await get(url + "/healthz", None) == 200
-        assert await get(url + "/readyz", None) == await get(url + "/readyz", None, source="127.0.0.9")   # as anywhere else
+        assert await get(url + "/readyz", None) == await get(url + "/readyz", None, source="127.0.0.9")  # as anywhere else
         assert await get(url + "/metrics", ("prometheus", "old-password")) == 429
-        await asyncio.sleep(0.25)                                  # past the cache window
+        await asyncio.sleep(0.25)  # past the cache window
     assert sec.auth_failures == {"wrong_password": 3, "throttled": 5}
     # A client that never verified from this address is held back with the guesser.
     assert await get(url + "/metrics", ("prometheus", "s3cret-pass ")) == 429
@@ -199,7 +203,7 @@ async def test_a_verified_credential_admits_nobody_from_another_address(serve):
     url, _ = await serve({"prometheus": HASH}, throttle=AddressThrottle(burst=1, per_second=0.01))
     assert await get(url + "/metrics", GOOD) == 200
     assert await get(url + "/metrics", ("prometheus", "guess"), source="127.0.0.2") == 401
-    assert await get(url + "/metrics", GOOD, source="127.0.0.2") == 429   # the cache is 127.0.0.1's
+    assert await get(url + "/metrics", GOOD, source="127.0.0.2") == 429  # the cache is 127.0.0.1's
     assert await get(url + "/metrics", GOOD) == 200
 
 
@@ -208,19 +212,20 @@ class Recorded(BcryptPool):
 
     def __init__(self) -> None:
         super().__init__()
-        self.events: list[tuple[str, bytes]] = []     # appended from the loop and the threads: list.append is atomic
+        self.events: list[tuple[str, bytes]] = []  # appended from the loop and the threads: list.append is atomic
 
     def submit(self, check: Check, password: bytes, hashed: bytes, address: str = "") -> asyncio.Future[bool | None] | None:
         def recorded(password: bytes, hashed: bytes) -> bool:
             self.events.append(("start", password))
             return check(password, hashed)
+
         future = super().submit(recorded, password, hashed, address)
         if future is not None:
             self.events.append(("submit", password))
         return future
 
 
-@pytest.mark.timeout(300)    # cost 14 in niced threads: minutes on a machine loaded 30 deep
+@pytest.mark.timeout(300)  # cost 14 in niced threads: minutes on a machine loaded 30 deep
 async def test_guessers_at_cost_14_do_not_starve_the_scraper_once_its_cache_expires(serve):
     """Four addresses guess at 0.5/s each against a cost-14 user (never throttled), which keeps
     both bcrypt threads busy: every uncached scrape is still admitted and answered 200, and
@@ -237,12 +242,12 @@ async def test_guessers_at_cost_14_do_not_starve_the_scraper_once_its_cache_expi
 
     async def guess(source: str) -> None:
         pending = []
-        for i in range(40):                                        # bounded: 80 s of guesses at most
+        for i in range(40):  # bounded: 80 s of guesses at most
             if stop.is_set():
                 break
             pending.append(asyncio.create_task(get(url + "/metrics", ("prometheus", f"guess-{source}-{i}"), source=source, timeout=300)))
             await asyncio.sleep(2.0)
-        for task in pending:        # guesses still queued hang up (their places are freed), as a scrape timeout would
+        for task in pending:  # guesses still queued hang up (their places are freed), as a scrape timeout would
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
 
@@ -250,7 +255,7 @@ async def test_guessers_at_cost_14_do_not_starve_the_scraper_once_its_cache_expi
     try:
         scrapes = []
         for _ in range(3):
-            await asyncio.sleep(3.0)                               # the cache (2.5 s) has expired
+            await asyncio.sleep(3.0)  # the cache (2.5 s) has expired
             scrapes.append(await get(url + "/metrics", GOOD, timeout=60))
     finally:
         stop.set()
@@ -258,7 +263,7 @@ async def test_guessers_at_cost_14_do_not_starve_the_scraper_once_its_cache_expi
     assert scrapes == [200] * 3
     events = pool.events
     scraper = [i for i, e in enumerate(events) if e == ("submit", PASSWORD.encode())]
-    assert len(scraper) == 4 and sum(e[0] == "submit" for e in events) > 4 + 4    # guesses were checked too
+    assert len(scraper) == 4 and sum(e[0] == "submit" for e in events) > 4 + 4  # guesses were checked too
     for submitted in scraper:
         started = events.index(("start", PASSWORD.encode()), submitted)
         ahead = [e for e in events[submitted:started] if e[0] == "start"]

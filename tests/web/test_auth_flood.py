@@ -36,7 +36,7 @@ from tests.support.webconfig import (
 )
 
 GOOD = ("prometheus", PASSWORD)
-HOLD_SECONDS = 10   # a held check gives up after this long, so a failing test cannot hang
+HOLD_SECONDS = 10  # a held check gives up after this long, so a failing test cannot hang
 
 
 def users(**hashes: str) -> dict:
@@ -144,19 +144,21 @@ async def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> No
 
 # --- a verified client never waits behind others' bcrypt ------------------------------------------
 
+
 async def test_a_verified_client_is_answered_while_a_flood_holds_every_bcrypt_worker(serve_with, tmp_path, checks):
-    running = await serve_with(write_web_config(tmp_path / "web.yml", users()),
-                               pool=BcryptPool(workers=2, per_address=100), throttle=AddressThrottle(burst=1000))
+    running = await serve_with(
+        write_web_config(tmp_path / "web.yml", users()), pool=BcryptPool(workers=2, per_address=100), throttle=AddressThrottle(burst=1000)
+    )
     assert (await running.get("/metrics", None, GOOD))[0] == 200
     assert checks.passwords() == [PASSWORD.encode()]
 
     checks.hold()
     flood = [asyncio.create_task(running.get("/metrics", None, ("prometheus", f"guess-{i}"))) for i in range(20)]
-    await checks.wait_started(3)        # both workers busy with guesses (and the first check)
+    await checks.wait_started(3)  # both workers busy with guesses (and the first check)
     await wait_until(lambda: running.security.part().bcrypt_pending == 20)
     assert (await asyncio.wait_for(running.get("/metrics", None, GOOD), HOLD_SECONDS / 2))[0] == 200
-    assert checks.passwords().count(PASSWORD.encode()) == 1        # answered from the cache
-    assert running.security.part().bcrypt_pending == 20              # while all 20 guesses still wait
+    assert checks.passwords().count(PASSWORD.encode()) == 1  # answered from the cache
+    assert running.security.part().bcrypt_pending == 20  # while all 20 guesses still wait
 
     checks.release()
     assert [r[0] for r in await asyncio.gather(*flood)] == [401] * 20
@@ -167,6 +169,7 @@ async def test_a_verified_client_is_answered_while_a_flood_holds_every_bcrypt_wo
 
 # --- reloads --------------------------------------------------------------------------------------
 
+
 async def test_a_reload_with_the_same_users_keeps_clients_verified(make_security, tmp_path, checks):
     sec = make_security()
     assert (await sec.authenticate(header(*GOOD), "192.0.2.1")).user == "prometheus"
@@ -174,7 +177,7 @@ async def test_a_reload_with_the_same_users_keeps_clients_verified(make_security
     rewrite(sec.path, {**users(prometheus=HASH, hooks=HASH), "http_server_config": {"headers": {"X-Frame-Options": "deny"}}})
     assert sec.reload_if_changed() is True
     assert (await sec.authenticate(header(*GOOD), "192.0.2.1")).user == "prometheus"
-    assert len(checks.calls) == 1                                   # no bcrypt after the reload
+    assert len(checks.calls) == 1  # no bcrypt after the reload
 
 
 async def test_a_certificate_rotation_keeps_clients_verified(pki, serve_with, tmp_path, checks):
@@ -184,7 +187,7 @@ async def test_a_certificate_rotation_keeps_clients_verified(pki, serve_with, tm
     config = write_web_config(tmp_path / "web.yml", {"tls_server_config": {"cert_file": "tls.crt", "key_file": "tls.key"}, **users()})
     running = await serve_with(config)
     assert (await running.get("/metrics", pki.client_context(), GOOD))[0] == 200
-    rewrite(cert, content=pki.server.cert.read_bytes())            # rewritten (a renewal, as the reload sees it)
+    rewrite(cert, content=pki.server.cert.read_bytes())  # rewritten (a renewal, as the reload sees it)
     await wait_until(lambda: running.security.reloads["success"] == 1)
     assert (await running.get("/metrics", pki.client_context(), GOOD))[0] == 200
     assert len(checks.calls) == 1
@@ -197,7 +200,7 @@ async def test_a_changed_hash_or_a_removed_user_no_longer_passes(make_security, 
     rewrite(sec.path, users(prometheus=rotated.decode()))
     assert sec.reload_if_changed() is True
     assert (await sec.authenticate(header(*GOOD), "192.0.2.1")).reason == "wrong_password"
-    assert checks.calls[-1] == (PASSWORD.encode(), rotated)          # checked against the new hash
+    assert checks.calls[-1] == (PASSWORD.encode(), rotated)  # checked against the new hash
     assert (await sec.authenticate(header("prometheus", "rotated"), "192.0.2.1")).user == "prometheus"
 
     rewrite(sec.path, users(hooks=HASH))
@@ -222,6 +225,7 @@ async def test_a_reload_during_the_check_wins(make_security, checks):
 
 # --- failures throttled per address ---------------------------------------------------------------
 
+
 class Clock:
     def __init__(self) -> None:
         self.now = 1000.0
@@ -233,7 +237,7 @@ class Clock:
 async def test_failures_are_throttled_per_address_and_user_without_bcrypt(make_security, checks):
     clock = Clock()
     sec = make_security(throttle=AddressThrottle(burst=3, per_second=0.1, clock=clock, address_factor=2))
-    assert (await sec.authenticate(header(*GOOD), "192.0.2.9")).user == "prometheus"   # verified elsewhere
+    assert (await sec.authenticate(header(*GOOD), "192.0.2.9")).user == "prometheus"  # verified elsewhere
     reasons = [(await sec.authenticate(header("prometheus", "guess"), "192.0.2.1")).reason for _ in range(3)]
     assert reasons == ["wrong_password"] * 3 and len(checks.calls) == 4
 
@@ -241,31 +245,30 @@ async def test_failures_are_throttled_per_address_and_user_without_bcrypt(make_s
     throttled = [await sec.authenticate(header(user, password), "192.0.2.1") for user, password in (("prometheus", "guess"), GOOD)]
     assert {(v.reason, v.retry_after) for v in throttled} == {("throttled", 10)}
     assert len(checks.calls) == 4
-    assert (await sec.authenticate(header(*GOOD), "192.0.2.9")).user == "prometheus"   # others are not held back
+    assert (await sec.authenticate(header(*GOOD), "192.0.2.9")).user == "prometheus"  # others are not held back
     assert (await sec.authenticate(header("prometheus", "guess"), "192.0.2.2")).reason == "wrong_password"
 
     # Other names from the same address have a budget of their own, within the address's (6).
     others = [(await sec.authenticate(header(f"user{i}", "guess"), "192.0.2.1")).reason for i in range(4)]
     assert others == ["unknown_user"] * 3 + ["throttled"]
-    clock.now += 10                                                  # one token back (per user; two per address)
+    clock.now += 10  # one token back (per user; two per address)
     assert (await sec.authenticate(header(*GOOD), "192.0.2.1")).user == "prometheus"
     assert sec.auth_failures == {"wrong_password": 4, "unknown_user": 3, "throttled": 3}
 
 
 async def test_successes_do_not_drain_the_budget(make_security, checks):
     sec = make_security(throttle=AddressThrottle(burst=2, per_second=0.001), cache_seconds=0)
-    for _ in range(5):                                               # uncached: bcrypt each time
+    for _ in range(5):  # uncached: bcrypt each time
         assert (await sec.authenticate(header(*GOOD), "192.0.2.1")).user == "prometheus"
     assert len(checks.calls) == 5
 
 
 async def test_a_throttled_address_and_user_gets_429_with_retry_after(serve_with, tmp_path, checks):
-    running = await serve_with(write_web_config(tmp_path / "web.yml", users()),
-                               throttle=AddressThrottle(burst=2, per_second=0.01))
+    running = await serve_with(write_web_config(tmp_path / "web.yml", users()), throttle=AddressThrottle(burst=2, per_second=0.01))
     statuses = [(await running.get("/metrics", None, ("prometheus", "guess")))[0] for _ in range(2)]
     status, body, headers = await running.get("/metrics", None, ("prometheus", "guess"))
     assert statuses == [401, 401] and status == 429 and int(headers["Retry-After"]) == 100
-    assert headers.get("Connection", "").lower() == "close"        # the client must connect again
+    assert headers.get("Connection", "").lower() == "close"  # the client must connect again
     assert body == "too many failed logins from this address; retry later\n" and len(checks.calls) == 2
 
 
@@ -281,28 +284,32 @@ def test_the_address_table_is_bounded():
     clock = Clock()
     throttle = AddressThrottle(burst=1, per_second=0.001, size=4, clock=clock)
     for address in ("a", "b", "c"):
-        throttle.spend(address, b"u")                                # two budgets each: (address, user), address
+        throttle.spend(address, b"u")  # two budgets each: (address, user), address
     assert len(throttle) == 4
-    assert throttle.retry_after("a", b"u") is None                  # forgotten first: the least recently failing
+    assert throttle.retry_after("a", b"u") is None  # forgotten first: the least recently failing
     assert throttle.retry_after("b", b"u") and throttle.retry_after("c", b"u")
-    throttle.refund("c", b"u")                                       # back to full: not kept
+    throttle.refund("c", b"u")  # back to full: not kept
     assert len(throttle) == 2
 
 
 # --- the bound on waiting checks ------------------------------------------------------------------
 
+
 async def test_past_the_bound_a_check_is_refused_at_once(serve_with, tmp_path, checks):
-    running = await serve_with(write_web_config(tmp_path / "web.yml", users()),
-                               pool=BcryptPool(workers=1, max_pending=3, per_address=100), throttle=AddressThrottle(burst=100))
+    running = await serve_with(
+        write_web_config(tmp_path / "web.yml", users()),
+        pool=BcryptPool(workers=1, max_pending=3, per_address=100),
+        throttle=AddressThrottle(burst=100),
+    )
     assert (await running.get("/metrics", None, GOOD))[0] == 200
     checks.hold()
     held = [asyncio.create_task(running.get("/metrics", None, ("prometheus", f"guess-{i}"))) for i in range(4)]
     await checks.wait_started(2)
-    await wait_until(lambda: running.security.part().bcrypt_pending == 4)     # one running, three waiting
+    await wait_until(lambda: running.security.part().bcrypt_pending == 4)  # one running, three waiting
     status, body, headers = await asyncio.wait_for(running.get("/metrics", None, ("mallory", "guess")), HOLD_SECONDS / 2)
     assert (status, headers["Retry-After"]) == (503, "1") and "too many credential checks" in body
     assert (await asyncio.wait_for(running.get("/metrics", None, GOOD), HOLD_SECONDS / 2))[0] == 200
-    assert len(checks.calls) == 2                                    # the first check and one held guess
+    assert len(checks.calls) == 2  # the first check and one held guess
     checks.release()
     assert [r[0] for r in await asyncio.gather(*held)] == [401] * 4
     assert running.security.auth_failures == {"overloaded": 1, "wrong_password": 4}
@@ -311,17 +318,17 @@ async def test_past_the_bound_a_check_is_refused_at_once(serve_with, tmp_path, c
 
 async def test_the_bound_counts_bcrypt_work_not_just_checks():
     gate = threading.Event()
-    pool = BcryptPool(workers=1, max_pending=10, max_work=2**4)      # one cost-4 check may wait (the running one is not counted)
+    pool = BcryptPool(workers=1, max_pending=10, max_work=2**4)  # one cost-4 check may wait (the running one is not counted)
     try:
         cheap, dear = fake_hash(4).encode(), fake_hash(12).encode()
         first, second = pool.submit(lambda p, h: gate.wait(HOLD_SECONDS), b"", cheap), pool.submit(lambda p, h: True, b"", cheap)
         assert first is not None and second is not None
-        assert pool.submit(lambda p, h: True, b"", cheap) is None     # a second waiting would exceed the work
+        assert pool.submit(lambda p, h: True, b"", cheap) is None  # a second waiting would exceed the work
         assert pool.submit(lambda p, h: True, b"", dear) is None
         gate.set()
         assert await first and await second
         await wait_until(lambda: pool.pending == 0)
-        alone = pool.submit(lambda p, h: True, b"", dear)             # dearer than the bound: admitted alone
+        alone = pool.submit(lambda p, h: True, b"", dear)  # dearer than the bound: admitted alone
         assert alone is not None and await alone
     finally:
         gate.set()
@@ -341,6 +348,7 @@ async def test_bcrypt_runs_below_the_event_loop_s_priority():
 
 # --- unknown users ----------------------------------------------------------------------------------
 
+
 async def test_an_unknown_user_is_checked_at_the_cost_of_a_known_one(make_security, checks, monkeypatch):
     cheap, dear = fake_hash(4), fake_hash(12)
     sec = make_security(users(alice=cheap, bob=cheap, carol=dear), throttle=AddressThrottle(burst=10_000))
@@ -350,12 +358,12 @@ async def test_an_unknown_user_is_checked_at_the_cost_of_a_known_one(make_securi
         assert (await sec.authenticate(header(user, "guess"), "192.0.2.1")).user is None
         return auth.bcrypt_cost(checks.calls[-1][1])
 
-    assert [await cost_checked(u) for u in ("alice", "bob", "carol")] == [4, 4, 12]   # the user's own hash
+    assert [await cost_checked(u) for u in ("alice", "bob", "carol")] == [4, 4, 12]  # the user's own hash
     names = [f"user{i}" for i in range(300)]
     costs = {name: await cost_checked(name) for name in names}
-    assert set(costs.values()) == {4, 12}                            # only configured costs, spread as the users are
-    assert 120 < sum(c == 4 for c in costs.values()) < 280           # 2 in 3 users cost 4 (expected 200)
-    for _ in range(2):                                               # a name's cost never varies
+    assert set(costs.values()) == {4, 12}  # only configured costs, spread as the users are
+    assert 120 < sum(c == 4 for c in costs.values()) < 280  # 2 in 3 users cost 4 (expected 200)
+    for _ in range(2):  # a name's cost never varies
         assert [await cost_checked(n) for n in names[:20]] == [costs[n] for n in names[:20]]
     assert sec.auth_failures == {"wrong_password": 3, "unknown_user": 340}
 
@@ -379,21 +387,27 @@ def test_dummies_take_no_hashing_at_load(tmp_path, monkeypatch):
 
 # --- costs refused at load ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("cost", [17, 31, 99])
 def test_a_cost_above_16_is_refused_naming_the_user(cost):
     with pytest.raises(WebConfigError) as err:
         parse_web_config(f"basic_auth_users: {{alice: '{HASH}', bob: '$2b${cost}${'a' * 21}.{'b' * 31}'}}")
-    assert err.value.problems == [f"web config: basic_auth_users.bob: bcrypt cost {cost} is above 16, the most accepted "
-                                  "(each step doubles the work: 16 takes ~4 s a check, 31 a day and a half); "
-                                  "rehash with htpasswd -nBC 10"]
+    assert err.value.problems == [
+        f"web config: basic_auth_users.bob: bcrypt cost {cost} is above 16, the most accepted "
+        "(each step doubles the work: 16 takes ~4 s a check, 31 a day and a half); "
+        "rehash with htpasswd -nBC 10"
+    ]
 
 
-@pytest.mark.parametrize("hashed, message", [
-    ("$2b$03$" + "a" * 21 + "." + "b" * 31, "bcrypt cost 3 is below 4"),
-    ("$2x$10$" + "a" * 21 + "." + "b" * 31, "expected a bcrypt hash"),            # only $2a$, $2b$, $2y$
-    ("$2b$10$" + "a" * 22 + "b" * 31, "the salt's last character must be one of . O e u"),
-    ("$2b$10$" + "a" * 21 + "." + "b" * 30, "expected a bcrypt hash"),
-])
+@pytest.mark.parametrize(
+    "hashed, message",
+    [
+        ("$2b$03$" + "a" * 21 + "." + "b" * 31, "bcrypt cost 3 is below 4"),
+        ("$2x$10$" + "a" * 21 + "." + "b" * 31, "expected a bcrypt hash"),  # only $2a$, $2b$, $2y$
+        ("$2b$10$" + "a" * 22 + "b" * 31, "the salt's last character must be one of . O e u"),
+        ("$2b$10$" + "a" * 21 + "." + "b" * 30, "expected a bcrypt hash"),
+    ],
+)
 def test_hashes_are_checked_strictly(hashed, message):
     with pytest.raises(WebConfigError, match=message):
         parse_web_config(f"basic_auth_users: {{carol: '{hashed}'}}")

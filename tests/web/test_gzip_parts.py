@@ -52,5 +52,5 @@ def test_unchanged_parts_are_not_compressed_again_and_dropped_parts_are_forgotte
     changed = [parts[0], b"B" * 1000, parts[2]]
     assert one_member(packer.gzip(changed, b"".join(changed))) == b"".join(changed)
     assert packer.compressed == 4
-    packer.gzip(parts, b"".join(parts))       # the old middle part was dropped: compressed again
+    packer.gzip(parts, b"".join(parts))  # the old middle part was dropped: compressed again
     assert packer.compressed == 5

@@ -117,11 +117,11 @@ async def test_a_probe_stalled_then_60000_spaces_never_holds_the_loop() -> None:
         reader, writer = await open_from(port)
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: t\r\nX: a")
         await asyncio.sleep(0.2)
-        await still_good(port)                     # others served while it waits
+        await still_good(port)  # others served while it waits
         writer.write(b" " * 60_000 + b"\r\n\r\n")
         answer = await closed_by_server(reader)
         writer.close()
-        assert status_of(answer) == 400            # over aiohttp's header line limit
+        assert status_of(answer) == 400  # over aiohttp's header line limit
         await still_good(port)
     lag.assert_never_held()
 
@@ -130,7 +130,7 @@ async def test_connection_close_then_keep_alive_closes() -> None:
     async with serving() as (_, port):
         reader, writer = await open_from(port)
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\nConnection: keep-alive\r\n\r\n")
-        answer = await closed_by_server(reader)    # fails if the server keeps it open
+        answer = await closed_by_server(reader)  # fails if the server keeps it open
         writer.close()
         assert answer.startswith(b"HTTP/1.1 200")
 
@@ -147,7 +147,7 @@ async def test_a_content_length_abc_flood_is_counted_and_logged_once(caplog: pyt
     flood = 2000
     with caplog.at_level(logging.DEBUG):
         async with serving(UNLIMITED_RATE) as (server, port), measure() as lag:
-            for start in range(0, flood, 50):       # 50 connections at a time, bounded
+            for start in range(0, flood, 50):  # 50 connections at a time, bounded
                 await asyncio.gather(*(exchange(port, REFUSED["content_length_abc"]) for _ in range(min(50, flood - start))))
             assert dict(server.status().request_errors)["bad_request"] == flood
             await still_good(port)
@@ -159,21 +159,33 @@ async def test_a_content_length_abc_flood_is_counted_and_logged_once(caplog: pyt
 
 # --- bodies --------------------------------------------------------------------------------------
 
+
 def post(body: bytes, *headers: str, length: int | None = None) -> bytes:
-    head = ["POST /echo HTTP/1.1", "Host: t", f"Content-Length: {len(body) if length is None else length}", *headers,
-            "Connection: close", "", ""]
+    head = [
+        "POST /echo HTTP/1.1",
+        "Host: t",
+        f"Content-Length: {len(body) if length is None else length}",
+        *headers,
+        "Connection: close",
+        "",
+        "",
+    ]
     return "\r\n".join(head).encode() + body
 
 
-@pytest.mark.parametrize(("body", "encoding", "status", "reason"), [
-    (b"not deflate at all", "deflate", 400, "bad_encoding"),
-    (gzip.compress(b"data")[:10] + b"\xff" * 32, "gzip", 400, "bad_encoding"),
-    (b"plain", "br-x", 415, "unsupported_encoding"),
-    (gzip.compress(b"\0" * (8 << 20)), "gzip", 413, "too_large"),           # 8 MiB inflated from 8 KiB
-    (zlib.compress(b"{}" * (4 << 20)), "deflate", 413, "too_large"),
-])
-async def test_bad_compressed_bodies_are_refused_cleanly(body: bytes, encoding: str, status: int, reason: str,
-                                                         caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    ("body", "encoding", "status", "reason"),
+    [
+        (b"not deflate at all", "deflate", 400, "bad_encoding"),
+        (gzip.compress(b"data")[:10] + b"\xff" * 32, "gzip", 400, "bad_encoding"),
+        (b"plain", "br-x", 415, "unsupported_encoding"),
+        (gzip.compress(b"\0" * (8 << 20)), "gzip", 413, "too_large"),  # 8 MiB inflated from 8 KiB
+        (zlib.compress(b"{}" * (4 << 20)), "deflate", 413, "too_large"),
+    ],
+)
+async def test_bad_compressed_bodies_are_refused_cleanly(
+    body: bytes, encoding: str, status: int, reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.DEBUG):
         async with serving() as (server, port), measure() as lag:
             answer = await exchange(port, post(body, f"Content-Encoding: {encoding}"))
@@ -219,6 +231,7 @@ async def test_stalled_bodies_hold_no_more_than_the_budget() -> None:
 
 # --- TLS and churn -------------------------------------------------------------------------------
 
+
 def server_context(pki: Pki) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(pki.server.cert, pki.server.key)
@@ -227,7 +240,8 @@ def server_context(pki: Pki) -> ssl.SSLContext:
 
 async def tls_get(port: int, pki: Pki, path: str) -> bytes:
     reader, writer = await asyncio.wait_for(
-        asyncio.open_connection("127.0.0.1", port, ssl=pki.client_context(), server_hostname="localhost"), BOUND)
+        asyncio.open_connection("127.0.0.1", port, ssl=pki.client_context(), server_hostname="localhost"), BOUND
+    )
     writer.write(get(path))
     try:
         return await closed_by_server(reader)
@@ -240,12 +254,12 @@ async def test_silent_tls_connections_start_no_handshake_and_handshakes_are_capp
     async with serving(options, server_context(pki)) as (server, port), measure() as lag:
         silent = [await open_from(port, f"127.0.0.{2 + i % 4}") for i in range(100)]
         await until(lambda: server.table.open == 100)
-        assert server.front is not None and server.front.handshakes == 0       # none started: nothing sent
+        assert server.front is not None and server.front.handshakes == 0  # none started: nothing sent
         stalled = [await open_from(port, "127.0.0.9") for _ in range(4)]
         for _, writer in stalled:
-            writer.write(b"\x16")                                             # a first byte, then nothing
+            writer.write(b"\x16")  # a first byte, then nothing
         await until(lambda: server.front is not None and server.front.handshakes == 2, "the cap reached")
-        answer = await tls_get(port, pki, "/metrics")                         # waits its turn, then served
+        answer = await tls_get(port, pki, "/metrics")  # waits its turn, then served
         assert answer.startswith(b"HTTP/1.1 200") and GOOD.encode() in answer
         assert server.front.handshakes <= 2
         await until(lambda: server.table.open == 0, "the header deadline closed them all")
@@ -258,10 +272,10 @@ async def test_silent_tls_connections_start_no_handshake_and_handshakes_are_capp
 async def test_connection_churn_is_rate_limited_and_never_starves_the_scraper() -> None:
     options = WebOptions(new_connections_per_second=50, new_connections_burst=100, max_connections=32, health_connections=2)
     async with serving(options) as (server, port), measure() as lag:
-        scraper_reader, scraper = await open_from(port)                       # a keep-alive scraper
+        scraper_reader, scraper = await open_from(port)  # a keep-alive scraper
         churn: list[asyncio.StreamWriter] = []
         scrapes = 0
-        for _ in range(8):                                                    # 8 rounds of 60 new connections
+        for _ in range(8):  # 8 rounds of 60 new connections
             for _ in range(60):
                 try:
                     churn.append((await open_from(port, "127.0.0.7"))[1])
@@ -311,7 +325,7 @@ def stall_bodies(port: int, count: int, extra: str = "") -> list[socket.socket]:
             try:
                 sent += sock.send(chunk[sent:])
             except BlockingIOError:
-                time.sleep(0.001)      # its window is full: the exporter is not reading (as it should)
+                time.sleep(0.001)  # its window is full: the exporter is not reading (as it should)
                 if sent > len(head):
                     break
         held.append(sock)
@@ -319,8 +333,9 @@ def stall_bodies(port: int, count: int, extra: str = "") -> list[socket.socket]:
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize(("extra", "reason"), [("", "busy"), ("Content-Length: 0\r\n", "bad_request")],
-                         ids=["stalled", "malformed_then_1_MiB"])
+@pytest.mark.parametrize(
+    ("extra", "reason"), [("", "busy"), ("Content-Length: 0\r\n", "bad_request")], ids=["stalled", "malformed_then_1_MiB"]
+)
 def test_stalled_bodies_keep_rss_under_budget_and_it_comes_back(tmp_path: Path, extra: str, reason: str) -> None:
     """Bodies held one byte short (the budget answers 503), and bodies behind a request the
     parser refuses (nothing more is read from that connection)."""
@@ -337,8 +352,10 @@ def test_stalled_bodies_keep_rss_under_budget_and_it_comes_back(tmp_path: Path, 
         assert (value(found, "cann_exporter_http_body_bytes_in_flight") or 0) <= 16 * MiB
         for sock in held:
             sock.close()
-        exporter.wait_for(lambda f: value(f, "cann_exporter_http_body_bytes_in_flight") == 0 and (value(f, "cann_exporter_http_connections") or 0) <= 1)
-        time.sleep(2.0)                 # the trim after the burst
+        exporter.wait_for(
+            lambda f: value(f, "cann_exporter_http_body_bytes_in_flight") == 0 and (value(f, "cann_exporter_http_connections") or 0) <= 1
+        )
+        time.sleep(2.0)  # the trim after the burst
         after = rss(pid)
         assert peak < 200 * MiB, f"RSS {peak / MiB:.0f} MiB under stalled bodies (baseline {baseline / MiB:.0f})"
         assert after < baseline + 24 * MiB, f"RSS {after / MiB:.0f} MiB after (baseline {baseline / MiB:.0f}, peak {peak / MiB:.0f})"
@@ -353,8 +370,8 @@ def test_silent_tls_connections_cost_little_and_rss_comes_back(tmp_path: Path, p
     config.write_text(f"tls_server_config:\n  cert_file: {pki.server.cert}\n  key_file: {pki.server.key}\n")
     exporter = Exporter(["--simulate", "healthy", "--npu-smi.details=", "--web.config.file", str(config)], tmp_path)
     try:
-        port = exporter.port           # logged once listening
-        time.sleep(2.0)                # the first samples taken
+        port = exporter.port  # logged once listening
+        time.sleep(2.0)  # the first samples taken
         baseline = rss(exporter.proc.pid)
         held = []
         for i in range(264):
@@ -362,7 +379,7 @@ def test_silent_tls_connections_cost_little_and_rss_comes_back(tmp_path: Path, p
             sock.bind((f"127.0.0.{2 + i % 8}", 0))
             sock.connect(("127.0.0.1", port))
             if i % 2:
-                sock.send(b"\x16\x03\x01")     # half start a ClientHello and stall
+                sock.send(b"\x16\x03\x01")  # half start a ClientHello and stall
             held.append(sock)
         time.sleep(1.5)
         during = rss(exporter.proc.pid)
@@ -373,8 +390,10 @@ def test_silent_tls_connections_cost_little_and_rss_comes_back(tmp_path: Path, p
         assert during < baseline + 48 * MiB, f"{(during - baseline) / MiB:.0f} MiB for 264 silent TLS connections"
         assert after < baseline + 24 * MiB, f"RSS {after / MiB:.0f} MiB after (baseline {baseline / MiB:.0f}, during {during / MiB:.0f})"
         context = pki.client_context()
-        with socket.create_connection(("127.0.0.1", port), timeout=BOUND) as raw, \
-                context.wrap_socket(raw, server_hostname="localhost") as tls:
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=BOUND) as raw,
+            context.wrap_socket(raw, server_hostname="localhost") as tls,
+        ):
             tls.sendall(get("/healthz"))
             assert tls.recv(100).startswith(b"HTTP/1.1 200")
     finally:

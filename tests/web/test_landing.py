@@ -13,15 +13,16 @@ from exporter.web.landing import About, CollectorState, render
 
 def test_render_escapes_and_says_what_runs():
     about = About(
-        collectors=(CollectorState("devices", True, "npu-smi: /opt/<npu>/npu-smi"),
-                    CollectorState("pods", False, "collector.pods is off")),
-        sources=(SourceStatus("npu_smi_info", runs=3, success=True, last_success_timestamp=1_000.0),
-                 SourceStatus("hccn_link", runs=2, success=False, errors=MappingProxyType({"timeout": 2})),
-                 SourceStatus("profiles")),
+        collectors=(CollectorState("devices", True, "npu-smi: /opt/<npu>/npu-smi"), CollectorState("pods", False, "collector.pods is off")),
+        sources=(
+            SourceStatus("npu_smi_info", runs=3, success=True, last_success_timestamp=1_000.0),
+            SourceStatus("hccn_link", runs=2, success=False, errors=MappingProxyType({"timeout": 2})),
+            SourceStatus("profiles"),
+        ),
     )
     page = render("1.2.3", [("GET", "/metrics"), ("POST", "/api/v1/steps")], about, now=1_030.0)
     assert "<h1>cann-exporter 1.2.3</h1>" in page
-    assert '<a href="/metrics">/metrics</a>' in page and "<td>/api/v1/steps</td>" in page   # POST: no link
+    assert '<a href="/metrics">/metrics</a>' in page and "<td>/api/v1/steps</td>" in page  # POST: no link
     assert "/opt/&lt;npu&gt;/npu-smi" in page and "<npu>" not in page
     rows = re.findall(r"<tr>(.*?)</tr>", page)
     assert "<td>pods</td><td>off</td><td>collector.pods is off</td>" in rows

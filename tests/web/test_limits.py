@@ -25,8 +25,8 @@ from exporter.web.server import HttpServer
 from tests.support.rawhttp import BOUND, closed_by_server, connect, serve_app, until
 from tests.support.webconfig import Pki
 
-BIG = b"x" * (4 << 20)       # a response no socket buffer of a non-reading client holds
-REACHED = web.AppKey("reached", asyncio.Event)   # set when /slow's handler runs
+BIG = b"x" * (4 << 20)  # a response no socket buffer of a non-reading client holds
+REACHED = web.AppKey("reached", asyncio.Event)  # set when /slow's handler runs
 FAST = WebOptions(header_timeout=0.3, body_timeout=0.3, idle_timeout=0.3, write_timeout=0.3)
 
 
@@ -85,10 +85,11 @@ async def request(served: Served, path: str) -> bytes:
 
 # --- deadlines -------------------------------------------------------------------------------------
 
+
 async def test_half_sent_headers_are_closed_by_the_header_timeout():
     async with serving(FAST) as served:
         reader, writer = await served.connect()
-        writer.write(b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Slow: ")   # slowloris: never finishes
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Slow: ")  # slowloris: never finishes
         assert await closed_by_server(reader) == b""
         assert served.server.table.timeouts["header"] == 1
         await served.until(lambda: served.server.table.open == 0)
@@ -123,7 +124,7 @@ async def test_a_complete_body_is_served():
 async def test_an_idle_keep_alive_connection_is_closed_by_the_idle_timeout():
     async with serving(FAST) as served:
         reader, writer = await served.connect()
-        for _ in range(2):   # kept alive between requests, each answered
+        for _ in range(2):  # kept alive between requests, each answered
             writer.write(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
             assert (await asyncio.wait_for(reader.readuntil(b"ok\n"), BOUND)).startswith(b"HTTP/1.1 200")
         assert await closed_by_server(reader) == b""
@@ -171,12 +172,13 @@ async def test_tls_is_served_and_a_silent_handshake_is_closed_by_the_header_time
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(pki.server.cert, pki.server.key)
     async with serving(FAST, context) as served:
-        reader, _ = await served.connect()      # TCP only: the handshake never starts
+        reader, _ = await served.connect()  # TCP only: the handshake never starts
         assert await closed_by_server(reader) == b""
         assert served.server.table.timeouts["header"] == 1
         await served.until(lambda: served.server.table.open == 0)
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection("127.0.0.1", served.port, ssl=pki.client_context(), server_hostname="localhost"), BOUND)
+            asyncio.open_connection("127.0.0.1", served.port, ssl=pki.client_context(), server_hostname="localhost"), BOUND
+        )
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
         assert (await closed_by_server(reader)).startswith(b"HTTP/1.1 200")
         writer.close()
@@ -191,7 +193,7 @@ async def test_a_client_that_leaves_during_its_handler_is_no_timeout():
         await asyncio.wait_for(served.app[REACHED].wait(), BOUND)
         writer.close()
         await served.until(lambda: served.server.table.open == 0)
-        await asyncio.sleep(3 * FAST.idle_timeout)   # the cancelled handler arms nothing afterwards
+        await asyncio.sleep(3 * FAST.idle_timeout)  # the cancelled handler arms nothing afterwards
         assert sum(served.server.table.timeouts.values()) == 0
 
 
@@ -202,9 +204,9 @@ CAPPED = WebOptions(max_connections=2, health_connections=1, header_timeout=30)
 
 async def test_over_the_cap_only_health_is_answered():
     async with serving(CAPPED) as served:
-        idle = [await served.connect() for _ in range(2)]          # every regular slot, idle
+        idle = [await served.connect() for _ in range(2)]  # every regular slot, idle
         await served.until(lambda: served.server.table.open == 2)
-        refused = await request(served, "/big")                     # the third: a health slot
+        refused = await request(served, "/big")  # the third: a health slot
         assert refused.startswith(b"HTTP/1.1 503")
         assert b"Connection: close" in refused or b"connection: close" in refused.lower()
         assert (await request(served, "/healthz")).startswith(b"HTTP/1.1 200")
@@ -217,21 +219,21 @@ async def test_over_the_cap_only_health_is_answered():
 async def test_a_connection_idle_past_the_grace_makes_room_for_a_probe(monkeypatch):
     monkeypatch.setattr(limits, "EVICT_AFTER", 0.2)
     async with serving(CAPPED) as served:
-        held = [await served.connect() for _ in range(3)]           # both regular slots and the health slot
+        held = [await served.connect() for _ in range(3)]  # both regular slots and the health slot
         await served.until(lambda: served.server.table.open == 3)
-        await asyncio.sleep(0.3)                                     # all three now idle past the grace
-        assert (await request(served, "/big")).startswith(b"HTTP/1.1 200")   # a full slot, not health-only
+        await asyncio.sleep(0.3)  # all three now idle past the grace
+        assert (await request(served, "/big")).startswith(b"HTTP/1.1 200")  # a full slot, not health-only
         assert served.server.table.rejected["evicted"] == 1
-        assert await closed_by_server(held[0][0]) == b""             # the one that waited longest made room
+        assert await closed_by_server(held[0][0]) == b""  # the one that waited longest made room
         for _, writer in held:
             writer.close()
 
 
 async def test_fresh_connections_never_push_out_a_probe_in_flight():
-    async with serving(CAPPED) as served:                            # the grace (1 s) is far off
+    async with serving(CAPPED) as served:  # the grace (1 s) is far off
         held = [await served.connect() for _ in range(3)]
         await served.until(lambda: served.server.table.open == 3)
-        refused = await served.connect()                             # everything taken, nothing old: closed at once
+        refused = await served.connect()  # everything taken, nothing old: closed at once
         assert await closed_by_server(refused[0]) == b""
         assert served.server.table.rejected == {"full": 1, "health_only": 0, "evicted": 0, "rate_limited": 0}
         for _, writer in [*held, refused]:
@@ -241,13 +243,13 @@ async def test_fresh_connections_never_push_out_a_probe_in_flight():
 async def test_silent_connections_renewed_within_the_grace_cannot_hold_the_health_slots(monkeypatch):
     """An attacker that keeps every connection younger than EVICT_AFTER fills the regular slots
     for good; the health slots still go to a probe, taken from a silent holder."""
-    monkeypatch.setattr(limits, "EVICT_AFTER", 3600.0)               # the regular slots stay taken
+    monkeypatch.setattr(limits, "EVICT_AFTER", 3600.0)  # the regular slots stay taken
     async with serving(CAPPED) as served:
-        held = [await served.connect() for _ in range(3)]           # both regular slots and the health slot
+        held = [await served.connect() for _ in range(3)]  # both regular slots and the health slot
         await served.until(lambda: served.server.table.open == 3)
         await asyncio.sleep(limits.HEALTH_EVICT_AFTER + 0.05)
         assert (await request(served, "/healthz")).startswith(b"HTTP/1.1 200")
-        assert await closed_by_server(held[2][0]) == b""             # the silent health-slot holder
+        assert await closed_by_server(held[2][0]) == b""  # the silent health-slot holder
         assert served.server.table.rejected["evicted"] == 1
         for _, writer in held:
             writer.close()
@@ -255,9 +257,10 @@ async def test_silent_connections_renewed_within_the_grace_cannot_hold_the_healt
 
 # --- the table, on its own ------------------------------------------------------------------------
 
+
 @dataclass(eq=False)
 class FakeSlot:
-    since: float | None = 0.0     # None: in a handler
+    since: float | None = 0.0  # None: in a handler
     evicted: bool = False
     address: str | None = "192.0.2.1"
 
@@ -288,10 +291,10 @@ def test_the_table_admits_regular_then_evicts_the_longest_waiting_then_health_th
     taker = FakeSlot(since=now[0])
     assert table.admit(taker) is Pool.HEALTH and probe.evicted and not fresh.evicted
     assert table.rejected == {"full": 1, "health_only": 0, "evicted": 2, "rate_limited": 0}
-    now[0] += limits.EVICT_AFTER   # time passes: the newcomer that is still silent may go
+    now[0] += limits.EVICT_AFTER  # time passes: the newcomer that is still silent may go
     assert table.admit(FakeSlot(since=now[0])) is Pool.REGULAR and fresh.evicted
     table.remove(busy)
-    table.remove(busy)   # closing paths may report twice
+    table.remove(busy)  # closing paths may report twice
     assert table.admit(FakeSlot()) is Pool.REGULAR and table.open == 3
 
 
@@ -300,12 +303,12 @@ def test_when_full_the_address_holding_the_most_makes_room_for_another():
     flooder's silent connection goes, not the scraper's idle keep-alive one."""
     now = [10.0]
     table = ConnectionTable(max_connections=3, health_connections=1, clock=lambda: now[0])
-    scraper = FakeSlot(since=9.5, address="10.0.0.1")   # idle, but not past EVICT_AFTER
+    scraper = FakeSlot(since=9.5, address="10.0.0.1")  # idle, but not past EVICT_AFTER
     flood = [FakeSlot(since=9.6 + i / 10, address="10.0.0.66") for i in range(2)]
     for slot in (scraper, *flood):
         assert table.admit(slot) is Pool.REGULAR
     newcomer = FakeSlot(since=now[0], address="10.0.0.2")
-    assert table.admit(newcomer) is Pool.REGULAR                 # 2 > 0 + 1: the flooder's oldest went
+    assert table.admit(newcomer) is Pool.REGULAR  # 2 > 0 + 1: the flooder's oldest went
     assert flood[0].evicted and not scraper.evicted and not flood[1].evicted
     # Shares now even (1 each): no fair-share victim, nobody past EVICT_AFTER: a health slot.
     assert table.admit(FakeSlot(since=now[0], address="10.0.0.3")) is Pool.HEALTH
@@ -317,9 +320,9 @@ def test_an_address_at_its_cap_replaces_its_own_silent_connection_or_is_refused(
     silent, busy = FakeSlot(since=9.0), FakeSlot(since=None)
     assert table.admit(silent) is Pool.REGULAR and table.admit(busy) is Pool.REGULAR
     probe = FakeSlot(since=now[0])
-    assert table.admit(probe) is Pool.REGULAR and silent.evicted    # its own silent one made room
-    assert table.admit(FakeSlot(since=now[0])) is None              # the probe is fresh, the other busy
-    assert table.admit(FakeSlot(since=now[0], address="192.0.2.9")) is Pool.REGULAR   # others unaffected
+    assert table.admit(probe) is Pool.REGULAR and silent.evicted  # its own silent one made room
+    assert table.admit(FakeSlot(since=now[0])) is None  # the probe is fresh, the other busy
+    assert table.admit(FakeSlot(since=now[0], address="192.0.2.9")) is Pool.REGULAR  # others unaffected
     assert table.rejected["full"] == 1 and table.rejected["evicted"] == 1
 
 
@@ -327,8 +330,8 @@ def test_new_connections_per_address_are_a_token_bucket():
     now = [0.0]
     rates = limits.AddressRates(rate=10, burst=5, clock=lambda: now[0])
     assert [rates.allow("a") for _ in range(6)] == [True] * 5 + [False]
-    assert rates.allow("b")                                          # another address has its own
-    now[0] += 0.1                                                    # one token back
+    assert rates.allow("b")  # another address has its own
+    now[0] += 0.1  # one token back
     assert rates.allow("a") and not rates.allow("a")
 
 

@@ -49,7 +49,7 @@ basic_auth_users:
 def test_the_toolkit_format_parses(tmp_path):
     config = parse_web_config(TOOLKIT_EXAMPLE, base_dir=tmp_path)
     assert config.tls is not None
-    assert config.tls.cert_file == tmp_path / "server.crt"        # relative to the file
+    assert config.tls.cert_file == tmp_path / "server.crt"  # relative to the file
     assert config.tls.client_auth_type == "VerifyClientCertIfGiven"
     assert config.tls.cipher_suites == ("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384")
     assert set(config.users) == {"alice", "1234"}
@@ -84,24 +84,38 @@ extra: 1
     with pytest.raises(WebConfigError) as err:
         parse_web_config(text, origin="web.yml")
     problems = "\n".join(err.value.problems)
-    for needle in ("tls_server_config.key_file: missing", "client_auth_type: 'RequireEverything'",
-                   "min_version: 'TLS14'", "unknown cipher 'RC4'", "unknown curve 'P1'", "unknown_tls_key: unknown key",
-                   "basic_auth_users.bob: expected a bcrypt hash", "basic_auth_users.a:b: a user name cannot contain ':'",
-                   "X-Powered-By: this header cannot be configured", "X-Frame-Options: 'allow' is not one of",
-                   "extra: unknown key"):
+    for needle in (
+        "tls_server_config.key_file: missing",
+        "client_auth_type: 'RequireEverything'",
+        "min_version: 'TLS14'",
+        "unknown cipher 'RC4'",
+        "unknown curve 'P1'",
+        "unknown_tls_key: unknown key",
+        "basic_auth_users.bob: expected a bcrypt hash",
+        "basic_auth_users.a:b: a user name cannot contain ':'",
+        "X-Powered-By: this header cannot be configured",
+        "X-Frame-Options: 'allow' is not one of",
+        "extra: unknown key",
+    ):
         assert needle in problems, needle
     assert all(p.startswith("web.yml: ") for p in err.value.problems)
 
 
-@pytest.mark.parametrize("tls, message", [
-    ({"client_ca_file": "ca.crt"}, "without a client auth policy"),
-    ({"client_auth_type": "RequireAndVerifyClientCert"}, "needs client_ca_file"),
-    ({"client_auth_type": "RequireAnyClientCert"}, "needs client_ca_file"),
-    ({"client_allowed_sans": ["x"], "client_auth_type": "VerifyClientCertIfGiven", "client_ca_file": "c"}, "client_allowed_sans: requires"),
-    ({"min_version": "TLS13", "max_version": "TLS12"}, "is above max_version"),
-    ({"cert": "-----BEGIN CERTIFICATE-----"}, "inline certificates and keys are not supported"),
-    ({"prefer_server_cipher_suites": "yes"}, "expected true or false"),
-])
+@pytest.mark.parametrize(
+    "tls, message",
+    [
+        ({"client_ca_file": "ca.crt"}, "without a client auth policy"),
+        ({"client_auth_type": "RequireAndVerifyClientCert"}, "needs client_ca_file"),
+        ({"client_auth_type": "RequireAnyClientCert"}, "needs client_ca_file"),
+        (
+            {"client_allowed_sans": ["x"], "client_auth_type": "VerifyClientCertIfGiven", "client_ca_file": "c"},
+            "client_allowed_sans: requires",
+        ),
+        ({"min_version": "TLS13", "max_version": "TLS12"}, "is above max_version"),
+        ({"cert": "-----BEGIN CERTIFICATE-----"}, "inline certificates and keys are not supported"),
+        ({"prefer_server_cipher_suites": "yes"}, "expected true or false"),
+    ],
+)
 def test_tls_rules(tls, message):
     doc = {"cert_file": "s.crt", "key_file": "s.key", **tls}
     with pytest.raises(WebConfigError, match=message):
@@ -109,7 +123,7 @@ def test_tls_rules(tls, message):
 
 
 def test_aliases_of_the_toolkit():
-    config = parse_web_config('tls_server_config: {cert_file: a, key_file: b, client_auth_type: RequireClientCert, client_ca_file: c}')
+    config = parse_web_config("tls_server_config: {cert_file: a, key_file: b, client_auth_type: RequireClientCert, client_ca_file: c}")
     assert config.tls.client_auth_type == "RequireAnyClientCert"
 
 
@@ -118,8 +132,14 @@ def test_build_names_the_file_that_does_not_load(pki, tmp_path):
     cases = {
         "missing": ({"cert_file": str(tmp_path / "nope.crt"), "key_file": str(tmp_path / "nope.key")}, "cannot read"),
         "swapped": ({"cert_file": str(pki.server.key), "key_file": str(pki.server.cert)}, "do not load as a certificate"),
-        "bad ca": ({**tls_doc(pki)["tls_server_config"], "client_auth_type": "RequireAndVerifyClientCert",
-                    "client_ca_file": str(tmp_path / "garbage.pem")}, "client_ca_file: no usable CA"),
+        "bad ca": (
+            {
+                **tls_doc(pki)["tls_server_config"],
+                "client_auth_type": "RequireAndVerifyClientCert",
+                "client_ca_file": str(tmp_path / "garbage.pem"),
+            },
+            "client_ca_file: no usable CA",
+        ),
     }
     for tls, message in cases.values():
         config = parse_web_config(repr({"tls_server_config": tls}).replace("'", '"'))
@@ -138,8 +158,10 @@ def test_hostile_certificate_files_are_refused_without_blocking(pki, tmp_path):
     cases = {
         "fifo": ({**good, "cert_file": str(tmp_path / "fifo.crt")}, "cert_file: cannot read .*: not regular"),
         "dev zero": ({**good, "key_file": str(tmp_path / "zero.key")}, "key_file: cannot read .*: not regular"),
-        "huge ca": ({**good, "client_auth_type": "RequireAndVerifyClientCert", "client_ca_file": str(tmp_path / "huge.pem")},
-                    "client_ca_file: cannot read .*: too large"),
+        "huge ca": (
+            {**good, "client_auth_type": "RequireAndVerifyClientCert", "client_ca_file": str(tmp_path / "huge.pem")},
+            "client_ca_file: cannot read .*: too large",
+        ),
     }
     for tls, message in cases.values():
         config = parse_web_config(repr({"tls_server_config": tls}).replace("'", '"'))
@@ -154,8 +176,11 @@ def test_client_auth_maps_to_verify_modes(pki):
         tls = {**tls_doc(pki)["tls_server_config"], "client_auth_type": auth, **extra}
         modes[auth] = build_ssl_context(parse_web_config(repr({"tls_server_config": tls}).replace("'", '"')).tls).verify_mode
     assert modes == {
-        "NoClientCert": ssl.CERT_NONE, "RequestClientCert": ssl.CERT_NONE, "RequireAnyClientCert": ssl.CERT_REQUIRED,
-        "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL, "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
+        "NoClientCert": ssl.CERT_NONE,
+        "RequestClientCert": ssl.CERT_NONE,
+        "RequireAnyClientCert": ssl.CERT_REQUIRED,
+        "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
+        "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
     }
 
 
@@ -182,13 +207,40 @@ def test_load_reads_relative_paths_from_the_file_s_directory(pki, tmp_path):
 
 # --- fuzzing: only WebConfigError escapes ---------------------------------------------------------
 
-_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20),
-                     st.sampled_from(["TLS12", "TLS13", "NoClientCert", "RequireAndVerifyClientCert", HASH, "deny", "a.crt"]))
-_KEYS = st.sampled_from(["tls_server_config", "basic_auth_users", "http_server_config", "rate_limit", "headers", "cert_file",
-                         "key_file", "client_ca_file", "client_auth_type", "min_version", "max_version", "cipher_suites",
-                         "client_allowed_sans", "curve_preferences", "X-Frame-Options", "alice", "http2", "cert", "x"])
-_DOCS = st.recursive(_SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_KEYS, inner, max_size=5)),
-                     max_leaves=25)
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=20),
+    st.sampled_from(["TLS12", "TLS13", "NoClientCert", "RequireAndVerifyClientCert", HASH, "deny", "a.crt"]),
+)
+_KEYS = st.sampled_from(
+    [
+        "tls_server_config",
+        "basic_auth_users",
+        "http_server_config",
+        "rate_limit",
+        "headers",
+        "cert_file",
+        "key_file",
+        "client_ca_file",
+        "client_auth_type",
+        "min_version",
+        "max_version",
+        "cipher_suites",
+        "client_allowed_sans",
+        "curve_preferences",
+        "X-Frame-Options",
+        "alice",
+        "http2",
+        "cert",
+        "x",
+    ]
+)
+_DOCS = st.recursive(
+    _SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_KEYS, inner, max_size=5)), max_leaves=25
+)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -205,9 +257,9 @@ def test_any_document_parses_or_raises_web_config_error(doc):
 
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(max_size=300))
-@example(text="tls_server_config: &a [*a]")           # a self-referencing alias
+@example(text="tls_server_config: &a [*a]")  # a self-referencing alias
 @example(text="- - - - - - - - - - - - - - - - - -")
-@example(text="!!python/object:os.system {}")         # safe_load refuses it
+@example(text="!!python/object:os.system {}")  # safe_load refuses it
 def test_any_text_parses_or_raises_web_config_error(text):
     try:
         parse_web_config(text)
@@ -218,7 +270,7 @@ def test_any_text_parses_or_raises_web_config_error(text):
 @given(header=st.one_of(st.none(), st.text(max_size=80), st.binary(max_size=60).map(lambda b: "Basic " + base64.b64encode(b).decode())))
 @example(header="Basic")
 @example(header="Basic =")
-@example(header="basic Og==")                         # ":" alone: empty user and password
+@example(header="basic Og==")  # ":" alone: empty user and password
 def test_parse_basic_never_raises(header):
     result = parse_basic(header)
     assert result is None or (isinstance(result[0], bytes) and isinstance(result[1], bytes))
@@ -226,15 +278,19 @@ def test_parse_basic_never_raises(header):
 
 # --- response headers: only what HTTP can carry -----------------------------------------------------
 
-@pytest.mark.parametrize("value, where", [
-    ("default-src \u201cself\u201d", "character U+201C at position 13"),       # curly quotes: not Latin-1
-    ("max-age=1\r\nSet-Cookie: a=b", "character U+000D at position 10"),
-    ("max-age=1\nX: y", "character U+000A at position 10"),
-    ("a\x07b", "character U+0007 at position 2"),
-    ("a\x7fb", "character U+007F at position 2"),
-    ("caf\u00e9", "character U+00E9 at position 4"),                          # obs-text: read differently by each client
-    (" max-age=1", "leading or trailing whitespace"),
-])
+
+@pytest.mark.parametrize(
+    "value, where",
+    [
+        ("default-src \u201cself\u201d", "character U+201C at position 13"),  # curly quotes: not Latin-1
+        ("max-age=1\r\nSet-Cookie: a=b", "character U+000D at position 10"),
+        ("max-age=1\nX: y", "character U+000A at position 10"),
+        ("a\x07b", "character U+0007 at position 2"),
+        ("a\x7fb", "character U+007F at position 2"),
+        ("caf\u00e9", "character U+00E9 at position 4"),  # obs-text: read differently by each client
+        (" max-age=1", "leading or trailing whitespace"),
+    ],
+)
 def test_a_header_value_http_cannot_carry_is_refused_naming_the_header(value, where):
     with pytest.raises(WebConfigError) as err:
         parse_web_config(yaml.safe_dump({"http_server_config": {"headers": {"Content-Security-Policy": value}}}))
@@ -258,6 +314,7 @@ def test_every_accepted_header_value_is_visible_ascii_on_one_line(value):
 
 
 # --- bcrypt costs above 12: accepted with a warning ---------------------------------------------------
+
 
 def _cost_hash(cost: int) -> str:
     return f"$2b${cost:02d}${'a' * 21}.{'b' * 31}"

@@ -38,20 +38,36 @@ def up_by_job(base: str, ctx: ssl.SSLContext, auth: str) -> dict[str, str]:
 def start_prometheus(binary: str, tmp_path: Path, web_config: Path, exporter_port: int, pki) -> tuple[subprocess.Popen, int]:
     def job(name: str, password: str) -> dict:
         return {
-            "job_name": name, "scheme": "https", "scrape_interval": "1s", "scrape_timeout": "1s",
+            "job_name": name,
+            "scheme": "https",
+            "scrape_interval": "1s",
+            "scrape_timeout": "1s",
             "tls_config": {"ca_file": str(pki.ca.cert), "cert_file": str(pki.client.cert), "key_file": str(pki.client.key)},
             "basic_auth": {"username": "prometheus", "password": password},
             "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}],
         }
+
     config = tmp_path / "prometheus.yml"
-    config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                                      "scrape_configs": [job("cann", PASSWORD), job("cann-wrong-password", "wrong")]}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "scrape_configs": [job("cann", PASSWORD), job("cann-wrong-password", "wrong")],
+            }
+        )
+    )
     port = free_port()
     log = open(tmp_path / "prometheus.log", "w")
     proc = subprocess.Popen(
-        [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}", f"--web.config.file={web_config}"],
-        stdout=log, stderr=subprocess.STDOUT,
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--web.config.file={web_config}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     log.close()
     return proc, port
@@ -59,13 +75,20 @@ def start_prometheus(binary: str, tmp_path: Path, web_config: Path, exporter_por
 
 def test_prometheus_scrapes_over_mtls_with_basic_auth_and_reads_the_same_file(pki, tmp_path):
     binary = tool("prometheus")  # before the exporter starts: a skip must leave nothing running
-    web_config = write_web_config(tmp_path / "web.yml", {
-        "tls_server_config": {"cert_file": str(pki.server.cert), "key_file": str(pki.server.key),
-                              "client_auth_type": "RequireAndVerifyClientCert", "client_ca_file": str(pki.ca.cert),
-                              "min_version": "TLS12"},
-        "basic_auth_users": {"prometheus": HASH},
-        "http_server_config": {"headers": {"X-Content-Type-Options": "nosniff"}},
-    })
+    web_config = write_web_config(
+        tmp_path / "web.yml",
+        {
+            "tls_server_config": {
+                "cert_file": str(pki.server.cert),
+                "key_file": str(pki.server.key),
+                "client_auth_type": "RequireAndVerifyClientCert",
+                "client_ca_file": str(pki.ca.cert),
+                "min_version": "TLS12",
+            },
+            "basic_auth_users": {"prometheus": HASH},
+            "http_server_config": {"headers": {"X-Content-Type-Options": "nosniff"}},
+        },
+    )
     exporter = Exporter(["--simulate", "healthy", "--npu-smi.details=", "--web.config.file", str(web_config)], tmp_path)
     prometheus, port = start_prometheus(binary, tmp_path, web_config, exporter.port, pki)
     ctx = pki.client_context(pki.client)

@@ -22,8 +22,10 @@ def test_the_packaged_runbooks_are_docs_runbooks() -> None:
 
 
 def test_headings_get_githubs_anchors_and_raw_html_stays_text() -> None:
-    page = render("# Alert runbooks\n\n## NPULowUtilization\n\nSee <script>x</script> and `a<b`.\n\n"
-                  "## Why 1 minute, and the handover\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    page = render(
+        "# Alert runbooks\n\n## NPULowUtilization\n\nSee <script>x</script> and `a<b`.\n\n"
+        "## Why 1 minute, and the handover\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
+    )
     assert '<h2 id="npulowutilization">NPULowUtilization</h2>' in page
     assert '<h2 id="why-1-minute-and-the-handover">' in page and anchor("CANNExporterDown") == "cannexporterdown"
     assert "<script>" not in page and "&lt;script&gt;" in page and "<td>2</td>" in page

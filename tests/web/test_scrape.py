@@ -24,21 +24,29 @@ from exporter.web.app import create_app
 from exporter.web.scrape import accepts_gzip, wants_openmetrics
 from tests.support.rawhttp import until
 
-SNAPSHOT = Snapshot.of(True, {"devices": DevicesPart(chips=(ChipSample(npu=0, chip=0, device=0, up=True, model="910B3", health="OK"),), chips_seen=1)})
+SNAPSHOT = Snapshot.of(
+    True, {"devices": DevicesPart(chips=(ChipSample(npu=0, chip=0, device=0, up=True, model="910B3", health="OK"),), chips_seen=1)}
+)
 
 
-@pytest.mark.parametrize(("accept", "openmetrics"), [
-    ("", False),
-    ("text/plain;version=0.0.4;q=0.3,*/*;q=0.2", False),
-    ("application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,"
-     "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2", True),   # Prometheus 3
-    ("application/openmetrics-text", True),
-    ("application/openmetrics-text; version=abc", False),        # was a 500 with a traceback
-    ("application/openmetrics-text; version=", False),
-    ("application/openmetrics-text; version=2.0.0, text/plain", False),
-    (";;;,,,=", False),
-    ("application/openmetrics-text; version", False),            # malformed: the text format
-])
+@pytest.mark.parametrize(
+    ("accept", "openmetrics"),
+    [
+        ("", False),
+        ("text/plain;version=0.0.4;q=0.3,*/*;q=0.2", False),
+        (
+            "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,"
+            "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2",
+            True,
+        ),  # Prometheus 3
+        ("application/openmetrics-text", True),
+        ("application/openmetrics-text; version=abc", False),  # was a 500 with a traceback
+        ("application/openmetrics-text; version=", False),
+        ("application/openmetrics-text; version=2.0.0, text/plain", False),
+        (";;;,,,=", False),
+        ("application/openmetrics-text; version", False),  # malformed: the text format
+    ],
+)
 def test_negotiation(accept, openmetrics):
     assert wants_openmetrics(accept) is openmetrics
 
@@ -58,7 +66,9 @@ def exposition_of(collector=None) -> Exposition:
     return Exposition(store, [Rendering(collector or ChipsCollector(), "devices")])
 
 
-@pytest.mark.parametrize("accept", ["application/openmetrics-text; version=abc", "application/openmetrics-text; version=1.0.0.0.0; q=x", "a" * 4000])
+@pytest.mark.parametrize(
+    "accept", ["application/openmetrics-text; version=abc", "application/openmetrics-text; version=1.0.0.0.0; q=x", "a" * 4000]
+)
 async def test_a_malformed_accept_header_gets_the_text_format(aiohttp_client, accept):
     client = await aiohttp_client(app_for(exposition_of()))
     resp = await client.get("/metrics", headers={"Accept": accept})
@@ -91,16 +101,16 @@ async def test_encoding_runs_off_the_event_loop(aiohttp_client):
     collector = BlockingChips()
     client = await aiohttp_client(app_for(exposition_of(collector)))
     scrapes = [asyncio.create_task(client.get("/metrics")) for _ in range(3)]
-    for _ in range(300):   # bounded: until the encoder thread is inside render
+    for _ in range(300):  # bounded: until the encoder thread is inside render
         if collector.threads:
             break
         await asyncio.sleep(0.01)
-    health = await client.get("/healthz")   # answered while a scrape's encode is blocked
+    health = await client.get("/healthz")  # answered while a scrape's encode is blocked
     assert health.status == 200 and not any(task.done() for task in scrapes)
     collector.go.set()
     bodies = [await (await task).text() for task in scrapes]
     assert all("npu_up" in body for body in bodies)
-    assert collector.threads == ["metrics-encoder_0"]   # one encode for three scrapes, in the encoder thread
+    assert collector.threads == ["metrics-encoder_0"]  # one encode for three scrapes, in the encoder thread
 
 
 async def test_gzip_is_not_redone_for_an_unchanged_body_and_only_the_changed_part_is_compressed(aiohttp_client, monkeypatch):
@@ -119,16 +129,22 @@ async def test_gzip_is_not_redone_for_an_unchanged_body_and_only_the_changed_par
         return gzip.decompress(await resp.read())
 
     bodies = [await scrape() for _ in range(4)]
-    assert len(compressed) == 2 and len(set(bodies)) == 1      # each part once, then the kept gzip
+    assert len(compressed) == 2 and len(set(bodies)) == 1  # each part once, then the kept gzip
     assert bodies[0] == exposition.body(False)
-    store.publish(Snapshot.of(True, {"devices": DevicesPart(chips=(ChipSample(npu=1, chip=0, device=1, up=True, model="910B3", health="OK"),), chips_seen=1)}))
+    store.publish(
+        Snapshot.of(
+            True, {"devices": DevicesPart(chips=(ChipSample(npu=1, chip=0, device=1, up=True, model="910B3", health="OK"),), chips_seen=1)}
+        )
+    )
     body = await scrape()
     assert b'npu="1"' in body and b'npu="7"' in body and body == exposition.body(False)
-    assert len(compressed) == 3 and b'npu="1"' in compressed[-1]   # only the part that changed
+    assert len(compressed) == 3 and b'npu="1"' in compressed[-1]  # only the part that changed
 
 
 def warning_chip() -> Snapshot:
-    return Snapshot.of(True, {"devices": DevicesPart(chips=(ChipSample(npu=0, chip=0, device=0, up=True, model="910B3", health="Warning"),), chips_seen=1)})
+    return Snapshot.of(
+        True, {"devices": DevicesPart(chips=(ChipSample(npu=0, chip=0, device=0, up=True, model="910B3", health="Warning"),), chips_seen=1)}
+    )
 
 
 async def test_a_sampler_run_is_published_once_encoded_and_scrapes_meanwhile_get_the_body_before_it(aiohttp_client):
@@ -136,18 +152,18 @@ async def test_a_sampler_run_is_published_once_encoded_and_scrapes_meanwhile_get
     exposition = exposition_of(collector)
     client = await aiohttp_client(app_for(exposition))
     collector.go.set()
-    before = await (await client.get("/metrics")).text()       # the text format is now wanted
+    before = await (await client.get("/metrics")).text()  # the text format is now wanted
     collector.go.clear()
     publishing = asyncio.create_task(exposition.store.publish_prepared(warning_chip))
     await until(lambda: len(collector.threads) == 2, "the encoder inside the new snapshot's render")
-    during = await client.get("/metrics")                        # answered while that encode is blocked
+    during = await client.get("/metrics")  # answered while that encode is blocked
     assert during.status == 200 and await during.text() == before and not publishing.done()
     collector.go.set()
     await publishing
     encodes = exposition.encodes
     after = await (await client.get("/metrics")).text()
-    assert exposition.encodes == encodes                          # prepared: the scrape encoded nothing
-    assert collector.threads == ["metrics-encoder_0"] * 2         # both encodes in the encoder thread
+    assert exposition.encodes == encodes  # prepared: the scrape encoded nothing
+    assert collector.threads == ["metrics-encoder_0"] * 2  # both encodes in the encoder thread
     assert 'state="Warning"} 1.0' in after and after == generate_latest(registry_of(exposition)).decode()
 
 
@@ -157,9 +173,10 @@ async def test_a_prepared_body_is_gzipped_before_it_is_published(aiohttp_client)
     await client.get("/metrics", headers={"Accept": "application/openmetrics-text", "Accept-Encoding": "gzip"})
     await exposition.store.publish_prepared(warning_chip)
     ready = exposition.ready_body(True)
-    assert ready is not None and b'state="Warning"} 1.0' in ready    # encoded before it was published
-    resp = await client.get("/metrics", headers={"Accept": "application/openmetrics-text", "Accept-Encoding": "gzip"},
-                            auto_decompress=False)
+    assert ready is not None and b'state="Warning"} 1.0' in ready  # encoded before it was published
+    resp = await client.get(
+        "/metrics", headers={"Accept": "application/openmetrics-text", "Accept-Encoding": "gzip"}, auto_decompress=False
+    )
     assert gzip.decompress(await resp.read()) == ready == generate_openmetrics(registry_of(exposition))
 
 
@@ -175,11 +192,12 @@ async def test_changes_faster_than_scrapes_are_encoded_ahead_once_per_scrape(aio
     await client.get("/metrics")
     await exposition.store.publish_prepared(warning_chip)
     prepared = exposition.encodes
-    alarm = Snapshot.of(True, {"devices": DevicesPart(chips=(ChipSample(npu=0, chip=0, device=0, up=True, model="910B3", health="Alarm"),),
-                                                     chips_seen=1)})
-    await exposition.store.publish_prepared(lambda: alarm)      # not scraped since the last one: not encoded ahead
+    alarm = Snapshot.of(
+        True, {"devices": DevicesPart(chips=(ChipSample(npu=0, chip=0, device=0, up=True, model="910B3", health="Alarm"),), chips_seen=1)}
+    )
+    await exposition.store.publish_prepared(lambda: alarm)  # not scraped since the last one: not encoded ahead
     assert exposition.encodes == prepared and exposition.ready_body(False) is None
-    body = await (await client.get("/metrics")).text()          # the scrape encodes it
+    body = await (await client.get("/metrics")).text()  # the scrape encodes it
     assert 'state="Alarm"} 1.0' in body and exposition.encodes == prepared + 1
-    await exposition.store.publish_prepared(warning_chip)        # scraped since: encoded ahead again
+    await exposition.store.publish_prepared(warning_chip)  # scraped since: encoded ahead again
     assert exposition.encodes == prepared + 2 and exposition.ready_body(False) is not None

@@ -62,17 +62,17 @@ async def test_mtls_accepts_the_ca_s_clients_and_refuses_others(pki, serve, tmp_
     doc = tls_doc(pki, client_auth_type="RequireAndVerifyClientCert", client_ca_file=str(pki.ca.cert))
     running = await serve(write_web_config(tmp_path / "web.yml", doc))
     assert (await running.get("/metrics", pki.client_context(pki.client)))[0] == 200
-    assert await handshake_fails(running, pki.client_context())                       # no certificate
-    assert await handshake_fails(running, pki.client_context(pki.foreign_client))     # another CA's
-    assert await handshake_fails(running, pki.client_context(pki.expired_client))     # expired
+    assert await handshake_fails(running, pki.client_context())  # no certificate
+    assert await handshake_fails(running, pki.client_context(pki.foreign_client))  # another CA's
+    assert await handshake_fails(running, pki.client_context(pki.expired_client))  # expired
 
 
 async def test_verify_client_cert_if_given(pki, serve, tmp_path):
     doc = tls_doc(pki, client_auth_type="VerifyClientCertIfGiven", client_ca_file=str(pki.ca.cert))
     running = await serve(write_web_config(tmp_path / "web.yml", doc))
-    assert (await running.get("/metrics", pki.client_context()))[0] == 200             # none given: fine
+    assert (await running.get("/metrics", pki.client_context()))[0] == 200  # none given: fine
     assert (await running.get("/metrics", pki.client_context(pki.client)))[0] == 200
-    assert await handshake_fails(running, pki.client_context(pki.foreign_client))     # given and bad: refused
+    assert await handshake_fails(running, pki.client_context(pki.foreign_client))  # given and bad: refused
 
 
 async def test_client_allowed_sans(pki, serve, tmp_path):
@@ -107,7 +107,7 @@ async def test_basic_auth_over_tls(pki, serve, tmp_path):
         assert (await running.get(path, ctx))[0] == 401
     # Health endpoints stay open for kubelet probes (web.auth_exempt_health, the default).
     assert (await running.get("/healthz", ctx))[0] == 200
-    assert (await running.get("/readyz", ctx))[0] == 503   # no sample yet, but not 401
+    assert (await running.get("/readyz", ctx))[0] == 503  # no sample yet, but not 401
 
 
 async def test_health_endpoints_can_be_protected_too(pki, serve, tmp_path):
@@ -147,24 +147,26 @@ async def test_successful_checks_are_cached_failures_never(pki, serve, tmp_path,
     monkeypatch.setattr(security, "checkpw", lambda pw, h: calls.append(pw) or real(pw, h))
     for _ in range(3):
         assert (await running.get("/metrics", None, GOOD))[0] == 200
-    assert len(calls) == 1                      # scrapes stay cheap
+    assert len(calls) == 1  # scrapes stay cheap
     for _ in range(3):
         assert (await running.get("/metrics", None, ("prometheus", "guess")))[0] == 401
-    assert len(calls) == 4                      # every failed guess costs a bcrypt
+    assert len(calls) == 4  # every failed guess costs a bcrypt
 
 
 async def test_ingest_is_protected_like_metrics(pki, serve, tmp_path):
     running = await serve(write_web_config(tmp_path / "web.yml", {**tls_doc(pki), **users()}), ingest_token="tok")
     ctx = pki.client_context()
     async with aiohttp.ClientSession() as session:
+
         async def post(**kwargs) -> tuple[int, dict]:
             headers = kwargs.pop("headers", None) or basic(kwargs.pop("auth", None))
             async with session.post(running.url + "/api/v1/steps", json=STEPS, ssl=ctx, headers=headers) as resp:
                 return resp.status, await resp.json()
+
         status, body = await post()
         assert (status, body["reason"]) == (401, "unauthorized")
-        assert (await post(auth=GOOD))[0] == 200                                          # basic auth stands in for the token
-        assert (await post(headers={"Authorization": "Bearer tok"}))[0] == 200            # so does the hooks' token
+        assert (await post(auth=GOOD))[0] == 200  # basic auth stands in for the token
+        assert (await post(headers={"Authorization": "Bearer tok"}))[0] == 200  # so does the hooks' token
         assert (await post(headers={"Authorization": "Bearer nope"}))[0] == 401
         assert (await post(auth=("prometheus", "nope")))[0] == 401
 
@@ -177,6 +179,7 @@ async def test_hooks_send_basic_auth_from_the_url(pki, serve, tmp_path, monkeypa
     url = running.url.replace("https://", f"https://prometheus:{PASSWORD}@")
     transport = Transport(url, None, timeout=5)
     import json
+
     reply = await asyncio.to_thread(transport.post, json.dumps(STEPS).encode())
     transport.close()
     assert reply.status == 200, reply.body
@@ -211,15 +214,17 @@ async def test_reload_applies_to_the_next_handshake_and_request(pki, serve, tmp_
 
     # New rules: TLS 1.3 only, mTLS, another password. No restart.
     new_hash = bcrypt.hashpw(b"rotated", bcrypt.gensalt(4)).decode()
-    doc = {**tls_doc(pki, min_version="TLS13", client_auth_type="RequireAndVerifyClientCert", client_ca_file=str(pki.ca.cert)),
-           "basic_auth_users": {"prometheus": new_hash}}
+    doc = {
+        **tls_doc(pki, min_version="TLS13", client_auth_type="RequireAndVerifyClientCert", client_ca_file=str(pki.ca.cert)),
+        "basic_auth_users": {"prometheus": new_hash},
+    }
     write_web_config(config, doc)
     touch_later(config)
     await wait_until(lambda: running.security.reloads["success"] == 1)
     assert await handshake_fails(running, tls12)
-    assert await handshake_fails(running, pki.client_context())                    # no client cert now
+    assert await handshake_fails(running, pki.client_context())  # no client cert now
     with_cert = pki.client_context(pki.client)
-    assert (await running.get("/metrics", with_cert, GOOD))[0] == 401             # old password is gone
+    assert (await running.get("/metrics", with_cert, GOOD))[0] == 401  # old password is gone
     status, body, _ = await running.get("/metrics", with_cert, ("prometheus", "rotated"))
     assert status == 200 and 'cann_exporter_web_config_reloads_total{result="success"} 1.0' in body
 
@@ -240,13 +245,16 @@ async def test_certificate_rotation_on_disk_is_picked_up(pki, serve, tmp_path):
     assert (await running.get("/healthz", pki.client_context()))[0] == 200
 
 
-@pytest.mark.parametrize("broken", [
-    "tls_server_config: [unclosed",                                   # not YAML
-    "basic_auth_users: {prometheus: plaintext}",                      # not a bcrypt hash
-    "tls_server_config: {cert_file: missing.crt, key_file: missing.key}",
-    "tls_server_config: {cert_file: CERT, key_file: CERT}",           # a certificate is not a key
-    "basic_auth_users: {prometheus: HASH}",                           # valid, but turns TLS off: needs a restart
-])
+@pytest.mark.parametrize(
+    "broken",
+    [
+        "tls_server_config: [unclosed",  # not YAML
+        "basic_auth_users: {prometheus: plaintext}",  # not a bcrypt hash
+        "tls_server_config: {cert_file: missing.crt, key_file: missing.key}",
+        "tls_server_config: {cert_file: CERT, key_file: CERT}",  # a certificate is not a key
+        "basic_auth_users: {prometheus: HASH}",  # valid, but turns TLS off: needs a restart
+    ],
+)
 async def test_a_broken_file_keeps_the_last_good_one(pki, serve, tmp_path, caplog, broken):
     config = write_web_config(tmp_path / "web.yml", {**tls_doc(pki), **users()})
     running = await serve(config)
@@ -255,13 +263,13 @@ async def test_a_broken_file_keeps_the_last_good_one(pki, serve, tmp_path, caplo
     touch_later(config)
     await wait_until(lambda: running.security.reloads["failure"] == 1)
     assert "web config reload failed; keeping the last good one" in caplog.text
-    status, body, _ = await running.get("/metrics", ctx, GOOD)                    # still TLS, same users
+    status, body, _ = await running.get("/metrics", ctx, GOOD)  # still TLS, same users
     assert status == 200 and "cann_exporter_web_config_last_reload_success 0.0" in body
     assert (await running.get("/metrics", ctx))[0] == 401
     await asyncio.sleep(0.3)
-    assert running.security.reloads["failure"] == 1                               # reported once, not per poll
+    assert running.security.reloads["failure"] == 1  # reported once, not per poll
 
-    write_web_config(config, {**tls_doc(pki), **users()})                         # fixed: back to success
+    write_web_config(config, {**tls_doc(pki), **users()})  # fixed: back to success
     touch_later(config)
     await wait_until(lambda: running.security.last_reload_success)
     assert "cann_exporter_web_config_last_reload_success 1.0" in (await running.get("/metrics", ctx, GOOD))[1]

@@ -97,9 +97,9 @@ def parse_common(text: str, *, npu_id: int | None = None, chip_id: int | None = 
     if not any(line.key in _COMMON_SPEC or line.key in HEADER_KEYS or line.key == CHIP_ID for line in lines):
         raise garbled("`-t common`")
     printed_npu = chip_count = None
-    leading: list[Line] = []                        # data before any Chip ID / Chip Name line
+    leading: list[Line] = []  # data before any Chip ID / Chip Name line
     chips: list[tuple[int, list[Line]]] = []
-    others: list[tuple[str, list[Line]]] = []       # (chip name, lines) of MCU/CPU blocks
+    others: list[tuple[str, list[Line]]] = []  # (chip name, lines) of MCU/CPU blocks
     current = leading
     for line in lines:
         if line.key == NPU_ID:
@@ -137,7 +137,7 @@ def parse_common(text: str, *, npu_id: int | None = None, chip_id: int | None = 
 # --- -t memory / -t ecc -----------------------------------------------------
 
 _MEMORY_SPEC = key_spec(
-    ("ddr_capacity_mb", int_value, ["DDR Capacity(MB)", "Capacity(MB)"]),          # 310/310B: no "DDR "
+    ("ddr_capacity_mb", int_value, ["DDR Capacity(MB)", "Capacity(MB)"]),  # 310/310B: no "DDR "
     ("ddr_clock_mhz", float_value, ["DDR Clock Speed(MHz)", "Clock Speed(MHz)"]),
     ("hbm_capacity_mb", int_value, ["HBM Capacity(MB)"]),
     ("hbm_clock_mhz", float_value, ["HBM Clock Speed(MHz)"]),
@@ -179,11 +179,11 @@ def parse_ecc(text: str, *, npu_id: int | None = None, chip_id: int | None = Non
 
 _HEALTH_STATUS, _ERROR_CODE, _ERROR_INFO = (norm(k) for k in ("Health Status", "Error Code", "Error Information"))
 _HEALTH_KEYS = frozenset({_HEALTH_STATUS, _ERROR_CODE, _ERROR_INFO})
-_UNRESOLVED = "failed to get error information"   # printed as its own line for a later code
+_UNRESOLVED = "failed to get error information"  # printed as its own line for a later code
 
 
 def _error_information(block: Sequence[Line]) -> tuple[str, ...]:
-    """"Error Information" and its continuation lines (empty key, e.g. ``\\t<31 spaces>: text``)."""
+    """ "Error Information" and its continuation lines (empty key, e.g. ``\\t<31 spaces>: text``)."""
     info: list[str] = []
     inside = False
     for line in block:
@@ -220,7 +220,7 @@ def parse_health(text: str, *, npu_id: int | None = None, chip_id: int | None = 
     blocks = split_chips(lines)
     chips: list[tuple[int | None, list[Line]]] = list(blocks.chips)
     if not chips:
-        if blocks.chip_count is not None:           # a card answer cut before its first Chip ID
+        if blocks.chip_count is not None:  # a card answer cut before its first Chip ID
             raise truncated("`-t health`")
         chips = [(chip_id, blocks.tail)]
     else:

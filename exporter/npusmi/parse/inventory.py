@@ -25,8 +25,12 @@ from exporter.npusmi.parse.records import BoardInfo, ChipMapEntry, NpuSmiError
 
 # Header names -> ChipMapEntry fields. A3 adds "Chip Phy-ID"; 950 has "Slot ID" and no logic id.
 _MAP_COLUMNS = {
-    "npu id": "npu_id", "chip id": "chip_id", "chip logic id": "logic_id",
-    "chip phy-id": "phy_id", "slot id": "slot_id", "chip name": "chip_name",
+    "npu id": "npu_id",
+    "chip id": "chip_id",
+    "chip logic id": "logic_id",
+    "chip phy-id": "phy_id",
+    "slot id": "slot_id",
+    "chip name": "chip_name",
 }
 # Known names, longest first, also split a header whose columns lost their padding.
 _MAP_NAME_RE = re.compile("|".join(sorted(map(re.escape, _MAP_COLUMNS), key=len, reverse=True)))
@@ -55,7 +59,7 @@ def parse_chip_map(text: str) -> tuple[ChipMapEntry, ...]:
     if "npu id" not in columns or "chip id" not in columns:
         raise garbled("`info -m`")
     entries = []
-    for row in rows[start + 1:]:
+    for row in rows[start + 1 :]:
         # Every column but the last is one token; the last (Chip Name) may hold a space.
         cells = dict(zip(columns, row.split(None, len(columns) - 1)))
         if len(cells) < len(columns):
@@ -63,14 +67,16 @@ def parse_chip_map(text: str) -> tuple[ChipMapEntry, ...]:
         npu_id, chip_id = int_value(cells["npu id"]), int_value(cells["chip id"])
         if npu_id is None or chip_id is None:
             continue
-        entries.append(ChipMapEntry(
-            npu_id=npu_id,
-            chip_id=chip_id,
-            logic_id=int_value(cells.get("chip logic id", "")),
-            chip_name=" ".join(cells.get("chip name", "").split()),
-            phy_id=int_value(cells.get("chip phy-id", "")),
-            slot_id=int_value(cells.get("slot id", "")),
-        ))
+        entries.append(
+            ChipMapEntry(
+                npu_id=npu_id,
+                chip_id=chip_id,
+                logic_id=int_value(cells.get("chip logic id", "")),
+                chip_name=" ".join(cells.get("chip name", "").split()),
+                phy_id=int_value(cells.get("chip phy-id", "")),
+                slot_id=int_value(cells.get("slot id", "")),
+            )
+        )
     if not entries:
         raise NpuSmiError("truncated", "`info -m` output has a header but no rows")
     return tuple(entries)

@@ -42,10 +42,10 @@ from exporter.npusmi.parse.records import NpuSmiError
 class Line:
     """One non-blank output line."""
 
-    raw: str            # the line, stripped
-    key: str | None     # normalised key (see norm); None when the line has no ':'
-    label: str          # the key as printed, whitespace collapsed
-    value: str          # text after the first ':', stripped
+    raw: str  # the line, stripped
+    key: str | None  # normalised key (see norm); None when the line has no ':'
+    label: str  # the key as printed, whitespace collapsed
+    value: str  # text after the first ':', stripped
 
 
 def norm(label: str) -> str:
@@ -90,7 +90,7 @@ def str_value(value: str) -> str | None:
 
 
 Convert = Callable[[str], Any]
-KeySpec = dict[str, tuple[str, Convert]]   # normalised key -> (record field, converter)
+KeySpec = dict[str, tuple[str, Convert]]  # normalised key -> (record field, converter)
 
 
 def key_spec(*entries: tuple[str, Convert, Sequence[str]]) -> KeySpec:
@@ -133,10 +133,10 @@ HEADER_KEYS = frozenset({NPU_ID, CHIP_COUNT})
 
 @dataclass(frozen=True)
 class Blocks:
-    npu_id: int | None                            # "NPU ID" as printed
-    chip_count: int | None                        # "Chip Count" as printed
-    chips: list[tuple[int, list[Line]]]          # (chip id, lines) for every closed block
-    tail: list[Line]                             # lines after the last "Chip ID" line
+    npu_id: int | None  # "NPU ID" as printed
+    chip_count: int | None  # "Chip Count" as printed
+    chips: list[tuple[int, list[Line]]]  # (chip id, lines) for every closed block
+    tail: list[Line]  # lines after the last "Chip ID" line
 
 
 def split_chips(lines: Iterable[Line]) -> Blocks:
@@ -151,7 +151,7 @@ def split_chips(lines: Iterable[Line]) -> Blocks:
             chip_count = int_value(line.value) if chip_count is None else chip_count
         elif line.key == CHIP_ID:
             chip_id = int_value(line.value)
-            if chip_id is not None:           # an unreadable id loses its block, not the output
+            if chip_id is not None:  # an unreadable id loses its block, not the output
                 chips.append((chip_id, current))
             current = []
         else:
@@ -159,8 +159,7 @@ def split_chips(lines: Iterable[Line]) -> Blocks:
     return Blocks(npu_id, chip_count, chips, current)
 
 
-def implicit_chip(blocks: Blocks, has_data: Callable[[list[Line]], bool],
-                   chip_id: int | None) -> list[tuple[int, list[Line]]]:
+def implicit_chip(blocks: Blocks, has_data: Callable[[list[Line]], bool], chip_id: int | None) -> list[tuple[int, list[Line]]]:
     """The chip blocks, where an output without Chip Count and Chip ID lines is one chip.
 
     That is 950 V2 (one chip per NPU: chip 0) and npu-smi's own `-c` answer (the chip queried).
@@ -176,8 +175,9 @@ def implicit_chip(blocks: Blocks, has_data: Callable[[list[Line]], bool],
 QUERY_FAILED_RE = re.compile(r"failed to query", re.IGNORECASE)
 
 
-def check_chip_count(what: str, chip_count: int | None, found: int, chip_id: int | None, *,
-                      loop_ended: bool, lone_block_whole: bool) -> None:
+def check_chip_count(
+    what: str, chip_count: int | None, found: int, chip_id: int | None, *, loop_ended: bool, lone_block_whole: bool
+) -> None:
     """Raise ``truncated`` when fewer chip blocks than ``Chip Count`` were printed.
 
     ``loop_ended``: the MCU/CPU block ("Chip Name") follows the chips, so npu-smi finished its
@@ -188,21 +188,22 @@ def check_chip_count(what: str, chip_count: int | None, found: int, chip_id: int
         return
     if found == 1 and lone_block_whole:
         return
-    raise NpuSmiError("truncated", f"{what} output has {found} complete chip block(s) of the {chip_count} "
-                                   "its Chip Count announces")
+    raise NpuSmiError("truncated", f"{what} output has {found} complete chip block(s) of the {chip_count} its Chip Count announces")
 
 
 def check_blocks(what: str, blocks: Blocks, found: int, chip_id: int | None) -> None:
     """check_chip_count for outputs whose blocks end with Chip ID; ``blocks.tail`` follows them."""
     check_chip_count(
-        what, blocks.chip_count, found, chip_id,
+        what,
+        blocks.chip_count,
+        found,
+        chip_id,
         loop_ended=any(line.key == CHIP_NAME for line in blocks.tail),
         lone_block_whole=all(QUERY_FAILED_RE.match(line.raw) for line in blocks.tail),
     )
 
 
-def per_chip(text: str, what: str, spec: KeySpec, npu_id: int | None,
-              chip_id: int | None) -> tuple[int, list[tuple[int, list[Line]]]]:
+def per_chip(text: str, what: str, spec: KeySpec, npu_id: int | None, chip_id: int | None) -> tuple[int, list[tuple[int, list[Line]]]]:
     """Shared front half of the per-chip parsers: errors, structure, NPU id, chip blocks."""
     check_output(text)
     lines = read_lines(text)

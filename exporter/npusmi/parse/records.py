@@ -24,27 +24,28 @@ class NpuSmiError(ReasonError):
 
 # --- npu-smi info (overview table) -------------------------------------------------
 
+
 @dataclass(frozen=True)
 class InfoChip:
     """One chip (two table rows) of `npu-smi info`."""
 
-    npu_id: int                      # row 1 "NPU" / "NPU ID": the -i id
-    chip_id: int                     # row 2 "Chip" (0 on 950 V2, where the cell is blank)
-    name: str                        # row 1 "Name": 910B3, Ascend910, 310P3, Ascend950PR ...
-    health: str | None               # "Health" as printed (OK, Warning, Alarm, Critical, UNKNOWN)
-    power_watts: float | None        # "Power(W)"; NA on 310P, "-" on the 2nd A3 die
+    npu_id: int  # row 1 "NPU" / "NPU ID": the -i id
+    chip_id: int  # row 2 "Chip" (0 on 950 V2, where the cell is blank)
+    name: str  # row 1 "Name": 910B3, Ascend910, 310P3, Ascend950PR ...
+    health: str | None  # "Health" as printed (OK, Warning, Alarm, Critical, UNKNOWN)
+    power_watts: float | None  # "Power(W)"; NA on 310P, "-" on the 2nd A3 die
     temperature_celsius: float | None  # "Temp(C)"
-    hugepages_used: int | None       # "Hugepages-Usage(page)" used / total
+    hugepages_used: int | None  # "Hugepages-Usage(page)" used / total
     hugepages_total: int | None
-    bus_id: str | None               # "Bus-Id"; NA on SoC/EP boards
-    aicore_percent: float | None     # "AICore(%)"
-    npu_util_percent: float | None   # "NPU Util(%)" (950 V2 prints this instead of AICore)
-    memory_used_mb: int | None       # "Memory-Usage(MB)" (DDR) used / total
+    bus_id: str | None  # "Bus-Id"; NA on SoC/EP boards
+    aicore_percent: float | None  # "AICore(%)"
+    npu_util_percent: float | None  # "NPU Util(%)" (950 V2 prints this instead of AICore)
+    memory_used_mb: int | None  # "Memory-Usage(MB)" (DDR) used / total
     memory_total_mb: int | None
-    hbm_used_mb: int | None          # "HBM-Usage(MB)" used / total; None where no column
+    hbm_used_mb: int | None  # "HBM-Usage(MB)" used / total; None where no column
     hbm_total_mb: int | None
-    phy_id: int | None = None        # A3 row 2 "Phy-ID"
-    logic_id: int | None = None      # 310/310P row 2 "Device" (logical device id)
+    phy_id: int | None = None  # A3 row 2 "Phy-ID"
+    logic_id: int | None = None  # 310/310P row 2 "Device" (logical device id)
 
 
 @dataclass(frozen=True)
@@ -52,10 +53,10 @@ class InfoProcess:
     """One row of the process section of `npu-smi info`."""
 
     npu_id: int
-    chip_id: int | None              # None on 950 V2 (first column is "NPU ID" only)
-    pid: int                         # "Process id"
-    name: str                        # "Process name" (may be empty)
-    memory_mb: int | None            # "Process memory(MB)"
+    chip_id: int | None  # None on 950 V2 (first column is "NPU ID" only)
+    pid: int  # "Process id"
+    name: str  # "Process name" (may be empty)
+    memory_mb: int | None  # "Process memory(MB)"
     container_pid: int | None = None  # 26.x "Process id in container"
 
 
@@ -63,12 +64,12 @@ class InfoProcess:
 class InfoTable:
     """The whole `npu-smi info` output."""
 
-    tool_version: str | None         # "npu-smi <x>"
-    driver_version: str | None       # "Version: <y>"
+    tool_version: str | None  # "npu-smi <x>"
+    driver_version: str | None  # "Version: <y>"
     chips: tuple[InfoChip, ...]
     processes: tuple[InfoProcess, ...] | None  # None when no process section was printed
     idle_npus: tuple[int, ...] = ()  # "No running processes found in NPU <id>"
-    driver_warning: bool = False     # the "[WARNING]The driver package may not be ..." line
+    driver_warning: bool = False  # the "[WARNING]The driver package may not be ..." line
     # Why the process section is unknown although every chip row is whole: the output ends
     # before it (where npu-smi always prints one) or inside it. ``processes`` is then None.
     process_error: str | None = None
@@ -76,16 +77,17 @@ class InfoTable:
 
 # --- npu-smi info -m ------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ChipMapEntry:
     """One row of `npu-smi info -m` (MCU and CPU rows included)."""
 
     npu_id: int
     chip_id: int
-    logic_id: int | None             # "Chip Logic ID"; "-" for Mcu rows
-    chip_name: str                   # "Ascend 910B3", "Ascend910", "Mcu", "MiniD" ...
-    phy_id: int | None = None        # A3/950 "Chip Phy-ID"
-    slot_id: int | None = None       # 950 "Slot ID"
+    logic_id: int | None  # "Chip Logic ID"; "-" for Mcu rows
+    chip_name: str  # "Ascend 910B3", "Ascend910", "Mcu", "MiniD" ...
+    phy_id: int | None = None  # A3/950 "Chip Phy-ID"
+    slot_id: int | None = None  # 950 "Slot ID"
 
     @property
     def is_chip(self) -> bool:
@@ -95,26 +97,27 @@ class ChipMapEntry:
 
 # --- npu-smi info -t <type> -i <id> ----------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ChipUsages:
     """`-t usages`, one chip."""
 
     npu_id: int
     chip_id: int
-    ddr_capacity_mb: int | None = None          # "DDR Capacity(MB)" / 310 "Memory Capacity(MB)"
-    ddr_usage_percent: float | None = None      # "DDR Usage Rate(%)" / "Memory Usage Rate(%)"
-    hugepages_total: int | None = None          # "(DDR) Hugepages Total(page)"
+    ddr_capacity_mb: int | None = None  # "DDR Capacity(MB)" / 310 "Memory Capacity(MB)"
+    ddr_usage_percent: float | None = None  # "DDR Usage Rate(%)" / "Memory Usage Rate(%)"
+    hugepages_total: int | None = None  # "(DDR) Hugepages Total(page)"
     hugepages_usage_percent: float | None = None
-    hbm_capacity_mb: int | None = None          # "HBM Capacity(MB)"
-    hbm_usage_percent: float | None = None      # "HBM Usage Rate(%)"
-    aicore_percent: float | None = None         # "Aicore Usage Rate(%)"
-    aivector_percent: float | None = None       # "Aivector Usage Rate(%)" / 310P "Vectorcore Usage Rate(%)"
-    aicube_percent: float | None = None         # "Aicube Usage Rate(%)"
-    aicpu_percent: float | None = None          # "Aicpu Usage Rate(%)"
-    ctrlcpu_percent: float | None = None        # "Ctrlcpu Usage Rate(%)"
+    hbm_capacity_mb: int | None = None  # "HBM Capacity(MB)"
+    hbm_usage_percent: float | None = None  # "HBM Usage Rate(%)"
+    aicore_percent: float | None = None  # "Aicore Usage Rate(%)"
+    aivector_percent: float | None = None  # "Aivector Usage Rate(%)" / 310P "Vectorcore Usage Rate(%)"
+    aicube_percent: float | None = None  # "Aicube Usage Rate(%)"
+    aicpu_percent: float | None = None  # "Aicpu Usage Rate(%)"
+    ctrlcpu_percent: float | None = None  # "Ctrlcpu Usage Rate(%)"
     ddr_bandwidth_percent: float | None = None  # "DDR/Memory Bandwidth Usage Rate(%)"
     hbm_bandwidth_percent: float | None = None  # "HBM Bandwidth Usage Rate(%)"
-    npu_util_percent: float | None = None       # "NPU Utilization(%)"
+    npu_util_percent: float | None = None  # "NPU Utilization(%)"
 
 
 @dataclass(frozen=True)
@@ -123,15 +126,15 @@ class ChipCommon:
 
     npu_id: int
     chip_id: int
-    memory_usage_percent: float | None = None   # "Memory Usage Rate(%)"
-    hbm_usage_percent: float | None = None      # "HBM Usage Rate(%)"
-    aicore_percent: float | None = None         # "Aicore Usage Rate(%)"
-    aicore_freq_mhz: float | None = None        # "Aicore Freq(MHZ)" (rated)
-    aicore_cur_freq_mhz: float | None = None    # "Aicore curFreq(MHZ)" (current)
-    aicore_count: int | None = None             # "Aicore Count"
-    temperature_celsius: float | None = None    # chip "Temperature(C)" (not the MCU's)
-    power_watts: float | None = None            # "NPU Real-time Power(W)" in the chip block
-    rated_power_watts: float | None = None      # "Rated Power Dissipation(W)" (310/310B)
+    memory_usage_percent: float | None = None  # "Memory Usage Rate(%)"
+    hbm_usage_percent: float | None = None  # "HBM Usage Rate(%)"
+    aicore_percent: float | None = None  # "Aicore Usage Rate(%)"
+    aicore_freq_mhz: float | None = None  # "Aicore Freq(MHZ)" (rated)
+    aicore_cur_freq_mhz: float | None = None  # "Aicore curFreq(MHZ)" (current)
+    aicore_count: int | None = None  # "Aicore Count"
+    temperature_celsius: float | None = None  # chip "Temperature(C)" (not the MCU's)
+    power_watts: float | None = None  # "NPU Real-time Power(W)" in the chip block
+    rated_power_watts: float | None = None  # "Rated Power Dissipation(W)" (310/310B)
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,7 @@ class CommonInfo:
     npu_id: int
     chips: tuple[ChipCommon, ...]
     mcu_temperature_celsius: float | None = None
-    mcu_power_watts: float | None = None        # 310P: the card power lives here
+    mcu_power_watts: float | None = None  # 310P: the card power lives here
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,7 @@ class ChipMemory:
 
     npu_id: int
     chip_id: int
-    ddr_capacity_mb: int | None = None          # "DDR Capacity(MB)" / 310 "Capacity(MB)"
+    ddr_capacity_mb: int | None = None  # "DDR Capacity(MB)" / 310 "Capacity(MB)"
     ddr_clock_mhz: float | None = None
     hbm_capacity_mb: int | None = None
     hbm_clock_mhz: float | None = None
@@ -164,9 +167,9 @@ class ChipHealth:
 
     npu_id: int
     chip_id: int | None
-    status: str | None                          # "Health Status"
-    error_codes: tuple[str, ...] = ()           # "Error Code", split on spaces; "0" / NA -> ()
-    error_information: tuple[str, ...] = ()     # "Error Information" + continuation lines
+    status: str | None  # "Health Status"
+    error_codes: tuple[str, ...] = ()  # "Error Code", split on spaces; "0" / NA -> ()
+    error_information: tuple[str, ...] = ()  # "Error Information" + continuation lines
 
 
 @dataclass(frozen=True)
@@ -201,7 +204,7 @@ class BoardInfo:
     software_version: str | None = None
     firmware_version: str | None = None
     chip_name: str | None = None
-    vdie_id: str | None = None                  # "VDie ID" (910 family) or "Die ID"
+    vdie_id: str | None = None  # "VDie ID" (910 family) or "Die ID"
     pcie_bus_info: str | None = None
     chip_count: int | None = None
     fields: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # every key/value as printed

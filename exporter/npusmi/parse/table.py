@@ -50,9 +50,7 @@ from exporter.npusmi.parse.records import InfoChip, InfoProcess, InfoTable, NpuS
 
 # One header cell's names: a cell holds one or more names, most of them single words; these
 # few contain a space. Longest alternatives first so "Process id" does not eat "... in container".
-_HEADER_NAME_RE = re.compile(
-    r"Process id in container|Process id|Process name|Process memory\(MB\)|NPU ID|NPU Util\(%\)|\S+"
-)
+_HEADER_NAME_RE = re.compile(r"Process id in container|Process id|Process name|Process memory\(MB\)|NPU ID|NPU Util\(%\)|\S+")
 _VERSION_RE = re.compile(r"npu-smi\s+(\S+)\s+Version:\s*(\S+)")
 _BORDER_RE = re.compile(r"\+[-=+]*")  # also a border cut short at the end of the output
 _IDLE_RE = re.compile(r"No running processes found in NPU\s+(\S+)")
@@ -172,21 +170,21 @@ def _process(header: Header, row: list[str]) -> InfoProcess | int:
 class _Reader:
     """Walks the table rows after the version line; one section (device or process) at a time."""
 
-    section: str | None = None                # "device" | "process"
+    section: str | None = None  # "device" | "process"
     device_header: tuple[Header, Header] | None = None
-    pending_header: Header | None = None      # device header row 1, waiting for row 2
+    pending_header: Header | None = None  # device header row 1, waiting for row 2
     process_header: Header | None = None
     block: list[list[str]] = field(default_factory=list)  # chip rows since the last border
     seen_device_header: bool = False
     chips: list[InfoChip] = field(default_factory=list)
     processes: list[InfoProcess] | None = None
     idle: list[int] = field(default_factory=list)
-    chip_border: str | None = None            # the border printed right after the last chip's rows
-    process_rows: int = 0                     # process and idle rows of the process section
-    previous_cells: int = 0                   # cell count of the row above the current line
-    last_border: str | None = None            # the line above, when it was a border
-    process_border: bool = False              # the process section's top border was printed
-    process_error: str | None = None          # why the process section is unknown (cut or missing)
+    chip_border: str | None = None  # the border printed right after the last chip's rows
+    process_rows: int = 0  # process and idle rows of the process section
+    previous_cells: int = 0  # cell count of the row above the current line
+    last_border: str | None = None  # the line above, when it was a border
+    process_border: bool = False  # the process section's top border was printed
+    process_error: str | None = None  # why the process section is unknown (cut or missing)
 
     def end_block(self) -> None:
         """A border or a new section: nothing may be left half-read."""
@@ -320,8 +318,7 @@ class _Reader:
         if major is None or int(major.group()) < 22:
             return False
         assert self.device_header is not None
-        return (self._v2 or _has(self.device_header[1], "Phy-ID")
-                or any(_A2_NAME_RE.match(c.name) for c in self.chips))
+        return self._v2 or _has(self.device_header[1], "Phy-ID") or any(_A2_NAME_RE.match(c.name) for c in self.chips)
 
 
 def _is_cut_row(line: str, cells: list[str], previous_cells: int, widest: int) -> bool:

@@ -21,7 +21,7 @@ def main() -> int:
     try:
         from grpc_tools import protoc  # type: ignore[import-not-found]
     except ImportError:
-        print("grpcio-tools is not installed: pip install 'grpcio-tools==%s'" % TESTED_GENERATOR, file=sys.stderr)
+        print(f"grpcio-tools is not installed: pip install 'grpcio-tools=={TESTED_GENERATOR}'", file=sys.stderr)
         return 2
     root = Path(__file__).resolve().parents[3]
     if not (root / PROTO).exists():

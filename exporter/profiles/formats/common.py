@@ -58,24 +58,24 @@ class Limits:
     ``root`` set, only where its real location stays under ``root`` unless ``allow_outside``.
     """
 
-    max_csv_bytes: int = 2 << 30        # streamed (~150 MB/s): bounds the time spent (a 5 M-kernel capture is ~1.5 GB)
-    max_csv_line: int = 1 * MiB         # one CSV line held at a time: memory stays this, whatever the file
-    max_trace_bytes: int = 1 << 30      # trace_view.json / msprof_*.json, streamed
-    max_json_bytes: int = 64 << 20      # communication.json, streamed
-    max_info_bytes: int = 1 * MiB       # profiler_info*.json, profiler_metadata.json: a few KiB when real
+    max_csv_bytes: int = 2 << 30  # streamed (~150 MB/s): bounds the time spent (a 5 M-kernel capture is ~1.5 GB)
+    max_csv_line: int = 1 * MiB  # one CSV line held at a time: memory stays this, whatever the file
+    max_trace_bytes: int = 1 << 30  # trace_view.json / msprof_*.json, streamed
+    max_json_bytes: int = 64 << 20  # communication.json, streamed
+    max_info_bytes: int = 1 * MiB  # profiler_info*.json, profiler_metadata.json: a few KiB when real
     # One JSON item (a trace event, a communication op, a small file whole): real ones are a few
     # hundred bytes to a few KiB, dozens of values, 3-5 levels deep. Past a cap the file is refused.
-    max_json_event_bytes: int = 1 * MiB         # item_too_large
-    max_json_event_values: int = 100_000        # item_too_large (objects, arrays and scalars)
-    max_json_depth: int = 64                    # too_deep
-    max_json_values: int = 5_000_000            # too_many_objects: values in communication.json (~50 per op)
-    max_trace_events: int = 10_000_000          # too_many_events: a 1 GiB trace holds ~5 M
-    max_trace_processes: int = 4_096            # pids whose names or Overlap Analysis sums are kept (real: dozens)
-    max_host_steps: int = 100_000               # ProfilerStep spans kept (real: a few hundred)
-    max_memcpy_events: int = 2_000_000    # compact device events of torch.profiler traces (~20 bytes each)
-    max_memcpy_tasks: int = 200_000       # MEMCPY_ASYNC tasks kept as records (~300 bytes each): real captures hold thousands
-    root: str | None = None             # the watched directory the export was found in
-    allow_outside: bool = False         # profiles.allow_outside: follow symlinks out of root
+    max_json_event_bytes: int = 1 * MiB  # item_too_large
+    max_json_event_values: int = 100_000  # item_too_large (objects, arrays and scalars)
+    max_json_depth: int = 64  # too_deep
+    max_json_values: int = 5_000_000  # too_many_objects: values in communication.json (~50 per op)
+    max_trace_events: int = 10_000_000  # too_many_events: a 1 GiB trace holds ~5 M
+    max_trace_processes: int = 4_096  # pids whose names or Overlap Analysis sums are kept (real: dozens)
+    max_host_steps: int = 100_000  # ProfilerStep spans kept (real: a few hundred)
+    max_memcpy_events: int = 2_000_000  # compact device events of torch.profiler traces (~20 bytes each)
+    max_memcpy_tasks: int = 200_000  # MEMCPY_ASYNC tasks kept as records (~300 bytes each): real captures hold thousands
+    root: str | None = None  # the watched directory the export was found in
+    allow_outside: bool = False  # profiles.allow_outside: follow symlinks out of root
 
 
 US = 1e-6  # seconds per microsecond
@@ -161,5 +161,3 @@ def frozen_map(values: Mapping[str, float]) -> Mapping[str, float]:
 def json_object(value: object) -> dict[str, Any]:
     """``value`` if it is a JSON object, else an empty one (wrong shapes read as absent)."""
     return value if isinstance(value, dict) else {}
-
-

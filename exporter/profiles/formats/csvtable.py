@@ -30,7 +30,7 @@ class Table:
         self.reader = csv.reader(self.lines)  # pulls one line at a time: self.lines stays in step
         self.short_rows = 0
         self.bad_rows = 0
-        self.capped: int | None = None    # the row limit, once reached (the rest was not read)
+        self.capped: int | None = None  # the row limit, once reached (the rest was not read)
         try:
             header = next(self.reader)
         except StopIteration:
@@ -52,17 +52,14 @@ class Table:
     def require(self, *aliases: str) -> int:
         index = self.column(*aliases)
         if index is None:
-            raise ProfileParseError(
-                "missing_columns", f"{self.name}: no column {' or '.join(repr(a) for a in aliases)} in header"
-            )
+            raise ProfileParseError("missing_columns", f"{self.name}: no column {' or '.join(repr(a) for a in aliases)} in header")
         return index
 
     def kept(self, *cells: str) -> None:
         """Refuses the file (cell_too_long) when a cell about to be kept is over MAX_CELL."""
         for cell in cells:
             if len(cell) > MAX_CELL:
-                raise ProfileParseError("cell_too_long", f"{self.name}: a name cell of {len(cell)} characters, "
-                                                         f"more than {MAX_CELL}")
+                raise ProfileParseError("cell_too_long", f"{self.name}: a name cell of {len(cell)} characters, more than {MAX_CELL}")
 
     def rows(self, limit: int | None = MAX_ROWS) -> Iterator[list[str]]:
         """Rows as wide as the header; short (cut) rows are counted and skipped. After
@@ -104,7 +101,7 @@ class Table:
             # a quote before the unsplit rest, or an odd count (a field going on to the next line)
             if quote >= 0 and (quote < len(line) - len(parts[-1]) or line.count('"') & 1):
                 self.reader = csv.reader(itertools.chain((line,), self.lines))
-                yield from self.rows(limit=None)   # aggregated by the caller: no rows kept
+                yield from self.rows(limit=None)  # aggregated by the caller: no rows kept
                 return
             if len(parts) <= cut or line[-1:] not in "\r\n":
                 odd = self._odd_line(line, parts, cut)
@@ -138,5 +135,3 @@ class Table:
         if self.capped is not None:
             out.append(Issue("too_large", f"{self.name}: over {self.capped} rows; the rest skipped"))
         return tuple(out)
-
-

@@ -29,7 +29,7 @@ from exporter.profiles.formats.jsonstream import (
     Path as JsonPath,
 )
 
-Source = str | bytes | Readable   # a file's text, or the file
+Source = str | bytes | Readable  # a file's text, or the file
 DEFAULT_CAPS = JsonCaps(file_values=Limits.max_json_values)
 
 
@@ -44,13 +44,12 @@ class CommunicationStep:
     synchronization_us: float
 
 
-MAX_COMMUNICATION_STEPS = 10_000   # steps summed at once (a real capture profiles a few dozen)
+MAX_COMMUNICATION_STEPS = 10_000  # steps summed at once (a real capture profiles a few dozen)
 _COMMUNICATION_KINDS = ("collective", "p2p")
 _TIME_KEYS = ("Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)", "Synchronization Time(ms)")
 
 
-def read_communication(source: Source, name: str = "communication.json",
-                       caps: JsonCaps = DEFAULT_CAPS) -> tuple[CommunicationStep, ...]:
+def read_communication(source: Source, name: str = "communication.json", caps: JsonCaps = DEFAULT_CAPS) -> tuple[CommunicationStep, ...]:
     """Per-step sums, streamed one op at a time: `{step: {collective|p2p: {op: {...}}}}`."""
     sums: dict[str, list[float]] = {}
 
@@ -87,7 +86,7 @@ class ProfilerInfo:
 
     rank: int | None
     level: str | None
-    collection_end: float | None      # unix seconds ("end_info.collectionTimeEnd" is ns)
+    collection_end: float | None  # unix seconds ("end_info.collectionTimeEnd" is ns)
 
 
 def read_profiler_info(source: Source, name: str = "profiler_info.json", caps: JsonCaps = DEFAULT_CAPS) -> ProfilerInfo:
@@ -122,8 +121,9 @@ def read_job_name(source: Source, name: str = "profiler_metadata.json", caps: Js
     return None
 
 
-def read_json_file(path: Path, reader: Callable[[Source, str, JsonCaps], Any], limits: Limits,
-                   max_bytes: int | None = None, whole: bool = False) -> Any:
+def read_json_file(
+    path: Path, reader: Callable[[Source, str, JsonCaps], Any], limits: Limits, max_bytes: int | None = None, whole: bool = False
+) -> Any:
     """``reader`` streaming ``path`` (at most ``max_bytes``, default ``limits.max_json_bytes``);
     ``whole``: a small file built as one item (its size is then the item's bound)."""
     cap = limits.max_json_bytes if max_bytes is None else max_bytes

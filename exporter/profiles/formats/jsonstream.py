@@ -40,10 +40,10 @@ def _optional(module: str) -> ModuleType | None:
 
 _ijson = _optional("ijson")
 
-BLOCK = 64 * 1024                  # bytes per read: the events of one block are what ijson holds
+BLOCK = 64 * 1024  # bytes per read: the events of one block are what ijson holds
 FALLBACK_DOCUMENT_BYTES = 2 * MiB  # without ijson, a document parsed whole (~25x this in objects at worst)
 
-Path = tuple[str | None, ...]      # map keys leading to a value; None for an array member
+Path = tuple[str | None, ...]  # map keys leading to a value; None for an array member
 # Called for each value met outside an item: True builds it (an item), False skips it,
 # None descends into it (containers only). ``kind`` is "map", "array" or "scalar".
 Select = Callable[[Path, str], bool | None]
@@ -54,16 +54,15 @@ class JsonCaps:
     """What one JSON file may cost. Real trace events and communication ops are a few hundred
     bytes to a few KiB, a few dozen values, 3-5 levels deep."""
 
-    item_bytes: int = 1 * MiB          # text of one item (and of any token between items)
-    item_values: int = 100_000         # objects, arrays and scalars of one item
-    depth: int = 64                    # nesting levels, counted from the top of the file
-    file_values: int | None = None     # values in the whole file (None: the caller counts items)
+    item_bytes: int = 1 * MiB  # text of one item (and of any token between items)
+    item_values: int = 100_000  # objects, arrays and scalars of one item
+    depth: int = 64  # nesting levels, counted from the top of the file
+    file_values: int | None = None  # values in the whole file (None: the caller counts items)
 
 
 def json_caps(limits: Limits, file_values: int | None = None, item_bytes: int | None = None) -> JsonCaps:
     """The caps ``limits`` sets for one file; ``item_bytes`` for a small file built whole."""
-    return JsonCaps(item_bytes or limits.max_json_event_bytes, limits.max_json_event_values, limits.max_json_depth,
-                    file_values)
+    return JsonCaps(item_bytes or limits.max_json_event_bytes, limits.max_json_event_values, limits.max_json_depth, file_values)
 
 
 class Readable(Protocol):
@@ -78,10 +77,10 @@ class _Guard:
         self.handle, self.cap, self.name = handle, cap, name
         self.total = self.mark = 0
         self.eof = self.started = False
-        self.blank = True              # nothing but whitespace read so far
+        self.blank = True  # nothing but whitespace read so far
 
     def read(self, size: int = BLOCK) -> bytes:
-        if size == 0:       # ijson asks for nothing first, to see whether the file gives bytes
+        if size == 0:  # ijson asks for nothing first, to see whether the file gives bytes
             return b""
         if self.total - self.mark > self.cap:
             raise ProfileParseError("item_too_large", f"{self.name}: one JSON item over {self.cap} bytes")
@@ -121,12 +120,11 @@ def json_items(handle: Readable, name: str, select: Select, caps: JsonCaps = Jso
         if guard.blank:
             raise ProfileParseError("empty", f"{name}: empty file") from None
         raise _refusal(name, str(exc), cut=guard.eof) from None
-    except ValueError as exc:   # a number Python will not convert (an integer of more than 4,300 digits)
+    except ValueError as exc:  # a number Python will not convert (an integer of more than 4,300 digits)
         raise ProfileParseError("malformed", f"{name}: unreadable JSON number ({_first_line(str(exc))})") from None
 
 
-def _walk(events: Iterator[tuple[str, Any]], guard: _Guard, name: str, select: Select,
-          caps: JsonCaps) -> Iterator[tuple[Path, Any]]:
+def _walk(events: Iterator[tuple[str, Any]], guard: _Guard, name: str, select: Select, caps: JsonCaps) -> Iterator[tuple[Path, Any]]:
     """Containers descended into are open: [path, is a map, pending key, choices by kind]; an
     array's members share one path, so ``select`` is asked once per kind there."""
     open_: list[list[Any]] = []
@@ -166,8 +164,7 @@ def _walk(events: Iterator[tuple[str, Any]], guard: _Guard, name: str, select: S
 _SCALARS = frozenset({"string", "number", "boolean", "null"})
 
 
-def _build(first: str, scalar: Any, events: Iterator[tuple[str, Any]], depth: int, name: str,
-           caps: JsonCaps, counter: _Counter) -> Any:
+def _build(first: str, scalar: Any, events: Iterator[tuple[str, Any]], depth: int, name: str, caps: JsonCaps, counter: _Counter) -> Any:
     """One item from its first event on; the guard's mark stays at its start, so its whole text
     is bounded, and its values and depth are counted as they are made."""
     if first == "start_map":
@@ -179,7 +176,7 @@ def _build(first: str, scalar: Any, events: Iterator[tuple[str, Any]], depth: in
     if depth + 1 > caps.depth:
         raise _too_deep(name, caps)
     top, is_list, key = root, first == "start_array", None
-    outer: list[tuple[Any, bool, Any]] = []     # the containers around ``top``, with their pending key
+    outer: list[tuple[Any, bool, Any]] = []  # the containers around ``top``, with their pending key
     count, limit, deepest = 1, caps.item_values, caps.depth - depth - 1
     for event, value in events:
         if event == "map_key":
@@ -217,8 +214,7 @@ def _too_many_values(name: str, limit: int) -> ProfileParseError:
     return ProfileParseError("item_too_large", f"{name}: one JSON item with more than {limit} values")
 
 
-def _skip(events: Iterator[tuple[str, Any]], guard: _Guard, depth: int, name: str, caps: JsonCaps,
-          counter: _Counter) -> None:
+def _skip(events: Iterator[tuple[str, Any]], guard: _Guard, depth: int, name: str, caps: JsonCaps, counter: _Counter) -> None:
     """A container not wanted: its events consumed, counted and checked, nothing kept."""
     level = 1
     for event, _ in events:

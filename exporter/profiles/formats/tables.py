@@ -28,17 +28,17 @@ from exporter.profiles.formats.csvtable import Table
 class StepTime:
     """One row of step_trace_time.csv ("step_trace_time.csv"); all times in microseconds."""
 
-    step: int | None                            # "Step" (empty: one row for the whole capture)
-    computing_us: float                         # "Computing"
-    communication_not_overlapped_us: float      # "Communication(Not Overlapped)"
-    free_us: float                              # "Free" (device idle, includes copies)
-    overlapped_us: float | None = None          # "Overlapped"
-    communication_us: float | None = None       # "Communication"
-    stage_us: float | None = None               # "Stage"
-    bubble_us: float | None = None              # "Bubble"
-    preparing_us: float | None = None           # "Preparing" (host start -> first device task)
-    device_id: int | None = None                # "Device_id" (newer torch_npu)
-    rank: int | None = None                     # cluster file: "Index" of a Type=rank row
+    step: int | None  # "Step" (empty: one row for the whole capture)
+    computing_us: float  # "Computing"
+    communication_not_overlapped_us: float  # "Communication(Not Overlapped)"
+    free_us: float  # "Free" (device idle, includes copies)
+    overlapped_us: float | None = None  # "Overlapped"
+    communication_us: float | None = None  # "Communication"
+    stage_us: float | None = None  # "Stage"
+    bubble_us: float | None = None  # "Bubble"
+    preparing_us: float | None = None  # "Preparing" (host start -> first device task)
+    device_id: int | None = None  # "Device_id" (newer torch_npu)
+    rank: int | None = None  # cluster file: "Index" of a Type=rank row
 
     @property
     def e2e_us(self) -> float:
@@ -58,8 +58,11 @@ def read_step_trace(lines: Iterable[str], name: str = "step_trace_time.csv") -> 
     optional = {
         key: table.column(col)
         for key, col in (
-            ("overlapped_us", "Overlapped"), ("communication_us", "Communication"), ("stage_us", "Stage"),
-            ("bubble_us", "Bubble"), ("preparing_us", "Preparing"),
+            ("overlapped_us", "Overlapped"),
+            ("communication_us", "Communication"),
+            ("stage_us", "Stage"),
+            ("bubble_us", "Bubble"),
+            ("preparing_us", "Preparing"),
         )
     }
     i_step, i_device = table.column("Step"), table.column("Device_id")
@@ -73,13 +76,17 @@ def read_step_trace(lines: Iterable[str], name: str = "step_trace_time.csv") -> 
             bad += 1
             continue
         extra = {key: cell_float(row[i]) if i is not None else None for key, i in optional.items()}
-        rows.append(StepTime(
-            step=as_int(row[i_step]) if i_step is not None else None,
-            computing_us=computing, communication_not_overlapped_us=not_overlapped, free_us=free,
-            device_id=as_int(row[i_device]) if i_device is not None else None,
-            rank=as_int(row[i_index]) if i_index is not None and i_type is not None else None,
-            **extra,
-        ))
+        rows.append(
+            StepTime(
+                step=as_int(row[i_step]) if i_step is not None else None,
+                computing_us=computing,
+                communication_not_overlapped_us=not_overlapped,
+                free_us=free,
+                device_id=as_int(row[i_device]) if i_device is not None else None,
+                rank=as_int(row[i_index]) if i_index is not None and i_type is not None else None,
+                **extra,
+            )
+        )
     return StepTraceTable(tuple(rows), table.issues(bad))
 
 
@@ -101,11 +108,11 @@ class StepKernels:
     """The kernels of one step (``step`` None: the file has no Step Id)."""
 
     step: int | None
-    op_types: tuple[OpTypeTime, ...]     # by total time, largest first
-    compute_us: float                    # sum of non-communication kernel durations
-    communication_us: float              # sum of HCCL/COMMUNICATION rows
-    wait_us: float                       # sum of "Wait Time(us)": gaps before each task
-    longest_name: str | None = None      # the single longest compute kernel
+    op_types: tuple[OpTypeTime, ...]  # by total time, largest first
+    compute_us: float  # sum of non-communication kernel durations
+    communication_us: float  # sum of HCCL/COMMUNICATION rows
+    wait_us: float  # sum of "Wait Time(us)": gaps before each task
+    longest_name: str | None = None  # the single longest compute kernel
     longest_us: float | None = None
 
 
@@ -216,15 +223,17 @@ def _kernel_steps(agg: dict[tuple[str, str, str], list[Any]]) -> tuple[StepKerne
     for step, entries in by_step.items():
         compute = [(t, s) for t, c, s in entries if not c]
         longest = max(compute, key=lambda e: e[1][2], default=None)
-        out.append(StepKernels(
-            step=as_int(step),
-            op_types=merge_op_types(OpTypeTime(t, s[0], s[1], s[2]) for t, s in compute),
-            compute_us=sum(s[0] for _, s in compute),
-            communication_us=sum(s[0] for _, c, s in entries if c),
-            wait_us=sum(s[4] for _, _, s in entries),
-            longest_name=longest[1][3] if longest else None,
-            longest_us=longest[1][2] if longest else None,
-        ))
+        out.append(
+            StepKernels(
+                step=as_int(step),
+                op_types=merge_op_types(OpTypeTime(t, s[0], s[1], s[2]) for t, s in compute),
+                compute_us=sum(s[0] for _, s in compute),
+                communication_us=sum(s[0] for _, c, s in entries if c),
+                wait_us=sum(s[4] for _, _, s in entries),
+                longest_name=longest[1][3] if longest else None,
+                longest_us=longest[1][2] if longest else None,
+            )
+        )
     return tuple(sorted(out, key=lambda s: (s.step is None, s.step or 0)))
 
 
@@ -232,8 +241,10 @@ def merge_op_types(items: Iterable[OpTypeTime]) -> tuple[OpTypeTime, ...]:
     merged: dict[str, OpTypeTime] = {}
     for item in items:
         old = merged.get(item.op_type)
-        merged[item.op_type] = item if old is None else OpTypeTime(
-            item.op_type, old.total_us + item.total_us, old.count + item.count, max(old.max_us, item.max_us)
+        merged[item.op_type] = (
+            item
+            if old is None
+            else OpTypeTime(item.op_type, old.total_us + item.total_us, old.count + item.count, max(old.max_us, item.max_us))
         )
     return tuple(sorted(merged.values(), key=lambda o: (-o.total_us, o.op_type)))
 
@@ -313,7 +324,7 @@ class ApiStat:
 
 @dataclass(frozen=True)
 class ApiStatistic:
-    items: tuple[ApiStat, ...]                   # by time, largest first
+    items: tuple[ApiStat, ...]  # by time, largest first
     issues: tuple[Issue, ...] = ()
 
 
@@ -328,12 +339,14 @@ def read_api_statistic(lines: Iterable[str], name: str = "api_statistic.csv") ->
             bad += 1
             continue
         table.kept(row[i_api], row[i_level] if i_level is not None else "")
-        items.append(ApiStat(
-            level=row[i_level].strip() if i_level is not None else "",
-            api=row[i_api].strip(),
-            time_us=time_us,
-            count=as_int(row[i_count]) if i_count is not None else None,
-        ))
+        items.append(
+            ApiStat(
+                level=row[i_level].strip() if i_level is not None else "",
+                api=row[i_api].strip(),
+                time_us=time_us,
+                count=as_int(row[i_count]) if i_count is not None else None,
+            )
+        )
     items.sort(key=lambda a: (-a.time_us, a.api))
     return ApiStatistic(tuple(items), table.issues(bad))
 
@@ -393,11 +406,11 @@ def read_msprof_step_trace(lines: Iterable[str], name: str = "step_trace.csv") -
         if time_us is None:
             bad += 1
             continue
-        items.append(Iteration(
-            as_int(row[i_id]) if i_id is not None else None,
-            time_us,
-            cell_float(row[i_aug]) if i_aug is not None else None,
-        ))
+        items.append(
+            Iteration(
+                as_int(row[i_id]) if i_id is not None else None,
+                time_us,
+                cell_float(row[i_aug]) if i_aug is not None else None,
+            )
+        )
     return IterationTable(tuple(items), table.issues(bad))
-
-

@@ -46,19 +46,19 @@ class DeviceStep:
     """Device time of one host step (CUDA), microseconds: kernels not overlapped etc."""
 
     step: int
-    span_us: float                   # the host step's duration
-    computing_us: float              # union of compute kernels
+    span_us: float  # the host step's duration
+    computing_us: float  # union of compute kernels
     communication_not_overlapped_us: float  # NCCL kernels not hidden under compute
-    busy_us: float                   # union of compute and communication kernels (copies count as Free, as on the NPU)
+    busy_us: float  # union of compute and communication kernels (copies count as Free, as on the NPU)
 
 
 @dataclass(frozen=True)
 class TorchTrace:
     host_steps: tuple[HostStep, ...]
-    cpu_ops: tuple[OpTypeTime, ...]             # self time per operator name, largest first
-    kernels: tuple[OpTypeTime, ...] = ()        # device kernel time per launching operator (CUDA)
-    communication_us: float = 0.0               # NCCL kernel time (excluded from operator shares)
-    memcpy: tuple[tuple[float, float, str], ...] = ()   # (start, duration, kind) of device copies
+    cpu_ops: tuple[OpTypeTime, ...]  # self time per operator name, largest first
+    kernels: tuple[OpTypeTime, ...] = ()  # device kernel time per launching operator (CUDA)
+    communication_us: float = 0.0  # NCCL kernel time (excluded from operator shares)
+    memcpy: tuple[tuple[float, float, str], ...] = ()  # (start, duration, kind) of device copies
     device_steps: tuple[DeviceStep, ...] = ()
     events: int = 0
     issues: tuple[Issue, ...] = ()
@@ -166,7 +166,7 @@ def _self_times(acc: _Acc) -> dict[int, list[float]]:
         starts = thread.start
         if any(starts[i] > starts[i + 1] for i in range(len(starts) - 1)):  # Kineto writes start order
             order = sorted(order, key=lambda i: (starts[i], -thread.duration[i]))
-        stack: list[list[float]] = []   # [end, name id, duration, children]
+        stack: list[list[float]] = []  # [end, name id, duration, children]
         for i in order:
             start, duration = starts[i], thread.duration[i]
             while stack and start >= stack[-1][0]:
@@ -215,7 +215,7 @@ def _device_steps(acc: _Acc, steps: tuple[HostStep, ...]) -> tuple[DeviceStep, .
     per_step: list[tuple[list[tuple[float, float]], list[tuple[float, float]]]] = [([], []) for _ in steps]
     for start, end, kind in zip(acc.dev_start, acc.dev_end, acc.dev_kind, strict=True):
         index = bisect_right(starts, start) - 1
-        if index < 0 or kind > 1:   # copies and sets: in Free (their own share comes from the copies)
+        if index < 0 or kind > 1:  # copies and sets: in Free (their own share comes from the copies)
             continue
         compute, comm = per_step[index]
         (compute if kind == 0 else comm).append((start, end))
@@ -276,8 +276,7 @@ def read_torch_trace(path: Path, limits: Limits = Limits()) -> TorchTrace:
     steps = tuple(sorted(acc.steps, key=lambda s: s.start_us))
     kernels = _kernels(acc, _launchers(path, acc, limits)) if len(acc.kernel_ext) else ()
     communication = sum(e - s for s, e, k in zip(acc.dev_start, acc.dev_end, acc.dev_kind, strict=True) if k == 1)
-    return TorchTrace(steps, cpu_ops, kernels, communication, tuple(acc.copies), _device_steps(acc, steps),
-                      acc.events, tuple(issues))
+    return TorchTrace(steps, cpu_ops, kernels, communication, tuple(acc.copies), _device_steps(acc, steps), acc.events, tuple(issues))
 
 
 def _open(path: Path, limits: Limits) -> BinaryIO:

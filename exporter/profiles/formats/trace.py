@@ -40,7 +40,7 @@ class MemcpyTask:
 
     start_us: float
     duration_us: float
-    kind: str                        # h2d, d2h, d2d, h2d_d2h (PCIe, direction not recorded), other
+    kind: str  # h2d, d2h, d2d, h2d_d2h (PCIe, direction not recorded), other
     device_id: int | None = None
 
 
@@ -53,8 +53,8 @@ class OverlapTotals:
     communication_us: float = 0.0
     communication_not_overlapped_us: float = 0.0
     free_us: float = 0.0
-    lead_free_us: float = 0.0        # idle before the first compute/communication (start-up)
-    tail_free_us: float = 0.0        # idle after the last one
+    lead_free_us: float = 0.0  # idle before the first compute/communication (start-up)
+    tail_free_us: float = 0.0  # idle after the last one
 
     @property
     def active_free_us(self) -> float:
@@ -71,15 +71,23 @@ class TraceData:
     issues: tuple[Issue, ...] = ()
 
 
-_OVERLAP = {"Computing": "computing_us", "Communication": "communication_us",
-            "Communication(Not Overlapped)": "communication_not_overlapped_us", "Free": "free_us"}
+_OVERLAP = {
+    "Computing": "computing_us",
+    "Communication": "communication_us",
+    "Communication(Not Overlapped)": "communication_not_overlapped_us",
+    "Free": "free_us",
+}
 _MEMCPY_OPERATIONS = {
-    "host to device": "h2d", "host to device ex": "h2d", "device to host": "d2h", "device to host ex": "d2h",
-    "device to device": "d2d", "addr device to device": "d2d",
+    "host to device": "h2d",
+    "host to device ex": "h2d",
+    "device to host": "d2h",
+    "device to host ex": "d2h",
+    "device to device": "d2d",
+    "addr device to device": "d2d",
 }
 _MEMCPY_QUEUES = {"PCIE_DMA_SQE": "h2d_d2h", "SDMA_SQE": "d2d"}
 _NPU_LABEL = re.compile(r"^NPU\s*(\d+)$")
-_PROCESS_TEXT = 64   # characters of a process name or label kept: the ones compared are short
+_PROCESS_TEXT = 64  # characters of a process name or label kept: the ones compared are short
 # File-level refusals: what was read before is not used (a cut or a bad event keeps it).
 CAP_REASONS = frozenset({"item_too_large", "too_deep", "too_many_objects", "too_many_events"})
 
@@ -100,7 +108,7 @@ class _OverlapAcc:
         self.sums = dict.fromkeys(_OVERLAP.values(), 0.0)
         self.busy_start = float("inf")
         self.busy_end = float("-inf")
-        self.first_free: tuple[float, float] | None = None   # (start, duration)
+        self.first_free: tuple[float, float] | None = None  # (start, duration)
         self.last_free: tuple[float, float] | None = None
 
     def add(self, category: str, start: float, duration: float) -> None:
@@ -212,15 +220,18 @@ class _TraceAcc:
         if self.dropped_steps:
             issues.append(Issue("too_large", f"{name}: over {self.limits.max_host_steps} ProfilerStep spans; rest ignored"))
         if self.dropped_processes:
-            issues.append(Issue("too_large", f"{name}: over {self.limits.max_trace_processes} processes; "
-                                             f"{self.dropped_processes} events of the others ignored"))
+            issues.append(
+                Issue(
+                    "too_large",
+                    f"{name}: over {self.limits.max_trace_processes} processes; {self.dropped_processes} events of the others ignored",
+                )
+            )
         memcpy = tuple(
             MemcpyTask(start, duration, kind, self._device(pid))
-            for pid, start, duration, kind in self.memcpy if self._is(pid, "Ascend Hardware")
+            for pid, start, duration, kind in self.memcpy
+            if self._is(pid, "Ascend Hardware")
         )
-        overlaps = tuple(
-            acc.totals(self._device(pid)) for pid, acc in self.overlap.items() if self._is(pid, "Overlap Analysis")
-        )
+        overlaps = tuple(acc.totals(self._device(pid)) for pid, acc in self.overlap.items() if self._is(pid, "Overlap Analysis"))
         steps = tuple(sorted(self.host_steps, key=lambda s: s.start_us))
         return TraceData(steps, memcpy, overlaps, self.events, tuple(issues))
 
@@ -275,5 +286,3 @@ def _sum_overlaps(device: int | None, items: list[OverlapTotals]) -> OverlapTota
         lead_free_us=items[0].lead_free_us,
         tail_free_us=items[-1].tail_free_us,
     )
-
-
