@@ -15,7 +15,9 @@ import pytest
 from tests.support.paths import ROOT
 
 PACKAGE = ROOT / "exporter"
-MAX_LINES = 500
+# A module's size in characters of code (whitespace left out), not lines: ruff format spreads a
+# call over as many lines as it has arguments. 27,000 is about what 500 dense lines held.
+MAX_CODE_CHARS = 27_000
 
 # What each top-level part of ``exporter`` may import (besides itself and ``exporter.__init__``).
 ALLOWED: dict[str, set[str]] = {
@@ -134,7 +136,7 @@ def test_modules_stay_small():
     big = {
         str(path.relative_to(ROOT)): n
         for path in MODULES.values()
-        if not path.name.endswith("_pb2.py") and (n := len(path.read_text().splitlines())) > MAX_LINES
+        if not path.name.endswith("_pb2.py") and (n := len(re.sub(r"\s", "", path.read_text()))) > MAX_CODE_CHARS
     }
     assert not big, big
 
