@@ -18,6 +18,7 @@ worst gaps, in seconds.
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -58,6 +59,12 @@ async def measure() -> AsyncIterator[LoopLag]:
     """Tick on the running loop while the body runs; the result is complete after the block."""
     lag = LoopLag()
     stop, started = asyncio.Event(), asyncio.Event()
+    # The test process holds every module the suite imported (torch among them): a full garbage
+    # collection of that heap stalls any loop for most of a second. It is not the exporter's heap,
+    # and serve freezes its own start-up objects (core/heap.py): frozen here the same way, so the
+    # collections measured are those of what the body allocates.
+    gc.collect()
+    gc.freeze()
 
     async def tick() -> None:
         wall, loop_cpu, process_cpu = time.perf_counter(), time.thread_time(), time.process_time()
@@ -75,3 +82,4 @@ async def measure() -> AsyncIterator[LoopLag]:
     finally:
         stop.set()
         await ticker
+        gc.unfreeze()

@@ -219,9 +219,13 @@ class Recorded(BcryptPool):
             self.events.append(("start", password))
             return check(password, hashed)
 
+        # Recorded before the pool sees it: a free worker may start the check at once, and a
+        # "start" logged ahead of its "submit" would count the next round's checks as ahead of it.
+        entry = ("submit", password)
+        self.events.append(entry)
         future = super().submit(recorded, password, hashed, address)
-        if future is not None:
-            self.events.append(("submit", password))
+        if future is None:  # refused: it was never submitted (threads may append meanwhile)
+            del self.events[next(k for k in range(len(self.events) - 1, -1, -1) if self.events[k] is entry)]
         return future
 
 
