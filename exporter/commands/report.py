@@ -113,7 +113,7 @@ def write_report(args: argparse.Namespace, err: TextIO) -> Path:
     except ChartsUnavailable as exc:
         raise CannotDiagnose(str(exc)) from None
     except OSError as exc:
-        raise CannotDiagnose(f"{directory}: cannot write the report: {exc.strerror or exc}") from None
+        raise _unwritable(directory, exc) from None
     try:
         client = PrometheusClient(
             args.prometheus, timeout=getattr(args, "timeout", 30.0), deadline=Deadline(getattr(args, "deadline", None))
@@ -134,8 +134,10 @@ def write_report(args: argparse.Namespace, err: TextIO) -> Path:
         (directory / "capacity.json").write_text(report_json(report, charts), encoding="utf-8")
         index = directory / "index.html"
         index.write_text(render_html(report, charts), encoding="utf-8")
-    except ChartsUnavailable as exc:
-        raise CannotDiagnose(str(exc)) from None
     except OSError as exc:
-        raise CannotDiagnose(f"{directory}: cannot write the report: {exc.strerror or exc}") from None
+        raise _unwritable(directory, exc) from None
     return index
+
+
+def _unwritable(directory: Path, exc: OSError) -> CannotDiagnose:
+    return CannotDiagnose(f"{directory}: cannot write the report: {exc.strerror or exc}")
