@@ -2,8 +2,8 @@
 (thresholds.yaml beside this file, or ``--thresholds FILE``).
 
 thresholds.py loads and validates the table; rules.py and recording.py (alerts and
-recording rules) and dashboards.py (Grafana dashboards) are pure generators returning plain
-data; writer.py serialises them with a "generated, do not edit" header. `cann-exporter
+recording rules) and dashboards.py with one *_board.py module per dashboard (Grafana) are pure
+generators returning plain data; writer.py serialises them with a "generated, do not edit" header. `cann-exporter
 generate` (commands/generate.py) writes them under ``--out``:
 
     alerts/cann-exporter.alerts.yml      alerting rules (every contract alert)

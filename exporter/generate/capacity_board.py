@@ -1,0 +1,183 @@
+"""The capacity dashboard: chip-hours, allocation and forecasts from the cluster:* records."""
+
+from __future__ import annotations
+
+from exporter.generate.common import MIN_FORECAST_DAYS, num, pct
+from exporter.generate.panels import (
+    Board,
+    bars,
+    datasource_var,
+    graph,
+    grid,
+    indicator_steps,
+    q,
+)
+from exporter.generate.thresholds import Thresholds
+
+
+def capacity(table_: Thresholds) -> Board:
+    util = table_["device_utilization"]
+    steps = indicator_steps(util)
+    quantiles = table_.recording.quantiles
+    b = Board(
+        "capacity-planning",
+        "Utilization trends, distribution, idle capacity, allocation versus use and a 30-day forecast, "
+        "from the recording rules (alerts/cann-exporter.rules.yml).",
+        time_from="now-30d",
+        refresh="15m",
+        variables=[datasource_var()],
+    )
+    b.row("Trends")
+    b.add(
+        graph(
+            "Cluster utilization (1h and daily means)",
+            q("cluster:npu_aicore_utilization_ratio:avg1h", "1h mean (chips)"),
+            q("cluster:npu_aicore_utilization_ratio:avg1d", "daily mean"),
+            q("cluster:npu_aicore_utilization_ratio_in_use:avg5m", "chips in use, 5m"),
+            unit="percentunit",
+            steps=steps,
+            lo=0,
+            hi=1,
+        ),
+        graph(
+            "Utilization quantiles across chips (1h)",
+            *[q(f'cluster:npu_aicore_utilization_ratio:quantile_avg1h{{quantile="{num(v)}"}}', f"p{num(v * 100)}") for v in quantiles],
+            unit="percentunit",
+            steps=steps,
+            lo=0,
+            hi=1,
+        ),
+        graph(
+            "Utilization by node (daily)",
+            q("instance:npu_aicore_utilization_ratio:avg1d", "{{instance}}"),
+            unit="percentunit",
+            steps=steps,
+            lo=0,
+            hi=1,
+        ),
+        graph(
+            "Utilization by namespace (1h)",
+            q("namespace:npu_aicore_utilization_ratio:avg1h", "{{namespace}}"),
+            unit="percentunit",
+            steps=steps,
+            lo=0,
+            hi=1,
+            description="Chips attributed to namespaces by the kubelet (npu_pod_info).",
+        ),
+    )
+    b.row("Distribution and idle capacity")
+    b.add(
+        bars(
+            "Chips by daily utilization",
+            *[
+                q(
+                    f"count(chip:npu_aicore_utilization_ratio:avg1d >= {num(lo_)} < {num(hi_)}) or vector(0)",
+                    f"{pct(lo_)}-{pct(hi_)}",
+                    instant=True,
+                )
+                for lo_, hi_ in ((0, util.abnormal or 0.6), (util.abnormal or 0.6, util.healthy or 0.85), (util.healthy or 0.85, 1.01))
+            ],
+            unit="short",
+            decimals=0,
+            description="Chips below the abnormal bound, in between, and healthy, by their daily mean.",
+        ),
+        graph(
+            "Idle and unused chip-hours per day",
+            q("cluster:npu_chip_hours:sum1d", "observed"),
+            q("cluster:npu_idle_chip_hours:sum1d", "idle (nothing on the chip)"),
+            q("cluster:npu_unused_chip_hours:sum1d", "unused (AI Cores not busy)"),
+            unit="short",
+            lo=0,
+            description="Chip-hours of the last day, observed time only (a new chip or a scrape gap adds only the "
+            "minutes it was scraped): idle = no process, pod or job; unused = (1 - utilization) x observed hours.",
+        ),
+        grid(
+            "Unused chip-hours per namespace (last day)",
+            q("namespace:npu_unused_chip_hours:sum1d", table_format=True),
+            hidden=("__name__",),
+            sort="Value",
+        ),
+        grid(
+            "Idle chip-hours per node (last day)",
+            q("instance:npu_idle_chip_hours:sum1d", table_format=True),
+            hidden=("__name__",),
+            sort="Value",
+        ),
+    )
+    b.row("Allocation versus use")
+    b.add(
+        graph(
+            "Chips: total, in use, below target",
+            q("cluster:npu_chips:count", "total"),
+            q("cluster:npu_chips_in_use:sum", "in use"),
+            q("cluster:npu_chips_low_utilization:sum", "in use, below target"),
+            q("sum(namespace:npu_chips:count)", "allocated to pods"),
+            unit="short",
+            lo=0,
+            decimals=0,
+        ),
+        graph(
+            "Allocation and use",
+            q("cluster:npu_allocation:ratio", "allocated (in use / total)"),
+            q("cluster:npu_aicore_utilization_ratio_in_use:avg5m", "use of allocated chips"),
+            q("cluster:npu_aicore_utilization_ratio:avg5m", "use of all chips"),
+            unit="percentunit",
+            steps=steps,
+            lo=0,
+            hi=1,
+        ),
+        graph("HBM headroom", q("cluster:npu_hbm_headroom_bytes:sum", "free HBM (cluster)"), unit="bytes", lo=0, w=8),
+        graph(
+            "Peak HBM use (daily)",
+            q("cluster:npu_hbm_usage:max1d", "busiest chip"),
+            q("instance:npu_hbm_usage:max1d", "{{instance}}"),
+            unit="percentunit",
+            lo=0,
+            hi=1,
+            w=8,
+        ),
+        graph("Chips in use (daily mean)", q("cluster:npu_chips_in_use:avg1d", "in use"), unit="short", lo=0, w=8),
+    )
+    b.row("Forecast")
+    b.add(
+        graph(
+            "Chips in use: 7-day trend projected 30 days",
+            q("cluster:npu_chips_in_use:sum", "now"),
+            q(forecast("cluster:npu_chips_in_use:sum", "0", f"scalar({CHIPS})"), "in 30 days"),
+            q(CHIPS, "capacity"),
+            unit="short",
+            lo=0,
+            decimals=0,
+            description=(
+                f"predict_linear over the last 7 days, between 0 and the chips there are: reaching capacity "
+                f"means plan more chips. Empty until the record has {MIN_FORECAST_DAYS} days of history."
+            ),
+        ),
+        graph(
+            "Utilization: 7-day trend projected 30 days",
+            q("cluster:npu_aicore_utilization_ratio:avg1h", "now"),
+            q(forecast("cluster:npu_aicore_utilization_ratio:avg1h", "0", "1"), "in 30 days"),
+            unit="percentunit",
+            steps=steps,
+            lo=0,
+            hi=1,
+            description=f"predict_linear over the last 7 days, between 0 and 100%. Empty until the record has "
+            f"{MIN_FORECAST_DAYS} days of history.",
+        ),
+    )
+    return b
+
+
+CHIPS = "cluster:npu_chips:count"
+FORECAST_RANGE_DAYS, FORECAST_AHEAD_DAYS = 7, 30
+
+
+def forecast(record: str, low: str, high: str) -> str:
+    """``record`` projected 30 days ahead from its last 7, clamped to [low, high] (the physical
+    bounds), and only where ``record`` has MIN_FORECAST_DAYS of history: a sample MIN_FORECAST_DAYS
+    or more ago inside the range (a line through hours of data swings to absurd values)."""
+    older = FORECAST_RANGE_DAYS - MIN_FORECAST_DAYS
+    return (
+        f"clamp(predict_linear({record}[{FORECAST_RANGE_DAYS}d], {FORECAST_AHEAD_DAYS} * 86400), {low}, {high})\n"
+        f"and on () present_over_time({record}[{older}d] offset {MIN_FORECAST_DAYS}d)"
+    )

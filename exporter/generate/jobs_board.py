@@ -1,0 +1,199 @@
+"""The training-jobs dashboard: the hooks' step timings and profile summaries per job."""
+
+from __future__ import annotations
+
+from grafana_foundation_sdk.models import dashboard as dm
+
+from exporter.generate.alert_facts import has_alert
+from exporter.generate.common import num, pct
+from exporter.generate.panels import (
+    GREEN,
+    JOB_LEGEND,
+    JOB_SEL,
+    ORANGE,
+    RED,
+    UTIL,
+    Board,
+    bars,
+    datasource_var,
+    graph,
+    grid,
+    indicator_steps,
+    limit_steps,
+    q,
+    query_var,
+)
+from exporter.generate.thresholds import Thresholds
+
+
+def jobs(table_: Thresholds) -> Board:
+    memcpy, framework, idle = table_["memcpy_share"], table_["framework_overhead_share"], table_["idle_share"]
+    top3, hot, util = table_["top3_operator_share"], table_["max_operator_share"], table_["device_utilization"]
+    reg = table_.alert("NPUIterationTimeRegression") if has_alert(table_, "NPUIterationTimeRegression") else None
+    baseline = reg.param("baseline", "1d") if reg else "1d"
+    stall = table_.alert("NPUTrainingStalled").threshold if has_alert(table_, "NPUTrainingStalled") else None
+    rate = "$__rate_interval"
+    dur = "npu_job_iteration_duration_seconds"
+    variables = [
+        datasource_var(),
+        query_var("job", "Job", "label_values(npu_devices, job)"),
+        query_var(
+            "job_name",
+            "Training job",
+            'label_values({__name__=~"npu_job_info|npu_profile_last_update_timestamp_seconds", job=~"$job"}, job_name)',
+        ),
+    ]
+    b = Board(
+        "training-jobs",
+        "Training jobs reporting through the hooks (npu_job_*) and their latest profiles (npu_profile_*): "
+        "the three levels of the tuning method.",
+        time_from="now-6h",
+        variables=variables,
+    )
+    b.row("Macro: iterations and throughput")
+    b.add(
+        graph(
+            "Iteration time",
+            q(f"histogram_quantile(0.5, sum by (job_name, rank, le) (rate({dur}_bucket{{{JOB_SEL}}}[{rate}])))", "p50 " + JOB_LEGEND),
+            q(f"histogram_quantile(0.99, sum by (job_name, rank, le) (rate({dur}_bucket{{{JOB_SEL}}}[{rate}])))", "p99 " + JOB_LEGEND),
+            q(
+                f"sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}])) / sum by (job_name, rank) (rate({dur}_count{{{JOB_SEL}}}[{rate}]))",
+                "mean " + JOB_LEGEND,
+            ),
+            unit="s",
+            lo=0,
+        ),
+        graph(
+            "Throughput (samples/s)",
+            q(f"sum by (job_name) (rate(npu_job_samples_total{{{JOB_SEL}}}[{rate}]))", "{{job_name}}"),
+            q(f"sum by (job_name) (rate(npu_job_iterations_total{{{JOB_SEL}}}[{rate}]))", "{{job_name}} iterations/s"),
+            unit="short",
+            lo=0,
+        ),
+        graph(
+            f"Iteration time vs {baseline} ago",
+            q(
+                f"(sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[1h])) / sum by (job_name, rank) (rate({dur}_count{{{JOB_SEL}}}[1h])))\n"
+                f"/ (sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[1h] offset {baseline})) / sum by (job_name, rank) (rate({dur}_count{{{JOB_SEL}}}[1h] offset {baseline})))\n- 1",
+                JOB_LEGEND,
+            ),
+            unit="percentunit",
+            steps=limit_steps(reg.threshold if reg else None),
+            description=f"Mean iteration time over 1h relative to the same job {baseline} earlier; NPUIterationTimeRegression fires above "
+            f"{pct(reg.threshold if reg and reg.threshold is not None else 0)}.",
+        ),
+        graph(
+            "Time since the last iteration",
+            q(f"time() - npu_job_last_iteration_timestamp_seconds{{{JOB_SEL}}}", JOB_LEGEND),
+            unit="s",
+            steps=limit_steps(stall),
+            lo=0,
+            description=f"NPUTrainingStalled fires above {num(stall or 0)} s.",
+        ),
+        graph(
+            "Idle gaps between iterations",
+            q(f"1 - sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}]))", JOB_LEGEND),
+            unit="percentunit",
+            steps=indicator_steps(idle),
+            lo=0,
+            hi=1,
+            description=f"Wall time outside the reported steps (macro level: is the task stream continuous?); healthy {idle.healthy_text()}.",
+        ),
+        graph(
+            "Utilization of the jobs' chips",
+            q(
+                f'{UTIL}{{job=~"$job"}}\n  * on (job, instance, device) group_right\n  group by (job, instance, device, job_name, rank) (npu_job_info{{{JOB_SEL}}})',
+                JOB_LEGEND,
+            ),
+            unit="percentunit",
+            steps=indicator_steps(util),
+            lo=0,
+            hi=1,
+        ),
+    )
+    b.row("Meso: where the step time goes")
+    share = f"sum by (job_name, rank, phase) (rate(npu_job_phase_seconds_total{{{JOB_SEL}}}[{rate}]))\n/ on (job_name, rank) group_left\nsum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}]))"
+    b.add(
+        graph(
+            "Step phases",
+            q(share, "{{job_name}}/{{rank}} {{phase}}"),
+            unit="percentunit",
+            stack=True,
+            lo=0,
+            description="Share of the iteration time in each phase the hooks report.",
+        ),
+        graph(
+            "Memory-copy share (H2D + D2H)",
+            q(
+                f'sum by (job_name, rank) (rate(npu_job_phase_seconds_total{{{JOB_SEL}, phase=~"h2d|d2h"}}[{rate}]))\n'
+                f"/ sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}]))",
+                JOB_LEGEND,
+            ),
+            q(f"npu_profile_memcpy_ratio{{{JOB_SEL}}}", "profile " + JOB_LEGEND),
+            unit="percentunit",
+            steps=indicator_steps(memcpy),
+            lo=0,
+            description=f"Healthy {memcpy.healthy_text()}, abnormal {memcpy.abnormal_text()} (NPUMemcpyHigh).",
+        ),
+        graph(
+            "Framework overhead share",
+            q(
+                f'sum by (job_name, rank) (rate(npu_job_phase_seconds_total{{{JOB_SEL}, phase="framework"}}[{rate}]))\n'
+                f"/ sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}]))",
+                JOB_LEGEND,
+            ),
+            q(f"npu_profile_framework_overhead_ratio{{{JOB_SEL}}}", "profile " + JOB_LEGEND),
+            unit="percentunit",
+            steps=indicator_steps(framework),
+            lo=0,
+            description=f"Healthy {framework.healthy_text()} (NPUFrameworkOverheadHigh).",
+        ),
+        graph(
+            "Framework memory (allocator)",
+            q(f"npu_job_memory_allocated_bytes{{{JOB_SEL}}}", JOB_LEGEND),
+            q(f"npu_job_memory_max_allocated_bytes{{{JOB_SEL}}}", "peak " + JOB_LEGEND),
+            unit="bytes",
+            lo=0,
+        ),
+        grid("Reporting processes", q(f"npu_job_info{{{JOB_SEL}}}", table_format=True), hidden=("__name__", "Value")),
+    )
+    b.row("Micro: latest profiles")
+    pro = f"{{{JOB_SEL}}}"
+    b.add(
+        bars(
+            "Step composition (latest profile)",
+            q(f"npu_profile_compute_ratio{pro}", "compute " + JOB_LEGEND),
+            q(f"npu_profile_communication_ratio{pro}", "communication " + JOB_LEGEND),
+            q(f"npu_profile_idle_ratio{pro}", "idle " + JOB_LEGEND),
+            q(f"npu_profile_memcpy_ratio{pro}", "memcpy " + JOB_LEGEND),
+            q(f"npu_profile_framework_overhead_ratio{pro}", "framework " + JOB_LEGEND),
+            unit="percentunit",
+            lo=0,
+            hi=1,
+        ),
+        grid(
+            "Top operators (latest profile)",
+            q(f"npu_profile_operator_time_ratio{pro}", table_format=True),
+            unit="percentunit",
+            steps=limit_steps(hot.abnormal, RED),
+            hidden=("__name__", "job", "instance"),
+            sort="position",
+        ),
+        bars(
+            "Top-3 and hottest operator share",
+            q(f"npu_profile_top3_operator_ratio{pro}", "top 3 " + JOB_LEGEND),
+            q(f"npu_profile_max_operator_ratio{pro}", "hottest " + JOB_LEGEND),
+            unit="percentunit",
+            steps=[
+                dm.Threshold(value=None, color=GREEN),
+                dm.Threshold(value=top3.healthy, color=ORANGE),
+                dm.Threshold(value=hot.abnormal, color=RED),
+            ],
+            lo=0,
+            hi=1,
+            description=f"Top 3 healthy {top3.healthy_text()}; one operator abnormal {hot.abnormal_text()}.",
+        ),
+        graph("Profiled step time", q(f"npu_profile_step_duration_seconds{pro}", JOB_LEGEND), unit="s", lo=0),
+        graph("Profile age", q(f"time() - npu_profile_last_update_timestamp_seconds{pro}", JOB_LEGEND), unit="s", lo=0),
+    )
+    return b
