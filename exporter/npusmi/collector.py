@@ -52,6 +52,10 @@ class ChipsCollector:
         yield functions
 
         yield from field_families(m.CHIP_GAUGES, up, chip_labels)
+        yield from field_families((m.ENERGY,), up, chip_labels)
+        skipped = family(m.ENERGY_SKIPPED)
+        skipped.add_metric([], part.energy_skipped_intervals)
+        yield skipped
 
         for spec in m.ECC_METRICS:
             counts = family(spec)

@@ -36,6 +36,13 @@ DDR_BW = _chip("npu_ddr_bandwidth_utilization_ratio", "DDR bandwidth utilization
 HUGEPAGES_USED = _chip("npu_hugepages_used_pages", "Huge pages in use.", field="hugepages_used")
 HUGEPAGES_TOTAL = _chip("npu_hugepages_total_pages", "Huge pages available.", field="hugepages_total")
 POWER = _chip("npu_power_watts", "Power draw, watts (card power on 310P, die 0 on A3).", field="power_watts")
+ENERGY = _chip(
+    "npu_energy_joules_total",
+    "Energy drawn since the exporter started, joules: npu_power_watts integrated over successive reads "
+    "(trapezoid; intervals longer than 3 sampling periods are skipped).",
+    field="energy_joules",
+    kind="counter",
+)
 TEMPERATURE = _chip("npu_temperature_celsius", "Chip temperature, degrees Celsius.", field="temperature_celsius")
 HBM_TEMPERATURE = _chip("npu_hbm_temperature_celsius", "HBM temperature, degrees Celsius.", field="hbm_temperature_celsius")
 AICORE_FREQ = _chip("npu_aicore_frequency_hertz", "Current AI Core clock, hertz.", field="aicore_frequency_hertz")
@@ -108,6 +115,40 @@ PCI_FUNCTIONS = spec(
     field="pci_functions",
 )
 
+ENERGY_SKIPPED = spec(
+    "cann_exporter_energy_skipped_intervals_total",
+    "counter",
+    "Intervals between two power reads of a chip too long to integrate into npu_energy_joules_total (more than 3 sampling periods).",
+    field="energy_skipped_intervals",
+)
+
+ENERGY_NOTE = """\
+## Energy: how npu_energy_joules_total is built, and how exact it is
+
+npu-smi prints power, not energy. The exporter integrates the power it reads: between two
+successive reads of a chip it adds the trapezoid `(w0 + w1) / 2 x dt` joules. Only observed
+intervals count: reads further apart than 3 sampling periods (npu-smi failed or hung, the
+chip was away, the exporter was stalled) add nothing, and each such interval is counted in
+`cann_exporter_energy_skipped_intervals_total`. The counter starts at 0 with the process and
+only grows; `rate()` and `increase()` handle a restart as a counter reset.
+
+- **Where power is read.** `npu-smi info` Power(W) on every overview (every
+  `npu_smi.interval`, 10 s by default). On Atlas A3 the first die of an NPU prints the power
+  of both dies and the second prints `-`: the NPU's energy is served on its first die. On 310P
+  cards the chips print `NA` and the card's power is the MCU's `NPU Real-time Power(W)` of
+  `-t common` (every `npu_smi.detail_interval`, 60 s by default): the card's energy is served
+  on its first chip, as its `npu_power_watts` is. Sum by `npu` for a card, never by chip alone.
+- **How exact.** The trapezoid is exact for power that changes linearly between reads; over
+  a window its rate equals the mean of the power reads (what `avg_over_time(npu_power_watts)`
+  says). It misses what happens between two reads: on the simulator, a steady training load
+  read every 10 s comes within 0.1% of the true mean power over 10 minutes, while a load that
+  ramps up for 60 s and drops at once (the sawtooth scenario) reads about 7% low, because the
+  trapezoid draws each drop as a 10 s slope. A shorter `npu_smi.interval` narrows that.
+  Skipped intervals make the total an undercount, never an overcount:
+  `cann_exporter_energy_skipped_intervals_total` says whether it happened. npu-smi's own
+  power figure has the board sensor's accuracy.
+"""
+
 # Per process (ProcessSample fields).
 PROCESS_MEMORY = _chip(
     "npu_process_memory_bytes", "Device memory held by a process, bytes.", "pid", "process", field=("memory_bytes", "pid", "name")
@@ -137,5 +178,18 @@ CHIP_GAUGES = (
 )
 # Per chip, memory (hbm, ddr) and type (single_bit, double_bit): `-t ecc` (ChipSample EccCount fields).
 ECC_METRICS = (ECC_ERRORS, ECC_AGGREGATE_ERRORS, ECC_ISOLATED_PAGES)
-CHIP_METRICS = (DEVICE_INFO, DRIVER_INFO, DEVICES, EXPECTED_DEVICES, PCI_FUNCTIONS, UP, HEALTH, HEALTH_ERROR, *CHIP_GAUGES, *ECC_METRICS)
+CHIP_METRICS = (
+    DEVICE_INFO,
+    DRIVER_INFO,
+    DEVICES,
+    EXPECTED_DEVICES,
+    PCI_FUNCTIONS,
+    UP,
+    HEALTH,
+    HEALTH_ERROR,
+    *CHIP_GAUGES,
+    ENERGY,
+    ENERGY_SKIPPED,
+    *ECC_METRICS,
+)
 PROCESS_METRICS = (PROCESS_MEMORY,)

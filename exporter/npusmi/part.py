@@ -52,6 +52,7 @@ class ChipSample:
     hugepages_used: int | None = None  # `info` Hugepages-Usage(page) used
     hugepages_total: int | None = None  # `info` Hugepages-Usage(page) total
     power_watts: float | None = None  # `info` Power(W); 310P: `-t common` MCU power
+    energy_joules: float | None = None  # power_watts integrated over this process's reads (npusmi/energy.py)
     temperature_celsius: float | None = None  # `info` Temp(C)
     hbm_temperature_celsius: float | None = None  # `-t memory` HBM Temperature(C)
     aicore_frequency_hertz: float | None = None  # `-t common` Aicore curFreq(MHZ)
@@ -86,6 +87,7 @@ class DevicesPart:
     expected_devices: int | None = None  # npu_smi.expected_devices (None: not set)
     pci_expected_devices: int | None = None  # chips the Ascend PCI functions in sysfs carry (npusmi/pci.py)
     pci_functions: tuple[tuple[str, int], ...] = ()  # (PCI device id, Ascend functions with it) in sysfs
+    energy_skipped_intervals: int = 0  # power-read intervals too long to integrate (npusmi/energy.py)
 
 
 # --- records -> samples (pure) ------------------------------------------------------------------

@@ -31,6 +31,7 @@ from exporter.core.health import Failure, HealthRegistry
 from exporter.core.runner import CommandRunner, RunError, RunResult
 from exporter.core.sampler import Task
 from exporter.npusmi import parse as p
+from exporter.npusmi.energy import EnergyIntegrator
 from exporter.npusmi.options import DETAIL_KINDS, NpuSmiOptions
 from exporter.npusmi.part import (
     ChipSample,
@@ -82,6 +83,7 @@ class NpuSmiSource:
         self._details: dict[tuple[str, ChipKey], Stamped[object]] = {}
         self._card_power: dict[int, Stamped[float]] = {}  # 310P: MCU power of `-t common`
         self._pci: PciCount | None = None  # Ascend PCI functions in sysfs, read with the inventory
+        self.energy = EnergyIntegrator()  # fed by every power read: `info` Power(W), 310P card power
 
     # --- scheduled work ------------------------------------------------------------------
 
@@ -98,6 +100,7 @@ class NpuSmiSource:
             self._table, self._table_at, self._table_ok = table, self.clock(), True
             for chip in table.chips:
                 self._known[(chip.npu_id, chip.chip_id)] = chip
+                self.energy.add((chip.npu_id, chip.chip_id), self._table_at, chip.power_watts, self.options.interval)
             if table.process_error is not None:  # the chips are served; their processes are unknown
                 failures.append(Failure(self.PROCESSES, "truncated", table.process_error))
         self.health[self.INFO].record(time.monotonic() - start, failures, ["info", self.PROCESSES])
@@ -167,6 +170,7 @@ class NpuSmiSource:
             expected_devices=self.options.expected_devices or None,
             pci_expected_devices=self._pci.expected_chips if self._pci else None,
             pci_functions=self._pci.functions if self._pci else (),
+            energy_skipped_intervals=self.energy.skipped_intervals,
         )
 
     def _chip_sample(self, key: ChipKey, chip: p.InfoChip, up: bool, now: float) -> ChipSample:
@@ -186,6 +190,7 @@ class NpuSmiSource:
             return sample  # identity only: a chip we cannot read has no values
         sample = replace(sample, **overview_values(chip))  # type: ignore[arg-type]
         changes = detail_values(sample, self._fresh_details(key, now))
+        changes["energy_joules"] = self.energy.joules(key)
         card_power = self._card_power.get(key[0])
         if sample.power_watts is None and key[1] == _first_chip(self._known, key[0]) and card_power:
             if card_power.fresh(now, self.max_age):
@@ -260,10 +265,18 @@ class NpuSmiSource:
         if isinstance(records, p.CommonInfo):
             if records.mcu_power_watts is not None:
                 self._card_power[npu] = Stamped(records.mcu_power_watts, now)
+                self._add_card_energy(npu, records.mcu_power_watts, now)
             records = records.chips
         for record in records:
             self._details[(kind, (npu, record.chip_id))] = Stamped(record, now)
         return None
+
+    def _add_card_energy(self, npu: int, watts: float, now: float) -> None:
+        """310P: the card's power is read once per card and served on its first chip, and so is its energy."""
+        first = (npu, _first_chip(self._known, npu))
+        chip = self._known.get(first)
+        if chip is not None and chip.power_watts is None:  # a chip with power of its own integrates that
+            self.energy.add(first, now, watts, self.options.detail_interval)
 
     def _overview_keys(self) -> frozenset[ChipKey]:
         if not self._table_ok or self._table is None:
