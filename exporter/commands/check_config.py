@@ -20,6 +20,7 @@ from exporter.node.settings import (
     ConfigError,
     Settings,
     build_settings,
+    check_fault_codes,
     load_ingest_token,
     read_config_file,
 )
@@ -37,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     path = args.file
     try:
         settings = load_ingest_token(build_settings(read_config_file(path), {}, {}, origin=path))
+        check_fault_codes(settings)
         web = load_web_config(settings.web.config_file) if settings.web.config_file is not None else None  # certificates included
     except (ConfigError, WebConfigError) as exc:
         for problem in exc.problems:

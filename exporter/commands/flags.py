@@ -11,6 +11,7 @@ from exporter.node.settings import (
     OPTIONS,
     Settings,
     build_settings,
+    check_fault_codes,
     load_ingest_token,
     read_config_file,
 )
@@ -53,4 +54,6 @@ def load_settings(args: argparse.Namespace, env: Mapping[str, str]) -> Settings:
         origin = args.config
         file_values = read_config_file(args.config)
     flags = {option.key: getattr(args, option.key, None) for option in OPTIONS}
-    return load_ingest_token(build_settings(file_values, env, flags, origin=origin))
+    settings = load_ingest_token(build_settings(file_values, env, flags, origin=origin))
+    check_fault_codes(settings)
+    return settings

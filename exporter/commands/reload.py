@@ -3,7 +3,8 @@
 The web config (and the certificates it names) is read again and applied, as when its files
 change; a file that does not load keeps the last good one. The `--config` file is checked
 again with the environment and flags of the start: a problem is logged with its key, and a
-valid change is logged as needing a restart (the sources and the listener are built once).
+valid change is logged as needing a restart (the sources and the listener are built once),
+except for what ``apply`` takes live (the fault-code table, ``npu_smi.fault_codes``).
 Until the event loop runs, a SIGHUP is logged and ignored: its default action would end the
 process without a word.
 """
@@ -23,6 +24,7 @@ from exporter.web.security import WebSecurity
 log = logging.getLogger("exporter")
 
 Reread = Callable[[], Settings]
+Apply = Callable[[Settings], None]  # takes the live part of valid re-read settings
 
 
 def _early(signum: int, frame: FrameType | None) -> None:
@@ -37,7 +39,9 @@ def hold_sighup() -> None:
         pass
 
 
-def reload_on_sighup(settings: Settings, reread: Reread | None, security: WebSecurity | None) -> Callable[[], Awaitable[None]]:
+def reload_on_sighup(
+    settings: Settings, reread: Reread | None, security: WebSecurity | None, apply: Apply | None = None
+) -> Callable[[], Awaitable[None]]:
     """The background task: on each SIGHUP, :func:`reload` in a thread (file reads block)."""
 
     async def run() -> None:
@@ -52,7 +56,7 @@ def reload_on_sighup(settings: Settings, reread: Reread | None, security: WebSec
                 await wake.wait()
                 wake.clear()  # signals during a reload fold into one more
                 try:
-                    await asyncio.to_thread(reload, settings, reread, security)
+                    await asyncio.to_thread(reload, settings, reread, security, apply)
                 except Exception:  # never let a reload bug end the exporter or the next SIGHUP
                     log.exception("SIGHUP: reload crashed")
         finally:
@@ -62,11 +66,13 @@ def reload_on_sighup(settings: Settings, reread: Reread | None, security: WebSec
     return run
 
 
-def reload(settings: Settings, reread: Reread | None, security: WebSecurity | None) -> None:
+def reload(settings: Settings, reread: Reread | None, security: WebSecurity | None, apply: Apply | None = None) -> None:
     """Re-read what SIGHUP re-reads, logging each outcome. Blocking."""
     log.info("SIGHUP: re-reading the configuration files")
     if reread is not None:
-        _check_settings(settings, reread)
+        new = _check_settings(settings, reread)
+        if new is not None and apply is not None:
+            apply(new)
     if security is not None:
         reloaded = security.reload_if_changed(force=True)
         log.info(
@@ -75,17 +81,20 @@ def reload(settings: Settings, reread: Reread | None, security: WebSecurity | No
         )
 
 
-def _check_settings(settings: Settings, reread: Reread) -> None:
+def _check_settings(settings: Settings, reread: Reread) -> Settings | None:
+    """The re-read settings when they are valid (None otherwise), logging what changed."""
     try:
         new = reread()
     except ConfigError as exc:
         log.error("SIGHUP: the configuration has problems; the running one stays in force", extra={"problems": "; ".join(exc.problems)})
-        return
-    changed = [f.name for f in dataclasses.fields(Settings) if getattr(new, f.name) != getattr(settings, f.name)]
+        return None
+    live = dataclasses.replace(new, npu_smi=dataclasses.replace(new.npu_smi, fault_codes=settings.npu_smi.fault_codes))
+    changed = [f.name for f in dataclasses.fields(Settings) if getattr(live, f.name) != getattr(settings, f.name)]
     if changed:
         log.warning(
-            "SIGHUP: the configuration changed; the changes take effect at the next restart (only the web config is applied live)",
+            "SIGHUP: the configuration changed; the changes take effect at the next restart (only the web config and the fault-code table are applied live)",
             extra={"sections": ",".join(changed)},
         )
     else:
         log.info("SIGHUP: the configuration is valid and unchanged")
+    return new

@@ -7,14 +7,16 @@ import logging
 import sys
 
 from exporter import __version__
-from exporter.commands.reload import Reread, hold_sighup, reload_on_sighup
+from exporter.commands.reload import Apply, Reread, hold_sighup, reload_on_sighup
 from exporter.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from exporter.core.gil import favour_the_event_loop
 from exporter.core.heap import freeze_startup
 from exporter.core.shutdown import leave
 from exporter.jobs import http as ingest_http
-from exporter.node.assembly import assemble
+from exporter.node.assembly import Node, assemble
 from exporter.node.settings import Settings
+from exporter.npusmi.faultcodes import FaultCodeError
+from exporter.npusmi.source import NpuSmiSource
 from exporter.web.config import WebConfigError
 from exporter.web.listen import addresses, bind
 from exporter.web.security import WebSecurity
@@ -28,6 +30,25 @@ def web_security(settings: Settings) -> WebSecurity | None:
         return None
     exempt = frozenset({"/healthz", "/readyz"}) if settings.web.auth_exempt_health else frozenset()
     return WebSecurity.from_file(settings.web.config_file, exempt_paths=exempt)
+
+
+def live_settings(node: Node) -> Apply:
+    """What SIGHUP applies without a restart from valid re-read settings: the fault-code table."""
+    devices = node.source(NpuSmiSource)
+
+    def apply(new: Settings) -> None:
+        if devices is None:
+            return
+        try:
+            devices.reload_fault_codes(new.npu_smi.fault_codes)
+        except FaultCodeError as exc:  # changed since the settings were checked: keep the table in use
+            log.error("SIGHUP: the fault-code table has problems; the one in use stays", extra={"problems": "; ".join(exc.problems)})
+        else:
+            log.info(
+                "SIGHUP: fault-code table re-read", extra={"file": devices.fault_codes.origin, "codes": len(devices.fault_codes.levels)}
+            )
+
+    return apply
 
 
 def run(settings: Settings, reread: Reread | None = None) -> int:
@@ -54,7 +75,7 @@ def run(settings: Settings, reread: Reread | None = None) -> int:
         routes=routes,
         bearer_paths=ingest_http.bearer_paths(token),
         security=security,
-        background=[node.sampler.run_forever, reload_on_sighup(settings, reread, security)],
+        background=[node.sampler.run_forever, reload_on_sighup(settings, reread, security, live_settings(node))],
         about=node.about,
     )
     host, port = settings.listen

@@ -34,12 +34,23 @@ from exporter.hooks.env import HOOK_ONLY
 from exporter.jobs.options import IngestOptions
 from exporter.node.collectors import CollectorOptions
 from exporter.node.simulate import SimulatorOptions
+from exporter.npusmi.faultcodes import FaultCodeError, load_fault_codes
 from exporter.npusmi.options import NpuSmiOptions
 from exporter.pods.options import PodsOptions
 from exporter.profiles.options import ProfilesOptions
 from exporter.web.options import WebOptions, listen_option
 
-__all__ = ["OPTIONS", "OPTIONS_BY_KEY", "ConfigError", "Settings", "build_settings", "load_ingest_token", "load_yaml", "read_config_file"]
+__all__ = [
+    "OPTIONS",
+    "OPTIONS_BY_KEY",
+    "ConfigError",
+    "Settings",
+    "build_settings",
+    "check_fault_codes",
+    "load_ingest_token",
+    "load_yaml",
+    "read_config_file",
+]
 
 MAX_TOKEN_FILE_BYTES = 64 * KiB  # a bearer token is a line; a mounted secret is small
 
@@ -111,6 +122,16 @@ def load_ingest_token(settings: Settings) -> Settings:
     if not token:
         raise ConfigError([f"ingest.token_file: {path} is empty"])
     return replace(settings, ingest=replace(settings.ingest, token=token))
+
+
+def check_fault_codes(settings: Settings) -> None:
+    """ConfigError naming each bad entry of ``npu_smi.fault_codes`` (I/O, so outside build_settings)."""
+    if settings.npu_smi.fault_codes is None:
+        return
+    try:
+        load_fault_codes(settings.npu_smi.fault_codes)
+    except FaultCodeError as exc:
+        raise ConfigError([f"npu_smi.fault_codes: {problem}" for problem in exc.problems]) from None
 
 
 def _cross_checks(values: Mapping[str, Any]) -> list[str]:

@@ -33,7 +33,7 @@ from exporter.node.collectors import npu_smi_needed
 from exporter.node.settings import Settings
 from exporter.node.simulate import Simulated, hccn_tool_command, npu_smi_command
 from exporter.npusmi.collector import ChipsCollector, ProcessesCollector
-from exporter.npusmi.metrics import ECC_NOTE, ENERGY_NOTE
+from exporter.npusmi.metrics import ECC_NOTE, ENERGY_NOTE, FAULT_NOTE
 from exporter.npusmi.part import DEVICES, DevicesPart
 from exporter.npusmi.source import NpuSmiSource
 from exporter.pods.collector import PodCollector
@@ -219,7 +219,7 @@ def http(b: Build) -> Source | None:
 
 
 SOURCES: tuple[Registration, ...] = (
-    Registration(DEVICES.name, npu_smi, (("devices", ChipsCollector), ("processes", ProcessesCollector)), (ECC_NOTE, ENERGY_NOTE)),
+    Registration(DEVICES.name, npu_smi, (("devices", ChipsCollector), ("processes", ProcessesCollector)), (ECC_NOTE, ENERGY_NOTE, FAULT_NOTE)),
     Registration(STATUS.name, status, (("self", StatusCollector),), (SOURCE_NOTE,)),
     Registration(RESOURCES.name, resources, (("self", ResourcesCollector),)),
     Registration(PROFILES.name, profiles, (("profiles", ProfileCollector),)),

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from prometheus_client.core import Metric
 
+from exporter.core import faultlevels
 from exporter.core.metric import chip_labels, family, field_families, label, stateset
 from exporter.npusmi import metrics as m
 from exporter.npusmi.part import HEALTH_STATES, DevicesPart
@@ -29,9 +30,10 @@ class ChipsCollector:
         yield stateset(m.HEALTH, HEALTH_STATES, up, chip_labels)
         codes = family(m.HEALTH_ERROR)
         for chip in up:
-            for code in chip.health_error_codes:
-                codes.add_metric(chip_labels(chip) + [code], 1)
+            for error in chip.health_errors:
+                codes.add_metric(chip_labels(chip) + [error.code, error.level], 1)
         yield codes
+        yield stateset(m.FAULT_LEVEL, faultlevels.NAMES, up, chip_labels)
 
         if part.driver_version or part.tool_version:
             driver = family(m.DRIVER_INFO)

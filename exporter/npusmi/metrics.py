@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from exporter.core import faultlevels
 from exporter.core.metric import CHIP_LABELS, MetricSpec, spec
 
 
@@ -17,9 +18,18 @@ UP = _chip("npu_up", "1 if the latest read of this chip succeeded, else 0.", fie
 HEALTH = _chip("npu_health", "Chip health as a stateset: 1 for the current state.", "state", field="health")
 HEALTH_ERROR = _chip(
     "npu_health_error_info",
-    "An error code npu-smi reports for a chip that is not OK (`-t health` Error Code); value 1.",
+    "An error code npu-smi reports for a chip that is not OK (`-t health` Error Code) with its handling level from "
+    'the fault-code table (level="unknown" when the table does not list it); value 1.',
     "code",
-    field="health_error_codes",
+    "level",
+    field="health_errors",
+)
+FAULT_LEVEL = _chip(
+    "npu_fault_level",
+    "The most severe handling level of the chip's fault codes as a stateset: 1 for the current level "
+    '("none": no code); absent while the codes of a chip that is not OK are unread.',
+    "level",
+    field="fault_level",
 )
 AICORE = _chip("npu_aicore_utilization_ratio", "AI Core busy share (device utilization), 0..1.", field="aicore_utilization_ratio")
 AIVECTOR = _chip("npu_aivector_utilization_ratio", "AI Vector core busy share, 0..1.", field="aivector_utilization_ratio")
@@ -89,6 +99,36 @@ chip prints it (310 and 310B print the current count only, read as DDR).
   use after errors at the same address, memory the chip has lost. It grows before a failing HBM
   stack takes a job down (alert NPUMemoryPagesIsolated).
 """
+
+# The fault levels, their precedence and the unknown rule, for the metric reference.
+FAULT_NOTE = (
+    """\
+## Fault codes and their handling levels
+
+Each code of `npu-smi info -t health` (read for chips whose health is not OK) is served as
+`npu_health_error_info{code,level}`, where `level` is the code's handling level in the fault-code
+table: Huawei's Ascend device-plugin table, shipped with the exporter
+(`exporter/npusmi/faultcodes.json`, Apache-2.0, attribution in `faultcodes.NOTICE`), or the site's
+own file of the same shape named by `npu_smi.fault_codes` (it replaces the shipped table whole;
+`check-config` validates it, SIGHUP re-reads it). A code the table does not list is
+`level="unknown"`; a code listed under two levels takes the more severe one.
+
+`npu_fault_level{level}` is the chip's most severe level as a stateset (1 for the current one).
+Precedence, most severe first:
+
+| level | what to do |
+|---|---|
+"""
+    + "".join(f"| `{level.name}` | {level.action} |\n" for level in faultlevels.LEVELS)
+    + """
+`unknown` ranks below every level that asks for a restart or isolation, so a known action is
+never hidden behind a code the table does not place, and above the levels that ask for nothing.
+Huawei's device plugin isolates a chip for an unlisted code unless the fault event calls it minor;
+npu-smi's health output prints no severity, so the exporter says `unknown` and the runbook says
+what to do. `none`: a chip whose health is OK, or not OK without a code. A chip not OK whose codes
+could not be read has no `npu_fault_level` series.
+"""
+)
 
 # Per node (DevicesPart fields).
 DRIVER_INFO = spec(
@@ -187,6 +227,7 @@ CHIP_METRICS = (
     UP,
     HEALTH,
     HEALTH_ERROR,
+    FAULT_LEVEL,
     *CHIP_GAUGES,
     ENERGY,
     ENERGY_SKIPPED,

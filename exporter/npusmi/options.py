@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from exporter.core.options import (
     option,
+    optional_text,
     parse_bool,
     parse_duration,
     parse_positive_int,
@@ -41,6 +42,12 @@ class NpuSmiOptions:
         subset(*DETAIL_KINDS),
         "`-t` queries (per card; health per chip, only when not OK): " + ",".join(DETAIL_KINDS),
         metavar="LIST",
+    )
+    fault_codes: str | None = option(
+        None,
+        optional_text,
+        "fault-code table (JSON, the shape of the shipped one) used instead of the shipped table; re-read on SIGHUP",
+        metavar="FILE",
     )
     board: bool = option(True, parse_bool, "read `-t board -c` per chip at inventory time (die ids)")
     max_concurrency: int = option(4, parse_positive_int, "npu-smi calls running at once", metavar="N")

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from exporter.core import faultlevels
 from exporter.core.snapshot import PartKey
 from exporter.npusmi import parse as p
+from exporter.npusmi.faultcodes import FaultCodeTable
 
 MIB = 1024 * 1024  # npu-smi's "MB" are MiB
 HEALTH_STATES = ("OK", "Warning", "Alarm", "Critical", "Unknown")
@@ -21,6 +23,12 @@ class EccCount:
     memory: str  # hbm, ddr
     type: str  # single_bit, double_bit
     count: int
+
+
+@dataclass(frozen=True)
+class FaultCode:
+    code: str  # as npu-smi prints it in `-t health` (upper-case hex, no 0x)
+    level: str  # its handling level in the fault-code table, `unknown` when unlisted
 
 
 @dataclass(frozen=True)
@@ -36,7 +44,8 @@ class ChipSample:
     phy_id: int | None = None  # `info` / `info -m` Chip Phy-ID (A3)
     vdie_id: str | None = None  # `-t board -c` VDie ID
     health: str | None = None  # `info` Health, one of HEALTH_STATES
-    health_error_codes: tuple[str, ...] = ()  # `-t health -c` Error Code (read only when health is not OK)
+    health_errors: tuple[FaultCode, ...] = ()  # `-t health -c` Error Code (read only when health is not OK), with levels
+    fault_level: str | None = None  # the most severe level of health_errors (core/faultlevels.py); None: codes not read
     aicore_utilization_ratio: float | None = None  # `info` AICore(%)
     aivector_utilization_ratio: float | None = None  # `-t usages` Aivector/Vectorcore Usage Rate(%)
     aicube_utilization_ratio: float | None = None  # `-t usages` Aicube Usage Rate(%)
@@ -136,9 +145,6 @@ def detail_values(sample: ChipSample, details: dict[str, object]) -> dict[str, o
     memory = details.get("memory")
     if isinstance(memory, p.ChipMemory):
         changes["hbm_temperature_celsius"] = memory.hbm_temperature_celsius
-    health = details.get("health")
-    if isinstance(health, p.ChipHealth) and sample.health not in (None, "OK"):
-        changes["health_error_codes"] = health.error_codes  # a chip back to OK drops its old codes
     ecc = details.get("ecc")
     if isinstance(ecc, p.ChipEcc):
         # 910B/A3 print DDR lines although they have no DDR: only chips with DDR keep them.
@@ -146,6 +152,21 @@ def detail_values(sample: ChipSample, details: dict[str, object]) -> dict[str, o
         for field, suffix in ECC_FIELDS.items():
             changes[field] = ecc_counts(ecc, suffix, memories)
     return changes
+
+
+def fault_values(sample: ChipSample, details: dict[str, object], table: FaultCodeTable) -> dict[str, object]:
+    """health_errors and fault_level: the codes of `-t health` (asked only when the overview health is
+    not OK; an OK chip has none), each with its level, and the most severe level."""
+    if sample.health is None:
+        return {}
+    codes: tuple[str, ...] = ()
+    if sample.health != "OK":
+        health = details.get("health")
+        if not isinstance(health, p.ChipHealth):
+            return {}  # not read (yet): the level is not known
+        codes = health.error_codes
+    errors = tuple(FaultCode(code, table.level(code)) for code in dict.fromkeys(codes))
+    return {"health_errors": errors, "fault_level": faultlevels.most_severe(e.level for e in errors)}
 
 
 def has_ddr(chip: p.InfoChip) -> bool:

@@ -32,12 +32,14 @@ from exporter.core.runner import CommandRunner, RunError, RunResult
 from exporter.core.sampler import Task
 from exporter.npusmi import parse as p
 from exporter.npusmi.energy import EnergyIntegrator
+from exporter.npusmi.faultcodes import FaultCodeTable, load_fault_codes
 from exporter.npusmi.options import DETAIL_KINDS, NpuSmiOptions
 from exporter.npusmi.part import (
     ChipSample,
     DevicesPart,
     ProcessSample,
     detail_values,
+    fault_values,
     health_state,
     overview_values,
     to_bytes,
@@ -65,8 +67,10 @@ class NpuSmiSource:
         command: tuple[str, ...] | None = None,
         max_age: float = 180.0,
         clock: Clock = clock.monotonic,
+        fault_codes: FaultCodeTable | None = None,
     ) -> None:
         self.options = options
+        self.fault_codes = fault_codes or load_fault_codes(options.fault_codes)  # replaced whole on SIGHUP
         self.command = command or (options.path,)
         self.max_age = max_age
         self.runner = runner
@@ -144,6 +148,11 @@ class NpuSmiSource:
             failures.append(Failure("details", "no_chips", "no chip known from npu-smi info, nothing to query"))
         self.health[self.DETAILS].record(time.monotonic() - start, failures, subjects)
 
+    def reload_fault_codes(self, path: str | None) -> None:
+        """SIGHUP: the fault-code table read again (the site's file, else the shipped one). A table
+        that does not load keeps the one in use (FaultCodeError); the next part uses the new one."""
+        self.fault_codes = load_fault_codes(path)
+
     def tasks(self) -> list[Task]:
         """The sampler's tasks, in first-run order (readiness waits on the first)."""
         out = [Task(self.INFO, self.options.interval, self.refresh_overview)]
@@ -189,7 +198,8 @@ class NpuSmiSource:
         if not up:
             return sample  # identity only: a chip we cannot read has no values
         sample = replace(sample, **overview_values(chip))  # type: ignore[arg-type]
-        changes = detail_values(sample, self._fresh_details(key, now))
+        details = self._fresh_details(key, now)
+        changes = detail_values(sample, details) | fault_values(sample, details, self.fault_codes)
         changes["energy_joules"] = self.energy.joules(key)
         card_power = self._card_power.get(key[0])
         if sample.power_watts is None and key[1] == _first_chip(self._known, key[0]) and card_power:

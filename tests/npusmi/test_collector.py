@@ -9,6 +9,7 @@ from exporter.npusmi.part import (
     ChipSample,
     DevicesPart,
     EccCount,
+    FaultCode,
     ProcessSample,
     detail_values,
 )
@@ -38,7 +39,10 @@ def test_absent_values_are_absent_not_zero():
 
 
 def test_health_stateset_codes_and_ecc():
-    part = DevicesPart(chips=(chip(0, health="Critical", health_error_codes=("80E18005",), ecc=(EccCount("hbm", "double_bit", 3),)),))
+    errors = (FaultCode("80E18005", "RestartNPU"), FaultCode("12345678", "unknown"))
+    part = DevicesPart(
+        chips=(chip(0, health="Critical", health_errors=errors, fault_level="RestartNPU", ecc=(EccCount("hbm", "double_bit", 3),)),)
+    )
     found = render(ChipsCollector(), part)
     assert {dict(ls)["state"]: v for (n, ls), v in found.items() if n == "npu_health"} == {
         "OK": 0,
@@ -47,7 +51,10 @@ def test_health_stateset_codes_and_ecc():
         "Critical": 1,
         "Unknown": 0,
     }
-    assert value(found, "npu_health_error_info", code="80E18005") == 1
+    assert value(found, "npu_health_error_info", code="80E18005", level="RestartNPU") == 1
+    assert value(found, "npu_health_error_info", code="12345678", level="unknown") == 1
+    levels = {dict(ls)["level"]: v for (n, ls), v in found.items() if n == "npu_fault_level"}
+    assert levels["RestartNPU"] == 1 and sum(levels.values()) == 1 and {"none", "unknown", "SeparateNPU"} <= set(levels)
     assert value(found, "npu_ecc_errors_total", memory="hbm", type="double_bit") == 3
 
 

@@ -1,5 +1,6 @@
 """`-t health` error codes through NpuSmiSource and a real npu-smi subprocess (a replay of
-real fixtures): read only for chips that are not OK, dropped once the chip is OK again."""
+real fixtures): read only for chips that are not OK, dropped once the chip is OK again, each
+with its handling level from the shipped fault-code table."""
 
 from __future__ import annotations
 
@@ -29,14 +30,17 @@ async def test_codes_follow_the_chip_health(tmp_path):
     src = source(write_replay_npu_smi(tmp_path, alarm))
     chip = await sample(src)
     assert (chip.npu, chip.chip, chip.health) == (0, 0, "Alarm")
-    assert chip.health_error_codes == ALARM_CODES
+    assert tuple(e.code for e in chip.health_errors) == ALARM_CODES
+    # NotHandleFault, RestartNPU, FreeRestartNPU in the shipped table: the chip needs a reset.
+    assert [e.level for e in chip.health_errors] == ["NotHandleFault", "RestartNPU", "FreeRestartNPU"]
+    assert chip.fault_level == "RestartNPU"
 
     # The same chip (NPU 0, chip 0) reported OK: the codes read a moment ago are not served,
     # and no health call is made (the replay would answer it with an error).
     write_replay_npu_smi(tmp_path, {"info": "info__310P3__22.0.0-drv22.0.2__1"})
     chip = await sample(src)
     assert chip.health == "OK"
-    assert chip.health_error_codes == ()
+    assert chip.health_errors == () and chip.fault_level == "none"
     status = src.health[src.DETAILS].status()
     assert status.success and dict(status.errors) == {}
 
@@ -45,4 +49,11 @@ async def test_an_alarm_without_codes_serves_none(tmp_path):
     # A health answer whose Error Code is NA (the healthy 910A capture) serves no code series.
     replies = {"info": "info__310B4__23.0.0__1", "info -t health -i 0 -c 0": "info-t-health__910A__23.0.x__1"}
     chip = await sample(source(write_replay_npu_smi(tmp_path, replies)))
-    assert chip.health == "Alarm" and chip.health_error_codes == ()
+    assert chip.health == "Alarm" and chip.health_errors == () and chip.fault_level == "none"
+
+
+async def test_the_level_of_an_unread_chip_is_absent_not_none(tmp_path):
+    # The health call fails: the chip is not OK and its codes are unknown, so is its level.
+    replies = {"info": "info__310B4__23.0.0__1"}
+    chip = await sample(source(write_replay_npu_smi(tmp_path, replies)))
+    assert chip.health == "Alarm" and chip.fault_level is None

@@ -23,7 +23,12 @@ from tests.support.paths import ROOT
 pytestmark = pytest.mark.e2e
 
 # Read at run time from beside the module that uses them (Path(__file__).with_name).
-DATA_FILES = ("exporter/generate/thresholds.yaml", "exporter/jobs/openapi.yaml")
+DATA_FILES = (
+    "exporter/generate/thresholds.yaml",
+    "exporter/jobs/openapi.yaml",
+    "exporter/npusmi/faultcodes.json",
+    "exporter/npusmi/faultcodes.NOTICE",
+)
 # Under exporter/ but read only from a checkout (regenerate.py, a development tool).
 DEV_ONLY = frozenset({"exporter/pods/podresources_pb/api.proto"})
 TIMEOUT = 60
