@@ -219,7 +219,9 @@ def http(b: Build) -> Source | None:
 
 
 SOURCES: tuple[Registration, ...] = (
-    Registration(DEVICES.name, npu_smi, (("devices", ChipsCollector), ("processes", ProcessesCollector)), (ECC_NOTE, ENERGY_NOTE, FAULT_NOTE)),
+    Registration(
+        DEVICES.name, npu_smi, (("devices", ChipsCollector), ("processes", ProcessesCollector)), (ECC_NOTE, ENERGY_NOTE, FAULT_NOTE)
+    ),
     Registration(STATUS.name, status, (("self", StatusCollector),), (SOURCE_NOTE,)),
     Registration(RESOURCES.name, resources, (("self", ResourcesCollector),)),
     Registration(PROFILES.name, profiles, (("profiles", ProfileCollector),)),
