@@ -27,6 +27,7 @@ from exporter.generate.common import (
     with_windows,
 )
 from exporter.generate.handover import HANDS_OVER_TO, exporter_down_alert, handover_problem
+from exporter.generate.job_alerts import not_finished, stalled, straggler
 from exporter.generate.source_failing import source_failing_description
 from exporter.generate.texts import (
     CHIP_SHORT,
@@ -208,13 +209,27 @@ def _idle_gaps(spec: AlertSpec, table: Thresholds) -> Built:
 
 
 def _stalled(spec: AlertSpec, table: Thresholds) -> Built:
-    expr = f"time() - npu_job_last_iteration_timestamp_seconds > {num(spec.threshold)}"
+    assert spec.threshold is not None
     return (
-        expr,
+        stalled(spec.threshold),
         f"Training {JOB_SHORT} has stalled",
         (
-            f"{JOB_TEXT[0].upper()}{JOB_TEXT[1:]} still reports through the hooks but has not finished an "
-            f"iteration for {{{{ $value | humanizeDuration }}}} (threshold {num(spec.threshold)}s)."
+            f"{JOB_TEXT[0].upper()}{JOB_TEXT[1:]} has not finished an iteration for {{{{ $value | humanizeDuration }}}} "
+            f"while it still reports through the hooks (threshold {num(spec.threshold)}s), or its hook went silent "
+            f"without closing (the process crashed or was killed)."
+        ),
+    )
+
+
+def _straggler(spec: AlertSpec, table: Thresholds) -> Built:
+    assert spec.threshold is not None and spec.range is not None
+    return (
+        straggler(spec.range, spec.threshold, int(spec.param("min_ranks", 2))),
+        f"Straggler: {JOB_SHORT} holds its job back",
+        (
+            f'{JOB_TEXT[0].upper()}{JOB_TEXT[1:]} spends {{{{ $value | printf "%.2f" }}}}x the median time per '
+            f"iteration of its job's ranks outside communication over {spec.range} (threshold "
+            f"{num(1 + spec.threshold)}x): the other ranks wait for it in their collectives."
         ),
     )
 
@@ -549,6 +564,7 @@ BUILDERS: dict[str, Callable[[AlertSpec, Thresholds], Built | list[Tier]]] = {
     "NPUIdleGapsHigh": _idle_gaps,
     "NPUTrainingStalled": _stalled,
     "NPUIterationTimeRegression": _regression,
+    "NPUJobStragglerRank": _straggler,
     "NPUUnhealthy": _unhealthy,
     "NPUMissing": _missing,
     "NPUTemperatureHigh": _temperature,
@@ -594,6 +610,7 @@ GROUPS = (
             "NPUIdleGapsHigh",
             "NPUTrainingStalled",
             "NPUIterationTimeRegression",
+            "NPUJobStragglerRank",
         ),
     ),
     (
@@ -639,12 +656,19 @@ _NEEDS_RANGE = {
     "NPUFrameworkOverheadHigh",
     "NPUIdleGapsHigh",
     "NPUIterationTimeRegression",
+    "NPUJobStragglerRank",
     "NPUECCDoubleBitErrors",
     "NPUMemoryPagesIsolated",
     "NPUNetworkLinkFlapping",
     "NPUNetworkErrors",
     "NPUNetworkPFCStorm",
 }
+
+
+def job_lookback(table: Thresholds) -> str:
+    """The longest range a job alert rates over: how long after a finish its rates still read."""
+    ranges = [s.range for s in table.alerts if s.alert in JOB_ALERTS and s.range is not None]
+    return max(ranges, key=duration_seconds, default="5m")
 
 
 def runbook_url(table: Thresholds, alert: str) -> str:
@@ -663,7 +687,8 @@ def alert_rules(spec: AlertSpec, table: Thresholds) -> list[dict[str, Any]]:
     built = builder(spec, table)
     tiers = built if isinstance(built, list) else [Tier(spec.severity, built)]
     if spec.alert in JOB_ALERTS:
-        tiers = [Tier(t.severity, (on_device(t.built[0]), *t.built[1:])) for t in tiers]
+        lookback = job_lookback(table)
+        tiers = [Tier(t.severity, (on_device(not_finished(t.built[0], lookback)), *t.built[1:])) for t in tiers]
     return [rule(spec, table, tier) for tier in tiers]
 
 

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import random
+import sys
 import threading
 import time
 import weakref
@@ -345,7 +346,8 @@ class Monitor:
             self._busy = False
 
     def _drain(self, final: bool) -> None:
-        owner = self._owner_pid == os.getpid()  # a fork child never marks the job finished
+        # A fork child never marks the job finished, nor does a process dying of an exception.
+        owner = self._owner_pid == os.getpid() and not _crash.seen
         budget = len(self._buf) + self.batch_size  # bounded even if the loop outruns us
         sent_any = sent_final = False
         while budget > 0 and (self._pending or self._buf):
@@ -473,6 +475,23 @@ def _close_all_at_exit() -> None:
         mon.close(timeout=1.0)
 
 
+class _Crash:
+    """Notes an exception that ends the main thread, so the exit flush sends the steps but no
+    final message: the exporter then serves the rank as stalled (a crash pages), not finished."""
+
+    seen = False
+
+    def __init__(self) -> None:
+        self.previous = sys.excepthook
+
+    def __call__(self, exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
+        if not issubclass(exc_type, KeyboardInterrupt):  # Ctrl-C is the user ending the run
+            _Crash.seen = True
+        self.previous(exc_type, exc, tb)
+
+
+_crash = _Crash()
+sys.excepthook = _crash
 os.register_at_fork(after_in_child=_after_fork_in_child)
 atexit.register(_close_all_at_exit)
 

@@ -29,13 +29,16 @@ class JobCollector:
 
     def _jobs(self, ranks: tuple[RankView, ...]) -> Iterator[Metric]:
         info, duration, phases = family(m.JOB_INFO), histogram_family(m.JOB_ITERATION_DURATION), family(m.JOB_PHASE_SECONDS)
+        state = family(m.JOB_STATE)
         for r in ranks:
             key = _key(r)
             info.add_metric(key + [r.device, str(r.world_size), r.framework, r.pid], 1)
+            for name in m.JOB_STATES:
+                state.add_metric(key + [name], 1 if name == r.state else 0)
             duration.add_metric(key, list(zip(_BUCKET_BOUNDS, r.cumulative_buckets, strict=True)), r.duration_sum)
             for phase, seconds in r.phase_seconds:
                 phases.add_metric(key + [phase], seconds)
-        yield from (info, duration, phases)
+        yield from (info, state, duration, phases)
         yield from field_families(m.JOB_FIELDS, ranks, _key)  # None (never reported) is absent
 
     def _self(self, c: IngestCounters) -> Iterator[Metric]:

@@ -34,6 +34,11 @@ JOB_DURATION_BUCKETS = (
 )
 
 
+# npu_job_state{state}: 1 for the current one, 0 for the others (as kube-state-metrics serves
+# pod phases). finished: the hook closed; stalled: silent past ingest.stalled_after.
+JOB_STATES = ("running", "finished", "stalled")
+
+
 def _job(name: str, kind: str, help: str, *extra: str, field: str | tuple[str, ...]) -> MetricSpec:
     return spec(name, kind, help, JOB_LABELS + extra, field=field)
 
@@ -48,6 +53,15 @@ JOB_INFO = _job(
     "framework",
     "pid",
     field=("device", "world_size", "framework", "pid"),
+)
+JOB_STATE = _job(
+    "npu_job_state",
+    "gauge",
+    "Lifecycle of the training process: 1 for its current state, 0 for the others. finished: it closed "
+    "(close(), end of training, interpreter exit); stalled: no report, not even a heartbeat, for ingest.stalled_after "
+    "without closing (crashed or hung).",
+    "state",
+    field="state",
 )
 JOB_ITERATION_DURATION = _job(
     "npu_job_iteration_duration_seconds",
@@ -81,6 +95,7 @@ JOB_MEMORY_MAX_ALLOCATED = _job(
 
 JOB_METRICS = (
     JOB_INFO,
+    JOB_STATE,
     JOB_ITERATION_DURATION,
     JOB_ITERATIONS,
     JOB_SAMPLES,
@@ -98,10 +113,12 @@ def _series_per_rank(spec: MetricSpec) -> int:
     per bound, +Inf, _sum and _count; `phase` takes only the values the ingest accepts."""
     if spec.kind == "histogram":
         return len(JOB_DURATION_BUCKETS) + 3
+    if "state" in spec.labels:
+        return len(JOB_STATES)
     return len(JOB_PHASES) if "phase" in spec.labels else 1
 
 
-# What the ingest reserves per admitted rank (35: info, 22 histogram, 7 phases, 5 plain).
+# What the ingest reserves per admitted rank (38: info, 3 states, 22 histogram, 7 phases, 5 plain).
 SERIES_PER_RANK = sum(_series_per_rank(spec) for spec in JOB_METRICS)
 
 # The ingest itself: IngestCounters fields.

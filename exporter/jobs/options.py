@@ -1,7 +1,7 @@
 """`ingest.*`: the training-hook ingest (POST /api/v1/steps) and its bounds.
 
 The bounds are sized for one node, so that whoever can reach the port cannot make /metrics
-large: a rank has at most SERIES_PER_RANK series (35), a node at most 16 NPU dies, and the
+large: a rank has at most SERIES_PER_RANK series (38), a node at most 16 NPU dies, and the
 series budget caps the whole store whatever the job and rank limits allow. The arithmetic is
 in docs/training-hooks.md ("Limits and admission").
 """
@@ -20,7 +20,8 @@ from exporter.core.options import (
 from exporter.jobs.metrics import SERIES_PER_RANK
 
 # Defaults the help texts compute with (each still written once).
-_JOBS, _RANKS, _SERIES = 8, 16, 2240
+_JOBS, _RANKS = 8, 16
+_SERIES = 64 * SERIES_PER_RANK  # 64 ranks: 4 nodes' worth of dies, or 8 jobs of 8
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,19 @@ class IngestOptions:
         "a job rank that stops reporting is dropped after this (keep it above the stall alert window)",
         metavar="DURATION",
     )
-    finished_ttl: float = option("60s", parse_duration, "a job rank whose hook closed is dropped after this", metavar="DURATION")
+    finished_ttl: float = option(
+        "60s",
+        parse_duration,
+        "a job rank whose hook closed (npu_job_state finished) is dropped after this, with its posted profile summaries",
+        metavar="DURATION",
+    )
+    stalled_after: float = option(
+        "2m",
+        parse_duration,
+        "a job rank whose hook sent nothing for this long, not even a heartbeat (every 30s), and never closed is "
+        "served as npu_job_state stalled (crashed or hung) until ingest.ttl",
+        metavar="DURATION",
+    )
     max_jobs: int = option(
         _JOBS,
         parse_positive_int,
@@ -55,7 +68,7 @@ class IngestOptions:
         _SERIES,
         parse_positive_int,
         f"npu_job_* series the ingest may serve, {SERIES_PER_RANK} reserved per rank when it is admitted (every phase, "
-        f"every bucket): {_SERIES:,} = {_SERIES // SERIES_PER_RANK} ranks, under 0.5 MB of exposition; beyond, 429 "
+        f"every bucket): {_SERIES:,} = {_SERIES // SERIES_PER_RANK} ranks, under 0.6 MB of exposition; beyond, 429 "
         "unless idle ranks give way",
         metavar="N",
     )

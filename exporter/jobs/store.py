@@ -89,9 +89,10 @@ class RankView:
     last_iteration_end: float | None
     memory_allocated_bytes: int | None
     memory_max_allocated_bytes: int | None
+    state: str = "running"  # one of metrics.JOB_STATES
 
     @classmethod
-    def of(cls, s: RankState) -> RankView:
+    def of(cls, s: RankState, state: str = "running") -> RankView:
         cumulative, total = [], 0
         for count in s.buckets:
             total += count
@@ -111,6 +112,7 @@ class RankView:
             s.last_iteration_end,
             s.memory_allocated_bytes,
             s.memory_max_allocated_bytes,
+            state,
         )
 
 
@@ -145,12 +147,17 @@ class IngestStore:
         self,
         ttl: float = _DEFAULTS.ttl,
         finished_ttl: float = _DEFAULTS.finished_ttl,
+        stalled_after: float = _DEFAULTS.stalled_after,
         limits: IngestLimits = IngestLimits(),
         clock: Callable[[], float] = time.time,
         age_clock: Callable[[], float] | None = None,
     ) -> None:
         self.ttl = ttl
         self.finished_ttl = min(finished_ttl, ttl)
+        self.stalled_after = stalled_after
+        # Called (under the lock, so it must not call back) with each (job_name, rank) that
+        # expires or is evicted: what else the rank produced (posted profiles) ends with it.
+        self.on_gone: Callable[[str, int], None] = lambda job_name, rank: None
         self.limits = limits
         self.clock = clock  # unix time: step `end` checks and defaults
         # TTLs run on the monotonic clock; a test that injects only ``clock`` drives both.
@@ -168,7 +175,7 @@ class IngestStore:
         self._profile_windows_skipped = 0
         self._profile_jobs_evicted = 0
         self._changes = 0  # bumped by every change a scrape would see
-        self._part: tuple[int, JobsPart] | None = None
+        self._part: tuple[tuple[int, frozenset[tuple[str, int]]], JobsPart] | None = None
 
     def accept(self, batch: Batch, remote: str | None = None) -> int:
         """Fold a validated batch from peer address ``remote`` in; IngestError (429) when a new
@@ -193,6 +200,7 @@ class IngestStore:
         for eviction in evictions:
             del self._entries[eviction.key]
             self._evicted[eviction.reason] = self._evicted.get(eviction.reason, 0) + 1
+            self.on_gone(*eviction.key)
         entry = RankState(
             batch.job_name, batch.rank, batch.world_size, batch.device, batch.framework, batch.pid, now, client=client, first_seen=now
         )
@@ -224,15 +232,23 @@ class IngestStore:
                 del self._entries[key]
                 self._expired += 1
                 self._changes += 1
+                self.on_gone(*key)
+
+    def _stalled(self, now: float) -> frozenset[tuple[str, int]]:
+        """Ranks not closed whose hook went silent (no batch, not even a heartbeat) for
+        ``stalled_after``: the process died or hangs without a final message."""
+        return frozenset(key for key, e in self._entries.items() if not e.finished and now - e.last_seen > self.stalled_after)
 
     def part(self) -> JobsPart:
         """Expire, then copy everything a scrape renders; the same object while nothing changed
         (so an idle store costs a scrape no copy and the exposition no encode)."""
         with self._lock:
-            self._expire(self.age_clock())
-            if self._part is not None and self._part[0] == self._changes:
+            now = self.age_clock()
+            self._expire(now)
+            version = (self._changes, self._stalled(now))
+            if self._part is not None and self._part[0] == version:
                 return self._part[1]
-            ranks = tuple(RankView.of(e) for _, e in sorted(self._entries.items()))
+            ranks = tuple(RankView.of(e, _state(e, key in version[1])) for key, e in sorted(self._entries.items()))
             counters = IngestCounters(
                 self._requests,
                 self._steps,
@@ -246,8 +262,13 @@ class IngestStore:
                 profile_windows_skipped=self._profile_windows_skipped,
                 profile_jobs_evicted=self._profile_jobs_evicted,
             )
-            self._part = (self._changes, JobsPart(ranks, counters))
+            self._part = (version, JobsPart(ranks, counters))
             return self._part[1]
+
+
+def _state(entry: RankState, stalled: bool) -> str:
+    """finished: the hook closed (final message); stalled: silent past ingest.stalled_after."""
+    return "finished" if entry.finished else "stalled" if stalled else "running"
 
 
 JOBS = PartKey("jobs", JobsPart)  # its snapshot key

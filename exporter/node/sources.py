@@ -114,7 +114,13 @@ def ingest_store(b: Build) -> IngestStore | None:
     if "ingest" not in b.built:
         options = b.settings.ingest
         on = b.ingest and b.settings.collector.jobs and options.enabled
-        b.built["ingest"] = IngestStore(ttl=options.ttl, finished_ttl=options.finished_ttl, limits=IngestLimits.of(options)) if on else None
+        b.built["ingest"] = (
+            IngestStore(
+                ttl=options.ttl, finished_ttl=options.finished_ttl, stalled_after=options.stalled_after, limits=IngestLimits.of(options)
+            )
+            if on
+            else None
+        )
     store = b.built["ingest"]
     return store if isinstance(store, IngestStore) else None
 
@@ -137,7 +143,12 @@ def posted(b: Build) -> PostedProfiles | None:
             else None
         )
     summaries = b.built["posted"]
-    return summaries if isinstance(summaries, PostedProfiles) else None
+    if not isinstance(summaries, PostedProfiles):
+        return None
+    store = ingest_store(b)
+    if store is not None:
+        store.on_gone = summaries.forget  # a rank's summaries end with it (ingest.finished_ttl)
+    return summaries
 
 
 def profiles(b: Build) -> Source | None:

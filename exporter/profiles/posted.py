@@ -82,6 +82,12 @@ class PostedProfiles:
             if (summary.finished_at or 0.0) < oldest:
                 del self._entries[key]
 
+    def forget(self, job_name: str, rank: int) -> None:
+        """The ingest dropped this rank (closed and past ingest.finished_ttl, or silent past
+        ingest.ttl): its summaries go with it, not a day later."""
+        with self._lock:
+            self._entries.pop((job_name, rank), None)
+
     def summaries(self) -> tuple[ProfileSummary, ...]:
         with self._lock:
             self._expire()

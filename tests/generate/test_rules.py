@@ -46,6 +46,7 @@ CONTRACT_ALERT_NAMES = {
     "NPUIdleGapsHigh",
     "NPUTrainingStalled",
     "NPUIterationTimeRegression",
+    "NPUJobStragglerRank",
     "NPUUnhealthy",
     "NPUMissing",
     "NPUTemperatureHigh",
@@ -80,6 +81,7 @@ JOB_ALERTS = {
     "NPUIdleGapsHigh",
     "NPUTrainingStalled",
     "NPUIterationTimeRegression",
+    "NPUJobStragglerRank",
 }
 
 

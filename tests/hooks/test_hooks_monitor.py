@@ -416,3 +416,23 @@ def test_values_the_exporter_would_reject_never_cost_a_whole_batch(sink):
 def test_identity_ignores_non_ascii_digits():
     assert resolve_identity("j", env={"RANK": "²", "LOCAL_RANK": "١"}).rank == 0
     assert resolve_identity("j", env={"DEVICE_ID": "²"}).device is None
+
+
+def test_a_crash_sends_the_steps_but_no_final_message(sink):
+    """An exception ending the script flushes at exit without `final`: the exporter serves the
+    rank as stalled (a crash pages) instead of finished; Ctrl-C still counts as a finish."""
+    script = """
+        from exporter.hooks import Monitor
+        mon = Monitor("{job}", url="{url}", flush_interval=60)
+        for _ in range(7):
+            with mon.step(samples=2):
+                pass
+        raise {error}("boom")
+    """
+    crashed = run_script(textwrap.dedent(script.format(job="crashed", url=sink.url, error="RuntimeError")))
+    assert crashed.returncode == 1 and "RuntimeError: boom" in crashed.stderr  # the previous excepthook still prints
+    assert len(sink.steps(job_name="crashed")) == 7
+    assert not any(b.get("final") for b in sink.batches if b["job_name"] == "crashed")
+    stopped = run_script(textwrap.dedent(script.format(job="stopped", url=sink.url, error="KeyboardInterrupt")))
+    assert stopped.returncode != 0 and "KeyboardInterrupt" in stopped.stderr
+    assert [b.get("final") for b in sink.batches if b["job_name"] == "stopped"][-1] is True

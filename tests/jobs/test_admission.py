@@ -96,15 +96,15 @@ def test_the_worst_case_default_exposition_is_the_series_budget(clock):
     text = exposition(JobCollector(), store.part())
     series = [line for line in text.splitlines() if line.startswith("npu_job_")]
     assert outcomes["admitted"] == limits.max_series // SERIES_PER_RANK == 64
-    assert len(series) == outcomes["admitted"] * SERIES_PER_RANK <= limits.max_series == 2240
-    assert len(text.encode()) < 500_000
+    assert len(series) == outcomes["admitted"] * SERIES_PER_RANK <= limits.max_series == 2432
+    assert len(text.encode()) < 600_000
 
 
 def test_one_rank_renders_exactly_the_series_it_reserves(clock):
     store = IngestStore(clock=clock)
     store.accept(batch("bert"))
     found = render(JobCollector(), store.part())
-    assert len([name for name, _ in found if name.startswith("npu_job_")]) == SERIES_PER_RANK == 35
+    assert len([name for name, _ in found if name.startswith("npu_job_")]) == SERIES_PER_RANK == 38
 
 
 # --- idle ranks give way to ranks with steps ----------------------------------------------------

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from exporter.jobs.collector import JobCollector
-from exporter.jobs.metrics import INGEST_METRICS, JOB_METRICS
+from exporter.jobs.metrics import INGEST_METRICS, JOB_METRICS, JOB_STATES
 from exporter.jobs.store import IngestStore
 from exporter.jobs.validate import Batch, IngestError, IngestLimits, Step
+from exporter.profiles.indicators import ProfileSummary
+from exporter.profiles.posted import PostedProfiles
 from tests.support.exposition import render
 
 
@@ -224,3 +226,54 @@ def test_describe_matches_the_metric_specs():
     collector = JobCollector()
     assert collector.specs == JOB_METRICS + INGEST_METRICS
     assert {f.name for f in collector.render(IngestStore().part())} == {spec.family_name for spec in collector.specs}
+
+
+# --- lifecycle: npu_job_state running, finished (the hook closed) or stalled (silent past
+# ingest.stalled_after without closing); what a rank produced ends with it ---------------------
+
+
+def states(store: IngestStore, **labels: str) -> dict[str, float | None]:
+    found = scrape(store)
+    return {state: get(found, "npu_job_state", state=state, **labels) for state in JOB_STATES}
+
+
+def test_a_reporting_rank_is_running_a_closed_one_finished_until_the_finished_ttl():
+    clock = Clock()
+    store = IngestStore(ttl=1800, finished_ttl=60, stalled_after=120, clock=clock)
+    store.accept(batch(steps=[s(0.1)]))
+    assert states(store, job_name="job-a", rank="0") == {"running": 1, "finished": 0, "stalled": 0}
+    clock.now += 10
+    store.accept(batch(steps=[s(0.1)], final=True))
+    assert states(store) == {"running": 0, "finished": 1, "stalled": 0}
+    clock.now += 59  # closed: never stalled, whatever the silence
+    assert states(store) == {"running": 0, "finished": 1, "stalled": 0}
+    clock.now += 2
+    found = scrape(store)
+    assert {n for n, _ in found if n.startswith("npu_job_")} == set()  # every npu_job_* series ends together
+
+
+def test_a_rank_silent_without_closing_is_stalled_until_a_heartbeat_or_the_ttl():
+    clock = Clock()
+    store = IngestStore(ttl=1800, finished_ttl=60, stalled_after=120, clock=clock)
+    store.accept(batch(steps=[s(0.1)]))
+    clock.now += 119
+    assert states(store)["running"] == 1
+    clock.now += 2  # a crash: no final message, heartbeats lost
+    assert states(store) == {"running": 0, "finished": 0, "stalled": 1}
+    store.accept(batch(steps=[]))  # a heartbeat: alive after all
+    assert states(store)["running"] == 1
+    clock.now += 1801
+    assert states(store)["stalled"] is None  # gone after ingest.ttl
+
+
+def test_posted_profile_summaries_end_with_their_rank():
+    clock = Clock()
+    store = IngestStore(ttl=1800, finished_ttl=60, clock=clock)
+    posted = PostedProfiles(clock=clock)
+    store.on_gone = posted.forget  # as serve wires them
+    for rank in (0, 1):
+        store.accept(batch(rank=rank, steps=[s(0.1)], final=rank == 0))
+        posted.offer(ProfileSummary(job_name="job-a", rank=rank, path="posted", producer="hooks", finished_at=clock.now))
+    clock.now += 61
+    store.part()
+    assert [p.rank for p in posted.summaries()] == [1]  # rank 0 finished a ttl ago: its profile went with it, not a day later
