@@ -35,6 +35,7 @@ from exporter.node.simulate import Simulated, hccn_tool_command, npu_smi_command
 from exporter.npusmi.collector import ChipsCollector, ProcessesCollector
 from exporter.npusmi.metrics import ECC_NOTE, ENERGY_NOTE, FAULT_NOTE
 from exporter.npusmi.part import DEVICES, DevicesPart
+from exporter.npusmi.peak import table_note
 from exporter.npusmi.source import NpuSmiSource
 from exporter.pods.collector import PodCollector
 from exporter.pods.part import PODS
@@ -231,7 +232,7 @@ def http(b: Build) -> Source | None:
 
 SOURCES: tuple[Registration, ...] = (
     Registration(
-        DEVICES.name, npu_smi, (("devices", ChipsCollector), ("processes", ProcessesCollector)), (ECC_NOTE, ENERGY_NOTE, FAULT_NOTE)
+        DEVICES.name, npu_smi, (("devices", ChipsCollector), ("processes", ProcessesCollector)), (ECC_NOTE, ENERGY_NOTE, FAULT_NOTE, table_note())
     ),
     Registration(STATUS.name, status, (("self", StatusCollector),), (SOURCE_NOTE,)),
     Registration(RESOURCES.name, resources, (("self", ResourcesCollector),)),

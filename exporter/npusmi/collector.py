@@ -58,6 +58,11 @@ class ChipsCollector:
         skipped = family(m.ENERGY_SKIPPED)
         skipped.add_metric([], part.energy_skipped_intervals)
         yield skipped
+        peaks = family(m.PEAK_FLOPS)
+        for chip in up:
+            for precision, flops in chip.peak_flops:
+                peaks.add_metric(chip_labels(chip) + [precision], flops)
+        yield peaks
 
         for spec in m.ECC_METRICS:
             counts = family(spec)

@@ -155,6 +155,13 @@ PCI_FUNCTIONS = spec(
     field="pci_functions",
 )
 
+PEAK_FLOPS = _chip(
+    "npu_peak_flops_per_second",
+    "Published peak FLOP/s of the chip's model at a precision (int8: OP/s), from the shipped table or npu_smi.peak_flops; "
+    "absent where no figure is published.",
+    "precision",
+    field="peak_flops",
+)
 ENERGY_SKIPPED = spec(
     "cann_exporter_energy_skipped_intervals_total",
     "counter",
@@ -231,6 +238,7 @@ CHIP_METRICS = (
     *CHIP_GAUGES,
     ENERGY,
     ENERGY_SKIPPED,
+    PEAK_FLOPS,
     *ECC_METRICS,
 )
 PROCESS_METRICS = (PROCESS_MEMORY,)

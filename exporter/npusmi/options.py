@@ -15,6 +15,7 @@ from exporter.core.options import (
     whole_number,
 )
 from exporter.core.runner import nice_option
+from exporter.npusmi.peak import parse_overrides
 
 MAX_EXPECTED_CHIPS = 1024  # far above any node (16 dies on an Atlas A3), far below a typo's digits
 
@@ -61,4 +62,11 @@ class NpuSmiOptions:
         parse_text,
         'sysfs mount point; Ascend PCI functions under bus/pci/devices give npu_expected_devices{source="pci"}',
         metavar="DIR",
+    )
+    peak_flops: tuple[tuple[str, str, float], ...] = option(
+        "",
+        parse_overrides,
+        "peak FLOP/s to add to or replace in the shipped table, MODEL:PRECISION=FLOPS items (910B3:bf16=3.13e14); "
+        "model as npu-smi names it, precision fp32, bf16, fp16 or int8",
+        metavar="LIST",
     )

@@ -45,6 +45,7 @@ from exporter.npusmi.part import (
     to_bytes,
 )
 from exporter.npusmi.pci import PciCount, pci_count
+from exporter.npusmi.peak import merged, peaks_of
 
 ChipKey = tuple[int, int]  # (npu id, chip index)
 
@@ -87,6 +88,7 @@ class NpuSmiSource:
         self._details: dict[tuple[str, ChipKey], Stamped[object]] = {}
         self._card_power: dict[int, Stamped[float]] = {}  # 310P: MCU power of `-t common`
         self._pci: PciCount | None = None  # Ascend PCI functions in sysfs, read with the inventory
+        self.peaks = merged(options.peak_flops)  # model -> precision -> FLOP/s
         self.energy = EnergyIntegrator()  # fed by every power read: `info` Power(W), 310P card power
 
     # --- scheduled work ------------------------------------------------------------------
@@ -201,6 +203,7 @@ class NpuSmiSource:
         details = self._fresh_details(key, now)
         changes = detail_values(sample, details) | fault_values(sample, details, self.fault_codes)
         changes["energy_joules"] = self.energy.joules(key)
+        changes["peak_flops"] = peaks_of(chip.name, self.peaks)
         card_power = self._card_power.get(key[0])
         if sample.power_watts is None and key[1] == _first_chip(self._known, key[0]) and card_power:
             if card_power.fresh(now, self.max_age):
