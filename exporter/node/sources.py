@@ -232,7 +232,10 @@ def http(b: Build) -> Source | None:
 
 SOURCES: tuple[Registration, ...] = (
     Registration(
-        DEVICES.name, npu_smi, (("devices", ChipsCollector), ("processes", ProcessesCollector)), (ECC_NOTE, ENERGY_NOTE, FAULT_NOTE, table_note())
+        DEVICES.name,
+        npu_smi,
+        (("devices", ChipsCollector), ("processes", ProcessesCollector)),
+        (ECC_NOTE, ENERGY_NOTE, FAULT_NOTE, table_note()),
     ),
     Registration(STATUS.name, status, (("self", StatusCollector),), (SOURCE_NOTE,)),
     Registration(RESOURCES.name, resources, (("self", ResourcesCollector),)),
