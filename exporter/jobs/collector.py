@@ -11,7 +11,11 @@ from exporter.core.metric import MetricSpec, family, field_families, histogram_f
 from exporter.jobs import metrics as m
 from exporter.jobs.store import IngestCounters, JobsPart, RankView
 
-_BUCKET_BOUNDS = tuple(floatToGoString(b) for b in m.JOB_DURATION_BUCKETS) + ("+Inf",)
+_GRID_LABELS = tuple(floatToGoString(b) for b in m.DURATION_GRID)
+
+
+def _bounds(window: int | None) -> tuple[str, ...]:
+    return (*(_GRID_LABELS[window : window + m.WINDOW_BOUNDS] if window is not None else ()), "+Inf")
 
 
 def _key(r: RankView) -> list[str]:
@@ -35,7 +39,7 @@ class JobCollector:
             info.add_metric(key + [r.device, str(r.world_size), r.framework, r.pid], 1)
             for name in m.JOB_STATES:
                 state.add_metric(key + [name], 1 if name == r.state else 0)
-            duration.add_metric(key, list(zip(_BUCKET_BOUNDS, r.cumulative_buckets, strict=True)), r.duration_sum)
+            duration.add_metric(key, list(zip(_bounds(r.window), r.cumulative_buckets, strict=True)), r.duration_sum)
             for phase, seconds in r.phase_seconds:
                 phases.add_metric(key + [phase], seconds)
         yield from (info, state, duration, phases)

@@ -3,35 +3,35 @@ JobsPart field that fills each."""
 
 from __future__ import annotations
 
+import math
+
 from exporter.core.metric import MetricSpec, spec
 
 JOB_LABELS = ("job_name", "rank")
 # Step phases a hook may report; anything else is rejected by the ingest (the client maps
 # unknown names to "other" before sending).
 JOB_PHASES = ("data", "h2d", "compute", "communication", "d2h", "framework", "other")
-# Iteration time spans milliseconds (small models) to minutes (huge pipelines); roughly
-# x1.5-2 apart so histogram_quantile p50/p99 stay within ~25% anywhere in that range.
-JOB_DURATION_BUCKETS = (
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.25,
-    0.4,
-    0.6,
-    1.0,
-    1.5,
-    2.5,
-    4.0,
-    6.0,
-    10.0,
-    20.0,
-    60.0,
-    300.0,
-)
+# Iteration time spans a millisecond (small models) to minutes (huge pipelines), and a loop's
+# steps spread only a few percent around its median. Fixed buckets fine enough for
+# histogram_quantile to stay within 10% there would cost ~130 series a rank, so the bounds
+# come from one grid of 8 per octave (x1.09, 0.49 ms to 512 s) and each rank serves a window
+# of 5 octaves of it, chosen from the median of its first WARMUP_STEPS steps: from the octave
+# below the median's to 8x above (docs/training-hooks.md, "Quantile accuracy"). Windows start
+# on whole octaves, so ranks of one job, which step alike, share their bounds and sum by le.
+BUCKETS_PER_OCTAVE = 8
+_LOW_OCTAVE, _HIGH_OCTAVE = -11, 9  # 2**-11 s = 0.49 ms .. 2**9 s = 512 s
+WINDOW_OCTAVES = 5
+WINDOW_BOUNDS = WINDOW_OCTAVES * BUCKETS_PER_OCTAVE
+WARMUP_STEPS = 8  # steps folded before a rank's window is fixed (or fewer, when it closes first)
+# 4 significant digits keep the `le` labels short; still strictly increasing.
+DURATION_GRID = tuple(float(f"{2 ** (k / BUCKETS_PER_OCTAVE):.4g}") for k in range(_LOW_OCTAVE * 8, _HIGH_OCTAVE * 8 + 1))
+
+
+def window_start(median: float) -> int:
+    """Index in DURATION_GRID of the first bound of the window for steps around ``median`` s."""
+    octave = math.floor(math.log2(median)) - 1 if median > 0 else _LOW_OCTAVE
+    octave = min(max(octave, _LOW_OCTAVE), _HIGH_OCTAVE - WINDOW_OCTAVES)
+    return (octave - _LOW_OCTAVE) * BUCKETS_PER_OCTAVE
 
 
 # npu_job_state{state}: 1 for the current one, 0 for the others (as kube-state-metrics serves
@@ -66,7 +66,8 @@ JOB_STATE = _job(
 JOB_ITERATION_DURATION = _job(
     "npu_job_iteration_duration_seconds",
     "histogram",
-    "Iteration (training step) duration, seconds.",
+    "Iteration (training step) duration, seconds. Buckets: a window of 5 octaves, 8 per octave, around the rank's "
+    "median step (fixed after its first 8 steps; before, +Inf only).",
     field=("cumulative_buckets", "duration_sum"),
 )
 JOB_ITERATIONS = _job("npu_job_iterations_total", "counter", "Iterations (training steps) completed.", field="iterations")
@@ -112,13 +113,13 @@ def _series_per_rank(spec: MetricSpec) -> int:
     """The most series one (job_name, rank) has in ``spec``'s family: a histogram has a bucket
     per bound, +Inf, _sum and _count; `phase` takes only the values the ingest accepts."""
     if spec.kind == "histogram":
-        return len(JOB_DURATION_BUCKETS) + 3
+        return WINDOW_BOUNDS + 3
     if "state" in spec.labels:
         return len(JOB_STATES)
     return len(JOB_PHASES) if "phase" in spec.labels else 1
 
 
-# What the ingest reserves per admitted rank (38: info, 3 states, 22 histogram, 7 phases, 5 plain).
+# What the ingest reserves per admitted rank (59: info, 3 states, 43 histogram, 7 phases, 5 plain).
 SERIES_PER_RANK = sum(_series_per_rank(spec) for spec in JOB_METRICS)
 
 # The ingest itself: IngestCounters fields.

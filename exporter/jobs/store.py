@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from exporter.core.snapshot import PartKey
 from exporter.jobs.admission import Newcomer, client_key, plan
-from exporter.jobs.metrics import JOB_DURATION_BUCKETS
+from exporter.jobs.metrics import DURATION_GRID, WARMUP_STEPS, WINDOW_BOUNDS, window_start
 from exporter.jobs.options import IngestOptions
 from exporter.jobs.validate import Batch, IngestLimits
 
@@ -41,7 +41,9 @@ class RankState:
     iterations: int = 0
     samples: int | None = None  # None until a step reports samples
     duration_sum: float = 0.0
-    buckets: list[int] = field(default_factory=lambda: [0] * (len(JOB_DURATION_BUCKETS) + 1))
+    window: int | None = None  # DURATION_GRID index of the first bucket bound, once fixed
+    warmup: list[float] = field(default_factory=list)  # step durations until the window is fixed
+    buckets: list[int] = field(default_factory=list)  # per window bound, then +Inf
     phase_seconds: dict[str, float] = field(default_factory=dict)
     last_iteration_end: float | None = None
     memory_allocated_bytes: int | None = None
@@ -61,7 +63,12 @@ class RankState:
         for step in batch.steps:
             self.iterations += 1
             self.duration_sum += step.duration
-            self.buckets[bisect.bisect_left(JOB_DURATION_BUCKETS, step.duration)] += 1
+            if self.window is None:
+                self.warmup.append(step.duration)
+                if len(self.warmup) >= WARMUP_STEPS:
+                    self._fix_window()
+            else:
+                self._observe(step.duration)
             if step.samples is not None:
                 self.samples = (self.samples or 0) + step.samples
             for name, seconds in step.phases:
@@ -69,6 +76,22 @@ class RankState:
             end = now if step.end is None else step.end
             if self.last_iteration_end is None or end > self.last_iteration_end:
                 self.last_iteration_end = end
+        if batch.final and self.warmup:
+            self._fix_window()  # a short run gets its buckets too
+
+    def _fix_window(self) -> None:
+        """Bucket bounds around the median of the warm-up steps, which are then counted in them."""
+        ordered = sorted(self.warmup)
+        self.window = window_start(ordered[len(ordered) // 2])
+        self.buckets = [0] * (WINDOW_BOUNDS + 1)
+        for duration in ordered:
+            self._observe(duration)
+        self.warmup = []
+
+    def _observe(self, duration: float) -> None:
+        assert self.window is not None
+        start = self.window
+        self.buckets[bisect.bisect_left(DURATION_GRID, duration, start, start + WINDOW_BOUNDS) - start] += 1
 
 
 @dataclass(frozen=True)
@@ -84,7 +107,8 @@ class RankView:
     iterations: int
     samples: int | None
     duration_sum: float
-    cumulative_buckets: tuple[int, ...]  # per JOB_DURATION_BUCKETS bound, then +Inf
+    window: int | None  # DURATION_GRID index of the first bound; None: +Inf only (warm-up)
+    cumulative_buckets: tuple[int, ...]  # per window bound, then +Inf
     phase_seconds: tuple[tuple[str, float], ...]
     last_iteration_end: float | None
     memory_allocated_bytes: int | None
@@ -94,7 +118,7 @@ class RankView:
     @classmethod
     def of(cls, s: RankState, state: str = "running") -> RankView:
         cumulative, total = [], 0
-        for count in s.buckets:
+        for count in s.buckets or [len(s.warmup)]:
             total += count
             cumulative.append(total)
         return cls(
@@ -107,6 +131,7 @@ class RankView:
             s.iterations,
             s.samples,
             s.duration_sum,
+            s.window,
             tuple(cumulative),
             tuple(sorted(s.phase_seconds.items())),
             s.last_iteration_end,

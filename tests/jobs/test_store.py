@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from exporter.jobs.collector import JobCollector
-from exporter.jobs.metrics import INGEST_METRICS, JOB_METRICS, JOB_STATES
+from exporter.jobs.metrics import INGEST_METRICS, JOB_METRICS, JOB_STATES, WARMUP_STEPS, WINDOW_BOUNDS
 from exporter.jobs.store import IngestStore
 from exporter.jobs.validate import Batch, IngestError, IngestLimits, Step
 from exporter.profiles.indicators import ProfileSummary
@@ -73,10 +73,7 @@ def test_steps_fold_into_counters_histogram_and_phases(clock):
     assert get(found, "npu_job_samples_total", **key) == 80
     assert get(found, "npu_job_iteration_duration_seconds_count", **key) == 3
     assert get(found, "npu_job_iteration_duration_seconds_sum", **key) == pytest.approx(7.204)
-    assert get(found, "npu_job_iteration_duration_seconds_bucket", le="0.005", **key) == 1
-    assert get(found, "npu_job_iteration_duration_seconds_bucket", le="0.25", **key) == 2
-    assert get(found, "npu_job_iteration_duration_seconds_bucket", le="6.0", **key) == 2
-    assert get(found, "npu_job_iteration_duration_seconds_bucket", le="10.0", **key) == 3
+    assert {dict(ls)["le"] for n, ls in found if n == "npu_job_iteration_duration_seconds_bucket"} == {"+Inf"}  # warm-up
     assert get(found, "npu_job_iteration_duration_seconds_bucket", le="+Inf", **key) == 3
     assert get(found, "npu_job_phase_seconds_total", phase="h2d", **key) == pytest.approx(0.011)
     assert get(found, "npu_job_phase_seconds_total", phase="compute", **key) == pytest.approx(5.002)
@@ -87,12 +84,38 @@ def test_steps_fold_into_counters_histogram_and_phases(clock):
     assert get(found, "cann_exporter_ingest_requests_total") == 2
 
 
+def bounds(found: dict) -> list[str]:
+    return [dict(ls)["le"] for n, ls in found if n == "npu_job_iteration_duration_seconds_bucket"]
+
+
+def test_the_bucket_window_is_fixed_around_the_warm_up_median_and_counts_the_warm_up(clock):
+    store = IngestStore(clock=clock)
+    store.accept(batch(steps=[s(30.0)] + [s(0.012)] * (WARMUP_STEPS - 2)))  # a slow first (compile) step
+    assert bounds(scrape(store)) == ["+Inf"]
+    store.accept(batch(steps=[s(0.012), s(0.0001), s(100.0)]))
+    found = scrape(store)
+    les = bounds(found)
+    assert len(les) == WINDOW_BOUNDS + 1 and les[-1] == "+Inf"
+    assert (les[0], les[WINDOW_BOUNDS - 1]) == ("0.003906", "0.1146")  # 2**-8 s up to 5 octaves: around 12 ms
+    assert get(found, "npu_job_iteration_duration_seconds_bucket", le="0.003906") == 1  # 0.1 ms: the first bucket
+    assert get(found, "npu_job_iteration_duration_seconds_bucket", le="0.1146") == WARMUP_STEPS
+    assert get(found, "npu_job_iteration_duration_seconds_bucket", le="+Inf") == WARMUP_STEPS + 2
+
+
 def test_bucket_bounds_are_inclusive(clock):
     store = IngestStore(clock=clock)
-    store.accept(batch(steps=[s(0.1), s(0.1000001)]))
+    store.accept(batch(steps=[s(0.125)] * (WARMUP_STEPS - 1) + [s(0.1250001)]))
     found = scrape(store)
-    assert get(found, "npu_job_iteration_duration_seconds_bucket", le="0.1") == 1
-    assert get(found, "npu_job_iteration_duration_seconds_bucket", le="0.15") == 2
+    assert get(found, "npu_job_iteration_duration_seconds_bucket", le="0.125") == WARMUP_STEPS - 1
+    assert get(found, "npu_job_iteration_duration_seconds_bucket", le="0.1363") == WARMUP_STEPS
+
+
+def test_a_run_that_closes_during_warm_up_gets_its_buckets(clock):
+    store = IngestStore(clock=clock)
+    store.accept(batch(steps=[s(2.5), s(2.6)], final=True))
+    found = scrape(store)
+    assert len(bounds(found)) == WINDOW_BOUNDS + 1
+    assert get(found, "npu_job_iteration_duration_seconds_bucket", le="2.594") == 1
 
 
 def test_labels_are_the_contract(clock):
