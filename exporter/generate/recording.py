@@ -170,12 +170,61 @@ def _chip_hours(interval: str) -> list[Record]:
     ]
 
 
+# The hourly per-chip records `report` reads (exporter/diagnostics/capacity_records.py): one
+# sample per chip-hour at a 30-day report's 1-hour step, where the raw series hold 120.
+REPORT_UTIL = f"chip:{UTIL}:avg1h"
+REPORT_IN_USE = "chip:npu_in_use:max1h"
+REPORT_OBSERVED = "chip:npu_observed_seconds:sum1h"
+REPORT_UNHEALTHY = "chip:npu_unhealthy:max1h"
+REPORT_NAMESPACE = "chip:npu_pod_info:max1h"
+REPORT_HBM_USED = "instance:npu_hbm_used_bytes:avg1h"
+REPORT_HBM_TOTAL = "instance:npu_hbm_total_bytes:avg1h"
+
+
+def _report_hours(interval: str, states: tuple[str, ...]) -> list[Record]:
+    """Per chip and hour: in use, seconds observed, health paging, pod namespace; per node and
+    hour: HBM used and total. The observed seconds add up the hour's evaluations (half an
+    interval short, as the daily chip-hours: exactly one hour of them on Prometheus 2 and 3)."""
+    seconds = duration_seconds(interval)
+    hour = _duration(3600 - seconds / 2)
+    paging = f'npu_health{{state=~"{"|".join(states)}"}}'
+    return [
+        Record(REPORT_IN_USE, "max_over_time(chip:npu_in_use:bool[1h])", "1 when the chip was in use at any time in the last hour, else 0"),
+        Record(
+            "chip:npu_observed:bool",
+            f"count by ({CHIP}) {observed('npu_up', interval, '')}",
+            f"1 for a chip observed through the last {interval} (a sample in it and in the {interval} before)",
+        ),
+        Record(
+            REPORT_OBSERVED,
+            f"sum_over_time(chip:npu_observed:bool[{hour}]) * {num(seconds)}",
+            "seconds of the last hour the chip was observed (evaluations x interval)",
+        ),
+        Record(
+            REPORT_UNHEALTHY,
+            f"max by ({CHIP}) (max_over_time({paging}[1h]))",
+            f"1 when the chip's health paged ({', '.join(states)}) at any time in the last hour, else 0",
+        ),
+        Record(
+            REPORT_NAMESPACE,
+            f"max by ({CHIP}, namespace) (max_over_time(npu_pod_info[1h]))",
+            "1 per namespace a pod of which had the chip allocated in the last hour (kubelet)",
+        ),
+        Record(REPORT_HBM_USED, f"sum by ({NODE}) (avg_over_time(npu_hbm_used_bytes[1h]))", "HBM used on a node, 1h average"),
+        Record(REPORT_HBM_TOTAL, f"sum by ({NODE}) (avg_over_time(npu_hbm_total_bytes[1h]))", "HBM installed on a node, 1h average"),
+    ]
+
+
 def recording_specs(table: Thresholds) -> list[tuple[str, str | None, list[Record]]]:
     """(group name, interval, records) of the recording rules."""
     low = table.alert("NPULowUtilization") if "NPULowUtilization" in {a.alert for a in table.alerts} else None
     threshold = low.threshold if low and low.threshold is not None else 0.6
     sources = tuple(low.param("in_use", IN_USE_SOURCES)) if low else IN_USE_SOURCES
     quantiles = table.recording.quantiles
+    try:
+        states = tuple(table.alert("NPUUnhealthy").param("states", ("Alarm", "Critical")))
+    except KeyError:
+        states = ("Alarm", "Critical")
     in_use = {
         "process": f"group by ({CHIP}) (npu_process_memory_bytes)",
         "pod": f"group by ({CHIP}) (npu_pod_info)",
@@ -226,7 +275,7 @@ def recording_specs(table: Thresholds) -> list[tuple[str, str | None, list[Recor
     ] + _levels("5m", quantiles)
     rollups = (
         [
-            Record(f"chip:{UTIL}:avg1h", f"avg_over_time({UTIL}[1h])", "AI Core utilization of each chip, 1h average"),
+            Record(REPORT_UTIL, f"avg_over_time({UTIL}[1h])", "AI Core utilization of each chip, 1h average"),
             Record(f"chip:{UTIL}:avg1d", f"avg_over_time(chip:{UTIL}:avg1h[1d])", "AI Core utilization of each chip, daily average"),
             Record("chip:npu_in_use:avg1d", "avg_over_time(chip:npu_in_use:bool[1d])", "share of the last day each chip was in use"),
             Record(
@@ -243,6 +292,7 @@ def recording_specs(table: Thresholds) -> list[tuple[str, str | None, list[Recor
             Record(f"cluster:{UTIL}:avg1d", f"avg by () (chip:{UTIL}:avg1d)", "mean chip utilization of the cluster, daily"),
         ]
         + _chip_hours(table.recording.rollup_interval)
+        + _report_hours(table.recording.rollup_interval, states)
         + [
             Record(
                 "cluster:npu_chips_in_use:avg1d", "avg_over_time(cluster:npu_chips_in_use:sum[1d])", "mean chips in use over the last day"
