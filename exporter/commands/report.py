@@ -126,7 +126,15 @@ def write_report(args: argparse.Namespace, err: TextIO) -> Path:
     with Progress(err, "querying Prometheus", total=QUERIES) as progress:
         window = fit_window(client, end, seconds, getattr(args, "step", None), matchers, progress.step)
         data = read_capacity(
-            client, window.first, window.last, window.step, matchers, progress.step, window.requested, unhealthy_states(table)
+            client,
+            window.first,
+            window.last,
+            window.step,
+            matchers,
+            progress.step,
+            window.requested,
+            unhealthy_states(table),
+            recorded=window.recorded,
         )
     report = analyse_capacity(data, table, getattr(args, "horizon", 30 * 86400.0) / 86400.0)
     try:

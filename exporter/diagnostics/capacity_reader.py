@@ -6,11 +6,16 @@ step where a chip's samples begin counts from its first sample, the step where t
 chip removed, a scrape gap, the end of the data) up to its last one, both read from sample
 timestamps (a subquery over that step of the timestamps of each minute's samples: the last
 sample exactly, the first to within a minute, never early). So day one, a chip added an hour ago and a gap longer than a
-step add only the time between samples."""
+step add only the time between samples.
+
+With the recording rules loaded and a step of whole hours (30 days and more), every query reads
+the hourly per-chip records instead (capacity_queries.py), the per-chip ones in batches of
+nodes; the seconds observed then come from the records (evaluations of the rollup group)."""
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
@@ -22,6 +27,13 @@ from exporter.diagnostics.capacity import (
     NodeInventory,
     choose_step,
 )
+from exporter.diagnostics.capacity_queries import (
+    RECORDED_STEP,
+    ReportQueries,
+    raw_queries,
+    recorded_nodes,
+    recorded_queries,
+)
 from exporter.diagnostics.model import CannotDiagnose
 from exporter.diagnostics.promapi import (
     PrometheusClient,
@@ -30,6 +42,7 @@ from exporter.diagnostics.promapi import (
     promql_duration,
     selector,
 )
+from exporter.generate.recording import REPORT_UTIL
 from exporter.generate.thresholds import Thresholds
 from exporter.jobs.metrics import JOB_INFO
 from exporter.npusmi.metrics import (
@@ -50,6 +63,8 @@ MAX_EDGE_STEPS = 48  # steps where some chip's samples begin or stop, read one b
 Point = tuple[float, float]
 QUERIES = 11  # for the progress line: history held, utilization, edges (2), 3 in-use sources, namespaces, health, HBM used and total
 MAX_FITS = 4  # finer steps tried when the data covers less than the range asked for
+MIN_RECORDED_SPAN = 86400.0  # records held for less (rules loaded lately): the raw series are read
+BATCH_CHIPS = 1000  # chips per batch of per-chip record queries: 720 points each, ~25 MiB of JSON
 
 
 def aligned_window(end: float, seconds: float, step: float) -> tuple[float, float]:
@@ -68,6 +83,7 @@ class Window:
     last: float  # end of the last step
     step: float
     requested: float | None = None  # seconds asked for, when the data began later and the window was cut to it
+    recorded: bool = False  # read from the hourly records (capacity_queries.recorded_queries)
 
 
 def fit_window(
@@ -84,6 +100,9 @@ def fit_window(
     first, last = aligned_window(end, seconds, current)
     requested = None
     try:
+        recorded = _fit_recorded(client, first, last, current, matchers)
+        if recorded is not None:
+            return recorded if recorded.first == first else replace(recorded, requested=seconds)
         for _ in range(MAX_FITS):
             held = client.range(f"count(count_over_time({what}[{promql_duration(current)}]))", first, last, current)
             if not held:
@@ -109,6 +128,20 @@ def fit_window(
     return Window(first, last, current, requested)
 
 
+def _fit_recorded(client: PrometheusClient, first: float, last: float, step: float, matchers: str) -> Window | None:
+    """The window on the hourly records, cut to where they begin; None when the step is not
+    whole hours or they hold less than MIN_RECORDED_SPAN of it (read the raw series then)."""
+    if step % RECORDED_STEP:
+        return None
+    held = client.range(f"count({recorded_nodes(matchers, step)})", first, last, step)
+    if not held:
+        return None
+    begins = min(t for t, _ in held[0].points)
+    if begins > first and last - begins + step < MIN_RECORDED_SPAN:
+        return None
+    return Window(max(first, begins), last, step, recorded=True)
+
+
 def _key(labels: dict[str, str]) -> ChipKey:
     return (labels.get("instance", ""), labels.get("npu", ""), labels.get("chip", ""), labels.get("device", ""))
 
@@ -122,45 +155,61 @@ def read_capacity(
     progress: Callable[[str], None] | None = None,
     requested: float | None = None,
     unhealthy_states: tuple[str, ...] = ("Alarm", "Critical"),
+    recorded: bool = False,
 ) -> CapacityInput:
     def ask(what: str, query: str) -> list[Series]:
         if progress:
             progress(what)
         return client.range(query, start, end, step)
 
-    s = promql_duration(step)
     where = f" matching {{{matchers}}}" if matchers else ""
+    paging = selector(HEALTH.name, matchers, f'state=~"{"|".join(unhealthy_states)}"')
     try:
-        util = ask("chip utilization", f"avg_over_time({selector(AICORE.name, matchers)}[{s}])")
+        batches = _node_batches(client, matchers, start, end, step) if recorded else [""]
+        queries = [
+            recorded_queries(matchers, step, extra) if recorded else raw_queries(matchers, step, unhealthy_states) for extra in batches
+        ]
+
+        def each(what: str, pick: Callable[[ReportQueries], str]) -> list[Series]:
+            if progress:
+                progress(what)
+            return [s for q in queries for s in client.range(pick(q), start, end, step)]
+
+        def in_use_source(index: int) -> Callable[[ReportQueries], str]:
+            return lambda q: q.in_use[index][1]
+
+        util = each("chip utilization", lambda q: q.util)
         if not util:
             raise CannotDiagnose(
-                f"Prometheus at {client.url} has no {AICORE.name} series{where} between "
+                f"Prometheus at {client.url} has no {REPORT_UTIL if recorded else AICORE.name} series{where} between "
                 f"{_iso(start)} and {_iso(end)}: nothing to plan with. Check --selector and --range, and that "
                 "Prometheus scrapes cann-exporter"
             )
-        edges = _edges(client, selector(AICORE.name, matchers), util, start, end, step, progress)
+        if recorded:
+            edges = _recorded_observed(each("seconds observed", lambda q: q.observed or ""), util, step)
+        else:
+            edges = _edges(client, selector(AICORE.name, matchers), util, start, end, step, progress)
         in_use: dict[tuple[str, str], set[float]] = {}
         found_in_use = False
-        for metric, what in ((PROCESS_MEMORY.name, "processes"), (POD_INFO.name, "pods"), (JOB_INFO.name, "jobs")):
-            for series in ask(what, f"group by (instance, device) (last_over_time({selector(metric, matchers)}[{s}]))"):
+        for index, (what, _) in enumerate(queries[0].in_use):
+            for series in each(what, in_use_source(index)):
                 found_in_use = True
                 slot = in_use.setdefault((series.labels.get("instance", ""), series.labels.get("device", "")), set())
                 slot.update(t for t, _ in series.points)
         namespaces: dict[ChipKey, list[tuple[float, str]]] = {}
-        pods = ask(
-            "namespaces", f"group by (instance, npu, chip, device, namespace) (last_over_time({selector(POD_INFO.name, matchers)}[{s}]))"
-        )
+        pods = each("namespaces", lambda q: q.namespaces)
         for series in pods:
             namespaces.setdefault(_key(series.labels), []).extend((t, series.labels.get("namespace", "")) for t, _ in series.points)
-        paging = selector(HEALTH.name, matchers, f'state=~"{"|".join(unhealthy_states)}"')
         unhealthy: dict[tuple[str, str], set[float]] = {}
-        for series in ask("health", f"max by (instance, device) (max_over_time({paging}[{s}])) == 1"):
+        for series in each("health", lambda q: q.unhealthy):
             unhealthy.setdefault((series.labels.get("instance", ""), series.labels.get("device", "")), set()).update(
                 t for t, _ in series.points
             )
-        inventory = read_inventory(client, end, end - start + step, matchers, paging)
-        used = _by_instance(ask("HBM used", f"sum by (instance) (avg_over_time({selector(HBM_USED.name, matchers)}[{s}]))"))
-        total = _by_instance(ask("HBM total", f"sum by (instance) (avg_over_time({selector(HBM_TOTAL.name, matchers)}[{s}]))"))
+        # at the window's end: over the whole window from raw series, over its last step from records
+        inventory = read_inventory(client, end, step if recorded else end - start + step, matchers, paging)
+        per_node = recorded_queries(matchers, step) if recorded else queries[0]  # small: never batched
+        used = _by_instance(ask("HBM used", per_node.hbm_used))
+        total = _by_instance(ask("HBM total", per_node.hbm_total))
     except PrometheusError as exc:
         raise CannotDiagnose(str(exc)) from None
     name = node_names(util)
@@ -193,6 +242,8 @@ def read_capacity(
         if without:
             notes.append(f"no {HBM_USED.name} / {HBM_TOTAL.name} series from {', '.join(without)}: not in the HBM headroom")
     source = f"Prometheus {client.url}" + (f" {{{matchers}}}" if matchers else "")
+    if recorded:
+        notes.append(f"read from the hourly recording rules ({REPORT_UTIL} and the records beside it), not the raw series")
     if requested is not None:
         notes.append(
             f"--range asked for {format_duration(requested)}; {AICORE.name} begins {_iso(start - step)} "
@@ -231,6 +282,36 @@ def read_inventory(client: PrometheusClient, end: float, seconds: float, matcher
         i: NodeInventory(expected.get(i), seen.get(i), sick.get(i, 0), unread.get(i, 0))
         for i in set(expected) | set(seen) | set(sick) | set(unread)
     }
+
+
+def _node_batches(client: PrometheusClient, matchers: str, start: float, end: float, step: float) -> list[str]:
+    """Matchers splitting the nodes with records into batches of at most BATCH_CHIPS chips
+    (one batch, no matcher, when they fit)."""
+    chips = {
+        s.labels.get("instance", ""): int(max(v for _, v in s.points))
+        for s in client.range(recorded_nodes(matchers, step), start, end, step)
+    }
+    if sum(chips.values()) <= BATCH_CHIPS:
+        return [""]
+    batches: list[list[str]] = [[]]
+    size = 0
+    for instance in sorted(chips):
+        if batches[-1] and size + chips[instance] > BATCH_CHIPS:
+            batches.append([])
+            size = 0
+        batches[-1].append(instance)
+        size += chips[instance]
+    return [f'instance=~"{_promql_string("|".join(re.escape(i) for i in batch))}"' for batch in batches]
+
+
+def _promql_string(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _recorded_observed(partial: list[Series], util: list[Series], step: float) -> dict[ChipKey, tuple[Point, ...]]:
+    """Per chip, the seconds observed of each point: the whole step unless its record says less."""
+    less = {_key(s.labels): dict(s.points) for s in partial}
+    return {_key(s.labels): tuple((t, less.get(_key(s.labels), {}).get(t, step)) for t, _ in s.points) for s in util}
 
 
 def _num(text: str) -> int:

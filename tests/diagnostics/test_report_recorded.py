@@ -1,0 +1,102 @@
+"""`report` on the hourly recording rules: a real Prometheus holding three days of a small
+synthetic fleet (benchmarks/_fleet_history.py: jobs, idle spells, churn of process and pod
+series, a node joining late, outages), the shipped rules backfilled over it by `promtool tsdb
+create-blocks-from rules` as benchmarks/fleet_capacity.py does at fleet scale. The report
+reads the records (never a raw per-chip series over the range) and tells the same story as
+the same window read from the raw series."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks import _common as c
+from benchmarks._fleet_history import FleetHistory, FleetScale, retention_days
+from benchmarks._raw_queries import rules_of
+from benchmarks.fleet_capacity import Server, backfill_history, backfill_rules
+from exporter.diagnostics import capacity_reader
+from exporter.diagnostics.capacity import analyse_capacity
+from exporter.diagnostics.capacity_reader import fit_window, read_capacity
+from exporter.diagnostics.promapi import PrometheusClient
+from exporter.generate.recording import recording_rules
+from exporter.generate.thresholds import load_thresholds
+from tests.support.tools import tool
+
+SCALE = FleetScale(nodes=4, chips=2, days=3, resolution=300)
+ROLLUP = 2 * SCALE.resolution  # as the benchmark: a chip observed through an interval needs a sample in it and the one before
+MONTH = 30 * 86400.0
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@dataclass
+class Recording(PrometheusClient):
+    """The report's own client, keeping every query it sends."""
+
+    sent: list[tuple[str, str]] = field(default_factory=list)
+
+    def _call(self, endpoint: str, params: dict[str, str]) -> dict[str, Any]:
+        self.sent.append((endpoint, params.get("query", "")))
+        return super()._call(endpoint, params)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    tool("prometheus"), tool("promtool")  # the benchmark's helpers run them from PATH
+    work = tmp_path_factory.mktemp("recorded")
+    history = FleetHistory(SCALE, int(time.time()) // 60 * 60 - 53)
+    server = Server(work, work / "data", retention_days(SCALE.days))
+    backfill_history(history, server.data, work)
+    rules = rules_of(recording_rules(load_thresholds(), windows={"rollup_interval": f"{ROLLUP}s"}), SCALE.resolution)
+    backfill_rules(server, rules, history, work)
+    with server.running(lookback=ROLLUP, name="recorded") as prom:
+        yield prom.url, history.end
+
+
+def _report(url: str, end: int, recorded: bool | None) -> tuple[Any, Any, Recording]:
+    client = Recording(url, timeout=60.0)
+    window = fit_window(client, float(end), MONTH, None, "")
+    use = window.recorded if recorded is None else recorded
+    data = read_capacity(client, window.first, window.last, window.step, "", None, window.requested, recorded=use)
+    return window, data, client
+
+
+def test_a_month_is_read_from_the_hourly_records_cut_to_where_they_begin(served: tuple[str, int]) -> None:
+    window, data, client = _report(*served, recorded=None)
+    assert window.recorded and window.step == 3600 and window.requested == MONTH
+    assert served[1] - window.first < 3 * 86400 + 3600, "the window begins where the records do"
+    assert any("hourly recording rules" in n for n in data.notes), data.notes
+    ranges = [q for endpoint, q in client.sent if endpoint == "query_range"]
+    raw = ("npu_aicore_utilization_ratio{", "npu_up", "npu_pod_info", "npu_process_memory_bytes", "npu_hbm_", "npu_health")
+    for query in ranges:
+        bare = query.replace("chip:npu_aicore_utilization_ratio:avg1h", "")
+        assert ":" in query and not any(name in bare.split(":")[0] for name in raw), query
+    assert {c.instance for c in data.chips} == {f"npu-node-{n:04d}:9435" for n in range(SCALE.nodes)}
+
+
+def test_the_records_tell_what_the_raw_series_tell(served: tuple[str, int]) -> None:
+    table = load_thresholds()
+    _, recorded, _ = _report(*served, recorded=True)
+    _, raw, _ = _report(*served, recorded=False)
+    a, b = analyse_capacity(recorded, table, 30.0).totals, analyse_capacity(raw, table, 30.0).totals
+    assert a["chips"] == b["chips"] == SCALE.nodes * SCALE.chips
+    for key, tolerance in (("chip_hours", 0.02), ("idle_chip_hours", 0.05), ("unused_chip_hours", 0.05)):
+        assert a[key] == pytest.approx(b[key], rel=tolerance), (key, a[key], b[key])
+    for key in ("mean_utilization_in_use", "mean_utilization_all", "allocation"):
+        assert a[key] == pytest.approx(b[key], abs=0.02), (key, a[key], b[key])
+    assert {n.instance for n in recorded.hbm} == {n.instance for n in raw.hbm}
+    assert recorded.namespaces_known and recorded.in_use_known
+
+
+def test_per_chip_records_are_read_in_batches_of_nodes(served: tuple[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    _, whole, _ = _report(*served, recorded=True)
+    monkeypatch.setattr(capacity_reader, "BATCH_CHIPS", SCALE.chips + 1)
+    _, batched, client = _report(*served, recorded=True)
+    assert sum('instance=~"' in q for _, q in client.sent) >= SCALE.nodes, "one batch per node"
+    assert batched.chips == whole.chips and batched.hbm == whole.hbm
+    assert c.HOST == "127.0.0.1"
