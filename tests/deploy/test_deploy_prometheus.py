@@ -23,7 +23,7 @@ def exposed_names() -> set[str]:
     return {spec.name for spec in (*ALL_METRICS, *POD_METRICS)}
 
 
-@pytest.mark.parametrize("name", ["remote-write.prometheus.yml", "federation.prometheus.yml"])
+@pytest.mark.parametrize("name", ["remote-write.prometheus.yml", "federation.prometheus.yml", "victoriametrics.prometheus.yml"])
 def test_example_configs_pass_promtool(name: str) -> None:
     promtool_check_config(PROM / name)
 

@@ -16,6 +16,7 @@ HINTS = {
     "prometheus-alertmanager": "Debian package prometheus-alertmanager",
     "amtool": "Debian package prometheus-alertmanager",
     "chromium": "Debian package chromium",
+    "victoria-metrics": "Debian package victoria-metrics",
 }
 
 
