@@ -68,7 +68,9 @@ from benchmarks._fleet_history import (
     block_seconds,
     retention_days,
 )
+from benchmarks._month_analysis import time_month_analysis
 from benchmarks._raw_queries import RawEquivalents, Rule, levels, rule_file, rules_of
+from benchmarks._victoria import BINARIES, import_history, rss_peak, victoria
 from exporter.diagnostics.capacity import analyse_capacity, choose_step
 from exporter.diagnostics.capacity_reader import fit_window, read_capacity, unhealthy_states
 from exporter.diagnostics.model import CannotDiagnose
@@ -106,6 +108,9 @@ def run() -> dict[str, Any]:
     for name in ("prometheus", "promtool"):
         if not shutil.which(name):
             raise c.BenchError(f"{name} not found; install it: apt-get install -y prometheus")
+    for name in BINARIES:
+        if not shutil.which(name):
+            raise c.BenchError(f"{name} not found; install it: apt-get install -y victoria-metrics util-linux")
     rollup = 2 * SCALE.resolution
     rules = rules_of(recording_rules(load_thresholds(), windows={"rollup_interval": f"{rollup}s"}), SCALE.resolution)
     with tempfile.TemporaryDirectory(prefix="bench-fleet-", dir=TMPDIR) as tmp:
@@ -123,7 +128,9 @@ def run() -> dict[str, Any]:
             tools = time_tools(prom.url, history.end)
             counts = series_counts(prom.url, history.end)
             rss = {"idle": idle_rss, **panels.pop("rss"), "tools": prom.rss_peak()}
-    return result(history, rollup, lookback, raw, recorded, merged, panels, tools, rss, counts)
+        victoria_metrics = time_victoria(work, data, lookback, history.end)
+    tools["month_analysis"] = time_month_analysis(SCALE.nodes, SCALE.chips, float(history.end))
+    return result(history, rollup, lookback, raw, recorded, merged, panels, tools, rss, counts, victoria_metrics)
 
 
 # --- Prometheus -------------------------------------------------------------------------------------
@@ -452,11 +459,31 @@ def _points(body: bytes) -> dict[tuple[tuple[str, str], ...], dict[float, float]
     return out
 
 
-def time_panels(prom: Running, raw: RawEquivalents, end: int) -> dict[str, Any]:
-    title, seconds, targets = capacity_dashboard()
+def panel_window(seconds: float, end: int) -> tuple[float, dict[str, str]]:
+    """(step, range parameters) of the dashboard's range targets, as Grafana sends them."""
     step = max(choose_step(seconds), SCALE.resolution)
     last = end - end % step  # Grafana aligns a range to its step
-    window = {"start": str(last - seconds), "end": str(last), "step": f"{int(step)}s"}
+    return step, {"start": str(last - seconds), "end": str(last), "step": f"{int(step)}s"}
+
+
+def time_victoria(work: Path, data: Path, lookback: int, end: int) -> dict[str, Any]:
+    """The same history in VictoriaMetrics (benchmarks/_victoria.py): every dashboard target
+    on its recorded series, then `report` and `diagnose`, unchanged, through their readers."""
+    with victoria(work, lookback, TOOL_TIMEOUT) as (url, proc):
+        imported = import_history(url, data)
+        _, seconds, targets = capacity_dashboard()
+        step, window = panel_window(seconds, end)
+        rows = []
+        for target in targets:
+            timing = time_query(url, substitute(target.expr, step), {"time": str(end)} if target.instant else window, RAW_TIMEOUT)
+            rows.append({"panel": target.panel, "target": target.ref, "seconds": timing.seconds, "error": timing.error})
+        tools = time_tools(url, end, raw=False)
+        return {"import": imported, "panels": rows, "tools": tools, "rss_peak_bytes": rss_peak(proc)}
+
+
+def time_panels(prom: Running, raw: RawEquivalents, end: int) -> dict[str, Any]:
+    title, seconds, targets = capacity_dashboard()
+    step, window = panel_window(seconds, end)
     rows = []
     for target in targets:
         query = substitute(target.expr, step)
@@ -510,7 +537,7 @@ class TimedClient(PrometheusClient):
         return data
 
 
-def time_tools(url: str, end: int) -> dict[str, Any]:
+def time_tools(url: str, end: int, raw: bool = True) -> dict[str, Any]:
     """`report --range 30d` as commands/report.py runs it (reading and analysis, charts left out),
     then the same window read from the raw series (the report without recording rules), then
     `diagnose --prometheus`."""
@@ -533,16 +560,16 @@ def time_tools(url: str, end: int) -> dict[str, Any]:
         out["report_error"] = str(exc)[:300]
     out["report_seconds"] = time.perf_counter() - start
     out["report"] = report.calls
-    if window is not None and window.recorded:
-        raw = TimedClient(url, timeout=RAW_TIMEOUT)
+    if raw and window is not None and window.recorded:
+        raw_client = TimedClient(url, timeout=RAW_TIMEOUT)
         start = time.perf_counter()
         try:
-            data = read_capacity(raw, window.first, window.last, window.step, "", None, window.requested, unhealthy_states(table))
+            data = read_capacity(raw_client, window.first, window.last, window.step, "", None, window.requested, unhealthy_states(table))
             out["raw_report_chip_hours"] = analyse_capacity(data, table, 30.0).totals.get("chip_hours")
         except CannotDiagnose as exc:
             out["raw_report_error"] = str(exc)[:300]
         out["raw_report_seconds"] = time.perf_counter() - start
-        out["raw report"] = raw.calls
+        out["raw report"] = raw_client.calls
     diagnose = TimedClient(url, timeout=TOOL_TIMEOUT)
     start = time.perf_counter()
     try:
@@ -567,6 +594,80 @@ def series_counts(url: str, end: int) -> dict[str, Any]:
 # --- the result -------------------------------------------------------------------------------------
 
 
+def _version(binary: str) -> str:
+    done = subprocess.run([binary, "-version"], capture_output=True, text=True, timeout=30, check=False)
+    found = re.search(r"v\d+\.\d+\.\d+", done.stdout + done.stderr)
+    return found.group(0) if found else "?"
+
+
+def victoria_figures(panels: Mapping[str, Any], tools: Mapping[str, Any], vm: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The dashboard, report and diagnose on VictoriaMetrics, each beside Prometheus' time."""
+    on_vm, here = vm["tools"], sum(r["recorded"].seconds or 0.0 for r in panels["rows"])
+    panel_errors = [r for r in vm["panels"] if r["error"]]
+    out = [
+        c.figure(
+            f"VictoriaMetrics: every capacity-dashboard target ({len(vm['panels'])}), summed",
+            None if panel_errors else sum(r["seconds"] or 0.0 for r in vm["panels"]),
+            "s",
+            baseline_name="Prometheus",
+            baseline=here,
+        )
+    ]
+    for tool, limit, key in (("report", REPORT_QUERY_GOAL, "report"), ("diagnose", DIAGNOSE_QUERY_GOAL, "diagnose")):
+        slowest = max((call["seconds"] for call in on_vm.get(key) or []), default=None)
+        out.append(
+            c.figure(
+                f"VictoriaMetrics: {tool}, slowest query",
+                slowest,
+                "s",
+                baseline_name="Prometheus",
+                baseline=max((call["seconds"] for call in tools.get(key) or []), default=None),
+                goal=f"<= {limit:g} s",
+                meets_goal=slowest is not None and slowest <= limit and not any(call["error"] for call in on_vm.get(key) or []),
+            )
+        )
+    out.append(
+        c.figure(
+            "VictoriaMetrics: report, whole (queries and analysis)",
+            on_vm.get("report_seconds"),
+            "s",
+            baseline_name="Prometheus",
+            baseline=tools.get("report_seconds"),
+            goal=f"<= {REPORT_GOAL:g} s",
+            meets_goal=not on_vm.get("report_error") and (on_vm.get("report_seconds") or 1e9) <= REPORT_GOAL,
+        )
+    )
+    out.append(c.figure("VictoriaMetrics RSS peak (import and queries)", vm["rss_peak_bytes"] / MIB, "MiB"))
+    return out
+
+
+def victoria_rows(panels: Mapping[str, Any], tools: Mapping[str, Any], vm: Mapping[str, Any]) -> list[dict[str, Any]]:
+    here = {(r["target"].panel, r["target"].ref): r["recorded"].seconds for r in panels["rows"]}
+    rows = [
+        {
+            "what": f"panel {r['panel']} {r['target']}",
+            "victoria_s": r["seconds"],
+            "prometheus_s": here.get((r["panel"], r["target"])),
+            "error": r["error"],
+        }
+        for r in vm["panels"]
+    ]
+    for tool in ("report", "diagnose"):
+        mine: dict[str, float] = {}
+        for call in tools.get(tool) or []:
+            mine.setdefault(call["query"], call["seconds"])
+        for call in vm["tools"].get(tool) or []:
+            rows.append(
+                {
+                    "what": f"{tool}: {call['query']}",
+                    "victoria_s": call["seconds"],
+                    "prometheus_s": mine.get(call["query"]),
+                    "error": call["error"],
+                }
+            )
+    return rows
+
+
 def _panels(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
     panels: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
@@ -589,6 +690,7 @@ def result(
     tools: Mapping[str, Any],
     rss: Mapping[str, int],
     counts: Mapping[str, Any],
+    vm: Mapping[str, Any],
 ) -> dict[str, Any]:
     scale = history.scale
     figures = []
@@ -646,6 +748,19 @@ def result(
             meets_goal=not tools.get("report_error") and (tools.get("report_seconds") or 1e9) <= REPORT_GOAL,
         )
     )
+    month = tools["month_analysis"]
+    queries_only = (tools.get("report_seconds") or 0.0) - (tools.get("report_analysis_seconds") or 0.0)
+    figures.append(
+        c.figure(
+            f"report: analysis of a month at full shape ({month['chips']:,} chips x {month['points_per_chip']} hourly points)",
+            month["seconds"],
+            "s",
+            goal=f"queries + analysis <= {REPORT_GOAL:g} s",
+            meets_goal=queries_only + month["seconds"] <= REPORT_GOAL,
+            note=f"queries of this run {queries_only:.1f} s",
+        )
+    )
+    figures += victoria_figures(panels, tools, vm)
     figures += [
         c.figure(
             "Prometheus RSS peak: the panels",
@@ -738,6 +853,14 @@ def result(
         + f"; chip-hours {tools.get('report_chip_hours')} (raw series: {tools.get('raw_report_chip_hours')}). The same window "
         f"from raw series: {len(tools.get('raw report') or [])} queries ({tools.get('raw_report_seconds', 0):.1f} s, each up to "
         f"{RAW_TIMEOUT:g} s). diagnose: {len(tools.get('diagnose') or [])} queries ({tools.get('diagnose_seconds', 0):.1f} s).",
+        f"VictoriaMetrics {_version('victoria-metrics')} (Debian): the same blocks imported by vmctl prometheus in "
+        f"{vm['import']['seconds']:.0f} s ({vm['import']['samples']:,} samples, {vm['import']['series']:,} series), queried with "
+        "its cache off; the report there: "
+        + (
+            f"{vm['tools'].get('report_chips')} chips, chip-hours {vm['tools'].get('report_chip_hours')}."
+            if not vm["tools"].get("report_error")
+            else f"failed: {vm['tools']['report_error']}"
+        ),
         f"Prometheus RSS idle after start {rss['idle'] / MIB:,.0f} MiB; peak after the report and diagnose {rss['tools'] / MIB:,.0f} MiB.",
         *(f"{tool} failed: {tools[tool + '_error']}" for tool in ("report", "raw_report", "diagnose") if tools.get(tool + "_error")),
         *(f"{tool}: {call['error']}" for tool in ("report", "raw report", "diagnose") for call in tools.get(tool) or [] if call["error"]),
@@ -752,9 +875,20 @@ def result(
             "phases": c.rounded(phases),
             "panel targets": c.rounded(target_rows),
             "report and diagnose queries": c.rounded(list(tool_rows.values())),
+            "VictoriaMetrics: every query, against Prometheus": c.rounded(victoria_rows(panels, tools, vm)),
         },
         "notes": notes,
-        "raw": c.rounded({"scale": scale.__dict__, "history": raw, "rules": recorded, "merge": merged, "rss_bytes": rss, "series": counts}),
+        "raw": c.rounded(
+            {
+                "scale": scale.__dict__,
+                "history": raw,
+                "rules": recorded,
+                "merge": merged,
+                "rss_bytes": rss,
+                "series": counts,
+                "victoria_metrics": {"import": vm["import"], "rss_peak_bytes": vm["rss_peak_bytes"]},
+            }
+        ),
         "command": ".venv/bin/python -m benchmarks fleet_capacity",
     }
 
