@@ -2,7 +2,7 @@
 latest readings (and the increase of counters) that every reader hands over in one shape.
 
 Pure: a HardwareReadings in, findings out. The verdicts follow the alerts' thresholds from
-the same table (NPUUnhealthy, NPUMissing, NPUNetwork*, NPUOptical*, NPUTemperatureHigh,
+the same table (NPUUnhealthy, NPUNeedsIsolation, NPUMissing, NPUNetwork*, NPUOptical*, NPUTemperatureHigh,
 NPUECCDoubleBitErrors, CANNExporterSourceFailing, CANNExporterDown), so `diagnose` names what
 the alerts name. A chip with an abnormal verdict here gets hardware advice; its low
 utilization is a consequence, not a pipeline problem (analysis.py).
@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from exporter.core import faultlevels
 from exporter.diagnostics.model import (
     COUNT,
     HARDWARE,
@@ -47,6 +48,7 @@ from exporter.npusmi.metrics import (
     DEVICES,
     ECC_ERRORS,
     EXPECTED_DEVICES,
+    FAULT_LEVEL,
     HEALTH,
     HEALTH_ERROR,
     TEMPERATURE,
@@ -59,6 +61,7 @@ PEAK_DEVICES = "npu_devices:peak"  # most chips listed within the window (NPUMis
 LATEST = (
     HEALTH.name,
     HEALTH_ERROR.name,
+    FAULT_LEVEL.name,
     UP.name,
     DEVICES.name,
     EXPECTED_DEVICES.name,
@@ -84,6 +87,14 @@ ADVICE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             _DRAIN,
             "npu-smi info -t health -i <npu> -c <chip> on the node: the error text of each code",
             ("reset the chip or reboot the node as the Ascend documentation of the code prescribes; replace hardware that stays Critical"),
+        ),
+    ),
+    "NPUNeedsIsolation": (
+        ("a hardware fault whose code the fault-code table handles by taking the chip out of service",),
+        (
+            _DRAIN,
+            "npu-smi info -t health -i <npu> -c <chip> on the node: the error text of each code",
+            "have the card repaired or replaced (docs/runbooks.md, Fault levels)",
         ),
     ),
     "NPUMissing": (
@@ -188,34 +199,35 @@ def _key(labels: Labels) -> tuple[str, ...]:
 
 
 def health(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
-    """Each chip's npu-smi Health (the stateset's current state) with its error codes."""
+    """Each chip's npu-smi Health (the stateset's current state) with its fault level, what to do
+    about it, and its error codes with their levels. A level that takes the chip out of service
+    (NPUNeedsIsolation) is abnormal whatever the health says."""
     spec = _spec(table, "NPUUnhealthy")
+    isolation = _spec(table, "NPUNeedsIsolation")
     paging = tuple(spec.param("states", ("Alarm", "Critical"))) if spec else ("Alarm", "Critical")
+    isolating = tuple(isolation.param("levels", faultlevels.ISOLATION)) if isolation else ()
     codes: dict[tuple[str, ...], list[str]] = {}
     for labels, value in readings.get(HEALTH_ERROR.name):
         if value == 1:
-            codes.setdefault(_key(labels), []).append(labels.get("code", "?"))
+            level = f" ({labels['level']})" if labels.get("level") else ""
+            codes.setdefault(_key(labels), []).append(labels.get("code", "?") + level)
+    levels = {_key(labels): labels.get("level", "") for labels, value in readings.get(FAULT_LEVEL.name) if value == 1}
     out = []
     for labels, value in readings.get(HEALTH.name):
         if value != 1:
             continue
         state = labels.get("state", "?")
-        verdict = ABNORMAL if state in paging else HEALTHY if state == "OK" else WARNING
+        level = levels.get(_key(labels), "")
+        verdict = ABNORMAL if state in paging or level in isolating else HEALTHY if state == "OK" else WARNING
         found = sorted(codes.get(_key(labels), []))
-        detail = f"state {state}" + (f", error codes {', '.join(found)}" if found else "")
-        out.append(
-            _finding(
-                "health",
-                f"Health {state}",
-                labels,
-                None,
-                COUNT,
-                verdict,
-                "NPUUnhealthy" if spec else None,
-                f"abnormal: {' or '.join(paging)}",
-                detail,
-            )
-        )
+        detail = f"state {state}"
+        if level and level != faultlevels.NONE:
+            detail += f", fault level {level}: {faultlevels.action(level)}"
+        detail += f", error codes {', '.join(found)}" if found else ""
+        alert = "NPUNeedsIsolation" if isolation and level in isolating else "NPUUnhealthy" if spec else None
+        title = f"Health {state}" + (f", fault level {level}" if level and level != faultlevels.NONE else "")
+        bounds = "abnormal: " + ", ".join((" or ".join(paging), *((" or ".join(isolating),) if isolating else ())))
+        out.append(_finding("health", title, labels, None, COUNT, verdict, alert, bounds, detail))
     return sorted(out, key=lambda f: f.subject)
 
 

@@ -43,6 +43,13 @@ INHIBITS = (
         ("instance",),
     ),
     Inhibit(
+        "A chip whose fault codes say it must leave service (NPUNeedsIsolation, SeparateNPU or PreSeparateNPU): "
+        "that is the page; the chip's other alerts (its health, ECC, utilization, links) follow from the fault.",
+        ('alertname="NPUNeedsIsolation"',),
+        ('alertname=~"NPU.+"', 'alertname!="NPUNeedsIsolation"'),
+        CHIP,
+    ),
+    Inhibit(
         "A chip in Alarm or Critical health: its low or unstable utilization follows from it.",
         ('alertname="NPUUnhealthy"',),
         (UTILIZATION,),

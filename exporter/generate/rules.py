@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.generate import fault_alerts
 from exporter.generate.common import (
     IN_USE_SOURCES,
     JOB,
@@ -247,16 +248,6 @@ def _regression(spec: AlertSpec, table: Thresholds) -> Built:
             f"The mean iteration time of {JOB_TEXT} over {spec.range} is {{{{ $value | humanizePercentage }}}} "
             f"above the same job's {baseline} earlier (threshold {pct(spec.threshold)})."
         ),
-    )
-
-
-def _unhealthy(spec: AlertSpec, table: Thresholds) -> Built:
-    states = "|".join(spec.param("states", ("Alarm", "Critical")))
-    expr = f'npu_health{{state=~"{states}"}} == 1'
-    return (
-        expr,
-        f"NPU {CHIP_SHORT} reports health {{{{ $labels.state }}}}",
-        f"npu-smi reports the health of {CHIP_TEXT} as {{{{ $labels.state }}}} for {spec.window}.{ERROR_CODES}",
     )
 
 
@@ -565,7 +556,8 @@ BUILDERS: dict[str, Callable[[AlertSpec, Thresholds], Built | list[Tier]]] = {
     "NPUTrainingStalled": _stalled,
     "NPUIterationTimeRegression": _regression,
     "NPUJobStragglerRank": _straggler,
-    "NPUUnhealthy": _unhealthy,
+    "NPUUnhealthy": fault_alerts.unhealthy,
+    "NPUNeedsIsolation": fault_alerts.needs_isolation,
     "NPUMissing": _missing,
     "NPUTemperatureHigh": _temperature,
     "NPUHBMAlmostFull": _hbm_full,
@@ -593,6 +585,7 @@ GROUPS = (
             "NPULowUtilization",
             "NPUUtilizationUnstable",
             "NPUUnhealthy",
+            "NPUNeedsIsolation",
             "NPUMissing",
             "NPUTemperatureHigh",
             "NPUHBMAlmostFull",
@@ -641,6 +634,7 @@ JOB_ALERTS = dict(GROUPS)["cann-exporter-training"]
 # Thresholds that need a value for the expression to make sense.
 _NEEDS_THRESHOLD = {name for name in CONTRACT_ALERTS} - {
     "NPUUnhealthy",
+    "NPUNeedsIsolation",
     "NPUMissing",
     "CANNExporterSourceFailing",
     "CANNExporterDown",

@@ -27,10 +27,11 @@ PORT_TEXT = f"device {{{{ $labels.device }}}} (NPU {{{{ $labels.npu }}}}, chip {
 PORT_SHORT = f"device {{{{ $labels.device }}}}{PORT} on {{{{ $labels.instance }}}}"
 
 
-# The chip's npu_health_error_info codes, when the exporter read any (nothing otherwise).
+# The chip's npu_health_error_info codes with their handling levels, when the exporter read any
+# (nothing otherwise).
 ERROR_CODES = (
     "{{ with printf `npu_health_error_info{instance=%q, npu=%q, chip=%q}` $labels.instance $labels.npu $labels.chip"
-    " | query | sortByLabel `code` }} Error codes:{{ range . }} {{ .Labels.code }}{{ end }}.{{ end }}"
+    " | query | sortByLabel `code` }} Error codes:{{ range . }} {{ .Labels.code }}{{ with .Labels.level }} ({{ . }}){{ end }}{{ end }}.{{ end }}"
 )
 
 

@@ -12,8 +12,8 @@ Scenario properties (chips named by logic id, i.e. the `-m` Chip Logic ID):
 - ``underutilized``: logic ids 1 and 4 (`UNDERUTILIZED_LOGIC_IDS`) at 28..52 % with their
   processes still on them; every other chip as healthy (> 85 %).
 - ``sawtooth``: all chips in phase, AI Core ramping 10 -> 95 % over 60 s then dropping back.
-- ``degraded``: healthy load, except logic id 2 (Health ``Critical``, 0 % AI Core, two error
-  codes, growing HBM ECC counts and isolated pages, single- and double-bit); the NPU holding the highest logic id is missing
+- ``degraded``: healthy load, except logic id 2 (Health ``Critical``, 0 % AI Core, three error
+  codes at the SeparateNPU, RestartNPU and RestartRequest levels, growing HBM ECC counts and isolated pages, single- and double-bit); the NPU holding the highest logic id is missing
   from every output (`-i` on it gives "Invalid card id."); `-t usages` and `-t common` for
   the NPU holding logic id 5 fail with the dcmi -8005 error.
 - ``idle``: 0 % everywhere, no processes, only the driver-reserved memory in use.
@@ -42,8 +42,11 @@ ECC_EPOCH = 1_767_225_600  # 2026-01-01: counters start here, so a test clock ne
 _TEMP_TAU_S = 30.0  # thermal time constant of the chip package
 _TEMP_STEP_S = 5.0
 _TEMP_STEPS = 18  # 90 s of power history, 3 tau
-_CRITICAL_CODES = ("80E18005", "80CB8009")
-_CRITICAL_INFO = ("hbm multi-bit ecc error", "aicore task exception")
+# Codes at three handling levels of the shipped fault-code table: SeparateNPU (the chip must leave
+# service), RestartNPU and RestartRequest; the chip's level is the most severe, SeparateNPU.
+DEGRADED_SEPARATE_CODE = "80E3A201"
+_CRITICAL_CODES = (DEGRADED_SEPARATE_CODE, "80E18005", "80CB8009")
+_CRITICAL_INFO = ("hbm uncorrectable ecc error, page isolation failed", "hbm multi-bit ecc error", "aicore task exception")
 
 
 @dataclass(frozen=True)

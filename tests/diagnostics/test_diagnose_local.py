@@ -61,7 +61,7 @@ def test_the_degraded_chip_is_named_at_the_hardware_level() -> None:
 
 
 def test_degraded_node_names_every_hardware_fault_the_alerts_page_on(tmp_path: Path) -> None:
-    """Health and codes, the missing chip (against npu_smi.expected_devices), the failing card
+    """Health, fault level and codes, the missing chip (against npu_smi.expected_devices), the failing card
     reads with their reason, the network probe and the dark lane; the Critical chip's 0% is a
     consequence with hardware advice, never a pipeline lever."""
     (tmp_path / "c.yaml").write_text("npu_smi: {expected_devices: 8}\n")
@@ -71,8 +71,10 @@ def test_degraded_node_names_every_hardware_fault_the_alerts_page_on(tmp_path: P
     critical = f"NPU {DEGRADED_CRITICAL_LOGIC_ID} chip 0 (device {DEGRADED_CRITICAL_LOGIC_ID})"
     off = {(f["subject"], f["check"]): f for f in doc["levels"]["hardware"] if f["verdict"] in ("warning", "abnormal")}
     health = off[(critical, "health")]
-    assert health["verdict"] == "abnormal" and health["alert"] == "NPUUnhealthy"
-    assert "Critical" in health["detail"] and "80E18005" in health["detail"] and "80CB8009" in health["detail"]
+    # The SeparateNPU code makes the isolation alert the page, and the level's action the advice.
+    assert health["verdict"] == "abnormal" and health["alert"] == "NPUNeedsIsolation"
+    assert "Critical" in health["detail"] and "80E18005 (RestartNPU)" in health["detail"] and "80CB8009" in health["detail"]
+    assert "fault level SeparateNPU: take the chip out of service now" in health["detail"]
     missing = off[("this node: chips", "missing")]
     assert (missing["value"], missing["verdict"], missing["alert"]) == (1, "abnormal", "NPUMissing")
     assert "7 listed by npu-smi, 8 expected" in missing["detail"]
@@ -86,8 +88,8 @@ def test_degraded_node_names_every_hardware_fault_the_alerts_page_on(tmp_path: P
     assert util["verdict"] is None and "consequence of the hardware fault" in util["detail"]
     advice = {a["key"]: a for a in doc["advice"]}
     assert "device_utilization" not in advice
-    assert any("npu-smi info -t health" in lever for lever in advice["NPUUnhealthy"]["levers"])
-    assert any("drain" in lever for lever in advice["NPUUnhealthy"]["levers"])
+    assert any("npu-smi info -t health" in lever for lever in advice["NPUNeedsIsolation"]["levers"])
+    assert any("drain" in lever for lever in advice["NPUNeedsIsolation"]["levers"])
     levers = " ".join(lever for a in doc["advice"] for lever in a["levers"])
     assert "double buffer" not in levers.lower() and "numa" not in levers.lower()
 

@@ -78,18 +78,19 @@ WINDOWS = {
     "NPULowUtilization.window": "15s",
     "NPUUtilizationUnstable.range": "60s",
     "NPUUtilizationUnstable.window": "60s",
+    # At once, as in the table: it mutes the chip's other pages, so it must fire before them.
+    "NPUNeedsIsolation.window": "0s",
 }
 SAWTOOTH_CHIPS = 8  # the 910b3 model
-# What Alertmanager must deliver for the degraded node (logic id 2 Critical, one NPU missing of 8
-# the PCI fixture shows), and what it must hold back: the Critical chip's low utilization
-# (muted by NPUUnhealthy and NPUMissing); NPUECCDoubleBitErrors, muted by the isolation alert's
-# critical tier, may or may not have fired by then.
+# What Alertmanager must deliver for the degraded node (logic id 2 Critical with a SeparateNPU
+# code, one NPU missing of 8 the PCI fixture shows), and what it must hold back: NPUNeedsIsolation
+# is the chip's one page and mutes its health, page-isolation and low-utilization alerts;
+# NPUECCDoubleBitErrors, muted too, may or may not have fired by then.
 DEGRADED_DELIVERED = {
-    ("NPUUnhealthy", str(DEGRADED_CRITICAL_LOGIC_ID)),
-    ("NPUMemoryPagesIsolated", str(DEGRADED_CRITICAL_LOGIC_ID)),
+    ("NPUNeedsIsolation", str(DEGRADED_CRITICAL_LOGIC_ID)),
     ("NPUMissing", ""),
 }
-DEGRADED_INHIBITED = {("NPULowUtilization", str(DEGRADED_CRITICAL_LOGIC_ID))}
+DEGRADED_INHIBITED = {(name, str(DEGRADED_CRITICAL_LOGIC_ID)) for name in ("NPULowUtilization", "NPUUnhealthy", "NPUMemoryPagesIsolated")}
 EXPECTED_LOW = {str(i) for i in UNDERUTILIZED_LOGIC_IDS}
 NODE_NAMES = ("npu-node-1", "npu-node-2")  # the underutilized and the healthy targets' `node`
 
@@ -553,21 +554,60 @@ def test_every_simulated_node_says_so_once(stack: Stack) -> None:
     assert {a for a in stack.webhook.received(SIMULATED) if a[1] in nodes} == expected
 
 
-def test_page_isolation_pages_the_failing_chip_only_and_once(stack: Stack) -> None:
-    critical = (stack.degraded, str(DEGRADED_CRITICAL_LOGIC_ID), "critical")
+def test_page_isolation_fires_for_the_failing_chip_only_in_one_tier(stack: Stack) -> None:
+    """The Critical chip isolates HBM pages after double-bit errors: Prometheus fires the critical
+    tier for it alone; Alertmanager holds it back, since NPUNeedsIsolation pages for that chip."""
+    critical = (stack.degraded, str(DEGRADED_CRITICAL_LOGIC_ID))
+    expr = 'ALERTS{alertname="NPUMemoryPagesIsolated", alertstate="firing"}'
     wait_for(
-        "NPUMemoryPagesIsolated for the Critical chip at the webhook",
-        lambda: critical in stack.webhook.severities("NPUMemoryPagesIsolated"),
+        "NPUMemoryPagesIsolated firing for the Critical chip",
+        lambda: any((r["metric"].get("instance"), r["metric"].get("device")) == critical for r in stack.query(expr)),
         stack.procs,
         60,
     )
-    firing = {
-        (inst, dev)
-        for name, inst, dev, state in stack.active_alerts(stack.low, stack.healthy, stack.degraded)
-        if name == "NPUMemoryPagesIsolated"
+    tiers = {
+        (r["metric"].get("instance"), r["metric"].get("device"), r["metric"].get("severity"))
+        for r in stack.query(expr)
+        if r["metric"].get("instance") in (stack.low, stack.healthy, stack.degraded)
     }
-    assert firing == {critical[:2]}, firing
-    assert stack.webhook.severities("NPUMemoryPagesIsolated") == {critical}  # one tier: no warning beside it
+    assert tiers == {(*critical, "critical")}, tiers  # one tier: no warning beside it
+    wait_for(
+        "NPUMemoryPagesIsolated held back by NPUNeedsIsolation",
+        lambda: ("NPUMemoryPagesIsolated", *critical) in stack.inhibited(stack.degraded),
+        stack.procs,
+        60,
+    )
+    assert stack.webhook.severities("NPUMemoryPagesIsolated") == set()
+
+
+def test_needs_isolation_pages_the_separate_npu_chip_once_and_mutes_its_lower_pages(stack: Stack) -> None:
+    """The degraded chip's codes include a SeparateNPU one: NPUNeedsIsolation is delivered once,
+    for that chip alone, critical, and its NPUUnhealthy and NPUMemoryPagesIsolated are held back."""
+    critical = (stack.degraded, str(DEGRADED_CRITICAL_LOGIC_ID))
+    wait_for(
+        "NPUNeedsIsolation for the SeparateNPU chip at the webhook",
+        lambda: ("NPUNeedsIsolation", *critical) in stack.webhook.received("NPUNeedsIsolation"),
+        stack.procs,
+        60,
+    )
+    muted = {(name, *critical) for name in ("NPUUnhealthy", "NPUMemoryPagesIsolated")}
+    wait_for("the chip's lower pages held back", lambda: stack.inhibited(stack.degraded) >= muted, stack.procs, 60)
+    with stack.webhook.lock:
+        pages = {
+            tuple(sorted(a["labels"].items()))
+            for a in stack.webhook.alerts
+            if a["labels"].get("alertname") == "NPUNeedsIsolation" and a.get("status") == "firing"
+        }
+        summaries = {a["annotations"]["summary"] for a in stack.webhook.alerts if a["labels"].get("alertname") == "NPUNeedsIsolation"}
+    assert len(pages) == 1, pages  # one alert: one chip, one level
+    labels = dict(next(iter(pages)))
+    assert (labels["instance"], labels["device"], labels["level"], labels["severity"]) == (*critical, "SeparateNPU", "critical")
+    assert summaries == {
+        f"NPU device {DEGRADED_CRITICAL_LOGIC_ID} on {stack.degraded} must leave service (SeparateNPU): "
+        "take the chip out of service now and have the hardware repaired or replaced"
+    }
+    received = stack.webhook.received()
+    assert not {a for a in received if a[0] in ("NPUUnhealthy", "NPUMemoryPagesIsolated") and a[1:] == critical}, received
 
 
 # --- diagnose against this Prometheus ---------------------------------------------------------
@@ -592,13 +632,14 @@ def test_diagnose_names_the_degraded_nodes_hardware_faults(stack: Stack) -> None
     critical = f"{stack.degraded} NPU {DEGRADED_CRITICAL_LOGIC_ID} chip 0 (device {DEGRADED_CRITICAL_LOGIC_ID})"
     off = {(f["subject"], f["check"]): f for f in doc["levels"]["hardware"] if f["verdict"] == "abnormal"}
     health = off[(critical, "health")]
-    assert health["alert"] == "NPUUnhealthy" and "Critical" in health["detail"] and "80E18005" in health["detail"]
+    assert health["alert"] == "NPUNeedsIsolation" and "Critical" in health["detail"] and "80E18005 (RestartNPU)" in health["detail"]
+    assert "fault level SeparateNPU: take the chip out of service now" in health["detail"]
     missing = off[(f"{stack.degraded}: chips", "missing")]
     assert missing["value"] == 1 and "7 listed by npu-smi, 8 expected" in missing["detail"], missing
     (util,) = [f for f in doc["levels"]["macro"] if f["subject"] == critical and f["check"] == "utilization"]
     assert util["verdict"] is None and "consequence of the hardware fault" in util["detail"]
     advice = {a["key"]: a for a in doc["advice"]}
-    assert "device_utilization" not in advice and any("drain" in lever for lever in advice["NPUUnhealthy"]["levers"])
+    assert "device_utilization" not in advice and any("drain" in lever for lever in advice["NPUNeedsIsolation"]["levers"])
 
 
 def test_diagnose_judges_a_young_job_over_its_own_life(stack: Stack) -> None:
@@ -739,8 +780,8 @@ def test_node_variable_picks_instances_and_falls_back_to_them(stack: Stack) -> N
 
 def test_inhibition_delivers_exactly_the_expected_notifications(stack: Stack) -> None:
     """Sawtooth: NPULowUtilization for every chip, NPUUtilizationUnstable of the same chips held
-    back (NPULowUtilization mutes it). Degraded: the Critical chip's health and page isolation and
-    the node's missing chip; the Critical chip's low utilization held back."""
+    back (NPULowUtilization mutes it). Degraded: the SeparateNPU chip's NPUNeedsIsolation and the
+    node's missing chip; the chip's health, page isolation and low utilization held back."""
     saw_delivered = {("NPULowUtilization", stack.sawtooth, str(d)) for d in range(SAWTOOTH_CHIPS)}
     saw_inhibited = {("NPUUtilizationUnstable", stack.sawtooth, str(d)) for d in range(SAWTOOTH_CHIPS)}
     delivered = saw_delivered | {(name, stack.degraded, dev) for name, dev in DEGRADED_DELIVERED}

@@ -48,6 +48,7 @@ CONTRACT_ALERT_NAMES = {
     "NPUIterationTimeRegression",
     "NPUJobStragglerRank",
     "NPUUnhealthy",
+    "NPUNeedsIsolation",
     "NPUMissing",
     "NPUTemperatureHigh",
     "NPUHBMAlmostFull",
@@ -225,6 +226,7 @@ def test_every_contract_alert_with_severity_summary_description_and_runbook() ->
         if name not in (
             "CANNExporterDown",
             "NPUUnhealthy",
+            "NPUNeedsIsolation",
             "CANNExporterSourceFailing",
             "NPUNetworkLinkDown",
             "NPUNetworkUnhealthy",
