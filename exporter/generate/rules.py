@@ -33,7 +33,6 @@ from exporter.generate.source_failing import source_failing_description
 from exporter.generate.texts import (
     CHIP_SHORT,
     CHIP_TEXT,
-    ERROR_CODES,
     ISOLATED_NOW,
     JOB_SHORT,
     JOB_TEXT,
