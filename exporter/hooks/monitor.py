@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 from exporter.hooks import env as names
 from exporter.hooks.identity import Identity, resolve_identity
 from exporter.hooks.transport import NotSent, Transport, redacted
-from exporter.hooks.wire import PHASE_SET, Event, count_value, step_json
+from exporter.hooks.wire import PHASE_SET, PRECISIONS, Event, count_value, flops_value, step_json
 
 log = logging.getLogger("exporter.hooks")
 
@@ -37,11 +37,12 @@ DEFAULT_URL = "http://127.0.0.1:9435"
 class _Step:
     """Reused for every step: ``with mon.step(samples=n):`` allocates nothing but the phase dict."""
 
-    __slots__ = ("_mon", "samples", "_t0")
+    __slots__ = ("_mon", "samples", "flops", "_t0")
 
     def __init__(self, mon: Monitor) -> None:
         self._mon = mon
         self.samples: Any = None
+        self.flops: Any = None  # this step's model FLOPs when step(flops=) gave them
         self._t0: float | None = None
 
     def __enter__(self) -> _Step:
@@ -57,7 +58,10 @@ class _Step:
             buf = mon._buf
             n = len(buf)
             if n < mon._capacity:
-                buf.append((t1, t1 - t0, self.samples, mon._acc))  # type: ignore[operator]
+                if self.flops is None:
+                    buf.append((t1, t1 - t0, self.samples, mon._acc))  # type: ignore[operator]
+                else:
+                    buf.append((t1, t1 - t0, self.samples, mon._acc, None, self.flops))  # type: ignore[operator]
                 if n == mon._wake_at:
                     mon._wake.set()
                 if not mon._running:
@@ -114,7 +118,9 @@ class Monitor:
     >>> mon.close()
 
     Rank, world size and chip come from RANK/WORLD_SIZE/LOCAL_RANK/ASCEND_RT_VISIBLE_DEVICES
-    unless given. The endpoint is ``url``, else $CANN_EXPORTER_URL, else the node-local
+    unless given. ``flops_per_step`` declares the model FLOPs of one step (``step(flops=F)``
+    overrides it for one step) and ``precision`` what they are computed in (fp32, bf16, fp16,
+    int8): the exporter serves the job's model FLOPs utilization from them. The endpoint is ``url``, else $CANN_EXPORTER_URL, else the node-local
     exporter. Nothing here raises into the training loop or blocks it; see :meth:`stats`.
     One Monitor per training thread; phases do not nest.
     """
@@ -136,8 +142,16 @@ class Monitor:
         timeout: float = 2.0,
         max_backoff: float = 30.0,
         enabled: bool | None = None,
+        flops_per_step: float | None = None,
+        precision: str = "bf16",
     ) -> None:
         env = os.environ
+        self.flops_per_step = flops_value(flops_per_step) if flops_per_step is not None else None
+        if flops_per_step is not None and self.flops_per_step is None:
+            log.warning("cann-exporter hooks: flops_per_step=%r is not a positive number of FLOPs; no MFU", flops_per_step)
+        self.precision = precision if precision in PRECISIONS else "bf16"
+        if precision not in PRECISIONS:
+            log.warning("cann-exporter hooks: precision %r is not one of %s; using bf16", precision, ", ".join(PRECISIONS))
         self.identity: Identity = resolve_identity(job_name, rank, world_size, device, framework, env)
         self.url = url or env.get(names.URL) or DEFAULT_URL
         self._token = token if token is not None else _env_token(env)
@@ -156,7 +170,7 @@ class Monitor:
         self._owner_pid = os.getpid()
         self._fresh_state()
         if not enabled:
-            self.step = lambda samples=None: _NULL  # type: ignore[method-assign]
+            self.step = lambda samples=None, flops=None: _NULL  # type: ignore[method-assign]
             self.phase = lambda name: _NULL  # type: ignore[method-assign]
         _MONITORS.add(self)
 
@@ -190,10 +204,12 @@ class Monitor:
         self._fresh_state()
 
     # --- the hot path -----------------------------------------------------------------------
-    def step(self, samples: Any = None) -> _Step | _Null:
-        """Context manager timing one training step; ``samples`` is the batch size (an int)."""
+    def step(self, samples: Any = None, flops: Any = None) -> _Step | _Null:
+        """Context manager timing one training step; ``samples`` is the batch size (an int),
+        ``flops`` this step's model FLOPs when they differ from ``flops_per_step``."""
         cm = self._step_cm
         cm.samples = samples
+        cm.flops = flops
         return cm
 
     def phase(self, name: str) -> _Phase:
@@ -220,12 +236,13 @@ class Monitor:
         """Callback-style start of a step (framework adapters)."""
         self._step_cm.__enter__()
 
-    def end_step(self, samples: Any = None) -> None:
+    def end_step(self, samples: Any = None, flops: Any = None) -> None:
         """Callback-style end of the step begun by :meth:`begin_step`; ignored without one."""
         cm = self._step_cm
         if cm._t0 is None:
             return
         cm.samples = samples
+        cm.flops = flops
         cm.__exit__(None, None, None)
 
     def record_step(
@@ -377,7 +394,8 @@ class Monitor:
 
     def _steps_json(self, events: list[Event]) -> list[dict[str, Any]]:
         offset = time.time() - _perf()  # perf_counter -> unix time, fresh for every batch
-        steps = [step for step in (step_json(e, offset) for e in events) if step is not None]
+        declared = self.flops_per_step
+        steps = [step for step in (step_json(e, offset, declared) for e in events) if step is not None]
         self._send_dropped += len(events) - len(steps)  # unusable values (NaN, negative, ...)
         return steps
 
@@ -426,6 +444,8 @@ class Monitor:
         }
         if ident.device is not None:
             doc["device"] = ident.device
+        if self.precision != "bf16":
+            doc["precision"] = self.precision
         if final:
             doc["final"] = True
         memory = self._memory

@@ -15,9 +15,12 @@ _MAX_SECONDS = 86_400.0  # longer steps/phases are absurd
 _MAX_SAMPLES = 10**9
 _MAX_END_AGE = 86_000.0  # an `end` older than about a day, or more than
 _MAX_END_AHEAD = 290.0  # ~5 minutes ahead, is replaced by the recording time
+MAX_FLOPS = 1e24  # model FLOPs of one step: far above any step of any model today
+PRECISIONS = ("fp32", "bf16", "fp16", "int8")  # what a job may declare it computes in (MFU's peak)
 
 # (end perf_counter, duration seconds, samples, {phase: seconds}); record_step(end=...)
-# appends the caller's unix end time as a fifth item, sent as given.
+# appends the caller's unix end time as a fifth item, sent as given; step(flops=F) appends
+# (None, F): a sixth item, the step's own model FLOPs.
 Event = tuple
 
 
@@ -42,8 +45,20 @@ def seconds_value(value: Any) -> float | None:
     return seconds if math.isfinite(seconds) and 0.0 <= seconds <= _MAX_SECONDS else None
 
 
-def step_json(event: Event, offset: float) -> dict[str, Any] | None:
+def flops_value(value: Any) -> float | None:
+    """Model FLOPs of a step: a positive finite number up to MAX_FLOPS, else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        flops = float(value)
+    except Exception:
+        return None
+    return flops if 0.0 < flops <= MAX_FLOPS else None
+
+
+def step_json(event: Event, offset: float, flops_per_step: float | None = None) -> dict[str, Any] | None:
     """One buffered event as the API's step object; None when its duration is unusable.
+    ``flops_per_step`` is the monitor's declared model FLOPs, for steps that carry none.
 
     Plain floats and ints take the fast path (this runs for every step on the sender thread).
     """
@@ -53,7 +68,7 @@ def step_json(event: Event, offset: float) -> dict[str, Any] | None:
         if duration is None:
             return None
     end = round(event[0] + offset, 6)
-    if len(event) > 4 and end - _MAX_END_AGE <= event[4] <= end + _MAX_END_AHEAD:
+    if len(event) > 4 and event[4] is not None and end - _MAX_END_AGE <= event[4] <= end + _MAX_END_AHEAD:
         end = event[4]
     step: dict[str, Any] = {"end": end, "duration": duration}
     samples = event[2]
@@ -75,4 +90,7 @@ def step_json(event: Event, offset: float) -> dict[str, Any] | None:
             clean[name] = clean[name] + value if name in clean else value
         if clean:
             step["phases"] = clean
+    flops = flops_value(event[5]) if len(event) > 5 else flops_per_step
+    if flops is not None:
+        step["flops"] = flops
     return step

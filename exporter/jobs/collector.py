@@ -9,6 +9,7 @@ from prometheus_client.utils import floatToGoString
 
 from exporter.core.metric import MetricSpec, family, field_families, histogram_family
 from exporter.jobs import metrics as m
+from exporter.jobs.mfu import utilization
 from exporter.jobs.store import IngestCounters, JobsPart, RankView
 
 _GRID_LABELS = tuple(floatToGoString(b) for b in m.DURATION_GRID)
@@ -29,7 +30,17 @@ class JobCollector:
 
     def render(self, part: JobsPart) -> Iterator[Metric]:
         yield from self._jobs(part.ranks)
+        yield self._mfu(part)
         yield from self._self(part.counters)
+
+    def _mfu(self, part: JobsPart) -> Metric:
+        metric = family(m.JOB_MFU)
+        peaks = {(device, precision): flops for device, precision, flops in part.peaks}
+        for r in part.ranks:
+            ratio = utilization(r, peaks)
+            if ratio is not None:
+                metric.add_metric(_key(r), ratio)
+        return metric
 
     def _jobs(self, ranks: tuple[RankView, ...]) -> Iterator[Metric]:
         info, duration, phases = family(m.JOB_INFO), histogram_family(m.JOB_ITERATION_DURATION), family(m.JOB_PHASE_SECONDS)

@@ -93,6 +93,13 @@ JOB_MEMORY_MAX_ALLOCATED = _job(
     "Peak of npu_job_memory_allocated_bytes since the process started (torch max_memory_allocated), bytes.",
     field="memory_max_allocated_bytes",
 )
+JOB_MFU = _job(
+    "npu_job_model_flops_utilization_ratio",
+    "gauge",
+    "Model FLOPs utilization: model FLOPs of the steps reported in the last minute, over their time, over the peak FLOP/s "
+    "of the rank's chip at the job's precision (npu_peak_flops_per_second); absent without declared FLOPs, a device or a peak.",
+    field=("window_flops", "window_seconds", "precision", "peaks"),
+)
 
 JOB_METRICS = (
     JOB_INFO,
@@ -104,6 +111,7 @@ JOB_METRICS = (
     JOB_LAST_ITERATION,
     JOB_MEMORY_ALLOCATED,
     JOB_MEMORY_MAX_ALLOCATED,
+    JOB_MFU,
 )
 # Plain per-rank series, in the order they are rendered.
 JOB_FIELDS = (JOB_ITERATIONS, JOB_SAMPLES, JOB_LAST_ITERATION, JOB_MEMORY_ALLOCATED, JOB_MEMORY_MAX_ALLOCATED)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -21,6 +22,8 @@ from exporter.jobs.options import IngestOptions
 from exporter.jobs.validate import Batch, IngestLimits
 
 _DEFAULTS = IngestOptions()
+MFU_WINDOW = 60.0  # seconds of arrivals whose steps' FLOPs and time make a rank's MFU
+_MFU_BATCHES = 256  # per rank: batches kept for the window (a client sends about one a second)
 
 
 @dataclass
@@ -48,6 +51,9 @@ class RankState:
     last_iteration_end: float | None = None
     memory_allocated_bytes: int | None = None
     memory_max_allocated_bytes: int | None = None
+    precision: str = "bf16"
+    # (monotonic arrival, FLOPs, seconds) of each recent batch's steps that declared FLOPs
+    flops_window: deque[tuple[float, float, float]] = field(default_factory=lambda: deque(maxlen=_MFU_BATCHES))
 
     def fold(self, batch: Batch, now: float, seen: float) -> None:
         """``now`` is unix time (the default step end), ``seen`` the monotonic arrival time."""
@@ -60,7 +66,12 @@ class RankState:
             self.memory_allocated_bytes = batch.memory_allocated_bytes
         if batch.memory_max_allocated_bytes is not None:
             self.memory_max_allocated_bytes = batch.memory_max_allocated_bytes
+        self.precision = batch.precision
+        flops = seconds = 0.0
         for step in batch.steps:
+            if step.flops is not None:
+                flops += step.flops
+                seconds += step.duration
             self.iterations += 1
             self.duration_sum += step.duration
             if self.window is None:
@@ -92,6 +103,15 @@ class RankState:
         assert self.window is not None
         start = self.window
         self.buckets[bisect.bisect_left(DURATION_GRID, duration, start, start + WINDOW_BOUNDS) - start] += 1
+        if seconds > 0:
+            self.flops_window.append((seen, flops, seconds))
+
+    def flops_in_window(self, now: float) -> tuple[float, float]:
+        """(FLOPs, seconds) of the steps with FLOPs that arrived in the last MFU_WINDOW seconds."""
+        window = self.flops_window
+        while window and window[0][0] < now - MFU_WINDOW:
+            window.popleft()
+        return sum(w[1] for w in window), sum(w[2] for w in window)
 
 
 @dataclass(frozen=True)
@@ -114,9 +134,12 @@ class RankView:
     memory_allocated_bytes: int | None
     memory_max_allocated_bytes: int | None
     state: str = "running"  # one of metrics.JOB_STATES
+    precision: str = "bf16"  # what the hook's FLOPs are computed in
+    window_flops: float = 0.0  # model FLOPs of the steps that arrived in the last MFU_WINDOW seconds
+    window_seconds: float = 0.0  # and their time
 
     @classmethod
-    def of(cls, s: RankState, state: str = "running") -> RankView:
+    def of(cls, s: RankState, state: str = "running", now: float | None = None) -> RankView:
         cumulative, total = [], 0
         for count in s.buckets or [len(s.warmup)]:
             total += count
@@ -138,6 +161,8 @@ class RankView:
             s.memory_allocated_bytes,
             s.memory_max_allocated_bytes,
             state,
+            s.precision,
+            *(s.flops_in_window(now) if now is not None else (0.0, 0.0)),
         )
 
 
@@ -162,6 +187,7 @@ class JobsPart:
 
     ranks: tuple[RankView, ...] = ()
     counters: IngestCounters = IngestCounters()
+    peaks: tuple[tuple[str, str, float], ...] = ()  # (device, precision, FLOP/s) of this node's chips: MFU (mfu.py)
 
 
 class IngestStore:
@@ -273,7 +299,7 @@ class IngestStore:
             version = (self._changes, self._stalled(now))
             if self._part is not None and self._part[0] == version:
                 return self._part[1]
-            ranks = tuple(RankView.of(e, _state(e, key in version[1])) for key, e in sorted(self._entries.items()))
+            ranks = tuple(RankView.of(e, _state(e, key in version[1]), now) for key, e in sorted(self._entries.items()))
             counters = IngestCounters(
                 self._requests,
                 self._steps,

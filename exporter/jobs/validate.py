@@ -22,8 +22,11 @@ _JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@/+-]*")
 _FRAMEWORK = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 _DEVICE = re.compile(r"[0-9]{1,5}")
 
-_BATCH_FIELDS = frozenset({"job_name", "rank", "world_size", "device", "framework", "pid", "dropped", "final", "memory", "steps"})
-_STEP_FIELDS = frozenset({"duration", "end", "samples", "phases"})
+_BATCH_FIELDS = frozenset(
+    {"job_name", "rank", "world_size", "device", "framework", "pid", "dropped", "final", "memory", "steps", "precision"}
+)
+_STEP_FIELDS = frozenset({"duration", "end", "samples", "phases", "flops"})
+PRECISIONS = ("fp32", "bf16", "fp16", "int8")  # a job's declared compute precision: which chip peak its MFU uses
 _MEMORY_FIELDS = frozenset({"allocated_bytes", "max_allocated_bytes"})
 _PHASES = frozenset(JOB_PHASES)
 
@@ -45,6 +48,7 @@ class IngestLimits:
     max_steps: int = 20_000  # steps in one batch
     max_step_seconds: float = 86_400.0  # a longer step or phase is a bug, not a measurement
     max_samples: int = 10**9  # per step
+    max_flops: float = 1e24  # model FLOPs of one step
     max_label_length: int = 128
     max_world_size: int = 1 << 20
     max_memory_bytes: int = 1 << 50
@@ -79,6 +83,7 @@ class Step:
     end: float | None  # unix seconds; None: the time the batch arrived
     samples: int | None
     phases: tuple[tuple[str, float], ...]
+    flops: float | None = None  # the step's model FLOPs, when the hook declares them
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,7 @@ class Batch:
     memory_allocated_bytes: int | None
     memory_max_allocated_bytes: int | None
     steps: tuple[Step, ...]
+    precision: str = "bf16"  # what the steps' FLOPs are computed in (one of PRECISIONS)
 
 
 def _invalid(message: str) -> IngestError:
@@ -196,7 +202,11 @@ def _step(raw: Any, where: str, limits: IngestLimits, now: float) -> Step:
     if samples is not None:
         samples = _int(samples, f"{where}.samples", 0, limits.max_samples)
     phases = _phases(raw["phases"], f"{where}.phases", limits) if raw.get("phases") is not None else ()
-    return Step(duration, end, samples, phases)
+    flops = raw.get("flops")
+    if flops is not None:
+        if not _is_number(flops) or not math.isfinite(flops := _as_float(flops)) or not 0 < flops <= limits.max_flops:
+            raise _out_of_range(f"{where}.flops: expected model FLOPs above 0 and at most {limits.max_flops:g}")
+    return Step(duration, end, samples, phases, flops)
 
 
 def _memory(value: Any, limits: IngestLimits) -> tuple[int | None, int | None]:
@@ -241,7 +251,10 @@ def validate_batch(doc: Any, limits: IngestLimits, now: float) -> Batch:
     if len(raw_steps) > limits.max_steps:
         raise _invalid(f"steps: {len(raw_steps)} steps in one batch; at most {limits.max_steps}")
     steps = tuple(_step(raw, f"steps[{i}]", limits, now) for i, raw in enumerate(raw_steps))
-    return Batch(job_name, rank, world_size, device, framework, pid, dropped, final, allocated, max_allocated, steps)
+    precision = doc.get("precision", "bf16")
+    if precision not in PRECISIONS:
+        raise _invalid(f"precision: expected one of {', '.join(PRECISIONS)}")
+    return Batch(job_name, rank, world_size, device, framework, pid, dropped, final, allocated, max_allocated, steps, precision)
 
 
 def parse_batch(body: bytes, limits: IngestLimits, now: float) -> Batch:

@@ -27,6 +27,7 @@ from exporter.hccn.options import HccnOptions
 from exporter.hccn.part import NETWORK
 from exporter.hccn.source import HccnSource
 from exporter.jobs.collector import JobCollector
+from exporter.jobs.mfu import PeakJoin, Peaks
 from exporter.jobs.store import JOBS, IngestStore
 from exporter.jobs.validate import IngestLimits
 from exporter.node.collectors import npu_smi_needed
@@ -218,7 +219,19 @@ def pods(b: Build) -> Source | None:
 
 def jobs(b: Build) -> Source | None:
     store = ingest_store(b)
-    return Live(JOBS.name, store.part, store) if store is not None else None
+    return Live(JOBS.name, PeakJoin(store.part, lambda: chip_peaks(b.latest())).read, store) if store is not None else None
+
+
+def chip_peaks(snapshot: Snapshot) -> Peaks:
+    """(device, precision, FLOP/s) of every chip read now: what the jobs' MFU divides by."""
+    devices = snapshot.get(DEVICES)
+    if devices is None:
+        return ()
+    return tuple(
+        sorted(
+            (str(c.device), precision, flops) for c in devices.chips if c.up and c.device is not None for precision, flops in c.peak_flops
+        )
+    )
 
 
 def web(b: Build) -> Source | None:

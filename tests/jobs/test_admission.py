@@ -5,6 +5,7 @@ jobs out). Store-level, through the HTTP route, and as a property over random tr
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from aiohttp import web
@@ -37,8 +38,8 @@ def clock() -> Clock:
 
 
 def full_step() -> Step:
-    """A step that sets everything a rank can render: samples and every phase."""
-    return Step(0.2, None, 32, tuple((phase, 0.01) for phase in JOB_PHASES))
+    """A step that sets everything a rank can render: samples, every phase and model FLOPs."""
+    return Step(0.2, None, 32, tuple((phase, 0.01) for phase in JOB_PHASES), 1e13)
 
 
 def batch(job: str, rank: int = 0, steps: int = 1, final: bool = False) -> Batch:
@@ -93,18 +94,19 @@ def test_the_worst_case_default_exposition_is_the_series_budget(clock):
                 outcomes["admitted"] += 1
             except IngestError as exc:
                 outcomes[exc.reason] += 1
-    text = exposition(JobCollector(), store.part())
+    part = replace(store.part(), peaks=(("99999", "bf16", 3e14),))  # every rank's chip has a peak: MFU too
+    text = exposition(JobCollector(), part)
     series = [line for line in text.splitlines() if line.startswith("npu_job_")]
     assert outcomes["admitted"] == limits.max_series // SERIES_PER_RANK == 64
-    assert len(series) == outcomes["admitted"] * SERIES_PER_RANK <= limits.max_series == 3776
+    assert len(series) == outcomes["admitted"] * SERIES_PER_RANK <= limits.max_series == 3840
     assert len(text.encode()) < 1_000_000
 
 
 def test_one_rank_renders_exactly_the_series_it_reserves(clock):
     store = IngestStore(clock=clock)
     store.accept(batch("bert", steps=WARMUP_STEPS))  # every bucket: the window is fixed
-    found = render(JobCollector(), store.part())
-    assert len([name for name, _ in found if name.startswith("npu_job_")]) == SERIES_PER_RANK == 59
+    found = render(JobCollector(), replace(store.part(), peaks=(("3", "bf16", 3e14),)))
+    assert len([name for name, _ in found if name.startswith("npu_job_")]) == SERIES_PER_RANK == 60
 
 
 # --- idle ranks give way to ranks with steps ----------------------------------------------------

@@ -23,7 +23,7 @@ def test_defaults():
     assert s.ingest.enabled and s.ingest.token is None
     assert (s.ingest.ttl, s.ingest.finished_ttl) == (1800, 60)
     assert (s.ingest.max_jobs, s.ingest.max_ranks, s.ingest.max_body_bytes) == (8, 16, 1 << 20)
-    assert (s.ingest.max_series, s.ingest.max_jobs_per_client, s.ingest.max_ranks_per_client) == (3776, 4, 32)
+    assert (s.ingest.max_series, s.ingest.max_jobs_per_client, s.ingest.max_ranks_per_client) == (3840, 4, 32)
     assert s.ingest.idle_after == 300
     assert IngestLimits() == IngestLimits.of(s.ingest)  # one set of defaults: the options'
 
@@ -116,6 +116,7 @@ def test_openapi_document_matches_the_validator():
         "final",
         "memory",
         "steps",
+        "precision",
     }
 
 

@@ -31,6 +31,7 @@ from exporter.hccn.options import HccnOptions
 from exporter.hccn.part import NetworkPart
 from exporter.hccn.source import HccnSource
 from exporter.jobs.collector import JobCollector
+from exporter.jobs.mfu import PeakJoin
 from exporter.jobs.store import IngestStore, JobsPart
 from exporter.jobs.validate import IngestLimits, parse_batch
 from exporter.node.assembly import assemble
@@ -264,11 +265,12 @@ def ingest(tmp_path: Path) -> str:
         "framework": "pytorch",
         "pid": 42,
         "memory": {"allocated_bytes": 1 << 30, "max_allocated_bytes": 2 << 30},
-        "steps": [{"duration": 0.5, "samples": 32, "phases": {"compute": 0.3, "h2d": 0.1}}],
+        "precision": "fp16",
+        "steps": [{"duration": 0.5, "samples": 32, "phases": {"compute": 0.3, "h2d": 0.1}, "flops": 5e13}],
     }
     store.accept(parse_batch(json.dumps(body).encode(), IngestLimits(), time.time()))
     store.reject("invalid")
-    return exposition(JobCollector(), store.part())
+    return exposition(JobCollector(), PeakJoin(store.part, lambda: (("3", "fp16", 2.56e14),)).read())
 
 
 def profiles(tmp_path: Path) -> str:
