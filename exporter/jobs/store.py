@@ -67,11 +67,11 @@ class RankState:
         if batch.memory_max_allocated_bytes is not None:
             self.memory_max_allocated_bytes = batch.memory_max_allocated_bytes
         self.precision = batch.precision
-        flops = seconds = 0.0
+        flops = flops_seconds = 0.0
         for step in batch.steps:
             if step.flops is not None:
                 flops += step.flops
-                seconds += step.duration
+                flops_seconds += step.duration
             self.iterations += 1
             self.duration_sum += step.duration
             if self.window is None:
@@ -89,6 +89,8 @@ class RankState:
                 self.last_iteration_end = end
         if batch.final and self.warmup:
             self._fix_window()  # a short run gets its buckets too
+        if flops_seconds > 0:
+            self.flops_window.append((seen, flops, flops_seconds))
 
     def _fix_window(self) -> None:
         """Bucket bounds around the median of the warm-up steps, which are then counted in them."""
@@ -103,8 +105,6 @@ class RankState:
         assert self.window is not None
         start = self.window
         self.buckets[bisect.bisect_left(DURATION_GRID, duration, start, start + WINDOW_BOUNDS) - start] += 1
-        if seconds > 0:
-            self.flops_window.append((seen, flops, seconds))
 
     def flops_in_window(self, now: float) -> tuple[float, float]:
         """(FLOPs, seconds) of the steps with FLOPs that arrived in the last MFU_WINDOW seconds."""

@@ -17,7 +17,7 @@ FLOPS = TARGET * STEP * PEAK
 def _loop(mon: Monitor, steps: int = 40, flops: float | None = None) -> None:
     for _ in range(steps):
         if flops is None:
-            mon.record_step(STEP, samples=8)
+            mon.record_step(STEP, samples=8, phases={"compute": STEP / 2})
         else:
             with mon.step(samples=8, flops=flops):
                 pass
