@@ -18,7 +18,8 @@ UP = _chip("npu_up", "1 if the latest read of this chip succeeded, else 0.", fie
 HEALTH = _chip("npu_health", "Chip health as a stateset: 1 for the current state.", "state", field="health")
 HEALTH_ERROR = _chip(
     "npu_health_error_info",
-    "An error code npu-smi reports for a chip that is not OK (`-t health` Error Code) with its handling level from "
+    "An error code npu-smi reports for a chip that is not OK (`-t health` Error Code) or an active fault event id "
+    "(`-t current-fault-event`, Ascend 950), with its handling level from "
     'the fault-code table (level="unknown" when the table does not list it); value 1.',
     "code",
     "level",
@@ -105,7 +106,8 @@ FAULT_NOTE = (
     """\
 ## Fault codes and their handling levels
 
-Each code of `npu-smi info -t health` (read for chips whose health is not OK) is served as
+Each code of `npu-smi info -t health` (read for chips whose health is not OK) and each active
+event id of `-t current-fault-event` (Ascend 950) is served as
 `npu_health_error_info{code,level}`, where `level` is the code's handling level in the fault-code
 table: Huawei's Ascend device-plugin table, shipped with the exporter
 (`exporter/npusmi/faultcodes.json`, Apache-2.0, attribution in `faultcodes.NOTICE`), or the site's

@@ -44,7 +44,7 @@ class ChipSample:
     phy_id: int | None = None  # `info` / `info -m` Chip Phy-ID (A3)
     vdie_id: str | None = None  # `-t board -c` VDie ID
     health: str | None = None  # `info` Health, one of HEALTH_STATES
-    health_errors: tuple[FaultCode, ...] = ()  # `-t health -c` Error Code (read only when health is not OK), with levels
+    health_errors: tuple[FaultCode, ...] = ()  # `-t health -c` Error Code (only when health is not OK) and `-t current-fault-event` ids
     fault_level: str | None = None  # the most severe level of health_errors (core/faultlevels.py); None: codes not read
     aicore_utilization_ratio: float | None = None  # `info` AICore(%)
     aivector_utilization_ratio: float | None = None  # `-t usages` Aivector/Vectorcore Usage Rate(%)
@@ -157,7 +157,8 @@ def detail_values(sample: ChipSample, details: dict[str, object]) -> dict[str, o
 
 def fault_values(sample: ChipSample, details: dict[str, object], table: FaultCodeTable) -> dict[str, object]:
     """health_errors and fault_level: the codes of `-t health` (asked only when the overview health is
-    not OK; an OK chip has none), each with its level, and the most severe level."""
+    not OK; an OK chip has none) and the event ids of `-t current-fault-event` (950), each with its
+    level, and the most severe level."""
     if sample.health is None:
         return {}
     codes: tuple[str, ...] = ()
@@ -166,6 +167,9 @@ def fault_values(sample: ChipSample, details: dict[str, object], table: FaultCod
         if not isinstance(health, p.ChipHealth):
             return {}  # not read (yet): the level is not known
         codes = health.error_codes
+    events = details.get("current-fault-event")
+    if isinstance(events, p.ChipFaultEvents):
+        codes += tuple(event.event_id for event in events.events)
     errors = tuple(FaultCode(code, table.level(code)) for code in dict.fromkeys(codes))
     return {"health_errors": errors, "fault_level": faultlevels.most_severe(e.level for e in errors)}
 

@@ -16,6 +16,7 @@ from exporter.npusmi.parse.details import (
     parse_memory,
     parse_usages,
 )
+from exporter.npusmi.parse.faultevents import ChipFaultEvents, parse_current_fault_event
 from exporter.npusmi.parse.inventory import parse_board, parse_chip_map
 from exporter.npusmi.parse.records import (
     BoardInfo,
@@ -42,8 +43,10 @@ PARSERS = [
     (partial(parse_health, npu_id=0), ChipHealth),
     (partial(parse_ecc, npu_id=0), ChipEcc),
     (partial(parse_board, npu_id=0), BoardInfo),
+    (partial(parse_current_fault_event, npu_id=0), ChipFaultEvents),
     (parse_usages, ChipUsages),  # without npu_id: a missing NPU ID must still be an NpuSmiError
     (parse_health, ChipHealth),
+    (parse_current_fault_event, ChipFaultEvents),
 ]
 IDS = [getattr(p, "func", p).__name__ + ("(npu_id)" if isinstance(p, partial) else "") for p, _ in PARSERS]
 
@@ -77,6 +80,9 @@ FRAGMENTS = st.sampled_from(
         "Temperature(C) : ",
         "ret is -8005",
         "Total Count : 3\n",
+        "Fault Event Count : 2\n",
+        "Fault Event Information : event id=0x81AF8000, severity=2\n",
+        "event id=",
     ]
 )
 INSERT = st.one_of(FRAGMENTS, st.text(max_size=12))

@@ -12,6 +12,7 @@ from exporter.npusmi.parse.details import (
     parse_usages,
 )
 from exporter.npusmi.parse.errors import check_output, detect_error
+from exporter.npusmi.parse.faultevents import ChipFaultEvents, FaultEvent, parse_current_fault_event
 from exporter.npusmi.parse.inventory import parse_board, parse_chip_map
 from exporter.npusmi.parse.records import (
     BoardInfo,
@@ -33,11 +34,13 @@ __all__ = [
     "BoardInfo",
     "ChipCommon",
     "ChipEcc",
+    "ChipFaultEvents",
     "ChipHealth",
     "ChipMapEntry",
     "ChipMemory",
     "ChipUsages",
     "CommonInfo",
+    "FaultEvent",
     "InfoChip",
     "InfoProcess",
     "InfoTable",
@@ -47,6 +50,7 @@ __all__ = [
     "parse_board",
     "parse_chip_map",
     "parse_common",
+    "parse_current_fault_event",
     "parse_ecc",
     "parse_health",
     "parse_info",
