@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from grafana_foundation_sdk.models import dashboard as dm
 
+from exporter.core import faultlevels
 from exporter.generate.alert_facts import has_alert, page_isolation
 from exporter.generate.common import num, pct
 from exporter.generate.panels import (
@@ -44,7 +45,7 @@ def fleet(table_: Thresholds) -> Board:
     missing = missing_chips(lookback, SEL)
     b = Board(
         "fleet-overview",
-        "Every NPU chip of the selected nodes: utilization, chips below target, health, missing chips.",
+        "Every NPU chip of the selected nodes: utilization, chips below target, health and fault levels, missing chips.",
         variables=node_vars(),
     )
     b.row("Fleet")
@@ -172,6 +173,26 @@ def fleet(table_: Thresholds) -> Board:
             lo=0,
             decimals=0,
             description="Chips whose latest npu-smi read succeeded.",
+        ),
+        graph(
+            "Chips by fault level",
+            q(f"count by (level) (npu_fault_level{{{SEL}}} == 1)", "{{level}}"),
+            decimals=0,
+            lo=0,
+            stack=True,
+            bars=True,
+            description=(
+                "Chips by the most severe handling level of their fault codes (npu_fault_level; the fault-code table's "
+                f"levels, most severe first: {', '.join(faultlevels.NAMES)}). {' and '.join(faultlevels.ISOLATION)} page "
+                "NPUNeedsIsolation; docs/runbooks.md, Fault levels, says what each asks."
+            ),
+        ),
+        grid(
+            "Chips with a fault level",
+            q(f'npu_fault_level{{{SEL}, level!="none"}} == 1', table_format=True),
+            hidden=("__name__", "job", "Value"),
+            sort="level",
+            description="Every chip whose fault codes have a handling level, with the level (the action: docs/runbooks.md, Fault levels).",
         ),
         grid(
             "Chips with isolated memory pages",
