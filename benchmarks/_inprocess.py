@@ -14,9 +14,9 @@ from typing import Any
 
 from prometheus_client import generate_latest
 
+from exporter.app.settings import build_settings
 from exporter.core.runner import RunResult
 from exporter.node.assembly import Node, assemble
-from exporter.node.settings import build_settings
 from exporter.npusmi.source import NpuSmiSource
 from exporter.simulator.models import get_model
 from exporter.simulator.npusmi import Result, execute, parse_command

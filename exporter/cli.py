@@ -14,6 +14,7 @@ from difflib import get_close_matches
 from typing import NoReturn
 
 from exporter import __version__
+from exporter.app.settings import ConfigError
 from exporter.commands import (
     check_config,
     diagnose,
@@ -27,7 +28,6 @@ from exporter.commands.flags import add_settings_flags, load_settings
 from exporter.core.errors import EXIT_USAGE
 from exporter.core.options import FAMILIAR_KEYS
 from exporter.core.shutdown import EXIT_WITHIN, REQUEST_GRACE, THREAD_GRACE
-from exporter.node.settings import ConfigError
 
 SERVE_DESCRIPTION = (
     f"Serve /metrics (the default command). SIGTERM or SIGINT stops it within about {EXIT_WITHIN:g} s: "

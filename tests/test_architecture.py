@@ -30,23 +30,19 @@ ALLOWED: dict[str, set[str]] = {
     "resources": {"core"},  # the exporter's own process and cgroup
     "hccn": {"core", "npusmi"},  # asks about the chips npu-smi lists
     "pods": {"core", "npusmi"},  # matches kubelet devices to npu-smi's chips
-    "jobs": {"core", "web", "profiles"},  # the ingest API is a route of the web app; posted profiles are profiles
+    # The ingest API is a route of the web app: it reads the user the auth middleware verified
+    # (web.auth's app key). Posted profiles are profiles.
+    "jobs": {"core", "web", "profiles"},
     "generate": {"core", "hccn"},
-    "node": {
-        "core",
-        "npusmi",
-        "hccn",
-        "pods",
-        "profiles",
-        "resources",
-        "jobs",
-        "web",
-        "simulator",
-        "hooks",
-    },  # the hooks' CANN_EXPORTER_* names, which are not typos
-    "diagnostics": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "generate", "node", "simulator"},
-    "commands": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "web", "generate", "node", "diagnostics", "simulator"},
-    "cli": {"core", "node", "commands"},
+    # The node knows nothing of the web layer: it publishes (snapshot, bodies) pairs that the web
+    # layer reads through core.exposed.
+    "node": {"core", "npusmi", "hccn", "pods", "profiles", "resources", "jobs"},
+    # The node and the web server put together: every package's settings, the web's own parts;
+    # the hooks' CANN_EXPORTER_* names, which are not typos.
+    "app": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "web", "node", "hooks"},
+    "diagnostics": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "generate", "node", "app", "simulator"},
+    "commands": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "web", "generate", "node", "app", "diagnostics", "simulator"},
+    "cli": {"core", "node", "app", "commands"},
     "__main__": {"cli"},
 }
 

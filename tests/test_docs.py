@@ -349,7 +349,7 @@ def serve_flags() -> frozenset[str]:
 
 
 def settings_keys() -> list[str]:
-    from exporter.node.settings import OPTIONS
+    from exporter.app.settings import OPTIONS
 
     return [option.key for option in OPTIONS]
 
@@ -362,7 +362,7 @@ def settings_sections() -> frozenset[str]:
 @functools.cache
 def env_names() -> tuple[str, ...]:
     """The settings' variables and every ``CANN_*`` name the code and deploy files read."""
-    from exporter.node.settings import OPTIONS
+    from exporter.app.settings import OPTIONS
 
     names = {option.env_name for option in OPTIONS}
     for top in ("exporter", "deploy"):

@@ -14,9 +14,7 @@ import os
 import shutil
 import sys
 
-from exporter.core.errors import EXIT_OK, EXIT_USAGE
-from exporter.node.collectors import NAMES
-from exporter.node.settings import (
+from exporter.app.settings import (
     ConfigError,
     Settings,
     build_settings,
@@ -24,6 +22,8 @@ from exporter.node.settings import (
     load_ingest_token,
     read_config_file,
 )
+from exporter.core.errors import EXIT_OK, EXIT_USAGE
+from exporter.node.collectors import NAMES
 from exporter.web.config import WebConfigError
 from exporter.web.security import load_web_config
 

@@ -6,8 +6,7 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
-from exporter.core.options import Option
-from exporter.node.settings import (
+from exporter.app.settings import (
     OPTIONS,
     Settings,
     build_settings,
@@ -15,6 +14,7 @@ from exporter.node.settings import (
     load_ingest_token,
     read_config_file,
 )
+from exporter.core.options import Option
 
 
 def add_settings_flags(parser: argparse.ArgumentParser, *, serve: bool = True) -> None:

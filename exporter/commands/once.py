@@ -9,10 +9,10 @@ import sys
 
 from prometheus_client import generate_latest
 
+from exporter.app.settings import Settings
 from exporter.core.errors import EXIT_FAILURE, EXIT_OK
 from exporter.node.assembly import assemble
 from exporter.node.collectors import npu_smi_needed
-from exporter.node.settings import Settings
 from exporter.npusmi.part import DEVICES
 
 
@@ -21,7 +21,7 @@ def run(settings: Settings) -> int:
     asyncio.run(node.sampler.run_once())
     sys.stdout.write(generate_latest(node.registry).decode())
     ran_npu_smi = npu_smi_needed(settings.collector)
-    devices = node.store.current.get(DEVICES)
+    devices = node.publisher.current.get(DEVICES)
     if ran_npu_smi and not (devices and any(chip.up for chip in devices.chips)):
         print("cann-exporter: no chip could be read", file=sys.stderr)
         return EXIT_FAILURE

@@ -18,7 +18,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from types import FrameType
 
-from exporter.node.settings import ConfigError, Settings
+from exporter.app.settings import ConfigError, Settings
 from exporter.web.security import WebSecurity
 
 log = logging.getLogger("exporter")

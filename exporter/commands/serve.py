@@ -7,6 +7,8 @@ import logging
 import sys
 
 from exporter import __version__
+from exporter.app.settings import Settings
+from exporter.app.sources import web_sources
 from exporter.commands.reload import Apply, Reread, hold_sighup, reload_on_sighup
 from exporter.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from exporter.core.gil import favour_the_event_loop
@@ -14,7 +16,6 @@ from exporter.core.heap import freeze_startup
 from exporter.core.shutdown import leave
 from exporter.jobs import http as ingest_http
 from exporter.node.assembly import Node, assemble
-from exporter.node.settings import Settings
 from exporter.npusmi.faultcodes import FaultCodeError
 from exporter.npusmi.source import NpuSmiSource
 from exporter.web.config import WebConfigError
@@ -66,16 +67,16 @@ def run(settings: Settings, reread: Reread | None = None) -> int:
             print(f"cann-exporter: configuration error: {problem}", file=sys.stderr)
         return EXIT_USAGE
     http = HttpServer(fit_open_files(settings.web))
-    node = assemble(settings, security=security, http=http.status)
+    node = assemble(settings, more=web_sources(security, http.status))
     token = settings.ingest.token
     routes = ingest_http.routes(node.ingest, token, node.posted, node.sampler.publish) if node.ingest is not None else []
     app = create_app(
-        node.exposition,
-        lambda: node.store.sampled.ready,
+        node.publisher,
+        node.ready,
         routes=routes,
         bearer_paths=ingest_http.bearer_paths(token),
         security=security,
-        background=[node.sampler.run_forever, reload_on_sighup(settings, reread, security, live_settings(node))],
+        background=[node.sampler.run_forever, node.publisher.run, reload_on_sighup(settings, reread, security, live_settings(node))],
         about=node.about,
     )
     host, port = settings.listen

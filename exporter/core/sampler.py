@@ -53,16 +53,13 @@ class Sampler:
         health: HealthRegistry,
         publish: Callable[[bool], None],
         republish_interval: float = 1.0,
-        prepared: Callable[[bool], Awaitable[None]] | None = None,
     ) -> None:
-        """``publish(ready)`` publishes at once; ``prepared(ready)``, when given, is what the
-        sampler's own runs publish with: it returns once the new snapshot is published, which may
-        wait until its encodings are made (snapshot.py)."""
+        """``publish(ready)`` hands the snapshot on and returns at once: the sampler never waits
+        for what is made of it (the bodies are encoded downstream, node/publisher.py)."""
         self.tasks = list(tasks)
         self.health = health
         self.republish_interval = republish_interval
         self._publish = publish
-        self._prepared = prepared
         self._done: set[str] = set()
         self._published_at = -float("inf")
 
@@ -97,7 +94,7 @@ class Sampler:
             if time.monotonic() - self._published_at < self.republish_interval:
                 continue  # a task run published meanwhile
             try:
-                await self._published()
+                self.publish()
             except Exception:  # a bug in building a part must not stop the ageing of the others
                 log.exception("publishing the snapshot failed")
 
@@ -141,16 +138,9 @@ class Sampler:
             if settled is not None:
                 settled.set()
         self._done.add(task.name)
-        await self._published()
+        self.publish()
 
     def publish(self) -> None:
         """Publish now (for a change outside the sampler's runs, e.g. a posted profile)."""
         self._published_at = time.monotonic()
         self._publish(self.ready)
-
-    async def _published(self) -> None:
-        if self._prepared is None:
-            self.publish()
-            return
-        self._published_at = time.monotonic()
-        await self._prepared(self.ready)

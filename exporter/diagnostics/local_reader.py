@@ -9,10 +9,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from exporter.app.settings import ConfigError, Settings, build_settings, load_yaml
 from exporter.core.selfmetrics import STATUS
 from exporter.diagnostics.model import CannotDiagnose
 from exporter.diagnostics.scrape_reader import Scrape, any_chip_read, parse_exposition
-from exporter.node.settings import ConfigError, Settings, build_settings, load_yaml
 
 
 def local_settings(config_text: str | None, config_origin: str, env: Mapping[str, str], flags: Mapping[str, Any]) -> Settings:
@@ -42,7 +42,7 @@ async def scrape_local(settings: Settings, samples: int = 1, interval: float = 1
         text = generate_latest(node.registry).decode()
         scrapes.append(parse_exposition(text, time.time(), "local node"))
     if not any_chip_read(scrapes):
-        status = node.store.sampled.get(STATUS)
+        status = node.publisher.sampled.get(STATUS)
         sources = status.sources if status else ()
         errors = sorted({f"{s.name}: {reason}" for s in sources for reason in s.errors})
         detail = f" ({', '.join(errors)})" if errors else ""

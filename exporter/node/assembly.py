@@ -1,52 +1,47 @@
-"""One node's exporter built from Settings and the source table (sources.py): sources,
-sampler, snapshot store and registry.
+"""One node's exporter built from its settings and the source table (sources.py): sources,
+sampler, publisher and registry.
 
 Sources run on the sampler's schedule; after every run the sampler publishes a snapshot built
-from each source's part, in the table's order; the registry's one collector (exposition.py)
-renders it. The live parts are read by the store between runs.
+from each source's part, in the table's order, to the publisher (publisher.py), which encodes it
+off the event loop and swaps the (snapshot, bodies) pair in; the live parts are read by the
+publisher on their own cadence. The registry's one collector (exposition.py) renders the
+current snapshot afresh (`once`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from prometheus_client import CollectorRegistry
 
+from exporter.core.about import About, CollectorState
 from exporter.core.health import HealthRegistry
 from exporter.core.sampler import Sampler, Task
 from exporter.core.snapshot import Snapshot
 from exporter.core.source import Live, Source
 from exporter.node.exposition import Exposition, Rendering
-from exporter.node.settings import Settings
+from exporter.node.publisher import LIVE_INTERVAL, Publisher
 from exporter.node.simulate import Simulated
-from exporter.node.snapshot import SnapshotStore
-from exporter.node.sources import SOURCES, Build, collector_states, posted
+from exporter.node.sources import SOURCES, Build, NodeSettings, Registration, collector_states, posted
 from exporter.node.sources import ingest_store as ingest_of
-from exporter.web.landing import About, CollectorState
 
-if TYPE_CHECKING:  # serve's web config and listener; `once` and the in-process readers never load aiohttp's server
+if TYPE_CHECKING:
     from exporter.jobs.store import IngestStore
     from exporter.profiles.posted import PostedProfiles
-    from exporter.web.collector import HttpStatus
-    from exporter.web.security import WebSecurity
 
 log = logging.getLogger("exporter")
-
-# Training steps arrive continuously: their part is re-read (and re-encoded) after a pause in
-# proportion to what reading it cost (snapshot.py), never longer than this.
-LIVE_INTERVAL = 1.0
 
 T = TypeVar("T")
 
 
 @dataclass
 class Node:
-    store: SnapshotStore
+    publisher: Publisher  # the sampler's latest snapshot and the served (snapshot, bodies) pair
     registry: CollectorRegistry
-    exposition: Exposition  # the registry's one collector: what /metrics renders
+    exposition: Exposition  # the registry's one collector, and the publisher's encoder
     sampler: Sampler
     sources: Mapping[str, Source]  # the sources on, by name, in the table's order
     simulated: Simulated | None = None
@@ -58,6 +53,10 @@ class Node:
     def about(self) -> About:
         """What the landing page shows: the collectors (fixed at start) and every source's health."""
         return About(self.collectors, self.health.statuses())
+
+    def ready(self) -> bool:
+        """The served pair's snapshot has the first sample (what /readyz answers)."""
+        return self.publisher.served.snapshot.ready
 
     def source(self, kind: type[T]) -> T | None:
         """The source object of type ``kind`` behind a source that is on, or None."""
@@ -79,22 +78,22 @@ def build_snapshot(ready: bool, sources: Mapping[str, Source]) -> Snapshot:
 
 
 def assemble(
-    settings: Settings,
+    settings: NodeSettings,
     *,
     ingest: bool = True,
-    security: WebSecurity | None = None,
-    http: Callable[[], HttpStatus] | None = None,
     single_scan: bool = False,
+    more: Sequence[Registration] = (),
 ) -> Node:
-    """``ingest=False`` leaves the hooks ingest out (`once` has no server); ``security`` (the
-    web config of `serve`) and ``http`` (the counts of `serve`'s listener) add their metrics;
-    ``single_scan`` (`once`) reports every finished profile export on the first scan."""
+    """``ingest=False`` leaves the hooks ingest out (`once` has no server); ``more``: sources
+    registered after the table's (`serve`'s web server parts); ``single_scan`` (`once`) reports
+    every finished profile export on the first scan."""
     health = HealthRegistry()
-    store = SnapshotStore(live_interval=LIVE_INTERVAL)
-    build = Build(settings, health, lambda: store.sampled, ingest=ingest, single_scan=single_scan, security=security, http=http)
+    exposition = Exposition(())
+    publisher = Publisher(exposition, live_interval=LIVE_INTERVAL)
+    build = Build(settings, health, lambda: publisher.sampled, ingest=ingest, single_scan=single_scan)
     sources: dict[str, Source] = {}
     renderings: list[Rendering] = []
-    for registration in SOURCES:
+    for registration in (*SOURCES, *more):
         source = registration.build(build)
         if source is None:
             continue
@@ -104,16 +103,13 @@ def assemble(
             for switch, collector in registration.collectors
             if getattr(settings.collector, switch)
         ]
-    store.live = {name: source.read for name, source in sources.items() if isinstance(source, Live)}
+    exposition.renderings = tuple(renderings)
+    publisher.live = {name: source.read for name, source in sources.items() if isinstance(source, Live)}
     tasks: list[Task] = [task for source in sources.values() for task in source.tasks()]
 
     def publish(ready: bool) -> None:
-        store.publish(build_snapshot(ready, sources))
+        publisher.publish(build_snapshot(ready, sources))
 
-    async def publish_prepared(ready: bool) -> None:
-        await store.publish_prepared(lambda: build_snapshot(ready, sources))
-
-    exposition = Exposition(store, renderings)
     registry = CollectorRegistry(auto_describe=True)
     registry.register(exposition)
     ingest_store, posted_profiles = ingest_of(build), posted(build)
@@ -122,11 +118,13 @@ def assemble(
             "training-hook ingest enabled",
             extra={"path": "/api/v1/steps", "token": settings.ingest.token is not None, "ttl": settings.ingest.ttl},
         )
+    # Withheld data leaves /metrics at most a tenth of max_age late, even if every task stalls.
+    sampler = Sampler(tasks, health, publish, republish_interval=min(10.0, max(1.0, settings.max_age / 10)))
     node = Node(
-        store,
+        publisher,
         registry,
         exposition,
-        Sampler([], health, publish),
+        sampler,
         sources,
         build.simulated,
         ingest=ingest_store,
@@ -135,6 +133,4 @@ def assemble(
     )
     node.collectors = collector_states(build, sources)
     log.info("collectors enabled", extra={state.name: state.detail if state.on else "off" for state in node.collectors})
-    # Withheld data leaves /metrics at most a tenth of max_age late, even if every task stalls.
-    node.sampler = Sampler(tasks, health, publish, republish_interval=min(10.0, max(1.0, settings.max_age / 10)), prepared=publish_prepared)
     return node

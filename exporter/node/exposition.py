@@ -1,24 +1,18 @@
-"""What /metrics serves: every enabled collector renders its part of one snapshot, in a fixed
-order, and each part's text is kept encoded until that part changes.
+"""What /metrics serves, encoded: every enabled collector renders its part of a snapshot, in a
+fixed order, and each part's text is kept encoded until that part changes.
 
-A scrape that finds every part's encoding current joins bytes and never renders (most scrapes:
-sources change every few seconds, Prometheus scrapes more often, several may scrape). A part
-that changed is encoded again, alone, off the event loop: for a sampler run, before its
-snapshot is published (:meth:`Exposition.prepare_with`), so scrapes meanwhile get the current
-one, ready; for a live part, or a format nobody asked for lately, by the scrape that needs it
-(:meth:`Exposition.body`). The encodings of the current snapshot and of the one being prepared
-are both kept. The same object is also the registry's prometheus_client collector, for `once`
-and for tests that render a fresh copy to compare with what was served.
+:meth:`Exposition.encode` is the encoder the publisher (publisher.py) runs in its one thread: a
+part that is the very object it encoded before is not encoded again, so a new snapshot costs
+the encode of the parts that changed and a join. The same object is also the registry's
+prometheus_client collector, rendering the node's current snapshot afresh: for `once`, and for
+tests that compare what was served with a fresh render.
 """
 
 from __future__ import annotations
 
 import inspect
-import threading
-import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from prometheus_client.core import Metric
@@ -29,10 +23,9 @@ from prometheus_client.openmetrics.exposition import (
 
 from exporter.core.metric import Collector, empty_family
 from exporter.core.snapshot import Snapshot
-from exporter.node.snapshot import SnapshotStore
 
 OPENMETRICS_EOF = b"# EOF\n"
-KEPT = 2  # encodings kept per part and format, bodies per format: the served and the prepared
+KEPT = 2  # encodings kept per part and format, bodies per format: the served and the next
 
 
 def _classic_names() -> dict[str, str]:
@@ -62,7 +55,16 @@ class Rendering:
 
 
 @dataclass(frozen=True)
-class _Encoded:
+class Encoded:
+    """A snapshot's body in one format, and the pieces it joins (the parts' texts, then the
+    OpenMetrics EOF): gzip compresses the pieces one by one, keeping the unchanged ones."""
+
+    body: bytes
+    pieces: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
+class _Part:
     """One part's encoding in one format, and the part object it was made from."""
 
     part: Any
@@ -80,18 +82,16 @@ class _Families:
 
 
 class Exposition:
-    """The renderings of a node, their cached encodings, and the joined bodies."""
+    """The renderings of a node and their kept encodings. :meth:`encode` is not thread-safe:
+    one thread (the publisher's encoder) calls it."""
 
-    def __init__(self, store: SnapshotStore, renderings: Sequence[Rendering]) -> None:
-        self.store = store
+    def __init__(self, renderings: Sequence[Rendering], current: Callable[[], Snapshot] = Snapshot) -> None:
         self.renderings = tuple(renderings)
-        self.encodes = 0  # parts encoded for serving: what the cache saves is counted in tests
-        self._lock = threading.Lock()
+        self.current = current  # what a fresh render (collect) renders
+        self.encodes = 0  # parts encoded so far: what the kept encodings save is counted in tests
         # (rendering, openmetrics) -> its latest encodings, newest first
-        self._parts: dict[tuple[int, bool], tuple[_Encoded, ...]] = {}
-        # openmetrics -> its latest bodies, newest first: (the parts' pieces, the body, every
-        # piece of the body: the EOF included)
-        self._bodies: dict[bool, tuple[tuple[tuple[bytes, ...], bytes, tuple[bytes, ...]], ...]] = {}
+        self._parts: dict[tuple[int, bool], tuple[_Part, ...]] = {}
+        self._bodies: dict[bool, tuple[Encoded, ...]] = {}  # openmetrics -> the latest bodies
 
     # --- prometheus_client collector: a fresh render of the current snapshot --------------------
     def describe(self) -> Iterator[Metric]:
@@ -100,83 +100,36 @@ class Exposition:
                 yield empty_family(spec)
 
     def collect(self) -> Iterator[Metric]:
-        snapshot = self.store.current  # one snapshot for the whole scrape
+        snapshot = self.current()  # one snapshot for the whole render
         for rendering in self.renderings:
             part = rendering.part(snapshot)
             if part is not None:
                 yield from rendering.collector.render(part)
 
     # --- served bytes -----------------------------------------------------------------------
-    def prepare_with(self, preparer: Callable[[Callable[[bool], bytes]], Awaitable[None]]) -> Callable[[], None]:
-        """Before a sampler run's snapshot is published, ``preparer`` is handed the function
-        that encodes its body in a format (run it off the event loop), until the returned
-        function is called."""
-        return self.store.prepare_with(lambda snapshot: preparer(partial(self.body_of, snapshot)))
-
-    def ready_body(self, openmetrics: bool) -> bytes | None:
-        """The body when every part's encoding is current, else None; never encodes (cheap
-        enough for the event loop: identity checks and, when a part changed, a join)."""
-        parts = self._parts_of(self.store.current)
-        with self._lock:
-            pieces = []
-            for index, part in enumerate(parts):
-                text = b"" if part is None else self._cached(index, openmetrics, part)
-                if text is None:
-                    return None
-                pieces.append(text)
-            return self._join(openmetrics, tuple(pieces))
-
-    def body(self, openmetrics: bool) -> bytes:
-        """The current body, encoding the parts that changed since they were last encoded (run
-        it off the event loop: a large part takes long to encode)."""
-        return self.body_of(self.store.current, openmetrics)
-
-    def body_of(self, snapshot: Snapshot, openmetrics: bool) -> bytes:
-        """``snapshot``'s body, with the live parts as they are now (off the event loop)."""
-        parts = self._parts_of(self.store.with_live(snapshot))
-        pieces = [b"" if part is None else self._encoded(index, part, openmetrics) for index, part in enumerate(parts)]
-        with self._lock:
-            return self._join(openmetrics, tuple(pieces))
-
-    def _parts_of(self, snapshot: Snapshot) -> list[Any]:
-        return [rendering.part(snapshot) for rendering in self.renderings]
-
-    def _cached(self, index: int, openmetrics: bool, part: Any) -> bytes | None:
-        return next((encoded.text for encoded in self._parts.get((index, openmetrics), ()) if encoded.part is part), None)
-
-    def _encoded(self, index: int, part: Any, openmetrics: bool) -> bytes:
-        with self._lock:
-            cached = self._cached(index, openmetrics, part)
-        if cached is not None:
-            return cached
-        families = _Families(self.renderings[index], part)
-        started = time.perf_counter()
-        encode = encode_openmetrics if openmetrics else encode_text
-        text = encode(families, **CLASSIC_NAMES).removesuffix(OPENMETRICS_EOF)
-        self.store.charge(part, time.perf_counter() - started)
-        with self._lock:
-            self.encodes += 1
-            key = (index, openmetrics)
-            self._parts[key] = (_Encoded(part, text), *self._parts.get(key, ())[: KEPT - 1])
-        return text
-
-    def parts_of(self, body: bytes) -> tuple[bytes, ...] | None:
-        """The pieces ``body`` is the join of, while it is a body this exposition serves (gzip
-        compresses them one by one, keeping the unchanged ones)."""
-        with self._lock:
-            for bodies in self._bodies.values():
-                for _, joined, pieces in bodies:
-                    if joined is body:
-                        return pieces
-        return None
-
-    def _join(self, openmetrics: bool, pieces: tuple[bytes, ...]) -> bytes:
-        """The joined body; the same object while no piece changed (the gzip cache keys on it)."""
+    def encode(self, snapshot: Snapshot, openmetrics: bool) -> Encoded:
+        """``snapshot``'s body, encoding only the parts not encoded before; the same object while
+        no part changed (the gzip of it is kept on that)."""
+        texts = tuple(self._text(index, rendering.part(snapshot), openmetrics) for index, rendering in enumerate(self.renderings))
         kept = self._bodies.get(openmetrics, ())
-        for cached in kept:
-            if len(cached[0]) == len(pieces) and all(a is b for a, b in zip(cached[0], pieces)):
-                return cached[1]
-        joined = pieces + (OPENMETRICS_EOF,) if openmetrics else pieces
-        body = b"".join(joined)
-        self._bodies[openmetrics] = ((pieces, body, joined), *kept[: KEPT - 1])
-        return body
+        for encoded in kept:
+            if len(encoded.pieces) >= len(texts) and all(a is b for a, b in zip(encoded.pieces, texts)):
+                return encoded
+        pieces = (*texts, OPENMETRICS_EOF) if openmetrics else texts
+        encoded = Encoded(b"".join(pieces), pieces)
+        self._bodies[openmetrics] = (encoded, *kept[: KEPT - 1])
+        return encoded
+
+    def _text(self, index: int, part: Any, openmetrics: bool) -> bytes:
+        if part is None:
+            return b""
+        key = (index, openmetrics)
+        kept = self._parts.get(key, ())
+        for encoded in kept:
+            if encoded.part is part:
+                return encoded.text
+        encode = encode_openmetrics if openmetrics else encode_text
+        text = encode(_Families(self.renderings[index], part), **CLASSIC_NAMES).removesuffix(OPENMETRICS_EOF)
+        self.encodes += 1
+        self._parts[key] = (_Part(part, text), *kept[: KEPT - 1])
+        return text

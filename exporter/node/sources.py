@@ -5,7 +5,9 @@ render its part, each under its `collector.*` switch (as node_exporter has `--co
 The order of the table is the order of the exposition and of the parts' building (a part reads
 the ones before it: pods and the exporter's status read the chips), and the sampler's first
 task is the first source's (npu-smi: readiness waits on it). Adding a source is a package with
-a ``tasks()``/``part()`` source, a part and a collector, and one line here.
+a ``tasks()``/``part()`` source, a part and a collector, and one line here. The web server's
+own parts (its config's and its listener's counts) are registered after these by `serve`, which
+puts the node and the web server together (app/sources.py): the node knows nothing of the web.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ import logging
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from exporter.core.about import CollectorState
 from exporter.core.health import HealthRegistry
 from exporter.core.metric import Collector
 from exporter.core.runner import CommandRunner
@@ -31,7 +34,6 @@ from exporter.jobs.mfu import PeakJoin, Peaks
 from exporter.jobs.store import JOBS, IngestStore
 from exporter.jobs.validate import IngestLimits
 from exporter.node.collectors import npu_smi_needed
-from exporter.node.settings import Settings
 from exporter.node.simulate import Simulated, hccn_tool_command, npu_smi_command
 from exporter.npusmi.collector import ChipsCollector, ProcessesCollector
 from exporter.npusmi.metrics import ECC_NOTE, ENERGY_NOTE, FAULT_NOTE
@@ -48,11 +50,14 @@ from exporter.profiles.source import ProfileSource
 from exporter.resources.collector import ResourcesCollector
 from exporter.resources.part import RESOURCES
 from exporter.resources.source import ResourcesSource
-from exporter.web.collector import HTTP, WEB, HttpCollector, HttpStatus, WebCollector
-from exporter.web.landing import CollectorState
 
-if TYPE_CHECKING:  # serve's web config; `once` and the in-process readers never load aiohttp's server
-    from exporter.web.security import WebSecurity
+if TYPE_CHECKING:
+    from exporter.jobs.options import IngestOptions
+    from exporter.node.collectors import CollectorOptions
+    from exporter.node.simulate import SimulatorOptions
+    from exporter.npusmi.options import NpuSmiOptions
+    from exporter.pods.options import PodsOptions
+    from exporter.profiles.options import ProfilesOptions
 
 log = logging.getLogger("exporter")
 
@@ -62,17 +67,37 @@ HCCN_MAX_OUTPUT_BYTES = 1 << 20  # hccn_tool answers are small; a few calls at o
 HCCN_MAX_CONCURRENCY = 4
 
 
+class NodeSettings(Protocol):
+    """What the node reads of the settings (the settings class of every package's options is
+    put together above the node, with the web's: app/settings.py)."""
+
+    @property
+    def max_age(self) -> float: ...
+    @property
+    def npu_smi(self) -> NpuSmiOptions: ...
+    @property
+    def simulator(self) -> SimulatorOptions: ...
+    @property
+    def ingest(self) -> IngestOptions: ...
+    @property
+    def profiles(self) -> ProfilesOptions: ...
+    @property
+    def podresources(self) -> PodsOptions: ...
+    @property
+    def hccn(self) -> HccnOptions: ...
+    @property
+    def collector(self) -> CollectorOptions: ...
+
+
 @dataclass
 class Build:
     """What the table's builders read: the settings, and what `serve` or `once` hands in."""
 
-    settings: Settings
+    settings: NodeSettings
     health: HealthRegistry
     latest: Callable[[], Snapshot]  # the latest published snapshot (hccn_tool asks about its chips)
     ingest: bool = True  # False: `once`, which has no server
     single_scan: bool = False  # `once`: report every finished profile export on the first scan
-    security: WebSecurity | None = None  # serve's web config: its metrics
-    http: Callable[[], HttpStatus] | None = None  # serve's listener counts
     simulated: Simulated | None = None  # set by the npu-smi builder
     built: dict[str, object] = field(default_factory=dict)  # shared objects: the ingest store, posted profiles
 
@@ -234,15 +259,6 @@ def chip_peaks(snapshot: Snapshot) -> Peaks:
     )
 
 
-def web(b: Build) -> Source | None:
-    security = b.security if b.settings.collector.self else None  # its metrics only; serve enforces it either way
-    return Live(WEB.name, security.part, security) if security is not None else None
-
-
-def http(b: Build) -> Source | None:
-    return Live(HTTP.name, b.http) if b.http is not None and b.settings.collector.self else None
-
-
 SOURCES: tuple[Registration, ...] = (
     Registration(
         DEVICES.name,
@@ -256,8 +272,6 @@ SOURCES: tuple[Registration, ...] = (
     Registration(NETWORK.name, hccn, (("network", NetworkCollector),)),
     Registration(PODS.name, pods, (("pods", PodCollector),)),
     Registration(JOBS.name, jobs, (("jobs", JobCollector),)),
-    Registration(WEB.name, web, (("self", WebCollector),)),
-    Registration(HTTP.name, http, (("self", HttpCollector),)),
 )
 
 

@@ -1,8 +1,9 @@
 """The aiohttp app: /metrics, /healthz, /readyz, the landing page and the routes callers add.
 
-Scrapes serve bytes encoded from the latest snapshot (scrape.py): a scrape never waits on a
-source. The app knows nothing of sources; the serve command hands it the body source (the
-node's exposition), a readiness check, extra routes (the ingest API) and the web config.
+Scrapes serve the bodies of the latest (snapshot, bodies) pair (scrape.py): a scrape never
+waits on a source. The app knows nothing of sources; the serve command hands it what it reads
+the bodies from (the node's publisher), a readiness check, extra routes (the ingest API) and
+the web config.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from exporter import __version__
+from exporter.core.about import About
+from exporter.core.exposed import Exposed
 from exporter.web import runbooks
 from exporter.web.bodies import MAX_BODY_BYTES
 from exporter.web.guard import SERVER
-from exporter.web.landing import About, render, routes
+from exporter.web.landing import render, routes
 from exporter.web.middleware import install
-from exporter.web.scrape import MetricsBody, RegistryBody, Scrapes
+from exporter.web.scrape import RegistryBody, metrics_handler
 from exporter.web.security import WebSecurity
 
 ABOUT: web.AppKey[Callable[[], About] | None] = web.AppKey("about")  # what `/` says runs
@@ -47,7 +50,7 @@ async def landing(request: web.Request) -> web.Response:
 
 
 def create_app(
-    metrics: MetricsBody | CollectorRegistry,
+    metrics: Exposed | CollectorRegistry,
     ready: Callable[[], bool],
     *,
     routes: Sequence[web.AbstractRouteDef] = (),
@@ -68,12 +71,10 @@ def create_app(
         install(app, security, bearer_paths)
         background = [*background, security.watch]
         app.on_cleanup.append(_closer(security))
-    scrapes = Scrapes(RegistryBody(metrics) if isinstance(metrics, CollectorRegistry) else metrics)
-    app.cleanup_ctx.append(scrapes.lifetime)
     app.on_response_prepare.append(_server_header)
     app[ABOUT] = about
     app[READY] = ready
-    app.router.add_get("/metrics", scrapes.handle)
+    app.router.add_get("/metrics", metrics_handler(RegistryBody(metrics) if isinstance(metrics, CollectorRegistry) else metrics))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/", landing)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import html
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from aiohttp import web
 
+from exporter.core.about import About
 from exporter.core.health import SourceStatus
 
 # What each endpoint is for; a route without an entry is listed by its path alone.
@@ -23,23 +23,6 @@ ENDPOINTS = {
     "/runbooks": "what to do about each alert (the alerts' runbook links)",
     "/": "this page",
 }
-
-
-@dataclass(frozen=True)
-class CollectorState:
-    """One collector: on or off, and what it runs (or why it is off)."""
-
-    name: str
-    on: bool
-    detail: str
-
-
-@dataclass(frozen=True)
-class About:
-    """What `/` shows besides the routes: collectors are fixed at start, sources change."""
-
-    collectors: tuple[CollectorState, ...]
-    sources: tuple[SourceStatus, ...]
 
 
 def routes(app: web.Application) -> list[tuple[str, str]]:

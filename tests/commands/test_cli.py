@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
+from exporter.app.settings import OPTIONS
 from exporter.cli import build_parser, main
 from exporter.core.options import parse_listen
-from exporter.node.settings import OPTIONS
 
 SERVE_ONLY = (
     "--listen",

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from exporter.app.settings import OPTIONS
 from exporter.cli import main
-from exporter.node.settings import OPTIONS
 
 KEYS = [option.key for option in OPTIONS]
 

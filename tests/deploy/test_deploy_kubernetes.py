@@ -211,7 +211,7 @@ INGEST_LABEL = {"cann-exporter/ingest": "true"}
 def check_hardened_ingest(objects: list[dict]) -> None:
     """The token from a Secret (the exporter's own option), a node-local Service, and a
     NetworkPolicy that admits Prometheus and labelled training pods only."""
-    from exporter.node.settings import OPTIONS_BY_KEY
+    from exporter.app.settings import OPTIONS_BY_KEY
 
     pod = daemonset(objects)["spec"]["template"]
     container = pod["spec"]["containers"][0]
@@ -331,7 +331,7 @@ def test_objects_point_at_each_other(rendered: dict[str, list[dict]], overlay: s
 
 def test_exporter_config_in_the_configmap() -> None:
     """Every key is an exporter option; podresources.* are the keys the lead adds (assumed until then)."""
-    from exporter.node.settings import OPTIONS_BY_KEY, build_settings, load_yaml
+    from exporter.app.settings import OPTIONS_BY_KEY, build_settings, load_yaml
 
     values = load_yaml((K8S / "base" / "config.yaml").read_text(), "config.yaml")
     pod_keys = {k for k in values if k.startswith("podresources.")}

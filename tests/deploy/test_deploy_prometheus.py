@@ -17,7 +17,7 @@ PROM = DEPLOY / "prometheus"
 
 
 def exposed_names() -> set[str]:
-    from exporter.node.catalogue import ALL_METRICS
+    from exporter.app.catalogue import ALL_METRICS
     from exporter.pods.metrics import POD_METRICS
 
     return {spec.name for spec in (*ALL_METRICS, *POD_METRICS)}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from exporter.app.settings import build_settings
 from exporter.core.options import ConfigError
 from exporter.node.assembly import assemble
-from exporter.node.settings import build_settings
 from exporter.node.simulate import npu_smi_command, simulated_tool
 from exporter.node.sources import hccn_command
 

@@ -7,6 +7,7 @@ import json
 import pytest
 import yaml
 
+from exporter.app.settings import build_settings, load_ingest_token
 from exporter.core.options import ConfigError
 from exporter.hooks import PHASES
 from exporter.jobs.collector import JobCollector
@@ -14,7 +15,6 @@ from exporter.jobs.http import OPENAPI_PATH
 from exporter.jobs.metrics import INGEST_REJECT_REASONS, JOB_PHASES
 from exporter.jobs.validate import IngestError, IngestLimits, parse_batch
 from exporter.node.assembly import assemble
-from exporter.node.settings import build_settings, load_ingest_token
 from tests.support.paths import ROOT
 
 
@@ -134,8 +134,8 @@ def test_serve_with_an_unreadable_token_file_exits_2(tmp_path, capsys):
 
 
 def test_the_documented_limits_and_arithmetic_are_the_code_s():
+    from exporter.app.settings import OPTIONS_BY_KEY
     from exporter.jobs.metrics import SERIES_PER_RANK
-    from exporter.node.settings import OPTIONS_BY_KEY
 
     text = " ".join((ROOT / "docs" / "training-hooks.md").read_text().split())  # re-wrapping is fine
     for key in ("max_jobs", "max_ranks", "max_series", "max_jobs_per_client", "max_ranks_per_client", "idle_after"):

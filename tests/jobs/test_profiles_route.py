@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.jobs.store import IngestStore
 from exporter.jobs.validate import IngestLimits
 from exporter.profiles.posted import PostedLimits, PostedProfiles
-from tests.support.apps import ingest_app
+from tests.support.apps import ingest_app, settled
 
 JSON = {"Content-Type": "application/json"}
 
@@ -48,6 +48,7 @@ def summary(job: str = "llama", rank: int = 0, **extra) -> dict:
 
 
 async def metrics(client) -> dict:
+    await settled(client.app)  # the live parts are read once a second; now, for the test
     text = await (await client.get("/metrics")).text()
     return {(x.name, frozenset(x.labels.items())): x.value for f in text_string_to_metric_families(text) for x in f.samples}
 

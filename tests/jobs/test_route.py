@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.jobs.store import IngestStore
 from exporter.jobs.validate import IngestLimits
-from tests.support.apps import ingest_app
+from tests.support.apps import ingest_app, settled
 
 JSON = {"Content-Type": "application/json"}
 
@@ -25,6 +25,7 @@ def batch(job: str = "bert", rank: int = 0, n: int = 2, **extra) -> dict:
 
 
 async def metrics(client) -> dict:
+    await settled(client.app)  # the live parts are read once a second; now, for the test
     text = await (await client.get("/metrics")).text()
     return {(x.name, frozenset(x.labels.items())): x.value for f in text_string_to_metric_families(text) for x in f.samples}
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
+from exporter.app.settings import build_settings
 from exporter.cli import main
 from exporter.core.metric import MetricSpec
 from exporter.core.selfmetrics import SELF_METRICS, STATUS
@@ -18,7 +19,6 @@ from exporter.hccn.metrics import NETWORK_METRICS
 from exporter.jobs.metrics import INGEST_METRICS, JOB_METRICS
 from exporter.node.assembly import Node, assemble
 from exporter.node.collectors import NAMES
-from exporter.node.settings import build_settings
 from exporter.npusmi.metrics import CHIP_METRICS, PROCESS_METRICS
 from exporter.pods.metrics import POD_METRICS
 from exporter.pods.podresources_pb import api_pb2 as pb
@@ -134,11 +134,11 @@ def test_one_collector_off(stage: Stage, off: str) -> None:
     elif off == "pods":
         assert stage.kubelet.calls == 0 and "pods" not in node.sources
     elif off == "profiles":
-        assert "profiles" not in node.sources and "profiles" not in {s.name for s in node.store.sampled.get(STATUS).sources}
+        assert "profiles" not in node.sources and "profiles" not in {s.name for s in node.publisher.sampled.get(STATUS).sources}
     elif off == "jobs":
         assert node.ingest is None
     elif off == "self":
-        assert node.store.sampled.get(RESOURCES) is None
+        assert node.publisher.sampled.get(RESOURCES) is None
     # Everything else still runs.
     for name in set(NAMES) - {off}:
         assert names(FAMILIES[name]) & described(text), name

@@ -22,6 +22,8 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporter.app.catalogue import ALL_METRICS
+from exporter.app.settings import build_settings
 from exporter.core.health import HealthRegistry
 from exporter.core.metric import MetricSpec
 from exporter.core.runner import CommandRunner
@@ -35,8 +37,6 @@ from exporter.jobs.mfu import PeakJoin
 from exporter.jobs.store import IngestStore, JobsPart
 from exporter.jobs.validate import IngestLimits, parse_batch
 from exporter.node.assembly import assemble
-from exporter.node.catalogue import ALL_METRICS
-from exporter.node.settings import build_settings
 from exporter.node.simulate import hccn_tool_command
 from exporter.npusmi.collector import ChipsCollector, ProcessesCollector
 from exporter.npusmi.part import ChipSample, DevicesPart

@@ -6,9 +6,9 @@ import os
 
 from prometheus_client import CollectorRegistry
 
+from exporter.app.catalogue import ALL_METRICS, metrics_doc
+from exporter.app.settings import build_settings
 from exporter.node.assembly import assemble
-from exporter.node.catalogue import ALL_METRICS, metrics_doc
-from exporter.node.settings import build_settings
 from tests.support.paths import ROOT
 
 DOC = ROOT / "docs" / "metrics.md"

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
+from exporter.app.settings import OPTIONS, build_settings, load_yaml
 from exporter.cli import main
 from exporter.core.options import ConfigError, parse_duration
 from exporter.node.collectors import NAMES
-from exporter.node.settings import OPTIONS, build_settings, load_yaml
 from tests.support.paths import ROOT
 
 EXAMPLE = ROOT / "config.example.yaml"

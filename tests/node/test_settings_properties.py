@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from exporter.app.settings import OPTIONS, Settings, build_settings, load_yaml
 from exporter.core.options import ConfigError
-from exporter.node.settings import OPTIONS, Settings, build_settings, load_yaml
 
 _KEYS = st.one_of(st.sampled_from([o.key for o in OPTIONS]), st.text(max_size=12))
 _SCALARS = st.one_of(

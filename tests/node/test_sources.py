@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import ast
 
+from exporter.app.settings import build_settings
 from exporter.core.snapshot import Snapshot
-from exporter.node.settings import build_settings
 from exporter.node.sources import SOURCES
 from tests.support.paths import ROOT
 
@@ -92,4 +92,4 @@ def test_a_snapshot_holds_one_part_per_source_on_by_name():
 
     node = assemble(build_settings(flags={"simulator.scenario": "healthy"}), ingest=False)
     node.sampler.publish()
-    assert set(node.store.sampled.parts) <= set(node.sources) and "devices" in node.store.sampled.parts
+    assert set(node.publisher.sampled.parts) <= set(node.sources) and "devices" in node.publisher.sampled.parts

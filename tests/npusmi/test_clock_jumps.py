@@ -26,7 +26,7 @@ from exporter.jobs.store import IngestStore
 from exporter.jobs.validate import IngestLimits, parse_batch
 from exporter.node.assembly import build_snapshot
 from exporter.node.exposition import Exposition, Rendering
-from exporter.node.snapshot import SnapshotStore
+from exporter.node.publisher import Publisher
 from exporter.npusmi.collector import ChipsCollector
 from exporter.npusmi.options import NpuSmiOptions
 from exporter.npusmi.part import DEVICES
@@ -79,7 +79,8 @@ class Node:
         self.health = HealthRegistry(clock=self.wall)
         options = NpuSmiOptions(details=("usages",), board=False, interval=10, detail_interval=10)
         self.source = NpuSmiSource(options, self.runner, self.health, max_age=MAX_AGE, clock=self.mono)
-        self.store = SnapshotStore()
+        exposition = Exposition([Rendering(ChipsCollector(), "devices"), Rendering(StatusCollector(), "status")])
+        self.publisher = Publisher(exposition)
         devices = Sampled("devices", self.source)
         sources = {
             "devices": devices,
@@ -88,18 +89,10 @@ class Node:
         self.sampler = Sampler(
             self.source.tasks(),
             self.health,
-            lambda ready: self.store.publish(build_snapshot(ready, sources)),
+            lambda ready: self.publisher.publish(build_snapshot(ready, sources)),
         )
         self.registry = CollectorRegistry()
-        self.registry.register(
-            Exposition(
-                self.store,
-                [
-                    Rendering(ChipsCollector(), "devices"),
-                    Rendering(StatusCollector(), "status"),
-                ],
-            )
-        )
+        self.registry.register(exposition)
 
     def scrape(self) -> dict:
         text = generate_latest(self.registry).decode()

@@ -10,9 +10,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporter.app.settings import build_settings
 from exporter.core.health import HealthRegistry
 from exporter.node.assembly import assemble
-from exporter.node.settings import build_settings
 from exporter.npusmi.part import ChipSample
 from exporter.pods.collector import PodCollector
 from exporter.pods.kubelet import PodAttribution
@@ -181,7 +181,7 @@ async def test_end_to_end_on_the_simulator(kubelet: FakeKubelet, sock_dir: Path)
         return {n: sorted(tuple(sorted(s.labels.items())) for s in v) for n, v in chip_series(fams).items()}
 
     assert labels_of(dead_fams) == labels_of(fams)
-    assert dead.store.current.ready
+    assert dead.publisher.current.ready
 
     # Last, so a machine without promtool still ran everything above before the skip.
     text = generate_latest(alive.registry)

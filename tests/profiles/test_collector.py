@@ -6,7 +6,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.node.catalogue import ALL_METRICS
+from exporter.app.catalogue import ALL_METRICS
 from exporter.profiles import metrics as m
 from exporter.profiles.collector import ProfileCollector
 from exporter.profiles.indicators import OperatorShare, ProfileSummary, summarize

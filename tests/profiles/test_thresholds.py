@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from exporter.app.catalogue import ALL_METRICS
 from exporter.generate.thresholds import (
     DEFAULT_PATH,
     ThresholdError,
@@ -14,7 +15,6 @@ from exporter.generate.thresholds import (
     parse_thresholds,
     verdict,
 )
-from exporter.node.catalogue import ALL_METRICS
 
 
 def test_the_guides_numbers() -> None:

@@ -14,6 +14,7 @@ import bcrypt
 import yaml
 
 from exporter.jobs.store import IngestStore
+from exporter.node.publisher import Publisher
 from exporter.web.security import WebSecurity
 from tests.support.certs import Authority, Issued
 
@@ -58,11 +59,14 @@ class Running:
     url: str
     security: WebSecurity
     ingest: IngestStore
+    publisher: Publisher | None = None  # the app's: a scrape of /metrics finds the live parts as they are now
 
     async def get(
         self, path: str, ctx: ssl.SSLContext | None, auth: tuple[str, str] | None = None, headers: dict[str, str] | None = None
     ) -> tuple[int, str, dict[str, str]]:
         headers = {**basic(auth), **(headers or {})}
+        if path == "/metrics" and self.publisher is not None:
+            await self.publisher.swap()
         async with aiohttp.ClientSession() as session:
             async with session.get(self.url + path, ssl=ctx if ctx is not None else False, headers=headers) as resp:
                 return resp.status, await resp.text(), dict(resp.headers)

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from exporter.jobs.store import IngestStore
 from exporter.web.security import WebSecurity
-from tests.support.apps import ingest_app
+from tests.support.apps import PUBLISHER, ingest_app
 from tests.support.certs import make_ca
 from tests.support.webconfig import Pki, Running
 
@@ -51,7 +51,7 @@ async def serve() -> AsyncIterator[Callable[..., object]]:
         await site.start()
         port = runner.addresses[0][1]
         scheme = "https" if security.ssl_context else "http"
-        return Running(f"{scheme}://127.0.0.1:{port}", security, ingest)
+        return Running(f"{scheme}://127.0.0.1:{port}", security, ingest, app[PUBLISHER])
 
     yield start
     for runner in runners:

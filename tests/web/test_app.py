@@ -6,7 +6,7 @@ import gzip
 
 from exporter.core.snapshot import Snapshot
 from exporter.node.exposition import Exposition, Rendering
-from exporter.node.snapshot import SnapshotStore
+from exporter.node.publisher import Publisher
 from exporter.npusmi.collector import ChipsCollector
 from exporter.npusmi.part import ChipSample, DevicesPart
 from exporter.web.app import create_app
@@ -17,10 +17,9 @@ def chip(npu: int, **values) -> ChipSample:
 
 
 def make_app(snapshot: Snapshot):
-    store = SnapshotStore()
-    store.publish(snapshot)
-    exposition = Exposition(store, [Rendering(ChipsCollector(), "devices")])
-    return create_app(exposition, lambda: store.sampled.ready), store
+    publisher = Publisher(Exposition([Rendering(ChipsCollector(), "devices")]))
+    publisher.publish(snapshot)
+    return create_app(publisher, lambda: publisher.served.snapshot.ready, background=[publisher.run]), publisher
 
 
 async def test_text_format_by_default(aiohttp_client):
@@ -53,11 +52,12 @@ async def test_gzip_when_asked(aiohttp_client):
 
 
 async def test_health_readiness_and_landing(aiohttp_client):
-    app, store = make_app(Snapshot())
+    app, publisher = make_app(Snapshot())
     client = await aiohttp_client(app)
     assert (await client.get("/healthz")).status == 200
     assert (await client.get("/readyz")).status == 503
-    store.publish(Snapshot.of(True, {}))
+    publisher.publish(Snapshot.of(True, {}))
+    await publisher.swap()
     assert (await client.get("/readyz")).status == 200
     landing = await client.get("/")
     assert landing.status == 200 and "/metrics" in await landing.text()

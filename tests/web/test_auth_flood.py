@@ -26,7 +26,7 @@ from exporter.web.auth import AddressThrottle, Dummies, client_address
 from exporter.web.bcrypt_pool import BcryptPool
 from exporter.web.config import WebConfigError, parse_web_config
 from exporter.web.security import WebSecurity, load_web_config
-from tests.support.apps import ingest_app
+from tests.support.apps import PUBLISHER, ingest_app
 from tests.support.webconfig import (
     HASH,
     PASSWORD,
@@ -94,12 +94,13 @@ async def serve_with() -> AsyncIterator[Callable[..., object]]:
     async def start(config: Path, **kwargs: object) -> Running:
         sec = WebSecurity.from_file(config, poll_interval=0.05, **kwargs)
         ingest = IngestStore()
-        runner = web.AppRunner(ingest_app(ingest, None, sec))
+        app = ingest_app(ingest, None, sec)
+        runner = web.AppRunner(app)
         await runner.setup()
         started.append((runner, sec))
         await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=sec.ssl_context).start()
         scheme = "https" if sec.ssl_context else "http"
-        return Running(f"{scheme}://127.0.0.1:{runner.addresses[0][1]}", sec, ingest)
+        return Running(f"{scheme}://127.0.0.1:{runner.addresses[0][1]}", sec, ingest, app[PUBLISHER])
 
     yield start
     for runner, sec in started:

@@ -7,8 +7,9 @@ import re
 from types import MappingProxyType
 
 from exporter import __version__
+from exporter.core.about import About, CollectorState
 from exporter.core.health import SourceStatus
-from exporter.web.landing import About, CollectorState, render
+from exporter.web.landing import render
 
 
 def test_render_escapes_and_says_what_runs():

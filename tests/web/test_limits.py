@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pytest
 from aiohttp import web
 
-from exporter.node.settings import ConfigError, build_settings
+from exporter.app.settings import ConfigError, build_settings
 from exporter.web import limits
 from exporter.web.limits import ConnectionTable, Pool
 from exporter.web.options import WebOptions

@@ -1,4 +1,4 @@
-"""exporter.web.gzip_parts: a body compressed part by part is one gzip member any reader takes."""
+"""exporter.node.gzip_parts: a body compressed part by part is one gzip member any reader takes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporter.web.gzip_parts import PartsGzip
+from exporter.node.gzip_parts import PartsGzip
 
 FIXTURE_LIKE = [b"# HELP npu_up 1 when the chip answers\n# TYPE npu_up gauge\n", b'npu_up{npu="0"} 1\n' * 500, b"", b"# EOF\n"]
 

@@ -1,18 +1,21 @@
-"""Every metric the exporter can serve: the specs of every collector in the source table, in
-its order (the metric reference, docs/metrics.md)."""
+"""Every metric the exporter can serve: the specs of every collector in the node's source table
+and the web server's, in their order (the metric reference, docs/metrics.md)."""
 
 from __future__ import annotations
 
+from exporter.app.sources import web_sources
 from exporter.core.metric import MetricSpec, markdown_table
 from exporter.node.sources import SOURCES
 
+REGISTRATIONS = (*SOURCES, *web_sources())
+
 ALL_METRICS: tuple[MetricSpec, ...] = tuple(
-    spec for registration in SOURCES for _, make in registration.collectors for spec in make().specs
+    spec for registration in REGISTRATIONS for _, make in registration.collectors for spec in make().specs
 )
 
 DOC_HEADER = "# Metric reference\n\nGenerated from the metric specs each package declares; do not edit by hand.\n\n"
 # Where a table row cannot say enough: notes the packages declare next to their specs.
-DOC_NOTES = tuple(note for registration in SOURCES for note in registration.notes)
+DOC_NOTES = tuple(note for registration in REGISTRATIONS for note in registration.notes)
 
 
 def metrics_doc() -> str:
