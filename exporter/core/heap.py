@@ -9,6 +9,7 @@ Frozen, they are left out of every collection; only what was made since is walke
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import gc
 from collections.abc import Callable
@@ -45,3 +46,29 @@ def release_freed_memory() -> None:
     gc.collect(1)
     if _TRIM is not None:
         _TRIM(0)
+
+
+# A burst of this many connections, once down to a quarter, gives its freed buffers back.
+TRIM_AFTER_PEAK = 32
+TRIM_DELAY = 1.0  # seconds after the burst has closed (once per burst)
+
+
+class BurstTrim:
+    """Calls :func:`release_freed_memory` once a burst of connections has mostly closed."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, open_now: Callable[[], int]) -> None:
+        self.loop, self.open_now = loop, open_now
+        self._peak = 0
+        self._pending: asyncio.TimerHandle | None = None
+
+    def changed(self) -> None:
+        """A connection opened or closed."""
+        now = self.open_now()
+        self._peak = max(self._peak, now)
+        if self._peak >= TRIM_AFTER_PEAK and now <= self._peak // 4 and self._pending is None:
+            self._pending = self.loop.call_later(TRIM_DELAY, self._trim)
+
+    def _trim(self) -> None:
+        self._pending, self._peak = None, self.open_now()
+        # In a thread: malloc_trim walks the whole heap without the GIL, the loop goes on.
+        self.loop.run_in_executor(None, release_freed_memory)

@@ -21,7 +21,7 @@ from exporter.core.about import About
 from exporter.core.exposed import Exposed
 from exporter.web import runbooks
 from exporter.web.bodies import MAX_BODY_BYTES
-from exporter.web.guard import SERVER
+from exporter.web.handler import SERVER
 from exporter.web.landing import render, routes
 from exporter.web.middleware import install
 from exporter.web.scrape import RegistryBody, metrics_handler

@@ -9,6 +9,7 @@ where the hard limit is lower, the cap is lowered to fit, with a warning.
 
 from __future__ import annotations
 
+import errno
 import logging
 import resource
 from dataclasses import dataclass, replace
@@ -21,6 +22,19 @@ log = logging.getLogger("exporter.web")
 # (three per call), the kubelet socket, profile files being read, logs, the event loop,
 # Python's own, and headroom.
 FD_RESERVE = 128
+# What a failing accept() reports when the process or the host runs out (counted by name).
+RESOURCE_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+
+def errno_reason(exc: OSError) -> str:
+    """A label-safe reason: the errno's name in lower case (emfile, enfile, ...)."""
+    name = errno.errorcode.get(exc.errno or 0)
+    return name.lower() if name else "other"
+
+
+def accept_error_counts() -> dict[str, int]:
+    """Failed accept() calls by reason, every usual reason present from the start."""
+    return {errno_reason(OSError(number, "")): 0 for number in RESOURCE_ERRNOS}
 
 
 @dataclass(frozen=True)

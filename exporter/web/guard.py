@@ -1,7 +1,8 @@
 """What aiohttp's server lacks, around its per-connection protocol: the accept loop with its
-EMFILE backoff, the per-address rate and the connection cap (limits.py), TLS handshakes started
-on the first byte and capped, read and write deadlines, and malformed requests counted and
-logged without a flood. Every byte of every request is parsed by aiohttp.
+EMFILE backoff, the per-address rate and the connection cap (limits.py), and read and write
+deadlines. TLS handshakes go through a gate (tls.py: on the first byte, capped); malformed
+requests are answered and logged by the handler (handler.py). Every byte of every request is
+parsed by aiohttp.
 
 Deadlines (aiohttp closes idle keep-alive connections, but never times out a request being
 read, nor a client that does not read its response). One read deadline runs for what the
@@ -21,57 +22,30 @@ is dropped, not flushed to a client that does not read.
 from __future__ import annotations
 
 import asyncio
-import collections
 import enum
-import errno
 import functools
 import logging
 import socket
 import ssl
-import time
 from collections.abc import Callable
-from http import HTTPStatus
 from typing import Any
 
 from aiohttp import StreamReader, web
-from aiohttp.abc import AbstractAccessLogger
-from aiohttp.http_exceptions import HttpProcessingError
-from aiohttp.http_parser import RawRequestMessage
 from aiohttp.typedefs import Handler, Middleware
-from aiohttp.web_protocol import RequestPayloadError
 
-from exporter.core.heap import release_freed_memory
+from exporter.core.heap import BurstTrim
+from exporter.web.fds import accept_error_counts, errno_reason
+from exporter.web.handler import FrontHandler, MalformedRequests
 from exporter.web.limits import HEALTH_PATHS, AddressRates, ConnectionTable, Pool
 from exporter.web.options import WebOptions
+from exporter.web.tls import HandshakeGate
 
 log = logging.getLogger("exporter.web")
 
-SERVER = "cann-exporter"  # the Server header: no versions, they only help match known flaws
 WRITE_BUFFER_HIGH = 64 * 1024  # bytes buffered for a client before it counts as not reading
-# A body left unread (refused, 413/503) is still read and dropped this long after the answer, so
-# the client sees the answer rather than a reset; aiohttp's 10 s would let refused bodies
-# hold their connections.
-LINGER = 1.0
 HANDSHAKE_SLACK = 1.0  # asyncio's own handshake timeout, a backstop behind the header deadline
 ACCEPT_BACKOFF = 0.25  # seconds without accept() after a failure
 ACCEPT_BATCH = 64  # accept() calls per wake-up, so one busy listener cannot hog the loop
-RESOURCE_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
-MALFORMED_LOG_EVERY = 60.0  # seconds: one log line per address and window, with the count
-MAX_LOGGED_ADDRESSES = 4096  # addresses remembered for that; past it the window restarts for all
-# A burst of this many connections, once down to a quarter, gives its freed buffers back.
-TRIM_AFTER_PEAK = 32
-TRIM_DELAY = 1.0  # seconds after the burst has closed (once per burst)
-
-
-def errno_reason(exc: OSError) -> str:
-    """A label-safe reason: the errno's name in lower case (emfile, enfile, ...)."""
-    name = errno.errorcode.get(exc.errno or 0)
-    return name.lower() if name else "other"
-
-
-def accept_error_counts() -> dict[str, int]:
-    """Failed accept() calls by reason, every usual reason present from the start."""
-    return {errno_reason(OSError(number, "")): 0 for number in RESOURCE_ERRNOS}
 
 
 class Phase(enum.Enum):
@@ -79,57 +53,6 @@ class Phase(enum.Enum):
     BODY = "body"  # waiting for the rest of a request's body
     HANDLING = "handling"  # a handler runs: nothing awaited from the client
     IDLE = "idle"  # kept alive, waiting for the next request
-
-
-class NoAccessLog(AbstractAccessLogger):
-    """No access log: a line per request would be a log flood of its own."""
-
-    @property
-    def enabled(self) -> bool:
-        return False
-
-    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
-        pass
-
-
-class FrontHandler(web.RequestHandler):
-    """aiohttp's protocol for one connection, whose own error answers (the 400s of its parser)
-    say ``Server: cann-exporter`` and are counted and logged by the front, never with a traceback."""
-
-    __slots__ = ("front", "refusing")
-    front: Front
-    refusing: bool
-
-    def data_received(self, data: bytes) -> None:
-        """After a request aiohttp's parser refused, nothing more is read: the parser would turn
-        every later chunk into an error of its own whose message quotes the chunk, each held
-        until answered (hundreds of MiB from a few hundred clients sending bodies)."""
-        if self.refusing:
-            return
-        super().data_received(data)
-        if self._messages and not isinstance(self._messages[-1][0], RawRequestMessage):  # an error queued
-            self.refusing = True
-            if self.transport is not None:
-                self.transport.pause_reading()
-
-    def handle_error(
-        self, request: Any, status: int = 500, exc: BaseException | None = None, message: str | None = None
-    ) -> web.StreamResponse:
-        if not isinstance(exc, HttpProcessingError):
-            response = super().handle_error(request, status, exc, message)  # a bug of ours: logged in full
-        elif request.writer.output_size > 0:
-            raise ConnectionError("response already sent")  # as aiohttp does: the connection closes
-        else:
-            self.front.malformed(request.remote, exc)
-            response = web.Response(status=status, text=f"{status} {HTTPStatus(status).phrase}\n")
-            response.force_close()
-        response.headers["Server"] = SERVER
-        return response
-
-    def log_exception(self, *args: Any, **kw: Any) -> None:
-        if isinstance(kw.get("exc_info"), RequestPayloadError):
-            return  # the rest of a body already answered (400, counted) that aiohttp tried to drain
-        super().log_exception(*args, **kw)
 
 
 class Connection(asyncio.Protocol):
@@ -168,7 +91,7 @@ class Connection(asyncio.Protocol):
         self.transport = transport
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         self.inner = self.front.make_handler()
-        self.inner.front, self.inner.refusing = self.front, False
+        self.inner.malformed, self.inner.refusing = self.front.malformed, False
         self.front.by_handler[self.inner] = self
         self.inner.connection_made(transport)
 
@@ -298,16 +221,13 @@ class Front:
     ) -> None:
         self.table, self.options, self.make_handler, self.loop = table, options, make_handler, loop
         self.ssl_context = ssl_context
-        self.count_error = count_error  # request errors by reason (bodies.BodyBudget.count)
+        self.malformed = MalformedRequests(count_error)  # request errors by reason (bodies.BodyBudget.count)
         self.rates = AddressRates(options.new_connections_per_second, options.new_connections_burst)
         self.by_handler: dict[object, Connection] = {}  # aiohttp's protocol -> its connection
         self.accept_errors = accept_errors if accept_errors is not None else accept_error_counts()  # by errno name
         self.accept_failing = False
-        self.handshakes = 0
-        self._handshake_queue: collections.deque[Connection] = collections.deque()
-        self._logged: dict[str | None, tuple[float, int]] = {}  # address -> (window start, count)
-        self._peak = 0
-        self._trim: asyncio.TimerHandle | None = None
+        self.gate = HandshakeGate(loop, options.max_tls_handshakes, self._connect)
+        self.trim = BurstTrim(loop, lambda: self.table.open)
 
     # --- accepting -----------------------------------------------------------------------------
     def listen(self, sock: socket.socket) -> Callable[[], None]:
@@ -365,31 +285,17 @@ class Front:
         if pool is None:
             sock.close()
             return
-        self._peak = max(self._peak, self.table.open)
+        self.trim.changed()
         conn.health_only = pool is Pool.HEALTH
         conn.begin()
         if self.ssl_context is None:
             self._connect(conn)
-        else:  # a silent client costs a socket only: no TLS state until it speaks
-            conn.watching = True
-            self.loop.add_reader(sock.fileno(), self._first_byte, conn)
-
-    def _first_byte(self, conn: Connection) -> None:
-        self._unwatch(conn)
-        if self.handshakes < self.options.max_tls_handshakes:
-            self._connect(conn)
         else:
-            self._handshake_queue.append(conn)
-
-    def _unwatch(self, conn: Connection) -> None:
-        if conn.watching:
-            conn.watching = False
-            self.loop.remove_reader(conn.sock.fileno())
+            self.gate.watch(conn)
 
     def _connect(self, conn: Connection) -> None:
         tls: dict[str, Any] = {}
         if self.ssl_context is not None:
-            self.handshakes += 1
             tls = {"ssl": self.ssl_context, "ssl_handshake_timeout": self.options.header_timeout + HANDSHAKE_SLACK}
         conn.connecting = self.loop.create_task(self.loop.connect_accepted_socket(lambda: conn, conn.sock, **tls))
         conn.connecting.add_done_callback(functools.partial(self._connected, conn))
@@ -397,11 +303,7 @@ class Front:
     def _connected(self, conn: Connection, task: asyncio.Task[Any]) -> None:
         conn.connecting = None
         if self.ssl_context is not None:
-            self.handshakes -= 1
-            while self._handshake_queue and self.handshakes < self.options.max_tls_handshakes:
-                waiting = self._handshake_queue.popleft()
-                if not waiting.gone:
-                    self._connect(waiting)
+            self.gate.finished()
         if task.cancelled() or task.exception() is not None:
             # A failed handshake, or closed by a deadline or an eviction before it finished:
             # any transport that held the socket no longer watches it.
@@ -409,32 +311,9 @@ class Front:
             conn.forget()
 
     def closed(self, conn: Connection) -> None:
-        self._unwatch(conn)
+        self.gate.unwatch(conn)
         self.table.remove(conn)
-        if self._peak >= TRIM_AFTER_PEAK and self.table.open <= self._peak // 4 and self._trim is None:
-            self._trim = self.loop.call_later(TRIM_DELAY, self._trimmed)
-
-    def _trimmed(self) -> None:
-        self._trim, self._peak = None, self.table.open
-        # In a thread: malloc_trim walks the whole heap without the GIL, the loop goes on.
-        self.loop.run_in_executor(None, release_freed_memory)
-
-    # --- malformed requests --------------------------------------------------------------------
-    def malformed(self, address: str | None, exc: HttpProcessingError) -> None:
-        """aiohttp refused a request: counted; logged once per address and minute, with a count."""
-        self.count_error("bad_request")
-        now = time.monotonic()
-        start, count = self._logged.get(address, (-MALFORMED_LOG_EVERY, 0))
-        if now - start < MALFORMED_LOG_EVERY:
-            self._logged[address] = (start, count + 1)
-            return
-        if len(self._logged) >= MAX_LOGGED_ADDRESSES:
-            self._logged.clear()
-        self._logged[address] = (now, 1)
-        log.warning(
-            "malformed request refused (400); more from this address are counted, logged again after a minute",
-            extra={"remote": address, "error": str(exc.message)[:120], "since_last_log": count},
-        )
+        self.trim.changed()
 
     # --- requests ------------------------------------------------------------------------------
     def middleware(self) -> Middleware:

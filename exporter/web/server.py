@@ -19,13 +19,9 @@ from aiohttp import web
 from exporter.core.shutdown import REQUEST_GRACE
 from exporter.web.bodies import MAX_BODY_BYTES, BodyBudget
 from exporter.web.collector import HttpStatus
-from exporter.web.guard import (
-    LINGER,
-    Front,
-    FrontHandler,
-    NoAccessLog,
-    accept_error_counts,
-)
+from exporter.web.fds import accept_error_counts
+from exporter.web.guard import Front
+from exporter.web.handler import LINGER, FrontHandler, NoAccessLog
 from exporter.web.limits import ConnectionTable
 from exporter.web.options import WebOptions
 

@@ -1,5 +1,5 @@
 """The TLS side of the web config: a server SSLContext from TLSServerConfig (reads the files),
-and one that new connections pick up after a reload.
+one that new connections pick up after a reload, and the gate that bounds handshakes.
 
 Certificate, key and CA files are opened through exporter.core.inputfile (regular files only,
 never blocking on a FIFO, at most MAX_PEM_BYTES) and OpenSSL reads the descriptor that passed
@@ -8,12 +8,15 @@ the checks, through /proc/self/fd, not the path again.
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import contextlib
 import os
+import socket
 import ssl
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from exporter.core.inputfile import InputRefused, MiB, open_input, read_input
 from exporter.web.config import (
@@ -139,3 +142,50 @@ class ReloadableSSLContext(ssl.SSLContext):
 
     def wrap_socket(self, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
         return self.current.wrap_socket(*args, **kwargs)
+
+
+class Waiting(Protocol):
+    """An admitted connection whose handshake has not started."""
+
+    sock: socket.socket
+    watching: bool  # its socket is watched for the first byte
+    gone: bool  # closed meanwhile (a deadline, an eviction): never started
+
+
+class HandshakeGate:
+    """TLS handshakes, bounded: one starts on a connection's first byte (a client that sends
+    nothing costs a socket, no TLS state) and at most ``limit`` run at once; the others wait in
+    order, each under its connection's header deadline."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, limit: int, start: Callable[[Any], None]) -> None:
+        self.loop, self.limit, self.start = loop, limit, start
+        self.running = 0
+        self._queue: collections.deque[Waiting] = collections.deque()
+
+    def watch(self, conn: Waiting) -> None:
+        conn.watching = True
+        self.loop.add_reader(conn.sock.fileno(), self._first_byte, conn)
+
+    def unwatch(self, conn: Waiting) -> None:
+        if conn.watching:
+            conn.watching = False
+            self.loop.remove_reader(conn.sock.fileno())
+
+    def finished(self) -> None:
+        """A handshake ended (done, failed or cancelled): the next waiting one starts."""
+        self.running -= 1
+        while self._queue and self.running < self.limit:
+            waiting = self._queue.popleft()
+            if not waiting.gone:
+                self._begin(waiting)
+
+    def _first_byte(self, conn: Waiting) -> None:
+        self.unwatch(conn)
+        if self.running < self.limit:
+            self._begin(conn)
+        else:
+            self._queue.append(conn)
+
+    def _begin(self, conn: Waiting) -> None:
+        self.running += 1
+        self.start(conn)

@@ -254,14 +254,14 @@ async def test_silent_tls_connections_start_no_handshake_and_handshakes_are_capp
     async with serving(options, server_context(pki)) as (server, port), measure() as lag:
         silent = [await open_from(port, f"127.0.0.{2 + i % 4}") for i in range(100)]
         await until(lambda: server.table.open == 100)
-        assert server.front is not None and server.front.handshakes == 0  # none started: nothing sent
+        assert server.front is not None and server.front.gate.running == 0  # none started: nothing sent
         stalled = [await open_from(port, "127.0.0.9") for _ in range(4)]
         for _, writer in stalled:
             writer.write(b"\x16")  # a first byte, then nothing
-        await until(lambda: server.front is not None and server.front.handshakes == 2, "the cap reached")
+        await until(lambda: server.front is not None and server.front.gate.running == 2, "the cap reached")
         answer = await tls_get(port, pki, "/metrics")  # waits its turn, then served
         assert answer.startswith(b"HTTP/1.1 200") and GOOD.encode() in answer
-        assert server.front.handshakes <= 2
+        assert server.front.gate.running <= 2
         await until(lambda: server.table.open == 0, "the header deadline closed them all")
         for _, writer in [*silent, *stalled]:
             writer.close()

@@ -72,7 +72,8 @@ def test_deadlines_close_slow_and_stuck_clients(start):
             and counted(f, "cann_exporter_http_timeouts_total", kind="header") >= 1
             and counted(f, "cann_exporter_http_timeouts_total", kind="body") >= 1
             and counted(f, "cann_exporter_http_timeouts_total", kind="idle") >= 1
-            and value(f, "cann_exporter_http_connections") == 1
+            # none left but, perhaps, a scrape's own (the count is read once a second)
+            and (value(f, "cann_exporter_http_connections") or 0) <= 1
         ),
         deadline=BOUND,
     )
@@ -99,7 +100,11 @@ def test_over_the_cap_health_still_answers(start):
     while exporter.get("/metrics")[0] != 200:  # until the server has seen them close
         assert time.monotonic() < end + BOUND
         time.sleep(0.05)
-    found = exporter.wait_for(
-        lambda f: counted(f, "cann_exporter_http_connections_rejected_total", reason="health_only") >= 1, deadline=BOUND
+    exporter.wait_for(
+        lambda f: (
+            counted(f, "cann_exporter_http_connections_rejected_total", reason="health_only") >= 1
+            # the idle ones gone: none left but, perhaps, a scrape's own (the count is read once a second)
+            and (value(f, "cann_exporter_http_connections") or 0) <= 1
+        ),
+        deadline=BOUND,
     )
-    assert value(found, "cann_exporter_http_connections") == 1
