@@ -194,13 +194,23 @@ def listening_address(proc: subprocess.Popen) -> str:
     raise SystemExit("the temporary exporter did not start")
 
 
-def job_series(url: str, job_name: str) -> list[str]:
-    """The exporter's npu_job_* samples for this job (histogram buckets left out: too many to read)."""
-    with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=10) as resp:
-        text = resp.read().decode()
-    return [
-        line for line in text.splitlines() if line.startswith("npu_job_") and f'job_name="{job_name}"' in line and "_bucket{" not in line
-    ]
+def job_series(url: str, job_name: str, steps: int) -> list[str]:
+    """The exporter's npu_job_* samples for this job (histogram buckets left out: too many to read).
+    The exporter reads pushed steps about once a second: asked again until the last step shows,
+    for a few seconds at most."""
+    deadline = time.monotonic() + 5.0
+    while True:
+        with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        series = [
+            line
+            for line in text.splitlines()
+            if line.startswith("npu_job_") and f'job_name="{job_name}"' in line and "_bucket{" not in line
+        ]
+        counts = [float(line.rsplit(" ", 1)[1]) for line in series if line.startswith("npu_job_iterations_total{")]
+        if sum(counts) >= steps or time.monotonic() > deadline:
+            return series
+        time.sleep(0.2)
 
 
 # --- main --------------------------------------------------------------------------------------
@@ -240,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
             f"done: {args.steps} steps on {where}; hook sent {stats['sent']}, dropped {stats['dropped']}"
             + (f" (last error: {stats['last_error']})" if stats["last_error"] else "")
         )
-        series = job_series(url, args.job_name)
+        series = job_series(url, args.job_name, args.steps)
         print(f"\n{url}/metrics serves these npu_job_* series for job_name={args.job_name!r} (and histogram buckets):")
         print("\n".join("  " + line for line in series))
     if temporary:

@@ -27,10 +27,11 @@ import json, os, sys
 from exporter.cli import build_parser, parse
 from exporter.commands import serve
 from exporter.commands.flags import load_settings
+from exporter.app.sources import web_sources
 from exporter.node.assembly import assemble
 settings = load_settings(parse(build_parser(), ["serve", *sys.argv[1:]]), os.environ)
 from exporter.npusmi.source import NpuSmiSource
-node = assemble(settings, security=None)
+node = assemble(settings, more=web_sources(None))
 npu_smi = node.source(NpuSmiSource)
 print(json.dumps({"modules": sorted(sys.modules), "simulated": node.simulated, "npu_smi": list(npu_smi.command)}))
 """

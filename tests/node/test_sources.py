@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import ast
 
+from exporter.app.catalogue import REGISTRATIONS
 from exporter.app.settings import build_settings
 from exporter.core.snapshot import Snapshot
-from exporter.node.sources import SOURCES
 from tests.support.paths import ROOT
 
 PACKAGE = ROOT / "exporter"
@@ -63,7 +63,7 @@ def test_every_source_package_has_a_line_in_the_table():
 
 
 def test_every_part_key_has_a_line_and_every_line_a_key():
-    names = [registration.name for registration in SOURCES]
+    names = [registration.name for registration in REGISTRATIONS]  # the node's table, then the web server's parts
     assert len(names) == len(set(names))
     assert set(names) == declared_part_keys()
 
