@@ -11,7 +11,8 @@ thread makes the bodies (text or OpenMetrics, gzip) of the variants scraped in t
 get the previous pair, ready, and the first scrape after the swap finds its body made; data that
 changes faster than it is scraped is encoded ahead once per scrape, not once per change. A
 variant the pair lacks is made for the pair by the scrape that asks, in the same thread (scrapes
-arriving during that encode wait for it rather than each starting their own).
+arriving during that encode wait for it rather than each starting their own). With nothing
+scraped since the last pair, a publish swaps its snapshot in at once, with no body made.
 
 Encoding a large node takes tens of milliseconds: none of it runs on the event loop, which only
 reads the live parts, compares part objects and swaps references. Parts equal to the ones served
