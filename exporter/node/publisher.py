@@ -158,9 +158,6 @@ class Publisher:
                     self.served = served.with_body(variant, made)
             return made
 
-    def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
-
     # --- the encoder thread -----------------------------------------------------------------
     def _make(self, snapshot: Snapshot, variant: Variant) -> bytes:
         encoded = self.exposition.encode(snapshot, variant.openmetrics)
