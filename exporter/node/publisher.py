@@ -113,7 +113,7 @@ class Publisher:
         """Make and swap in a pair after each publish and every ``live_interval``, until cancelled."""
         try:
             while True:
-                with contextlib.suppress(TimeoutError):
+                with contextlib.suppress(asyncio.TimeoutError):  # TimeoutError itself from 3.11 on
                     await asyncio.wait_for(self._published.wait(), self.live_interval)
                 self._published.clear()
                 try:
