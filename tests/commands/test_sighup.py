@@ -83,3 +83,35 @@ def test_sighup_rereads_the_files_logs_it_and_never_exits(start: Callable[..., o
     assert exporter.get("/healthz")[0] == 200 and exporter.get("/metrics")[0] == 200
     assert "Traceback" not in log and "reload crashed" not in log
     assert exporter.terminate_within(15) == 0
+
+
+def test_sighup_rereads_the_fault_code_table(start: Callable[..., object], tmp_path: Path) -> None:
+    """The site's fault-code table (npu_smi.fault_codes) is applied live: the degraded chip's
+    SeparateNPU code becomes whatever the rewritten file says; a broken file keeps the last one."""
+    codes = write(tmp_path / "codes.json", '{"SeparateNPUCodes": ["80E3A201"]}')
+    config = write(tmp_path / "config.yaml", f"npu_smi:\n  fault_codes: {codes}\n  details: [health]\n  detail_interval: 2s\n")
+    exporter = start("--simulate", "degraded", "--config", str(config), "--no-hccn.enabled")
+
+    def level_of(code: str) -> Callable[[dict], str | None]:
+        def find(found: dict) -> str | None:
+            for (name, labels), _ in found.items():
+                if name == "npu_health_error_info" and dict(labels).get("code") == code:
+                    return dict(labels).get("level")
+            return None
+
+        return find
+
+    separate = level_of("80E3A201")
+    exporter.wait_for(lambda f: separate(f) == "SeparateNPU")
+    assert level_of("80E18005")(exporter.metrics()) == "unknown"  # not in the site's table: the shipped one is not consulted
+
+    write(codes, '{"SubHealthFaultCodes": ["80E3A201"], "RestartNPUCodes": ["80E18005"]}')
+    log = hup_and_wait(exporter, "SIGHUP: fault-code table re-read")
+    assert "the configuration is valid and unchanged" in log
+    found = exporter.wait_for(lambda f: separate(f) == "SubHealthFault")
+    assert level_of("80E18005")(found) == "RestartNPU"
+
+    write(codes, '{"SeparateNPUCodes": ["not hex"]}')  # refused at the check: the table in use stays
+    log = hup_and_wait(exporter, "SIGHUP: the configuration has problems")
+    assert "npu_smi.fault_codes: " in log.split("SIGHUP: the configuration has problems")[-1].splitlines()[0]
+    assert separate(exporter.metrics()) == "SubHealthFault"
