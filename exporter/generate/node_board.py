@@ -6,6 +6,7 @@ from grafana_foundation_sdk.models import dashboard as dm
 
 from exporter.generate.alert_facts import has_alert, page_isolation
 from exporter.generate.common import num, pct
+from exporter.generate.fault_panels import fault_level_history
 from exporter.generate.network_row import network_row
 from exporter.generate.panels import (
     CHIP_LEGEND,
@@ -162,11 +163,13 @@ def node(table_: Thresholds) -> Board:
                 dm.Threshold(value=4, color="purple"),
             ],
         ),
+        fault_level_history(CHIP_SEL),
         grid(
             "Health error codes",
             q(f"npu_health_error_info{{{CHIP_SEL}}}", table_format=True),
             hidden=("__name__", "job", "Value"),
-            description="npu-smi `-t health` error codes of the chips that are not OK; look them up for your driver version.",
+            description="npu-smi `-t health` error codes of the chips that are not OK (and Ascend 950 fault event ids), each with "
+            "its handling level in the fault-code table (docs/runbooks.md, Fault levels).",
         ),
         grid("Processes", q(f"npu_process_memory_bytes{{{CHIP_SEL}}}", table_format=True), unit="bytes", hidden=("__name__", "job")),
         grid("Pods (kubelet)", q(f"npu_pod_info{{{CHIP_SEL}}}", table_format=True), hidden=("__name__", "job", "Value")),
