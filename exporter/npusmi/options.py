@@ -23,8 +23,9 @@ MAX_EXPECTED_CHIPS = 1024  # far above any node (16 dies on an Atlas A3), far be
 parse_count = whole_number(0, MAX_EXPECTED_CHIPS)  # chips this node should have; 0: none
 
 
-# The per-card `-t` queries the source knows (health is per chip, and only for chips not OK).
-DETAIL_KINDS = ("usages", "common", "ecc", "memory", "health")
+# The per-card `-t` queries the source knows (health is per chip, and only for chips not OK;
+# current-fault-event only Ascend 950 answers: opt-in, as every other product refuses it).
+DETAIL_KINDS = ("usages", "common", "ecc", "memory", "health", "current-fault-event")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ npu-smi costs about a second per call on real hosts, so the schedule keeps spawn
   and the Ascend PCI functions in sysfs (pci.py: the expected chip count, no subprocess);
 - every ``detail_interval`` (default 60 s): per NPU `-t usages` (vector/cube/AI CPU/control
   CPU, bandwidths), `-t common` (clock; 310P card power), `-t ecc`; optionally `-t memory`
-  (HBM temperature). Each is one call per card, not per chip. `-t health -i N -c C` (error
+  (HBM temperature) and, on Ascend 950, `-t current-fault-event` (its event ids are fault codes).
+  Each is one call per card, not per chip. `-t health -i N -c C` (error
   codes) is per chip, and only for chips whose overview health is not OK: a healthy node
   pays nothing for it.
 
@@ -310,6 +311,7 @@ _DETAIL_PARSERS: dict[str, Callable[[str], Iterable[object] | p.CommonInfo]] = {
     "common": p.parse_common,
     "ecc": p.parse_ecc,
     "memory": p.parse_memory,
+    "current-fault-event": p.parse_current_fault_event,  # Ascend 950: its event ids are fault codes
 }
 
 

@@ -8,7 +8,7 @@ CANN_SIM_SEED, CANN_SIM_TIME, CANN_SIM_FAULT, CANN_SIM_PROCESSES; CANN_SIM_FAULT
 file whose fault spec is re-read on every call), so a wrapper script can
 stand in for `npu-smi` unchanged. CANN_SIM_TIME / --time freeze the clock (epoch seconds).
 Supported: `-v`, `info`, `info -h`, `info -m`, `info -l`,
-`info -t usages|common|memory|power|temp|health|ecc|board|proc-mem -i N [-c C]`,
+`info -t usages|common|memory|power|temp|health|ecc|board|proc-mem|current-fault-event -i N [-c C]`,
 `info watch [-i N] [-c C] [-d 1..100] [-s ptaicmbnu] [--count N]` (--count is ours).
 
 Output goes to stdout, as npu-smi's printf does. Exit codes are not captured from real

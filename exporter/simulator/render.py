@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from exporter.simulator.faultevents import render_current_fault_event
 from exporter.simulator.models import FAMILY_310P, FAMILY_910_93, NodeModel
 from exporter.simulator.scenarios import CardState, ChipState, NodeState
 
@@ -470,4 +471,5 @@ RENDERERS = {
     "ecc": render_ecc,
     "board": render_board,
     "proc-mem": render_proc_mem,
+    "current-fault-event": render_current_fault_event,
 }

@@ -3,12 +3,22 @@ answer can take, and their way through the same fault-code path as `-t health` c
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from exporter.core.health import HealthRegistry
+from exporter.core.runner import CommandRunner
 from exporter.npusmi.faultcodes import load_fault_codes
+from exporter.npusmi.options import NpuSmiOptions
 from exporter.npusmi.parse import ChipFaultEvents, ChipHealth, FaultEvent, NpuSmiError, parse_current_fault_event
 from exporter.npusmi.part import ChipSample, FaultCode, fault_values
+from exporter.npusmi.source import NpuSmiSource
+from exporter.simulator.faultevents import FAMILY_950, UNSUPPORTED, render_current_fault_event
+from exporter.simulator.models import MODELS
+from exporter.simulator.scenarios import DEGRADED_CRITICAL_LOGIC_ID, simulate
 from tests.support.paths import NPU_SMI_FIXTURES
+from tests.support.replay import write_replay_npu_smi
 
 SAMPLE = (NPU_SMI_FIXTURES / "info-t-current-fault-event__950__unknown__1.txt").read_text()
 INFO = "Fault Event Information        : event id={id}, severity={sev}, node type ex=215, node id=0, sub node type ex=0, sub node id=0\n"
@@ -67,3 +77,37 @@ def test_event_ids_take_the_health_codes_path():
     }
     # Codes not read for a chip that is not OK: its level is unknown to us, so absent.
     assert fault_values(chip("Alarm"), {"current-fault-event": events}, TABLE) == {}
+
+
+async def test_the_source_reads_events_through_a_real_subprocess(tmp_path):
+    # Three Ascend 950PR cards (two in Alarm, one OK), each answering the 950 reference's one event.
+    replies = {"info": "info__950PR__25.7.rc1__1", "info -t current-fault-event -i *": "info-t-current-fault-event__950__unknown__1"}
+    npu_smi = write_replay_npu_smi(tmp_path, replies)
+    src = NpuSmiSource(
+        NpuSmiOptions(details=("current-fault-event",), board=False), CommandRunner(timeout=20), HealthRegistry(), command=(str(npu_smi),)
+    )
+    await src.refresh_overview()
+    await src.refresh_details()
+    chips = {c.npu: c for c in src.part().chips}
+    assert chips[2].health == "OK" and chips[2].health_errors == (FaultCode("81AF8000", "RestartNPU"),)
+    assert chips[2].fault_level == "RestartNPU"
+    # In Alarm, but -t health was not asked: the chip's codes, and so its level, are unknown.
+    assert chips[0].health == "Alarm" and chips[0].fault_level is None
+    assert src.health[src.DETAILS].status().success
+
+
+def test_the_simulator_answers_as_the_products_do():
+    for model in MODELS.values():  # no simulated model is a 950
+        state = simulate(model, "degraded", 1_800_000_000.0)
+        assert render_current_fault_event(state, state.chips[0].npu_id) == UNSUPPORTED
+        with pytest.raises(NpuSmiError) as caught:
+            parse_current_fault_event(UNSUPPORTED, npu_id=0)
+        assert caught.value.reason == "not_supported"
+    # A 950 (one chip per NPU) lists the degraded chip's codes as its events, and the parser reads them back.
+    model = replace(MODELS["910b3"], family=FAMILY_950)
+    state = simulate(model, "degraded", 1_800_000_000.0)
+    critical = next(c for c in state.chips if c.logic_id == DEGRADED_CRITICAL_LOGIC_ID)
+    (found,) = parse_current_fault_event(render_current_fault_event(state, critical.npu_id), npu_id=critical.npu_id)
+    assert [e.event_id for e in found.events] == list(critical.error_codes) and found.chip_id == 0
+    healthy = next(c for c in state.chips if c.logic_id != DEGRADED_CRITICAL_LOGIC_ID)
+    assert parse_current_fault_event(render_current_fault_event(state, healthy.npu_id), npu_id=healthy.npu_id)[0].events == ()
