@@ -9,10 +9,10 @@ threshold from the same table gives the verdict, so `diagnose` and the alerts ag
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 
-from exporter.diagnostics import hardware, profile_indicators
+from exporter.diagnostics import hardware, job_ranks, profile_indicators
 from exporter.diagnostics.model import (
     HARDWARE,
     MACRO,
@@ -63,7 +63,8 @@ def analyse(obs: Observations, table: Thresholds) -> Report:
         *sound,
         *chip_findings(obs.chips, table, hardware.faulty_chips(sound)),
         *job_findings(obs.jobs, table),
-        *profile_findings(obs.profiles, table),
+        *job_ranks.straggler_findings(obs.jobs, table),
+        *profile_findings(obs.profiles, table, job_ranks.cpu_ranks(obs.jobs)),
     ]
     return Report(obs.source, obs.window, tuple(findings), obs.notes)
 
@@ -315,7 +316,8 @@ def job_meso(job: JobStats, table: Thresholds) -> list[Finding]:
     shares = dict(job.phase_shares)
     for phase in PHASES:
         if phase in shares:
-            out.append(Finding(MESO, f"phase.{phase}", f"{phase} share of the step", job.subject, shares[phase], RATIO))
+            plain = Finding(MESO, f"phase.{phase}", f"{phase} share of the step", job.subject, shares[phase], RATIO)
+            out.append((job_ranks.data_finding(job, table) or plain) if phase == "data" else plain)
     copies = [shares[p] for p in MEMCPY_PHASES if p in shares]
     if copies:
         verdict, bounds, alert = _judge(table, "memcpy_share", sum(copies))
@@ -371,35 +373,47 @@ def profile_subject(summary: ProfileSummary) -> str:
     return f"profile of job {summary.job_name} rank {rank}" + (f" ({where})" if where else "")
 
 
-def profile_findings(profiles: Iterable[ProfileSummary], table: Thresholds) -> list[Finding]:
+def profile_findings(profiles: Iterable[ProfileSummary], table: Thresholds, cpu: Collection[tuple[str, str]] = ()) -> list[Finding]:
+    """``cpu``: (job_name, rank) of ranks on no chip: their numbers are shown, not judged by the
+    NPU health table, and get none of its (NPU) advice."""
     out: list[Finding] = []
     for summary in profiles:
         subject = profile_subject(summary)
-        for row in profile_indicators.ROWS:
-            value = getattr(summary, row.field)
-            if value is None:
-                continue
-            indicator = profile_indicators.indicator_for(row, table)
-            unit = SECONDS if row.field.endswith("_seconds") else RATIO
-            level = _PROFILE_LEVELS.get(row.field, MESO)
-            if indicator is None:
-                out.append(Finding(level, f"profile.{row.field}", f"profile: {row.title}", subject, value, unit))
-                continue
-            out.append(
-                Finding(
-                    level,
-                    f"profile.{row.field}",
-                    f"profile: {row.title}",
-                    subject,
-                    value,
-                    unit,
-                    indicator.verdict(value),
-                    indicator.id,
-                    indicator.alert,
-                    bounds_text(indicator),
-                )
+        if (summary.job_name, str(summary.rank if summary.rank is not None else "")) in cpu:
+            found = _profile_rows(summary, subject, table) + operator_findings(summary, subject)
+            why = "a CPU job (no chip): the NPU health table and its advice do not apply"
+            out += [replace(f, verdict=None, indicator=None, alert=None, bounds="", detail=why) for f in found]
+            continue
+        out += _profile_rows(summary, subject, table) + operator_findings(summary, subject)
+    return out
+
+
+def _profile_rows(summary: ProfileSummary, subject: str, table: Thresholds) -> list[Finding]:
+    out: list[Finding] = []
+    for row in profile_indicators.ROWS:
+        value = getattr(summary, row.field)
+        if value is None:
+            continue
+        indicator = profile_indicators.indicator_for(row, table)
+        unit = SECONDS if row.field.endswith("_seconds") else RATIO
+        level = _PROFILE_LEVELS.get(row.field, MESO)
+        if indicator is None:
+            out.append(Finding(level, f"profile.{row.field}", f"profile: {row.title}", subject, value, unit))
+            continue
+        out.append(
+            Finding(
+                level,
+                f"profile.{row.field}",
+                f"profile: {row.title}",
+                subject,
+                value,
+                unit,
+                indicator.verdict(value),
+                indicator.id,
+                indicator.alert,
+                bounds_text(indicator),
             )
-        out += operator_findings(summary, subject)
+        )
     return out
 
 

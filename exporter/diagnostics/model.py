@@ -86,6 +86,7 @@ class JobStats:
     seconds_since_last_iteration: float | None = None
     lifetime: float | None = None  # seconds it reported within the window (None: unknown)
     window: float | None = None  # the window's length, when it was judged over one
+    device: str | None = None  # chip logic id from npu_job_info; "": no chip (a CPU job); None: unknown
 
     @property
     def subject(self) -> str:

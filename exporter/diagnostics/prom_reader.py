@@ -282,9 +282,20 @@ def read_jobs(ask: _Asker, matchers: str) -> tuple[JobStats, ...]:
     for s in ask(query):
         phases.setdefault(_job_key(s.labels), {})[s.labels.get("phase", "other")] = s.value
     lifetimes = read_lifetimes(ask, matchers)
+    devices = {_job_key(s.labels): s.labels.get("device", "") for s in ask(f"last_over_time({selector(JOB_INFO.name, matchers)}[{r}])")}
     return tuple(
-        job_stats(
-            key, busy.get(key), rate.get(key), samples.get(key), phases.get(key, {}), ages.get(key), lifetimes.get(key), ask.window.seconds
+        replace(
+            job_stats(
+                key,
+                busy.get(key),
+                rate.get(key),
+                samples.get(key),
+                phases.get(key, {}),
+                ages.get(key),
+                lifetimes.get(key),
+                ask.window.seconds,
+            ),
+            device=devices.get(key),
         )
         for key in sorted(set(busy) | set(rate))
     )

@@ -225,14 +225,16 @@ def jobs_from(scrapes: Sequence[Scrape]) -> tuple[JobStats, ...]:
     the readings); a rank in one scrape only: its means since it started reporting."""
     totals = [_totals(scrape) for scrape in scrapes]
     last, window = totals[-1], scrapes[-1].at - scrapes[0].at
+    devices = {_job_id(labels): labels.get("device", "") for labels, _ in scrapes[-1].values(JOB_INFO.name)}
     out = []
     for key in sorted(last):
         now = last[key]
         before = next(t[key] for t in totals if key in t)
         if now.at > before.at and _grew(before, now):
-            out.append(replace(_rates(key, before, now), lifetime=now.at - before.at, window=window))
+            stats = replace(_rates(key, before, now), lifetime=now.at - before.at, window=window)
         else:
-            out.append(_since_start(key, now))
+            stats = _since_start(key, now)
+        out.append(replace(stats, device=devices.get(key)))
     return tuple(out)
 
 

@@ -238,3 +238,61 @@ def test_metrics_url_bad_answers_exit_2(serve: type[Server], status: int, body: 
 def test_metrics_url_unreachable_exits_2() -> None:
     result = run_diagnose("--metrics-url", f"http://127.0.0.1:{free_port()}/metrics", "--timeout", "2s")
     assert result.code == 2 and "cannot reach http://127.0.0.1:" in result.err
+
+
+# --- a job's ranks: the straggler, the data phase, a CPU job ------------------------------------------
+
+
+def ranks_text(device: str | None = "3") -> str:
+    """What the exporter serves for job dp: 4 ranks of 0.1 s iterations; ranks 0-2 wait 40 ms of it
+    in communication, rank 2's data phase takes 35%, rank 3 waits only 4 ms (the straggler)."""
+    from exporter.jobs.collector import JobCollector
+    from exporter.jobs.store import IngestStore
+    from exporter.jobs.validate import Batch, Step
+    from tests.support.exposition import exposition
+
+    store = IngestStore()
+    for rank in range(4):
+        comm = 0.004 if rank == 3 else 0.04
+        data = 0.035 if rank == 2 else 0.005
+        phases = (("communication", comm), ("data", data), ("compute", 0.1 - comm - data))
+        dev = None if device is None else (device if device == "" else str(rank))
+        batch = Batch("dp", rank, 4, dev or "", "pytorch", "7", 0, False, None, None, (Step(0.1, None, 32, phases),) * 50)
+        store.accept(batch)
+    return exposition(JobCollector(), store.part())
+
+
+def test_metrics_url_names_the_straggler_with_its_rank_node_and_chip(serve: type[Server]) -> None:
+    with serve([(200, CHIPS + ranks_text())]) as server:
+        result = run_diagnose("--metrics-url", server.url, "--format", "json")
+        text = run_diagnose("--metrics-url", server.url)
+    doc = json.loads(result.out)
+    stragglers = [f for level in doc["levels"].values() for f in level if f["check"] == "straggler"]
+    assert len(stragglers) == 1, stragglers
+    finding = stragglers[0]
+    assert finding["subject"] == "job dp rank 3, device 3" and finding["verdict"] == "warning"
+    assert "straggler" in finding["detail"] and "rank 3" in finding["detail"] and "device 3" in finding["detail"]
+    assert finding["value"] == pytest.approx(0.096 / 0.06)
+    assert "straggler" in text.out and "rank 3" in text.out
+    data = {f["subject"]: f for level in doc["levels"].values() for f in level if f["check"] == "phase.data"}
+    assert data["job dp rank 2"]["verdict"] != "healthy" and data["job dp rank 0"]["verdict"] == "healthy"
+    assert "idle" in data["job dp rank 2"]["detail"]  # the bounds and where they come from
+
+
+def test_a_cpu_job_gets_no_npu_advice(serve: type[Server]) -> None:
+    profile = """# TYPE npu_profile_max_operator_ratio gauge
+npu_profile_max_operator_ratio{job_name="dp",rank="0"} 0.9
+# TYPE npu_profile_top3_operator_ratio gauge
+npu_profile_top3_operator_ratio{job_name="dp",rank="0"} 0.95
+"""
+    with serve([(200, CHIPS + ranks_text(device="") + profile)]) as server:
+        cpu = run_diagnose("--metrics-url", server.url)
+        result = run_diagnose("--metrics-url", server.url, "--format", "json")
+    doc = json.loads(result.out)
+    found = {(f["subject"], f["check"]): f for level in doc["levels"].values() for f in level}
+    assert found[("profile of job dp rank 0", "profile.max_operator_ratio")]["verdict"] is None
+    assert "CPU job" in found[("profile of job dp rank 0", "profile.max_operator_ratio")]["detail"]
+    assert "operator fusion" not in cpu.out and "TBE" not in cpu.out, cpu.out
+    with serve([(200, CHIPS + ranks_text() + profile)]) as server:
+        npu = run_diagnose("--metrics-url", server.url)
+    assert "operator fusion" in npu.out and "TBE" in npu.out  # the same profile on a chip gets the NPU levers
