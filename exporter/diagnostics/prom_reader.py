@@ -327,6 +327,7 @@ def job_stats(
         lifetime = min(max(lifetime, 0.0), window)
         scale = window / lifetime if lifetime > 0 else 1.0
         busy, rate, samples = (v * scale if v is not None else None for v in (busy, rate, samples))
+        phases = {phase: seconds * scale for phase, seconds in phases.items()}  # shares against the scaled busy time
     iteration = busy / rate if busy is not None and rate else None
     shares = tuple((p, v / busy) for p, v in sorted(phases.items())) if busy else ()
     return JobStats(key[0], key[1], key[2], iteration, rate, samples, busy, shares, age, lifetime, window)
