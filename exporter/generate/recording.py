@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from exporter.generate.common import CHIP, IN_USE_SOURCES, NODE, num, pct, with_windows
+from exporter.generate.energy_rules import energy_1h, energy_5m
 from exporter.generate.thresholds import Thresholds, duration_seconds
 
 
@@ -273,6 +274,7 @@ def recording_specs(table: Thresholds) -> list[tuple[str, str | None, list[Recor
         ),
         Record("cluster:npu_hbm_headroom_bytes:sum", "sum by () (instance:npu_hbm_headroom_bytes:sum)", "free HBM in the cluster"),
     ] + _levels("5m", quantiles)
+    chips += [Record(*rule) for rule in energy_5m(threshold)]
     rollups = (
         [
             Record(REPORT_UTIL, f"avg_over_time({UTIL}[1h])", "AI Core utilization of each chip, 1h average"),
@@ -305,6 +307,7 @@ def recording_specs(table: Thresholds) -> list[tuple[str, str | None, list[Recor
             Record("cluster:npu_hbm_usage:max1d", "max by () (instance:npu_hbm_usage:max1d)", "peak HBM use of any chip over the last day"),
         ]
         + [r for r in _levels("1h", quantiles) if "in_use" not in r.record]
+        + [Record(*rule) for rule in energy_1h()]
     )
     return [
         ("cann-exporter-capacity-5m", None, chips),

@@ -1,0 +1,85 @@
+"""Recording rules for energy: watts from npu_energy_joules_total per chip, node, namespace
+and training job, the share spent idle, and kWh over the rollup hour (for the capacity report)."""
+
+from __future__ import annotations
+
+from exporter.generate.common import CHIP, NODE, num, pct
+
+ENERGY = "npu_energy_joules_total"
+JOULES_PER_KWH = 3.6e6
+RATE = "chip:npu_energy_joules:rate5m"
+IDLE = "chip:npu_energy_idle_joules:rate5m"
+UTIL5M = "chip:npu_aicore_utilization_ratio:avg5m"
+
+
+def _per_job(value: str) -> str:
+    """``value`` (per chip) once per training job reporting on the chip (npu_job_info's device)."""
+    return f"{value}\n  * on (job, instance, device) group_right\n  group by (job, instance, device, job_name) (npu_job_info)"
+
+
+def _per_namespace(value: str) -> str:
+    return f"{value}\n  * on ({CHIP}) group_right\n  group by ({CHIP}, namespace) (npu_pod_info)"
+
+
+def energy_5m(threshold: float) -> list[tuple[str, str, str]]:
+    """(record, expr, help) of the 5m group: after chip:npu_in_use:bool and the 5m utilization."""
+    return [
+        (RATE, f"rate({ENERGY}[5m])", "power of each chip from its energy counter, watts (5m)"),
+        (
+            IDLE,
+            f"{RATE}\n  * on ({CHIP})\n  (1 - chip:npu_in_use:bool * on ({CHIP}) ({UTIL5M} >= bool {num(threshold)}))",
+            f"power of each chip while idle or in use below {pct(threshold)} (NPULowUtilization's bound), watts (5m)",
+        ),
+        ("instance:npu_energy_joules:rate5m", f"sum by ({NODE}) ({RATE})", "power of a node's chips, watts (5m)"),
+        (
+            "namespace:npu_energy_joules:rate5m",
+            f"sum by (namespace) (\n  {_per_namespace(RATE)}\n)",
+            "power of a namespace's chips (kubelet), watts",
+        ),
+        (
+            "job_name:npu_energy_joules:rate5m",
+            f"sum by (job_name) (\n  {_per_job(RATE)}\n)",
+            "power of a training job's chips (npu_job_info device), watts",
+        ),
+        ("cluster:npu_energy_joules:rate5m", f"sum by () ({RATE})", "power of the cluster's chips, watts (5m)"),
+        (
+            "cluster:npu_energy_idle_joules:rate5m",
+            f"sum by () ({IDLE})",
+            f"power of the cluster's chips idle or below {pct(threshold)}, watts",
+        ),
+    ]
+
+
+def energy_1h() -> list[tuple[str, str, str]]:
+    """(record, expr, help) of the hourly rollups: kWh over the last hour."""
+    kwh = num(JOULES_PER_KWH)
+    chip = f"increase({ENERGY}[1h]) / {kwh}"
+    return [
+        ("chip:npu_energy_kwh:sum1h", chip, "energy of each chip over the last hour, kWh"),
+        (
+            "chip:npu_energy_idle_kwh:sum1h",
+            f"avg_over_time({IDLE}[1h]) * 3600 / {kwh}",
+            "energy of each chip spent idle or below target over the last hour, kWh",
+        ),
+        (
+            "instance:npu_energy_kwh:sum1h",
+            f"sum by ({NODE}) (chip:npu_energy_kwh:sum1h)",
+            "energy of a node's chips over the last hour, kWh",
+        ),
+        (
+            "namespace:npu_energy_kwh:sum1h",
+            f"sum by (namespace) (\n  {_per_namespace('chip:npu_energy_kwh:sum1h')}\n)",
+            "energy of a namespace's chips over the last hour, kWh",
+        ),
+        (
+            "job_name:npu_energy_kwh:sum1h",
+            f"sum by (job_name) (\n  {_per_job('chip:npu_energy_kwh:sum1h')}\n)",
+            "energy of a training job's chips over the last hour, kWh",
+        ),
+        ("cluster:npu_energy_kwh:sum1h", "sum by () (chip:npu_energy_kwh:sum1h)", "energy of the cluster's chips over the last hour, kWh"),
+        (
+            "cluster:npu_energy_idle_kwh:sum1h",
+            "sum by () (chip:npu_energy_idle_kwh:sum1h)",
+            "energy the cluster's chips spent idle or below target over the last hour, kWh",
+        ),
+    ]
