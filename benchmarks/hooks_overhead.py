@@ -59,7 +59,7 @@ def _hooked(mon: Any, n: int) -> float:
 def measure(url: str, rounds: int = ROUNDS, block: int = BLOCK) -> dict[str, Any]:
     from exporter.hooks import Monitor
 
-    mon = Monitor("bench-overhead", url=url, buffer_size=rounds * block + 1000)
+    mon = Monitor("bench-overhead", url=url, buffer_size=rounds * block + 1000, flops_per_step=1e12)  # MFU declared: its cost counts
     _bare(block), _hooked(mon, block)  # warm-up (and the sender thread's start)
     bare, hooked = [], []
     for index in range(rounds):

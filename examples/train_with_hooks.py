@@ -47,6 +47,11 @@ from exporter.hooks import DEFAULT_URL, Monitor
 
 LISTENING = re.compile(r"msg=listening address=(127\.0\.0\.1:\d+)")
 STOP_WAIT = 30  # seconds from SIGTERM to SIGKILL for the temporary exporter
+# The temporary exporter's peak for its simulated 910B3 at bf16, so that MFU shows: an example
+# figure, not a published one (the shipped table has none for the 910B: set yours with
+# npu_smi.peak_flops). The synthetic loop declares FLOPs for about 40% of it.
+EXAMPLE_PEAK = 3.13e14
+SYNTHETIC_FLOPS = 0.4 * 0.008 * EXAMPLE_PEAK  # per step of ~8 ms
 
 
 # --- the PyTorch loop --------------------------------------------------------------------------
@@ -88,7 +93,9 @@ def train_torch(args: argparse.Namespace, url: str) -> tuple[Monitor, str]:
     )
     model = make_model().to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    mon = TorchMonitor(args.job_name, url=url, device=device)
+    params = sum(p.numel() for p in model.parameters())
+    # 6 x parameters x samples: forward and backward of a dense model, the usual estimate
+    mon = TorchMonitor(args.job_name, url=url, device=device, flops_per_step=6 * params * args.batch_size)
     batches = iter(loader)
     start = time.perf_counter()
     for step in range(1, args.steps + 1):
@@ -119,7 +126,10 @@ def train_torch(args: argparse.Namespace, url: str) -> tuple[Monitor, str]:
 def train_stdlib(args: argparse.Namespace, url: str) -> tuple[Monitor, str]:
     """A synthetic loop: each phase waits about as long as a small model's would."""
     rng = random.Random(0)
-    mon = Monitor(args.job_name, url=url)
+    # device 0: the simulated chip whose peak the MFU divides by (a real loop's comes from its rank)
+    mon = Monitor(
+        args.job_name, url=url, flops_per_step=SYNTHETIC_FLOPS, device=os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "0").split(",")[0]
+    )
     start = time.perf_counter()
     for step in range(1, args.steps + 1):
         with mon.step(samples=args.batch_size):
@@ -156,7 +166,16 @@ def exporter_at(url: str) -> Iterator[tuple[str, bool]]:
         return
     print(f"no cann-exporter answers at {url}; starting a temporary one on the built-in simulator", flush=True)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "exporter", "serve", "--simulate", "--listen", "127.0.0.1:0"],
+        [
+            sys.executable,
+            "-m",
+            "exporter",
+            "serve",
+            "--simulate",
+            "--listen",
+            "127.0.0.1:0",
+            f"--npu-smi.peak-flops=910B3:bf16={EXAMPLE_PEAK:g}",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
