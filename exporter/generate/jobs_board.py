@@ -110,6 +110,16 @@ def jobs(table_: Thresholds) -> Board:
             lo=0,
             hi=1,
         ),
+        graph(
+            "Model FLOPs utilization (MFU)",
+            q(f"npu_job_model_flops_utilization_ratio{{{JOB_SEL}}}", JOB_LEGEND),
+            unit="percentunit",
+            lo=0,
+            hi=1,
+            description="Declared model FLOPs of the steps (the hooks' flops_per_step) over their time over the chip's peak "
+            "(npu_peak_flops_per_second at the job's precision); absent without declared FLOPs, a device or a published peak. "
+            "Large-model training commonly reaches 35-60% (PaLM 540B: 46.2%, Chowdhery et al. 2022, arXiv:2204.02311).",
+        ),
     )
     b.row("Meso: where the step time goes")
     share = f"sum by (job_name, rank, phase) (rate(npu_job_phase_seconds_total{{{JOB_SEL}}}[{rate}]))\n/ on (job_name, rank) group_left\nsum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}]))"
