@@ -23,17 +23,24 @@ of 1,000 nodes x 8 chips, against the same questions asked of the raw series.
    (range targets over the dashboard's time range at the step the report uses for it, 1 h for
    30 days; instant ones at the end), each against its raw-series equivalent (every recorded
    series replaced by its rule on raw series, benchmarks/_raw_queries.py); a panel's time is
-   the sum of its targets (sequential: what a single Prometheus core gives). Then every query
-   `cann-exporter report` (30 days) and `diagnose --prometheus` (1 h) send, through their own
-   reader code, timed per query.
+   the sum of its targets (sequential: what a single Prometheus core gives). Then
+   `cann-exporter report --range 30d` (its queries through its own reader, on the hourly
+   records, and its analysis), the same window read from the raw series (the report without
+   the rules), and `diagnose --prometheus` (1 h), timed per query.
+5. The report's analysis on a month at the fleet's full shape (benchmarks/_month_analysis.py:
+   every chip with 720 hourly points, whatever the history was sized down to).
+6. VictoriaMetrics (benchmarks/_victoria.py): the Debian single-node binary on 127.0.0.1, the
+   same blocks imported with `vmctl prometheus`, then every dashboard target, the report and
+   diagnose asked of it unchanged.
 
 Goals: each panel <= 1 s and <= 0.1x its raw equivalent (10x faster); each report query
-within the report's default --timeout (30 s), each diagnose query within diagnose's (15 s).
-Report and diagnose queries are timed up to 120 s each (a failed one is noted and the reader
-goes on, so each query it sends is timed). Recorded: Prometheus' RSS peak (VmHWM) while
-backfilling the rules, merging blocks, serving the panels and serving the raw queries, and the
-TSDB on disk. At the default scale this takes about 3 hours on 2 cores (most of it the rule
-backfill, about 0.035 s per chip-day); BENCH_FLEET_DAYS=4 about 40 minutes (docs/scaling.md).
+<= 10 s and the whole report (queries and analysis) <= 60 s; each diagnose query <= 2 s; the
+same on VictoriaMetrics. Report and diagnose queries are timed up to 120 s each (a failed one
+is noted and the reader goes on, so each query it sends is timed). Recorded: Prometheus' RSS
+peak (VmHWM) while backfilling the rules, merging blocks, serving the panels and serving the
+raw queries, VictoriaMetrics' while importing and serving, and the TSDB on disk. At the
+default scale this takes about 3 hours on 2 cores (most of it the rule backfill, about 0.035
+s per chip-day); BENCH_FLEET_DAYS=4 about 40 minutes (docs/scaling.md).
 
     python -m benchmarks.fleet_capacity
         (env BENCH_FLEET_NODES 1000, BENCH_FLEET_CHIPS 8, BENCH_FLEET_DAYS 30,
@@ -594,10 +601,10 @@ def series_counts(url: str, end: int) -> dict[str, Any]:
 # --- the result -------------------------------------------------------------------------------------
 
 
-def _version(binary: str) -> str:
-    done = subprocess.run([binary, "-version"], capture_output=True, text=True, timeout=30, check=False)
-    found = re.search(r"v\d+\.\d+\.\d+", done.stdout + done.stderr)
-    return found.group(0) if found else "?"
+def _version(package: str) -> str:
+    """The Debian package's version (the binary prints none)."""
+    done = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True, timeout=30, check=False)
+    return done.stdout.strip() or "?"
 
 
 def victoria_figures(panels: Mapping[str, Any], tools: Mapping[str, Any], vm: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -850,11 +857,11 @@ def result(
         f"{tools.get('report_analysis_seconds', 0):.1f} s) for {tools.get('report_chips', 0)} chips at a "
         f"{(tools.get('report_step') or 0) / 60:g} min step, "
         + ("from the hourly recording rules" if tools.get("report_recorded") else "from raw series (no records held)")
-        + f"; chip-hours {tools.get('report_chip_hours')} (raw series: {tools.get('raw_report_chip_hours')}). The same window "
+        + f"; chip-hours {tools.get('report_chip_hours') or 0:,.1f} (raw series: {tools.get('raw_report_chip_hours') or 0:,.1f}). The same window "
         f"from raw series: {len(tools.get('raw report') or [])} queries ({tools.get('raw_report_seconds', 0):.1f} s, each up to "
         f"{RAW_TIMEOUT:g} s). diagnose: {len(tools.get('diagnose') or [])} queries ({tools.get('diagnose_seconds', 0):.1f} s).",
         f"VictoriaMetrics {_version('victoria-metrics')} (Debian): the same blocks imported by vmctl prometheus in "
-        f"{vm['import']['seconds']:.0f} s ({vm['import']['samples']:,} samples, {vm['import']['series']:,} series), queried with "
+        f"{vm['import']['seconds']:.0f} s ({vm['import']['samples']:,} samples; {vm['import']['series']:,} series counted per block), queried with "
         "its cache off; the report there: "
         + (
             f"{vm['tools'].get('report_chips')} chips, chip-hours {vm['tools'].get('report_chip_hours')}."
