@@ -34,6 +34,11 @@ def jobs(table_: Thresholds) -> Board:
     stall = table_.alert("NPUTrainingStalled").threshold if has_alert(table_, "NPUTrainingStalled") else None
     rate = "$__rate_interval"
     dur = "npu_job_iteration_duration_seconds"
+    # Shares of a running rank only (a finished one's rates fall to 0 and would draw a climbing
+    # idle share), clamped to 0..100% (a late scrape can put a phase counter ahead of the step sum).
+    running = f'and on (job_name, rank) sum by (job_name, rank) (npu_job_state{{{JOB_SEL}, state="running"}}) == 1'
+    straggler = table_.alert("NPUJobStragglerRank") if has_alert(table_, "NPUJobStragglerRank") else None
+    no_profile = " Empty until the job posts a profile summary (profiling windows) or an export of it is watched."
     variables = [
         datasource_var(),
         query_var("job", "Job", "label_values(npu_devices, job)"),
@@ -62,6 +67,8 @@ def jobs(table_: Thresholds) -> Board:
             ),
             unit="s",
             lo=0,
+            description="p50 and p99 from each rank's 40 buckets around its median step, within 10% of the true quantiles "
+            "(docs/training-hooks.md, Quantile accuracy); only the mean until a rank's first 8 steps fixed its buckets.",
         ),
         graph(
             "Throughput (samples/s)",
@@ -69,6 +76,7 @@ def jobs(table_: Thresholds) -> Board:
             q(f"sum by (job_name) (rate(npu_job_iterations_total{{{JOB_SEL}}}[{rate}]))", "{{job_name}} iterations/s"),
             unit="short",
             lo=0,
+            description="Samples only from loops that pass samples= (the batch size) with their steps; iterations always.",
         ),
         graph(
             f"Iteration time vs {baseline} ago",
@@ -80,24 +88,33 @@ def jobs(table_: Thresholds) -> Board:
             unit="percentunit",
             steps=limit_steps(reg.threshold if reg else None),
             description=f"Mean iteration time over 1h relative to the same job {baseline} earlier; NPUIterationTimeRegression fires above "
-            f"{pct(reg.threshold if reg and reg.threshold is not None else 0)}.",
+            f"{pct(reg.threshold if reg and reg.threshold is not None else 0)}. Empty until the job has run for {baseline}.",
         ),
         graph(
             "Time since the last iteration",
-            q(f"time() - npu_job_last_iteration_timestamp_seconds{{{JOB_SEL}}}", JOB_LEGEND),
+            q(f"time() - npu_job_last_iteration_timestamp_seconds{{{JOB_SEL}}}\n{running}", JOB_LEGEND),
             unit="s",
             steps=limit_steps(stall),
             lo=0,
-            description=f"NPUTrainingStalled fires above {num(stall or 0)} s.",
+            description=f"Running ranks; NPUTrainingStalled fires above {num(stall or 0)} s, or at once for a rank whose hook went "
+            "silent without closing (state stalled).",
+        ),
+        grid(
+            "Job state",
+            q(f"npu_job_state{{{JOB_SEL}}} == 1", table_format=True),
+            hidden=("__name__", "Value", "job"),
+            description="running; finished: the hook closed (close(), end of training, interpreter exit), served for "
+            "ingest.finished_ttl, no job alert fires for it; stalled: no report, not even a heartbeat, without closing (crashed).",
         ),
         graph(
             "Idle gaps between iterations",
-            q(f"1 - sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}]))", JOB_LEGEND),
+            q(f"clamp(1 - sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}])), 0, 1)\n{running}", JOB_LEGEND),
             unit="percentunit",
             steps=indicator_steps(idle),
             lo=0,
             hi=1,
-            description=f"Wall time outside the reported steps (macro level: is the task stream continuous?); healthy {idle.healthy_text()}.",
+            description=f"Wall time outside the reported steps (macro level: is the task stream continuous?); healthy {idle.healthy_text()}. "
+            "Running ranks only: a finished rank shows in Job state instead.",
         ),
         graph(
             "Utilization of the jobs' chips",
@@ -109,6 +126,8 @@ def jobs(table_: Thresholds) -> Board:
             steps=indicator_steps(util),
             lo=0,
             hi=1,
+            description="The AI Core utilization of the chip each rank reports (npu_job_info device). Empty for a CPU job: "
+            "it reports no chip.",
         ),
         graph(
             "Model FLOPs utilization (MFU)",
@@ -122,7 +141,7 @@ def jobs(table_: Thresholds) -> Board:
         ),
     )
     b.row("Meso: where the step time goes")
-    share = f"sum by (job_name, rank, phase) (rate(npu_job_phase_seconds_total{{{JOB_SEL}}}[{rate}]))\n/ on (job_name, rank) group_left\nsum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}]))"
+    share = f"clamp(\n  sum by (job_name, rank, phase) (rate(npu_job_phase_seconds_total{{{JOB_SEL}}}[{rate}]))\n  / on (job_name, rank) group_left\n  sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}])),\n  0, 1\n)\n{running}"
     b.add(
         graph(
             "Step phases",
@@ -130,33 +149,55 @@ def jobs(table_: Thresholds) -> Board:
             unit="percentunit",
             stack=True,
             lo=0,
-            description="Share of the iteration time in each phase the hooks report.",
+            hi=1,
+            description="Share of the iteration time in each phase the hooks report (running ranks). Empty for a loop "
+            "that reports no phase().",
+        ),
+        graph(
+            "Time outside communication per iteration, by rank",
+            q(
+                f"(\n  sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}]))\n"
+                f'  - (sum by (job_name, rank) (rate(npu_job_phase_seconds_total{{{JOB_SEL}, phase="communication"}}[{rate}])) '
+                f"or 0 * sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}])))\n)\n"
+                f"/ sum by (job_name, rank) (rate({dur}_count{{{JOB_SEL}}}[{rate}]))",
+                JOB_LEGEND,
+            ),
+            unit="s",
+            lo=0,
+            description="In synchronous data parallel every rank steps at one rate and the others wait for the slowest in "
+            "their collectives: the rank above the others is the straggler (NPUJobStragglerRank above "
+            f"{num(1 + (straggler.threshold or 0) if straggler else 1.2)}x the job's median). Without a communication "
+            "phase, the whole iteration.",
         ),
         graph(
             "Memory-copy share (H2D + D2H)",
             q(
-                f'sum by (job_name, rank) (rate(npu_job_phase_seconds_total{{{JOB_SEL}, phase=~"h2d|d2h"}}[{rate}]))\n'
-                f"/ sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}]))",
+                f'clamp(\n  sum by (job_name, rank) (rate(npu_job_phase_seconds_total{{{JOB_SEL}, phase=~"h2d|d2h"}}[{rate}]))\n'
+                f"  / sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}])),\n  0, 1\n)\n{running}",
                 JOB_LEGEND,
             ),
             q(f"npu_profile_memcpy_ratio{{{JOB_SEL}}}", "profile " + JOB_LEGEND),
             unit="percentunit",
             steps=indicator_steps(memcpy),
             lo=0,
-            description=f"Healthy {memcpy.healthy_text()}, abnormal {memcpy.abnormal_text()} (NPUMemcpyHigh).",
+            hi=1,
+            description=f"Healthy {memcpy.healthy_text()}, abnormal {memcpy.abnormal_text()} (NPUMemcpyHigh). Empty for a loop "
+            "without h2d/d2h phases (a CPU job copies nothing to a device).",
         ),
         graph(
             "Framework overhead share",
             q(
-                f'sum by (job_name, rank) (rate(npu_job_phase_seconds_total{{{JOB_SEL}, phase="framework"}}[{rate}]))\n'
-                f"/ sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}]))",
+                f'clamp(\n  sum by (job_name, rank) (rate(npu_job_phase_seconds_total{{{JOB_SEL}, phase="framework"}}[{rate}]))\n'
+                f"  / sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}])),\n  0, 1\n)\n{running}",
                 JOB_LEGEND,
             ),
             q(f"npu_profile_framework_overhead_ratio{{{JOB_SEL}}}", "profile " + JOB_LEGEND),
             unit="percentunit",
             steps=indicator_steps(framework),
             lo=0,
-            description=f"Healthy {framework.healthy_text()} (NPUFrameworkOverheadHigh).",
+            hi=1,
+            description=f"Healthy {framework.healthy_text()} (NPUFrameworkOverheadHigh). Empty for a loop without a framework "
+            "phase and without a profile.",
         ),
         graph(
             "Framework memory (allocator)",
@@ -164,8 +205,14 @@ def jobs(table_: Thresholds) -> Board:
             q(f"npu_job_memory_max_allocated_bytes{{{JOB_SEL}}}", "peak " + JOB_LEGEND),
             unit="bytes",
             lo=0,
+            description="The framework allocator on the device (torch adapters on an NPU). Empty for a CPU job: no device allocator.",
         ),
-        grid("Reporting processes", q(f"npu_job_info{{{JOB_SEL}}}", table_format=True), hidden=("__name__", "Value")),
+        grid(
+            "Reporting processes",
+            q(f"npu_job_info{{{JOB_SEL}}}", table_format=True),
+            hidden=("__name__", "Value"),
+            description="One row per rank reporting through the hooks; device is empty for a CPU job.",
+        ),
     )
     b.row("Micro: latest profiles")
     pro = f"{{{JOB_SEL}}}"
@@ -180,6 +227,7 @@ def jobs(table_: Thresholds) -> Board:
             unit="percentunit",
             lo=0,
             hi=1,
+            description="Device step time shares of the latest profile." + no_profile,
         ),
         grid(
             "Top operators (latest profile)",
@@ -188,6 +236,7 @@ def jobs(table_: Thresholds) -> Board:
             steps=limit_steps(hot.abnormal, RED),
             hidden=("__name__", "job", "instance"),
             sort="position",
+            description="Operator types by share of kernel time (a CPU job's are host operators: no NPU advice applies)." + no_profile,
         ),
         bars(
             "Top-3 and hottest operator share",
@@ -201,9 +250,21 @@ def jobs(table_: Thresholds) -> Board:
             ],
             lo=0,
             hi=1,
-            description=f"Top 3 healthy {top3.healthy_text()}; one operator abnormal {hot.abnormal_text()}.",
+            description=f"Top 3 healthy {top3.healthy_text()}; one operator abnormal {hot.abnormal_text()}." + no_profile,
         ),
-        graph("Profiled step time", q(f"npu_profile_step_duration_seconds{pro}", JOB_LEGEND), unit="s", lo=0),
-        graph("Profile age", q(f"time() - npu_profile_last_update_timestamp_seconds{pro}", JOB_LEGEND), unit="s", lo=0),
+        graph(
+            "Profiled step time",
+            q(f"npu_profile_step_duration_seconds{pro}", JOB_LEGEND),
+            unit="s",
+            lo=0,
+            description="Mean step time over the profiled window." + no_profile,
+        ),
+        graph(
+            "Profile age",
+            q(f"time() - npu_profile_last_update_timestamp_seconds{pro}", JOB_LEGEND),
+            unit="s",
+            lo=0,
+            description="Seconds since the latest profile was produced; a finished job's posted profiles go with it." + no_profile,
+        ),
     )
     return b

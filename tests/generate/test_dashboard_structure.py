@@ -287,3 +287,23 @@ def test_choosing_a_node_narrows_the_instances() -> None:
         if "node" in variables:
             assert "$node" in variables["instance"]["query"]["query"] and not variables["instance"].get("allValue"), path.stem
             assert variables["node"]["allValue"] == ".*", path.stem
+
+
+def test_training_panels_say_why_they_may_be_empty_and_draw_shares_within_0_and_100_percent() -> None:
+    """Every panel of the training dashboard either has data for a CPU job or says in its
+    description when it stays empty; every share axis is 0..100% and every hooks share is
+    clamped and drawn for running ranks only (a finished job shows in Job state, not as a
+    climbing idle share)."""
+    board = load(ROOT / DASHBOARD_DIR / "training-jobs.json")
+    undescribed = [p["title"] for p in data_panels(board) if not p.get("description")]
+    assert not undescribed, undescribed
+    for panel in data_panels(board):
+        defaults = panel.get("fieldConfig", {}).get("defaults", {})
+        if panel["type"] == "table" or defaults.get("unit") != "percentunit" or any("offset" in t["expr"] for t in panel["targets"]):
+            continue  # a change against a baseline may be negative: not a share
+        assert (defaults.get("min"), defaults.get("max")) == (0, 1), panel["title"]
+        for target in panel["targets"]:
+            expr = target["expr"]
+            if "rate(" in expr and "npu_aicore" not in expr and "offset" not in expr:
+                assert expr.lstrip().startswith("clamp(") and 'state="running"' in expr, (panel["title"], expr)
+    assert any("npu_job_state{" in t["expr"] for p in data_panels(board) for t in p["targets"] if p["title"] == "Job state")
