@@ -28,9 +28,11 @@ import yaml
 
 from exporter.generate.rules import JOB_ALERTS
 from exporter.generate.thresholds import load_thresholds
-from exporter.generate.writer import render, write
+from exporter.generate.writer import DASHBOARD_DIR, render, write
 from tests.support.cli import run_diagnose
+from tests.support.paths import ROOT
 from tests.support.ports import free_port
+from tests.support.promql import substitute
 from tests.support.tools import tool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -194,3 +196,21 @@ def test_a_finished_job_fires_no_job_alert_and_the_straggler_is_named(prometheus
     assert f"rank 1 of job dp on {s['b']}, device 1" in found[0]["detail"]
     text = run_diagnose("--prometheus", url, "--range", "2m")
     assert "straggler" in text.out and s["b"] in text.out
+    # The training dashboard: every rank's state, the straggler above the others, and no share
+    # drawn for the finished job (its idle share would climb to 100%).
+    board = json.loads((ROOT / DASHBOARD_DIR / "training-jobs.json").read_text())
+    exprs = {p["title"]: [t["expr"] for t in p.get("targets", [])] for p in board["panels"] if p.get("type") != "row"}
+
+    def query(expr: str) -> list[dict[str, Any]]:
+        return get(f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": substitute(expr)}))["data"]["result"]
+
+    states = {(r["metric"]["job_name"], r["metric"]["state"]) for r in query(exprs["Job state"][0])}
+    assert ("dp", "running") in states and ("done", "running") not in states, states  # done: finished, or gone after finished_ttl
+    busy = {
+        r["metric"]["rank"]: float(r["value"][1])
+        for r in query(exprs["Time outside communication per iteration, by rank"][0])
+        if r["metric"]["job_name"] == "dp"
+    }
+    assert busy["1"] > 1.5 * busy["0"], busy
+    idle = query(exprs["Idle gaps between iterations"][0])
+    assert {r["metric"]["job_name"] for r in idle} == {"dp"} and all(0 <= float(r["value"][1]) <= 1 for r in idle), idle
