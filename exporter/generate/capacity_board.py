@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.models import dashboard as dm
+
 from exporter.generate.common import MIN_FORECAST_DAYS, num, pct
 from exporter.generate.panels import (
     Board,
@@ -25,7 +28,7 @@ def capacity(table_: Thresholds) -> Board:
         "from the recording rules (alerts/cann-exporter.rules.yml).",
         time_from="now-30d",
         refresh="15m",
-        variables=[datasource_var()],
+        variables=[datasource_var(), price_var()],
     )
     b.row("Trends")
     b.add(
@@ -138,6 +141,7 @@ def capacity(table_: Thresholds) -> Board:
         ),
         graph("Chips in use (daily mean)", q("cluster:npu_chips_in_use:avg1d", "in use"), unit="short", lo=0, w=8),
     )
+    energy_row(b)
     b.row("Forecast")
     b.add(
         graph(
@@ -166,6 +170,70 @@ def capacity(table_: Thresholds) -> Board:
         ),
     )
     return b
+
+
+def price_var() -> db.TextBoxVariable:
+    """The price of a kWh the cost panels multiply by (0: no cost shown)."""
+    price = "0.15"
+    return (
+        db.TextBoxVariable("price_per_kwh")
+        .label("Price per kWh")
+        .description("Your electricity price per kWh, in your currency: the energy panels show cost with it.")
+        .default_value(price)
+        .current(dm.VariableOption(text=price, value=price))
+    )
+
+
+# MFU per rank, joined to the namespace of the rank's chip: npu_job_info's device, then npu_pod_info.
+MFU_BY_NAMESPACE = (
+    "avg by (namespace) (\n"
+    "  npu_job_model_flops_utilization_ratio\n"
+    "  * on (job, instance, job_name, rank) group_left (device) group by (job, instance, job_name, rank, device) (npu_job_info)\n"
+    "  * on (job, instance, device) group_left (namespace) group by (job, instance, device, namespace) (npu_pod_info)\n"
+    ")"
+)
+
+
+def energy_row(b: Board) -> None:
+    """kWh per node, namespace and job, idle energy, cost at $price_per_kwh, and MFU by namespace."""
+    b.row("Energy and efficiency")
+    b.add(
+        graph(
+            "Energy per node (kWh per hour)",
+            q("instance:npu_energy_kwh:sum1h", "{{instance}}"),
+            q("cluster:npu_energy_idle_kwh:sum1h", "cluster: idle or below target"),
+            unit="short",
+            lo=0,
+            w=8,
+            description="npu_energy_joules_total over the last hour per node; idle: chips not in use or in use below the target.",
+        ),
+        graph(
+            "Energy per namespace and job (kWh per hour)",
+            q("namespace:npu_energy_kwh:sum1h", "{{namespace}}"),
+            q("job_name:npu_energy_kwh:sum1h", "job {{job_name}}"),
+            unit="short",
+            lo=0,
+            w=8,
+        ),
+        graph(
+            "Energy cost per hour (at $price_per_kwh per kWh)",
+            q("cluster:npu_energy_kwh:sum1h * $price_per_kwh", "all chips"),
+            q("cluster:npu_energy_idle_kwh:sum1h * $price_per_kwh", "idle or below target"),
+            unit="short",
+            lo=0,
+            w=8,
+        ),
+        graph(
+            "Model FLOPs utilization by namespace",
+            q(MFU_BY_NAMESPACE, "{{namespace}}"),
+            unit="percentunit",
+            lo=0,
+            hi=1,
+            w=24,
+            description="Mean MFU of the ranks on each namespace's chips (jobs that declare flops_per_step, on chips with a peak). "
+            "Large-model training commonly reaches 35-60% (PaLM 540B: 46.2%, Chowdhery et al. 2022, arXiv:2204.02311).",
+        ),
+    )
 
 
 CHIPS = "cluster:npu_chips:count"

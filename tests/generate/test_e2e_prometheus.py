@@ -245,7 +245,8 @@ class StepPoster:
                         "framework": "pytorch",
                         "pid": os.getpid(),
                         "memory": {"allocated_bytes": 30 << 30, "max_allocated_bytes": 40 << 30},
-                        "steps": [{"end": now, "duration": duration, "samples": 32, "phases": phases}],
+                        # model FLOPs for 40% of the peak the underutilized node is given (MFU panels)
+                        "steps": [{"end": now, "duration": duration, "samples": 32, "phases": phases, "flops": 0.4 * duration * 3.13e14}],
                     },
                 )
             )
@@ -391,6 +392,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 str(profiles),
                 "--profiles.interval",
                 "1s",
+                "--npu-smi.peak-flops=910B3:bf16=3.13e14",
                 *pods,
                 *hccn,
             ],

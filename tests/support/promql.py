@@ -27,6 +27,7 @@ GRAFANA_VARIABLES = {
     "$device": ".*",
     "$job": ".*",
     "$node": ".*",
+    "$price_per_kwh": "0.15",
 }
 
 
