@@ -91,7 +91,7 @@ class Publisher:
     def publish(self, snapshot: Snapshot) -> None:
         """The sampler's latest snapshot; the next pair is made of it (returns at once). With no
         body to make ahead (nothing scraped since the last pair), it is swapped in now."""
-        self._sampled = snapshot
+        self._sampled = self._kept(snapshot)  # compared once here, not at every live read after
         if self._scraped_since or self._swapping:
             self._published.set()  # the encoder's turn
             return
