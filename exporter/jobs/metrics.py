@@ -68,7 +68,7 @@ JOB_ITERATION_DURATION = _job(
     "histogram",
     "Iteration (training step) duration, seconds. Buckets: a window of 5 octaves, 8 per octave, around the rank's "
     "median step (fixed after its first 8 steps; before, +Inf only).",
-    field=("cumulative_buckets", "duration_sum"),
+    field=("window", "cumulative_buckets", "duration_sum"),
 )
 JOB_ITERATIONS = _job("npu_job_iterations_total", "counter", "Iterations (training steps) completed.", field="iterations")
 JOB_SAMPLES = _job("npu_job_samples_total", "counter", "Samples processed, as reported with each step.", field="samples")
