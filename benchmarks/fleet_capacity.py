@@ -379,14 +379,15 @@ def capacity_dashboard() -> tuple[str, float, list[Target]]:
 
 
 def substitute(expr: str, step: float) -> str:
-    """Grafana's variables: intervals from the step, every other variable an "All" selection."""
+    """Grafana's variables: intervals from the step, one inside a label matcher's quotes an "All"
+    selection, any other (a constant such as a price per kWh) the number 1."""
     intervals = {"__interval": step, "__rate_interval": 4 * step, "__range": None}
 
     def value(match: re.Match[str]) -> str:
         name = match.group(1) or match.group(2)
         if name in intervals:
             return f"{int(intervals[name] or step)}s"
-        return ".*"
+        return ".*" if expr.count('"', 0, match.start()) % 2 else "1"
 
     return re.sub(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)", value, expr)
 
