@@ -4,7 +4,8 @@ The web config (and the certificates it names) is read again and applied, as whe
 change; a file that does not load keeps the last good one. The `--config` file is checked
 again with the environment and flags of the start: a problem is logged with its key, and a
 valid change is logged as needing a restart (the sources and the listener are built once),
-except for what ``apply`` takes live (the fault-code table, ``npu_smi.fault_codes``).
+except for what ``apply`` takes live (the fault-code table, ``npu_smi.fault_codes``, and the
+npu-smi intervals, LIVE_OPTIONS: each task waits by its new interval at once).
 Until the event loop runs, a SIGHUP is logged and ignored: its default action would end the
 process without a word.
 """
@@ -19,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from types import FrameType
 
 from exporter.app.settings import ConfigError, Settings
+from exporter.npusmi.source import LIVE_OPTIONS
 from exporter.web.security import WebSecurity
 
 log = logging.getLogger("exporter")
@@ -88,11 +90,12 @@ def _check_settings(settings: Settings, reread: Reread) -> Settings | None:
     except ConfigError as exc:
         log.error("SIGHUP: the configuration has problems; the running one stays in force", extra={"problems": "; ".join(exc.problems)})
         return None
-    live = dataclasses.replace(new, npu_smi=dataclasses.replace(new.npu_smi, fault_codes=settings.npu_smi.fault_codes))
+    kept = {name: getattr(settings.npu_smi, name) for name in ("fault_codes", *LIVE_OPTIONS)}
+    live = dataclasses.replace(new, npu_smi=dataclasses.replace(new.npu_smi, **kept))
     changed = [f.name for f in dataclasses.fields(Settings) if getattr(live, f.name) != getattr(settings, f.name)]
     if changed:
         log.warning(
-            "SIGHUP: the configuration changed; the changes take effect at the next restart (only the web config and the fault-code table are applied live)",
+            "SIGHUP: the configuration changed; the changes take effect at the next restart (only the web config, the fault-code table and the npu-smi intervals are applied live)",
             extra={"sections": ",".join(changed)},
         )
     else:

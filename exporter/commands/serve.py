@@ -34,12 +34,14 @@ def web_security(settings: Settings) -> WebSecurity | None:
 
 
 def live_settings(node: Node) -> Apply:
-    """What SIGHUP applies without a restart from valid re-read settings: the fault-code table."""
+    """What SIGHUP applies without a restart from valid re-read settings: the npu-smi intervals
+    and the fault-code table."""
     devices = node.source(NpuSmiSource)
 
     def apply(new: Settings) -> None:
         if devices is None:
             return
+        devices.apply(new.npu_smi)  # the intervals
         try:
             devices.reload_fault_codes(new.npu_smi.fault_codes)
         except FaultCodeError as exc:  # changed since the settings were checked: keep the table in use

@@ -32,6 +32,7 @@ log = logging.getLogger("exporter.sampler")
 # calls have their own timeouts, and a big profile export can take tens of seconds to parse.
 OVERDUE_INTERVALS = 3
 OVERDUE_MIN = 60.0
+RECHECK_SECONDS = 1.0  # how long a task waits before it reads its interval again (a reload may change it)
 
 
 @dataclass(frozen=True)
@@ -40,10 +41,16 @@ class Task:
     interval: float
     run: Callable[[], Awaitable[None]]
     overdue: float | None = None  # seconds; None: OVERDUE_INTERVALS x interval, at least OVERDUE_MIN
+    period: Callable[[], float] | None = None  # the interval as of now, where a reload can change it
+
+    @property
+    def every(self) -> float:
+        """The interval in force: read before each wait, so a reloaded value applies from the next run."""
+        return self.period() if self.period is not None else self.interval
 
     @property
     def overdue_after(self) -> float:
-        return self.overdue if self.overdue is not None else max(OVERDUE_MIN, OVERDUE_INTERVALS * self.interval)
+        return self.overdue if self.overdue is not None else max(OVERDUE_MIN, OVERDUE_INTERVALS * self.every)
 
 
 class Sampler:
@@ -102,15 +109,16 @@ class Sampler:
         if after is not None:
             await after.wait()
         await self._run(task, settled)
-        next_at = time.monotonic() + task.interval
+        due_from = time.monotonic()  # the next run is due one interval after this
         while True:
-            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+            # Woken at least every RECHECK_SECONDS, so an interval a reload changed counts at once.
+            while (left := due_from + task.every - time.monotonic()) > 0:
+                await asyncio.sleep(min(left, RECHECK_SECONDS))
+            due_from += task.every
             await self._run(task)
             # Fixed rate; a run longer than the interval skips ahead instead of bunching up.
-            next_at += task.interval
-            now = time.monotonic()
-            if next_at < now:
-                next_at = now + task.interval
+            if due_from + task.every < time.monotonic():
+                due_from = time.monotonic()
 
     async def _run(self, task: Task, settled: asyncio.Event | None = None) -> None:
         """One run; ``settled`` is set when it ends or goes overdue, whichever is first."""

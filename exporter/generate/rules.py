@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.generate import fault_alerts
+from exporter.generate import fault_alerts, interconnect_rules
 from exporter.generate.common import (
     IN_USE_SOURCES,
     JOB,
@@ -562,6 +562,7 @@ BUILDERS: dict[str, Callable[[AlertSpec, Thresholds], Built | list[Tier]]] = {
     "NPUHBMAlmostFull": _hbm_full,
     "NPUECCDoubleBitErrors": _ecc,
     "NPUMemoryPagesIsolated": _pages_isolated,
+    **interconnect_rules.BUILDERS,
     "NPUNetworkLinkDown": _link_down,
     "NPUNetworkLinkFlapping": _link_flapping,
     "NPUNetworkErrors": _network_errors,
@@ -592,6 +593,7 @@ GROUPS = (
             "NPUMemoryPagesIsolated",
         ),
     ),
+    interconnect_rules.GROUP,
     (
         "cann-exporter-training",
         (
@@ -641,6 +643,7 @@ _NEEDS_THRESHOLD = {name for name in CONTRACT_ALERTS} - {
     "NPUNetworkLinkDown",
     "NPUOpticalPowerOutOfRange",
     "NPUNetworkUnhealthy",
+    "NPUHCCSLinkDown",
 }
 _NEEDS_RANGE = {
     "NPULowUtilization",
@@ -655,6 +658,7 @@ _NEEDS_RANGE = {
     "NPUNetworkLinkFlapping",
     "NPUNetworkErrors",
     "NPUNetworkPFCStorm",
+    *interconnect_rules.NEEDS_RANGE,
 }
 
 

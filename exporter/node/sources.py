@@ -97,7 +97,7 @@ class Build:
     health: HealthRegistry
     latest: Callable[[], Snapshot]  # the latest published snapshot (hccn_tool asks about its chips)
     ingest: bool = True  # False: `once`, which has no server
-    single_scan: bool = False  # `once`: report every finished profile export on the first scan
+    single_scan: bool = False  # `once`: report every finished profile export on the first scan; no hccs-bw
     simulated: Simulated | None = None  # set by the npu-smi builder
     built: dict[str, object] = field(default_factory=dict)  # shared objects: the ingest store, posted profiles
 
@@ -115,6 +115,8 @@ def npu_smi(b: Build) -> Source | None:
     options = b.settings.npu_smi
     if not b.settings.collector.devices:
         options = replace(options, details=(), board=False)  # both only fill chip series
+    elif b.single_scan:  # `once`: hccs-bw blocks its sampling time per chip, one chip after another
+        options = replace(options, details=tuple(kind for kind in options.details if kind != "hccs-bw"))
     runner = CommandRunner(
         timeout=options.timeout, max_concurrency=options.max_concurrency, max_output_bytes=options.max_output_bytes, nice=options.nice
     )

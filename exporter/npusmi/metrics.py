@@ -81,6 +81,79 @@ ECC_ISOLATED_PAGES = _chip(
     "type",
     field="ecc_isolated_pages",
 )
+VOLTAGE = _chip("npu_voltage_volts", "Chip supply voltage, volts (npu-smi `-t volt`).", field="voltage_volts")
+
+# Health and interconnect, per chip (`-t pcie-err`, `sensors`, `hccs`, `hccs-bw`, `sio-info`, `spod-info`).
+PCIE_ERRORS = _chip(
+    "npu_pcie_errors_total",
+    "PCIe link errors and retries of the chip (npu-smi `-t pcie-err`; `-t err-count` on Atlas 310): "
+    "tx, rx, lcrc, ecrc, retry; 310-class cards: pcs_rx, phy_lane, dl_lcrc, dl_dcrc.",
+    "type",
+    field="pcie_errors",
+    kind="counter",
+)
+SENSOR_TEMPERATURE = _chip(
+    "npu_sensor_temperature_celsius",
+    "Chip sensor temperatures, degrees Celsius (npu-smi `-t sensors`): soc_max (hottest SoC point), sfp, ndie, "
+    "hbm (the same reading as npu_hbm_temperature_celsius); a sensor that reads NA is absent.",
+    "sensor",
+    field="sensor_temperatures",
+)
+HCCS_HEALTHY = _chip(
+    "npu_hccs_healthy",
+    "1 when npu-smi reports the chip's HCCS links healthy (`-t hccs` health status OK), 0 when NOK.",
+    field="hccs_healthy",
+)
+HCCS_LINK_INFO = _chip(
+    "npu_hccs_link_info",
+    "An HCCS link's lanes in use (lane_mode), its lane bitmap (lane_list) and speed in Gbit/s (lane_mode x 56); value 1.",
+    "link",
+    "lane_mode",
+    "lane_list",
+    "speed_gbps",
+    field="hccs_links",
+)
+HCCS_PACKETS = _chip(
+    "npu_hccs_packets_total",
+    "Packets sent (tx) and received (rx) on an HCCS link.",
+    "link",
+    "direction",
+    field="hccs_links",
+    kind="counter",
+)
+HCCS_BYTES = _chip(
+    "npu_hccs_bytes_total",
+    "Bytes sent (tx) and received (rx) on an HCCS link (npu-smi counts 20 bytes a packet).",
+    "link",
+    "direction",
+    field="hccs_links",
+    kind="counter",
+)
+HCCS_RETRIES = _chip("npu_hccs_retries_total", "Retransmissions on an HCCS link.", "link", field="hccs_links", kind="counter")
+HCCS_ERRORS = _chip("npu_hccs_errors_total", "CRC errors on an HCCS link.", "link", field="hccs_links", kind="counter")
+HCCS_BANDWIDTH = _chip(
+    "npu_hccs_bandwidth_bytes_per_second",
+    "HCCS link bandwidth, bytes per second, averaged over npu-smi's sampling time (`-t hccs-bw`).",
+    "link",
+    "direction",
+    field="hccs_bandwidth",
+)
+SIO_ERRORS = _chip(
+    "npu_sio_errors_total",
+    "CRC errors on the die-to-die (SIO) link, by direction (npu-smi `-t sio-info`).",
+    "direction",
+    field="sio_errors",
+    kind="counter",
+)
+SUPERPOD_INFO = _chip(
+    "npu_superpod_info",
+    "Where the chip sits in an A3/950 super pod (npu-smi `-t spod-info`); value 1.",
+    "super_pod_id",
+    "super_pod_size",
+    "server_index",
+    "sdid",
+    field="superpod",
+)
 
 # How the three ECC families differ, for the metric reference.
 ECC_NOTE = """\
@@ -224,9 +297,23 @@ CHIP_GAUGES = (
     HBM_TEMPERATURE,
     AICORE_FREQ,
     AICORE_RATED_FREQ,
+    VOLTAGE,
 )
 # Per chip, memory (hbm, ddr) and type (single_bit, double_bit): `-t ecc` (ChipSample EccCount fields).
 ECC_METRICS = (ECC_ERRORS, ECC_AGGREGATE_ERRORS, ECC_ISOLATED_PAGES)
+HARDWARE_METRICS = (
+    PCIE_ERRORS,
+    SENSOR_TEMPERATURE,
+    HCCS_HEALTHY,
+    HCCS_LINK_INFO,
+    HCCS_PACKETS,
+    HCCS_BYTES,
+    HCCS_RETRIES,
+    HCCS_ERRORS,
+    HCCS_BANDWIDTH,
+    SIO_ERRORS,
+    SUPERPOD_INFO,
+)
 CHIP_METRICS = (
     DEVICE_INFO,
     DRIVER_INFO,
@@ -242,5 +329,6 @@ CHIP_METRICS = (
     ENERGY_SKIPPED,
     PEAK_FLOPS,
     *ECC_METRICS,
+    *HARDWARE_METRICS,
 )
 PROCESS_METRICS = (PROCESS_MEMORY,)

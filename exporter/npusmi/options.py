@@ -23,9 +23,14 @@ MAX_EXPECTED_CHIPS = 1024  # far above any node (16 dies on an Atlas A3), far be
 parse_count = whole_number(0, MAX_EXPECTED_CHIPS)  # chips this node should have; 0: none
 
 
-# The per-card `-t` queries the source knows (health is per chip, and only for chips not OK;
-# current-fault-event only Ascend 950 answers: opt-in, as every other product refuses it).
-DETAIL_KINDS = ("usages", "common", "ecc", "memory", "health", "current-fault-event")
+# The per-card `-t` queries the source knows (current-fault-event only Ascend 950 answers:
+# opt-in, as every other product refuses it); health is per chip, and only for chips not OK.
+CARD_KINDS = ("usages", "common", "ecc", "memory", "current-fault-event")
+# The per-chip health and interconnect queries (queries.py; spod-info at inventory time); each is
+# asked only where the product answers it (a "does not support querying" answer is remembered).
+HARDWARE_KINDS = ("volt", "pcie-err", "sensors", "sio-info", "hccs", "hccs-bw", "spod-info")
+DETAIL_KINDS = (*CARD_KINDS, "health", *HARDWARE_KINDS)
+OPT_IN_KINDS = ("memory", "current-fault-event")  # not in the default list
 
 
 @dataclass(frozen=True)
@@ -40,9 +45,13 @@ class NpuSmiOptions:
         "1h", parse_duration, "how often `info -m` and board ids are re-read (also on chip-set change)", metavar="DURATION", serve_only=True
     )
     details: tuple[str, ...] = option(
-        "usages,common,ecc,health",
+        ",".join(k for k in DETAIL_KINDS if k not in OPT_IN_KINDS),
         subset(*DETAIL_KINDS),
-        "`-t` queries (per card; health per chip, only when not OK): " + ",".join(DETAIL_KINDS),
+        "`-t` queries: "
+        + ",".join(CARD_KINDS)
+        + " per card; health per chip, only when not OK; "
+        + ",".join(HARDWARE_KINDS)
+        + " per chip where the product answers them (pcie-err falls back to err-count on Atlas 310)",
         metavar="LIST",
     )
     fault_codes: str | None = option(
@@ -50,6 +59,23 @@ class NpuSmiOptions:
         optional_text,
         "fault-code table (JSON, the shape of the shipped one) used instead of the shipped table; re-read on SIGHUP",
         metavar="FILE",
+    )
+    hardware_interval: float = option(
+        "60s",
+        parse_duration,
+        "how often the per-chip volt, pcie-err, sensors, sio-info and hccs queries run (applied on SIGHUP)",
+        metavar="DURATION",
+        serve_only=True,
+    )
+    hccs_bw_interval: float = option(
+        "120s",
+        parse_duration,
+        "how often `-t hccs-bw` samples each chip's HCCS bandwidth, one chip at a time (applied on SIGHUP)",
+        metavar="DURATION",
+        serve_only=True,
+    )
+    hccs_bw_time: float = option(
+        "1s", parse_duration, "how long each `-t hccs-bw` call samples (its -time; the call blocks that long)", metavar="DURATION"
     )
     board: bool = option(True, parse_bool, "read `-t board -c` per chip at inventory time (die ids)")
     max_concurrency: int = option(4, parse_positive_int, "npu-smi calls running at once", metavar="N")

@@ -70,6 +70,15 @@ class ChipSample:
     ecc: tuple[EccCount, ...] = ()  # `-t ecc` Error Count (since last cleared)
     ecc_aggregate: tuple[EccCount, ...] = ()  # `-t ecc` Aggregate Total Err Cnt (lifetime)
     ecc_isolated_pages: tuple[EccCount, ...] = ()  # `-t ecc` Isolated Pages Count
+    voltage_volts: float | None = None  # `-t volt -c` Voltage(V)
+    pcie_errors: tuple[tuple[str, int], ...] = ()  # `-t pcie-err -c` / `err-count`: (type, count)
+    # `-t sensors -c`: (sensor, celsius) for soc_max, sfp, ndie; its HBM reading is hbm_temperature_celsius
+    sensor_temperatures: tuple[tuple[str, float], ...] = ()
+    hccs_healthy: bool | None = None  # `-t hccs -c` hccs health status (OK / NOK)
+    hccs_links: tuple[p.HccsLink, ...] = ()  # `-t hccs -c` per-link lists
+    hccs_bandwidth: tuple[tuple[int, str, float], ...] = ()  # `-t hccs-bw -c`: (link, tx|rx, bytes per second)
+    sio_errors: tuple[tuple[str, int], ...] = ()  # `-t sio-info -c`: (tx|rx, count)
+    superpod: p.SuperPod | None = None  # `-t spod-info -c` (inventory)
 
 
 @dataclass(frozen=True)
@@ -146,6 +155,7 @@ def detail_values(sample: ChipSample, details: dict[str, object]) -> dict[str, o
     memory = details.get("memory")
     if isinstance(memory, p.ChipMemory):
         changes["hbm_temperature_celsius"] = memory.hbm_temperature_celsius
+    changes.update(hardware_values(details))
     ecc = details.get("ecc")
     if isinstance(ecc, p.ChipEcc):
         # 910B/A3 print DDR lines although they have no DDR: only chips with DDR keep them.
@@ -172,6 +182,39 @@ def fault_values(sample: ChipSample, details: dict[str, object], table: FaultCod
         codes += tuple(event.event_id for event in events.events)
     errors = tuple(FaultCode(code, table.level(code)) for code in dict.fromkeys(codes))
     return {"health_errors": errors, "fault_level": faultlevels.most_severe(e.level for e in errors)}
+
+
+GB = 1e9  # `-t hccs-bw` prints GB/S
+
+
+def hardware_values(details: dict[str, object]) -> dict[str, object]:
+    """ChipSample fields from the per-chip health and interconnect records (queries.py)."""
+    changes: dict[str, object] = {}
+    volt = details.get("volt")
+    if isinstance(volt, p.ChipVoltage):
+        changes["voltage_volts"] = volt.voltage_volts
+    pcie = details.get("pcie-err")
+    if isinstance(pcie, p.ChipPcieErrors):
+        changes["pcie_errors"] = pcie.counts
+    sensors = details.get("sensors")
+    if isinstance(sensors, p.ChipSensors):
+        readings = dict(sensors.temperatures)
+        # One HBM temperature: the sensors' reading where printed, else `-t memory`'s.
+        if readings.get("hbm") is not None:
+            changes["hbm_temperature_celsius"] = readings["hbm"]
+        changes["sensor_temperatures"] = tuple((name, value) for name, value in sensors.temperatures if name != "hbm")
+    hccs = details.get("hccs")
+    if isinstance(hccs, p.ChipHccs):
+        changes.update(hccs_healthy=hccs.healthy, hccs_links=hccs.links)
+    bandwidth = details.get("hccs-bw")
+    if isinstance(bandwidth, p.ChipHccsBandwidth):
+        changes["hccs_bandwidth"] = tuple(
+            (link, direction, value * GB) for link, tx, rx in bandwidth.links for direction, value in (("tx", tx), ("rx", rx))
+        )
+    sio = details.get("sio-info")
+    if isinstance(sio, p.ChipSio):
+        changes["sio_errors"] = tuple((d, n) for d, n in (("tx", sio.tx_errors), ("rx", sio.rx_errors)) if n is not None)
+    return changes
 
 
 def has_ddr(chip: p.InfoChip) -> bool:

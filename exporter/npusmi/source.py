@@ -12,7 +12,11 @@ npu-smi costs about a second per call on real hosts, so the schedule keeps spawn
   (HBM temperature) and, on Ascend 950, `-t current-fault-event` (its event ids are fault codes).
   Each is one call per card, not per chip. `-t health -i N -c C` (error
   codes) is per chip, and only for chips whose overview health is not OK: a healthy node
-  pays nothing for it.
+  pays nothing for it;
+- every ``hardware_interval`` (default 60 s): per chip `-t volt`, `pcie-err`, `sensors`,
+  `sio-info`, `hccs -c`; every ``hccs_bw_interval`` (default 120 s) `-t hccs-bw`, one chip at a
+  time (queries.py); at inventory time `-t spod-info` per chip. A type a card answers it does
+  not support is not asked again until the inventory changes.
 
 A failing call or card is recorded by reason and hides nothing else.
 """
@@ -20,10 +24,12 @@ A failing call or card is recorded by reason and hides nothing else.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from exporter.core import clock
@@ -34,7 +40,7 @@ from exporter.core.sampler import Task
 from exporter.npusmi import parse as p
 from exporter.npusmi.energy import EnergyIntegrator
 from exporter.npusmi.faultcodes import FaultCodeTable, load_fault_codes
-from exporter.npusmi.options import DETAIL_KINDS, NpuSmiOptions
+from exporter.npusmi.options import CARD_KINDS, DETAIL_KINDS, NpuSmiOptions
 from exporter.npusmi.part import (
     ChipSample,
     DevicesPart,
@@ -47,8 +53,13 @@ from exporter.npusmi.part import (
 )
 from exporter.npusmi.pci import PciCount, pci_count
 from exporter.npusmi.peak import merged, peaks_of
+from exporter.npusmi.queries import CHIP_QUERIES, GROUPS, SUPERPOD, ChipQuery, Group, Unsupported, group_queries, is_unsupported, records_of
+
+log = logging.getLogger("exporter.npusmi")
 
 ChipKey = tuple[int, int]  # (npu id, chip index)
+# The options a SIGHUP applies without a restart: when each task runs.
+LIVE_OPTIONS = ("interval", "detail_interval", "inventory_interval", "hardware_interval", "hccs_bw_interval")
 
 
 class NpuSmiSource:
@@ -84,6 +95,7 @@ class NpuSmiSource:
         self._known: dict[ChipKey, p.InfoChip] = {}  # every chip ever seen, for npu_up 0
         self._map: dict[ChipKey, p.ChipMapEntry] = {}
         self._map_keys: frozenset[ChipKey] | None = None
+        self._map_driver: str | None = None  # the driver version the inventory was read under
         self._inventory_at: float | None = None
         self._boards: dict[ChipKey, p.BoardInfo] = {}
         self._details: dict[tuple[str, ChipKey], Stamped[object]] = {}
@@ -91,6 +103,8 @@ class NpuSmiSource:
         self._pci: PciCount | None = None  # Ascend PCI functions in sysfs, read with the inventory
         self.peaks = merged(options.peak_flops)  # model -> precision -> FLOP/s
         self.energy = EnergyIntegrator()  # fed by every power read: `info` Power(W), 310P card power
+        self._superpods: dict[ChipKey, p.SuperPod] = {}  # `-t spod-info`, read with the inventory
+        self.unsupported = Unsupported()
 
     # --- scheduled work ------------------------------------------------------------------
 
@@ -126,20 +140,26 @@ class NpuSmiSource:
             failures.append(Failure("info -m", exc.reason, str(exc)))
         else:
             self._map = {(e.npu_id, e.chip_id): e for e in entries if e.is_chip}
-        self._map_keys = self._overview_keys()
+        self._map_keys, self._map_driver = self._overview_keys(), self._driver()
+        self.unsupported.renew((self._map_keys, self._map_driver))
         subjects = ["info -m"]
+        keys = sorted(self._overview_keys() or self._map)
         if self.options.board:
-            keys = sorted(self._overview_keys() or self._map)
             subjects += [f"board -i {n} -c {c}" for n, c in keys]
             results = await asyncio.gather(*(self._board(key) for key in keys))
             failures += [f for f in results if f is not None]
+        if SUPERPOD.kind in self.options.details:
+            pods = await asyncio.gather(*(self._chip_query(SUPERPOD, key) for key in keys))
+            self._superpods = {key: records_of(found)[0] for key, (_, _, found) in zip(keys, pods) if found is not None}
+            failures += [f for f, _, _ in pods if f is not None]
+            subjects += [subject for _, subject, _ in pods if subject is not None]
         self.health[self.INVENTORY].record(time.monotonic() - start, failures, subjects)
 
     async def refresh_details(self) -> None:
         """Per-card `-t` queries, concurrently within the runner's bound."""
         start = time.monotonic()
         npus = sorted({npu for npu, _ in self._overview_keys() or self._known})
-        jobs = [(kind, npu) for npu in npus for kind in self.options.details if kind != "health"]
+        jobs = [(kind, npu) for npu in npus for kind in self.options.details if kind in CARD_KINDS]
         unwell = self._unwell_chips() if "health" in self.options.details else []
         results = await asyncio.gather(
             *(self._detail(kind, npu) for kind, npu in jobs),
@@ -156,12 +176,44 @@ class NpuSmiSource:
         that does not load keeps the one in use (FaultCodeError); the next part uses the new one."""
         self.fault_codes = load_fault_codes(path)
 
+    async def refresh_group(self, group: Group) -> None:
+        """One schedule group of per-chip queries (queries.py) for every chip in the overview."""
+        start = time.monotonic()
+        queries = group_queries(group, self.options.details)
+        jobs = [(query, key) for key in sorted(self._overview_keys()) for query in queries]
+        if group.serial:
+            results = [await self._chip_query(query, key) for query, key in jobs]
+        else:
+            results = list(await asyncio.gather(*(self._chip_query(query, key) for query, key in jobs)))
+        now = self.clock()
+        for (query, _), (_, _, found) in zip(jobs, results):
+            for record in records_of(found) if found is not None else ():
+                self._details[(query.kind, (record.npu_id, record.chip_id))] = Stamped(record, now)
+        failures = [f for f, _, _ in results if f is not None]
+        self.health[group.task].record(time.monotonic() - start, failures, [s for _, s, _ in results if s is not None])
+
     def tasks(self) -> list[Task]:
-        """The sampler's tasks, in first-run order (readiness waits on the first)."""
-        out = [Task(self.INFO, self.options.interval, self.refresh_overview)]
-        if self.options.details:
-            out.append(Task(self.DETAILS, self.options.detail_interval, self.refresh_details))
+        """The sampler's tasks, in first-run order (readiness waits on the first). Intervals are
+        read from ``self.options`` before each wait, so :meth:`apply` changes them live."""
+        out = [Task(self.INFO, self.options.interval, self.refresh_overview, period=lambda: self.options.interval)]
+        if set(self.options.details) & {*CARD_KINDS, "health"}:
+            out.append(Task(self.DETAILS, self.options.detail_interval, self.refresh_details, period=lambda: self.options.detail_interval))
+        for group in GROUPS:
+            if group_queries(group, self.options.details):
+                out.append(
+                    Task(group.task, self._interval(group), partial(self.refresh_group, group), period=partial(self._interval, group))
+                )
         return out
+
+    def apply(self, options: NpuSmiOptions) -> None:
+        """New intervals (a SIGHUP reload): each task waits by them at once (the sampler reads them)."""
+        changed = {name: getattr(options, name) for name in LIVE_OPTIONS if getattr(options, name) != getattr(self.options, name)}
+        if changed:
+            self.options = replace(self.options, **changed)
+            log.info("SIGHUP: npu-smi intervals applied", extra={"options": ",".join(f"npu_smi.{name}" for name in changed)})
+
+    def _interval(self, group: Group) -> float:
+        return float(getattr(self.options, group.interval))
 
     # --- building the snapshot part ----------------------------------------------------------
 
@@ -197,6 +249,7 @@ class NpuSmiSource:
             bus_id=chip.bus_id,
             phy_id=chip.phy_id if chip.phy_id is not None else (mapped.phy_id if mapped else None),
             vdie_id=board.vdie_id if board else None,
+            superpod=self._superpods.get(key),
         )
         if not up:
             return sample  # identity only: a chip we cannot read has no values
@@ -221,9 +274,15 @@ class NpuSmiSource:
         out = {}
         for kind in DETAIL_KINDS:
             stamped = self._details.get((kind, key))
-            if stamped is not None and stamped.fresh(now, self.max_age):
+            if stamped is not None and stamped.fresh(now, self._max_age(kind)):
                 out[kind] = stamped.value
         return out
+
+    def _max_age(self, kind: str) -> float:
+        """max_age, or two of its group's intervals where that is longer (hccs-bw's 120 s by
+        default): a reading is served until its next run is overdue."""
+        group = next((q.group for q in CHIP_QUERIES if q.kind == kind), None)
+        return self.max_age if group is None else max(self.max_age, 2 * self._interval(group))
 
     def _processes(self, table: p.InfoTable | None) -> tuple[ProcessSample, ...]:
         if table is None or not table.processes:
@@ -258,6 +317,26 @@ class NpuSmiSource:
             return Failure(f"board -i {npu} -c {chip}", exc.reason, str(exc))
         self._boards[key] = board
         return None
+
+    async def _chip_query(self, query: ChipQuery, key: ChipKey) -> tuple[Failure | None, str | None, object | None]:
+        """(failure, subject, parsed result) of one per-chip query; the subject is None when every
+        type of the query is known to be unsupported by this card (nothing was asked)."""
+        npu, chip = key
+        subject = None
+        for kind in query.types:
+            if (kind, npu) in self.unsupported:
+                continue
+            subject = f"{kind} -i {npu} -c {chip}"
+            try:
+                text = (await self._run("info", "-t", kind, "-i", str(npu), "-c", str(chip), *query.args(self.options))).output
+                return None, subject, query.parse(text, npu_id=npu, chip_id=chip)
+            except p.NpuSmiError as exc:
+                if not is_unsupported(exc):
+                    return Failure(subject, exc.reason, str(exc)), subject, None
+                self.unsupported.add(kind, npu)  # a fact about the product: try the next spelling
+            except RunError as exc:
+                return Failure(subject, exc.reason, str(exc)), subject, None
+        return None, subject, None
 
     async def _health_detail(self, key: ChipKey) -> Failure | None:
         npu, chip = key
@@ -297,12 +376,17 @@ class NpuSmiSource:
             return frozenset()
         return frozenset((c.npu_id, c.chip_id) for c in self._table.chips)
 
+    def _driver(self) -> str | None:
+        return self._table.driver_version if self._table_ok and self._table else None
+
     def _inventory_due(self) -> bool:
         if self._inventory_at is None:
             return True
         keys = self._overview_keys()
         if keys and keys != self._map_keys:
             return True  # chips appeared or disappeared: ids may have moved
+        if keys and self._driver() != self._map_driver:
+            return True  # a new driver: ids, and the types the cards answer, may have changed
         return self.clock() - self._inventory_at >= self.options.inventory_interval
 
 

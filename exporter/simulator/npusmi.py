@@ -9,6 +9,8 @@ file whose fault spec is re-read on every call), so a wrapper script can
 stand in for `npu-smi` unchanged. CANN_SIM_TIME / --time freeze the clock (epoch seconds).
 Supported: `-v`, `info`, `info -h`, `info -m`, `info -l`,
 `info -t usages|common|memory|power|temp|health|ecc|board|proc-mem|current-fault-event -i N [-c C]`,
+`info -t volt|pcie-err|err-count|sensors|sio-info|hccs|spod-info -i N [-c C]`,
+`info -t hccs-bw -i N -c C [-time MS]` (sleeps MS, at most 10 s, as the real call blocks),
 `info watch [-i N] [-c C] [-d 1..100] [-s ptaicmbnu] [--count N]` (--count is ours).
 
 Output goes to stdout, as npu-smi's printf does. Exit codes are not captured from real
@@ -28,6 +30,7 @@ from io import BufferedIOBase
 from exporter.simulator import faults as faultlib
 from exporter.simulator import render, watch
 from exporter.simulator.faults import Fault
+from exporter.simulator.hardware import MAX_SAMPLE_MS
 from exporter.simulator.models import MODEL_NAMES, get_model
 from exporter.simulator.options import run_main, split_options
 from exporter.simulator.scenarios import (
@@ -80,6 +83,7 @@ class Command:
     delay: int = 1
     letters: str | None = None
     count: int | None = None
+    sample_ms: int | None = None  # `-t hccs-bw -time MS`
 
 
 @dataclass(frozen=True)
@@ -163,7 +167,8 @@ def _param_error(flag: str) -> Result:
 
 def _parse_type_query(args: Sequence[str]) -> Command | Result:
     pairs = _pairs(args)
-    if pairs is None or not set(pairs) <= {"-t", "-i", "-c"} or "-t" not in pairs:
+    allowed = {"-t", "-i", "-c", "-time"} if pairs and pairs.get("-t") == "hccs-bw" else {"-t", "-i", "-c"}
+    if pairs is None or not set(pairs) <= allowed or "-t" not in pairs:
         return Result(render.USAGE_INFO + "\n", EXIT_INVALID)
     if pairs["-t"] not in render.RENDERERS:
         return Result(render.INVALID_TYPE, EXIT_INVALID)
@@ -172,7 +177,10 @@ def _parse_type_query(args: Sequence[str]) -> Command | Result:
         return _param_error("-i")
     if "-c" in pairs and chip_id is None:
         return _param_error("-c")
-    return Command(pairs["-t"], npu_id=npu_id, chip_id=chip_id)
+    sample_ms = _int(pairs.get("-time", "1000"))
+    if sample_ms is None or sample_ms <= 0:
+        return _param_error("-time")
+    return Command(pairs["-t"], npu_id=npu_id, chip_id=chip_id, sample_ms=sample_ms if pairs["-t"] == "hccs-bw" else None)
 
 
 def _parse_watch(args: Sequence[str]) -> Command | Result:
@@ -295,6 +303,8 @@ def run(options: SimOptions, args: Sequence[str], out: BufferedIOBase) -> int:
     if command.key == "watch":
         return _watch(command, options, faults, out)
     result = execute(command, _state(options, t0, faults))
+    if command.sample_ms is not None and result.code == EXIT_OK:
+        time.sleep(min(command.sample_ms, MAX_SAMPLE_MS) / 1000)  # hccs-bw samples before it answers
     _write(out, _transform(result.text.encode(), faults, options, t0))
     return _exit_code(result.code, faults)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from exporter.simulator.faultevents import render_current_fault_event
+from exporter.simulator.hardware import HARDWARE_RENDERERS
 from exporter.simulator.models import FAMILY_310P, FAMILY_910_93, NodeModel
 from exporter.simulator.scenarios import CardState, ChipState, NodeState
 
@@ -472,4 +473,5 @@ RENDERERS = {
     "board": render_board,
     "proc-mem": render_proc_mem,
     "current-fault-event": render_current_fault_event,
+    **HARDWARE_RENDERERS,  # volt, pcie-err, err-count, sensors, sio-info, hccs, hccs-bw, spod-info
 }

@@ -15,7 +15,8 @@ Scenario properties (chips named by logic id, i.e. the `-m` Chip Logic ID):
 - ``degraded``: healthy load, except logic id 2 (Health ``Critical``, 0 % AI Core, three error
   codes at the SeparateNPU, RestartNPU and RestartRequest levels, growing HBM ECC counts and isolated pages, single- and double-bit); the NPU holding the highest logic id is missing
   from every output (`-i` on it gives "Invalid card id."); `-t usages` and `-t common` for
-  the NPU holding logic id 5 fail with the dcmi -8005 error.
+  the NPU holding logic id 5 fail with the dcmi -8005 error; logic id 3 has one failing HCCS
+  link (`DEGRADED_HCCS_LOGIC_ID`: health NOK, CRC errors and retries growing on link 2).
 - ``idle``: 0 % everywhere, no processes, only the driver-reserved memory in use.
 """
 
@@ -35,6 +36,7 @@ DEGRADED_CRITICAL_LOGIC_ID = 2
 DEGRADED_FAILING_LOGIC_ID = 5
 DEGRADED_FAILING_SUBCOMMANDS = ("usages", "common")
 DEGRADED_ERROR_CODE = -8005
+DEGRADED_HCCS_LOGIC_ID = 3
 FLAP_LOGIC_ID = 0  # the `flap` fault hides this chip's NPU on odd minutes
 SAWTOOTH_PERIOD_S = 60.0
 

@@ -115,3 +115,23 @@ def test_sighup_rereads_the_fault_code_table(start: Callable[..., object], tmp_p
     log = hup_and_wait(exporter, "SIGHUP: the configuration has problems")
     assert "npu_smi.fault_codes: " in log.split("SIGHUP: the configuration has problems")[-1].splitlines()[0]
     assert separate(exporter.metrics()) == "SubHealthFault"
+
+
+def test_sighup_applies_new_npu_smi_intervals(start: Callable[..., object], tmp_path: Path) -> None:
+    """A group whose interval was an hour runs again within seconds of a SIGHUP that sets 2s:
+    the waiting task reads its new interval; the change is not logged as needing a restart."""
+    from tests.support.exposition import value
+
+    config = write(tmp_path / "config.yaml", "npu_smi:\n  details: [volt]\n  hardware_interval: 1h\n")
+    exporter = start("--simulate", "--no-hccn.enabled", "--config", str(config))
+
+    def last_run(found: dict) -> float | None:
+        return value(found, "cann_exporter_source_last_success_timestamp_seconds", source="npu_smi_hardware")
+
+    first = last_run(exporter.wait_for(lambda f: last_run(f) is not None))
+    write(config, "npu_smi:\n  details: [volt]\n  hardware_interval: 2s\n")
+    log = hup_and_wait(exporter, "SIGHUP: npu-smi intervals applied")
+    assert "npu_smi.hardware_interval" in log.split("SIGHUP: npu-smi intervals applied")[-1].splitlines()[0]
+    assert "the changes take effect at the next restart" not in log
+    exporter.wait_for(lambda f: (last_run(f) or 0) > first, deadline=60)
+    assert exporter.terminate_within(15) == 0

@@ -203,6 +203,19 @@ def simulated(tmp_path: Path) -> str:
     return node_exposition(**{"simulator.scenario": "healthy", "npu_smi.details": "", "npu_smi.board": "false"})
 
 
+def simulated_hardware(tmp_path: Path) -> str:
+    """The health and interconnect types: the simulated A3 (two dies per NPU, super pod) answers them all."""
+    return node_exposition(
+        **{
+            "simulator.scenario": "degraded",
+            "simulator.model": "a3",
+            "npu_smi.details": "volt,pcie-err,sensors,sio-info,hccs,hccs-bw,spod-info",
+            "npu_smi.hccs_bw_time": "10ms",
+            "npu_smi.board": "false",
+        }
+    )
+
+
 def hccn_port(command: tuple[str, ...]) -> str:
     """One 910B3 chip's port, every command asked once."""
     chip = ChipSample(npu=0, chip=0, device=0, up=True, model="910B3")
@@ -318,6 +331,7 @@ PRODUCERS = (
     npu_smi_310p,
     npu_smi_health,
     simulated,
+    simulated_hardware,
     hccn_tool,
     hccn_tool_simulated,
     kubelet,

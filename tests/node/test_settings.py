@@ -21,7 +21,19 @@ def test_defaults():
     settings = build_settings()
     assert (settings.listen_host, settings.listen_port) == ("", 9435)
     assert settings.npu_smi.interval == 10 and settings.npu_smi.detail_interval == 60
-    assert settings.npu_smi.details == ("usages", "common", "ecc", "health")
+    assert settings.npu_smi.details == (
+        "usages",
+        "common",
+        "ecc",
+        "health",
+        "volt",
+        "pcie-err",
+        "sensors",
+        "sio-info",
+        "hccs",
+        "hccs-bw",
+        "spod-info",
+    )
     assert settings.simulator.scenario is None
     assert (settings.collector.devices, settings.collector.processes, settings.collector.self) == (True, True, True)
 

@@ -43,6 +43,14 @@ def test_error_fixtures(name: str, reason: str, code: int | None, message: str) 
     assert (raised.value.reason, raised.value.code) == (reason, code)
 
 
-@pytest.mark.parametrize("name", sorted(p.stem for p in FIXTURES.glob("info*.txt")))
+@pytest.mark.parametrize("name", sorted(p.stem for p in FIXTURES.glob("info*.txt") if not p.stem.endswith("__unsupported")))
 def test_good_outputs_are_not_errors(name: str) -> None:
     assert detect_error(load(name)) is None
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in FIXTURES.glob("info*__unsupported.txt")))
+def test_unsupported_answers(name: str) -> None:
+    # A product without the query: reason not_supported, the answer line as the message.
+    error = detect_error(load(name))
+    assert error is not None and error.reason == "not_supported"
+    assert error.message == load(name).strip()

@@ -17,16 +17,25 @@ from exporter.npusmi.parse.details import (
     parse_usages,
 )
 from exporter.npusmi.parse.faultevents import ChipFaultEvents, parse_current_fault_event
+from exporter.npusmi.parse.hardware import parse_pcie_errors, parse_sensors, parse_sio, parse_superpod, parse_volt
+from exporter.npusmi.parse.hccs import parse_hccs, parse_hccs_bandwidth
 from exporter.npusmi.parse.inventory import parse_board, parse_chip_map
 from exporter.npusmi.parse.records import (
     BoardInfo,
     ChipEcc,
+    ChipHccs,
+    ChipHccsBandwidth,
     ChipHealth,
     ChipMapEntry,
     ChipMemory,
+    ChipPcieErrors,
+    ChipSensors,
+    ChipSio,
     ChipUsages,
+    ChipVoltage,
     CommonInfo,
     NpuSmiError,
+    SuperPod,
 )
 from tests.support.paths import NPU_SMI_FIXTURES
 
@@ -44,6 +53,14 @@ PARSERS = [
     (partial(parse_ecc, npu_id=0), ChipEcc),
     (partial(parse_board, npu_id=0), BoardInfo),
     (partial(parse_current_fault_event, npu_id=0), ChipFaultEvents),
+    (partial(parse_volt, npu_id=0), ChipVoltage),
+    (partial(parse_pcie_errors, npu_id=0), ChipPcieErrors),
+    (partial(parse_sensors, npu_id=0), ChipSensors),
+    (partial(parse_sio, npu_id=0), ChipSio),
+    (partial(parse_superpod, npu_id=0, chip_id=1), SuperPod),
+    (partial(parse_hccs, npu_id=0, chip_id=1), ChipHccs),
+    (partial(parse_hccs_bandwidth, npu_id=0), ChipHccsBandwidth),
+    (parse_volt, ChipVoltage),
     (parse_usages, ChipUsages),  # without npu_id: a missing NPU ID must still be an NpuSmiError
     (parse_health, ChipHealth),
     (parse_current_fault_event, ChipFaultEvents),
@@ -83,6 +100,12 @@ FRAGMENTS = st.sampled_from(
         "Fault Event Count : 2\n",
         "Fault Event Information : event id=0x81AF8000, severity=2\n",
         "event id=",
+        "Voltage(V) : ",
+        "hccs tx packets : [1 2 ",
+        "]\n",
+        "hccs health status : NOK\n",
+        "hccs link  tx_bandwidth(GB/S)  rx_bandwidth(GB/S)\n",
+        "total 1.0 2.0\n",
     ]
 )
 INSERT = st.one_of(FRAGMENTS, st.text(max_size=12))

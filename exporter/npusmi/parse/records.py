@@ -208,3 +208,93 @@ class BoardInfo:
     pcie_bus_info: str | None = None
     chip_count: int | None = None
     fields: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # every key/value as printed
+
+
+# --- health and interconnect: `-t volt|pcie-err|err-count|sensors|sio-info|hccs|hccs-bw|spod-info` ---
+
+
+@dataclass(frozen=True)
+class ChipVoltage:
+    """`-t volt`, one chip (the MCU block of 310B is not a chip: left out)."""
+
+    npu_id: int
+    chip_id: int
+    voltage_volts: float | None = None  # "Voltage(V)"; NA -> None
+
+
+@dataclass(frozen=True)
+class ChipPcieErrors:
+    """`-t pcie-err` (910B/A3/950, 310P cards) or `-t err-count` (Atlas 310 cards), one chip."""
+
+    npu_id: int
+    chip_id: int
+    counts: tuple[tuple[str, int], ...] = ()  # (type, count): tx, rx, lcrc, ecrc, retry; 310-class pcs_rx, phy_lane, dl_lcrc, dl_dcrc
+
+
+@dataclass(frozen=True)
+class ChipSensors:
+    """`-t sensors`, one chip: the readings printed, NA left out."""
+
+    npu_id: int
+    chip_id: int
+    temperatures: tuple[tuple[str, float], ...] = ()  # (sensor, celsius): soc_max, sfp, ndie, hbm
+
+
+@dataclass(frozen=True)
+class ChipSio:
+    """`-t sio-info`, one chip: die-to-die (SIO) link CRC errors."""
+
+    npu_id: int
+    chip_id: int
+    tx_errors: int | None = None  # "TX Error Count"
+    rx_errors: int | None = None  # "RX Error Count"
+
+
+@dataclass(frozen=True)
+class HccsLink:
+    """One HCCS link of `-t hccs -c`: the link is its position in npu-smi's bracketed lists."""
+
+    link: int
+    lane_mode: int | None = None  # "hccs lane mode": lanes in use (0, 1, 2, 4)
+    lane_list: str | None = None  # "hccs link lane list": one 0/1 digit per lane
+    speed_gbps: int | None = None  # "hccs link speed": lane mode x 56 Gbit/s
+    tx_packets: int | None = None
+    tx_bytes: int | None = None  # npu-smi prints packets x 20
+    rx_packets: int | None = None
+    rx_bytes: int | None = None
+    retries: int | None = None  # "hccs retry count"
+    errors: int | None = None  # "hccs error count" (CRC errors)
+
+
+@dataclass(frozen=True)
+class ChipHccs:
+    """`-t hccs -i N -c C`, one chip (310P prints counters only: no health, lanes or speed)."""
+
+    npu_id: int
+    chip_id: int
+    healthy: bool | None = None  # "hccs health status": OK -> True, NOK -> False
+    first_error_lane: int | None = None  # "hccs first error lane"; NA -> None
+    links: tuple[HccsLink, ...] = ()
+
+
+@dataclass(frozen=True)
+class ChipHccsBandwidth:
+    """`-t hccs-bw -i N -c C -time MS`: the table's rows, ``total`` left out."""
+
+    npu_id: int
+    chip_id: int
+    links: tuple[tuple[int, float, float], ...] = ()  # (link by row position, tx GB/s, rx GB/s)
+
+
+@dataclass(frozen=True)
+class SuperPod:
+    """`-t spod-info -i N -c C`: where the chip sits in an A3/950 super pod."""
+
+    npu_id: int
+    chip_id: int
+    sdid: int | None = None  # "SDID": the super-pod device id
+    super_pod_size: int | None = None
+    super_pod_id: int | None = None
+    server_index: int | None = None
+    chassis_id: int | None = None  # 950 only
+    super_pod_type: str | None = None  # 950 only
