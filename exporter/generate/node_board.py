@@ -7,6 +7,7 @@ from grafana_foundation_sdk.models import dashboard as dm
 from exporter.generate.alert_facts import has_alert, page_isolation
 from exporter.generate.common import num, pct
 from exporter.generate.fault_panels import fault_level_history
+from exporter.generate.interconnect_row import interconnect_row
 from exporter.generate.network_row import network_row
 from exporter.generate.panels import (
     CHIP_LEGEND,
@@ -147,6 +148,7 @@ def node(table_: Thresholds) -> Board:
             description=pages.text if pages else "Pages the driver took out of use after ECC errors.",
         ),
     )
+    interconnect_row(b, table_)
     network_row(b, table_)
     b.row("Health, processes and pods")
     b.add(
