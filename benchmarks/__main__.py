@@ -43,8 +43,9 @@ KNOWN_KEYS = ("title", "summary", "figures", "tables", "raw", "notes", "command"
 OPT_IN = frozenset({"soak"})  # long-running, its own report (benchmarks/SOAK.md): `make soak`
 # Modules that need longer than --timeout at their default scale: their own limit, added to the
 # run's budget when they are in the run (fleet_capacity backfills and queries a month of a
-# 1,000-node fleet: about 3 hours on 2 cores, most of it promtool backfilling the rules).
-LONG_RUNNING = {"fleet_capacity": 4 * 3600.0}
+# 1,000-node fleet: about 3 hours on 2 cores, most of it promtool backfilling the rules;
+# npusmi_cadence serves two nodes for over two minutes each at npu-smi's real latency).
+LONG_RUNNING = {"fleet_capacity": 4 * 3600.0, "npusmi_cadence": 900.0}
 
 
 def discover() -> list[str]:

@@ -8,7 +8,8 @@ scheduling group (Linux autogroups), worth as much CPU as the whole exporter how
 and a round of per-chip calls (one simulated call costs a core for 0.1 s) then starved the
 event loop that answers /metrics and the kubelet's probes. An urgent call (the one-second
 overview a node's liveness rests on) waits ahead of the others, so a batch of per-card
-queries that fills every slot for seconds cannot age it out.
+queries that fills every slot for seconds cannot age it out; with ``reserve_urgent`` one slot
+is kept for it, so it never waits for a slow call (hccs-bw blocks for seconds) to end.
 """
 
 from __future__ import annotations
@@ -67,18 +68,24 @@ class RunResult:
 
 class Slots:
     """A counting semaphore whose urgent waiters are served before the others, each kind in
-    arrival order."""
+    arrival order. ``reserved`` slots are kept for urgent calls: the others never take the last
+    ones, so an urgent call never waits for a slow one to end."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, reserved: int = 0) -> None:
         self.free = count
+        self.reserved = max(0, min(reserved, count - 1))  # never every slot: the others must run
         self._waiters: tuple[deque[asyncio.Future[None]], deque[asyncio.Future[None]]] = (deque(), deque())
 
     @property
     def waiting(self) -> int:
         return sum(not w.done() for queue in self._waiters for w in queue)
 
+    def _takes(self, urgent: bool) -> bool:
+        return self.free > (0 if urgent else self.reserved)
+
     async def acquire(self, urgent: bool = False) -> None:
-        if self.free > 0 and not any(self._waiters):
+        ahead = self._waiters[0] if urgent else self._waiters[0] + self._waiters[1]
+        if self._takes(urgent) and not any(not w.done() for w in ahead):
             self.free -= 1
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -94,13 +101,13 @@ class Slots:
             raise
 
     def release(self) -> None:
-        for queue in self._waiters:
-            while queue:
+        self.free += 1
+        for urgent, queue in ((True, self._waiters[0]), (False, self._waiters[1])):
+            while queue and self._takes(urgent):
                 waiter = queue.popleft()
                 if not waiter.done():
+                    self.free -= 1
                     waiter.set_result(None)  # the slot goes straight to the waiter
-                    return
-        self.free += 1
 
     @contextlib.asynccontextmanager
     async def held(self, urgent: bool = False) -> AsyncIterator[None]:
@@ -121,12 +128,14 @@ class CommandRunner:
         max_output_bytes: int = 4 << 20,
         env: dict[str, str] | None = None,
         nice: int = 0,
+        reserve_urgent: bool = False,
     ) -> None:
+        """``reserve_urgent``: one slot (of two or more) is kept for urgent calls."""
         self.timeout = timeout
         self.nice = nice
         self.max_output_bytes = max_output_bytes
         self.env = env
-        self._slots = Slots(max_concurrency)
+        self._slots = Slots(max_concurrency, 1 if reserve_urgent else 0)
         use_pidfds()  # no waiter thread per call (children.py)
 
     async def run(self, argv: Sequence[str], timeout: float | None = None, *, urgent: bool = False) -> RunResult:

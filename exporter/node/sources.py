@@ -118,7 +118,11 @@ def npu_smi(b: Build) -> Source | None:
     elif b.single_scan:  # `once`: hccs-bw blocks its sampling time per chip, one chip after another
         options = replace(options, details=tuple(kind for kind in options.details if kind != "hccs-bw"))
     runner = CommandRunner(
-        timeout=options.timeout, max_concurrency=options.max_concurrency, max_output_bytes=options.max_output_bytes, nice=options.nice
+        timeout=options.timeout,
+        max_concurrency=options.max_concurrency,
+        max_output_bytes=options.max_output_bytes,
+        nice=options.nice,
+        reserve_urgent=True,  # the overview (utilization) never waits behind the per-chip queries
     )
     source = NpuSmiSource(options, runner, b.health, command=command, max_age=b.settings.max_age)
     if not npu_smi_needed(b.settings.collector):  # no task; its (empty) part still stands for the chips

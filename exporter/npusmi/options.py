@@ -78,7 +78,9 @@ class NpuSmiOptions:
         "1s", parse_duration, "how long each `-t hccs-bw` call samples (its -time; the call blocks that long)", metavar="DURATION"
     )
     board: bool = option(True, parse_bool, "read `-t board -c` per chip at inventory time (die ids)")
-    max_concurrency: int = option(4, parse_positive_int, "npu-smi calls running at once", metavar="N")
+    max_concurrency: int = option(
+        4, parse_positive_int, "npu-smi calls running at once (one of them kept for `npu-smi info`, the utilization read)", metavar="N"
+    )
     nice: int = nice_option("npu-smi")
     max_output_bytes: int = option(4 << 20, parse_positive_int, "larger npu-smi outputs are discarded", metavar="BYTES")
     expected_devices: int = option(

@@ -174,3 +174,22 @@ async def test_cancellation_kills_the_child():
     with pytest.raises(asyncio.CancelledError):
         await task
     assert running() == [] and zombies() == []
+
+
+async def test_a_reserved_slot_waits_for_the_urgent_call_only():
+    """With reserve_urgent, ordinary calls never take the last slot: an urgent call finds it free
+    while slow calls hold the others, and an ordinary one queues."""
+    slots = CommandRunner(timeout=60, max_concurrency=3, reserve_urgent=True)._slots
+    await slots.acquire()
+    await slots.acquire()
+    third = asyncio.create_task(slots.acquire())
+    while slots.waiting < 1:
+        await asyncio.sleep(0)
+    await asyncio.wait_for(slots.acquire(urgent=True), 1)  # at once, past the ordinary waiter
+    assert not third.done()
+    slots.release()  # the urgent call ends: its slot is kept back again
+    await asyncio.sleep(0)
+    assert not third.done()
+    slots.release()  # an ordinary call ends: the waiter takes its slot
+    await asyncio.wait_for(third, 1)
+    assert slots.free == 1 and CommandRunner(max_concurrency=1, reserve_urgent=True)._slots.reserved == 0
