@@ -66,10 +66,13 @@ STALE_CHIPS = spec("cann_exporter_stale_chips", "gauge", "Chips whose data is ol
 SOURCE_NOTE = f"""\
 ## Sources: whole and partial failures
 
-A source is one scheduled task (`npu_smi_info`, `npu_smi_details`, `npu_smi_inventory`,
-`hccn_*`, `podresources`, `profiles`). Each run tries *subjects*: for `npu_smi_details` one
-`-t KIND -i NPU` call per card and detail kind (`usages -i 3`), plus `health -i N -c C` per
-unwell chip; for `npu_smi_info` the one `info` call.
+A source is one scheduled task (`npu_smi_info`, `npu_smi_details`, `npu_smi_hardware`,
+`npu_smi_hccs_bw`, `npu_smi_inventory`, `hccn_*`, `podresources`, `profiles`). Each run tries
+*subjects*: for `npu_smi_details` one `-t KIND -i NPU` call per card and detail kind
+(`usages -i 3`), plus `health -i N -c C` per unwell chip; for `npu_smi_hardware` and
+`npu_smi_hccs_bw` one `-t KIND -i N -c C` call per chip and kind (`volt -i 0 -c 1`), except
+the kinds the card answered it does not support (asked once, not a failure); for
+`npu_smi_info` the one `info` call.
 
 - `cann_exporter_source_success` is 1 only when every subject of the latest run succeeded.
   When one card fails `-t usages` with -8005, it is 0 although the other cards' values are fresh.

@@ -108,8 +108,10 @@ class NpuSmiSource:
 
     # --- scheduled work ------------------------------------------------------------------
 
-    async def refresh_overview(self) -> None:
-        """`npu-smi info`, then the inventory when it is due."""
+    async def refresh_overview(self, inventory: bool = True) -> None:
+        """`npu-smi info`, then (``inventory``) the inventory when it is due. The sampler's task
+        leaves the inventory to its own task: a round of board and spod-info calls would hold
+        back the publication of this read and the next one."""
         start = time.monotonic()
         failures: list[Failure] = []
         try:
@@ -125,6 +127,11 @@ class NpuSmiSource:
             if table.process_error is not None:  # the chips are served; their processes are unknown
                 failures.append(Failure(self.PROCESSES, "truncated", table.process_error))
         self.health[self.INFO].record(time.monotonic() - start, failures, ["info", self.PROCESSES])
+        if inventory:
+            await self.refresh_inventory_when_due()
+
+    async def refresh_inventory_when_due(self) -> None:
+        """The inventory, at start, every inventory_interval and when the chips or the driver changed."""
         if self._inventory_due():
             await self.refresh_inventory()
 
@@ -195,7 +202,11 @@ class NpuSmiSource:
     def tasks(self) -> list[Task]:
         """The sampler's tasks, in first-run order (readiness waits on the first). Intervals are
         read from ``self.options`` before each wait, so :meth:`apply` changes them live."""
-        out = [Task(self.INFO, self.options.interval, self.refresh_overview, period=lambda: self.options.interval)]
+        every = self.options.interval
+        out = [
+            Task(self.INFO, every, partial(self.refresh_overview, inventory=False), period=lambda: self.options.interval),
+            Task(self.INVENTORY, every, self.refresh_inventory_when_due, period=lambda: self.options.interval),  # runs when due
+        ]
         if set(self.options.details) & {*CARD_KINDS, "health"}:
             out.append(Task(self.DETAILS, self.options.detail_interval, self.refresh_details, period=lambda: self.options.detail_interval))
         for group in GROUPS:
