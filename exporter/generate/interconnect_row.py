@@ -26,7 +26,8 @@ LINK_LEGEND = "{{device}} link {{link}}"
 
 
 def interconnect_row(b: Board, table_: Thresholds) -> None:
-    """The row; its first line leaves 8 columns beside the HCCS health for the fault level."""
+    """The row, in lines of 24 columns. The chip's fault level belongs first: added as an 8-wide
+    panel before HCCS health, that one narrows to 8."""
     spec = {
         name: table_.alert(name) if has_alert(table_, name) else None
         for name in ("NPUPCIeErrors", "NPUHCCSLinkDown", "NPUHCCSErrors", "NPUSIOErrors", "NPUSensorTemperatureHigh")
@@ -91,10 +92,21 @@ def interconnect_row(b: Board, table_: Thresholds) -> None:
             "npu_smi.hccs_bw_interval); transmit below zero. A link far below its peers is the suspect one.",
         ),
         graph(
+            "Die-to-die (SIO) errors (increase over 1h)",
+            q(f"increase(npu_sio_errors_total{{{CHIP_SEL}}}[1h])", "{{device}} {{direction}}"),
+            unit="short",
+            lo=0,
+            w=8,
+            steps=limit_steps(sio.threshold if sio else None, ORANGE),
+            description="npu-smi -t sio-info (Atlas A3 and 950: two dies per NPU)"
+            + fires(sio, f"; NPUSIOErrors fires above {num(sio.threshold or 0)} within {sio.range if sio else ''}."),
+        ),
+        graph(
             "Sensor temperatures",
             q(f"npu_sensor_temperature_celsius{{{CHIP_SEL}}}", "{{device}} {{sensor}}"),
             unit="celsius",
             w=12,
+            h=8,
             steps=limit_steps(hot),
             description="npu-smi -t sensors: SoC hottest point, SFP, NDIE, HBM (the same HBM reading as the Temperature panel)"
             + fires(
@@ -108,28 +120,18 @@ def interconnect_row(b: Board, table_: Thresholds) -> None:
             w=12,
             description="npu-smi -t volt: the chip's supply voltage.",
         ),
-        graph(
-            "Die-to-die (SIO) errors (increase over 1h)",
-            q(f"increase(npu_sio_errors_total{{{CHIP_SEL}}}[1h])", "{{device}} {{direction}}"),
-            unit="short",
-            lo=0,
-            w=8,
-            steps=limit_steps(sio.threshold if sio else None, ORANGE),
-            description="npu-smi -t sio-info (Atlas A3 and 950: two dies per NPU)"
-            + fires(sio, f"; NPUSIOErrors fires above {num(sio.threshold or 0)} within {sio.range if sio else ''}."),
-        ),
         grid(
             "HCCS links: lanes and speed",
             q(f"npu_hccs_link_info{{{CHIP_SEL}}}", table_format=True),
             hidden=("__name__", "job", "Value"),
-            w=8,
+            w=12,
             description="Lanes in use, the lane bitmap and the speed (Gbit/s, lanes x 56) of each link: a link with fewer lanes is degraded.",
         ),
         grid(
             "Super pod",
             q(f"npu_superpod_info{{{CHIP_SEL}}}", table_format=True),
             hidden=("__name__", "job", "Value"),
-            w=8,
+            w=12,
             description="npu-smi -t spod-info (A3 and 950 super pods): pod id, size, server index and SDID of each chip.",
         ),
     )

@@ -72,7 +72,9 @@ NETWORK_ALERTS = {
     "NPUOpticalTemperatureHigh",
     "NPUNetworkUnhealthy",
 }
-ALL_ALERTS = CONTRACT_ALERT_NAMES | NETWORK_ALERTS
+# The chip's own links and sensors (npu-smi -t pcie-err, hccs, sio-info, sensors).
+INTERCONNECT_ALERTS = {"NPUPCIeErrors", "NPUHCCSLinkDown", "NPUHCCSErrors", "NPUSIOErrors", "NPUSensorTemperatureHigh"}
+ALL_ALERTS = CONTRACT_ALERT_NAMES | NETWORK_ALERTS | INTERCONNECT_ALERTS
 
 JOB_ALERTS = {
     "NPUHotOperator",
@@ -230,6 +232,7 @@ def test_every_contract_alert_with_severity_summary_description_and_runbook() ->
             "CANNExporterSourceFailing",
             "NPUNetworkLinkDown",
             "NPUNetworkUnhealthy",
+            "NPUHCCSLinkDown",
             "CANNExporterSimulated",
         ):  # value is just 0/1
             assert "$value" in notes["description"], name
