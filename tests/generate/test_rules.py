@@ -474,7 +474,9 @@ def test_page_isolation_takes_its_numbers_from_the_table() -> None:
 def test_promtool_check_rules_on_every_rule_file() -> None:
     files = rule_files()
     assert len(files) >= 2
-    result = subprocess.run([tool("promtool"), "check", "rules", *map(str, files)], check=False, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [tool("promtool"), "check", "rules", *map(str, files)], check=False, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
