@@ -184,16 +184,6 @@ def price_var() -> db.TextBoxVariable:
     )
 
 
-# MFU per rank, joined to the namespace of the rank's chip: npu_job_info's device, then npu_pod_info.
-MFU_BY_NAMESPACE = (
-    "avg by (namespace) (\n"
-    "  npu_job_model_flops_utilization_ratio\n"
-    "  * on (job, instance, job_name, rank) group_left (device) group by (job, instance, job_name, rank, device) (npu_job_info)\n"
-    "  * on (job, instance, device) group_left (namespace) group by (job, instance, device, namespace) (npu_pod_info)\n"
-    ")"
-)
-
-
 def energy_row(b: Board) -> None:
     """kWh per node, namespace and job, idle energy, cost at $price_per_kwh, and MFU by namespace."""
     b.row("Energy and efficiency")
@@ -225,7 +215,7 @@ def energy_row(b: Board) -> None:
         ),
         graph(
             "Model FLOPs utilization by namespace",
-            q(MFU_BY_NAMESPACE, "{{namespace}}"),
+            q("namespace:npu_job_model_flops_utilization_ratio:avg", "{{namespace}}"),
             unit="percentunit",
             lo=0,
             hi=1,

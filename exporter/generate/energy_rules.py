@@ -1,5 +1,6 @@
-"""Recording rules for energy: watts from npu_energy_joules_total per chip, node, namespace
-and training job, the share spent idle, and kWh over the rollup hour (for the capacity report)."""
+"""Recording rules for energy and efficiency: watts from npu_energy_joules_total per chip, node,
+namespace and training job, the share spent idle, kWh over the rollup hour (for the capacity
+report), and model FLOPs utilization by namespace."""
 
 from __future__ import annotations
 
@@ -19,6 +20,16 @@ def _per_job(value: str) -> str:
 
 def _per_namespace(value: str) -> str:
     return f"{value}\n  * on ({CHIP}) group_right\n  group by ({CHIP}, namespace) (npu_pod_info)"
+
+
+# MFU per rank, joined to the namespace of the rank's chip: npu_job_info's device, then npu_pod_info.
+MFU_BY_NAMESPACE = (
+    "avg by (namespace) (\n"
+    "  npu_job_model_flops_utilization_ratio\n"
+    "  * on (job, instance, job_name, rank) group_left (device) group by (job, instance, job_name, rank, device) (npu_job_info)\n"
+    "  * on (job, instance, device) group_left (namespace) group by (job, instance, device, namespace) (npu_pod_info)\n"
+    ")"
+)
 
 
 def energy_5m(threshold: float) -> list[tuple[str, str, str]]:
@@ -46,6 +57,11 @@ def energy_5m(threshold: float) -> list[tuple[str, str, str]]:
             "cluster:npu_energy_idle_joules:rate5m",
             f"sum by () ({IDLE})",
             f"power of the cluster's chips idle or below {pct(threshold)}, watts",
+        ),
+        (
+            "namespace:npu_job_model_flops_utilization_ratio:avg",
+            MFU_BY_NAMESPACE,
+            "mean model FLOPs utilization of the training ranks on a namespace's chips (npu_job_info device, kubelet)",
         ),
     ]
 
