@@ -8,9 +8,9 @@ on CUDA when available, else on the CPU (`pip install torch==2.13.0` installs th
 Without PyTorch (or with `--backend stdlib`) it runs a synthetic loop through the
 standard-library `Monitor`, which is all a loop needs to report.
 
-Each step is split into the phases the exporter knows: data (next batch), h2d (copy to the
-device), compute (forward, backward, optimizer) and d2h (reading the loss back, every
---log-every steps). The steps go to the exporter at --url ($CANN_EXPORTER_URL, else
+Each step is split into phases under the names a loop would use: dataloader (next batch), h2d
+(copy to the device), forward, backward, optimizer and d2h (reading the loss back, every
+--log-every steps); the exporter serves each with its stage (data, h2d, compute, d2h). The steps go to the exporter at --url ($CANN_EXPORTER_URL, else
 http://127.0.0.1:9435, where `make run` listens); when nothing answers there, the example
 starts a temporary exporter on the built-in simulator for its run. At the end it prints the
 `npu_job_*` series the exporter serves for the job.
@@ -100,7 +100,7 @@ def train_torch(args: argparse.Namespace, url: str) -> tuple[Monitor, str]:
     start = time.perf_counter()
     for step in range(1, args.steps + 1):
         with mon.step(samples=args.batch_size):
-            with mon.phase("data"):
+            with mon.phase("dataloader"):
                 try:
                     x, y = next(batches)
                 except StopIteration:  # next epoch
@@ -108,10 +108,12 @@ def train_torch(args: argparse.Namespace, url: str) -> tuple[Monitor, str]:
                     x, y = next(batches)
             with mon.phase("h2d"):
                 x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            with mon.phase("compute"):
+            with mon.phase("forward"):
                 loss = torch.nn.functional.cross_entropy(model(x), y)
+            with mon.phase("backward"):
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
+            with mon.phase("optimizer"):
                 optimizer.step()
             if step % args.log_every == 0:
                 with mon.phase("d2h"):  # .item() waits for the device: only every few steps

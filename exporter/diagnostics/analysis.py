@@ -38,10 +38,10 @@ from exporter.generate.thresholds import (
     Thresholds,
     duration_seconds,
 )
+from exporter.jobs.phases import STAGES, stage_of
 from exporter.profiles.indicators import ProfileSummary
 
 UTILIZATION = "device_utilization"
-PHASES = ("data", "h2d", "compute", "communication", "d2h", "framework", "other")
 MEMCPY_PHASES = ("h2d", "d2h")
 # Level of each profile indicator (profile_indicators.ROWS fields).
 _PROFILE_LEVELS = {
@@ -313,11 +313,15 @@ def job_macro(job: JobStats, table: Thresholds) -> list[Finding]:
 
 def job_meso(job: JobStats, table: Thresholds) -> list[Finding]:
     out = _job_rates(job)
-    shares = dict(job.phase_shares)
-    for phase in PHASES:
-        if phase in shares:
-            plain = Finding(MESO, f"phase.{phase}", f"{phase} share of the step", job.subject, shares[phase], RATIO)
-            out.append((job_ranks.data_finding(job, table) or plain) if phase == "data" else plain)
+    shares = stage_shares(job.phase_shares)
+    if "data" in shares:  # the data stage as a whole, judged
+        plain = Finding(MESO, "phase.data", "data share of the step", job.subject, shares["data"], RATIO)
+        out.append(job_ranks.data_finding(job, table) or plain)
+    for word, share in sorted(job.phase_shares, key=lambda ws: (STAGES.index(stage_of(ws[0])), ws[0])):
+        stage = stage_of(word)  # the loop's own word, its stage beside it
+        if word != "data":
+            title = f"{word} share of the step" if word == stage else f"{word} share of the step ({stage})"
+            out.append(Finding(MESO, f"phase.{word}", title, job.subject, share, RATIO))
     copies = [shares[p] for p in MEMCPY_PHASES if p in shares]
     if copies:
         verdict, bounds, alert = _judge(table, "memcpy_share", sum(copies))
@@ -351,6 +355,14 @@ def job_meso(job: JobStats, table: Thresholds) -> list[Finding]:
                 bounds,
             )
         )
+    return out
+
+
+def stage_shares(phase_shares: tuple[tuple[str, float], ...]) -> dict[str, float]:
+    """Shares per stage from shares per phase word (forward and backward are both compute)."""
+    out: dict[str, float] = {}
+    for word, share in phase_shares:
+        out[stage_of(word)] = out.get(stage_of(word), 0.0) + share
     return out
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from exporter.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from exporter.generate.thresholds import ABNORMAL, HEALTHY, WARNING
+from exporter.jobs.phases import stage_of
 from exporter.profiles.indicators import ProfileSummary
 
 HARDWARE, MACRO, MESO, MICRO, BASELINE = "hardware", "macro", "meso", "micro", "baseline"
@@ -93,8 +94,11 @@ class JobStats:
         where = f" on {self.instance}" if self.instance else ""
         return f"job {self.job_name} rank {self.rank or '?'}{where}"
 
-    def phase(self, name: str) -> float | None:
-        return dict(self.phase_shares).get(name)
+    def phase(self, stage: str) -> float | None:
+        """Share of the step in ``stage``, whatever words the loop gave its phases (forward and
+        backward are both compute); None when no phase of that stage was reported."""
+        found = [share for word, share in self.phase_shares if stage_of(word) == stage]
+        return sum(found) if found else None
 
 
 Labels = Mapping[str, str]

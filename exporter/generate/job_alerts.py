@@ -40,7 +40,7 @@ def busy_per_iteration(range_: str) -> str:
     collectives, so the straggler is the rank with the most time outside communication. A rank
     that reports no communication phase counts its whole iteration."""
     total = f"rate(npu_job_iteration_duration_seconds_sum[{range_}])"
-    comm = f'sum without (phase) (rate(npu_job_phase_seconds_total{{phase="communication"}}[{range_}]))'
+    comm = f'sum without (phase, stage) (rate(npu_job_phase_seconds_total{{stage="communication"}}[{range_}]))'
     return f"(\n  {total}\n  - ({comm} or 0 * {total})\n)\n/ rate(npu_job_iteration_duration_seconds_count[{range_}])"
 
 

@@ -141,23 +141,24 @@ def jobs(table_: Thresholds) -> Board:
         ),
     )
     b.row("Meso: where the step time goes")
-    share = f"clamp(\n  sum by (job_name, rank, phase) (rate(npu_job_phase_seconds_total{{{JOB_SEL}}}[{rate}]))\n  / on (job_name, rank) group_left\n  sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}])),\n  0, 1\n)\n{running}"
+    share = f"clamp(\n  sum by (job_name, rank, phase, stage) (rate(npu_job_phase_seconds_total{{{JOB_SEL}}}[{rate}]))\n  / on (job_name, rank) group_left\n  sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}])),\n  0, 1\n)\n{running}"
     b.add(
         graph(
             "Step phases",
-            q(share, "{{job_name}}/{{rank}} {{phase}}"),
+            q(share, "{{job_name}}/{{rank}} {{phase}} ({{stage}})"),
             unit="percentunit",
             stack=True,
             lo=0,
             hi=1,
-            description="Share of the iteration time in each phase the hooks report (running ranks). Empty for a loop "
-            "that reports no phase().",
+            description="Share of the iteration time in each phase the hooks report (running ranks), under the name the loop "
+            "gave it (its stage in brackets); exclusive time, so the shares add up to at most 100%. Empty for a loop that reports "
+            "no phase().",
         ),
         graph(
             "Time outside communication per iteration, by rank",
             q(
                 f"(\n  sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}]))\n"
-                f'  - (sum by (job_name, rank) (rate(npu_job_phase_seconds_total{{{JOB_SEL}, phase="communication"}}[{rate}])) '
+                f'  - (sum by (job_name, rank) (rate(npu_job_phase_seconds_total{{{JOB_SEL}, stage="communication"}}[{rate}])) '
                 f"or 0 * sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}])))\n)\n"
                 f"/ sum by (job_name, rank) (rate({dur}_count{{{JOB_SEL}}}[{rate}]))",
                 JOB_LEGEND,
@@ -172,7 +173,7 @@ def jobs(table_: Thresholds) -> Board:
         graph(
             "Memory-copy share (H2D + D2H)",
             q(
-                f'clamp(\n  sum by (job_name, rank) (rate(npu_job_phase_seconds_total{{{JOB_SEL}, phase=~"h2d|d2h"}}[{rate}]))\n'
+                f'clamp(\n  sum by (job_name, rank) (rate(npu_job_phase_seconds_total{{{JOB_SEL}, stage=~"h2d|d2h"}}[{rate}]))\n'
                 f"  / sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}])),\n  0, 1\n)\n{running}",
                 JOB_LEGEND,
             ),
@@ -187,7 +188,7 @@ def jobs(table_: Thresholds) -> Board:
         graph(
             "Framework overhead share",
             q(
-                f'clamp(\n  sum by (job_name, rank) (rate(npu_job_phase_seconds_total{{{JOB_SEL}, phase="framework"}}[{rate}]))\n'
+                f'clamp(\n  sum by (job_name, rank) (rate(npu_job_phase_seconds_total{{{JOB_SEL}, stage="framework"}}[{rate}]))\n'
                 f"  / sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}])),\n  0, 1\n)\n{running}",
                 JOB_LEGEND,
             ),

@@ -43,11 +43,11 @@ from exporter.generate.thresholds import AlertSpec, Thresholds, duration_seconds
 
 
 # --- expression pieces of the alerts -------------------------------------------------------
-def job_phase_share(phases: str, range_: str, offset: str = "") -> str:
-    """Share of iteration time spent in ``phases`` (regex), from the hooks' counters."""
+def job_phase_share(stages: str, range_: str, offset: str = "") -> str:
+    """Share of iteration time spent in ``stages`` (regex), from the hooks' counters (whatever word each phase was given)."""
     off = f" offset {offset}" if offset else ""
     return (
-        f'sum without (phase) (rate(npu_job_phase_seconds_total{{phase=~"{phases}"}}[{range_}]{off}))\n'
+        f'sum without (phase, stage) (rate(npu_job_phase_seconds_total{{stage=~"{stages}"}}[{range_}]{off}))\n'
         f"  / rate(npu_job_iteration_duration_seconds_sum[{range_}]{off})"
     )
 

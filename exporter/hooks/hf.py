@@ -4,8 +4,10 @@
     trainer = Trainer(..., callbacks=[CannExporterCallback(job_name="llama-sft")])
 
 Steps are timed on the device (see exporter.hooks.torch); samples per step are
-per_device_train_batch_size x gradient_accumulation_steps of this process. The callback
-never reads a loss or any device tensor, so it adds no synchronisation.
+per_device_train_batch_size x gradient_accumulation_steps of this process. The job name is
+``job_name``, else $CANN_EXPORTER_JOB_NAME / $JOB_NAME, else the Trainer's ``run_name`` (or
+the output directory's name), else the script's. The callback never reads a loss or any
+device tensor, so it adds no synchronisation.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from exporter.hooks.torch import TorchMonitor
 __all__ = ["CannExporterCallback"]
 
 
-def _job_name(args: Any) -> str | None:
+def run_name(args: Any) -> str | None:
+    """The Trainer's name for the run: ``run_name``, else the output directory's name."""
     if getattr(args, "run_name", None):
         return str(args.run_name)
     output_dir = getattr(args, "output_dir", None)
@@ -53,7 +56,8 @@ class CannExporterCallback(TrainerCallback):  # type: ignore[misc]
             kw.setdefault("rank", getattr(args, "process_index", None))
             kw.setdefault("world_size", getattr(args, "world_size", None))
             kw.setdefault("device", getattr(args, "device", None))
-            self.monitor = TorchMonitor(self.job_name or _job_name(args), **kw)
+            kw.setdefault("run_name", run_name(args))  # below the explicit name and the environment's
+            self.monitor = TorchMonitor(self.job_name, **kw)
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.monitor is not None:

@@ -43,8 +43,10 @@ def _int_env(env: Mapping[str, str], *names: str) -> int | None:
     return None
 
 
-def default_job_name(env: Mapping[str, str]) -> str:
-    named = env.get(names.JOB_NAME) or env.get("JOB_NAME")
+def default_job_name(env: Mapping[str, str], run_name: str | None = None) -> str:
+    """No job name given: $CANN_EXPORTER_JOB_NAME, else $JOB_NAME (the launcher's), else the
+    framework's run name, else the script's name."""
+    named = env.get(names.JOB_NAME) or env.get("JOB_NAME") or run_name
     if named:
         return named
     script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
@@ -74,8 +76,10 @@ def resolve_identity(
     device: int | str | None = None,
     framework: str = "python",
     env: Mapping[str, str] | None = None,
+    run_name: str | None = None,
 ) -> Identity:
-    """Arguments win; then torchrun's RANK/WORLD_SIZE/LOCAL_RANK, then Ascend's RANK_ID/RANK_SIZE."""
+    """Arguments win; then torchrun's RANK/WORLD_SIZE/LOCAL_RANK, then Ascend's RANK_ID/RANK_SIZE.
+    The job name: ``job_name``, else the environment's, else ``run_name`` (the framework's), else the script's."""
     env = os.environ if env is None else env
     rank = rank if rank is not None else _int_env(env, "RANK", "RANK_ID", "OMPI_COMM_WORLD_RANK") or 0
     world_size = world_size if world_size is not None else _int_env(env, "WORLD_SIZE", "RANK_SIZE", "OMPI_COMM_WORLD_SIZE") or 1
@@ -83,7 +87,7 @@ def resolve_identity(
     if device is None:
         device = resolve_device(local_rank, env)
     return Identity(
-        job_name=clean_label(job_name or default_job_name(env), "job_"),
+        job_name=clean_label(job_name or default_job_name(env, run_name), "job_"),
         rank=max(0, int(rank)),
         world_size=max(int(world_size), int(rank) + 1, 1),  # the exporter rejects rank >= world_size
         device=str(device) if device is not None and _DEVICE.fullmatch(str(device)) else None,

@@ -20,18 +20,19 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from time import perf_counter as _perf
 from typing import Any, Protocol, TypeVar
 
 from exporter.hooks import env as names
 from exporter.hooks.identity import Identity, resolve_identity
 from exporter.hooks.transport import NotSent, Transport, redacted
-from exporter.hooks.wire import PHASE_SET, PRECISIONS, Event, count_value, flops_value, step_json
+from exporter.hooks.wire import MAX_PHASE_NAME, PRECISIONS, Event, count_value, flops_value, step_json
 
 log = logging.getLogger("exporter.hooks")
 
 DEFAULT_URL = "http://127.0.0.1:9435"
+MAX_PHASE_NAMES = 64  # distinct names one monitor sends; beyond, "other"
 
 
 class _Step:
@@ -53,8 +54,8 @@ class _Step:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         t1 = _perf()
         t0, self._t0 = self._t0, None  # so a stray end_step() cannot reuse it
+        mon = self._mon
         if exc_type is None:  # a step that raised did not complete
-            mon = self._mon
             buf = mon._buf
             n = len(buf)
             if n < mon._capacity:
@@ -68,27 +69,48 @@ class _Step:
                     mon._start()
             else:
                 mon._dropped += 1
+        mon._acc = mon._outside  # a phase between steps must not touch the step just buffered
         return False
 
 
 class _Phase:
-    """One per phase name, reused; phases add up within the enclosing step."""
+    """One per phase name, reused; phases add up within the enclosing step. A phase opened
+    inside another counts exclusive time: its time comes out of the enclosing phase's, as
+    profilers count self time. A phase re-entered inside itself counts once."""
 
-    __slots__ = ("_mon", "_name", "_t0")
+    __slots__ = ("_mon", "_name", "_t0", "_outer", "_inner", "_depth")
 
     def __init__(self, mon: Monitor, name: str) -> None:
         self._mon = mon
         self._name = name
         self._t0 = 0.0
+        self._outer: _Phase | None = None
+        self._inner = 0.0  # seconds of the phases nested in this one
+        self._depth = 0
 
     def __enter__(self) -> _Phase:
+        if self._depth:
+            self._depth += 1
+            return self
+        self._depth = 1
+        mon = self._mon
+        self._outer = mon._open
+        mon._open = self
+        self._inner = 0.0
         self._t0 = _perf()
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         seconds = _perf() - self._t0
-        acc = self._mon._acc
-        acc[self._name] = acc.get(self._name, 0.0) + seconds
+        self._depth -= 1
+        if self._depth:
+            return False
+        mon = self._mon
+        outer = mon._open = self._outer
+        if outer is not None:
+            outer._inner += seconds
+        acc = mon._acc
+        acc[self._name] = acc.get(self._name, 0.0) + seconds - self._inner
         return False
 
 
@@ -122,7 +144,7 @@ class Monitor:
     overrides it for one step) and ``precision`` what they are computed in (fp32, bf16, fp16,
     int8): the exporter serves the job's model FLOPs utilization from them. The endpoint is ``url``, else $CANN_EXPORTER_URL, else the node-local
     exporter. Nothing here raises into the training loop or blocks it; see :meth:`stats`.
-    One Monitor per training thread; phases do not nest.
+    One Monitor per training thread. Phases may nest; each counts its exclusive time.
     """
 
     def __init__(
@@ -144,7 +166,10 @@ class Monitor:
         enabled: bool | None = None,
         flops_per_step: float | None = None,
         precision: str = "bf16",
+        run_name: str | None = None,
     ) -> None:
+        """``run_name``: the framework's name for the run (adapters pass it); it names the job
+        only when neither ``job_name`` nor $CANN_EXPORTER_JOB_NAME / $JOB_NAME does."""
         env = os.environ
         self.flops_per_step = flops_value(flops_per_step) if flops_per_step is not None else None
         if flops_per_step is not None and self.flops_per_step is None:
@@ -152,7 +177,7 @@ class Monitor:
         self.precision = precision if precision in PRECISIONS else "bf16"
         if precision not in PRECISIONS:
             log.warning("cann-exporter hooks: precision %r is not one of %s; using bf16", precision, ", ".join(PRECISIONS))
-        self.identity: Identity = resolve_identity(job_name, rank, world_size, device, framework, env)
+        self.identity: Identity = resolve_identity(job_name, rank, world_size, device, framework, env, run_name)
         self.url = url or env.get(names.URL) or DEFAULT_URL
         self._token = token if token is not None else _env_token(env)
         if enabled is None:
@@ -165,7 +190,11 @@ class Monitor:
         self.max_backoff = max_backoff
         self._buffer_size = max(1, buffer_size)
         self._step_cm = _Step(self)
+        # Seconds the training thread spent in profiling windows (TorchMonitor sets it), sent
+        # with each batch and served as npu_job_profiling_overhead_seconds_total.
+        self.profiling_seconds: Callable[[], float] | None = None
         self._phase_cms: dict[Any, _Phase] = {}
+        self._warned_names = False
         self._closed = False
         self._owner_pid = os.getpid()
         self._fresh_state()
@@ -176,16 +205,23 @@ class Monitor:
 
     # --- state that a fork child must not inherit -----------------------------------------
     def _fresh_state(self) -> None:
+        # This process's claim on its job_name and rank: the exporter refuses a second live
+        # process with the same pair, and starts fresh counters for a new one after a finish.
+        self._session = os.urandom(8).hex()
         self._buf: deque[Event] = deque()
         self._capacity = self._buffer_size if self.enabled and not self._closed else 0
         self._wake_at = self.batch_size
         self._acc: dict[str, float] = {}
+        self._outside: dict[str, float] = {}  # phases outside any step land here, unsent
+        self._open: _Phase | None = None  # the innermost phase open now
+        self._unknown_phases: dict[str, int] = {}  # names the exporter does not know -> steps
         self._dropped = 0  # written by the training thread only (buffer full)
         self._send_dropped = 0  # written by the sender thread only
         self._dropped_acked = 0  # dropped counts the exporter has been told about
         self._sent = 0
         self._send_errors = 0
-        self._last_error: str | None = None
+        self._last_error: str | None = None  # only while sends fail
+        self._last_failure: tuple[str, float] | None = None  # the latest failure and its unix time, kept
         self._memory: tuple[int | None, int | None] | None = None
         self._memory_sent: tuple[int | None, int | None] | None = None
         self._pending: list[dict[str, Any]] | None = None  # encoded steps awaiting a retry
@@ -213,10 +249,12 @@ class Monitor:
         return cm
 
     def phase(self, name: str) -> _Phase:
-        """Context manager adding its duration to phase ``name`` of the current step.
+        """Context manager adding its exclusive duration to phase ``name`` of the current step.
 
-        One of data, h2d, compute, communication, d2h, framework, other; any other name
-        is reported as "other".
+        A stage (data, h2d, compute, communication, d2h, framework, other) or a word the
+        exporter maps onto one (forward, backward, optimizer, all_reduce, dataloader,
+        checkpoint, ...: docs/training-hooks.md); the exporter serves the word with its stage.
+        A name it does not know is served as "other" and logged here once.
         """
         try:
             return self._phase_cms[name]
@@ -224,7 +262,12 @@ class Monitor:
             return self._new_phase(name)
 
     def _new_phase(self, name: Any) -> _Phase:
-        phase = name if isinstance(name, str) and name in PHASE_SET else "other"
+        phase = name[:MAX_PHASE_NAME] if isinstance(name, str) else "other"
+        if len(self._phase_cms) >= MAX_PHASE_NAMES:
+            if not self._warned_names:
+                self._warned_names = True
+                log.warning("cann-exporter hooks: more than %d phase names; further ones are reported as 'other'", MAX_PHASE_NAMES)
+            phase = "other"
         cm = _Phase(self, phase)
         try:
             self._phase_cms[name] = cm
@@ -319,13 +362,19 @@ class Monitor:
         self.close()
 
     def stats(self) -> dict[str, Any]:
-        """Counters for the curious (and tests): sent, dropped, buffered, errors."""
+        """Counters for the curious (and tests): sent, dropped, buffered, errors. ``last_error``
+        is set only while sends fail; ``last_failure`` and ``last_failure_time`` (unix) keep the
+        latest failure after the exporter is back."""
+        failure, failed_at = self._last_failure or (None, None)
         return {
             "sent": self._sent,
             "dropped": self._dropped + self._send_dropped,
             "buffered": len(self._buf) + len(self._pending or ()),
             "send_errors": self._send_errors,
             "last_error": self._last_error,
+            "last_failure": failure,
+            "last_failure_time": failed_at,
+            "unknown_phases": dict(self._unknown_phases),
         }
 
     # --- the sender thread ----------------------------------------------------------------
@@ -418,12 +467,37 @@ class Monitor:
             self._dropped_acked += dropped
             self._memory_sent = self._memory
             self._note_success()
+            if b"unknown_phases" in reply.body:
+                self._note_unknown_phases(reply.body)
             return True
+        message = f"exporter rejected a batch ({reply.status}): {reply.body[:300].decode(errors='replace')}"
+        if reply.status == 409:  # another live process holds this job_name and rank: retry, it may be gone
+            self._note_failure(message)
+            return False
         self._give_up(steps)
         if reply.status == 413 and self.batch_size > 1:
             self.batch_size = max(1, self.batch_size // 2)
-        self._note_failure(f"exporter rejected a batch ({reply.status}): {reply.body[:300].decode(errors='replace')}")
+        self._note_failure(message)
         return False
+
+    def _note_unknown_phases(self, body: bytes) -> None:
+        """Phase names the exporter served as "other": each logged once, counted in stats()."""
+        try:
+            names = json.loads(body).get("unknown_phases")
+            items = [(str(name), int(steps)) for name, steps in names.items()]
+        except Exception:
+            return
+        for name, steps in items:
+            known = self._unknown_phases
+            if name in known:
+                known[name] += steps
+            elif len(known) < MAX_PHASE_NAMES:
+                known[name] = steps
+                log.warning(
+                    "cann-exporter hooks: phase %r is not in the exporter's phase vocabulary: served as 'other' "
+                    "(use a stage name or a listed word, see docs/training-hooks.md)",
+                    name,
+                )
 
     def _give_up(self, steps: list[dict[str, Any]]) -> None:
         self._send_dropped += len(steps)
@@ -439,6 +513,7 @@ class Monitor:
             "world_size": ident.world_size,
             "framework": ident.framework,
             "pid": ident.pid,
+            "session": self._session,
             "dropped": dropped,
             "steps": steps,
         }
@@ -446,6 +521,8 @@ class Monitor:
             doc["device"] = ident.device
         if self.precision != "bf16":
             doc["precision"] = self.precision
+        if self.profiling_seconds is not None and (seconds := self.profiling_seconds()) > 0:
+            doc["profiling_seconds"] = round(seconds, 6)
         if final:
             doc["final"] = True
         memory = self._memory
@@ -459,6 +536,7 @@ class Monitor:
     def _note_failure(self, message: str) -> None:
         self._send_errors += 1
         self._last_error = message
+        self._last_failure = (message, time.time())
         if not self._failing:
             log.warning("cann-exporter hooks: %s; dropping what does not fit and retrying with backoff", message)
         self._failing = True
@@ -466,8 +544,9 @@ class Monitor:
         self._backoff = min(self.max_backoff, base) * random.uniform(0.8, 1.2)
 
     def _note_success(self) -> None:
-        if self._failing:
-            log.info("cann-exporter hooks: exporter reachable again at %s", redacted(self.url))
+        if self._failing:  # at the failure's level, so a log that said "unreachable" says this too
+            log.warning("cann-exporter hooks: exporter reachable again at %s; sending resumed", redacted(self.url))
+        self._last_error = None
         self._failing = False
         self._backoff = 0.0
 

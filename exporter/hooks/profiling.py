@@ -116,6 +116,7 @@ class Profiling:
         _INSTANCES.add(self)
 
     def _fresh_state(self) -> None:
+        self.overhead = 0.0  # seconds the windows took in the training thread (start, step marks, stop)
         self._next = _perf() + self.every
         self._session: ProfilerSession | None = None
         self._directory: str | None = None
@@ -131,29 +132,34 @@ class Profiling:
     # --- the loop thread ------------------------------------------------------------------
     def before_step(self) -> None:
         session = self._session
+        now = _perf()
         if session is None:
-            if _perf() < self._next or self.disabled is not None or self._closed:
+            if now < self._next or self.disabled is not None or self._closed:
                 return
             session = self._open()
             if session is None:
+                self.overhead += _perf() - now
                 return
         try:
             session.step_begin(self._count)
         except Exception as exc:
             self._abort(f"the profiler failed at a step: {exc!r}")
+        self.overhead += _perf() - now
 
     def after_step(self) -> None:
         session = self._session
         if session is None:
             return
+        now = _perf()
         try:
             session.step_end()
         except Exception as exc:
             self._abort(f"the profiler failed at a step: {exc!r}")
-            return
-        self._count += 1
-        if self._count >= self.steps:
-            self._close_window()
+        else:
+            self._count += 1
+            if self._count >= self.steps:
+                self._close_window()
+        self.overhead += _perf() - now
 
     def _open(self) -> ProfilerSession | None:
         self._next = _perf() + self.every
@@ -328,6 +334,7 @@ class Profiling:
             "profile_in_window": self._session is not None,
             "profiling_disabled": self.disabled,
             "profile_send_errors": self.send_errors,
+            "profiling_overhead_seconds": self.overhead,
         }
 
 

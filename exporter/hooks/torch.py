@@ -37,8 +37,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
     raise ImportError("exporter.hooks.torch needs PyTorch (pip install torch); exporter.hooks.Monitor works without it") from exc
 
 from exporter.hooks import env as names
-from exporter.hooks.monitor import Monitor, log
+from exporter.hooks.monitor import MAX_PHASE_NAMES, Monitor, log
 from exporter.hooks.profiling import DEFAULT_STEPS, Profiling, parse_every
+from exporter.hooks.wire import MAX_PHASE_NAME, exclusive
 
 __all__ = ["TorchMonitor", "device_backend"]
 
@@ -103,20 +104,27 @@ class _DeviceStep:
 
 
 class _DevicePhase:
-    __slots__ = ("_tm", "_name", "_start")
+    """A phase as a pair of device events; nested phases count exclusive time (see _report).
+    A phase re-entered inside itself counts once."""
+
+    __slots__ = ("_tm", "_name", "_start", "_depth")
 
     def __init__(self, tm: TorchMonitor, name: str) -> None:
         self._tm = tm
         self._name = name
         self._start: Any = None
+        self._depth = 0
 
     def __enter__(self) -> _DevicePhase:
-        self._start = self._tm._record()
+        self._depth += 1
+        if self._depth == 1:
+            self._start = self._tm._record()
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        self._depth -= 1
         current = self._tm._current
-        if current is not None and self._start is not None:
+        if not self._depth and current is not None and self._start is not None:
             end = self._tm._record()
             if end is not None:
                 current.phases.append((self._name, self._start, end))
@@ -199,7 +207,9 @@ class TorchMonitor:
             log.warning("cann-exporter hooks: profiling disabled for this process: no %s profiler (%r)", self.kind, exc)
             return None
         monitor = self.monitor
-        return Profiling(backend, lambda: monitor.identity, monitor.url, monitor._token, float(every), steps)
+        profiling = Profiling(backend, lambda: monitor.identity, monitor.url, monitor._token, float(every), steps)
+        monitor.profiling_seconds = lambda: profiling.overhead
+        return profiling
 
     def _device_index(self, device: Any) -> int | None:
         try:
@@ -227,7 +237,8 @@ class TorchMonitor:
             return self.monitor.phase(name)
         cm = self._phase_cms.get(name)
         if cm is None:
-            cm = self._phase_cms[name] = _DevicePhase(self, name)
+            word = name[:MAX_PHASE_NAME] if isinstance(name, str) and len(self._phase_cms) < MAX_PHASE_NAMES else "other"
+            cm = self._phase_cms[name] = _DevicePhase(self, word)
         return cm
 
     def begin_step(self) -> None:
@@ -285,9 +296,9 @@ class TorchMonitor:
         try:
             if resolved:
                 seconds = item.start.elapsed_time(item.end) / 1000.0  # elapsed_time is in ms
-                phases: dict[str, float] = {}
-                for name, a, b in item.phases:
-                    phases[name] = phases.get(name, 0.0) + a.elapsed_time(b) / 1000.0
+                t0 = item.start  # offsets from the step's start place nested phases
+                spans = [(name, t0.elapsed_time(a) / 1000.0, t0.elapsed_time(b) / 1000.0) for name, a, b in item.phases]
+                phases = exclusive(spans)
             else:
                 seconds, phases = item.host_seconds, {}
         except Exception:

@@ -9,7 +9,10 @@ step spans the summary reads.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -17,6 +20,29 @@ import torch
 from exporter.hooks.profiling import ProfilerSession
 
 TRACE_NAME = "trace.json"  # what exporter.profiles.window reads for cpu and cuda
+
+
+@contextlib.contextmanager
+def quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 on /dev/null for one call: Kineto prints a `USDT: ... profiler_start`
+    / `profiler_stop` line from C++ at every window's start and stop. Only those few
+    milliseconds are muted; anything else the process writes to stderr is untouched."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no usable stderr: nothing to keep quiet
+        yield
+        return
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, 2)
+        finally:
+            os.close(null)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 class _Session:
@@ -37,7 +63,8 @@ class _Session:
 
     def stop(self) -> None:
         self.step_end()
-        self._profiler.stop()  # torch_npu: on_trace_ready writes the export now
+        with quiet_stderr():
+            self._profiler.stop()  # torch_npu: on_trace_ready writes the export now
 
     def export(self) -> None:
         if self._save:  # Kineto's C++ writer, off the loop thread
@@ -56,7 +83,8 @@ class TorchProfilerBackend:
 
     def start(self, directory: str) -> ProfilerSession:
         profiler = torch.profiler.profile(activities=self._activities)
-        profiler.start()
+        with quiet_stderr():
+            profiler.start()
         return _Session(profiler, directory, save=True)
 
 
@@ -77,7 +105,8 @@ class NpuProfilerBackend:
         except TypeError:  # older torch_npu: analysed when the window closes
             handler = p.tensorboard_trace_handler(directory)
         profiler = p.profile(activities=[p.ProfilerActivity.CPU, p.ProfilerActivity.NPU], on_trace_ready=handler)
-        profiler.start()
+        with quiet_stderr():
+            profiler.start()
         return _Session(profiler, directory, save=False)
 
 

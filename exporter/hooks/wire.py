@@ -9,8 +9,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+# The stages of a step; the exporter also understands the words loops write for them
+# (forward, all_reduce, dataloader, ...) and maps them itself: the hook sends names as given.
 PHASES = ("data", "h2d", "compute", "communication", "d2h", "framework", "other")
-PHASE_SET = frozenset(PHASES)
+MAX_PHASE_NAME = 128  # characters of a phase name sent
 _MAX_SECONDS = 86_400.0  # longer steps/phases are absurd
 _MAX_SAMPLES = 10**9
 _MAX_END_AGE = 86_000.0  # an `end` older than about a day, or more than
@@ -85,12 +87,30 @@ def step_json(event: Event, offset: float, flops_per_step: float | None = None) 
                 value = seconds_value(value)
                 if value is None:
                     continue
-            if name not in PHASE_SET:
-                name = "other"
             clean[name] = clean[name] + value if name in clean else value
         if clean:
+            total = sum(clean.values())
+            if total > duration:  # overlapping phases (threads, hand-timed): never more than the step
+                scale = duration / total
+                clean = {name: value * scale for name, value in clean.items()}
             step["phases"] = clean
     flops = flops_value(event[5]) if len(event) > 5 else flops_per_step
     if flops is not None:
         step["flops"] = flops
     return step
+
+
+def exclusive(spans: list[tuple[str, float, float]]) -> dict[str, float]:
+    """Self time per name from (name, start, end) spans: a span's time minus the time of the
+    spans nested in it (partly overlapping ones count their overlap), as profilers count."""
+    out: dict[str, float] = {}
+    open_: list[tuple[float, str]] = []  # (end, name) of the enclosing spans, innermost last
+    for name, start, end in sorted(spans, key=lambda s: (s[1], -s[2])):
+        while open_ and open_[-1][0] <= start:
+            open_.pop()
+        out[name] = out.get(name, 0.0) + (end - start)
+        if open_:
+            outer_end, outer = open_[-1]
+            out[outer] -= min(end, outer_end) - start
+        open_.append((end, name))
+    return {name: max(0.0, seconds) for name, seconds in out.items()}

@@ -10,6 +10,7 @@ from prometheus_client.utils import floatToGoString
 from exporter.core.metric import MetricSpec, family, field_families, histogram_family
 from exporter.jobs import metrics as m
 from exporter.jobs.mfu import utilization
+from exporter.jobs.phases import stage_of
 from exporter.jobs.store import IngestCounters, JobsPart, RankView
 
 _GRID_LABELS = tuple(floatToGoString(b) for b in m.DURATION_GRID)
@@ -52,7 +53,7 @@ class JobCollector:
                 state.add_metric(key + [name], 1 if name == r.state else 0)
             duration.add_metric(key, list(zip(_bounds(r.window), r.cumulative_buckets, strict=True)), r.duration_sum)
             for phase, seconds in r.phase_seconds:
-                phases.add_metric(key + [phase], seconds)
+                phases.add_metric(key + [phase, stage_of(phase)], seconds)
         yield from (info, state, duration, phases)
         yield from field_families(m.JOB_FIELDS, ranks, _key)  # None (never reported) is absent
 

@@ -75,7 +75,10 @@ def steps_handler(store: IngestStore, token: str | None, clock: Callable[[], flo
         except IngestError as exc:
             store.reject(exc.reason)
             return error_response(exc)
-        return web.json_response({"accepted": accepted})
+        reply: dict[str, object] = {"accepted": accepted}
+        if batch.unknown_phases:  # the hook logs each name once: nothing vanishes silently
+            reply["unknown_phases"] = dict(batch.unknown_phases)
+        return web.json_response(reply)
 
     return post_steps
 

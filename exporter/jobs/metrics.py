@@ -6,11 +6,9 @@ from __future__ import annotations
 import math
 
 from exporter.core.metric import MetricSpec, spec
+from exporter.jobs.phases import PHASE_SERIES_PER_RANK
 
 JOB_LABELS = ("job_name", "rank")
-# Step phases a hook may report; anything else is rejected by the ingest (the client maps
-# unknown names to "other" before sending).
-JOB_PHASES = ("data", "h2d", "compute", "communication", "d2h", "framework", "other")
 # Iteration time spans a millisecond (small models) to minutes (huge pipelines), and a loop's
 # steps spread only a few percent around its median. Fixed buckets fine enough for
 # histogram_quantile to stay within 10% there would cost ~130 series a rank, so the bounds
@@ -73,7 +71,13 @@ JOB_ITERATION_DURATION = _job(
 JOB_ITERATIONS = _job("npu_job_iterations_total", "counter", "Iterations (training steps) completed.", field="iterations")
 JOB_SAMPLES = _job("npu_job_samples_total", "counter", "Samples processed, as reported with each step.", field="samples")
 JOB_PHASE_SECONDS = _job(
-    "npu_job_phase_seconds_total", "counter", "Time spent in each phase of the iterations, seconds.", "phase", field="phase_seconds"
+    "npu_job_phase_seconds_total",
+    "counter",
+    "Exclusive (self) time spent in each phase of the iterations, seconds. `phase` is the name the loop gave (folded onto "
+    "the documented vocabulary; other names are served as other), `stage` the step stage it belongs to.",
+    "phase",
+    "stage",
+    field="phase_seconds",
 )
 JOB_LAST_ITERATION = _job(
     "npu_job_last_iteration_timestamp_seconds",
@@ -100,6 +104,12 @@ JOB_MFU = _job(
     "of the rank's chip at the job's precision (npu_peak_flops_per_second); absent without declared FLOPs, a device or a peak.",
     field=("window_flops", "window_seconds", "precision", "peaks"),
 )
+JOB_PROFILING_OVERHEAD = _job(
+    "npu_job_profiling_overhead_seconds_total",
+    "counter",
+    "Time the training thread spent starting, marking and stopping the hooks' profiling windows, seconds (outside the steps).",
+    field="profiling_seconds",
+)
 
 JOB_METRICS = (
     JOB_INFO,
@@ -112,22 +122,23 @@ JOB_METRICS = (
     JOB_MEMORY_ALLOCATED,
     JOB_MEMORY_MAX_ALLOCATED,
     JOB_MFU,
+    JOB_PROFILING_OVERHEAD,
 )
 # Plain per-rank series, in the order they are rendered.
-JOB_FIELDS = (JOB_ITERATIONS, JOB_SAMPLES, JOB_LAST_ITERATION, JOB_MEMORY_ALLOCATED, JOB_MEMORY_MAX_ALLOCATED)
+JOB_FIELDS = (JOB_ITERATIONS, JOB_SAMPLES, JOB_LAST_ITERATION, JOB_MEMORY_ALLOCATED, JOB_MEMORY_MAX_ALLOCATED, JOB_PROFILING_OVERHEAD)
 
 
 def _series_per_rank(spec: MetricSpec) -> int:
     """The most series one (job_name, rank) has in ``spec``'s family: a histogram has a bucket
-    per bound, +Inf, _sum and _count; `phase` takes only the values the ingest accepts."""
+    per bound, +Inf, _sum and _count; `phase` takes the stage names and a capped number of other words."""
     if spec.kind == "histogram":
         return WINDOW_BOUNDS + 3
     if "state" in spec.labels:
         return len(JOB_STATES)
-    return len(JOB_PHASES) if "phase" in spec.labels else 1
+    return PHASE_SERIES_PER_RANK if "phase" in spec.labels else 1
 
 
-# What the ingest reserves per admitted rank (59: info, 3 states, 43 histogram, 7 phases, 5 plain).
+# What the ingest reserves per admitted rank (71: info, 3 states, 43 histogram, 17 phases, 5 plain, MFU, profiling overhead).
 SERIES_PER_RANK = sum(_series_per_rank(spec) for spec in JOB_METRICS)
 
 # The ingest itself: IngestCounters fields.
@@ -139,9 +150,9 @@ INGEST_REJECT_REASONS = (
     "too_large",
     "malformed_json",
     "invalid",
-    "unknown_phase",
     "out_of_range",
     "bad_label",
+    "duplicate_rank",
     *ADMISSION_REASONS,
 )
 INGEST_REQUESTS = spec("cann_exporter_ingest_requests_total", "counter", "Batches accepted on POST /api/v1/steps.", field="requests")
@@ -154,6 +165,12 @@ INGEST_DROPPED = spec(
     "counter",
     "Steps the hook clients reported dropping (buffer full, exporter unreachable).",
     field="client_dropped",
+)
+INGEST_UNKNOWN_PHASES = spec(
+    "cann_exporter_ingest_unknown_phases_total",
+    "counter",
+    "Phase entries of accepted steps whose name is outside the phase vocabulary, served as phase other.",
+    field="unknown_phases",
 )
 INGEST_EXPIRED = spec(
     "cann_exporter_ingest_expired_total", "counter", "Job ranks removed after their TTL without reports.", field="expired"
@@ -207,6 +224,7 @@ INGEST_METRICS = (
     INGEST_STEPS,
     INGEST_REJECTED,
     INGEST_DROPPED,
+    INGEST_UNKNOWN_PHASES,
     INGEST_EXPIRED,
     INGEST_EVICTED,
     INGEST_RANKS,
@@ -220,6 +238,7 @@ INGEST_COUNTS = (
     INGEST_REQUESTS,
     INGEST_STEPS,
     INGEST_DROPPED,
+    INGEST_UNKNOWN_PHASES,
     INGEST_EXPIRED,
     INGEST_RANKS,
     INGEST_PROFILES,

@@ -19,7 +19,8 @@ from exporter.core.snapshot import PartKey
 from exporter.jobs.admission import Newcomer, client_key, plan
 from exporter.jobs.metrics import DURATION_GRID, WARMUP_STEPS, WINDOW_BOUNDS, window_start
 from exporter.jobs.options import IngestOptions
-from exporter.jobs.validate import Batch, IngestLimits
+from exporter.jobs.phases import MAX_WORDS_PER_RANK, is_stage, stage_of
+from exporter.jobs.validate import Batch, IngestError, IngestLimits
 
 _DEFAULTS = IngestOptions()
 MFU_WINDOW = 60.0  # seconds of arrivals whose steps' FLOPs and time make a rank's MFU
@@ -37,6 +38,7 @@ class RankState:
     framework: str
     pid: str
     last_seen: float  # time.monotonic(): TTLs must not follow wall-clock jumps
+    session: str = ""  # the holding process's random id (Batch.session)
     client: str = ""  # admission.client_key of the address that admitted it
     first_seen: float = 0.0  # monotonic, at admission
     last_step: float | None = None  # monotonic arrival of the latest batch with steps (idle or not)
@@ -54,6 +56,7 @@ class RankState:
     precision: str = "bf16"
     # (monotonic arrival, FLOPs, seconds) of each recent batch's steps that declared FLOPs
     flops_window: deque[tuple[float, float, float]] = field(default_factory=lambda: deque(maxlen=_MFU_BATCHES))
+    profiling_seconds: float | None = None  # cumulative, as the process reports it
 
     def fold(self, batch: Batch, now: float, seen: float) -> None:
         """``now`` is unix time (the default step end), ``seen`` the monotonic arrival time."""
@@ -68,6 +71,8 @@ class RankState:
             self.memory_max_allocated_bytes = batch.memory_max_allocated_bytes
         self.precision = batch.precision
         flops = flops_seconds = 0.0
+        if batch.profiling_seconds is not None:  # a retried older batch never takes it back
+            self.profiling_seconds = max(self.profiling_seconds or 0.0, batch.profiling_seconds)
         for step in batch.steps:
             if step.flops is not None:
                 flops += step.flops
@@ -82,7 +87,8 @@ class RankState:
                 self._observe(step.duration)
             if step.samples is not None:
                 self.samples = (self.samples or 0) + step.samples
-            for name, seconds in step.phases:
+            for word, seconds in step.phases:
+                name = word if word in self.phase_seconds else self._admit_phase(word)
                 self.phase_seconds[name] = self.phase_seconds.get(name, 0.0) + seconds
             end = now if step.end is None else step.end
             if self.last_iteration_end is None or end > self.last_iteration_end:
@@ -113,6 +119,18 @@ class RankState:
             window.popleft()
         return sum(w[1] for w in window), sum(w[2] for w in window)
 
+    def held_by(self, batch: Batch) -> bool:
+        """Whether ``batch`` comes from the process holding this rank (a client that sends
+        neither pid nor session cannot be told apart, and is taken as the same)."""
+        return (batch.pid, batch.session) == (self.pid, self.session) or not (batch.pid or batch.session)
+
+    def _admit_phase(self, word: str) -> str:
+        """A word new to this rank: its own series while the rank has fewer than
+        MAX_WORDS_PER_RANK words besides the stage names, else its stage's."""
+        if is_stage(word) or sum(not is_stage(w) for w in self.phase_seconds) < MAX_WORDS_PER_RANK:
+            return word
+        return stage_of(word)
+
 
 @dataclass(frozen=True)
 class RankView:
@@ -133,6 +151,7 @@ class RankView:
     last_iteration_end: float | None
     memory_allocated_bytes: int | None
     memory_max_allocated_bytes: int | None
+    profiling_seconds: float | None
     state: str = "running"  # one of metrics.JOB_STATES
     precision: str = "bf16"  # what the hook's FLOPs are computed in
     window_flops: float = 0.0  # model FLOPs of the steps that arrived in the last MFU_WINDOW seconds
@@ -160,6 +179,7 @@ class RankView:
             s.last_iteration_end,
             s.memory_allocated_bytes,
             s.memory_max_allocated_bytes,
+            s.profiling_seconds,
             state,
             s.precision,
             *(s.flops_in_window(now) if now is not None else (0.0, 0.0)),
@@ -171,6 +191,7 @@ class IngestCounters:
     requests: int = 0
     steps: int = 0
     client_dropped: int = 0
+    unknown_phases: int = 0  # phase entries outside the vocabulary, served as other
     expired: int = 0
     rejected: tuple[tuple[str, int], ...] = ()
     evicted: tuple[tuple[str, int], ...] = ()
@@ -218,6 +239,7 @@ class IngestStore:
         self._requests = 0
         self._steps = 0
         self._client_dropped = 0
+        self._unknown_phases = 0
         self._expired = 0
         self._rejected: dict[str, int] = {}
         self._evicted: dict[str, int] = {}
@@ -236,6 +258,8 @@ class IngestStore:
             self._expire(seen)
             key = (batch.job_name, batch.rank)
             entry = self._entries.get(key)
+            if entry is not None and not entry.held_by(batch):
+                entry = self._take_over(entry, batch, seen)
             if entry is None:
                 entry = self._admit(batch, client_key(remote), seen)
             entry.fold(batch, now, seen)
@@ -243,7 +267,25 @@ class IngestStore:
             self._requests += 1
             self._steps += len(batch.steps)
             self._client_dropped += batch.dropped
+            self._unknown_phases += batch.unknown_phase_entries
             return len(batch.steps)
+
+    def _take_over(self, entry: RankState, batch: Batch, now: float) -> None:
+        """Another process claims a held job_name and rank: once the holder finished or is
+        stalled (silent for stalled_after: crashed) it starts afresh (None: admit it anew); two
+        live ones are never summed (409)."""
+        age = now - entry.last_seen
+        if entry.finished or age > self.stalled_after:
+            del self._entries[(entry.job_name, entry.rank)]
+            self.on_gone(entry.job_name, entry.rank)  # the old process's profile summaries go with it
+            return None
+        raise IngestError(
+            409,
+            "duplicate_rank",
+            f"job {batch.job_name!r} rank {batch.rank} is held by another live process (pid {entry.pid or 'unknown'}, "
+            f"last report {age:.0f} s ago): two processes are never summed; give each its own job_name or rank "
+            f"(a restart takes over once the old process has closed or been silent for {self.stalled_after:g} s)",
+        )
 
     def _admit(self, batch: Batch, client: str, now: float) -> RankState:
         """A new rank, after the evictions that make room for it (IngestError: none, nothing changed)."""
@@ -253,7 +295,16 @@ class IngestStore:
             self._evicted[eviction.reason] = self._evicted.get(eviction.reason, 0) + 1
             self.on_gone(*eviction.key)
         entry = RankState(
-            batch.job_name, batch.rank, batch.world_size, batch.device, batch.framework, batch.pid, now, client=client, first_seen=now
+            batch.job_name,
+            batch.rank,
+            batch.world_size,
+            batch.device,
+            batch.framework,
+            batch.pid,
+            now,
+            session=batch.session,
+            client=client,
+            first_seen=now,
         )
         self._entries[(batch.job_name, batch.rank)] = entry
         return entry
@@ -304,6 +355,7 @@ class IngestStore:
                 self._requests,
                 self._steps,
                 self._client_dropped,
+                self._unknown_phases,
                 self._expired,
                 tuple(sorted(self._rejected.items())),
                 tuple(sorted(self._evicted.items())),

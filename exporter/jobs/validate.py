@@ -10,25 +10,43 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.core.errors import ReasonError
-from exporter.jobs.metrics import JOB_PHASES
 from exporter.jobs.options import IngestOptions
+from exporter.jobs.phases import word_of
 
 # Label values become Prometheus label values and dashboard variables: keep them plain.
 _JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@/+-]*")
 _FRAMEWORK = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 _DEVICE = re.compile(r"[0-9]{1,5}")
+_SESSION = re.compile(r"[0-9a-f]{8,32}")
+_MAX_PROCESS_SECONDS = 1e9  # a cumulative figure of one process: about 30 years
 
 _BATCH_FIELDS = frozenset(
-    {"job_name", "rank", "world_size", "device", "framework", "pid", "dropped", "final", "memory", "steps", "precision"}
+    {
+        "job_name",
+        "rank",
+        "world_size",
+        "device",
+        "framework",
+        "pid",
+        "session",
+        "dropped",
+        "final",
+        "memory",
+        "profiling_seconds",
+        "steps",
+        "precision",
+    }
 )
 _STEP_FIELDS = frozenset({"duration", "end", "samples", "phases", "flops"})
 PRECISIONS = ("fp32", "bf16", "fp16", "int8")  # a job's declared compute precision: which chip peak its MFU uses
 _MEMORY_FIELDS = frozenset({"allocated_bytes", "max_allocated_bytes"})
-_PHASES = frozenset(JOB_PHASES)
+# Phase names outside the vocabulary a batch reports back to its client (each at most 64 characters).
+MAX_UNKNOWN_NAMES = 16
+_MAX_UNKNOWN_NAME = 64
 
 
 _DEFAULTS = IngestOptions()  # the option defaults, written once in options.py
@@ -82,7 +100,7 @@ class Step:
     duration: float
     end: float | None  # unix seconds; None: the time the batch arrived
     samples: int | None
-    phases: tuple[tuple[str, float], ...]
+    phases: tuple[tuple[str, float], ...]  # vocabulary word (or "other") -> exclusive seconds
     flops: float | None = None  # the step's model FLOPs, when the hook declares them
 
 
@@ -100,6 +118,10 @@ class Batch:
     memory_max_allocated_bytes: int | None
     steps: tuple[Step, ...]
     precision: str = "bf16"  # what the steps' FLOPs are computed in (one of PRECISIONS)
+    session: str = ""  # the sending process's random id ("" when not sent): who holds the job_name and rank
+    profiling_seconds: float | None = None  # the process's training-thread time in profiling windows so far
+    unknown_phases: tuple[tuple[str, int], ...] = ()  # names outside the vocabulary (served as other) -> steps
+    unknown_phase_entries: int = 0  # every such (step, name), also past MAX_UNKNOWN_NAMES
 
 
 def _invalid(message: str) -> IngestError:
@@ -174,18 +196,33 @@ def _unknown_fields(obj: Mapping[str, Any], allowed: frozenset[str], where: str)
         raise _invalid(f"{where}: unknown field(s) {', '.join(map(repr, extra))}; expected {', '.join(sorted(allowed))}")
 
 
-def _phases(value: Any, where: str, limits: IngestLimits) -> tuple[tuple[str, float], ...]:
+@dataclass
+class _Unknown:
+    """Phase names outside the vocabulary in one batch: the first MAX_UNKNOWN_NAMES names -> steps, and every entry."""
+
+    names: dict[str, int] = field(default_factory=dict)
+    entries: int = 0
+
+
+def _phases(value: Any, where: str, limits: IngestLimits, unknown: _Unknown) -> tuple[tuple[str, float], ...]:
+    """Phase name -> seconds, names folded onto the vocabulary; a name outside it is served as
+    `other` and counted in ``unknown``."""
     if not isinstance(value, dict):
         raise _invalid(f"{where}: expected an object of phase name -> seconds")
-    unknown = sorted(set(value) - _PHASES)
-    if unknown:
-        raise IngestError(
-            400, "unknown_phase", f"{where}: unknown phase(s) {', '.join(map(repr, unknown))}; expected {', '.join(JOB_PHASES)}"
-        )
-    return tuple((name, _seconds(seconds, f"{where}.{name}", limits.max_step_seconds)) for name, seconds in value.items())
+    out: dict[str, float] = {}
+    for name, raw in value.items():
+        seconds = _seconds(raw, f"{where}.{name[:40]}", limits.max_step_seconds)
+        word = word_of(name)
+        if word is None:
+            word, key = "other", name[:_MAX_UNKNOWN_NAME]
+            if key in unknown.names or len(unknown.names) < MAX_UNKNOWN_NAMES:
+                unknown.names[key] = unknown.names.get(key, 0) + 1
+            unknown.entries += 1
+        out[word] = out.get(word, 0.0) + seconds
+    return tuple(out.items())
 
 
-def _step(raw: Any, where: str, limits: IngestLimits, now: float) -> Step:
+def _step(raw: Any, where: str, limits: IngestLimits, now: float, unknown: _Unknown) -> Step:
     if not isinstance(raw, dict):
         raise _invalid(f"{where}: expected an object")
     _unknown_fields(raw, _STEP_FIELDS, where)
@@ -201,7 +238,13 @@ def _step(raw: Any, where: str, limits: IngestLimits, now: float) -> Step:
     samples = raw.get("samples")
     if samples is not None:
         samples = _int(samples, f"{where}.samples", 0, limits.max_samples)
-    phases = _phases(raw["phases"], f"{where}.phases", limits) if raw.get("phases") is not None else ()
+    phases = _phases(raw["phases"], f"{where}.phases", limits, unknown) if raw.get("phases") is not None else ()
+    total = sum(seconds for _, seconds in phases)
+    if total > duration * (1 + 1e-6) + 1e-6:  # float rounding aside
+        raise _out_of_range(
+            f"{where}.phases: add up to {total:.6g} s, more than the step's {duration:.6g} s (report each phase's exclusive time: "
+            "a nested phase's time comes out of the enclosing one)"
+        )
     flops = raw.get("flops")
     if flops is not None:
         if not _is_number(flops) or not math.isfinite(flops := _as_float(flops)) or not 0 < flops <= limits.max_flops:
@@ -240,6 +283,10 @@ def validate_batch(doc: Any, limits: IngestLimits, now: float) -> Batch:
     framework = _label(doc.get("framework", "unknown"), "framework", _FRAMEWORK, limits)
     pid = doc.get("pid")
     pid = "" if pid is None else str(_int(pid, "pid", 1, 1 << 31))
+    session = doc.get("session")
+    session = "" if session is None else _label(session, "session", _SESSION, limits)
+    profiling = doc.get("profiling_seconds")
+    profiling = None if profiling is None else _seconds(profiling, "profiling_seconds", _MAX_PROCESS_SECONDS)
     dropped = _int(doc.get("dropped", 0), "dropped", 0, 1 << 53)
     final = doc.get("final", False)
     if not isinstance(final, bool):
@@ -250,11 +297,29 @@ def validate_batch(doc: Any, limits: IngestLimits, now: float) -> Batch:
         raise _invalid("steps: expected an array")
     if len(raw_steps) > limits.max_steps:
         raise _invalid(f"steps: {len(raw_steps)} steps in one batch; at most {limits.max_steps}")
-    steps = tuple(_step(raw, f"steps[{i}]", limits, now) for i, raw in enumerate(raw_steps))
+    unknown = _Unknown()
+    steps = tuple(_step(raw, f"steps[{i}]", limits, now, unknown) for i, raw in enumerate(raw_steps))
     precision = doc.get("precision", "bf16")
     if precision not in PRECISIONS:
         raise _invalid(f"precision: expected one of {', '.join(PRECISIONS)}")
-    return Batch(job_name, rank, world_size, device, framework, pid, dropped, final, allocated, max_allocated, steps, precision)
+    return Batch(
+        job_name,
+        rank,
+        world_size,
+        device,
+        framework,
+        pid,
+        dropped,
+        final,
+        allocated,
+        max_allocated,
+        steps,
+        precision,
+        session=session,
+        profiling_seconds=profiling,
+        unknown_phases=tuple(unknown.names.items()),
+        unknown_phase_entries=unknown.entries,
+    )
 
 
 def parse_batch(body: bytes, limits: IngestLimits, now: float) -> Batch:

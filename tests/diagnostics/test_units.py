@@ -120,6 +120,16 @@ def test_jobs_idle_stall_and_split() -> None:
     assert found["phase.h2d"].verdict is None and found["phase.h2d"].level == "meso"
 
 
+def test_jobs_show_the_loops_own_phase_words_and_judge_their_stages() -> None:
+    shares = (("forward", 0.3), ("backward", 0.4), ("copy_in", 0.2), ("to_host", 0.11), ("dispatch", 0.05))
+    job = JobStats("n", "j", "0", 0.1, 8.5, 85.0, 0.85, shares, 10.0)
+    found = {f.check: f for f in analyse(Observations("t", jobs=(job,)), TABLE).findings}
+    assert found["phase.forward"].title == "forward share of the step (compute)"
+    assert found["phase.copy_in"].value == pytest.approx(0.2)
+    assert found["memcpy_share"].value == pytest.approx(0.31) and found["memcpy_share"].verdict == "abnormal"
+    assert found["framework_share"].value == pytest.approx(0.05) and found["framework_share"].verdict == "healthy"
+
+
 def test_warnings_alone_exit_0() -> None:
     report = analyse(Observations("t", chips=(ChipStats("", "0", "0", "0", 0.7),)), TABLE)
     assert (report.verdict, report.exit_code) == ("warning", 0)

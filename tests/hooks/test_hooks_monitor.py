@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import textwrap
 import time
 
 import pytest
 
-from exporter.hooks import PHASES, Monitor, resolve_identity
+from exporter.hooks import Monitor, resolve_identity
 from exporter.hooks.transport import steps_url
 from tests.support.hooks import Sink, run_script, wait_until
 from tests.support.ports import free_port
@@ -111,7 +112,8 @@ def test_record_step_is_sent_exactly(sink):
     assert second["duration"] == 1.5 and "samples" not in second and "phases" not in second
 
 
-def test_unknown_phase_names_become_other(sink):
+def test_phase_names_are_sent_as_the_loop_wrote_them(sink):
+    """The exporter owns the vocabulary: the hook no longer turns forward/backward into other."""
     mon = monitor(sink)
     with mon.step():
         with mon.phase("forward"):
@@ -121,9 +123,8 @@ def test_unknown_phase_names_become_other(sink):
     mon.record_step(1.0, phases={"optimizer": 0.25, "h2d": 0.5, "loss": 0.25})
     mon.close()
     first, second = sink.steps()
-    assert set(first["phases"]) == {"other"}
-    assert second["phases"] == {"other": 0.5, "h2d": 0.5}
-    assert set(PHASES) >= set(first["phases"]) | set(second["phases"])
+    assert set(first["phases"]) == {"forward", "backward"}
+    assert second["phases"] == {"optimizer": 0.25, "h2d": 0.5, "loss": 0.25}
 
 
 def test_phases_outside_a_step_and_failed_steps_are_not_reported(sink):
@@ -235,19 +236,30 @@ def test_exporter_down_keeps_the_loop_going_and_counts_drops():
     assert stats["send_errors"] >= 1 and "unreachable" in stats["last_error"]
 
 
-def test_exporter_that_comes_up_later_gets_the_buffered_steps():
+def test_exporter_that_comes_up_later_gets_the_buffered_steps(caplog):
     port = free_port()
     mon = Monitor("late", url=f"http://127.0.0.1:{port}", flush_interval=0.01, max_backoff=0.05)
-    for _ in range(30):
-        mon.record_step(0.01)
-    wait_until(lambda: mon.stats()["send_errors"] >= 1, what="a failed attempt")
-    late = Sink(port)
-    try:
-        wait_until(lambda: len(late.steps()) == 30, what="buffered steps delivered")
-        mon.close()
-        assert mon.stats()["dropped"] == 0
-    finally:
-        late.close()
+    with caplog.at_level(logging.INFO, logger="exporter.hooks"):
+        for _ in range(30):
+            mon.record_step(0.01)
+        wait_until(lambda: mon.stats()["send_errors"] >= 1, what="a failed attempt")
+        before = time.time()
+        failing = mon.stats()
+        assert "unreachable" in failing["last_error"] and failing["last_failure"] == failing["last_error"]
+        late = Sink(port)
+        try:
+            wait_until(lambda: len(late.steps()) == 30, what="buffered steps delivered")
+            mon.close()
+            assert mon.stats()["dropped"] == 0
+        finally:
+            late.close()
+    stats = mon.stats()
+    # Back: last_error is gone (it used to stay for ever); the failure and its time are kept apart.
+    assert stats["last_error"] is None and "unreachable" in stats["last_failure"]
+    assert stats["last_failure_time"] >= before - 5
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "exporter.hooks"]
+    assert [level for level, text in said if "unreachable" in text] == [logging.WARNING]  # once
+    assert [level for level, text in said if "reachable again" in text] == [logging.WARNING]  # at the failure's level
 
 
 def test_slow_exporter_does_not_hold_the_loop(sink):

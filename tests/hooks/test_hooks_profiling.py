@@ -61,7 +61,7 @@ def train(exporter_url: str, tmp: Path, job: str, prelude: str = "", extra_path:
         env["PYTHONPATH"] = f"{extra_path}:{ROOT}"
     result = run_script(LOOP.format(prelude=prelude, job=job), env=env, timeout=120)
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return {**json.loads(result.stdout.strip().splitlines()[-1]), "stderr": result.stderr}
 
 
 def served(exporter, metric: str, job_name: str) -> dict:
@@ -91,6 +91,11 @@ def test_a_cpu_window_shows_the_hot_operator(start_exporter, tmp_path):
         assert value(found, absent, job_name="matmul") is None, absent
     assert value(found, "cann_exporter_ingest_profiles_total") >= 1
     assert leftovers(tmp_path / "tmp") == []
+    assert "USDT" not in stats["stderr"] and "profiler_st" not in stats["stderr"]  # Kineto's start/stop lines, muted
+    # What the windows cost the training thread (profiler.stop() alone is milliseconds) is served per job.
+    assert stats["profiling_overhead_seconds"] > 0
+    overhead = value(found, "npu_job_profiling_overhead_seconds_total", job_name="matmul", rank="0")
+    assert overhead == pytest.approx(stats["profiling_overhead_seconds"], abs=1e-5)
     hot_operator_fires_on(found, "matmul", tmp_path)
 
 

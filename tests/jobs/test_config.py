@@ -12,7 +12,8 @@ from exporter.core.options import ConfigError
 from exporter.hooks import PHASES
 from exporter.jobs.collector import JobCollector
 from exporter.jobs.http import OPENAPI_PATH
-from exporter.jobs.metrics import INGEST_REJECT_REASONS, JOB_PHASES
+from exporter.jobs.metrics import INGEST_REJECT_REASONS, SERIES_PER_RANK
+from exporter.jobs.phases import STAGES, VOCABULARY
 from exporter.jobs.validate import IngestError, IngestLimits, parse_batch
 from exporter.node.assembly import assemble
 from tests.support.paths import ROOT
@@ -23,7 +24,7 @@ def test_defaults():
     assert s.ingest.enabled and s.ingest.token is None
     assert (s.ingest.ttl, s.ingest.finished_ttl) == (1800, 60)
     assert (s.ingest.max_jobs, s.ingest.max_ranks, s.ingest.max_body_bytes) == (8, 16, 1 << 20)
-    assert (s.ingest.max_series, s.ingest.max_jobs_per_client, s.ingest.max_ranks_per_client) == (3840, 4, 32)
+    assert (s.ingest.max_series, s.ingest.max_jobs_per_client, s.ingest.max_ranks_per_client) == (64 * SERIES_PER_RANK, 4, 32)
     assert s.ingest.idle_after == 300
     assert IngestLimits() == IngestLimits.of(s.ingest)  # one set of defaults: the options'
 
@@ -84,19 +85,22 @@ def test_assembly_builds_the_store_and_registers_the_collector():
     assert assemble(build_settings(flags={"simulator.scenario": "healthy", "ingest.enabled": False})).ingest is None
 
 
-def test_the_hooks_phase_list_is_the_contract():
-    assert PHASES == JOB_PHASES
+def test_the_hooks_stage_list_is_the_ingests():
+    assert PHASES == STAGES
 
 
 def test_openapi_document_matches_the_validator():
     doc = yaml.safe_load(OPENAPI_PATH.read_text())
     assert doc["openapi"].startswith("3.")
     schemas = doc["components"]["schemas"]
-    assert set(schemas["Step"]["properties"]["phases"]["properties"]) == set(JOB_PHASES)
+    phases = schemas["Step"]["properties"]["phases"]
+    assert phases["additionalProperties"] == {"$ref": "#/components/schemas/Seconds"}
+    assert all(stage in phases["description"] for stage in STAGES)
+    assert {"forward", "backward", "optimizer", "all_reduce", "dataloader", "checkpoint"} <= set(VOCABULARY)
     assert set(schemas["Error"]["properties"]["reason"]["enum"]) == set(INGEST_REJECT_REASONS)
     assert schemas["Batch"]["properties"]["steps"]["maxItems"] == IngestLimits().max_steps
     post = doc["paths"]["/api/v1/steps"]["post"]
-    assert {"200", "400", "401", "413", "415", "429"} <= set(post["responses"])
+    assert {"200", "400", "401", "409", "413", "415", "429"} <= set(post["responses"])
     # The documented example is itself a valid batch.
     example = post["requestBody"]["content"]["application/json"]["example"]
     end = example["steps"][0]["end"]
@@ -112,6 +116,8 @@ def test_openapi_document_matches_the_validator():
         "device",
         "framework",
         "pid",
+        "session",
+        "profiling_seconds",
         "dropped",
         "final",
         "memory",

@@ -22,7 +22,7 @@ class Clock:
 
 
 def batch(job: str = "job-a", rank: int = 0, steps=(), final: bool = False, dropped: int = 0, memory=(None, None), **info) -> Batch:
-    fields = {"world_size": 8, "device": "3", "framework": "pytorch", "pid": "77", **info}
+    fields = {"world_size": 8, "device": "3", "framework": "pytorch", "pid": "77", "session": "", **info}
     return Batch(
         job,
         rank,
@@ -35,6 +35,7 @@ def batch(job: str = "job-a", rank: int = 0, steps=(), final: bool = False, drop
         memory[0],
         memory[1],
         tuple(steps),
+        session=fields["session"],
     )
 
 
@@ -143,10 +144,50 @@ def test_no_samples_means_no_samples_series(clock):
 def test_info_follows_the_latest_batch(clock):
     store = IngestStore(clock=clock)
     store.accept(batch(steps=[s(0.1)], pid="10"))
-    store.accept(batch(steps=[s(0.1)], pid="11", device="5"))
+    store.accept(batch(steps=[s(0.1)], pid="10", device="5"))
     found = scrape(store)
     assert get(found, "npu_job_info") == 1
-    assert get(found, "npu_job_info", pid="11", device="5") == 1
+    assert get(found, "npu_job_info", pid="10", device="5") == 1
+
+
+# --- identity: one process per job_name and rank --------------------------------------------------
+
+
+def test_two_live_processes_with_one_job_name_and_rank_are_never_summed(clock):
+    """They were: 200 iterations where each sent 100."""
+    store = IngestStore(clock=clock)
+    store.accept(batch(steps=[s(0.1)] * 100, pid="10", session="aaaaaaaa"))
+    with pytest.raises(IngestError) as refused:
+        store.accept(batch(steps=[s(0.1)] * 100, pid="10", session="bbbbbbbb"))  # same pid, another process (container)
+    assert refused.value.status == 409 and refused.value.reason == "duplicate_rank"
+    assert "another live process (pid 10" in refused.value.message and "job_name or rank" in refused.value.message
+    clock.now += 60
+    with pytest.raises(IngestError):
+        store.accept(batch(steps=[], pid="11", session="cccccccc"))  # a heartbeat claims nothing either
+    found = scrape(store)
+    assert get(found, "npu_job_iterations_total") == 100
+    assert get(found, "npu_job_info", pid="10") == 1
+
+
+def test_a_restart_after_a_finish_starts_fresh_counters(clock):
+    store = IngestStore(clock=clock)
+    store.accept(batch(steps=[s(0.1)] * 100, pid="10", session="aaaaaaaa", final=True))
+    store.accept(batch(steps=[s(0.2)] * 7, pid="12", session="bbbbbbbb"))
+    found = scrape(store)
+    assert get(found, "npu_job_iterations_total") == 7
+    assert get(found, "npu_job_iteration_duration_seconds_sum") == pytest.approx(1.4)
+    assert get(found, "npu_job_info", pid="12") == 1
+
+
+def test_a_restart_after_a_crash_starts_fresh_counters_once_the_old_process_is_silent(clock):
+    store = IngestStore(clock=clock, stalled_after=90)
+    store.accept(batch(steps=[s(0.1)] * 100, pid="10", session="aaaaaaaa"))  # then killed: no final batch
+    clock.now += 89
+    with pytest.raises(IngestError):
+        store.accept(batch(steps=[s(0.1)] * 3, pid="12", session="bbbbbbbb"))
+    clock.now += 2
+    store.accept(batch(steps=[s(0.1)] * 3, pid="12", session="bbbbbbbb"))
+    assert get(scrape(store), "npu_job_iterations_total") == 3
 
 
 def test_ttl_expiry_removes_every_series_of_that_rank(clock):
@@ -235,7 +276,7 @@ def test_rejections_are_counted_by_reason_from_zero(clock):
     found = scrape(store)
     assert get(found, "cann_exporter_ingest_rejected_total", reason="invalid") == 2
     assert get(found, "cann_exporter_ingest_rejected_total", reason="too_large") == 1
-    assert get(found, "cann_exporter_ingest_rejected_total", reason="unknown_phase") == 0
+    assert get(found, "cann_exporter_ingest_rejected_total", reason="bad_label") == 0
 
 
 def test_client_drops_are_summed(clock):

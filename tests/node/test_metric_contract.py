@@ -279,6 +279,7 @@ def ingest(tmp_path: Path) -> str:
         "pid": 42,
         "memory": {"allocated_bytes": 1 << 30, "max_allocated_bytes": 2 << 30},
         "precision": "fp16",
+        "profiling_seconds": 0.012,
         "steps": [{"duration": 0.5, "samples": 32, "phases": {"compute": 0.3, "h2d": 0.1}, "flops": 5e13}],
     }
     store.accept(parse_batch(json.dumps(body).encode(), IngestLimits(), time.time()))

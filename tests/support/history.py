@@ -308,7 +308,10 @@ def _job_families(now: int, times: list[int]) -> Iterator[str]:
     yield "# TYPE npu_job_phase_seconds counter"
     for phase in ("data", "h2d", "compute", "communication", "d2h", "framework"):
         yield from per_rank(
-            "npu_job_phase_seconds_total", lambda j, t, p=phase: j.phases.get(p, 0.0) * j.busy * _integral(j, now, t), phase=phase
+            "npu_job_phase_seconds_total",
+            lambda j, t, p=phase: j.phases.get(p, 0.0) * j.busy * _integral(j, now, t),
+            phase=phase,
+            stage=phase,
         )
 
 
