@@ -87,6 +87,10 @@ def step_json(event: Event, offset: float, flops_per_step: float | None = None) 
                 value = seconds_value(value)
                 if value is None:
                     continue
+            if type(name) is not str:  # record_step(phases={1: ...}): the JSON needs text
+                name = "other"
+            elif len(name) > MAX_PHASE_NAME:
+                name = name[:MAX_PHASE_NAME]
             clean[name] = clean[name] + value if name in clean else value
         if clean:
             total = sum(clean.values())

@@ -74,6 +74,11 @@ def test_overlapping_hand_timed_phases_are_scaled_to_the_step():
     assert step["phases"]["compute"] == pytest.approx(2 * step["phases"]["communication"])
 
 
+def test_hand_timed_phase_names_that_are_not_text_are_sent_as_other():
+    step = step_json((100.0, 1.0, None, {("a", 1): 0.25, 7: 0.25, "x" * 500: 0.25}), 0.0)
+    assert step is not None and step["phases"] == {"other": 0.5, "x" * 128: 0.25}
+
+
 def test_exclusive_time_of_device_spans():
     spans = [("forward", 0.0, 0.05), ("all_gather", 0.01, 0.03), ("h2d", 0.02, 0.025), ("backward", 0.05, 0.09)]
     assert exclusive(spans) == pytest.approx({"forward": 0.03, "all_gather": 0.015, "h2d": 0.005, "backward": 0.04})
