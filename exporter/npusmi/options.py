@@ -23,14 +23,14 @@ MAX_EXPECTED_CHIPS = 1024  # far above any node (16 dies on an Atlas A3), far be
 parse_count = whole_number(0, MAX_EXPECTED_CHIPS)  # chips this node should have; 0: none
 
 
-# The per-card `-t` queries the source knows (current-fault-event only Ascend 950 answers:
-# opt-in, as every other product refuses it); health is per chip, and only for chips not OK.
+# The per-card `-t` queries the source knows (current-fault-event only Ascend 950 answers: the
+# others' "does not support" is remembered per card); health is per chip, and only for chips not OK.
 CARD_KINDS = ("usages", "common", "ecc", "memory", "current-fault-event")
 # The per-chip health and interconnect queries (queries.py; spod-info at inventory time); each is
 # asked only where the product answers it (a "does not support querying" answer is remembered).
 HARDWARE_KINDS = ("volt", "pcie-err", "sensors", "sio-info", "hccs", "hccs-bw", "spod-info")
 DETAIL_KINDS = (*CARD_KINDS, "health", *HARDWARE_KINDS)
-OPT_IN_KINDS = ("memory", "current-fault-event")  # not in the default list
+OPT_IN_KINDS = ("memory",)  # not in the default list
 
 
 @dataclass(frozen=True)

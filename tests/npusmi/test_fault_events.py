@@ -18,7 +18,7 @@ from exporter.simulator.faultevents import FAMILY_950, UNSUPPORTED, render_curre
 from exporter.simulator.models import MODELS
 from exporter.simulator.scenarios import DEGRADED_CRITICAL_LOGIC_ID, simulate
 from tests.support.paths import NPU_SMI_FIXTURES
-from tests.support.replay import write_replay_npu_smi
+from tests.support.replay import calls, write_replay_npu_smi
 
 SAMPLE = (NPU_SMI_FIXTURES / "info-t-current-fault-event__950__unknown__1.txt").read_text()
 INFO = "Fault Event Information        : event id={id}, severity={sev}, node type ex=215, node id=0, sub node type ex=0, sub node id=0\n"
@@ -111,3 +111,22 @@ def test_the_simulator_answers_as_the_products_do():
     assert [e.event_id for e in found.events] == list(critical.error_codes) and found.chip_id == 0
     healthy = next(c for c in state.chips if c.logic_id != DEGRADED_CRITICAL_LOGIC_ID)
     assert parse_current_fault_event(render_current_fault_event(state, healthy.npu_id), npu_id=healthy.npu_id)[0].events == ()
+
+
+async def test_a_card_that_does_not_answer_is_asked_once_and_fails_nothing(tmp_path):
+    # On by default, so every product is asked once; all but the 950 say "does not support".
+    assert "current-fault-event" in NpuSmiOptions().details
+    refusal = tmp_path / "unsupported.txt"
+    refusal.write_text(UNSUPPORTED)
+    npu_smi = write_replay_npu_smi(tmp_path, {"info": "info__910B3__25.5.1__1", "info -t current-fault-event -i *": (refusal, 0)})
+    src = NpuSmiSource(
+        NpuSmiOptions(details=("current-fault-event",), board=False), CommandRunner(timeout=20), HealthRegistry(), command=(str(npu_smi),)
+    )
+    await src.refresh_overview()
+    cards = {c.npu for c in src.part().chips}
+    for _ in range(3):
+        await src.refresh_details()
+    asked = [c for c in calls(tmp_path) if "current-fault-event" in c]
+    assert len(cards) > 1 and sorted(asked) == sorted(f"info -t current-fault-event -i {n}" for n in cards)
+    assert src.health[src.DETAILS].status().success
+    assert all(c.health_errors == () for c in src.part().chips)
