@@ -15,7 +15,7 @@ import pytest
 from tests.support.paths import ROOT
 
 SCRIPT = ROOT / "scripts" / "install-test-packages"
-PACKAGES = ("prometheus", "prometheus-alertmanager", "chromium")
+PACKAGES = ("prometheus", "prometheus-alertmanager", "chromium", "victoria-metrics")
 INSTALLED = "#!/bin/sh\necho 'Status: install ok installed'\n"
 
 
@@ -100,7 +100,7 @@ def test_script_is_executable_bash() -> None:
     "stand_ins",
     [
         {"dpkg": INSTALLED},
-        {name: "#!/bin/sh\n" for name in ("prometheus", "promtool", "prometheus-alertmanager", "amtool", "chromium")},
+        {name: "#!/bin/sh\n" for name in ("prometheus", "promtool", "prometheus-alertmanager", "amtool", "chromium", "victoria-metrics")},
     ],
     ids=["dpkg", "on-path"],
 )
@@ -115,17 +115,22 @@ def test_missing_without_root_says_what_is_skipped_and_runs_on(tmp_path: Path, s
     log = tmp_path / "calls"
     proc = run_script(tmp_path / "bin", {**NOT_ROOT, "apt-get": recorder(log), **({"sudo": sudo} if sudo else {})})
     assert (proc.returncode, proc.stdout, log.exists()) == (0, "", False), proc.stderr
-    assert "missing Debian packages: prometheus prometheus-alertmanager chromium" in proc.stderr
+    assert "missing Debian packages: prometheus prometheus-alertmanager chromium victoria-metrics" in proc.stderr
     assert ("sudo is not installed" if sudo is None else "sudo needs a password") in proc.stderr
-    assert "apt-get install -y --no-install-recommends prometheus prometheus-alertmanager chromium" in proc.stderr
-    groups = ("tests/generate/test_e2e_prometheus.py", "tests/deploy/test_deploy_compose.py", "tests/diagnostics/test_report.py")
+    assert "apt-get install -y --no-install-recommends prometheus prometheus-alertmanager chromium victoria-metrics" in proc.stderr
+    groups = (
+        "tests/generate/test_e2e_prometheus.py",
+        "tests/deploy/test_deploy_compose.py",
+        "tests/diagnostics/test_report.py",
+        "tests/deploy/test_deploy_victoriametrics.py",
+    )
     assert all(group in proc.stderr for group in groups), proc.stderr
 
 
 def test_missing_without_apt_get_says_why(tmp_path: Path) -> None:
     proc = run_script(tmp_path / "bin", {"id": ROOT_ID})
     assert proc.returncode == 0 and "apt-get not found" in proc.stderr, proc.stderr
-    assert "put prometheus, promtool, alertmanager, amtool and chromium on PATH" in proc.stderr
+    assert "put prometheus, promtool, alertmanager, amtool, chromium and victoria-metrics on PATH" in proc.stderr
 
 
 def test_missing_under_ci_fails(tmp_path: Path) -> None:
@@ -145,7 +150,7 @@ def test_installs_only_the_missing_ones_quietly(tmp_path: Path, uid: str, prefix
     assert log.read_text().splitlines() == [
         *password_check,
         f"{prefix}update -qq",
-        f"{prefix}install -y -qq --no-install-recommends prometheus-alertmanager chromium",
+        f"{prefix}install -y -qq --no-install-recommends prometheus-alertmanager chromium victoria-metrics",
     ]
 
 

@@ -133,6 +133,14 @@ def prometheus_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[
             60,
         )
         wait_for("rules loaded", lambda: get(f"{url}/api/v1/rules")["data"]["groups"], procs, 60)
+        # Prometheus starts its scrape loops some seconds after it is ready: the job that finishes
+        # within seconds must start only once both exporters are being scraped.
+        wait_for(
+            "both exporters scraped",
+            lambda: [t["health"] for t in get(f"{url}/api/v1/targets")["data"]["activeTargets"]] == ["up", "up"],
+            procs,
+            60,
+        )
         ranks = [
             Rank(f"http://{a}/api/v1/steps", "dp", 0, "0", comm=0.5),
             Rank(f"http://{b}/api/v1/steps", "dp", 1, "1", comm=0.05),  # the straggler: the other waits for it
