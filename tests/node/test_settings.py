@@ -25,6 +25,7 @@ def test_defaults():
         "usages",
         "common",
         "ecc",
+        "current-fault-event",
         "health",
         "volt",
         "pcie-err",
