@@ -22,9 +22,9 @@ from exporter.npusmi.parse.keyvalue import (
     int_value,
     key_spec,
     norm,
-    per_chip,
     read_lines,
     resolve_npu_id,
+    spec_records,
     split_chips,
     str_value,
     truncated,
@@ -62,8 +62,7 @@ _USAGES_SPEC = key_spec(
 
 def parse_usages(text: str, *, npu_id: int | None = None, chip_id: int | None = None) -> tuple[ChipUsages, ...]:
     """`npu-smi info -t usages -i N [-c C]`: one record per chip; pass ``chip_id=C`` with `-c`."""
-    npu, chips = per_chip(text, "`-t usages`", _USAGES_SPEC, npu_id, chip_id)
-    return tuple(ChipUsages(npu_id=npu, chip_id=chip, **apply_spec(block, _USAGES_SPEC)) for chip, block in chips)
+    return spec_records(ChipUsages, text, "`-t usages`", _USAGES_SPEC, npu_id, chip_id)
 
 
 # --- -t common ---------------------------------------------------------------------------
@@ -148,8 +147,7 @@ _MEMORY_SPEC = key_spec(
 
 def parse_memory(text: str, *, npu_id: int | None = None, chip_id: int | None = None) -> tuple[ChipMemory, ...]:
     """`npu-smi info -t memory -i N`: one record per chip."""
-    npu, chips = per_chip(text, "`-t memory`", _MEMORY_SPEC, npu_id, chip_id)
-    return tuple(ChipMemory(npu_id=npu, chip_id=chip, **apply_spec(block, _MEMORY_SPEC)) for chip, block in chips)
+    return spec_records(ChipMemory, text, "`-t memory`", _MEMORY_SPEC, npu_id, chip_id)
 
 
 _ECC_SPEC = key_spec(
@@ -171,8 +169,7 @@ _ECC_SPEC = key_spec(
 
 def parse_ecc(text: str, *, npu_id: int | None = None, chip_id: int | None = None) -> tuple[ChipEcc, ...]:
     """`npu-smi info -t ecc -i N`: one record per chip (keys are padded to 40, not 30)."""
-    npu, chips = per_chip(text, "`-t ecc`", _ECC_SPEC, npu_id, chip_id)
-    return tuple(ChipEcc(npu_id=npu, chip_id=chip, **apply_spec(block, _ECC_SPEC)) for chip, block in chips)
+    return spec_records(ChipEcc, text, "`-t ecc`", _ECC_SPEC, npu_id, chip_id)
 
 
 # --- -t health ---------------------------------------------------------------------------

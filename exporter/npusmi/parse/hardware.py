@@ -24,6 +24,7 @@ from exporter.npusmi.parse.keyvalue import (
     per_chip,
     read_lines,
     resolve_npu_id,
+    spec_records,
     str_value,
     truncated,
 )
@@ -140,8 +141,7 @@ _SIO_SPEC = key_spec(
 
 def parse_sio(text: str, *, npu_id: int | None = None, chip_id: int | None = None) -> tuple[ChipSio, ...]:
     """`npu-smi info -t sio-info -i N`: the die-to-die link's error counts per chip."""
-    npu, chips = per_chip(text, "`-t sio-info`", _SIO_SPEC, npu_id, chip_id)
-    return tuple(ChipSio(npu_id=npu, chip_id=chip, **apply_spec(block, _SIO_SPEC)) for chip, block in chips)
+    return spec_records(ChipSio, text, "`-t sio-info`", _SIO_SPEC, npu_id, chip_id)
 
 
 # --- -t spod-info ------------------------------------------------------------------------
@@ -158,5 +158,4 @@ _SPOD_SPEC = key_spec(
 
 def parse_superpod(text: str, *, npu_id: int | None = None, chip_id: int | None = None) -> tuple[SuperPod, ...]:
     """`npu-smi info -t spod-info -i N -c C`: pass the queried ids (the answer prints neither)."""
-    npu, chips = per_chip(text, "`-t spod-info`", _SPOD_SPEC, npu_id, chip_id)
-    return tuple(SuperPod(npu_id=npu, chip_id=chip, **apply_spec(block, _SPOD_SPEC)) for chip, block in chips)
+    return spec_records(SuperPod, text, "`-t spod-info`", _SPOD_SPEC, npu_id, chip_id)

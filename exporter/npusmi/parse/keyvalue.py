@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from exporter.core.values import is_placeholder, to_float, to_int
 from exporter.npusmi.parse.errors import check_output
@@ -216,3 +216,12 @@ def per_chip(text: str, what: str, spec: KeySpec, npu_id: int | None, chip_id: i
         raise truncated(what)
     check_blocks(what, blocks, len(chips), chip_id)
     return resolve_npu_id(blocks.npu_id, npu_id), chips
+
+
+R = TypeVar("R")
+
+
+def spec_records(record: Callable[..., R], text: str, what: str, spec: KeySpec, npu_id: int | None, chip_id: int | None) -> tuple[R, ...]:
+    """A per-chip parser whose record is exactly its spec's fields: one ``record`` per chip block."""
+    npu, chips = per_chip(text, what, spec, npu_id, chip_id)
+    return tuple(record(npu_id=npu, chip_id=chip, **apply_spec(block, spec)) for chip, block in chips)
