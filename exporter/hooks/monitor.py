@@ -196,7 +196,9 @@ class Monitor:
         self._phase_cms: dict[Any, _Phase] = {}
         self._warned_names = False
         self._closed = False
+        self._finished = True  # close() after a crash clears it: no final message then
         self._owner_pid = os.getpid()
+        self.created = _perf()  # a crash before this was not this monitor's
         self._fresh_state()
         if not enabled:
             self.step = lambda samples=None, flops=None: _NULL  # type: ignore[method-assign]
@@ -225,6 +227,7 @@ class Monitor:
         self._memory: tuple[int | None, int | None] | None = None
         self._memory_sent: tuple[int | None, int | None] | None = None
         self._pending: list[dict[str, Any]] | None = None  # encoded steps awaiting a retry
+        self._newest_taken = float("-inf")  # perf time of the newest event the sender took
         self._busy = False
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -343,11 +346,14 @@ class Monitor:
     def _unsent(self) -> bool:
         return bool(self._buf or self._pending or self._busy)
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Send what is buffered (bounded by ``timeout``) and stop. Later steps are ignored."""
+    def close(self, timeout: float = 5.0, *, finished: bool = True) -> None:
+        """Send what is buffered (bounded by ``timeout``) and stop. Later steps are ignored.
+        ``finished=False`` (a crash) sends the steps without the final message, so the exporter
+        serves the rank as stalled instead of finished."""
         if self._closed:
             return
         self._closed = True
+        self._finished = finished
         self._capacity = 0
         thread = self._thread
         if thread is not None and thread.is_alive():
@@ -359,7 +365,13 @@ class Monitor:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.close()
+        self.close(finished=exc_type is None or issubclass(exc_type, KeyboardInterrupt))
+
+    def newest_event(self) -> float:
+        """perf_counter time of the newest step recorded (-inf before the first)."""
+        buf = self._buf
+        newest = buf[-1][0] if buf else float("-inf")  # read before _newest_taken: see _take
+        return max(newest, self._newest_taken)
 
     def stats(self) -> dict[str, Any]:
         """Counters for the curious (and tests): sent, dropped, buffered, errors. ``last_error``
@@ -413,7 +425,7 @@ class Monitor:
 
     def _drain(self, final: bool) -> None:
         # A fork child never marks the job finished, nor does a process dying of an exception.
-        owner = self._owner_pid == os.getpid() and not _crash.seen
+        owner = self._owner_pid == os.getpid() and self._finished
         budget = len(self._buf) + self.batch_size  # bounded even if the loop outruns us
         sent_any = sent_final = False
         while budget > 0 and (self._pending or self._buf):
@@ -437,7 +449,10 @@ class Monitor:
     def _take(self, count: int) -> list[Event]:
         buf, out = self._buf, []
         popleft = buf.popleft
-        for _ in range(min(count, len(buf))):
+        count = min(count, len(buf))
+        if count:  # noted before the events leave the buffer, so newest_event() never misses one
+            self._newest_taken = max(self._newest_taken, buf[count - 1][0])
+        for _ in range(count):
             out.append(popleft())
         return out
 
@@ -571,22 +586,28 @@ def _after_fork_in_child() -> None:
 def _close_all_at_exit() -> None:
     # Bounded: at most ~1 s per monitor even when the exporter is slow or gone.
     for mon in list(_MONITORS):
-        mon.close(timeout=1.0)
+        mon.close(timeout=1.0, finished=not _crash.ended(mon))
 
 
 class _Crash:
     """Notes an exception that ends the main thread, so the exit flush sends the steps but no
-    final message: the exporter then serves the rank as stalled (a crash pages), not finished."""
+    final message: the exporter then serves the rank as stalled (a crash pages), not finished.
 
-    seen = False
+    sys.excepthook also prints errors that C extensions report and then carry on from (a module
+    failing to import inside a framework's import, through PyErr_Print): a monitor that recorded
+    a step after the hook ran, or was created after it, did not crash."""
 
     def __init__(self) -> None:
         self.previous = sys.excepthook
+        self.at: float | None = None  # perf_counter time of the latest uncaught exception
 
     def __call__(self, exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
         if not issubclass(exc_type, KeyboardInterrupt):  # Ctrl-C is the user ending the run
-            _Crash.seen = True
+            self.at = _perf()
         self.previous(exc_type, exc, tb)
+
+    def ended(self, mon: Monitor) -> bool:
+        return self.at is not None and mon.created < self.at and mon.newest_event() < self.at
 
 
 _crash = _Crash()

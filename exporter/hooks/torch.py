@@ -327,12 +327,13 @@ class TorchMonitor:
         self._drain_pending()
         return self.monitor.flush(timeout)
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Wait for the last steps' events (outside the loop, so a wait is fine), then close."""
+    def close(self, timeout: float = 5.0, *, finished: bool = True) -> None:
+        """Wait for the last steps' events (outside the loop, so a wait is fine), then close
+        (``finished=False``: a crash, as :meth:`Monitor.close`)."""
         if self._profiling is not None:
             self._profiling.close(timeout)
         self._drain_pending()
-        self.monitor.close(timeout)
+        self.monitor.close(timeout, finished=finished)
 
     def _drain_pending(self) -> None:
         while self._pending:
@@ -351,4 +352,4 @@ class TorchMonitor:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.close()
+        self.close(finished=exc_type is None or issubclass(exc_type, KeyboardInterrupt))

@@ -448,3 +448,42 @@ def test_a_crash_sends_the_steps_but_no_final_message(sink):
     stopped = run_script(textwrap.dedent(script.format(job="stopped", url=sink.url, error="KeyboardInterrupt")))
     assert stopped.returncode != 0 and "KeyboardInterrupt" in stopped.stderr
     assert [b.get("final") for b in sink.batches if b["job_name"] == "stopped"][-1] is True
+
+
+def test_an_error_printed_through_excepthook_and_carried_on_from_is_no_crash(sink):
+    """C extensions report a handled error through sys.excepthook (PyErr_Print; MindSpore's
+    import does, for a NumPy ABI mismatch). Steps after it show the run went on: a finish."""
+    script = """
+        import sys
+        from exporter.hooks import Monitor
+        try:
+            raise ImportError("compiled against another NumPy")
+        except ImportError:
+            sys.excepthook(*sys.exc_info())  # what PyErr_Print does, then the import carries on
+        mon = Monitor("{job}", url="{url}", flush_interval=60)
+        with mon.step(samples=2):
+            pass
+        {end}
+    """
+    for job, end in (("carried-on", ""), ("closed", "mon.close()")):
+        proc = run_script(textwrap.dedent(script.format(job=job, url=sink.url, end=end)))
+        assert proc.returncode == 0 and "compiled against another NumPy" in proc.stderr
+        assert len(sink.steps(job_name=job)) == 1
+        assert [b.get("final") for b in sink.batches if b["job_name"] == job][-1] is True, job
+
+
+def test_an_exception_leaving_the_with_block_is_a_crash(sink):
+    script = """
+        from exporter.hooks import Monitor
+        with Monitor("{job}", url="{url}", flush_interval=60) as mon:
+            for _ in range(3):
+                with mon.step(samples=2):
+                    pass
+            raise {error}("boom")
+    """
+    crashed = run_script(textwrap.dedent(script.format(job="with-crashed", url=sink.url, error="RuntimeError")))
+    assert crashed.returncode == 1 and len(sink.steps(job_name="with-crashed")) == 3
+    assert not any(b.get("final") for b in sink.batches if b["job_name"] == "with-crashed")
+    stopped = run_script(textwrap.dedent(script.format(job="with-stopped", url=sink.url, error="KeyboardInterrupt")))
+    assert stopped.returncode != 0
+    assert [b.get("final") for b in sink.batches if b["job_name"] == "with-stopped"][-1] is True

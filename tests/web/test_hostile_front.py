@@ -328,6 +328,8 @@ def stall_bodies(port: int, count: int, extra: str = "") -> list[socket.socket]:
                 time.sleep(0.001)  # its window is full: the exporter is not reading (as it should)
                 if sent > len(head):
                     break
+            except (BrokenPipeError, ConnectionResetError):
+                break  # the exporter refused the request and closed: nothing more is read
         held.append(sock)
     return held
 
