@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from exporter.core import clock
 from exporter.core.clock import Clock, Stamped
@@ -58,6 +59,7 @@ from exporter.npusmi.queries import CHIP_QUERIES, GROUPS, SUPERPOD, ChipQuery, G
 log = logging.getLogger("exporter.npusmi")
 
 ChipKey = tuple[int, int]  # (npu id, chip index)
+T = TypeVar("T")  # what a parser returns
 # The options a SIGHUP applies without a restart: when each task runs.
 LIVE_OPTIONS = ("interval", "detail_interval", "inventory_interval", "hardware_interval", "hccs_bw_interval")
 
@@ -320,6 +322,19 @@ class NpuSmiSource:
             raise RunError("exit_status", f"npu-smi {' '.join(args)} exited with status {result.returncode}")
         return result
 
+    async def _ask(self, kind: str, npu: int, parse: Callable[[str], T], *args: str) -> T | None:
+        """`npu-smi info -t kind -i npu *args`, parsed; None when the card answers it does not
+        support the type: a fact about the product, remembered (and logged once) so the type is
+        not asked of this card again until the inventory changes. Any other failure raises
+        (RunError, NpuSmiError); the parser can find the answer in a status-0 output too."""
+        try:
+            return parse((await self._run("info", "-t", kind, "-i", str(npu), *args)).output)
+        except p.NpuSmiError as exc:
+            if not is_unsupported(exc):
+                raise
+            self.unsupported.add(kind, npu)
+            return None
+
     async def _board(self, key: ChipKey) -> Failure | None:
         npu, chip = key
         try:
@@ -338,15 +353,14 @@ class NpuSmiSource:
             if (kind, npu) in self.unsupported:
                 continue
             subject = f"{kind} -i {npu} -c {chip}"
+            parse = partial(query.parse, npu_id=npu, chip_id=chip)
             try:
-                text = (await self._run("info", "-t", kind, "-i", str(npu), "-c", str(chip), *query.args(self.options))).output
-                return None, subject, query.parse(text, npu_id=npu, chip_id=chip)
-            except p.NpuSmiError as exc:
-                if not is_unsupported(exc):
-                    return Failure(subject, exc.reason, str(exc)), subject, None
-                self.unsupported.add(kind, npu)  # a fact about the product: try the next spelling
-            except RunError as exc:
+                found = await self._ask(kind, npu, parse, "-c", str(chip), *query.args(self.options))
+            except (RunError, p.NpuSmiError) as exc:
                 return Failure(subject, exc.reason, str(exc)), subject, None
+            if found is not None:
+                return None, subject, found
+            # unsupported: try the next spelling
         return None, subject, None
 
     async def _health_detail(self, key: ChipKey) -> Failure | None:
@@ -361,15 +375,11 @@ class NpuSmiSource:
 
     async def _detail(self, kind: str, npu: int) -> Failure | None:
         try:
-            text = (await self._run("info", "-t", kind, "-i", str(npu))).output
-            records = _DETAIL_PARSERS[kind](text, npu_id=npu)
-        except p.NpuSmiError as exc:
-            if is_unsupported(exc):  # a fact about the product (current-fault-event before the 950): not asked again
-                self.unsupported.add(kind, npu)
-                return None
+            records = await self._ask(kind, npu, partial(_DETAIL_PARSERS[kind], npu_id=npu))
+        except (RunError, p.NpuSmiError) as exc:
             return Failure(f"{kind} -i {npu}", exc.reason, str(exc))
-        except RunError as exc:
-            return Failure(f"{kind} -i {npu}", exc.reason, str(exc))
+        if records is None:
+            return None  # unsupported (current-fault-event before the 950): no failure, not asked again
         now = self.clock()
         if isinstance(records, p.CommonInfo):
             if records.mcu_power_watts is not None:
@@ -406,7 +416,7 @@ class NpuSmiSource:
         return self.clock() - self._inventory_at >= self.options.inventory_interval
 
 
-_DETAIL_PARSERS: dict[str, Callable[[str], Iterable[object] | p.CommonInfo]] = {
+_DETAIL_PARSERS: dict[str, Callable[..., Iterable[object] | p.CommonInfo]] = {
     "usages": p.parse_usages,
     "common": p.parse_common,
     "ecc": p.parse_ecc,
