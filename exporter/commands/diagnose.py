@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
+from exporter.commands.prometheus_args import OtherInput, PrometheusWindow, add_prometheus_arguments
 from exporter.core.errors import ReasonError
 from exporter.core.inputfile import read_text_input
 from exporter.core.yamlfile import MAX_FILE_BYTES
@@ -31,7 +32,6 @@ from exporter.diagnostics.model import EXIT_CANNOT, CannotDiagnose, Observations
 from exporter.diagnostics.promapi import (
     PrometheusClient,
     PrometheusError,
-    parse_duration,
     parse_time,
 )
 from exporter.diagnostics.render import render_json, render_markdown, render_text
@@ -48,30 +48,13 @@ MAX_SAMPLES = 360
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (__doc__ or "").split("\n\n")[0].replace("\n", " ")
     source = parser.add_argument_group("input (one of; default: the local node)")
-    one = source.add_mutually_exclusive_group()
-    one.add_argument("--prometheus", metavar="URL", help="Prometheus base URL, e.g. http://prometheus:9090")
-    one.add_argument("--metrics-url", metavar="URL", help="one exporter's /metrics, e.g. http://node-1:9435/metrics")
-    one.add_argument("--profile-dir", metavar="DIR", help="a torch_npu/msprof/MindSpore profile export or a directory of them")
-    source.add_argument(
-        "--range",
-        type=argtypes.duration,
-        default=parse_duration("1h"),
-        metavar="DURATION",
-        help="Prometheus: length of the window (default: 1h)",
-    )
-    source.add_argument(
-        "--end",
-        type=argtypes.timestamp,
-        default=None,
-        metavar="TIME",
-        help="Prometheus: end of the window: now (default), now-2d, unix seconds or RFC 3339",
-    )
-    source.add_argument(
-        "--selector",
-        type=argtypes.label_selector,
-        default="",
-        metavar="'{LABEL=\"VALUE\",...}'",
-        help="Prometheus: label matchers added to every query, e.g. '{instance=\"node-1:9435\"}'",
+    add_prometheus_arguments(
+        source,
+        PrometheusWindow("1h", "length of the window", "now-2d", '{instance="node-1:9435"}', prefix="Prometheus: "),
+        (
+            OtherInput("--metrics-url", "URL", "one exporter's /metrics, e.g. http://node-1:9435/metrics"),
+            OtherInput("--profile-dir", "DIR", "a torch_npu/msprof/MindSpore profile export or a directory of them"),
+        ),
     )
     source.add_argument("--npu-smi", metavar="PATH", default=None, help="local node: the npu-smi binary")
     source.add_argument(

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from exporter.commands.prometheus_args import PrometheusWindow, add_prometheus_arguments
 from exporter.diagnostics import argtypes
 from exporter.diagnostics.capacity import analyse_capacity
 from exporter.diagnostics.capacity_reader import QUERIES, fit_window, read_capacity, unhealthy_states
@@ -38,30 +39,13 @@ PROG = "cann-exporter report"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (__doc__ or "").split("\n\n")[0].replace("\n", " ")
-    parser.add_argument("--prometheus", metavar="URL", required=True, help="Prometheus base URL, e.g. http://prometheus:9090")
-    parser.add_argument(
-        "--range", type=argtypes.duration, default=parse_duration("30d"), metavar="DURATION", help="history to report on (default: 30d)"
-    )
-    parser.add_argument(
-        "--end",
-        type=argtypes.timestamp,
-        default=None,
-        metavar="TIME",
-        help="end of the window: now (default), now-1d, unix seconds or RFC 3339",
-    )
+    add_prometheus_arguments(parser, PrometheusWindow("30d", "history to report on", "now-1d", '{cluster="prod"}', required=True))
     parser.add_argument(
         "--step",
         type=argtypes.duration,
         default=None,
         metavar="DURATION",
         help="resolution of the range queries (default: sized to the range, 30d -> 1h, or to the data when Prometheus holds less)",
-    )
-    parser.add_argument(
-        "--selector",
-        type=argtypes.label_selector,
-        default="",
-        metavar="'{LABEL=\"VALUE\",...}'",
-        help="label matchers added to every query, e.g. '{cluster=\"prod\"}'",
     )
     parser.add_argument(
         "--horizon",
