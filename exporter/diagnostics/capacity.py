@@ -13,9 +13,9 @@ time only: each point weighs the seconds of its step the chip was observed
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from exporter.core.values import format_duration
 from exporter.diagnostics.forecast import (
@@ -27,6 +27,9 @@ from exporter.diagnostics.forecast import (
     forecast,
 )
 from exporter.generate.thresholds import ABNORMAL, HEALTHY, Thresholds
+
+if TYPE_CHECKING:
+    from exporter.diagnostics.capacity_grid import Grid, Hbm, Ints, NamespaceFigures
 
 NICE_STEPS = (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
 MAX_POINTS = 720
@@ -54,13 +57,6 @@ class ChipHistory:
     namespace: tuple[tuple[float, str], ...] = ()  # (step end, namespace the chip was allocated to)
     observed: tuple[Point, ...] = ()  # (step end, seconds observed); none given: whole steps
     unhealthy: frozenset[float] = frozenset()  # step ends where the chip's health paged (NPUUnhealthy's states)
-
-    def hours(self, step: float) -> Callable[[float], float]:
-        """Hours observed in the step ending at t (the whole step when nothing says otherwise)."""
-        seconds = dict(self.observed)
-        if not seconds:
-            return lambda t: step / 3600.0
-        return lambda t: min(step, seconds.get(t, 0.0)) / 3600.0
 
 
 @dataclass(frozen=True)
@@ -195,42 +191,34 @@ class CapacityReport:
 # --- computation -------------------------------------------------------------------------------------
 
 
-def _mean(values: Iterable[float]) -> float | None:
-    items = list(values)
-    return statistics.fmean(items) if items else None
-
-
-def _in_use(chip: ChipHistory, t: float, value: float, known: bool) -> bool:
-    """Allocated at step ``t``; never while its health pages (a broken chip is no capacity in use)."""
-    if t in chip.unhealthy:
-        return False
-    return t in chip.in_use if known else value >= 0.01
-
-
 def analyse_capacity(data: CapacityInput, table: Thresholds, horizon_days: float = 30.0) -> CapacityReport:
+    # numpy comes with the report's extra: imported here, so the exporter itself never loads it
+    from exporter.diagnostics import capacity_grid as cg
+
     bounds = Bounds.from_table(table)
-    nodes = _nodes(data, bounds, table)
-    namespaces = _namespaces(data, bounds, table)
-    used = [v for c in data.chips for t, v in c.util if _in_use(c, t, v, data.in_use_known)]
-    all_points = [(c, t, v, h) for c in data.chips for hours in (c.hours(data.step),) for t, v in c.util for h in (hours(t),)]
-    chip_hours = sum(h for *_, h in all_points)
-    idle = sum(h for c, t, v, h in all_points if not _in_use(c, t, v, data.in_use_known))
+    grid = cg.build(data.chips, data.step, data.in_use_known)
+    rows = cg.by_instance([c.instance for c in data.chips])
+    hbm = {n.instance: cg.Hbm.of(n.used, n.total) for n in data.hbm}
+    nodes = _nodes(data, grid, rows, hbm, bounds, table)
+    every = cg.figures(grid, slice(None))
+    chip_hours, idle = every.chip_hours, every.idle_hours
+    mean_in_use = cg.mean(every.used)
     totals: dict[str, float | None] = {
         "chips": float(len(data.chips)),
-        "nodes": float(len({c.instance for c in data.chips})),
+        "nodes": float(len(rows)),
         "chip_hours": chip_hours,
         "idle_chip_hours": idle,
-        "unused_chip_hours": sum((1.0 - min(1.0, max(0.0, v))) * h for _, _, v, h in all_points),
+        "unused_chip_hours": every.unused_hours,
         "idle_share": idle / chip_hours if chip_hours else None,
         "allocation": 1.0 - idle / chip_hours if chip_hours else None,
-        "mean_utilization_in_use": _mean(used),
-        "mean_utilization_all": _mean(v for _, _, v, _ in all_points),
-        "below_share": sum(1 for v in used if v < bounds.low) / len(used) if used else None,
+        "mean_utilization_in_use": mean_in_use,
+        "mean_utilization_all": cg.mean(every.all_util),
+        "below_share": cg.share_below(every.used, bounds.low),
     }
-    allocation = _allocation(data)
-    hbm_headroom = {n.instance: _headroom(n) for n in data.hbm}
-    forecasts = _forecasts(data, allocation, bounds, horizon_days)
-    verdict = _verdict(table, totals["mean_utilization_in_use"])
+    allocation = cg.allocation(grid)
+    spaces = cg.namespace_figures(grid)
+    forecasts = _forecasts(data, allocation, hbm, bounds, horizon_days)
+    verdict = _verdict(table, mean_in_use)
     report = CapacityReport(
         data.source,
         data.start,
@@ -238,19 +226,19 @@ def analyse_capacity(data: CapacityInput, table: Thresholds, horizon_days: float
         data.step,
         bounds,
         nodes,
-        namespaces,
-        _group_mean(data, lambda c, t: c.instance),
-        _namespace_series(data),
-        _cluster(data),
+        _namespaces(spaces, bounds, table),
+        {name: cg.group_means(grid, r) for name, r in rows.items()},
+        {s.namespace: s.series for s in spaces},
+        cg.group_means(grid, slice(None)) if data.chips else (),
         allocation,
-        hbm_headroom,
-        tuple(used),
+        {name: h.headroom() for name, h in hbm.items()},
+        tuple(every.used.tolist()),
         totals,
         forecasts,
         (),
         verdict or HEALTHY,
         data.notes,
-        _chips_below(data, bounds),
+        _chips_below(data, grid, bounds),
         {},
         data.requested,
     )
@@ -258,25 +246,16 @@ def analyse_capacity(data: CapacityInput, table: Thresholds, horizon_days: float
     return replace(report, findings=tuple(findings(report)))
 
 
-def _chips_below(data: CapacityInput, bounds: Bounds) -> tuple[ChipSummary, ...]:
+def _chips_below(data: CapacityInput, grid: Grid, bounds: Bounds) -> tuple[ChipSummary, ...]:
     """Every chip whose utilization, over the steps it was in use, averaged below the low bound."""
-    out = []
-    for chip in data.chips:
-        hours = chip.hours(data.step)
-        used = [(t, v) for t, v in chip.util if _in_use(chip, t, v, data.in_use_known)]
-        mean = _mean(v for _, v in used)
-        if mean is not None and mean < bounds.low:
-            out.append(
-                ChipSummary(
-                    chip.instance,
-                    chip.npu,
-                    chip.chip,
-                    chip.device,
-                    mean,
-                    sum(1 for _, v in used if v < bounds.low) / len(used),
-                    sum(hours(t) for t, _ in used),
-                )
-            )
+    from exporter.diagnostics.capacity_grid import chip_means
+
+    out = [
+        ChipSummary(c.instance, c.npu, c.chip, c.device, mean, below, hours)
+        for row, mean, below, hours in chip_means(grid, bounds.low)
+        if mean < bounds.low
+        for c in (data.chips[row],)
+    ]
     return tuple(sorted(out, key=lambda c: (c.mean_utilization, c.instance, c.device)))
 
 
@@ -317,119 +296,63 @@ def _verdict(table: Thresholds, value: float | None) -> str | None:
     return table["device_utilization"].verdict(value)
 
 
-def _nodes(data: CapacityInput, bounds: Bounds, table: Thresholds) -> tuple[NodeSummary, ...]:
-    by_node: dict[str, list[ChipHistory]] = {}
-    for chip in data.chips:
-        by_node.setdefault(chip.instance, []).append(chip)
-    hbm = {n.instance: n for n in data.hbm}
+def _nodes(
+    data: CapacityInput, grid: Grid, rows: Mapping[str, Ints], hbm: Mapping[str, Hbm], bounds: Bounds, table: Thresholds
+) -> tuple[NodeSummary, ...]:
+    from exporter.diagnostics.capacity_grid import figures, mean, share_below
+
     out = []
-    for instance, chips in sorted(by_node.items()):
-        points = [(c, t, v, h) for c in chips for hours in (c.hours(data.step),) for t, v in c.util for h in (hours(t),)]
-        used = [v for c, t, v, _ in points if _in_use(c, t, v, data.in_use_known)]
-        observed = sum(h for *_, h in points)
-        idle = sum(h for c, t, v, h in points if not _in_use(c, t, v, data.in_use_known))
-        mean = _mean(used)
-        peak, headroom = _hbm_peak(hbm.get(instance))
+    for instance, mine in rows.items():
+        f = figures(grid, mine)
+        node_mean = mean(f.used)
+        peak, headroom = hbm[instance].peak() if instance in hbm else (None, None)
         out.append(
             NodeSummary(
                 instance,
-                len(chips),
-                mean,
-                sum(1 for v in used if v < bounds.low) / len(used) if used else None,
-                len(used) / len(points) if points else 0.0,
-                observed,
-                idle,
-                sum((1.0 - min(1.0, max(0.0, v))) * h for _, _, v, h in points),
+                len(mine),
+                node_mean,
+                share_below(f.used, bounds.low),
+                len(f.used) / f.points if f.points else 0.0,
+                f.chip_hours,
+                f.idle_hours,
+                f.unused_hours,
                 peak,
                 headroom,
-                _verdict(table, mean),
+                _verdict(table, node_mean),
                 data.inventory.get(instance, NodeInventory()),
             )
         )
     return tuple(out)
 
 
-def _hbm_peak(node: NodeHbm | None) -> tuple[float | None, float | None]:
-    if node is None:
-        return None, None
-    total = dict(node.total)
-    ratios = [u / total[t] for t, u in node.used if total.get(t)]
-    free = [total[t] - u for t, u in node.used if t in total]
-    return (max(ratios) if ratios else None), (min(free) if free else None)
+def _namespaces(spaces: Sequence[NamespaceFigures], bounds: Bounds, table: Thresholds) -> tuple[NamespaceSummary, ...]:
+    from exporter.diagnostics.capacity_grid import mean, share_below
 
-
-def _headroom(node: NodeHbm) -> tuple[Point, ...]:
-    total = dict(node.total)
-    return tuple((t, total[t] - u) for t, u in node.used if t in total)
-
-
-def _namespaces(data: CapacityInput, bounds: Bounds, table: Thresholds) -> tuple[NamespaceSummary, ...]:
-    values: dict[str, list[float]] = {}
-    hours_of: dict[str, float] = {}
-    chips_at: dict[str, dict[float, int]] = {}
-    for chip in data.chips:
-        util = dict(chip.util)
-        hours = chip.hours(data.step)
-        for t, namespace in chip.namespace:
-            if t in util:
-                values.setdefault(namespace, []).append(util[t])
-                hours_of[namespace] = hours_of.get(namespace, 0.0) + hours(t)
-                counts = chips_at.setdefault(namespace, {})
-                counts[t] = counts.get(t, 0) + 1
     out = []
-    for namespace, items in sorted(values.items()):
-        mean = _mean(items)
+    for space in spaces:
+        space_mean = mean(space.util)
         out.append(
             NamespaceSummary(
-                namespace,
-                max(chips_at[namespace].values()),
-                hours_of[namespace],
-                mean,
-                sum(1 for v in items if v < bounds.low) / len(items),
-                _verdict(table, mean),
+                space.namespace,
+                space.most_chips,
+                space.chip_hours,
+                space_mean,
+                share_below(space.util, bounds.low),
+                _verdict(table, space_mean),
             )
         )
     return tuple(out)
-
-
-def _group_mean(data: CapacityInput, key: Callable[[ChipHistory, float], str]) -> dict[str, tuple[Point, ...]]:
-    groups: dict[str, dict[float, list[float]]] = {}
-    for chip in data.chips:
-        for t, v in chip.util:
-            groups.setdefault(key(chip, t), {}).setdefault(t, []).append(v)
-    return {name: tuple((t, statistics.fmean(vs)) for t, vs in sorted(points.items())) for name, points in sorted(groups.items())}
-
-
-def _namespace_series(data: CapacityInput) -> dict[str, tuple[Point, ...]]:
-    groups: dict[str, dict[float, list[float]]] = {}
-    for chip in data.chips:
-        util = dict(chip.util)
-        for t, namespace in chip.namespace:
-            if t in util:
-                groups.setdefault(namespace, {}).setdefault(t, []).append(util[t])
-    return {ns: tuple((t, statistics.fmean(vs)) for t, vs in sorted(p.items())) for ns, p in sorted(groups.items())}
-
-
-def _cluster(data: CapacityInput) -> tuple[Point, ...]:
-    return _group_mean(data, lambda c, t: "cluster").get("cluster", ())
-
-
-def _allocation(data: CapacityInput) -> tuple[tuple[float, float, float, float], ...]:
-    rows: dict[float, list[float]] = {}
-    for chip in data.chips:
-        for t, v in chip.util:
-            row = rows.setdefault(t, [0.0, 0.0, 0.0])
-            row[0] += 1
-            row[1] += 1 if _in_use(chip, t, v, data.in_use_known) else 0
-            row[2] += min(1.0, max(0.0, v))
-    return tuple((t, *rows[t]) for t in sorted(rows))  # type: ignore[misc]
 
 
 # --- forecasts -----------------------------------------------------------------------------------------
 
 
 def _forecasts(
-    data: CapacityInput, allocation: Sequence[tuple[float, float, float, float]], bounds: Bounds, horizon: float
+    data: CapacityInput,
+    allocation: Sequence[tuple[float, float, float, float]],
+    hbm: Mapping[str, Hbm],
+    bounds: Bounds,
+    horizon: float,
 ) -> tuple[Forecast, ...]:
     out: list[Forecast | None] = []
     if allocation:
@@ -438,17 +361,16 @@ def _forecasts(
         out.append(forecast("chips in use", "count", in_use, data.end, horizon, limit=chips))
         util = [(t, busy / used) for t, _, used, busy in allocation if used]
         out.append(forecast("mean utilization of chips in use", "ratio", daily(util, data.start), data.end, horizon))
-    out += _hbm_forecasts(data, bounds, horizon)
+    out += _hbm_forecasts(data, hbm, bounds, horizon)
     return tuple(f for f in out if f is not None)
 
 
-def _hbm_forecasts(data: CapacityInput, bounds: Bounds, horizon: float, keep: int = 3) -> list[Forecast]:
+def _hbm_forecasts(data: CapacityInput, hbm: Mapping[str, Hbm], bounds: Bounds, horizon: float, keep: int = 3) -> list[Forecast]:
     """The nodes whose daily peak HBM use grows fastest towards the limit (at most ``keep``)."""
     found = []
-    for node in data.hbm:
-        total = dict(node.total)
-        ratios = [(t, u / total[t]) for t, u in node.used if total.get(t)]
-        item = forecast(f"HBM used on {node.instance}", "ratio", daily(ratios, data.start, "max"), data.end, horizon, limit=bounds.hbm_full)
+    for instance, node in hbm.items():
+        peaks = node.daily_peaks(data.start)
+        item = forecast(f"HBM used on {instance}", "ratio", peaks, data.end, horizon, limit=bounds.hbm_full)
         if item is not None and item.slope_per_day > 1e-4:
             found.append(item)
     found.sort(key=lambda f: -f.at(data.end + horizon * DAY))
