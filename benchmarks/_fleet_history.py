@@ -87,6 +87,18 @@ class WindowStats:
 
 
 @dataclasses.dataclass(frozen=True)
+class Step:
+    """The fleet at one sample time."""
+
+    on: np.ndarray  # per node: scraped
+    live: np.ndarray  # per chip: scraped (its node on)
+    in_use: np.ndarray  # per chip: a job on it
+    percent: np.ndarray  # per chip: AI Core utilization, whole percent
+    used: np.ndarray  # per chip: HBM used, MiB
+    job_of: np.ndarray  # per chip: its job, -1 without
+
+
+@dataclasses.dataclass(frozen=True)
 class Jobs:
     """Every job of the fleet, grouped by node in time order (``first[n]`` .. ``first[n + 1]``),
     each node's list ending with a sentinel that never starts."""
@@ -136,10 +148,12 @@ class FleetHistory:
     """Writes the fleet's samples window by window, in time order (``write`` keeps its place:
     call it for consecutive windows)."""
 
-    def __init__(self, scale: FleetScale, end: int, seed: int = 15) -> None:
+    def __init__(self, scale: FleetScale, end: int, seed: int = 15, raw_days: float | None = None) -> None:
         self.scale = scale
         self.end = end - end % scale.resolution  # the last sample's time
         self.start = self.end - (scale.steps - 1) * scale.resolution  # the first sample's time
+        raw_steps = scale.steps if raw_days is None else min(scale.steps, max(1, int(raw_days * DAY // scale.resolution)))
+        self.raw_start = self.end - (raw_steps - 1) * scale.resolution  # raw samples from here; before: hourly records
         rng = np.random.default_rng(seed)
         n, c = scale.nodes, scale.chips
         late = rng.random(n) < 0.05
@@ -172,10 +186,17 @@ class FleetHistory:
 
     def windows(self, block: int) -> Iterator[tuple[int, int]]:
         """(first, last) sample times of each block window (multiples of ``block`` seconds since
-        the epoch, as promtool and Prometheus align blocks) that holds samples."""
-        t = self.start
-        while t <= self.end:
-            stop = min(self.end, (t // block + 1) * block - 1)
+        the epoch, as promtool and Prometheus align blocks) that holds raw samples."""
+        return self._windows(self.raw_start, self.end, block)
+
+    def record_windows(self, block: int) -> Iterator[tuple[int, int]]:
+        """The block windows before the raw samples (their hours are written as records)."""
+        return self._windows(self.start, self.raw_start - self.scale.resolution, block)
+
+    def _windows(self, first: int, last: int, block: int) -> Iterator[tuple[int, int]]:
+        t = first
+        while t <= last:
+            stop = min(last, (t // block + 1) * block - 1)
             yield t, stop - (stop - self.start) % self.scale.resolution
             t = (t // block + 1) * block
             t += (self.start - t) % self.scale.resolution
@@ -183,22 +204,34 @@ class FleetHistory:
     def write(self, path: Path, first: int, last: int) -> WindowStats:
         """The samples from ``first`` to ``last`` (inclusive, unix seconds) into ``path``."""
         stats = WindowStats()
-        steps = range((first - self.start) // self.scale.resolution, (last - self.start) // self.scale.resolution + 1)
-        if steps.start != self._step:
-            raise ValueError(f"windows must follow each other: step {steps.start}, expected {self._step}")
         with path.open("w", encoding="ascii", buffering=1 << 22) as out:
-            for step in steps:
+            for step, _ in self.steps(first, last):
                 text, samples = self._step_text(step)
                 out.write(text)
                 stats.samples += samples
                 stats.bytes += len(text)
             out.write("# EOF\n")
-        self._step = steps.stop
         return stats
 
-    def _step_text(self, step: int) -> tuple[str, int]:
-        s, jobs, n, c = self.scale, self.jobs, self.scale.nodes, self.scale.chips
-        ts = f" {self.start + step * s.resolution}\n"
+    def steps(self, first: int, last: int) -> Iterator[tuple[int, int]]:
+        """(step, time) from ``first`` to ``last`` (inclusive, unix seconds), which must follow
+        the steps already taken (the state moves on with each)."""
+        steps = range((first - self.start) // self.scale.resolution, (last - self.start) // self.scale.resolution + 1)
+        if steps.start != self._step:
+            raise ValueError(f"windows must follow each other: step {steps.start}, expected {self._step}")
+        for step in steps:
+            yield step, self.start + step * self.scale.resolution
+            self._step = step + 1
+
+    def chip_labels(self) -> list[str]:
+        return list(self._labels)
+
+    def node_labels(self) -> list[str]:
+        return [f'job="{JOB}",instance="{_instance(node)}"' for node in range(self.scale.nodes)]
+
+    def state(self, step: int) -> Step:
+        """The fleet at ``step`` (steps in order: the jobs' cursor and the noise move on)."""
+        jobs, n, c = self.jobs, self.scale.nodes, self.scale.chips
         on = (step >= self.joins) & ~((step >= self.out_start) & (step < self.out_end))
         self._cursor[jobs.end[self._cursor] <= step] += 1
         job = self._cursor
@@ -207,9 +240,15 @@ class FleetHistory:
         util = jobs.util[job][:, None] + self.chip_bias + self._noise.normal(0.0, 0.04, (n, c))
         percent = np.where(in_use, np.clip(np.rint(util.ravel() * 100), 0, 100).astype(np.int64), 0)
         used = np.where(in_use, (jobs.hbm_mib[job][:, None] + self.chip_hbm).ravel(), IDLE_HBM_MIB)
-        live = np.repeat(on, c)
+        job_of = np.where(in_use, np.repeat(job, c), -1)
+        self._start_jobs(job_of)
+        return Step(on, np.repeat(on, c), in_use, percent, used, job_of)
+
+    def _step_text(self, step: int) -> tuple[str, int]:
+        ts = f" {self.start + step * self.scale.resolution}\n"
+        state = self.state(step)
+        on, live, in_use, percent, used = state.on, state.live, state.in_use, state.percent, state.used
         busy = np.flatnonzero(in_use)
-        self._start_jobs(np.where(in_use, np.repeat(job, c), -1))
         text = "".join(
             (
                 _lines(self._up[live], None, ts),

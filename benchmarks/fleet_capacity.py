@@ -2,17 +2,21 @@
 of 1,000 nodes x 8 chips, against the same questions asked of the raw series.
 
 1. History: a synthetic fleet (benchmarks/_fleet_history.py: jobs, idle spells, growth,
-   churn of process and pod series, node outages) at BENCH_FLEET_RESOLUTION (5 min), written
-   as OpenMetrics one TSDB block window at a time to a temporary directory and turned into
-   blocks by `promtool tsdb create-blocks-from openmetrics` (each window's file deleted once
-   converted, so disk holds one window of text at a time).
+   churn of process and pod series, node outages) at BENCH_FLEET_RESOLUTION (5 min). Raw
+   samples cover the last BENCH_FLEET_RAW_DAYS (1) of it, written as OpenMetrics one TSDB block
+   window at a time to a temporary directory and turned into blocks by `promtool tsdb
+   create-blocks-from openmetrics` (each window's file deleted once converted). Before the raw
+   window, the same simulated fleet is written as the report's hourly records only
+   (benchmarks/_fleet_records.py: per chip-hour utilization, in use, seconds observed,
+   namespace; per node-hour HBM), as the rules would have recorded them, through the same
+   promtool command.
 2. Recording rules: the shipped capacity rules (`exporter/generate/recording.py`, as in
    alerts/cann-exporter.rules.yml) with the rollup interval at twice the resolution (the
    chip-hour rules count a chip observed through an interval only with a sample in it and in
    the one before: with 5-minute samples the interval must be 10 minutes; shipped, 1 minute
    for 30 s scrapes). `promtool tsdb create-blocks-from rules` evaluates them through a real
-   Prometheus on the history (--eval-interval = the resolution for the group without its
-   own interval, --start/--end = the history), in passes: a rule on other rules runs after
+   Prometheus on the raw window (--eval-interval = the resolution for the group without its
+   own interval, --start/--end = the raw window), in passes: a rule on other rules runs after
    their blocks are loaded (benchmarks/_raw_queries.py `levels`).
 3. Serving: the Debian Prometheus on 127.0.0.1 on the blocks, after it has merged the
    overlapping blocks the backfill wrote (as it would after any backfill), with a query
@@ -38,13 +42,16 @@ Goals: each panel <= 1 s and <= 0.1x its raw equivalent (10x faster); each repor
 same on VictoriaMetrics. Report and diagnose queries are timed up to 120 s each (a failed one
 is noted and the reader goes on, so each query it sends is timed). Recorded: Prometheus' RSS
 peak (VmHWM) while backfilling the rules, merging blocks, serving the panels and serving the
-raw queries, VictoriaMetrics' while importing and serving, and the TSDB on disk. At the
-default scale this takes about 3 hours on 2 cores (most of it the rule backfill, about 0.035
-s per chip-day); BENCH_FLEET_DAYS=4 about 40 minutes (docs/scaling.md).
+raw queries, VictoriaMetrics' while importing and serving, and the TSDB on disk. Evaluating
+every rule on a month of raw samples took about 3 hours on 2 cores (the rule backfill, about
+0.035 s per chip-day, and promtool reading 300 million raw samples); with one raw day and the
+report's records before it, the default scale takes well under an hour (docs/scaling.md). The
+dashboard's own records, and so its panels, then cover the raw window only.
 
     python -m benchmarks.fleet_capacity
         (env BENCH_FLEET_NODES 1000, BENCH_FLEET_CHIPS 8, BENCH_FLEET_DAYS 30,
-         BENCH_FLEET_RESOLUTION 300 seconds, BENCH_FLEET_RAW_TIMEOUT 30 seconds a raw query may
+         BENCH_FLEET_RESOLUTION 300 seconds, BENCH_FLEET_RAW_DAYS 1 (raw samples; the whole
+         history when >= BENCH_FLEET_DAYS), BENCH_FLEET_RAW_TIMEOUT 30 seconds a raw query may
          take before it counts as "over", BENCH_FLEET_TMPDIR where the temporary history goes)
 """
 
@@ -75,6 +82,7 @@ from benchmarks._fleet_history import (
     block_seconds,
     retention_days,
 )
+from benchmarks._fleet_records import HourlyRecords
 from benchmarks._month_analysis import time_month_analysis
 from benchmarks._raw_queries import RawEquivalents, Rule, levels, rule_file, rules_of
 from benchmarks._victoria import BINARIES, import_history, rss_peak, victoria
@@ -98,6 +106,7 @@ SCALE = FleetScale(
 )
 FULL = FleetScale()
 RAW_TIMEOUT = float(os.environ.get("BENCH_FLEET_RAW_TIMEOUT", "30"))
+RAW_DAYS = float(os.environ.get("BENCH_FLEET_RAW_DAYS", "1"))  # raw samples (and rules on them) for the last days; before: hourly records
 TOOL_TIMEOUT = 120.0  # report and diagnose queries are timed up to 4x the report's own default timeout
 TMPDIR = os.environ.get("BENCH_FLEET_TMPDIR") or None
 REPEATS = 3  # timed runs of a query after one warm-up, median reported
@@ -123,8 +132,9 @@ def run() -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-fleet-", dir=TMPDIR) as tmp:
         work = Path(tmp)
         data = work / "data"
-        history = FleetHistory(SCALE, int(time.time()))
+        history = FleetHistory(SCALE, int(time.time()), raw_days=RAW_DAYS if RAW_DAYS < SCALE.days else None)
         server = Server(work, data, retention_days(SCALE.days))
+        records = backfill_records(history, rollup, data, work)
         raw = backfill_history(history, data, work)
         recorded = backfill_rules(server, rules, history, work)
         merged = merge_blocks(server)
@@ -132,12 +142,12 @@ def run() -> dict[str, Any]:
         with server.running(lookback=lookback, name="serving") as prom:
             idle_rss = prom.rss()
             panels = time_panels(prom, RawEquivalents(rules), history.end)
-            tools = time_tools(prom.url, history.end)
+            tools = time_tools(prom.url, history.end, raw=history.raw_start == history.start)
             counts = series_counts(prom.url, history.end)
             rss = {"idle": idle_rss, **panels.pop("rss"), "tools": prom.rss_peak()}
         victoria_metrics = time_victoria(work, data, lookback, history.end)
     tools["month_analysis"] = time_month_analysis(SCALE.nodes, SCALE.chips, float(history.end))
-    return result(history, rollup, lookback, raw, recorded, merged, panels, tools, rss, counts, victoria_metrics)
+    return result(history, rollup, lookback, records, raw, recorded, merged, panels, tools, rss, counts, victoria_metrics)
 
 
 # --- Prometheus -------------------------------------------------------------------------------------
@@ -269,6 +279,28 @@ def backfill_history(history: FleetHistory, data: Path, work: Path) -> dict[str,
     return out
 
 
+def backfill_records(history: FleetHistory, rollup: int, data: Path, work: Path) -> dict[str, Any]:
+    """The report's hourly records before the raw window (benchmarks/_fleet_records.py), as
+    OpenMetrics window by window, turned into blocks by promtool."""
+    block = block_seconds(history.scale.days)
+    text = work / "records.om"
+    writer = HourlyRecords(history, rollup)
+    out: dict[str, Any] = {"windows": 0, "samples": 0, "generate_seconds": 0.0, "promtool_seconds": 0.0}
+    for first, last in history.record_windows(block):
+        start = time.monotonic()
+        stats = writer.write(text, first, last)
+        out["generate_seconds"] += time.monotonic() - start
+        if stats.samples:
+            out["promtool_seconds"] += promtool(
+                "create-blocks-from", f"--max-block-duration={block}s", "openmetrics", "-q", str(text), str(data)
+            )
+        text.unlink()
+        out["windows"] += 1
+        out["samples"] += stats.samples
+    out["hours"] = (history.raw_start - history.start) / 3600
+    return out
+
+
 def backfill_rules(server: Server, rules: Sequence[Rule], history: FleetHistory, work: Path) -> dict[str, Any]:
     """Every rule evaluated over the history by promtool through Prometheus, pass by pass."""
     block = block_seconds(history.scale.days)
@@ -283,7 +315,7 @@ def backfill_rules(server: Server, rules: Sequence[Rule], history: FleetHistory,
                 "rules",
                 "-q",
                 f"--url={prom.url}",
-                f"--start={history.start}",
+                f"--start={history.raw_start}",
                 f"--end={history.end}",
                 f"--eval-interval={history.scale.resolution}s",
                 f"--output-dir={out_dir}",
@@ -691,6 +723,7 @@ def result(
     history: FleetHistory,
     rollup: int,
     lookback: int,
+    records: Mapping[str, Any],
     raw: Mapping[str, Any],
     recorded: Mapping[str, Any],
     merged: Mapping[str, Any],
@@ -819,6 +852,14 @@ def result(
             row["series"] = max(row["series"], call["series"])
             row["error"] = row["error"] or call["error"]
     phases = [
+        {
+            "phase": f"hourly records before the raw window: generate OpenMetrics ({records['hours']:g} h)",
+            "seconds": records["generate_seconds"],
+        },
+        {
+            "phase": f"hourly records: promtool create-blocks-from openmetrics ({records['windows']} windows)",
+            "seconds": records["promtool_seconds"],
+        },
         {"phase": "history: generate OpenMetrics (Python)", "seconds": raw["generate_seconds"]},
         {"phase": f"history: promtool create-blocks-from openmetrics ({raw['windows']} windows)", "seconds": raw["promtool_seconds"]},
         *(
@@ -837,11 +878,25 @@ def result(
             "rss_peak_MiB": merged["rss_peak_bytes"] / MIB,
         },
         {"phase": "report --range 30d: its queries and analysis", "seconds": tools.get("report_seconds")},
-        {"phase": "the same window from raw series (queries)", "seconds": tools.get("raw_report_seconds")},
+        *(
+            [{"phase": "the same window from raw series (queries)", "seconds": tools.get("raw_report_seconds")}]
+            if "raw report" in tools
+            else []
+        ),
         {"phase": "diagnose --prometheus: read 1 hour", "seconds": tools.get("diagnose_seconds")},
     ]
     notes = [
         f"Scale: {scale.describe()}" + (f"; sized down from {FULL.describe()} (BENCH_FLEET_* set)" if sized_down else "") + ".",
+        (
+            f"Raw and recorded: raw samples for the last {(history.end - history.raw_start + scale.resolution) / 86400:g} days "
+            f"(BENCH_FLEET_RAW_DAYS), every recording rule backfilled on them; before that, {records['hours']:g} hours of "
+            f"the report's hourly records only ({records['samples']:,} samples, benchmarks/_fleet_records.py), computed "
+            "from the same simulated fleet. The report's 30 days read records throughout; the dashboard's records and "
+            "the raw series (panels' raw equivalents, diagnose) hold the raw window only, and the report is not re-read "
+            "from raw series."
+            if history.raw_start > history.start
+            else "Raw samples for the whole history, every recording rule backfilled on them."
+        ),
         f"History: {raw['samples']:,} samples in {raw['series']:,} series ({counts.get('raw_series_at_end')} raw series "
         f"live at the end, {counts.get('recorded_series_at_end')} recorded); largest window of OpenMetrics text "
         f"{raw['text_bytes'] / MIB:,.0f} MiB; {raw['block_hours']:g} h blocks, retention {retention_days(scale.days)} d.",
@@ -858,9 +913,14 @@ def result(
         f"{tools.get('report_analysis_seconds', 0):.1f} s) for {tools.get('report_chips', 0)} chips at a "
         f"{(tools.get('report_step') or 0) / 60:g} min step, "
         + ("from the hourly recording rules" if tools.get("report_recorded") else "from raw series (no records held)")
-        + f"; chip-hours {tools.get('report_chip_hours') or 0:,.1f} (raw series: {tools.get('raw_report_chip_hours') or 0:,.1f}). The same window "
-        f"from raw series: {len(tools.get('raw report') or [])} queries ({tools.get('raw_report_seconds', 0):.1f} s, each up to "
-        f"{RAW_TIMEOUT:g} s). diagnose: {len(tools.get('diagnose') or [])} queries ({tools.get('diagnose_seconds', 0):.1f} s).",
+        + f"; chip-hours {tools.get('report_chip_hours') or 0:,.1f}"
+        + (
+            f" (raw series: {tools.get('raw_report_chip_hours') or 0:,.1f}). The same window from raw series: "
+            f"{len(tools.get('raw report') or [])} queries ({tools.get('raw_report_seconds', 0):.1f} s, each up to {RAW_TIMEOUT:g} s)."
+            if "raw report" in tools
+            else " (not re-read from raw series: they hold the raw window only)."
+        )
+        + f" diagnose: {len(tools.get('diagnose') or [])} queries ({tools.get('diagnose_seconds', 0):.1f} s).",
         f"VictoriaMetrics {_version('victoria-metrics')} (Debian): the same blocks imported by vmctl prometheus in "
         f"{vm['import']['seconds']:.0f} s ({vm['import']['samples']:,} samples; {vm['import']['series']:,} series counted per block), queried with "
         "its cache off; the report there: "

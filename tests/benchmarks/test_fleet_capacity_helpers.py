@@ -160,3 +160,62 @@ def test_a_failed_reader_query_is_timed_and_answers_no_series():
     assert client.range("up", 0, 3600, 60) == [] and client.instant("up", 0) == []
     assert [(c["endpoint"], c["query"], c["series"]) for c in client.calls] == [("query_range", "up", 0), ("query", "up", 0)]
     assert all(c["error"] and c["seconds"] >= 0 for c in client.calls)
+
+
+def _samples(text: str) -> dict[tuple[str, str], dict[int, float]]:
+    """{(metric, labels): {time: value}} of OpenMetrics lines."""
+    out: dict[tuple[str, str], dict[int, float]] = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        head, value, ts = line.rsplit(" ", 2)
+        name, _, labels = head.partition("{")
+        out.setdefault((name, "{" + labels), {})[int(ts)] = float(value)
+    return out
+
+
+def test_the_hourly_records_are_what_the_rules_make_of_the_raw_samples(tmp_path):
+    from benchmarks._fleet_records import HourlyRecords
+
+    scale = FleetScale(nodes=4, chips=2, days=1.5)
+    end, rollup = 1_800_003_600, 600
+    raw_history = FleetHistory(scale, end)  # every step as raw samples
+    raw_history.write(tmp_path / "raw.om", raw_history.start, raw_history.end)
+    raw = _samples((tmp_path / "raw.om").read_text())
+    history = FleetHistory(scale, end, raw_days=0.5)  # the same fleet: records before its last half day
+    windows = list(history.record_windows(block_seconds(scale.days)))
+    assert windows[0][0] == history.start and windows[-1][1] == history.raw_start - scale.resolution
+    writer = HourlyRecords(history, rollup)
+    records: dict[tuple[str, str], dict[int, float]] = {}
+    for first, last in windows:
+        writer.write(tmp_path / "r.om", first, last)
+        for key, points in _samples((tmp_path / "r.om").read_text()).items():
+            records.setdefault(key, {}).update(points)
+    assert list(history.windows(block_seconds(scale.days)))[0][0] == history.raw_start
+    hours = [t for t in range(history.end, history.start, -3600) if t < history.raw_start]
+    util = {labels: points for (name, labels), points in raw.items() if name == "npu_aicore_utilization_ratio"}
+    checked = 0
+    for labels, points in util.items():
+        for t in hours:
+            inside = [v for at, v in points.items() if t - 3600 < at <= t]
+            got = records.get(("chip:npu_aicore_utilization_ratio:avg1h", labels), {}).get(t)
+            if not inside:
+                assert got is None
+                continue
+            assert got == pytest.approx(sum(inside) / len(inside), abs=1e-6)
+            evaluations = sum(
+                any(e - rollup < at <= e for at in points) and any(e - 2 * rollup < at <= e - rollup for at in points)
+                for e in range(t, t - 3600, -rollup)
+            )
+            assert records.get(("chip:npu_observed_seconds:sum1h", labels), {}).get(t, 0) == evaluations * rollup
+            busy = any(
+                t - 3600 < at <= t
+                for (name, other), pts in raw.items()
+                if name == "npu_process_memory_bytes" and other.startswith(labels[:-1])
+                for at in pts
+            )
+            assert records[("chip:npu_in_use:max1h", labels)][t] == float(busy)
+            checked += 1
+    assert checked > 100
+    spaces = {(labels, t) for (name, labels), pts in records.items() if name == "chip:npu_pod_info:max1h" for t in pts}
+    assert spaces and all(t in hours for _, t in spaces)
