@@ -28,7 +28,7 @@ from exporter.diagnostics.model import (
     Observations,
     Report,
 )
-from exporter.generate.rules import isolated_pages_limit
+from exporter.generate.chip_rules import isolated_pages_limit
 from exporter.generate.thresholds import (
     ABNORMAL,
     HEALTHY,

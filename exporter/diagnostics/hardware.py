@@ -25,7 +25,7 @@ from exporter.diagnostics.model import (
     chip_subject,
 )
 from exporter.generate.common import GenerateError
-from exporter.generate.rules import OPTICAL_POWER, optical_power_limits
+from exporter.generate.network_rules import OPTICAL_POWER, optical_power_limits
 from exporter.generate.thresholds import (
     ABNORMAL,
     HEALTHY,

@@ -1,6 +1,6 @@
 """Observations from a Prometheus server over a time window (instant queries at the window's
 end, each averaging or rating over the window). The PromQL mirrors the generated rules
-(exporter/generate/rules.py) so the numbers are the ones the alerts look at.
+(exporter/generate/*_rules.py) so the numbers are the ones the alerts look at.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
 """Alerting rules, recording rules and Grafana dashboards from the health-threshold table
 (thresholds.yaml beside this file, or ``--thresholds FILE``).
 
-thresholds.py loads and validates the table; rules.py and recording.py (alerts and
-recording rules) and dashboards.py with one *_board.py module per dashboard (Grafana) are pure
-generators returning plain data; writer.py serialises them with a "generated, do not edit" header. `cann-exporter
-generate` (commands/generate.py) writes them under ``--out``:
+thresholds.py loads and validates the table; rules.py (alerts, with one *_rules.py module
+per rule group: chip, interconnect, training, network, exporter), recording.py (recording rules,
+energy_rules.py their energy group) and dashboards.py with one *_board.py module per dashboard
+(Grafana) are pure generators returning plain data; writer.py serialises them with a
+"generated, do not edit" header. `cann-exporter generate` (commands/generate.py) writes them
+under ``--out``:
 
     alerts/cann-exporter.alerts.yml      alerting rules (every contract alert)
     alerts/cann-exporter.rules.yml       recording rules (capacity planning)

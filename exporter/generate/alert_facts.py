@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from exporter.generate.chip_rules import isolated_pages_limit
 from exporter.generate.common import num
-from exporter.generate.rules import isolated_pages_limit
 from exporter.generate.thresholds import Thresholds
 
 

@@ -1,6 +1,6 @@
 """What the rule and dashboard generators share: the generated-file marker, the failure they
-raise, how numbers are printed into PromQL and panels, the label sets rules aggregate by, and
-the table with shorter windows (test variants)."""
+raise, how numbers are printed into PromQL and panels, the label sets rules aggregate by, what
+an alert builder returns, and the table with shorter windows (test variants)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,23 @@ CHIP = "job, instance, npu, chip, device"  # one chip
 NODE = "job, instance"  # one node (exporter target)
 JOB = "job, instance, job_name, rank"  # one training process
 IN_USE_SOURCES = ("process", "pod", "job")
+
+# What an alert builder (spec + table) returns: (expr, summary, description).
+Built = tuple[str, str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Tier:
+    """One rule of an alert that pages at two severities under one name: the expressions
+    exclude each other, so a chip is in one tier at a time and pages once."""
+
+    severity: str
+    built: Built
+
+
+def indent(expr: str, by: str = "  ") -> str:
+    return "\n".join(by + line for line in expr.splitlines())
+
 
 # Window names `windows=` may override (besides any duration-valued alert param by its name).
 WINDOW_KEYS = ("window", "range", "profile_max_age", "handover", "rollup_interval")

@@ -6,6 +6,11 @@ from grafana_foundation_sdk.models import dashboard as dm
 
 from exporter.core import faultlevels
 from exporter.generate.alert_facts import has_alert, page_isolation
+from exporter.generate.chip_rules import (
+    isolated_pages,
+    missing_chips,
+    missing_lookback,
+)
 from exporter.generate.common import num, pct
 from exporter.generate.panels import (
     CHIP_LEGEND,
@@ -26,11 +31,6 @@ from exporter.generate.panels import (
     node_vars,
     q,
     single,
-)
-from exporter.generate.rules import (
-    isolated_pages,
-    missing_chips,
-    missing_lookback,
 )
 from exporter.generate.thresholds import Thresholds
 

@@ -1,14 +1,14 @@
 """Alert builders for the chip's links and sensors: PCIe, HCCS, SIO (die to die) and the
 `-t sensors` temperatures (npu_pcie_errors_total, npu_hccs_*, npu_sio_errors_total,
-npu_sensor_temperature_celsius). Spec + table -> (expr, summary, description), as rules.py."""
+npu_sensor_temperature_celsius). Spec + table -> (expr, summary, description); rules.py puts
+the groups together."""
 
 from __future__ import annotations
 
-from exporter.generate.common import GenerateError, num
+from exporter.generate.common import Built, GenerateError, num
 from exporter.generate.texts import CHIP_SHORT, CHIP_TEXT
 from exporter.generate.thresholds import AlertSpec, Thresholds
 
-Built = tuple[str, str, str]
 LINK_TEXT = f"HCCS link {{{{ $labels.link }}}} of {CHIP_TEXT}"
 LINK_SHORT = f"HCCS link {{{{ $labels.link }}}} of {CHIP_SHORT}"
 
@@ -88,5 +88,6 @@ BUILDERS = {
     "NPUSIOErrors": sio_errors,
     "NPUSensorTemperatureHigh": sensor_temperature,
 }
+NO_THRESHOLD = {"NPUHCCSLinkDown"}
 NEEDS_RANGE = {"NPUPCIeErrors", "NPUHCCSErrors", "NPUSIOErrors"}
 GROUP = ("cann-exporter-interconnect", tuple(BUILDERS))

@@ -1,18 +1,15 @@
 """The PromQL the training-job alerts share: the lifecycle gate every one of them passes (no
-job alert for a finished job) and the straggler comparison across the ranks of one job."""
+job alert for a finished job), the rank's device joined to each, and the straggler comparison
+across the ranks of one job."""
 
 from __future__ import annotations
 
-from exporter.generate.common import JOB, num
+from exporter.generate.common import JOB, indent, num
 
 # npu_job_state{state}: running, finished (the hook closed), stalled (silent without closing).
 RUNNING = 'npu_job_state{state="running"} == 1'
 FINISHED = 'npu_job_state{state="finished"} == 1'
 STALLED = 'npu_job_state{state="stalled"} == 1'
-
-
-def _indent(expr: str, by: str = "  ") -> str:
-    return "\n".join(by + line for line in expr.splitlines())
 
 
 def not_finished(expr: str, lookback: str) -> str:
@@ -21,9 +18,17 @@ def not_finished(expr: str, lookback: str) -> str:
     samples keeps a value for its whole range after the series end: ``lookback`` is the
     longest range a job alert rates over."""
     return (
-        f"(\n{_indent(expr)}\n)\nunless on ({JOB})\n(\n"
+        f"(\n{indent(expr)}\n)\nunless on ({JOB})\n(\n"
         f'  max_over_time(npu_job_state{{state="finished"}}[{lookback}]) == 1\n'
         f"  unless on ({JOB}) {RUNNING}\n)"
+    )
+
+
+def on_device(expr: str) -> str:
+    """``expr`` (per rank) with the `device` of the rank's npu_job_info on the same exporter (two
+    nodes may run the same job_name and rank); unchanged without one (a profile-only job)."""
+    return (
+        f"(\n{indent(expr)}\n)\n* on ({JOB}) group_left (device)\n  topk by ({JOB}) (1, npu_job_info)\nor on ({JOB})\n(\n{indent(expr)}\n)"
     )
 
 
@@ -50,7 +55,7 @@ def straggler(range_: str, threshold: float, min_ranks: int) -> str:
     busy = busy_per_iteration(range_)
     job = "job, job_name"
     return (
-        f"(\n{_indent(busy)}\n)\n/ on ({job}) group_left ()\n"
-        f"quantile by ({job}) (0.5,\n{_indent(busy)}\n)\n> {num(1 + threshold)}\n"
+        f"(\n{indent(busy)}\n)\n/ on ({job}) group_left ()\n"
+        f"quantile by ({job}) (0.5,\n{indent(busy)}\n)\n> {num(1 + threshold)}\n"
         f"and on ({job})\ncount by ({job}) (npu_job_iterations_total) >= {min_ranks}"
     )

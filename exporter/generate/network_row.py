@@ -7,6 +7,9 @@ from grafana_foundation_sdk.models import dashboard as dm
 
 from exporter.generate.alert_facts import has_alert
 from exporter.generate.common import dbm, num
+from exporter.generate.network_rules import (
+    optical_power_limits,
+)
 from exporter.generate.panels import (
     CHIP_SEL,
     GREEN,
@@ -17,9 +20,6 @@ from exporter.generate.panels import (
     history,
     limit_steps,
     q,
-)
-from exporter.generate.rules import (
-    optical_power_limits,
 )
 from exporter.generate.thresholds import Thresholds
 from exporter.hccn.records import NET_HEALTH_STATES

@@ -1,0 +1,180 @@
+"""Alert builders for the chips as npu-smi reports them (the cann-exporter-npu group):
+utilization while in use, missing chips, temperature, HBM, ECC errors and isolated pages, and
+the fault alerts of fault_alerts.py. Spec + table -> (expr, summary, description), or two Tiers;
+rules.py puts the groups together."""
+
+from __future__ import annotations
+
+from exporter.generate import fault_alerts
+from exporter.generate.common import IN_USE_SOURCES, Built, GenerateError, Tier, in_use_chips, indent, num, pct
+from exporter.generate.texts import CHIP_SHORT, CHIP_TEXT, ISOLATED_NOW
+from exporter.generate.thresholds import AlertSpec, Thresholds
+
+
+def _low_utilization(spec: AlertSpec, table: Thresholds) -> Built:
+    ind = table[spec.indicator] if spec.indicator else None
+    sources = spec.param("in_use", IN_USE_SOURCES)
+    expr = (
+        f"avg_over_time(npu_aicore_utilization_ratio[{spec.range}]) < {num(spec.threshold)}\n"
+        f"and on (job, instance, device)\n(\n  {in_use_chips(tuple(sources))}\n)"
+    )
+    healthy = f" (healthy: {ind.healthy_text()})" if ind and ind.healthy is not None else ""
+    return (
+        expr,
+        f"NPU {CHIP_SHORT} is in use but below {pct(spec.threshold)} utilization",
+        (
+            f"The AI Core utilization of {CHIP_TEXT} averaged {{{{ $value | humanizePercentage }}}} over "
+            f"{spec.range}, below {pct(spec.threshold)} for {spec.window}{healthy}, while a process, pod or "
+            f"training job uses the chip."
+        ),
+    )
+
+
+def _unstable(spec: AlertSpec, table: Thresholds) -> Built:
+    mean_below = spec.param("mean_below", table[spec.indicator].healthy if spec.indicator else 0.85)
+    sources = spec.param("in_use", IN_USE_SOURCES)
+    expr = (
+        f"stddev_over_time(npu_aicore_utilization_ratio[{spec.range}]) > {num(spec.threshold)}\n"
+        f"and\navg_over_time(npu_aicore_utilization_ratio[{spec.range}]) < {num(mean_below)}\n"
+        f"and on (job, instance, device)\n(\n  {in_use_chips(tuple(sources), spec.alert)}\n)"
+    )
+    return (
+        expr,
+        f"NPU {CHIP_SHORT} utilization swings in a saw-tooth",
+        (
+            f"The AI Core utilization of {CHIP_TEXT} swings by a standard deviation of "
+            f"{{{{ $value | humanizePercentage }}}} over {spec.range} (above {pct(spec.threshold)}) around a mean "
+            f"below {pct(mean_below)}, for {spec.window}, while a process, pod or training job uses the chip: the "
+            f"task stream stops and restarts."
+        ),
+    )
+
+
+def missing_chips(lookback: str, sel: str = "") -> str:
+    """Chips a node misses (may be <= 0): npu_expected_devices (config, else pci) minus the chips
+    listed now; without an expectation, the most listed within ``lookback`` minus now."""
+    labels = f"{{{sel}}}" if sel else ""
+    expected = lambda source: f'npu_expected_devices{{{sel + ", " if sel else ""}source="{source}"}}'  # noqa: E731
+    return (
+        f"max without (source) (\n  {expected('config')}\n  or on (job, instance)\n  {expected('pci')}\n)\n"
+        f"- npu_devices{labels}\n"
+        f"or on (job, instance)\n"
+        f"(\n  max_over_time(npu_devices{labels}[{lookback}]) - npu_devices{labels}\n"
+        f"  unless on (job, instance) npu_expected_devices{labels}\n)"
+    )
+
+
+def missing_lookback(spec: AlertSpec | None) -> str:
+    return spec.param("lookback", "1d") if spec else "1d"
+
+
+def _missing(spec: AlertSpec, table: Thresholds) -> Built:
+    lookback = missing_lookback(spec)
+    expr = f"(\n{indent(missing_chips(lookback))}\n) > 0"
+    expectation = (
+        "{{ with printf `npu_expected_devices{instance=%q}` $labels.instance | query | sortByLabel `source` }}"
+        " It should have{{ range . }} {{ .Value }} ({{ .Labels.source }}){{ end }}."
+        f"{{{{ else }}}} It has no expected chip count (npu_smi.expected_devices, or 910/910B PCI functions in sysfs): "
+        f"compared with the most chips it reported within the last {lookback}.{{{{ end }}}}"
+    )
+    return (
+        expr,
+        "NPU chips are missing on {{ $labels.instance }}",
+        (f"{{{{ $labels.instance }}}} reports {{{{ $value }}}} NPU chip(s) fewer than expected, for {spec.window}.{expectation}"),
+    )
+
+
+def _temperature(spec: AlertSpec, table: Thresholds) -> Built:
+    expr = f"npu_temperature_celsius > {num(spec.threshold)}"
+    return (
+        expr,
+        f"NPU {CHIP_SHORT} is hot",
+        f"The temperature of {CHIP_TEXT} is {{{{ $value }}}} °C, above {num(spec.threshold)} °C for {spec.window}.",
+    )
+
+
+def _hbm_full(spec: AlertSpec, table: Thresholds) -> Built:
+    expr = f"npu_hbm_used_bytes / npu_hbm_total_bytes > {num(spec.threshold)}"
+    return (
+        expr,
+        f"HBM of NPU {CHIP_SHORT} is almost full",
+        (f"{{{{ $value | humanizePercentage }}}} of the HBM of {CHIP_TEXT} is in use, above {pct(spec.threshold)} for {spec.window}."),
+    )
+
+
+def _ecc(spec: AlertSpec, table: Thresholds) -> Built:
+    expr = f'increase(npu_ecc_errors_total{{type="double_bit"}}[{spec.range}]) > {num(spec.threshold)}'
+    return (
+        expr,
+        f"Uncorrectable ECC errors on NPU {CHIP_SHORT}",
+        (
+            f'{CHIP_TEXT[0].upper()}{CHIP_TEXT[1:]} counted {{{{ $value | printf "%.0f" }}}} new double-bit ECC '
+            f"error(s) in its {{{{ $labels.memory }}}} memory within {spec.range}."
+        ),
+    )
+
+
+def isolated_pages(matchers: str = "") -> str:
+    """Pages each chip has isolated, over every memory and error type."""
+    selector = f"npu_ecc_isolated_pages{{{matchers}}}" if matchers else "npu_ecc_isolated_pages"
+    return f"sum without (memory, type) ({selector})"
+
+
+def isolated_pages_limit(spec: AlertSpec) -> float:
+    limit = spec.param("critical_pages", 64.0)
+    if not isinstance(limit, float) or limit < 0:
+        raise GenerateError(f"{spec.alert}: params.critical_pages: expected a number of pages >= 0, got {limit!r}")
+    return limit
+
+
+def _pages_isolated(spec: AlertSpec, table: Thresholds) -> list[Tier]:
+    limit = isolated_pages_limit(spec)
+    total, double = isolated_pages(), isolated_pages('type="double_bit"')
+    critical = f"{total} > {num(limit)}\nor\n(\n  {total}\n  and\n  {double} > 0\n)"
+    # New pages: above the lowest count within the range (a replaced chip starting at 0 counts from there).
+    new = (
+        f"sum without (memory, type) (\n  npu_ecc_isolated_pages - min_over_time(npu_ecc_isolated_pages[{spec.range}])\n)"
+        f" > {num(spec.threshold)}"
+    )
+    warning = f"{new}\nunless\n(\n{indent(critical)}\n)"
+    return [
+        Tier(
+            spec.severity,
+            (
+                warning,
+                f"NPU {CHIP_SHORT} isolated memory pages",
+                (
+                    f"{CHIP_TEXT[0].upper()}{CHIP_TEXT[1:]} isolated {{{{ $value }}}} more memory page(s) within {spec.range} "
+                    f"after repeated ECC errors: its HBM or DDR is degrading.{ISOLATED_NOW}"
+                ),
+            ),
+        ),
+        Tier(
+            "critical",
+            (
+                critical,
+                f"NPU {CHIP_SHORT} is losing memory to ECC errors",
+                (
+                    f"{CHIP_TEXT[0].upper()}{CHIP_TEXT[1:]} has lost {{{{ $value }}}} memory page(s) to ECC errors "
+                    f"(critical: any page after an uncorrectable double-bit error, or more than {num(limit)} pages): "
+                    f"drain it and plan its replacement.{ISOLATED_NOW}"
+                ),
+            ),
+        ),
+    ]
+
+
+BUILDERS = {
+    "NPULowUtilization": _low_utilization,
+    "NPUUtilizationUnstable": _unstable,
+    "NPUUnhealthy": fault_alerts.unhealthy,
+    "NPUNeedsIsolation": fault_alerts.needs_isolation,
+    "NPUMissing": _missing,
+    "NPUTemperatureHigh": _temperature,
+    "NPUHBMAlmostFull": _hbm_full,
+    "NPUECCDoubleBitErrors": _ecc,
+    "NPUMemoryPagesIsolated": _pages_isolated,
+}
+NO_THRESHOLD = {"NPUUnhealthy", "NPUNeedsIsolation", "NPUMissing"}
+NEEDS_RANGE = {"NPULowUtilization", "NPUUtilizationUnstable", "NPUECCDoubleBitErrors", "NPUMemoryPagesIsolated"}
+GROUP = ("cann-exporter-npu", tuple(BUILDERS))

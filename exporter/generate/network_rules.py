@@ -1,0 +1,155 @@
+"""Alert builders for the NPU network ports as hccn_tool reports them (the cann-exporter-network
+group): link state and flaps, packet errors, PFC storms, optical modules and the network probe.
+Spec + table -> (expr, summary, description); rules.py puts the groups together."""
+
+from __future__ import annotations
+
+import re
+
+from exporter.generate.common import Built, GenerateError, dbm, num
+from exporter.generate.texts import PORT_SHORT, PORT_TEXT
+from exporter.generate.thresholds import AlertSpec, Thresholds
+
+# Optical power params (watts) of NPUOpticalPowerOutOfRange: (direction, metric, low param, high param).
+OPTICAL_POWER = (
+    ("rx", "npu_optical_rx_power_watts", "rx_power_low", "rx_power_high"),
+    ("tx", "npu_optical_tx_power_watts", "tx_power_low", "tx_power_high"),
+)
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_ -]*$")  # no regex metacharacters, no quotes
+
+
+def mw(watts: float) -> str:
+    return f"{watts * 1000:g} mW"
+
+
+def _label_values(spec: AlertSpec, name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    values = tuple(spec.param(name, default))
+    bad = [v for v in values if not _LABEL_VALUE.match(v)]
+    if not values or bad:
+        raise GenerateError(f"{spec.alert}: params.{name}: expected label values without regex characters, got {list(values)}")
+    return values
+
+
+def optical_power_limits(spec: AlertSpec) -> dict[str, tuple[float, float]]:
+    """{direction: (low, high)} in watts, from the alert's params."""
+    out = {}
+    for direction, _, low_key, high_key in OPTICAL_POWER:
+        low, high = spec.param(low_key), spec.param(high_key)
+        if not isinstance(low, float) or not isinstance(high, float) or not 0 < low < high:
+            raise GenerateError(
+                f"{spec.alert}: params.{low_key} and params.{high_key}: expected watts with 0 < low < high, got {low!r} and {high!r}"
+            )
+        out[direction] = (low, high)
+    return out
+
+
+def _link_down(spec: AlertSpec, table: Thresholds) -> Built:
+    return (
+        "npu_network_link_up == 0",
+        f"Network link down on NPU {PORT_SHORT}",
+        (
+            f"hccn_tool -link has reported the link of {PORT_TEXT} DOWN for {spec.window}: collective "
+            f"communication (HCCL) through this port fails or stalls."
+        ),
+    )
+
+
+def _link_flapping(spec: AlertSpec, table: Thresholds) -> Built:
+    # Newer drivers count downs; older ones only ups (every down of a port is followed by an up).
+    expr = (
+        f"(\n  increase(npu_network_link_down_transitions_total[{spec.range}])\n"
+        f"  or increase(npu_network_link_up_transitions_total[{spec.range}])\n) >= {num(spec.threshold)}"
+    )
+    return (
+        expr,
+        f"Network link of NPU {PORT_SHORT} is flapping",
+        (
+            f'The link of {PORT_TEXT} changed {{{{ $value | printf "%.0f" }}}} times within {spec.range} '
+            f"(hccn_tool -link_stat: link down count, or up count on drivers without one; threshold "
+            f"{num(spec.threshold)}): every change interrupts the collective operations using the port."
+        ),
+    )
+
+
+def _network_errors(spec: AlertSpec, table: Thresholds) -> Built:
+    kinds = _label_values(spec, "kinds", ("roce", "fcs", "bad_packets"))
+    expr = (
+        f"sum without (direction, kind) (\n"
+        f'  rate(npu_network_errors_total{{kind=~"{"|".join(kinds)}"}}[{spec.range}])\n) > {num(spec.threshold)}'
+    )
+    return (
+        expr,
+        f"Network errors on NPU {PORT_SHORT}",
+        (
+            f'{PORT_TEXT[0].upper()}{PORT_TEXT[1:]} counts {{{{ $value | printf "%.2f" }}}} bad packets per '
+            f"second over {spec.range} (hccn_tool -stat, kinds {', '.join(kinds)}), above {num(spec.threshold)}/s "
+            f"for {spec.window}."
+        ),
+    )
+
+
+def _pfc_storm(spec: AlertSpec, table: Thresholds) -> Built:
+    expr = f'sum without (direction, kind) (\n  rate(npu_network_packets_total{{kind="pfc"}}[{spec.range}])\n) > {num(spec.threshold)}'
+    return (
+        expr,
+        f"PFC storm on NPU {PORT_SHORT}",
+        (
+            f'{PORT_TEXT[0].upper()}{PORT_TEXT[1:]} receives and sends {{{{ $value | printf "%.0f" }}}} PFC pause '
+            f"frames per second over {spec.range}, above {num(spec.threshold)}/s for {spec.window}: a congested or "
+            f"stuck receiver is pausing the fabric."
+        ),
+    )
+
+
+def _optical_power(spec: AlertSpec, table: Thresholds) -> Built:
+    limits = optical_power_limits(spec)
+    parts = []
+    for direction, metric, _, _ in OPTICAL_POWER:
+        low, high = limits[direction]
+        parts.append(f'label_replace(\n  {metric} < {num(low)} or {metric} > {num(high)},\n  "direction", "{direction}", "", ""\n)')
+    ranges = {d: f"{mw(lo)} to {mw(hi)} ({dbm(lo):.1f} to {dbm(hi):+.1f} dBm)" for d, (lo, hi) in limits.items()}
+    return (
+        "\nor\n".join(parts),
+        (f"Optical {{{{ $labels.direction }}}} power of NPU {PORT_SHORT} is out of range (lane {{{{ $labels.lane }}}})"),
+        (
+            f"The optical module of {PORT_TEXT} reads {{{{ $value | humanize }}}}W {{{{ $labels.direction }}}} power on "
+            f"lane {{{{ $labels.lane }}}} for {spec.window}, outside "
+            f'{{{{ if eq $labels.direction "rx" }}}}{ranges["rx"]}{{{{ else }}}}{ranges["tx"]}{{{{ end }}}}.'
+        ),
+    )
+
+
+def _optical_temperature(spec: AlertSpec, table: Thresholds) -> Built:
+    expr = f"npu_optical_temperature_celsius > {num(spec.threshold)}"
+    return (
+        expr,
+        f"Optical module of NPU {PORT_SHORT} is hot",
+        (f"The optical module of {PORT_TEXT} is at {{{{ $value }}}} °C, above {num(spec.threshold)} °C for {spec.window}."),
+    )
+
+
+def _network_unhealthy(spec: AlertSpec, table: Thresholds) -> Built:
+    ok = _label_values(spec, "ok_states", ("Success", "Init"))
+    expr = f'npu_network_health{{state!~"{"|".join(ok)}"}} == 1'
+    return (
+        expr,
+        f"Network probe of NPU {PORT_SHORT} reports {{{{ $labels.state }}}}",
+        (
+            f"hccn_tool -net_health has reported {{{{ $labels.state }}}} for {PORT_TEXT} for {spec.window}: the "
+            f"port cannot reach its detect address (netdetect in /etc/hccn.conf)."
+        ),
+    )
+
+
+BUILDERS = {
+    "NPUNetworkLinkDown": _link_down,
+    "NPUNetworkLinkFlapping": _link_flapping,
+    "NPUNetworkErrors": _network_errors,
+    "NPUNetworkPFCStorm": _pfc_storm,
+    "NPUOpticalPowerOutOfRange": _optical_power,
+    "NPUOpticalTemperatureHigh": _optical_temperature,
+    "NPUNetworkUnhealthy": _network_unhealthy,
+}
+NO_THRESHOLD = {"NPUNetworkLinkDown", "NPUOpticalPowerOutOfRange", "NPUNetworkUnhealthy"}
+NEEDS_RANGE = {"NPUNetworkLinkFlapping", "NPUNetworkErrors", "NPUNetworkPFCStorm"}
+GROUP = ("cann-exporter-network", tuple(BUILDERS))
