@@ -34,6 +34,7 @@ from aiohttp import StreamReader, web
 from aiohttp.typedefs import Handler, Middleware
 
 from exporter.core.heap import BurstTrim
+from exporter.web.auth import AUTHENTICATED_USER
 from exporter.web.fds import accept_error_counts, errno_reason
 from exporter.web.handler import FrontHandler, MalformedRequests
 from exporter.web.limits import HEALTH_PATHS, AddressRates, ConnectionTable, Pool
@@ -68,6 +69,8 @@ class Connection(asyncio.Protocol):
         self.inner: FrontHandler | None = None
         self.connecting: asyncio.Task[Any] | None = None
         self.watching = False  # TLS: waiting for the first byte before the handshake
+        self.heard = False  # its client has sent a byte (silent connections make room first)
+        self.trusted = False  # a request on it passed basic auth: its idle keep-alive is kept
         self._timer: asyncio.TimerHandle | None = None
         self._write_timer: asyncio.TimerHandle | None = None
         self._body: StreamReader | None = None
@@ -76,7 +79,12 @@ class Connection(asyncio.Protocol):
 
     # --- the table's view ----------------------------------------------------------------------
     def waiting_since(self) -> float | None:
-        return None if self.phase is Phase.HANDLING else self.since
+        if self.phase is Phase.HANDLING or (self.trusted and self.phase is Phase.IDLE):
+            return None  # a scraper between its scrapes is not waited on: only idle_timeout closes it
+        return self.since
+
+    def silent(self) -> bool:
+        return not self.heard
 
     def evict(self) -> None:
         self._close_now()
@@ -97,6 +105,7 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         assert self.inner is not None
+        self.heard = True
         self.inner.data_received(data)
         if self.phase is Phase.IDLE:
             self._enter(Phase.HEADERS)
@@ -281,7 +290,8 @@ class Front:
             sock.close()
             return
         conn = Connection(self, sock, address)
-        pool = self.table.admit(conn)
+        conn.heard = _has_bytes(sock)
+        pool = self.table.admit(conn, talking=conn.heard)
         if pool is None:
             sock.close()
             return
@@ -334,9 +344,18 @@ class Front:
             try:
                 response = await handler(request)
             finally:
+                conn.trusted = conn.trusted or request.get(AUTHENTICATED_USER) is not None
                 conn.request_finished()
             if conn.health_only:
                 response.force_close()  # one probe per health slot: free it at once
             return response
 
         return follow
+
+
+def _has_bytes(sock: socket.socket) -> bool:
+    """Whether the client has sent something already (looked at, not read: aiohttp reads it)."""
+    try:
+        return bool(sock.recv(1, socket.MSG_PEEK))
+    except OSError:  # nothing yet (BlockingIOError), or the client is gone
+        return False

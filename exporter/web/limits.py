@@ -11,10 +11,18 @@ address still gets through; else the newcomer is closed. When every slot is take
    scraper, whose one connection is never the most);
 2. else the connection that has waited longest on its client, provided it has waited at least
    ``EVICT_AFTER`` (a client that sends its request at once is answered long before);
-3. else a *health slot* (``web.health_connections`` more), which answers /healthz and /readyz
+3. else, when the newcomer has already sent bytes (its request is waiting in the socket: a
+   probe, a scraper reconnecting), the longest-silent connection that has never sent a byte,
+   however young, regular slots first (hundreds of new silent connections a second, each
+   renewed before any grace runs out, would otherwise hold every slot for good);
+4. else a *health slot* (``web.health_connections`` more), which answers /healthz and /readyz
    and nothing else (503 and close); a health slot silent for ``HEALTH_EVICT_AFTER`` goes to
    the next newcomer;
-4. else the new connection is closed at once.
+5. else the new connection is closed at once.
+
+A connection waits on its client while it reads a request and while it is kept alive between
+requests, except once a request on it has passed basic auth: a scraper between its scrapes is not
+waiting, and only ``web.idle_timeout`` closes it.
 
 Before any of this, :class:`AddressRates` caps how many new connections an address may open a
 second (a token bucket), so churn is turned away at accept, before it costs a slot. Nothing
@@ -65,6 +73,9 @@ class Slot(Protocol):
     def waiting_since(self) -> float | None:
         """When it began waiting on its client (time.monotonic), None while a handler runs."""
 
+    def silent(self) -> bool:
+        """Whether its client has sent nothing at all yet."""
+
     def evict(self) -> None: ...
 
 
@@ -91,8 +102,9 @@ class ConnectionTable:
         """The open connections, oldest first in each pool."""
         return [slot for slots in self._pools.values() for slot in slots]
 
-    def admit(self, slot: Slot) -> Pool | None:
-        """The pool ``slot`` joins, or None: refused (the caller closes it)."""
+    def admit(self, slot: Slot, talking: bool = False) -> Pool | None:
+        """The pool ``slot`` joins, or None: refused (the caller closes it). ``talking``: its
+        client has sent bytes already."""
         own = self._by_address.get(slot.address, {})
         if len(own) >= self.per_address:
             return self._replace(self._longest_waiting(own, HEALTH_EVICT_AFTER), slot)
@@ -101,6 +113,8 @@ class ConnectionTable:
         heaviest = max(self._by_address.values(), key=len, default={})
         victim = self._longest_waiting(heaviest, HEALTH_EVICT_AFTER) if len(heaviest) > len(own) + 1 else None
         victim = victim or self._longest_waiting(self.connections(), EVICT_AFTER)
+        if victim is None and talking:
+            victim = self._longest_silent(self._pools[Pool.REGULAR]) or self._longest_silent(self._pools[Pool.HEALTH])
         if victim is None and len(self._pools[Pool.HEALTH]) < self.health_connections:
             return self._join(Pool.HEALTH, slot)
         return self._replace(victim or self._longest_waiting(self._pools[Pool.HEALTH], HEALTH_EVICT_AFTER), slot)
@@ -125,6 +139,9 @@ class ConnectionTable:
         if oldest is None or self.clock() - oldest[0] < after:
             return None
         return oldest[1]
+
+    def _longest_silent(self, slots: dict[Slot, None]) -> Slot | None:
+        return self._longest_waiting([slot for slot in slots if slot.silent()], 0.0)
 
     def _join(self, pool: Pool, slot: Slot) -> Pool:
         self._pools[pool][slot] = None

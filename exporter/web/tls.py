@@ -149,6 +149,7 @@ class Waiting(Protocol):
 
     sock: socket.socket
     watching: bool  # its socket is watched for the first byte
+    heard: bool  # its client has sent a byte
     gone: bool  # closed meanwhile (a deadline, an eviction): never started
 
 
@@ -181,6 +182,7 @@ class HandshakeGate:
 
     def _first_byte(self, conn: Waiting) -> None:
         self.unwatch(conn)
+        conn.heard = True
         if self.running < self.limit:
             self._begin(conn)
         else:

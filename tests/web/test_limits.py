@@ -9,6 +9,7 @@ is bounded.
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -20,10 +21,12 @@ from aiohttp import web
 from exporter.app.settings import ConfigError, build_settings
 from exporter.web import limits
 from exporter.web.limits import ConnectionTable, Pool
+from exporter.web.middleware import install
 from exporter.web.options import WebOptions
+from exporter.web.security import WebSecurity
 from exporter.web.server import HttpServer
 from tests.support.rawhttp import BOUND, closed_by_server, connect, serve_app, until
-from tests.support.webconfig import Pki
+from tests.support.webconfig import HASH, PASSWORD, Pki, basic, write_web_config
 
 BIG = b"x" * (4 << 20)  # a response no socket buffer of a non-reading client holds
 REACHED = web.AppKey("reached", asyncio.Event)  # set when /slow's handler runs
@@ -255,6 +258,52 @@ async def test_silent_connections_renewed_within_the_grace_cannot_hold_the_healt
             writer.close()
 
 
+async def test_a_request_waiting_at_accept_takes_the_place_of_a_young_silent_connection():
+    """Silent connections renewed faster than any grace would hold every slot; a client whose
+    request is in the socket when it is accepted (a probe) takes the place of the one silent
+    longest, young as it is."""
+    async with serving(CAPPED) as served:  # the grace (1 s) is far off
+        held = [await served.connect() for _ in range(3)]  # both regular slots and the health slot
+        await served.until(lambda: served.server.table.open == 3)
+        # Blocking, in the loop's own thread: connected and sent before the server can accept.
+        probe = socket.create_connection(("127.0.0.1", served.port), timeout=BOUND)
+        probe.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        reader, writer = await asyncio.open_connection(sock=probe)
+        assert (await closed_by_server(reader)).startswith(b"HTTP/1.1 200")  # a regular slot
+        assert await closed_by_server(held[0][0]) == b""
+        assert served.server.table.rejected == {"full": 0, "health_only": 0, "evicted": 1, "rate_limited": 0}
+        for _, held_writer in [*held, (reader, writer)]:
+            held_writer.close()
+
+
+async def test_an_authenticated_scraper_between_scrapes_is_never_made_to_room(monkeypatch, tmp_path):
+    """Past EVICT_AFTER an idle keep-alive connection makes room, unless a request on it passed
+    basic auth: Prometheus keeps its connection between scrapes."""
+    monkeypatch.setattr(limits, "EVICT_AFTER", 0.1)
+    security = WebSecurity.from_file(write_web_config(tmp_path / "web.yml", {"basic_auth_users": {"prometheus": HASH}}))
+    app = small_app()
+    install(app, security)
+    try:
+        async with serve_app(app, CAPPED) as (server, port):
+            scraper, anonymous = await connect(port), await connect(port)  # both regular slots
+            for (reader, writer), headers in ((scraper, basic(("prometheus", PASSWORD))), (anonymous, {})):  # the scraper idles longest
+                lines = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+                writer.write(f"GET /readyz HTTP/1.1\r\nHost: t\r\n{lines}\r\n".encode())
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND)
+                assert head.startswith(b"HTTP/1.1 200" if headers else b"HTTP/1.1 401"), head
+                length = next(line for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:"))
+                await reader.readexactly(int(length.split(b":")[1]))
+            await asyncio.sleep(0.2)  # both idle past EVICT_AFTER
+            newcomer = await connect(port)
+            await until(lambda: server.table.rejected["evicted"] == 1)
+            assert await closed_by_server(anonymous[0]) == b"" and not scraper[0].at_eof()
+            newcomer[1].close()
+            for _, writer in (scraper, anonymous):
+                writer.close()
+    finally:
+        security.close()
+
+
 # --- the table, on its own ------------------------------------------------------------------------
 
 
@@ -263,9 +312,13 @@ class FakeSlot:
     since: float | None = 0.0  # None: in a handler
     evicted: bool = False
     address: str | None = "192.0.2.1"
+    heard: bool = True
 
     def waiting_since(self) -> float | None:
         return self.since
+
+    def silent(self) -> bool:
+        return not self.heard
 
     def evict(self) -> None:
         self.evicted = True
@@ -312,6 +365,19 @@ def test_when_full_the_address_holding_the_most_makes_room_for_another():
     assert flood[0].evicted and not scraper.evicted and not flood[1].evicted
     # Shares now even (1 each): no fair-share victim, nobody past EVICT_AFTER: a health slot.
     assert table.admit(FakeSlot(since=now[0], address="10.0.0.3")) is Pool.HEALTH
+
+
+def test_a_talking_newcomer_takes_the_place_of_a_silent_connection_however_young():
+    now = [10.0]
+    table = ConnectionTable(max_connections=2, health_connections=1, clock=lambda: now[0])
+    talked, silent, silent_in_health = FakeSlot(since=now[0]), FakeSlot(since=now[0], heard=False), FakeSlot(since=now[0], heard=False)
+    assert [table.admit(talked), table.admit(silent), table.admit(silent_in_health)] == [Pool.REGULAR, Pool.REGULAR, Pool.HEALTH]
+    assert table.admit(FakeSlot(since=now[0], heard=False)) is None  # a silent newcomer waits its turn
+    assert table.admit(FakeSlot(since=now[0]), talking=True) is Pool.REGULAR  # regular slots first
+    assert silent.evicted and not talked.evicted and not silent_in_health.evicted
+    assert table.admit(FakeSlot(since=now[0]), talking=True) is Pool.HEALTH and silent_in_health.evicted
+    assert table.admit(FakeSlot(since=now[0]), talking=True) is None  # nobody silent is left: refused
+    assert table.rejected == {"full": 2, "health_only": 0, "evicted": 2, "rate_limited": 0}
 
 
 def test_an_address_at_its_cap_replaces_its_own_silent_connection_or_is_refused():
