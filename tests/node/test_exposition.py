@@ -10,18 +10,20 @@ import json
 import time
 from dataclasses import replace
 
+import pytest
 from prometheus_client import generate_latest
 from prometheus_client.openmetrics.exposition import (
     generate_latest as generate_openmetrics,
 )
 
-from exporter.app.settings import build_settings
+from exporter.app.settings import Settings, build_settings
 from exporter.core.exposed import Variant
 from exporter.core.selfmetrics import STATUS, StatusPart
+from exporter.core.snapshot import Snapshot
 from exporter.jobs.collector import JobCollector
 from exporter.jobs.store import JOBS, IngestStore
 from exporter.jobs.validate import IngestLimits, parse_batch
-from exporter.node.assembly import assemble
+from exporter.node.assembly import Node, assemble
 from exporter.node.exposition import Exposition, Rendering
 from exporter.node.gzip_parts import PartsGzip
 from exporter.node.publisher import GZIP_LEVEL, Publisher
@@ -32,15 +34,26 @@ def batch(doc: dict):
     return parse_batch(json.dumps(doc).encode(), IngestLimits(), time.time())
 
 
-def simulated_node(model: str = "a3"):
-    settings = build_settings(flags={"simulator.scenario": "healthy", "simulator.model": model, "podresources.enabled": "false"})
+@pytest.fixture(scope="module")
+def sampled() -> tuple[Settings, Snapshot]:
+    """One sampled round of a simulated A3 node: chips, processes, the simulated network, the
+    exporter itself. About 290 simulated calls, each a Python process: taken once for the module."""
+    settings = build_settings(flags={"simulator.scenario": "healthy", "simulator.model": "a3", "podresources.enabled": "false"})
     node = assemble(settings, ingest=False)
     asyncio.run(node.sampler.run_once())
-    return node
+    return settings, node.publisher.sampled
 
 
-async def test_served_bytes_equal_a_fresh_render_in_every_format():
-    node = await asyncio.to_thread(simulated_node)  # chips, processes, the simulated network, the exporter itself
+@pytest.fixture
+def node(sampled: tuple[Settings, Snapshot]) -> Node:
+    """A fresh node (nothing encoded yet) that was handed the sampled round, as its sampler hands it."""
+    settings, snapshot = sampled
+    fresh = assemble(settings, ingest=False)
+    fresh.publisher.publish(snapshot)
+    return fresh
+
+
+async def test_served_bytes_equal_a_fresh_render_in_every_format(node: Node):
     for openmetrics, fresh in ((False, generate_latest), (True, generate_openmetrics)):
         served = await node.publisher.body(Variant(openmetrics))
         assert served == fresh(node.registry)
@@ -49,8 +62,7 @@ async def test_served_bytes_equal_a_fresh_render_in_every_format():
     assert gzip.decompress(await node.publisher.body(Variant(True, gzip=True))) == served
 
 
-def test_gzip_part_by_part_of_a_real_node_is_its_body_at_about_the_size_of_a_whole_gzip():
-    node = simulated_node()
+def test_gzip_part_by_part_of_a_real_node_is_its_body_at_about_the_size_of_a_whole_gzip(node: Node):
     for openmetrics in (False, True):
         encoded = node.exposition.encode(node.publisher.current, openmetrics)
         assert b"".join(encoded.pieces) == encoded.body
@@ -59,8 +71,7 @@ def test_gzip_part_by_part_of_a_real_node_is_its_body_at_about_the_size_of_a_who
         assert len(compressed) <= 1.1 * len(gzip.compress(encoded.body, GZIP_LEVEL))
 
 
-def test_an_unchanged_part_is_not_encoded_again():
-    node = simulated_node()
+def test_an_unchanged_part_is_not_encoded_again(node: Node):
     exposition, publisher = node.exposition, node.publisher
     parts = sum(1 for r in exposition.renderings if r.part(publisher.current) is not None)
     first = exposition.encode(publisher.served.snapshot, False)
