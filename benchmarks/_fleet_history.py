@@ -19,7 +19,8 @@ The fleet (seeded, so every run writes the same bytes):
 
 Series per chip: ``npu_up``, ``npu_aicore_utilization_ratio``, ``npu_hbm_used_bytes``,
 ``npu_hbm_total_bytes`` always, ``npu_process_memory_bytes`` and ``npu_pod_info`` while in use;
-``npu_devices`` per node. These are every raw series the capacity rules, dashboard and report
+``npu_devices`` per node; with ``energy``, ``npu_energy_joules_total`` too (IDLE_WATTS plus
+BUSY_WATTS x utilization, integrated over each resolution step). These are every raw series the capacity rules, dashboard and report
 read; training-job (hooks) series are left out: the in-use rule's job branch then reads nothing.
 """
 
@@ -54,6 +55,7 @@ NAMESPACES = (
     "sandbox",
 )
 HOUR, DAY = 3600, 86400
+IDLE_WATTS, BUSY_WATTS = 90.0, 260.0  # a 910B3's draw idle, and what full AI Core use adds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,8 +150,9 @@ class FleetHistory:
     """Writes the fleet's samples window by window, in time order (``write`` keeps its place:
     call it for consecutive windows)."""
 
-    def __init__(self, scale: FleetScale, end: int, seed: int = 15, raw_days: float | None = None) -> None:
+    def __init__(self, scale: FleetScale, end: int, seed: int = 15, raw_days: float | None = None, energy: bool = False) -> None:
         self.scale = scale
+        self.energy = energy
         self.end = end - end % scale.resolution  # the last sample's time
         self.start = self.end - (scale.steps - 1) * scale.resolution  # the first sample's time
         raw_steps = scale.steps if raw_days is None else min(scale.steps, max(1, int(raw_days * DAY // scale.resolution)))
@@ -176,6 +179,8 @@ class FleetHistory:
         self._total = _objects(f"npu_hbm_total_bytes{{{x}}} {HBM_TOTAL_BYTES}" for x in labels)
         self._util = _objects(f"npu_aicore_utilization_ratio{{{x}}} " for x in labels)
         self._used = _objects(f"npu_hbm_used_bytes{{{x}}} " for x in labels)
+        self._energy = _objects(f"npu_energy_joules_total{{{x}}} " for x in labels)
+        self._joules = np.zeros(n * c)
         self._devices = _objects(f'npu_devices{{job="{JOB}",instance="{_instance(node)}"}} {c}' for node in range(n))
         self._percent = _objects(f"{p / 100:g}" for p in range(101))
         self._bytes: dict[int, str] = {}
@@ -249,7 +254,11 @@ class FleetHistory:
         state = self.state(step)
         on, live, in_use, percent, used = state.on, state.live, state.in_use, state.percent, state.used
         busy = np.flatnonzero(in_use)
-        text = "".join(
+        energy = ""
+        if self.energy:  # the counter of the raw samples only (records written directly hold no energy)
+            self._joules += np.where(live, IDLE_WATTS + BUSY_WATTS * percent / 100.0, 0.0) * self.scale.resolution
+            energy = _lines(self._energy[live], _objects(f"{j:.0f}" for j in self._joules[live]), ts)
+        text = energy + "".join(
             (
                 _lines(self._up[live], None, ts),
                 _lines(self._total[live], None, ts),
@@ -260,7 +269,7 @@ class FleetHistory:
                 _lines(self._pod[busy], None, ts),
             )
         )
-        return text, 4 * int(live.sum()) + int(on.sum()) + 2 * len(busy)
+        return text, (5 if self.energy else 4) * int(live.sum()) + int(on.sum()) + 2 * len(busy)
 
     def _start_jobs(self, job_of: np.ndarray) -> None:
         """The process and pod series of chips whose job changed."""
@@ -283,8 +292,9 @@ class FleetHistory:
         return texts[inverse]
 
     def series_count(self) -> int:
-        """Distinct series written so far (per chip: 4 always, 2 per job it ran; per node: 1)."""
-        return 4 * self.scale.nodes * self.scale.chips + self.scale.nodes + 2 * self.process_series
+        """Distinct series written so far (per chip: 4 always, 5 with energy, 2 per job it ran; per node: 1)."""
+        per_chip = 5 if self.energy else 4
+        return per_chip * self.scale.nodes * self.scale.chips + self.scale.nodes + 2 * self.process_series
 
 
 def _objects(items: Iterator[str]) -> np.ndarray:

@@ -3,7 +3,8 @@ Prometheus history, as DIR/index.html with PNG charts beside it and DIR/capacity
 
 It shows utilization over time per node and per namespace (namespaces from npu_pod_info),
 the distribution of chip utilization, idle chip-hours, the share of time below the
-low-utilization bound, every chip below it, HBM headroom, allocation vs use, linear forecasts
+low-utilization bound, every chip below it, HBM headroom, allocation vs use, linear forecasts,
+energy (kWh per node, namespace and training job, idle energy, cost with --price-per-kwh)
 and a written summary. A --range longer than the history Prometheus holds reports on what
 exists and says how much that is. Needs matplotlib (`pip install 'cann-exporter[report]'`).
 
@@ -14,14 +15,17 @@ window, output directory not writable, matplotlib missing).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import TextIO
 
 from exporter.commands.prometheus_args import PrometheusWindow, add_prometheus_arguments
 from exporter.diagnostics import argtypes
-from exporter.diagnostics.capacity import analyse_capacity
+from exporter.diagnostics.capacity import Bounds, analyse_capacity
 from exporter.diagnostics.capacity_reader import QUERIES, fit_window, read_capacity, unhealthy_states
+from exporter.diagnostics.energy import analyse_energy
+from exporter.diagnostics.energy_reader import ENERGY_QUERIES, read_energy
 from exporter.diagnostics.html import render_html, report_json
 from exporter.diagnostics.httpclient import Deadline
 from exporter.diagnostics.model import EXIT_CANNOT, EXIT_HEALTHY, CannotDiagnose
@@ -70,6 +74,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="bound on all queries together (default: none beyond --timeout per query)",
     )
     parser.add_argument("--thresholds", metavar="FILE", default=None, help="threshold table (default: the packaged one)")
+    parser.add_argument(
+        "--price-per-kwh",
+        type=price_per_kwh,
+        default=None,
+        metavar="PRICE",
+        help="price of one kWh, in any currency: a cost beside each energy figure (default: no cost)",
+    )
+
+
+def price_per_kwh(text: str) -> float:
+    """A positive, finite number (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive, finite number, got {text!r}")
+    return value
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -107,7 +129,7 @@ def write_report(args: argparse.Namespace, err: TextIO) -> Path:
     seconds = getattr(args, "range", 30 * 86400.0)
     end = args.end if getattr(args, "end", None) is not None else parse_time("now")
     matchers = getattr(args, "selector", "")
-    with Progress(err, "querying Prometheus", total=QUERIES) as progress:
+    with Progress(err, "querying Prometheus", total=QUERIES + ENERGY_QUERIES) as progress:
         window = fit_window(client, end, seconds, getattr(args, "step", None), matchers, progress.step)
         data = read_capacity(
             client,
@@ -120,12 +142,26 @@ def write_report(args: argparse.Namespace, err: TextIO) -> Path:
             unhealthy_states(table),
             recorded=window.recorded,
         )
+        try:
+            joules = read_energy(
+                client,
+                window.first,
+                window.last,
+                window.step,
+                matchers,
+                window.recorded,
+                getattr(args, "price_per_kwh", None),
+                progress.step,
+            )
+        except PrometheusError as exc:
+            raise CannotDiagnose(str(exc)) from None
     report = analyse_capacity(data, table, getattr(args, "horizon", 30 * 86400.0) / 86400.0)
+    energy = analyse_energy(joules, data, Bounds.from_table(table).low)
     try:
         charts = draw_all(report, directory)
-        (directory / "capacity.json").write_text(report_json(report, charts), encoding="utf-8")
+        (directory / "capacity.json").write_text(report_json(report, charts, energy), encoding="utf-8")
         index = directory / "index.html"
-        index.write_text(render_html(report, charts), encoding="utf-8")
+        index.write_text(render_html(report, charts, energy), encoding="utf-8")
     except OSError as exc:
         raise _unwritable(directory, exc) from None
     return index

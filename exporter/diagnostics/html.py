@@ -13,6 +13,7 @@ from typing import Any
 
 from exporter.core.values import format_duration
 from exporter.diagnostics.capacity import CapacityReport, hours_text, pct_text
+from exporter.diagnostics.energy import EnergyReport, EnergyRow, cost_text, energy_findings, kwh_text
 from exporter.generate.thresholds import ABNORMAL, HEALTHY, WARNING
 
 GIB = float(1 << 30)
@@ -61,7 +62,7 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def render_html(report: CapacityReport, charts: Mapping[str, Path]) -> str:
+def render_html(report: CapacityReport, charts: Mapping[str, Path], energy: EnergyReport | None = None) -> str:
     t = report.totals
     parts = [
         "<!DOCTYPE html>",
@@ -74,7 +75,7 @@ def render_html(report: CapacityReport, charts: Mapping[str, Path]) -> str:
             f"({escape(_span(report))}) · step {format_duration(report.step)} · written {_when(time.time())}</p>"
         ),
         f"<h2>Summary {_verdict(report.verdict)}</h2>",
-        '<ul class="findings">' + "".join(f"<li>{escape(f)}</li>" for f in report.findings) + "</ul>",
+        '<ul class="findings">' + "".join(f"<li>{escape(f)}</li>" for f in (*report.findings, *energy_findings(energy))) + "</ul>",
         _table(
             ["", "value"],
             [
@@ -95,6 +96,7 @@ def render_html(report: CapacityReport, charts: Mapping[str, Path]) -> str:
         elif name in report.empty:
             parts.append(f'<p class="note">{escape(report.empty[name])}</p>')
         parts.append(_section_table(name, report))
+    parts += _energy_section(energy)
     if report.notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f'<li class="note">{escape(n)}</li>' for n in report.notes) + "</ul>")
     parts.append("</body></html>")
@@ -196,7 +198,68 @@ def _section_table(name: str, r: CapacityReport) -> str:
     return ""
 
 
-def report_json(report: CapacityReport, charts: Mapping[str, Path]) -> str:
+NO_ENERGY = (
+    "Prometheus has no npu_energy_joules_total series (or, on the hourly records, no chip:npu_energy_kwh:sum1h) for "
+    "these chips: exporters before the energy counter, or chips whose npu-smi reports no power."
+)
+
+
+def _energy_section(r: EnergyReport | None) -> list[str]:
+    """kWh per node (with idle kWh), namespace and training job; a cost column only with a price."""
+    out = ["<h2>Energy</h2>"]
+    if r is None:
+        return [*out, f'<p class="note">{escape(NO_ENERGY)}</p>']
+    priced = r.price is not None
+
+    def cells(kwh: float | None, cost: float | None) -> list[str]:
+        return [kwh_text(kwh), cost_text(cost)] if priced else [kwh_text(kwh)]
+
+    def head(*names: str) -> list[str]:
+        return [h for n in names for h in ((n, f"{n.replace('kWh', 'cost')}") if priced else (n,))]
+
+    def rows(items: tuple[EnergyRow, ...]) -> list[list[str]]:
+        return [[escape(i.name), *cells(i.kwh, i.cost)] for i in items]
+
+    idle = f"idle or < {r.low * 100:g}% kWh"
+    price = f" at {r.price:g} per kWh" if priced else ""
+    out.append(
+        f'<p class="note">kWh from npu_energy_joules_total{escape(price)}; idle energy: chips with nothing on them, '
+        f"or in use below {r.low * 100:g}% AI Core utilization.</p>"
+    )
+    out.append(
+        _table(
+            ["node", *head("kWh", idle)],
+            [[escape(n.name), *cells(n.kwh, n.cost), *cells(n.idle_kwh, n.idle_cost)] for n in r.nodes]
+            + [["all nodes", *cells(r.total_kwh, r.total_cost), *cells(r.idle_kwh, r.idle_cost)]],
+        )
+    )
+    if r.namespaces:
+        out.append(_table(["namespace", *head("kWh")], rows(r.namespaces)))
+    if r.jobs:
+        out.append(_table(["training job", *head("kWh")], rows(r.jobs)))
+    return out
+
+
+def _energy_json(r: EnergyReport | None) -> dict[str, Any] | None:
+    if r is None:
+        return None
+
+    def row(i: EnergyRow) -> dict[str, Any]:
+        return {k: v for k, v in asdict(i).items() if v is not None}  # no cost without a price, no idle figure but per node
+
+    return {
+        "kwh": r.total_kwh,
+        "idle_kwh": r.idle_kwh,
+        "idle_share": r.idle_share,
+        "low": r.low,
+        **({"price_per_kwh": r.price, "cost": r.total_cost, "idle_cost": r.idle_cost} if r.price is not None else {}),
+        "nodes": [row(n) for n in r.nodes],
+        "namespaces": [row(n) for n in r.namespaces],
+        "jobs": [row(j) for j in r.jobs],
+    }
+
+
+def report_json(report: CapacityReport, charts: Mapping[str, Path], energy: EnergyReport | None = None) -> str:
     doc: dict[str, Any] = {
         "source": report.source,
         "start": report.start - report.step,
@@ -212,7 +275,8 @@ def report_json(report: CapacityReport, charts: Mapping[str, Path]) -> str:
         "chips_below": [{**asdict(c), "subject": c.subject} for c in report.chips_below],
         "empty": dict(report.empty),
         "forecasts": [{k: v for k, v in asdict(f).items() if k != "daily"} for f in report.forecasts],
-        "findings": list(report.findings),
+        "findings": [*report.findings, *energy_findings(energy)],
+        "energy": _energy_json(energy),
         "notes": list(report.notes),
         "charts": {k: v.name for k, v in charts.items()},
     }

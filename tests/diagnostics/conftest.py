@@ -18,6 +18,8 @@ from tests.support.cli import run_report
 from tests.support.history import openmetrics
 from tests.support.prometheus import Prometheus, build_blocks, serving_blocks
 
+PRICE = 0.25  # per kWh, in the 30-day report
+
 
 @pytest.fixture(scope="session")
 def history_blocks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
@@ -39,9 +41,11 @@ def prometheus(history_blocks: tuple[Path, int], tmp_path_factory: pytest.TempPa
 
 @pytest.fixture(scope="package")
 def capacity_report(prometheus: Prometheus, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The 30-day report, written once for the report tests."""
+    """The 30-day report, written once for the report tests (energy priced at PRICE per kWh)."""
     out = tmp_path_factory.mktemp("report")
-    result = run_report("--prometheus", prometheus.url, "--range", "30d", "--end", str(prometheus.now), "--out", str(out))
+    result = run_report(
+        "--prometheus", prometheus.url, "--range", "30d", "--end", str(prometheus.now), "--out", str(out), "--price-per-kwh", str(PRICE)
+    )
     assert result.code == 0, result.err
     assert result.out.strip() == str(out / "index.html")
     return out

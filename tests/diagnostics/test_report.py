@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from exporter.diagnostics.charts import CHARTS
+from tests.diagnostics.conftest import PRICE
 from tests.support import history as h
 from tests.support.cli import run_report
 from tests.support.ports import free_port
@@ -58,6 +59,38 @@ def test_nodes_namespaces_and_hbm(capacity_report: Path) -> None:
     assert set(spaces) == {"team-a", "team-b", "team-c"}
     assert spaces["team-b"]["verdict"] == "abnormal" and spaces["team-b"]["chips"] == 4
     assert spaces["team-c"]["mean_utilization"] == pytest.approx((sum(h.SAW) / 2 + 2 * h.NODE_C_BUSY) / 3, abs=1e-3)
+
+
+def test_energy_per_node_namespace_and_job_with_cost(capacity_report: Path) -> None:
+    """Watts x hours of the history: idle energy is node-b's (in use at 40%, and idle chips 2 and
+    3 for the first 15 days) and node-c chip 0's (nothing on it); the saw-tooth chip's 65% is not."""
+    energy = numbers(capacity_report)["energy"]
+    kwh = {n: sum(h.WATTS[n]) * HOURS / 1000 for n in h.WATTS}
+    grown = 2 * (h.IDLE_WATTS + 200.0) * HOURS / 2 / 1000  # node-b chips 2, 3: idle, then in use
+    kwh["node-b:9435"] = 2 * 200.0 * HOURS / 1000 + grown
+    nodes = {n["name"]: n for n in energy["nodes"]}
+    for node, expected in kwh.items():
+        assert nodes[node]["kwh"] == pytest.approx(expected, abs=0.5), node
+        assert nodes[node]["cost"] == pytest.approx(nodes[node]["kwh"] * PRICE)
+    assert nodes["node-a:9435"]["idle_kwh"] == pytest.approx(0, abs=1e-6)
+    assert nodes["node-b:9435"]["idle_kwh"] == pytest.approx(kwh["node-b:9435"], abs=0.5)
+    assert nodes["node-c:9435"]["idle_kwh"] == pytest.approx(h.IDLE_WATTS * HOURS / 1000, abs=0.1)
+    assert energy["kwh"] == pytest.approx(sum(kwh.values()), abs=1.5) and energy["price_per_kwh"] == PRICE
+    assert energy["idle_cost"] == pytest.approx(energy["idle_kwh"] * PRICE)
+    spaces = {n["name"]: n["kwh"] for n in energy["namespaces"]}
+    assert spaces == pytest.approx(
+        {
+            "team-a": kwh["node-a:9435"],
+            "team-b": 2 * 200.0 * HOURS / 1000 + 2 * 200.0 * HOURS / 2 / 1000,
+            "team-c": (250.0 + 2 * 350.0) * HOURS / 1000,
+        },
+        abs=0.5,
+    )
+    jobs = {j["name"]: j["kwh"] for j in energy["jobs"]}  # the jobs' last 3 days, on the chips npu_job_info names
+    assert jobs == pytest.approx({"bert": 2 * 300.0 * 72 / 1000, "slow": 200.0 * 72 / 1000, "stuck": 350.0 * 72 / 1000}, abs=0.1)
+    html = (capacity_report / "index.html").read_text()
+    assert "<h2>Energy</h2>" in html and "<th>kWh</th><th>cost</th>" in html and "<th>training job</th>" in html
+    assert any(f.startswith("Energy: ") and ", cost " in f for f in numbers(capacity_report)["findings"])
 
 
 def test_forecasts(capacity_report: Path) -> None:
@@ -201,6 +234,12 @@ def test_missing_series_are_noted_and_the_rest_reported(prometheus: Prometheus, 
     assert "hbm_headroom" not in doc["charts"] and not (out / "hbm_headroom.png").exists()
     html = (out / "index.html").read_text()
     assert 'HBM headroom</h2>\n<p class="note">Prometheus has no npu_hbm_used_bytes / npu_hbm_total_bytes series' in html
+    # no --price-per-kwh: no cost anywhere (the energy of the last 2 hours only: older samples are 15 minutes
+    # apart, and a 5m step's increase needs two samples)
+    nodes = doc["energy"]["nodes"]
+    assert [n["name"] for n in nodes] == ["node-c:9435"] and "cost" not in nodes[0] and "cost" not in doc["energy"]
+    assert nodes[0]["kwh"] == pytest.approx(sum(h.WATTS["node-c:9435"]) * 2 / 1000, rel=0.05)
+    assert "<th>cost</th>" not in html and "cost" not in " ".join(doc["findings"])
 
 
 def test_unwritable_output_exits_2(prometheus: Prometheus, tmp_path: Path) -> None:
@@ -245,6 +284,20 @@ def test_what_the_report_needs_is_checked_before_any_query(problem: str, tmp_pat
     assert expected in proc.stderr and "querying" not in proc.stderr
 
 
+@pytest.mark.parametrize("price", ["0", "-1", "nan", "inf", "1e400", "cheap"])
+def test_a_bad_price_is_a_usage_error(price: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from exporter.commands import report
+
+    parser = argparse.ArgumentParser(prog="cann-exporter report")
+    report.add_arguments(parser)
+    with pytest.raises(SystemExit) as exit:
+        parser.parse_args(["--prometheus", "http://127.0.0.1:1", "--out", "x", "--price-per-kwh", price])
+    assert exit.value.code == 2
+    assert "argument --price-per-kwh: expected a positive" in capsys.readouterr().err
+
+
 def test_progress_shows_on_a_terminal_only(prometheus: Prometheus, tmp_path: Path) -> None:
     import argparse
     import io
@@ -261,7 +314,8 @@ def test_progress_shows_on_a_terminal_only(prometheus: Prometheus, tmp_path: Pat
     err = Tty()
     assert report.run(args, out=io.StringIO(), err=err) == 0
     text = err.getvalue()
-    assert "\rquerying Prometheus: 1/11 history held" in text and "2/11 chip utilization" in text and "11/11 HBM total" in text
+    assert "\rquerying Prometheus: 1/14 history held" in text and "2/14 chip utilization" in text and "11/14 HBM total" in text
+    assert "14/14 energy per job" in text
     assert text.endswith("\r") and text.rstrip("\r ").count("\r") >= 7  # the line is cleared at the end
     quiet = io.StringIO()
     assert report.run(args, out=io.StringIO(), err=quiet) == 0 and quiet.getvalue() == ""

@@ -3,10 +3,11 @@ synthetic fleet (benchmarks/_fleet_history.py: jobs, idle spells, churn of proce
 series, a node joining late, outages), the shipped rules backfilled over it by `promtool tsdb
 create-blocks-from rules` as benchmarks/fleet_capacity.py does at fleet scale. The report
 reads the records (never a raw per-chip series over the range) and tells the same story as
-the same window read from the raw series."""
+the same window read from the raw series, energy included (the history with its energy counters)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -15,15 +16,18 @@ from typing import Any
 import pytest
 
 from benchmarks import _common as c
-from benchmarks._fleet_history import FleetHistory, FleetScale, retention_days
+from benchmarks._fleet_history import BUSY_WATTS, IDLE_WATTS, FleetHistory, FleetScale, retention_days
 from benchmarks._raw_queries import rules_of
 from benchmarks.fleet_capacity import Server, backfill_history, backfill_rules
 from exporter.diagnostics import capacity_reader
 from exporter.diagnostics.capacity import analyse_capacity
 from exporter.diagnostics.capacity_reader import fit_window, read_capacity
+from exporter.diagnostics.energy import analyse_energy
+from exporter.diagnostics.energy_reader import read_energy
 from exporter.diagnostics.promapi import PrometheusClient
 from exporter.generate.recording import recording_rules
 from exporter.generate.thresholds import load_thresholds
+from exporter.npusmi.metrics import ENERGY
 from tests.support.tools import tool
 
 SCALE = FleetScale(nodes=4, chips=2, days=3, resolution=300)
@@ -48,21 +52,29 @@ class Recording(PrometheusClient):
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
     tool("prometheus"), tool("promtool")  # the benchmark's helpers run them from PATH
     work = tmp_path_factory.mktemp("recorded")
-    history = FleetHistory(SCALE, int(time.time()) // 60 * 60 - 53)
+    history = FleetHistory(SCALE, int(time.time()) // 60 * 60 - 53, energy=True)
     server = Server(work, work / "data", retention_days(SCALE.days))
     backfill_history(history, server.data, work)
     rules = rules_of(recording_rules(load_thresholds(), windows={"rollup_interval": f"{ROLLUP}s"}), SCALE.resolution)
+    # a rate needs two samples in its window: the 5m energy rate reads 10m of this 5-minute history
+    rules = [dataclasses.replace(r, expr=r.expr.replace(f"{ENERGY.name}[5m]", f"{ENERGY.name}[10m]")) for r in rules]
     backfill_rules(server, rules, history, work)
     with server.running(lookback=ROLLUP, name="recorded") as prom:
         yield prom.url, history.end
 
 
 def _report(url: str, end: int, recorded: bool | None) -> tuple[Any, Any, Recording]:
+    window, data, _, client = _with_energy(url, end, recorded)
+    return window, data, client
+
+
+def _with_energy(url: str, end: int, recorded: bool | None) -> tuple[Any, Any, Any, Recording]:
     client = Recording(url, timeout=60.0)
     window = fit_window(client, float(end), MONTH, None, "")
     use = window.recorded if recorded is None else recorded
     data = read_capacity(client, window.first, window.last, window.step, "", None, window.requested, recorded=use)
-    return window, data, client
+    energy = read_energy(client, window.first, window.last, window.step, "", use)
+    return window, data, energy, client
 
 
 def test_a_month_is_read_from_the_hourly_records_cut_to_where_they_begin(served: tuple[str, int]) -> None:
@@ -90,6 +102,22 @@ def test_the_records_tell_what_the_raw_series_tell(served: tuple[str, int]) -> N
         assert a[key] == pytest.approx(b[key], abs=0.02), (key, a[key], b[key])
     assert {n.instance for n in recorded.hbm} == {n.instance for n in raw.hbm}
     assert recorded.namespaces_known and recorded.in_use_known
+
+
+def test_energy_from_the_records_is_the_energy_of_the_raw_series(served: tuple[str, int]) -> None:
+    _, data, recorded, _ = _with_energy(*served, recorded=True)
+    _, raw_data, raw, _ = _with_energy(*served, recorded=False)
+    assert recorded.idle is not None and raw.idle is None  # idle: the rules' record, else classified per step here
+    a, b = analyse_energy(recorded, data, 0.6), analyse_energy(raw, raw_data, 0.6)
+    assert a is not None and b is not None and a.total_kwh > 0
+    assert a.total_kwh == pytest.approx(b.total_kwh, rel=0.02)
+    assert {n.name: n.kwh for n in a.nodes} == pytest.approx({n.name: n.kwh for n in b.nodes}, rel=0.02)
+    # a pod's first and last hour: the record's hour (pod at the step's end) against the raw step's (pod in it)
+    chip_hour = (IDLE_WATTS + BUSY_WATTS) / 1000
+    assert {n.name: n.kwh for n in a.namespaces} == pytest.approx({n.name: n.kwh for n in b.namespaces}, rel=0.05, abs=chip_hour)
+    # idle at the rules' 5-minute resolution against the report's hourly steps: close, not equal
+    assert 0 < a.idle_kwh < a.total_kwh and a.idle_kwh == pytest.approx(b.idle_kwh, rel=0.1)
+    assert a.jobs == b.jobs == ()  # the fleet history has no training-job series
 
 
 def test_per_chip_records_are_read_in_batches_of_nodes(served: tuple[str, int], monkeypatch: pytest.MonkeyPatch) -> None:

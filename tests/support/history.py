@@ -20,6 +20,10 @@ Nodes (4 chips each, 64 GiB HBM per chip):
 
 The profiles of bert and slow are fresh: their last update is every sample's own time.
 
+Energy (`npu_energy_joules_total`, a counter from the history's start): a chip draws IDLE_WATTS
+with nothing on it, else its WATTS (node-a 300 W, node-b 200 W, node-c chip 1 250 W and chips 2
+and 3 350 W), so every kWh a test checks is watts x hours.
+
 ECC isolated pages (HBM; node-c reports none): node-a chip 3 has had 2 single-bit pages the
 whole time (old, nothing new); node-b chip 0 one double-bit page since ten days ago; node-b
 chip 1 one single-bit page, and a second since half an hour ago; every other chip 0.
@@ -46,6 +50,8 @@ NODE_C_BUSY = 0.96
 SAW = (0.30, 1.00)
 HBM_FILL = (0.20, 0.80)  # node-a, start -> now
 HBM_OTHER = 0.50
+IDLE_WATTS = 60.0
+WATTS = {"node-a:9435": (300.0,) * 4, "node-b:9435": (200.0,) * 4, "node-c:9435": (IDLE_WATTS, 250.0, 350.0, 350.0)}
 # (instance, npu) -> {type: (pages before, pages after, seconds before now of the change)}
 PAGES = {
     ("node-a:9435", 3): {"single_bit": (2, 2, 0)},
@@ -174,6 +180,11 @@ def chips(now: int) -> list[Chip]:
     return out
 
 
+def watts(chip: Chip, t: int) -> float:
+    """The chip's power at ``t``: its WATTS in use, IDLE_WATTS otherwise."""
+    return WATTS[chip.instance][chip.npu] if chip.in_use(t) else IDLE_WATTS
+
+
 def sample_times(now: int) -> list[int]:
     start = now - HISTORY_DAYS * DAY
     fine_from = now - FINE_SPAN
@@ -234,6 +245,17 @@ def _chip_families(now: int, times: list[int]) -> Iterator[str]:
             container=lambda c: "main",
         ),
     )
+
+    def energy() -> Iterator[str]:
+        for chip in nodes:
+            labels = _labels(**_chip_labels(chip))
+            joules, before = 0.0, times[0]
+            for t in times:
+                joules += watts(chip, before) * (t - before)
+                before = t
+                yield f"npu_energy_joules_total{labels} {joules!r} {t}"
+
+    yield from _family("npu_energy_joules", "counter", energy())
 
     def pages(kind: str) -> Callable[[Chip, int, int], float | None]:
         def value(chip: Chip, t: int, k: int) -> float | None:
