@@ -12,6 +12,10 @@ steps (default 5, $CANN_EXPORTER_PROFILE_STEPS) run under the device's profiler 
 many seconds (exporter.hooks.profiling): torch_npu's on an NPU, torch.profiler on CUDA and
 the CPU. Off by default.
 
+With ``measure_flops=True`` the first step that completes runs under PyTorch's FLOP counter
+(exporter.hooks.torch_flops): its count becomes ``flops_per_step`` (logged at INFO), for the
+exporter's model FLOPs utilization. Off by default.
+
     from exporter.hooks.torch import TorchMonitor
     mon = TorchMonitor(job_name="resnet50")
     for x, y in loader:
@@ -39,6 +43,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
 from exporter.hooks import env as names
 from exporter.hooks.monitor import MAX_PHASE_NAMES, Monitor, log
 from exporter.hooks.profiling import DEFAULT_STEPS, Profiling, parse_every
+from exporter.hooks.torch_flops import FlopMeasure, MeasuredStep
 from exporter.hooks.wire import MAX_PHASE_NAME, exclusive
 
 __all__ = ["TorchMonitor", "device_backend"]
@@ -166,6 +171,7 @@ class TorchMonitor:
         max_pending: int = 128,
         profile_every: float | None = None,
         profile_steps: int | None = None,
+        measure_flops: bool = False,
         **monitor_kwargs: Any,
     ) -> None:
         if backend is not None:
@@ -189,6 +195,7 @@ class TorchMonitor:
         self._phase_cms: dict[str, _DevicePhase] = {}
         self._profiling = self._profiling_windows(profile_every, profile_steps)
         self._profiled_step = _ProfiledStep(self)
+        self._flops = FlopMeasure(monitor) if measure_flops and monitor.enabled else None  # None once measured
 
     def _profiling_windows(self, every: float | None, steps: int | None) -> Profiling | None:
         """Profiling windows when asked for (argument, else environment); None when off or unavailable."""
@@ -226,11 +233,15 @@ class TorchMonitor:
         else:
             cm = self._step_cm
             cm.samples = samples
-        if self._profiling is None:
-            return cm
-        wrapped = self._profiled_step
-        wrapped.inner = cm
-        return wrapped
+        if self._profiling is not None:
+            wrapped = self._profiled_step
+            wrapped.inner = cm
+            cm = wrapped
+        if self._flops is not None:
+            if not self._flops.done:
+                return MeasuredStep(self._flops, cm)
+            self._flops = None
+        return cm
 
     def phase(self, name: str) -> Any:
         if self.backend is None:
@@ -246,12 +257,16 @@ class TorchMonitor:
             self._profiling.before_step()
         if self.backend is None:
             self.monitor.begin_step()
-            return
-        self._resolve()
-        self._current = _Pending(self._record(), None, None, 0.0)
-        self._host_t0 = _perf()
+        else:
+            self._resolve()
+            self._current = _Pending(self._record(), None, None, 0.0)
+            self._host_t0 = _perf()
+        if self._flops is not None:  # callback-style adapters: measured between begin and end
+            self._flops.start()
 
     def end_step(self, samples: Any = None) -> None:
+        if self._flops is not None:
+            self._flops.stop(True)
         if self.backend is None:
             self.monitor.end_step(samples)
         else:
