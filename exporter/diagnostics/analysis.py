@@ -66,7 +66,7 @@ def analyse(obs: Observations, table: Thresholds) -> Report:
         *job_ranks.straggler_findings(obs.jobs, table),
         *profile_findings(obs.profiles, table, job_ranks.cpu_ranks(obs.jobs)),
     ]
-    return Report(obs.source, obs.window, tuple(findings), obs.notes)
+    return Report(obs.source, obs.window, tuple(findings), (*obs.notes, *mfu_notes(obs.jobs)))
 
 
 # --- bounds text ------------------------------------------------------------------------------
@@ -286,6 +286,9 @@ def job_macro(job: JobStats, table: Thresholds) -> list[Finding]:
                 "share of wall time outside the reported iterations",
             )
         )
+    mfu = mfu_finding(job, table)
+    if mfu is not None:
+        out.append(mfu)
     stall = _alert(table, "NPUTrainingStalled")
     if job.seconds_since_last_iteration is not None:
         age = max(0.0, job.seconds_since_last_iteration)
@@ -309,6 +312,40 @@ def job_macro(job: JobStats, table: Thresholds) -> list[Finding]:
             )
         )
     return out
+
+
+MFU = "model_flops_utilization"
+NAMED_WITHOUT_MFU = 5
+
+
+def mfu_finding(job: JobStats, table: Thresholds) -> Finding | None:
+    """MFU against the table's band: below it a warning (advice: batch, fusion, host overhead),
+    above its ceiling a healthy value with a word on the declared FLOPs."""
+    if job.mfu is None:
+        return None
+    verdict, bounds, _ = _judge(table, MFU, job.mfu)
+    detail = "model FLOPs of its steps / their time / the chip's peak FLOP/s at the job's precision"
+    ceiling = table[MFU].ceiling if MFU in table else None
+    if ceiling is not None:
+        bounds += f", commonly up to {ceiling * 100:g}%"
+        if job.mfu > ceiling:
+            detail = f"above the {ceiling * 100:g}% large-model training commonly reaches: check the FLOPs the loop declares"
+    return Finding(MACRO, "mfu", "Model FLOPs utilization", job.subject, job.mfu, RATIO, verdict, MFU, None, bounds, detail)
+
+
+def mfu_notes(jobs: Iterable[JobStats]) -> list[str]:
+    """One note for every rank on a chip without MFU (no FLOPs declared, or no peak for its chip)."""
+    missing = [j.subject for j in jobs if j.mfu is None and j.device != ""]
+    if not missing:
+        return []
+    named = ", ".join(missing[:NAMED_WITHOUT_MFU]) + (
+        f" and {len(missing) - NAMED_WITHOUT_MFU} more" if len(missing) > NAMED_WITHOUT_MFU else ""
+    )
+    return [
+        f"no model FLOPs utilization for {named}: the loop declares no FLOPs (flops_per_step=, step(flops=), "
+        "TorchMonitor(measure_flops=True)) or the exporter has no peak FLOP/s for its chip at its precision "
+        "(npu_peak_flops_per_second; npu_smi.peak_flops)"
+    ]
 
 
 def job_meso(job: JobStats, table: Thresholds) -> list[Finding]:

@@ -88,6 +88,7 @@ class JobStats:
     lifetime: float | None = None  # seconds it reported within the window (None: unknown)
     window: float | None = None  # the window's length, when it was judged over one
     device: str | None = None  # chip logic id from npu_job_info; "": no chip (a CPU job); None: unknown
+    mfu: float | None = None  # model FLOPs utilization (npu_job_model_flops_utilization_ratio); None: not served
 
     @property
     def subject(self) -> str:

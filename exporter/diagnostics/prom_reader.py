@@ -39,6 +39,7 @@ from exporter.jobs.metrics import (
     JOB_INFO,
     JOB_ITERATION_DURATION,
     JOB_LAST_ITERATION,
+    JOB_MFU,
     JOB_PHASE_SECONDS,
     JOB_SAMPLES,
 )
@@ -283,6 +284,7 @@ def read_jobs(ask: _Asker, matchers: str) -> tuple[JobStats, ...]:
         phases.setdefault(_job_key(s.labels), {})[s.labels.get("phase", "other")] = s.value
     lifetimes = read_lifetimes(ask, matchers)
     devices = {_job_key(s.labels): s.labels.get("device", "") for s in ask(f"last_over_time({selector(JOB_INFO.name, matchers)}[{r}])")}
+    mfu = _by_job(ask(f"avg_over_time({selector(JOB_MFU.name, matchers)}[{r}])"))
     return tuple(
         replace(
             job_stats(
@@ -296,6 +298,7 @@ def read_jobs(ask: _Asker, matchers: str) -> tuple[JobStats, ...]:
                 ask.window.seconds,
             ),
             device=devices.get(key),
+            mfu=mfu.get(key),
         )
         for key in sorted(set(busy) | set(rate))
     )

@@ -28,6 +28,7 @@ from exporter.jobs.metrics import (
     JOB_INFO,
     JOB_ITERATION_DURATION,
     JOB_LAST_ITERATION,
+    JOB_MFU,
     JOB_PHASE_SECONDS,
     JOB_SAMPLES,
 )
@@ -226,6 +227,10 @@ def jobs_from(scrapes: Sequence[Scrape]) -> tuple[JobStats, ...]:
     totals = [_totals(scrape) for scrape in scrapes]
     last, window = totals[-1], scrapes[-1].at - scrapes[0].at
     devices = {_job_id(labels): labels.get("device", "") for labels, _ in scrapes[-1].values(JOB_INFO.name)}
+    mfu: dict[tuple[str, str], list[float]] = {}  # each reading is the exporter's last 60 s: their mean
+    for scrape in scrapes:
+        for labels, value in scrape.values(JOB_MFU.name):
+            mfu.setdefault(_job_id(labels), []).append(value)
     out = []
     for key in sorted(last):
         now = last[key]
@@ -234,7 +239,8 @@ def jobs_from(scrapes: Sequence[Scrape]) -> tuple[JobStats, ...]:
             stats = replace(_rates(key, before, now), lifetime=now.at - before.at, window=window)
         else:
             stats = _since_start(key, now)
-        out.append(replace(stats, device=devices.get(key)))
+        readings = mfu.get(key)
+        out.append(replace(stats, device=devices.get(key), mfu=sum(readings) / len(readings) if readings else None))
     return tuple(out)
 
 

@@ -69,6 +69,7 @@ class Indicator:
     metrics: tuple[str, ...] = ()
     alert: str | None = None
     note: str | None = None
+    ceiling: float | None = None  # higher_is_better: values above it are suspect, not better (a note)
     causes: tuple[str, ...] = ()
     levers: tuple[str, ...] = ()
     source: str = ""
@@ -333,6 +334,9 @@ def _indicator(entry: Any, where: str, problems: list[str]) -> Indicator | None:
     if healthy is not None and abnormal is not None and direction in DIRECTIONS:
         if (direction == "lower_is_better") != (healthy < abnormal):
             problems.append(f"{where}: healthy {healthy} and abnormal {abnormal} are in the wrong order for {direction}")
+    ceiling = _bound(entry, "ceiling", where, problems) if "ceiling" in entry else None
+    if ceiling is not None and (direction != "higher_is_better" or (healthy is not None and ceiling <= healthy)):
+        problems.append(f"{where}: ceiling {ceiling} needs direction higher_is_better and a value above healthy")
     window = entry.get("window")
     if not _is_window(window):
         problems.append(f"{where}: window: expected a duration like 10m, got {shown(window)}")
@@ -354,6 +358,7 @@ def _indicator(entry: Any, where: str, problems: list[str]) -> Indicator | None:
         alert=text["alert"],
         note=text["note"],
         source=text["source"] or "",
+        ceiling=ceiling,
         **lists,
     )
 

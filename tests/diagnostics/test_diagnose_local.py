@@ -126,10 +126,18 @@ npu_up{npu="0",chip="0",device="0"} 1
 """
 
 
-def job_text(iterations: float, at: float) -> str:
-    """A rank that runs 0.2 s iterations 80% of the time; counters after ``iterations``."""
+def job_text(iterations: float, at: float, mfu: float | None = None) -> str:
+    """A rank that runs 0.2 s iterations 80% of the time; counters after ``iterations``; its
+    model FLOPs utilization when given."""
     busy = iterations * 0.2
-    return f"""# TYPE npu_job_iteration_duration_seconds histogram
+    served = (
+        ""
+        if mfu is None
+        else f'# TYPE npu_job_model_flops_utilization_ratio gauge\nnpu_job_model_flops_utilization_ratio{{job_name="llm",rank="0"}} {mfu}\n'
+    )
+    return (
+        served
+        + f"""# TYPE npu_job_iteration_duration_seconds histogram
 npu_job_iteration_duration_seconds_bucket{{job_name="llm",rank="0",le="+Inf"}} {iterations}
 npu_job_iteration_duration_seconds_sum{{job_name="llm",rank="0"}} {busy}
 npu_job_iteration_duration_seconds_count{{job_name="llm",rank="0"}} {iterations}
@@ -145,6 +153,7 @@ npu_profile_max_operator_ratio{{job_name="llm",rank="0"}} 0.2
 # TYPE npu_profile_operator_time_ratio gauge
 npu_profile_operator_time_ratio{{job_name="llm",rank="0",op_type="MatMul",position="1"}} 0.2
 """
+    )
 
 
 class Server:
@@ -188,7 +197,7 @@ def serve() -> Iterator[type[Server]]:
 def test_metrics_url_one_scrape(serve: type[Server]) -> None:
     import time
 
-    with serve([(200, CHIPS + job_text(1000, time.time() - 5))]) as server:
+    with serve([(200, CHIPS + job_text(1000, time.time() - 5, mfu=0.2))]) as server:
         result = run_diagnose("--metrics-url", server.url, "--format", "json")
     assert result.code == 1, result.err
     doc = json.loads(result.out)
@@ -201,6 +210,10 @@ def test_metrics_url_one_scrape(serve: type[Server]) -> None:
     assert found[(job, "memcpy_share")]["value"] == pytest.approx(0.4) and found[(job, "memcpy_share")]["verdict"] == "abnormal"
     assert found[(job, "stall")]["verdict"] == "healthy"
     assert (job, "idle_gaps") not in found  # one scrape: no rates
+    assert (found[(job, "mfu")]["value"], found[(job, "mfu")]["verdict"]) == (pytest.approx(0.2), "warning")
+    advice = {a["key"]: a for a in doc["advice"]}["model_flops_utilization"]
+    assert "job llm rank 0" in advice["subjects"] and any("fused kernels" in lever for lever in advice["levers"])
+    assert not [n for n in doc["notes"] if "model FLOPs utilization" in n]
     assert found[("profile of job llm rank 0", "profile.max_operator_ratio")]["verdict"] == "healthy"
 
 
@@ -210,7 +223,7 @@ def test_metrics_url_rates_from_two_scrapes(serve: type[Server]) -> None:
     now = time.time()
     # 50 iterations of 0.2 s between scrapes that are ~0.5 s apart: more busy time than wall time is
     # impossible in reality, so only the ratios are checked, not the absolute rate.
-    with serve([(200, CHIPS + job_text(1000, now)), (200, CHIPS + job_text(1050, now))]) as server:
+    with serve([(200, CHIPS + job_text(1000, now, mfu=0.5)), (200, CHIPS + job_text(1050, now, mfu=0.4))]) as server:
         result = run_diagnose("--metrics-url", server.url, "--samples", "2", "--interval", "0.5", "--format", "json")
     doc = json.loads(result.out)
     found = {(f["subject"], f["check"]): f for level in doc["levels"].values() for f in level}
@@ -218,6 +231,23 @@ def test_metrics_url_rates_from_two_scrapes(serve: type[Server]) -> None:
     assert found[("job llm rank 0", "phase.h2d")]["value"] == pytest.approx(0.4)
     assert found[("job llm rank 0", "iteration_rate")]["value"] > 0
     assert doc["window"].startswith("2 samples over")
+    mfu = found[("job llm rank 0", "mfu")]  # the mean of the two readings (each the exporter's last 60 s)
+    assert mfu["value"] == pytest.approx(0.45) and mfu["verdict"] is None and "too young to judge" in mfu["detail"]
+
+
+def test_metrics_url_without_mfu_says_so_once(serve: type[Server]) -> None:
+    import time
+
+    with serve([(200, CHIPS + job_text(1000, time.time() - 5))]) as server:
+        result = run_diagnose("--metrics-url", server.url, "--format", "json")
+    doc = json.loads(result.out)
+    assert not [f for level in doc["levels"].values() for f in level if f["check"] == "mfu"]
+    assert [n for n in doc["notes"] if "model FLOPs utilization" in n] == [
+        "no model FLOPs utilization for job llm rank 0: the loop declares no FLOPs (flops_per_step=, step(flops=), "
+        "TorchMonitor(measure_flops=True)) or the exporter has no peak FLOP/s for its chip at its precision "
+        "(npu_peak_flops_per_second; npu_smi.peak_flops)"
+    ]
+    assert "model_flops_utilization" not in {a["key"] for a in doc["advice"]}
 
 
 @pytest.mark.parametrize(

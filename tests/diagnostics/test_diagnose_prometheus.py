@@ -58,6 +58,17 @@ def test_whole_cluster_is_abnormal_with_the_known_verdicts(prometheus: Prometheu
     stall = found[("job stuck rank 0 on node-c:9435", "stall")]
     assert stall["value"] == pytest.approx(h.STALL_AGO) and stall["verdict"] == "abnormal"
     assert found[("job bert rank 0 on node-a:9435", "stall")]["verdict"] == "healthy"
+    # macro: model FLOPs utilization against the table's band; stuck declares no FLOPs: one note, no row
+    mfu = found[("job slow rank 0 on node-b:9435", "mfu")]
+    assert (mfu["value"], mfu["verdict"], mfu["bounds"]) == (pytest.approx(h.SLOW.mfu), "warning", "healthy > 35%, commonly up to 60%")
+    assert found[("job bert rank 1 on node-a:9435", "mfu")]["verdict"] == "healthy"
+    assert ("job stuck rank 0 on node-c:9435", "mfu") not in found
+    assert [n for n in doc["notes"] if "model FLOPs utilization" in n] == [
+        "no model FLOPs utilization for job stuck rank 0 on node-c:9435: the loop declares no FLOPs (flops_per_step=, "
+        "step(flops=), TorchMonitor(measure_flops=True)) or the exporter has no peak FLOP/s for its chip at its precision "
+        "(npu_peak_flops_per_second; npu_smi.peak_flops)"
+    ]
+    assert any("larger micro-batch" in lever for lever in {a["key"]: a for a in doc["advice"]}["model_flops_utilization"]["levers"])
     # meso: the slow job's memory copies and framework overhead
     slow = "job slow rank 0 on node-b:9435"
     assert found[(slow, "memcpy_share")]["value"] == pytest.approx(h.SLOW.phases["h2d"] + h.SLOW.phases["d2h"])

@@ -27,7 +27,9 @@ def test_the_guides_numbers() -> None:
         "memcpy_share": ("lower_is_better", 0.15, 0.30),
         "framework_overhead_share": ("lower_is_better", 0.10, None),
         "idle_share": ("lower_is_better", 0.10, None),
+        "model_flops_utilization": ("higher_is_better", 0.35, None),
     }
+    assert table["model_flops_utilization"].ceiling == 0.60 and "2204.02311" in table["model_flops_utilization"].source
     assert table["memcpy_share"].alert == "NPUMemcpyHigh"
     assert table["device_utilization"].causes == ("data pipeline stalls", "uneven task scheduling")
     assert all(i.levers and i.causes and i.window for i in table.indicators)
@@ -50,6 +52,9 @@ def test_the_guides_numbers() -> None:
         ("max_operator_share", 0.75, "abnormal"),
         ("framework_overhead_share", 0.05, "healthy"),
         ("framework_overhead_share", 0.5, "warning"),
+        ("model_flops_utilization", 0.36, "healthy"),
+        ("model_flops_utilization", 0.35, "warning"),
+        ("model_flops_utilization", 0.01, "warning"),
     ],
 )
 def test_verdict_boundaries_are_strict(indicator: str, value: float, expected: str) -> None:

@@ -12,6 +12,8 @@ Nodes (4 chips each, 64 GiB HBM per chip):
 - node-b: 40% on every chip in use; chips 2 and 3 idle (nothing on them, 0%) until 15 days
   ago; namespace team-b; job `slow` rank 0 (0.5 s iterations, 0.6 s since one day ago: a
   regression; 70% busy; 35% memory copies) and a profile with one hot operator.
+- model FLOPs utilization: bert 46% (PaLM's figure), slow 20% (below the band), stuck none (no
+  FLOPs declared).
 - node-c: chip 0 idle the whole time (no process, no pod); chip 1 a saw-tooth (30% / 100%
   alternating samples); chips 2 and 3 at 96%; namespace team-c; no HBM series at all (a
   driver that does not report it); job `stuck` rank 0, whose last iteration was one hour
@@ -71,6 +73,7 @@ class Job:
     samples_per_iteration: int
     phases: dict[str, float] = field(default_factory=dict)
     stops_ago: float | None = None
+    mfu: float | None = None  # npu_job_model_flops_utilization_ratio; None: no FLOPs declared (no series)
 
 
 BERT = Job(
@@ -82,6 +85,7 @@ BERT = Job(
     0.95,
     32,
     {"data": 0.05, "h2d": 0.10, "compute": 0.70, "communication": 0.08, "d2h": 0.02, "framework": 0.05},
+    mfu=0.46,
 )
 SLOW = Job(
     "slow",
@@ -92,6 +96,7 @@ SLOW = Job(
     0.70,
     16,
     {"data": 0.10, "h2d": 0.30, "compute": 0.35, "communication": 0.05, "d2h": 0.05, "framework": 0.15},
+    mfu=0.20,
 )
 STUCK = Job("stuck", "node-c:9435", (0,), 1.0, 1.0, 0.90, 8, {"compute": 0.9, "data": 0.1}, stops_ago=STALL_AGO)
 JOBS = (BERT, SLOW, STUCK)
@@ -322,6 +327,12 @@ def _job_families(now: int, times: list[int]) -> Iterator[str]:
     yield from _family(
         "npu_job_samples", "counter", per_rank("npu_job_samples_total", lambda j, t: j.samples_per_iteration * _iterations(j, now, t))
     )
+
+    yield "# TYPE npu_job_model_flops_utilization_ratio gauge"
+    for job in JOBS:
+        for rank in job.ranks if job.mfu is not None else ():
+            labels = _labels(instance=job.instance, job="cann-exporter", job_name=job.name, rank=rank)
+            yield from (f"npu_job_model_flops_utilization_ratio{labels} {job.mfu!r} {t}" for t in job_times)
 
     def last(j: Job, t: int) -> float:
         return float(min(t, now - j.stops_ago) if j.stops_ago is not None else t)
