@@ -4,7 +4,7 @@ From the raw series: each chip's ``npu_energy_joules_total`` increase over each 
 training jobs on each device (``npu_job_info``, present in the step); the idle share is then
 classified per step with the report's utilization and in-use data. On the hourly records
 (the report's recorded window): ``chip:npu_energy_kwh:sum1h``, ``chip:npu_energy_idle_kwh:sum1h``
-(idle at the 5-minute resolution of the rules) and ``device:npu_job_info:max1h``, summed or
+(idle at the 5-minute resolution of the rules) and ``chip:npu_job_info:max1h``, summed or
 maxed over steps of several hours as the report's other records are; the per-chip ones in the
 report's batches of nodes. No query reads a raw series over the window at a finer step."""
 

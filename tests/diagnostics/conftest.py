@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_report
+from tests.support.history import PRICE_PER_KWH as PRICE
 from tests.support.history import openmetrics
 from tests.support.prometheus import Prometheus, build_blocks, serving_blocks
-
-PRICE = 0.25  # per kWh, in the 30-day report
 
 
 @pytest.fixture(scope="session")

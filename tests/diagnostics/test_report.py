@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from exporter.diagnostics.charts import CHARTS
-from tests.diagnostics.conftest import PRICE
 from tests.support import history as h
 from tests.support.cli import run_report
+from tests.support.history import PRICE_PER_KWH as PRICE
 from tests.support.ports import free_port
 from tests.support.prometheus import Prometheus
 from tests.support.tools import tool

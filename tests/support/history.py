@@ -53,6 +53,7 @@ SAW = (0.30, 1.00)
 HBM_FILL = (0.20, 0.80)  # node-a, start -> now
 HBM_OTHER = 0.50
 IDLE_WATTS = 60.0
+PRICE_PER_KWH = 0.25  # the 30-day report's --price-per-kwh
 WATTS = {"node-a:9435": (300.0,) * 4, "node-b:9435": (200.0,) * 4, "node-c:9435": (IDLE_WATTS, 250.0, 350.0, 350.0)}
 # (instance, npu) -> {type: (pages before, pages after, seconds before now of the change)}
 PAGES = {
