@@ -10,10 +10,12 @@ namespaces or jobs in one step counts for both."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import chain
+from typing import Any
 
-from exporter.diagnostics.capacity import CapacityInput, ChipHistory, _in_use
+from exporter.diagnostics.capacity import CapacityInput
 
 ChipKey = tuple[str, str, str, str]  # instance, npu, chip, device
 Point = tuple[float, float]
@@ -63,35 +65,45 @@ class EnergyReport:
         return self.idle_kwh / self.total_kwh if self.total_kwh > 0 else None
 
 
-def _idle_points(chip: ChipHistory, kwh: Mapping[float, float], low: float, known: bool) -> Iterable[float]:
-    """kWh of the steps where the chip was idle or in use below ``low`` (as chip:npu_energy_idle_joules:rate5m)."""
-    for t, value in chip.util:
-        if t in kwh and (not _in_use(chip, t, value, known) or value < low):
-            yield kwh[t]
-
-
 def analyse_energy(energy: EnergyInput, data: CapacityInput, low: float) -> EnergyReport | None:
-    """The window's energy; None when no chip has an energy counter (older exporters, 310 cards)."""
+    """The window's energy; None when no chip has an energy counter (older exporters, 310 cards).
+    Per chip and step on the report's grid of points (numpy: no loop over points in Python)."""
     if not energy.kwh:
         return None
-    chips = {(c.instance, c.npu, c.chip, c.device): c for c in data.chips}
+    import numpy as np
+
+    from exporter.diagnostics import capacity_grid as cg
+
+    grid = cg.build(data.chips, data.step, data.in_use_known)
+    index = {(c.instance, c.npu, c.chip, c.device): i for i, c in enumerate(data.chips)}
+    cells = np.zeros(grid.present.shape)  # kWh of each chip and step with a utilization point
     nodes: dict[str, list[float]] = {}
-    spaces: dict[str, float] = {}
-    jobs: dict[str, float] = {}
     for key, points in energy.kwh.items():
-        per_step = dict(points)
-        chip = chips.get(key)
-        if energy.idle is not None:
-            idle = sum(v for _, v in energy.idle.get(key, ()))
-        else:
-            idle = sum(_idle_points(chip, per_step, low, data.in_use_known)) if chip else 0.0
+        values = _pairs(points)
         node = nodes.setdefault(key[0], [0.0, 0.0])
-        node[0] += sum(per_step.values())
-        node[1] += idle
-        for t, namespace in chip.namespace if chip else ():
-            spaces[namespace] = spaces.get(namespace, 0.0) + per_step.get(t, 0.0)
-        for job, steps in energy.jobs.get((key[0], key[3]), {}).items():
-            jobs[job] = jobs.get(job, 0.0) + sum(v for t, v in per_step.items() if t in steps)
+        node[0] += float(values[:, 1].sum())
+        if energy.idle is not None:
+            node[1] += float(_pairs(energy.idle.get(key, ()))[:, 1].sum())
+        at = index.get(key)
+        if at is not None:
+            cols, found = _columns(grid.times, values[:, 0])
+            cells[at, cols[found]] = values[found, 1]
+    if energy.idle is None:  # idle, or in use below the bound (as chip:npu_energy_idle_joules:rate5m), per step
+        idle = np.where(grid.present & (~grid.used | (grid.util < low)), cells, 0.0).sum(axis=1)
+        for chip, kwh in zip(data.chips, idle.tolist(), strict=True):
+            if chip.instance in nodes:
+                nodes[chip.instance][1] += kwh
+    per_space = np.bincount(grid.ns_index, weights=cells[grid.ns_row, grid.ns_col], minlength=len(grid.namespaces))
+    spaces = {name: float(kwh) for name, kwh in zip(grid.namespaces, per_space.tolist(), strict=True) if kwh > 0}
+    on_device: dict[tuple[str, str], list[int]] = {}
+    for i, c in enumerate(data.chips):
+        on_device.setdefault((c.instance, c.device), []).append(i)
+    jobs: dict[str, float] = {}
+    for device, by_job in energy.jobs.items():
+        for job, steps in by_job.items():
+            cols, found = _columns(grid.times, np.fromiter(steps, np.float64, len(steps)))
+            kwh = float(cells[np.ix_(on_device.get(device, []), cols[found])].sum())
+            jobs[job] = jobs.get(job, 0.0) + kwh
     price = energy.price
 
     def row(name: str, kwh: float, idle: float | None = None) -> EnergyRow:
@@ -108,6 +120,23 @@ def analyse_energy(energy: EnergyInput, data: CapacityInput, low: float) -> Ener
         price,
         low,
     )
+
+
+def _pairs(points: tuple[Point, ...]) -> Any:
+    """(N, 2) array of (time, value), built in C."""
+    import numpy as np
+
+    return np.fromiter(chain.from_iterable(points), np.float64, 2 * len(points)).reshape(-1, 2)
+
+
+def _columns(times: Any, at: Any) -> tuple[Any, Any]:
+    """Columns of ``at`` in the sorted ``times``, and which of them are there."""
+    import numpy as np
+
+    if not len(times):
+        return np.zeros(len(at), dtype=np.int64), np.zeros(len(at), dtype=np.bool_)
+    cols = np.minimum(np.searchsorted(times, at), len(times) - 1)
+    return cols, times[cols] == at
 
 
 def kwh_text(value: float | None) -> str:
