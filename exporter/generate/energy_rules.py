@@ -1,6 +1,6 @@
 """Recording rules for energy and efficiency: watts from npu_energy_joules_total per chip, node,
-namespace and training job, the share spent idle, kWh over the rollup hour (for the capacity
-report), and model FLOPs utilization by namespace."""
+namespace and training job, the share spent idle, joules per training iteration and per sample,
+kWh over the rollup hour (for the capacity report), and model FLOPs utilization by namespace."""
 
 from __future__ import annotations
 
@@ -11,6 +11,14 @@ JOULES_PER_KWH = 3.6e6
 RATE = "chip:npu_energy_joules:rate5m"
 IDLE = "chip:npu_energy_idle_joules:rate5m"
 UTIL5M = "chip:npu_aicore_utilization_ratio:avg5m"
+JOB_RATE = "job_name:npu_energy_joules:rate5m"
+PER_ITERATION = "job_name:npu_energy_joules_per_iteration:ratio5m"
+PER_SAMPLE = "job_name:npu_energy_joules_per_sample:ratio5m"
+# A job's iterations per second: its ranks step together (data parallel), so their mean; its
+# samples per second: every rank's own batch, so their sum. A job that stopped stepping (or
+# reports no samples) gets no figure rather than +Inf.
+ITERATIONS_PER_SECOND = "avg by (job_name) (rate(npu_job_iterations_total[5m]))"
+SAMPLES_PER_SECOND = "sum by (job_name) (rate(npu_job_samples_total[5m]))"
 
 
 def _per_job(value: str) -> str:
@@ -48,9 +56,20 @@ def energy_5m(threshold: float) -> list[tuple[str, str, str]]:
             "power of a namespace's chips (kubelet), watts",
         ),
         (
-            "job_name:npu_energy_joules:rate5m",
+            JOB_RATE,
             f"sum by (job_name) (\n  {_per_job(RATE)}\n)",
             "power of a training job's chips (npu_job_info device), watts",
+        ),
+        (
+            PER_ITERATION,
+            f"{JOB_RATE}\n  / on (job_name)\n  ({ITERATIONS_PER_SECOND} > 0)",
+            "energy of a training job's chips per iteration, joules (watts / iterations per second, the mean over its ranks; 5m)",
+        ),
+        (
+            PER_SAMPLE,
+            f"{JOB_RATE}\n  / on (job_name)\n  ({SAMPLES_PER_SECOND} > 0)",
+            "energy of a training job's chips per sample, joules (watts / samples per second summed over its ranks; 5m; "
+            "loops that pass samples= only)",
         ),
         ("cluster:npu_energy_joules:rate5m", f"sum by () ({RATE})", "power of the cluster's chips, watts (5m)"),
         (

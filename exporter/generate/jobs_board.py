@@ -6,6 +6,7 @@ from grafana_foundation_sdk.models import dashboard as dm
 
 from exporter.generate.alert_facts import has_alert
 from exporter.generate.common import num, pct
+from exporter.generate.energy_rules import PER_ITERATION, PER_SAMPLE
 from exporter.generate.panels import (
     GREEN,
     JOB_LEGEND,
@@ -29,6 +30,8 @@ from exporter.generate.thresholds import Thresholds
 def jobs(table_: Thresholds) -> Board:
     memcpy, framework, idle = table_["memcpy_share"], table_["framework_overhead_share"], table_["idle_share"]
     top3, hot, util = table_["top3_operator_share"], table_["max_operator_share"], table_["device_utilization"]
+    mfu = table_["model_flops_utilization"]
+    band = f"{pct(mfu.healthy or 0)}-{pct(mfu.ceiling or 1)}"
     reg = table_.alert("NPUIterationTimeRegression") if has_alert(table_, "NPUIterationTimeRegression") else None
     baseline = reg.param("baseline", "1d") if reg else "1d"
     stall = table_.alert("NPUTrainingStalled").threshold if has_alert(table_, "NPUTrainingStalled") else None
@@ -133,11 +136,23 @@ def jobs(table_: Thresholds) -> Board:
             "Model FLOPs utilization (MFU)",
             q(f"npu_job_model_flops_utilization_ratio{{{JOB_SEL}}}", JOB_LEGEND),
             unit="percentunit",
+            steps=indicator_steps(mfu),
             lo=0,
             hi=1,
-            description="Declared model FLOPs of the steps (the hooks' flops_per_step) over their time over the chip's peak "
-            "(npu_peak_flops_per_second at the job's precision); absent without declared FLOPs, a device or a published peak. "
-            "Large-model training commonly reaches 35-60% (PaLM 540B: 46.2%, Chowdhery et al. 2022, arXiv:2204.02311).",
+            description="Declared model FLOPs of the steps (the hooks' flops_per_step, or TorchMonitor's measure_flops) over "
+            "their time over the chip's peak (npu_peak_flops_per_second at the job's precision); absent without declared FLOPs, "
+            f"a device or a published peak. Large-model training commonly reaches {band} (PaLM 540B: 46.2%, Chowdhery et al. "
+            "2022, arXiv:2204.02311); below it, diagnose warns.",
+        ),
+        graph(
+            "Energy per iteration and per sample",
+            q(f'{PER_ITERATION}{{job_name=~"$job_name"}}', "{{job_name}} per iteration"),
+            q(f'{PER_SAMPLE}{{job_name=~"$job_name"}}', "{{job_name}} per sample"),
+            unit="joule",
+            lo=0,
+            description="Energy of the job's chips (npu_energy_joules_total of the devices npu_job_info names, 5m) over its "
+            "iterations per second (the mean of its ranks) and its samples per second (summed over its ranks: loops that pass "
+            "samples= only). Empty for a CPU job, a job that stopped stepping, or an exporter without the energy counter.",
         ),
     )
     b.row("Meso: where the step time goes")

@@ -269,6 +269,17 @@ only grows; `rate()` and `increase()` handle a restart as a counter reset.
   Skipped intervals make the total an undercount, never an overcount:
   `cann_exporter_energy_skipped_intervals_total` says whether it happened. npu-smi's own
   power figure has the board sensor's accuracy.
+- **What the recording rules make of it** (`alerts/cann-exporter.rules.yml`): watts per chip,
+  node, namespace and training job (`*:npu_energy_joules:rate5m`; a job's chips are the
+  devices its `npu_job_info` names), the watts of chips idle or in use below the 60%
+  low-utilization bound (`chip:npu_energy_idle_joules:rate5m`), kWh over each hour
+  (`*:npu_energy_kwh:sum1h`, `chip:npu_energy_idle_kwh:sum1h`: what `cann-exporter report`
+  and the capacity dashboard add up), and per training job the joules per iteration
+  (`job_name:npu_energy_joules_per_iteration:ratio5m`: the job's watts over its iterations
+  per second, the mean of its ranks) and per sample
+  (`job_name:npu_energy_joules_per_sample:ratio5m`: over its samples per second, summed over
+  its ranks; only for loops that pass `samples=`). A job that stopped stepping gets no figure,
+  never an infinite one.
 """
 
 # Per process (ProcessSample fields).
