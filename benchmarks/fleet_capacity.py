@@ -589,7 +589,16 @@ def time_tools(url: str, end: int, raw: bool = True) -> dict[str, Any]:
     try:
         window = fit_window(report, float(end), REPORT_RANGE, None, "")
         data = read_capacity(
-            report, window.first, window.last, window.step, "", None, window.requested, unhealthy_states(table), recorded=window.recorded
+            report,
+            window.first,
+            window.last,
+            window.step,
+            "",
+            None,
+            window.requested,
+            unhealthy_states(table),
+            recorded=window.recorded,
+            nodes=dict(window.nodes),
         )
         out["report_chips"], out["report_recorded"], out["report_step"] = len(data.chips), window.recorded, window.step
         analysed = time.perf_counter()

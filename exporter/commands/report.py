@@ -141,6 +141,7 @@ def write_report(args: argparse.Namespace, err: TextIO) -> Path:
             window.requested,
             unhealthy_states(table),
             recorded=window.recorded,
+            nodes=dict(window.nodes),
         )
         try:
             joules = read_energy(
@@ -152,6 +153,7 @@ def write_report(args: argparse.Namespace, err: TextIO) -> Path:
                 window.recorded,
                 getattr(args, "price_per_kwh", None),
                 progress.step,
+                dict(window.nodes),
             )
         except PrometheusError as exc:
             raise CannotDiagnose(str(exc)) from None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from exporter.core.values import format_duration
@@ -84,6 +84,7 @@ class Window:
     step: float
     requested: float | None = None  # seconds asked for, when the data began later and the window was cut to it
     recorded: bool = False  # read from the hourly records (capacity_queries.recorded_queries)
+    nodes: tuple[tuple[str, int], ...] = ()  # recorded: each node's chips with records (the per-chip queries' batches)
 
 
 def fit_window(
@@ -133,13 +134,14 @@ def _fit_recorded(client: PrometheusClient, first: float, last: float, step: flo
     whole hours or they hold less than MIN_RECORDED_SPAN of it (read the raw series then)."""
     if step % RECORDED_STEP:
         return None
-    held = client.range(f"count({recorded_nodes(matchers, step)})", first, last, step)
+    held = client.range(recorded_nodes(matchers, step), first, last, step)  # per node: one answer for the window and the batches
     if not held:
         return None
-    begins = min(t for t, _ in held[0].points)
+    begins = min(t for s in held for t, _ in s.points)
     if begins > first and last - begins + step < MIN_RECORDED_SPAN:
         return None
-    return Window(max(first, begins), last, step, recorded=True)
+    nodes = tuple(sorted((s.labels.get("instance", ""), int(max(v for _, v in s.points))) for s in held))
+    return Window(max(first, begins), last, step, recorded=True, nodes=nodes)
 
 
 def _key(labels: dict[str, str]) -> ChipKey:
@@ -156,7 +158,10 @@ def read_capacity(
     requested: float | None = None,
     unhealthy_states: tuple[str, ...] = ("Alarm", "Critical"),
     recorded: bool = False,
+    nodes: Mapping[str, int] | None = None,
 ) -> CapacityInput:
+    """``nodes``: each node's chips with records (``Window.nodes``), else asked for when recorded."""
+
     def ask(what: str, query: str) -> list[Series]:
         if progress:
             progress(what)
@@ -165,7 +170,7 @@ def read_capacity(
     where = f" matching {{{matchers}}}" if matchers else ""
     paging = selector(HEALTH.name, matchers, f'state=~"{"|".join(unhealthy_states)}"')
     try:
-        batches = _node_batches(client, matchers, start, end, step) if recorded else [""]
+        batches = (node_batches(nodes) if nodes else _node_batches(client, matchers, start, end, step)) if recorded else [""]
         queries = [
             recorded_queries(matchers, step, extra) if recorded else raw_queries(matchers, step, unhealthy_states) for extra in batches
         ]
@@ -285,12 +290,18 @@ def read_inventory(client: PrometheusClient, end: float, seconds: float, matcher
 
 
 def _node_batches(client: PrometheusClient, matchers: str, start: float, end: float, step: float) -> list[str]:
-    """Matchers splitting the nodes with records into batches of at most BATCH_CHIPS chips
+    """node_batches of the nodes with records in the window."""
+    return node_batches(
+        {
+            s.labels.get("instance", ""): int(max(v for _, v in s.points))
+            for s in client.range(recorded_nodes(matchers, step), start, end, step)
+        }
+    )
+
+
+def node_batches(chips: Mapping[str, int]) -> list[str]:
+    """Matchers splitting the nodes (node -> chips) into batches of at most BATCH_CHIPS chips
     (one batch, no matcher, when they fit)."""
-    chips = {
-        s.labels.get("instance", ""): int(max(v for _, v in s.points))
-        for s in client.range(recorded_nodes(matchers, step), start, end, step)
-    }
     if sum(chips.values()) <= BATCH_CHIPS:
         return [""]
     batches: list[list[str]] = [[]]

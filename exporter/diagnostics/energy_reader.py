@@ -10,10 +10,10 @@ report's batches of nodes. No query reads a raw series over the window at a fine
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from exporter.diagnostics.capacity_queries import RECORDED_STEP
-from exporter.diagnostics.capacity_reader import _node_batches, node_names
+from exporter.diagnostics.capacity_reader import _node_batches, node_batches, node_names
 from exporter.diagnostics.energy import ChipKey, EnergyInput, Point
 from exporter.diagnostics.promapi import PrometheusClient, Series, promql_duration, selector
 from exporter.generate.energy_rules import JOULES_PER_KWH
@@ -53,9 +53,10 @@ def read_energy(
     recorded: bool,
     price: float | None = None,
     progress: Callable[[str], None] | None = None,
+    nodes: Mapping[str, int] | None = None,
 ) -> EnergyInput:
-    """Raises PrometheusError as the report's other reads do."""
-    batches = _node_batches(client, matchers, start, end, step) if recorded else [""]
+    """Raises PrometheusError as the report's other reads do. ``nodes``: as read_capacity's."""
+    batches = (node_batches(nodes) if nodes else _node_batches(client, matchers, start, end, step)) if recorded else [""]
     queries = [energy_queries(matchers, step, recorded, extra) for extra in batches]
 
     def each(what: str, pick: Callable[[tuple[str, str | None, str]], str | None]) -> list[Series]:

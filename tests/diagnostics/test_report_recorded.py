@@ -127,3 +127,22 @@ def test_per_chip_records_are_read_in_batches_of_nodes(served: tuple[str, int], 
     assert sum('instance=~"' in q for _, q in client.sent) >= SCALE.nodes, "one batch per node"
     assert batched.chips == whole.chips and batched.hbm == whole.hbm
     assert c.HOST == "127.0.0.1"
+
+
+def test_the_nodes_with_records_are_asked_for_once(served: tuple[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """fit_window's per-node answer makes the batches of every per-chip read (capacity and energy),
+    as `report` passes it: the query over every chip's records is sent once, not once per reader."""
+    url, end = served
+    _, asked, _ = _report(url, end, recorded=True)  # batches found by each reader itself
+    monkeypatch.setattr(capacity_reader, "BATCH_CHIPS", 3 * SCALE.chips)
+    client = Recording(url, timeout=60.0)
+    window = fit_window(client, float(end), MONTH, None, "")
+    assert dict(window.nodes) == {f"npu-node-{n:04d}:9435": SCALE.chips for n in range(SCALE.nodes)}
+    data = read_capacity(
+        client, window.first, window.last, window.step, "", None, window.requested, recorded=True, nodes=dict(window.nodes)
+    )
+    read_energy(client, window.first, window.last, window.step, "", True, nodes=dict(window.nodes))
+    over_every_chip = [q for _, q in client.sent if q.startswith("count by (instance) (chip:npu_aicore_utilization_ratio:avg1h")]
+    assert len(over_every_chip) == 1, over_every_chip
+    assert sum('instance=~"' in q for _, q in client.sent) > 2, "read in batches"
+    assert data.chips == asked.chips and data.hbm == asked.hbm
