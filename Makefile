@@ -34,9 +34,12 @@ run: install bytecode
 	$(BIN)/cann-exporter serve --simulate auto $(ARGS)
 
 # Installs the Debian packages the real-tool tests need when it can; otherwise says what will be skipped.
+# TEST_WORKERS pytest-xdist workers (0: one process), a file per unit; the end-to-end Prometheus
+# stacks one after another on one worker (tests/support/groups.py).
+TEST_WORKERS ?= 2
 test: install-test bytecode lint
 	@scripts/install-test-packages
-	$(BIN)/python -m pytest -q $(ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope $(ARGS)
 
 # ruff (lint, and the format every file is in) and mypy, configured in pyproject.toml.
 lint: install-test
@@ -47,7 +50,7 @@ lint: install-test
 # The whole suite RUNS times (default 3) with two busy processes per core beside it.
 test-under-load: install-test bytecode
 	@scripts/install-test-packages
-	scripts/test-under-load $(ARGS)
+	TEST_WORKERS=$(TEST_WORKERS) scripts/test-under-load $(ARGS)
 
 # The training-hook example: steps to `make run`'s exporter (or a temporary one it starts), then
 # the npu_job_* series they became. PyTorch when installed, else a standard-library loop.

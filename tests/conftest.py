@@ -46,6 +46,16 @@ def start(tmp_path: Path):
         exporter.stop()
 
 
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown without it
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`make test` (`-n 2 --dist loadscope`): which tests share a worker, and what goes first."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from tests.support.groups import SuiteScheduling  # imports xdist: only where it runs
+
+    return SuiteScheduling(config, log)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Every skipped group and why, so a missing tool never passes unnoticed."""
     write_skip_summary(terminalreporter)
