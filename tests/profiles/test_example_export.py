@@ -31,6 +31,16 @@ def test_diagnose_reads_it():
 
 
 def test_serve_reads_it(start):
-    exporter = start("--simulate", "--no-hccn.enabled", "--no-collector.pods", "--profile-dir", str(EXAMPLE), "--profiles.interval", "1s")
+    # No per-card detail calls: the profile source's first run waits for the npu-smi rounds before it.
+    exporter = start(
+        "--simulate",
+        "--no-hccn.enabled",
+        "--npu-smi.details=",
+        "--no-collector.pods",
+        "--profile-dir",
+        str(EXAMPLE),
+        "--profiles.interval",
+        "1s",
+    )
     found = exporter.wait_for(lambda samples: any(name.startswith("npu_profile_") for name, _ in samples))
     assert any(name.startswith("npu_profile_") and ("job_name", "profile-export") in labels for name, labels in found)
