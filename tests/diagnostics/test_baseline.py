@@ -151,7 +151,9 @@ def test_baseline_without_matching_jobs_exits_2(prometheus: Prometheus, tmp_path
 
 
 def test_nothing_to_save_exits_2(tmp_path: Path) -> None:
-    result = run_diagnose("--simulate", "healthy", "--save-baseline", str(tmp_path / "b.json"))
+    # A node without jobs: its per-card details and network (simulated calls) add nothing to save.
+    (tmp_path / "c.yaml").write_text('npu_smi: {details: ""}\nhccn: {enabled: false}\n')
+    result = run_diagnose("--simulate", "healthy", "--config", str(tmp_path / "c.yaml"), "--save-baseline", str(tmp_path / "b.json"))
     assert result.code == 2 and "nothing to save as a baseline" in result.err
     assert not (tmp_path / "b.json").exists()
 
