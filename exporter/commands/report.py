@@ -153,7 +153,6 @@ def write_report(args: argparse.Namespace, err: TextIO) -> Path:
                 window.recorded,
                 getattr(args, "price_per_kwh", None),
                 progress.step,
-                dict(window.nodes),
             )
         except PrometheusError as exc:
             raise CannotDiagnose(str(exc)) from None

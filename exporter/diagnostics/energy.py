@@ -1,12 +1,13 @@
-"""The capacity report's energy, as pure functions: kWh per chip and step in, kWh per node,
-namespace and training job over the window out, with the idle energy (chips idle, or in use
-below the low-utilization bound) and, given a price per kWh, the cost beside each figure.
+"""The capacity report's energy, as pure functions: kWh per chip and step (raw series) or the
+hourly records' sums in; kWh per node, namespace and training job over the window out, with the
+idle energy (chips idle, or in use below the low-utilization bound) and, given a price per kWh,
+the cost beside each figure.
 
-Every figure adds up the same per-chip, per-step kWh (``npu_energy_joules_total``'s increase
-over the step, or its hourly record), so nodes add up to the cluster. A chip-step counts for a
-namespace when a pod of it had the chip in that step (the report's own namespaces), for a job
-when the job's ``npu_job_info`` named the chip's device in that step; a chip shared by two
-namespaces or jobs in one step counts for both."""
+From the raw series every figure adds up the same per-chip, per-step kWh (the counter's
+increase over the step), so nodes add up to the cluster: a chip-step counts for a namespace
+when a pod of it had the chip in that step (the report's own namespaces), for a job when the
+job's ``npu_job_info`` named the chip's device in that step (a chip shared in one step counts
+for both). From the records the same attribution is the rules', at each evaluation."""
 
 from __future__ import annotations
 
@@ -22,15 +23,26 @@ Point = tuple[float, float]
 
 
 @dataclass(frozen=True)
-class EnergyInput:
-    """Per chip (the report's chip keys, node names applied) the kWh of each step; per chip
-    the idle kWh of each step where the recording rules give them (else from utilization);
-    per (instance, device) the steps each training job named the device."""
+class EnergyTotals:
+    """kWh over the window already added up per node (with its idle kWh), per namespace and per
+    training job: the sums of the hourly records."""
 
-    kwh: Mapping[ChipKey, tuple[Point, ...]]
-    idle: Mapping[ChipKey, tuple[Point, ...]] | None = None  # None: classify each step here
+    nodes: Mapping[str, float]
+    idle: Mapping[str, float]
+    namespaces: Mapping[str, float]
+    jobs: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class EnergyInput:
+    """From the raw series: per chip (the report's chip keys, node names applied) the kWh of each
+    step and per (instance, device) the steps each training job named the device, the idle
+    share classified here. From the hourly records: ``totals``."""
+
+    kwh: Mapping[ChipKey, tuple[Point, ...]] = field(default_factory=dict)
     jobs: Mapping[tuple[str, str], Mapping[str, frozenset[float]]] = field(default_factory=dict)
     price: float | None = None  # per kWh, in the user's currency
+    totals: EnergyTotals | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +80,11 @@ class EnergyReport:
 def analyse_energy(energy: EnergyInput, data: CapacityInput, low: float) -> EnergyReport | None:
     """The window's energy; None when no chip has an energy counter (older exporters, 310 cards).
     Per chip and step on the report's grid of points (numpy: no loop over points in Python)."""
+    if energy.totals is not None:
+        t = energy.totals
+        if not t.nodes:
+            return None
+        return _report({n: (kwh, t.idle.get(n, 0.0)) for n, kwh in t.nodes.items()}, t.namespaces, t.jobs, energy.price, low)
     if not energy.kwh:
         return None
     import numpy as np
@@ -82,17 +99,15 @@ def analyse_energy(energy: EnergyInput, data: CapacityInput, low: float) -> Ener
         values = _pairs(points)
         node = nodes.setdefault(key[0], [0.0, 0.0])
         node[0] += float(values[:, 1].sum())
-        if energy.idle is not None:
-            node[1] += float(_pairs(energy.idle.get(key, ()))[:, 1].sum())
         at = index.get(key)
         if at is not None:
             cols, found = _columns(grid.times, values[:, 0])
             cells[at, cols[found]] = values[found, 1]
-    if energy.idle is None:  # idle, or in use below the bound (as chip:npu_energy_idle_joules:rate5m), per step
-        idle = np.where(grid.present & (~grid.used | (grid.util < low)), cells, 0.0).sum(axis=1)
-        for chip, kwh in zip(data.chips, idle.tolist(), strict=True):
-            if chip.instance in nodes:
-                nodes[chip.instance][1] += kwh
+    # idle, or in use below the bound (as chip:npu_energy_idle_joules:rate5m), per step
+    idle = np.where(grid.present & (~grid.used | (grid.util < low)), cells, 0.0).sum(axis=1)
+    for chip, kwh in zip(data.chips, idle.tolist(), strict=True):
+        if chip.instance in nodes:
+            nodes[chip.instance][1] += kwh
     per_space = np.bincount(grid.ns_index, weights=cells[grid.ns_row, grid.ns_col], minlength=len(grid.namespaces))
     spaces = {name: float(kwh) for name, kwh in zip(grid.namespaces, per_space.tolist(), strict=True) if kwh > 0}
     on_device: dict[tuple[str, str], list[int]] = {}
@@ -104,8 +119,12 @@ def analyse_energy(energy: EnergyInput, data: CapacityInput, low: float) -> Ener
             cols, found = _columns(grid.times, np.fromiter(steps, np.float64, len(steps)))
             kwh = float(cells[np.ix_(on_device.get(device, []), cols[found])].sum())
             jobs[job] = jobs.get(job, 0.0) + kwh
-    price = energy.price
+    return _report({n: (kwh, idle) for n, (kwh, idle) in nodes.items()}, spaces, jobs, energy.price, low)
 
+
+def _report(
+    nodes: Mapping[str, tuple[float, float]], spaces: Mapping[str, float], jobs: Mapping[str, float], price: float | None, low: float
+) -> EnergyReport:
     def row(name: str, kwh: float, idle: float | None = None) -> EnergyRow:
         if price is None:
             return EnergyRow(name, kwh, idle)
@@ -115,7 +134,7 @@ def analyse_energy(energy: EnergyInput, data: CapacityInput, low: float) -> Ener
         sum(v[0] for v in nodes.values()),
         sum(v[1] for v in nodes.values()),
         tuple(row(n, kwh, idle) for n, (kwh, idle) in sorted(nodes.items())),
-        tuple(row(n, kwh) for n, kwh in sorted(spaces.items(), key=lambda i: (-i[1], i[0]))),
+        tuple(row(n, kwh) for n, kwh in sorted(spaces.items(), key=lambda i: (-i[1], i[0])) if kwh > 0),
         tuple(row(n, kwh) for n, kwh in sorted(jobs.items(), key=lambda i: (-i[1], i[0]))),
         price,
         low,

@@ -12,6 +12,10 @@ RATE = "chip:npu_energy_joules:rate5m"
 IDLE = "chip:npu_energy_idle_joules:rate5m"
 UTIL5M = "chip:npu_aicore_utilization_ratio:avg5m"
 JOB_RATE = "job_name:npu_energy_joules:rate5m"
+NODE_KWH = "instance:npu_energy_kwh:sum1h"
+NODE_IDLE_KWH = "instance:npu_energy_idle_kwh:sum1h"
+NODE_NAMESPACE_KWH = "instance_namespace:npu_energy_kwh:sum1h"
+NODE_JOB_KWH = "instance_job_name:npu_energy_kwh:sum1h"
 PER_ITERATION = "job_name:npu_energy_joules_per_iteration:ratio5m"
 PER_SAMPLE = "job_name:npu_energy_joules_per_sample:ratio5m"
 # A job's iterations per second: its ranks step together (data parallel), so their mean; its
@@ -97,7 +101,7 @@ def energy_1h() -> list[tuple[str, str, str]]:
             "energy of each chip spent idle or below target over the last hour, kWh",
         ),
         (
-            "instance:npu_energy_kwh:sum1h",
+            NODE_KWH,
             f"sum by ({NODE}) (chip:npu_energy_kwh:sum1h)",
             "energy of a node's chips over the last hour, kWh",
         ),
@@ -112,6 +116,23 @@ def energy_1h() -> list[tuple[str, str, str]]:
             "energy of a training job's chips over the last hour, kWh",
         ),
         ("cluster:npu_energy_kwh:sum1h", "sum by () (chip:npu_energy_kwh:sum1h)", "energy of the cluster's chips over the last hour, kWh"),
+        # per node as well, so that `report` reads node-sized answers (its --selector still
+        # matching job and instance) rather than one series per chip
+        (
+            NODE_IDLE_KWH,
+            f"sum by ({NODE}) (chip:npu_energy_idle_kwh:sum1h)",
+            "energy of a node's chips spent idle or below target over the last hour, kWh",
+        ),
+        (
+            NODE_NAMESPACE_KWH,
+            f"sum by ({NODE}, namespace) (\n  {_per_namespace('chip:npu_energy_kwh:sum1h')}\n)",
+            "energy of a namespace's chips on a node over the last hour, kWh",
+        ),
+        (
+            NODE_JOB_KWH,
+            f"sum by ({NODE}, job_name) (\n  {_per_job('chip:npu_energy_kwh:sum1h')}\n)",
+            "energy of a training job's chips on a node over the last hour, kWh",
+        ),
         (
             "cluster:npu_energy_idle_kwh:sum1h",
             "sum by () (chip:npu_energy_idle_kwh:sum1h)",

@@ -178,7 +178,6 @@ REPORT_IN_USE = "chip:npu_in_use:max1h"
 REPORT_OBSERVED = "chip:npu_observed_seconds:sum1h"
 REPORT_UNHEALTHY = "chip:npu_unhealthy:max1h"
 REPORT_NAMESPACE = "chip:npu_pod_info:max1h"
-REPORT_JOB = "chip:npu_job_info:max1h"
 REPORT_HBM_USED = "instance:npu_hbm_used_bytes:avg1h"
 REPORT_HBM_TOTAL = "instance:npu_hbm_total_bytes:avg1h"
 
@@ -211,11 +210,6 @@ def _report_hours(interval: str, states: tuple[str, ...]) -> list[Record]:
             REPORT_NAMESPACE,
             f"max by ({CHIP}, namespace) (max_over_time(npu_pod_info[1h]))",
             "1 per namespace a pod of which had the chip allocated in the last hour (kubelet)",
-        ),
-        Record(
-            REPORT_JOB,
-            "max by (job, instance, device, job_name) (max_over_time(npu_job_info[1h]))",
-            "1 per training job that reported on the device in the last hour (npu_job_info device, hooks)",
         ),
         Record(REPORT_HBM_USED, f"sum by ({NODE}) (avg_over_time(npu_hbm_used_bytes[1h]))", "HBM used on a node, 1h average"),
         Record(REPORT_HBM_TOTAL, f"sum by ({NODE}) (avg_over_time(npu_hbm_total_bytes[1h]))", "HBM installed on a node, 1h average"),

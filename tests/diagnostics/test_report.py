@@ -314,8 +314,8 @@ def test_progress_shows_on_a_terminal_only(prometheus: Prometheus, tmp_path: Pat
     err = Tty()
     assert report.run(args, out=io.StringIO(), err=err) == 0
     text = err.getvalue()
-    assert "\rquerying Prometheus: 1/14 history held" in text and "2/14 chip utilization" in text and "11/14 HBM total" in text
-    assert "14/14 energy per job" in text
+    assert "\rquerying Prometheus: 1/15 history held" in text and "2/15 chip utilization" in text and "11/15 HBM total" in text
+    assert "15/15 energy per job" in text
     assert text.endswith("\r") and text.rstrip("\r ").count("\r") >= 7  # the line is cleared at the end
     quiet = io.StringIO()
     assert report.run(args, out=io.StringIO(), err=quiet) == 0 and quiet.getvalue() == ""

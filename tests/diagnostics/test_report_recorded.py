@@ -107,12 +107,12 @@ def test_the_records_tell_what_the_raw_series_tell(served: tuple[str, int]) -> N
 def test_energy_from_the_records_is_the_energy_of_the_raw_series(served: tuple[str, int]) -> None:
     _, data, recorded, _ = _with_energy(*served, recorded=True)
     _, raw_data, raw, _ = _with_energy(*served, recorded=False)
-    assert recorded.idle is not None and raw.idle is None  # idle: the rules' record, else classified per step here
+    assert recorded.totals is not None and raw.totals is None  # node-sized records, else per chip and step
     a, b = analyse_energy(recorded, data, 0.6), analyse_energy(raw, raw_data, 0.6)
     assert a is not None and b is not None and a.total_kwh > 0
     assert a.total_kwh == pytest.approx(b.total_kwh, rel=0.02)
     assert {n.name: n.kwh for n in a.nodes} == pytest.approx({n.name: n.kwh for n in b.nodes}, rel=0.02)
-    # a pod's first and last hour: the record's hour (pod at the step's end) against the raw step's (pod in it)
+    # a pod's first and last hour: the record's (the pod at each evaluation) against the raw step's (the pod in it)
     chip_hour = (IDLE_WATTS + BUSY_WATTS) / 1000
     assert {n.name: n.kwh for n in a.namespaces} == pytest.approx({n.name: n.kwh for n in b.namespaces}, rel=0.05, abs=chip_hour)
     # idle at the rules' 5-minute resolution against the report's hourly steps: close, not equal
@@ -130,8 +130,9 @@ def test_per_chip_records_are_read_in_batches_of_nodes(served: tuple[str, int], 
 
 
 def test_the_nodes_with_records_are_asked_for_once(served: tuple[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
-    """fit_window's per-node answer makes the batches of every per-chip read (capacity and energy),
-    as `report` passes it: the query over every chip's records is sent once, not once per reader."""
+    """fit_window's per-node answer makes the batches of every per-chip read, as `report` passes
+    it (the energy reads node-sized records, unbatched): the query over every chip's records is
+    sent once, not once per reader."""
     url, end = served
     _, asked, _ = _report(url, end, recorded=True)  # batches found by each reader itself
     monkeypatch.setattr(capacity_reader, "BATCH_CHIPS", 3 * SCALE.chips)
@@ -141,7 +142,7 @@ def test_the_nodes_with_records_are_asked_for_once(served: tuple[str, int], monk
     data = read_capacity(
         client, window.first, window.last, window.step, "", None, window.requested, recorded=True, nodes=dict(window.nodes)
     )
-    read_energy(client, window.first, window.last, window.step, "", True, nodes=dict(window.nodes))
+    read_energy(client, window.first, window.last, window.step, "", True)
     over_every_chip = [q for _, q in client.sent if q.startswith("count by (instance) (chip:npu_aicore_utilization_ratio:avg1h")]
     assert len(over_every_chip) == 1, over_every_chip
     assert sum('instance=~"' in q for _, q in client.sent) > 2, "read in batches"
