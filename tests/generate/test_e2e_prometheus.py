@@ -388,11 +388,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 *fast,
                 "--npu-smi.details",
                 "usages,common,ecc,memory,volt,pcie-err,sensors,hccs,hccs-bw",
-                # The health and interconnect row; 20 s keeps the simulated calls few.
+                # The health and interconnect row; 20 s keeps the simulated calls few. hccs-bw asks
+                # its chips one after another, each waiting for a runner slot behind the details:
+                # a round took over 60 s under load (overdue, its readings aged out). At 60 s its
+                # readings are kept 120 s and a round may take 180 s before it is overdue.
                 "--npu-smi.hardware-interval",
                 "20s",
                 "--npu-smi.hccs-bw-interval",
-                "20s",
+                "60s",
                 "--npu-smi.hccs-bw-time",
                 "10ms",
                 "--profile-dir",
