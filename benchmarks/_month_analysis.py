@@ -1,4 +1,4 @@
-"""The report's analysis (exporter/diagnostics/capacity.py, pure Python) on a month of a fleet at
+"""The report's analysis (exporter/diagnostics/capacity.py on capacity_grid.py's arrays) on a month of a fleet at
 its full shape, whatever history the benchmark was sized down to: every chip with 720 hourly
 points (utilization, in use, namespace, observed seconds) and every node's HBM, as the hourly
 records give them, analysed as `report --range 30d` does. The queries' share of the report is

@@ -88,6 +88,8 @@ from benchmarks._raw_queries import RawEquivalents, Rule, levels, rule_file, rul
 from benchmarks._victoria import BINARIES, import_history, rss_peak, victoria
 from exporter.diagnostics.capacity import analyse_capacity, choose_step
 from exporter.diagnostics.capacity_reader import fit_window, read_capacity, unhealthy_states
+from exporter.diagnostics.energy import analyse_energy
+from exporter.diagnostics.energy_reader import read_energy
 from exporter.diagnostics.model import CannotDiagnose
 from exporter.diagnostics.prom_reader import Window, read_prometheus
 from exporter.diagnostics.promapi import (
@@ -232,7 +234,8 @@ def tsdb_bytes(data: Path) -> int:
 
 
 def block_metas(data: Path) -> list[dict[str, Any]]:
-    return [json.loads(m.read_text()) for m in data.glob("*/meta.json")]
+    """The blocks' meta.json, without blocks being written or deleted (``ULID.tmp-for-...``)."""
+    return [json.loads(m.read_text()) for m in data.glob("*/meta.json") if "." not in m.parent.name]
 
 
 def merged_count(metas: Sequence[Mapping[str, Any]]) -> int:
@@ -347,15 +350,26 @@ def backfill_rules(server: Server, rules: Sequence[Rule], history: FleetHistory,
 
 def merge_blocks(server: Server) -> dict[str, Any]:
     """Prometheus merging the overlapping blocks the backfill wrote (it starts a minute after
-    it opens them), waited for until the blocks left are one per window."""
+    it opens them), waited for until no two blocks on disk overlap and Prometheus has loaded
+    each (a merged group may come out as several blocks, cut at its block ranges)."""
     metas = block_metas(server.data)
-    expected = merged_count(metas)
+    groups = merged_count(metas)
+    after: list[int] = []
+
+    def merged(prom: Running) -> bool:
+        try:
+            now = block_metas(server.data)
+        except (OSError, ValueError):  # a block renamed or deleted while read: look again
+            return False
+        after[:] = [len(now)]
+        return merged_count(now) == len(now) == prom.metric("prometheus_tsdb_blocks_loaded")
+
     with server.running(name="merging") as prom:
         start = time.monotonic()
         c.wait_until(
-            f"Prometheus to merge {len(metas)} blocks into {expected}",
-            lambda: prom.metric("prometheus_tsdb_blocks_loaded") == expected,
-            600 + 120 * expected,
+            f"Prometheus to merge {len(metas)} blocks ({groups} groups of overlapping ones)",
+            lambda: merged(prom),
+            600 + 120 * groups,
             every=2.0,
             procs=[prom.proc],
         )
@@ -363,7 +377,7 @@ def merge_blocks(server: Server) -> dict[str, Any]:
         peak = prom.rss_peak()
     return {
         "blocks_before": len(metas),
-        "blocks_after": expected,
+        "blocks_after": after[0] if after else groups,
         "seconds": seconds,
         "rss_peak_bytes": peak,
         "disk_bytes": tsdb_bytes(server.data),
@@ -578,7 +592,8 @@ class TimedClient(PrometheusClient):
 
 
 def time_tools(url: str, end: int, raw: bool = True) -> dict[str, Any]:
-    """`report --range 30d` as commands/report.py runs it (reading and analysis, charts left out),
+    """`report --range 30d` as commands/report.py runs it (reading and analysis, energy's too,
+    charts left out),
     then the same window read from the raw series (the report without recording rules), then
     `diagnose --prometheus`."""
     out: dict[str, Any] = {}
@@ -600,12 +615,14 @@ def time_tools(url: str, end: int, raw: bool = True) -> dict[str, Any]:
             recorded=window.recorded,
             nodes=dict(window.nodes),
         )
+        joules = read_energy(report, window.first, window.last, window.step, "", window.recorded, nodes=dict(window.nodes))
         out["report_chips"], out["report_recorded"], out["report_step"] = len(data.chips), window.recorded, window.step
         analysed = time.perf_counter()
         summary = analyse_capacity(data, table, 30.0)
+        analyse_energy(joules, data, summary.bounds.low)
         out["report_analysis_seconds"] = time.perf_counter() - analysed
         out["report_chip_hours"] = summary.totals.get("chip_hours")
-    except CannotDiagnose as exc:
+    except (CannotDiagnose, PrometheusError) as exc:
         out["report_error"] = str(exc)[:300]
     out["report_seconds"] = time.perf_counter() - start
     out["report"] = report.calls
