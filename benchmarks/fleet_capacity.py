@@ -615,7 +615,7 @@ def time_tools(url: str, end: int, raw: bool = True) -> dict[str, Any]:
             recorded=window.recorded,
             nodes=dict(window.nodes),
         )
-        joules = read_energy(report, window.first, window.last, window.step, "", window.recorded, nodes=dict(window.nodes))
+        joules = read_energy(report, window.first, window.last, window.step, "", window.recorded)
         out["report_chips"], out["report_recorded"], out["report_step"] = len(data.chips), window.recorded, window.step
         analysed = time.perf_counter()
         summary = analyse_capacity(data, table, 30.0)
