@@ -38,6 +38,7 @@ from exporter.web.auth import AUTHENTICATED_USER
 from exporter.web.fds import accept_error_counts, errno_reason
 from exporter.web.handler import FrontHandler, MalformedRequests
 from exporter.web.limits import HEALTH_PATHS, AddressRates, ConnectionTable, Pool
+from exporter.web.lobby import Lobby
 from exporter.web.options import WebOptions
 from exporter.web.tls import HandshakeGate
 
@@ -237,6 +238,7 @@ class Front:
         self.accept_failing = False
         self.gate = HandshakeGate(loop, options.max_tls_handshakes, self._connect)
         self.trim = BurstTrim(loop, lambda: self.table.open)
+        self.lobby = Lobby(loop, self._spoke, lambda: self.table.count_rejected("full"))
 
     # --- accepting -----------------------------------------------------------------------------
     def listen(self, sock: socket.socket) -> Callable[[], None]:
@@ -269,6 +271,7 @@ class Front:
                 handle.cancel()
             self.loop.remove_reader(sock.fileno())
             sock.close()
+            self.lobby.close()
 
         return stop
 
@@ -289,9 +292,22 @@ class Front:
             self.table.count_rejected("rate_limited")
             sock.close()
             return
+        talking = _has_bytes(sock)
+        if not talking and self.table.full:
+            self.lobby.hold(sock, address)  # a slot once it speaks
+            return
+        self._admit(sock, address, talking)
+
+    def _spoke(self, sock: socket.socket, address: str | None) -> None:
+        if _has_bytes(sock):
+            self._admit(sock, address, talking=True)
+        else:  # it left without a word
+            sock.close()
+
+    def _admit(self, sock: socket.socket, address: str | None, talking: bool) -> None:
         conn = Connection(self, sock, address)
-        conn.heard = _has_bytes(sock)
-        pool = self.table.admit(conn, talking=conn.heard)
+        conn.heard = talking
+        pool = self.table.admit(conn, talking)
         if pool is None:
             sock.close()
             return

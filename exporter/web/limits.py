@@ -4,7 +4,9 @@ refused, and the counts of both.
 ``web.max_connections`` connections are served as usual. No address holds more than
 ``web.max_connections_per_address`` of them: past that, its own connection that has waited
 longest on its client (``HEALTH_EVICT_AFTER`` at least) makes room, so a probe from a busy
-address still gets through; else the newcomer is closed. When every slot is taken, a new connection takes the place of:
+address still gets through; else the newcomer is closed. When every slot is taken, a new
+connection that has sent nothing yet waits for its first byte in the lobby (lobby.py), holding
+no slot; one that has spoken takes the place of:
 
 1. the longest-waiting connection (``HEALTH_EVICT_AFTER`` at least) of the address holding the
    most, when that address holds more than the newcomer's would (fair share: a flood from a few addresses cannot push out a
@@ -25,8 +27,9 @@ requests, except once a request on it has passed basic auth: a scraper between i
 waiting, and only ``web.idle_timeout`` closes it.
 
 Before any of this, :class:`AddressRates` caps how many new connections an address may open a
-second (a token bucket), so churn is turned away at accept, before it costs a slot. Nothing
-waits in a queue of ours: what the kernel's listen backlog holds is all.
+second (a token bucket), so churn is turned away at accept, before it costs a slot. Besides the
+lobby's bounded wait for a first byte, nothing waits in a queue of ours: what the kernel's
+listen backlog holds is all.
 
 Pure bookkeeping: the connections themselves (guard.py) say whether they are waiting on their
 client and close themselves when evicted.
@@ -93,6 +96,11 @@ class ConnectionTable:
         self._by_address: dict[str | None, dict[Slot, None]] = {}
         self.rejected = dict.fromkeys(REJECT_REASONS, 0)
         self.timeouts = dict.fromkeys(TIMEOUT_KINDS, 0)
+
+    @property
+    def full(self) -> bool:
+        """Every regular slot taken."""
+        return len(self._pools[Pool.REGULAR]) >= self.max_connections
 
     @property
     def open(self) -> int:

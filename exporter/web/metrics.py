@@ -61,7 +61,7 @@ HTTP_MAX_CONNECTIONS = spec(
 HTTP_REJECTED = spec(
     "cann_exporter_http_connections_rejected_total",
     "counter",
-    "Connections refused by the listener, by reason (full: closed at accept, every slot taken; health_only: a health slot asked for another path, 503; evicted: closed for a newer one (a connection of the address holding the most, or one waiting on its client for over a second; a health slot's or an address over its cap: a quarter of a second; one that never sent a byte, for a newcomer whose request is waiting); rate_limited: the address opened new connections faster than web.new_connections_per_second, closed at accept).",
+    "Connections refused by the listener, by reason (full: closed at accept, every slot taken, or silent in the lobby for a second while they were; health_only: a health slot asked for another path, 503; evicted: closed for a newer one (a connection of the address holding the most, or one waiting on its client for over a second; a health slot's or an address over its cap: a quarter of a second; one that never sent a byte, for a newcomer whose request is waiting); rate_limited: the address opened new connections faster than web.new_connections_per_second, closed at accept).",
     ("reason",),
     field="rejected",
 )

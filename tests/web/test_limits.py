@@ -70,6 +70,13 @@ class Served:
     async def until(self, condition: Callable[[], bool]) -> None:
         await until(condition)
 
+    async def spoken(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A connection that has sent the start of a request, then stalls: it holds a slot
+        (one that has sent nothing waits in the lobby while every regular slot is taken)."""
+        reader, writer = await self.connect()
+        writer.write(b"GET /healthz HTTP/1.1\r\n")
+        return reader, writer
+
 
 @asynccontextmanager
 async def serving(options: WebOptions, ssl_context: ssl.SSLContext | None = None) -> AsyncIterator[Served]:
@@ -207,7 +214,7 @@ CAPPED = WebOptions(max_connections=2, health_connections=1, header_timeout=30)
 
 async def test_over_the_cap_only_health_is_answered():
     async with serving(CAPPED) as served:
-        idle = [await served.connect() for _ in range(2)]  # every regular slot, idle
+        idle = [await served.spoken() for _ in range(2)]  # every regular slot, stalled
         await served.until(lambda: served.server.table.open == 2)
         refused = await request(served, "/big")  # the third: a health slot
         assert refused.startswith(b"HTTP/1.1 503")
@@ -222,9 +229,9 @@ async def test_over_the_cap_only_health_is_answered():
 async def test_a_connection_idle_past_the_grace_makes_room_for_a_probe(monkeypatch):
     monkeypatch.setattr(limits, "EVICT_AFTER", 0.2)
     async with serving(CAPPED) as served:
-        held = [await served.connect() for _ in range(3)]  # both regular slots and the health slot
+        held = [await served.spoken() for _ in range(3)]  # both regular slots and the health slot
         await served.until(lambda: served.server.table.open == 3)
-        await asyncio.sleep(0.3)  # all three now idle past the grace
+        await asyncio.sleep(0.3)  # all three now stalled past the grace
         assert (await request(served, "/big")).startswith(b"HTTP/1.1 200")  # a full slot, not health-only
         assert served.server.table.rejected["evicted"] == 1
         assert await closed_by_server(held[0][0]) == b""  # the one that waited longest made room
@@ -234,9 +241,9 @@ async def test_a_connection_idle_past_the_grace_makes_room_for_a_probe(monkeypat
 
 async def test_fresh_connections_never_push_out_a_probe_in_flight():
     async with serving(CAPPED) as served:  # the grace (1 s) is far off
-        held = [await served.connect() for _ in range(3)]
+        held = [await served.spoken() for _ in range(3)]
         await served.until(lambda: served.server.table.open == 3)
-        refused = await served.connect()  # everything taken, nothing old: closed at once
+        refused = await served.spoken()  # everything taken, nothing old: closed at once
         assert await closed_by_server(refused[0]) == b""
         assert served.server.table.rejected == {"full": 1, "health_only": 0, "evicted": 0, "rate_limited": 0}
         for _, writer in [*held, refused]:
@@ -244,11 +251,12 @@ async def test_fresh_connections_never_push_out_a_probe_in_flight():
 
 
 async def test_silent_connections_renewed_within_the_grace_cannot_hold_the_health_slots(monkeypatch):
-    """An attacker that keeps every connection younger than EVICT_AFTER fills the regular slots
-    for good; the health slots still go to a probe, taken from a silent holder."""
+    """An attacker that keeps every connection younger than EVICT_AFTER, each stalled after a
+    byte, fills the regular slots for good; the health slots still go to a probe, taken from a
+    stalled holder."""
     monkeypatch.setattr(limits, "EVICT_AFTER", 3600.0)  # the regular slots stay taken
     async with serving(CAPPED) as served:
-        held = [await served.connect() for _ in range(3)]  # both regular slots and the health slot
+        held = [await served.spoken() for _ in range(3)]  # both regular slots and the health slot
         await served.until(lambda: served.server.table.open == 3)
         await asyncio.sleep(limits.HEALTH_EVICT_AFTER + 0.05)
         assert (await request(served, "/healthz")).startswith(b"HTTP/1.1 200")
@@ -263,8 +271,8 @@ async def test_a_request_waiting_at_accept_takes_the_place_of_a_young_silent_con
     request is in the socket when it is accepted (a probe) takes the place of the one silent
     longest, young as it is."""
     async with serving(CAPPED) as served:  # the grace (1 s) is far off
-        held = [await served.connect() for _ in range(3)]  # both regular slots and the health slot
-        await served.until(lambda: served.server.table.open == 3)
+        held = [await served.connect() for _ in range(2)]  # both regular slots, silent
+        await served.until(lambda: served.server.table.open == 2)
         # Blocking, in the loop's own thread: connected and sent before the server can accept.
         probe = socket.create_connection(("127.0.0.1", served.port), timeout=BOUND)
         probe.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
@@ -272,6 +280,7 @@ async def test_a_request_waiting_at_accept_takes_the_place_of_a_young_silent_con
         assert (await closed_by_server(reader)).startswith(b"HTTP/1.1 200")  # a regular slot
         assert await closed_by_server(held[0][0]) == b""
         assert served.server.table.rejected == {"full": 0, "health_only": 0, "evicted": 1, "rate_limited": 0}
+        assert served.server.table.open == 1 and not held[1][0].at_eof()  # the probe answered and gone
         for _, held_writer in [*held, (reader, writer)]:
             held_writer.close()
 
@@ -295,6 +304,7 @@ async def test_an_authenticated_scraper_between_scrapes_is_never_made_to_room(mo
                 await reader.readexactly(int(length.split(b":")[1]))
             await asyncio.sleep(0.2)  # both idle past EVICT_AFTER
             newcomer = await connect(port)
+            newcomer[1].write(b"GET /healthz HTTP/1.1\r\n")  # spoken: a slot is made for it
             await until(lambda: server.table.rejected["evicted"] == 1)
             assert await closed_by_server(anonymous[0]) == b"" and not scraper[0].at_eof()
             newcomer[1].close()
@@ -302,6 +312,27 @@ async def test_an_authenticated_scraper_between_scrapes_is_never_made_to_room(mo
                 writer.close()
     finally:
         security.close()
+
+
+async def test_while_every_regular_slot_is_taken_a_silent_connection_waits_in_the_lobby():
+    """It costs no slot; it is admitted once it speaks, else closed after LOBBY_WAIT (counted
+    full); the lobby holds LOBBY_SIZE at most, the one waiting longest going first."""
+    async with serving(CAPPED) as served:
+        held = [await served.spoken() for _ in range(2)]  # both regular slots
+        await served.until(lambda: served.server.table.open == 2)
+        front = served.server.front
+        assert front is not None
+        front.lobby.size, front.lobby.wait = 2, 3.0
+        waiting = [await served.connect() for _ in range(3)]
+        await served.until(lambda: served.server.table.rejected["full"] == 1 and len(front.lobby) == 2)
+        assert await closed_by_server(waiting[0][0]) == b""  # the oldest made room in the lobby
+        assert served.server.table.open == 2  # no slot for any of them
+        waiting[1][1].write(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        assert (await closed_by_server(waiting[1][0])).startswith(b"HTTP/1.1 200")  # spoke: admitted, served
+        assert await closed_by_server(waiting[2][0]) == b""  # silent past LOBBY_WAIT
+        assert len(front.lobby) == 0 and served.server.table.rejected["full"] == 2
+        for _, writer in [*held, *waiting]:
+            writer.close()
 
 
 # --- the table, on its own ------------------------------------------------------------------------

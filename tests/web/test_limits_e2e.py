@@ -88,9 +88,11 @@ def test_over_the_cap_health_still_answers(start):
     exporter = start(*QUIET, "--web.max-connections", "4", "--web.health-connections", "2")
     exporter.wait_for(lambda f: value(f, "npu_devices") == 8)
     assert exporter.get("/readyz")[0] == 200
-    idle = [connect(exporter.port) for _ in range(4)]  # every regular slot, kept alive after one probe
-    for sock in idle:  # (connections that never sent a byte would make room for a request at once)
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+    # Every regular slot held by a client that never reads its scrapes: its handler waits on it
+    # (never made to room before the write deadline), whatever the machine's speed.
+    idle = [connect(exporter.port, rcvbuf=4096) for _ in range(4)]
+    for sock in idle:
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: t\r\nAccept-Encoding: identity\r\n\r\n" * 40)
     end = time.monotonic() + BOUND
     while (status := exporter.get("/metrics")[0]) != 503:  # bounded: until the cap is in force
         assert time.monotonic() < end, status
