@@ -14,7 +14,13 @@ hours. Per hour ending at t (samples in (t - 1h, t], left-open as Prometheus 3 r
   through whose interval the chip was observed (a sample in it and in the one before), times the
   interval;
 - ``chip:npu_pod_info:max1h``: 1 per namespace whose job had the chip;
-- ``instance:npu_hbm_used_bytes:avg1h`` / ``..._total_...``: per node, the chips' means, summed.
+- ``instance:npu_hbm_used_bytes:avg1h`` / ``..._total_...``: per node, the chips' means, summed;
+- with the history's ``energy``: ``instance:npu_energy_kwh:sum1h`` (the chips' energy in the hour,
+  as the counter integrates it), ``instance:npu_energy_idle_kwh:sum1h`` (the part drawn at steps
+  where a chip was not in use or below the low-utilization bound) and
+  ``instance_namespace:npu_energy_kwh:sum1h`` (per namespace of the pod on the chip at the hour's
+  end, as the rule joins npu_pod_info then). The fleet has no training-job series, so
+  ``instance_job_name:npu_energy_kwh:sum1h`` has none (as the rules give).
 
 The fleet has no health series, so ``chip:npu_unhealthy:max1h`` has none (as the rules give).
 """
@@ -25,7 +31,19 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._fleet_history import HBM_TOTAL_BYTES, HOUR, NAMESPACES, FleetHistory, Step, WindowStats, _lines, _objects
+from benchmarks._fleet_history import (
+    BUSY_WATTS,
+    HBM_TOTAL_BYTES,
+    HOUR,
+    IDLE_WATTS,
+    NAMESPACES,
+    FleetHistory,
+    Step,
+    WindowStats,
+    _lines,
+    _objects,
+)
+from exporter.generate.energy_rules import JOULES_PER_KWH, NODE_IDLE_KWH, NODE_KWH, NODE_NAMESPACE_KWH
 from exporter.generate.recording import (
     REPORT_HBM_TOTAL,
     REPORT_HBM_USED,
@@ -36,6 +54,7 @@ from exporter.generate.recording import (
 )
 
 MIB = 1 << 20
+LOW_UTILIZATION = 60  # percent: NPULowUtilization's bound in the shipped threshold table
 
 
 class HourlyRecords:
@@ -58,6 +77,9 @@ class HourlyRecords:
         self._spaces = [_objects(f'{REPORT_NAMESPACE}{{{x},namespace="{ns}"}} 1' for x in chips) for ns in NAMESPACES]
         self._hbm_used = _objects(f"{REPORT_HBM_USED}{{{x}}} " for x in nodes)
         self._hbm_total = _objects(f"{REPORT_HBM_TOTAL}{{{x}}} " for x in nodes)
+        self._kwh = _objects(f"{NODE_KWH}{{{x}}} " for x in nodes)
+        self._idle_kwh = _objects(f"{NODE_IDLE_KWH}{{{x}}} " for x in nodes)
+        self._space_kwh = _objects(f'{NODE_NAMESPACE_KWH}{{{x},namespace="{ns}"}} ' for x in nodes for ns in NAMESPACES)
 
     def write(self, path: Path, first: int, last: int) -> WindowStats:
         """The records of the hours ending from ``first`` to ``last`` (unix seconds, inclusive)."""
@@ -102,7 +124,37 @@ class HourlyRecords:
         for index, chips_of in enumerate(spaces):
             parts.append(_lines(self._spaces[index][chips_of], None, ts))
             samples += int(chips_of.sum())
+        if self.history.energy:
+            text, count = self._energy_text(hour, node_seen, ts)
+            parts.append(text)
+            samples += count
         return "".join(parts), samples
+
+    def _energy_text(self, hour: list[Step], node_seen: np.ndarray, ts: str) -> tuple[str, int]:
+        """Per node: kWh of its chips in the hour, the idle part, and per namespace."""
+        chips, resolution = self.history.scale.chips, self.history.scale.resolution
+        live = np.stack([s.live for s in hour])
+        percent = np.stack([s.percent for s in hour])
+        joules = np.where(live, IDLE_WATTS + BUSY_WATTS * percent / 100.0, 0.0) * resolution
+        busy = np.stack([s.in_use for s in hour]) & (percent >= LOW_UTILIZATION)
+        chip_kwh = joules.sum(axis=0) / JOULES_PER_KWH
+        node_kwh = chip_kwh.reshape(-1, chips).sum(axis=1)
+        node_idle = np.where(busy, 0.0, joules).sum(axis=0).reshape(-1, chips).sum(axis=1) / JOULES_PER_KWH
+        job = hour[-1].job_of  # the pod on each chip at the hour's end
+        space = np.where(job >= 0, self.history.jobs.namespace[np.maximum(job, 0)], -1)
+        per_space = np.zeros((len(node_kwh), len(NAMESPACES)))
+        on_pod = space >= 0
+        np.add.at(per_space, (np.flatnonzero(on_pod) // chips, space[on_pod]), chip_kwh[on_pod])
+        has_space = np.zeros_like(per_space, dtype=bool)
+        has_space[np.flatnonzero(on_pod) // chips, space[on_pod]] = True
+        text = "".join(
+            (
+                _lines(self._kwh[node_seen], _texts(node_kwh[node_seen]), ts),
+                _lines(self._idle_kwh[node_seen], _texts(node_idle[node_seen]), ts),
+                _lines(self._space_kwh[has_space.ravel()], _texts(per_space[has_space]), ts),
+            )
+        )
+        return text, 2 * int(node_seen.sum()) + int(has_space.sum())
 
     def _observed_seconds(self) -> np.ndarray:
         """Per chip: evaluations every ``rollup`` back from the hour's end through whose interval
@@ -122,3 +174,7 @@ class HourlyRecords:
         jobs = np.stack([s.job_of for s in hour])
         space = np.where(jobs >= 0, self.history.jobs.namespace[np.maximum(jobs, 0)], -1)
         return [(space == index).any(axis=0) for index in range(len(NAMESPACES))]
+
+
+def _texts(values: np.ndarray) -> np.ndarray:
+    return _objects(f"{v:.6g}" for v in values)

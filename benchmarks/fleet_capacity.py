@@ -8,8 +8,9 @@ of 1,000 nodes x 8 chips, against the same questions asked of the raw series.
    create-blocks-from openmetrics` (each window's file deleted once converted). Before the raw
    window, the same simulated fleet is written as the report's hourly records only
    (benchmarks/_fleet_records.py: per chip-hour utilization, in use, seconds observed,
-   namespace; per node-hour HBM), as the rules would have recorded them, through the same
-   promtool command.
+   namespace; per node-hour HBM and energy, its idle part and per namespace), as the rules
+   would have recorded them, through the same promtool command. The raw samples include each
+   chip's energy counter, so the report's energy reading is timed at the fleet's size.
 2. Recording rules: the shipped capacity rules (`exporter/generate/recording.py`, as in
    alerts/cann-exporter.rules.yml) with the rollup interval at twice the resolution (the
    chip-hour rules count a chip observed through an interval only with a sample in it and in
@@ -134,7 +135,7 @@ def run() -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-fleet-", dir=TMPDIR) as tmp:
         work = Path(tmp)
         data = work / "data"
-        history = FleetHistory(SCALE, int(time.time()), raw_days=RAW_DAYS if RAW_DAYS < SCALE.days else None)
+        history = FleetHistory(SCALE, int(time.time()), raw_days=RAW_DAYS if RAW_DAYS < SCALE.days else None, energy=True)
         server = Server(work, data, retention_days(SCALE.days))
         records = backfill_records(history, rollup, data, work)
         raw = backfill_history(history, data, work)

@@ -179,10 +179,10 @@ def test_the_hourly_records_are_what_the_rules_make_of_the_raw_samples(tmp_path)
 
     scale = FleetScale(nodes=4, chips=2, days=1.5)
     end, rollup = 1_800_003_600, 600
-    raw_history = FleetHistory(scale, end)  # every step as raw samples
+    raw_history = FleetHistory(scale, end, energy=True)  # every step as raw samples
     raw_history.write(tmp_path / "raw.om", raw_history.start, raw_history.end)
     raw = _samples((tmp_path / "raw.om").read_text())
-    history = FleetHistory(scale, end, raw_days=0.5)  # the same fleet: records before its last half day
+    history = FleetHistory(scale, end, raw_days=0.5, energy=True)  # the same fleet: records before its last half day
     windows = list(history.record_windows(block_seconds(scale.days)))
     assert windows[0][0] == history.start and windows[-1][1] == history.raw_start - scale.resolution
     writer = HourlyRecords(history, rollup)
@@ -219,3 +219,28 @@ def test_the_hourly_records_are_what_the_rules_make_of_the_raw_samples(tmp_path)
     assert checked > 100
     spaces = {(labels, t) for (name, labels), pts in records.items() if name == "chip:npu_pod_info:max1h" for t in pts}
     assert spaces and all(t in hours for _, t in spaces)
+    # Energy: a node's kWh in the hour is what its chips' counters rose by (they count from the
+    # history's start), its idle and per-namespace parts no more than that.
+    joules = {labels: points for (name, labels), points in raw.items() if name == "npu_energy_joules_total"}
+    energy_checked, idle_total, space_total = 0, 0.0, 0.0
+    for t in hours:
+        for node in {labels.split(",npu=")[0] + "}" for labels in joules}:
+            kwh = records.get(("instance:npu_energy_kwh:sum1h", node), {}).get(t)
+            rose = [
+                max((v for at, v in pts.items() if at <= t), default=0.0) - max((v for at, v in pts.items() if at <= t - 3600), default=0.0)
+                for labels, pts in joules.items()
+                if labels.startswith(node[:-1] + ",")
+            ]
+            if kwh is None:
+                assert sum(rose) == 0
+                continue
+            assert kwh == pytest.approx(sum(rose) / 3.6e6, rel=1e-4)
+            idle = records[("instance:npu_energy_idle_kwh:sum1h", node)][t]
+            per_space = [
+                pts[t]
+                for (name, labels), pts in records.items()
+                if name == "instance_namespace:npu_energy_kwh:sum1h" and labels.startswith(node[:-1]) and t in pts
+            ]
+            assert 0 <= idle <= kwh * (1 + 1e-6) and sum(per_space) <= kwh * (1 + 1e-6)
+            energy_checked, idle_total, space_total = energy_checked + 1, idle_total + idle, space_total + sum(per_space)
+    assert energy_checked > 20 and idle_total > 0 and space_total > 0
