@@ -208,15 +208,7 @@ class FleetHistory:
 
     def write(self, path: Path, first: int, last: int) -> WindowStats:
         """The samples from ``first`` to ``last`` (inclusive, unix seconds) into ``path``."""
-        stats = WindowStats()
-        with path.open("w", encoding="ascii", buffering=1 << 22) as out:
-            for step, _ in self.steps(first, last):
-                text, samples = self._step_text(step)
-                out.write(text)
-                stats.samples += samples
-                stats.bytes += len(text)
-            out.write("# EOF\n")
-        return stats
+        return write_openmetrics(path, (self._step_text(step) for step, _ in self.steps(first, last)))
 
     def steps(self, first: int, last: int) -> Iterator[tuple[int, int]]:
         """(step, time) from ``first`` to ``last`` (inclusive, unix seconds), which must follow
@@ -295,6 +287,18 @@ class FleetHistory:
         """Distinct series written so far (per chip: 4 always, 5 with energy, 2 per job it ran; per node: 1)."""
         per_chip = 5 if self.energy else 4
         return per_chip * self.scale.nodes * self.scale.chips + self.scale.nodes + 2 * self.process_series
+
+
+def write_openmetrics(path: Path, parts: Iterator[tuple[str, int]]) -> WindowStats:
+    """``(text, samples)`` parts, in order, into one OpenMetrics file (one block window)."""
+    stats = WindowStats()
+    with path.open("w", encoding="ascii", buffering=1 << 22) as out:
+        for text, samples in parts:
+            out.write(text)
+            stats.samples += samples
+            stats.bytes += len(text)
+        out.write("# EOF\n")
+    return stats
 
 
 def _objects(items: Iterator[str]) -> np.ndarray:

@@ -27,6 +27,7 @@ The fleet has no health series, so ``chip:npu_unhealthy:max1h`` has none (as the
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +43,7 @@ from benchmarks._fleet_history import (
     WindowStats,
     _lines,
     _objects,
+    write_openmetrics,
 )
 from exporter.generate.energy_rules import JOULES_PER_KWH, NODE_IDLE_KWH, NODE_KWH, NODE_NAMESPACE_KWH
 from exporter.generate.recording import (
@@ -83,18 +85,14 @@ class HourlyRecords:
 
     def write(self, path: Path, first: int, last: int) -> WindowStats:
         """The records of the hours ending from ``first`` to ``last`` (unix seconds, inclusive)."""
+        return write_openmetrics(path, self._hours(first, last))
+
+    def _hours(self, first: int, last: int) -> Iterator[tuple[str, int]]:
         h = self.history
-        stats = WindowStats()
-        with path.open("w", encoding="ascii", buffering=1 << 22) as out:
-            for step, t in h.steps(first, last):
-                self._recent = [*self._recent[1 - self.keep :], h.state(step)]
-                if (h.end - t) % HOUR == 0:
-                    text, samples = self._hour_text(t)
-                    out.write(text)
-                    stats.samples += samples
-                    stats.bytes += len(text)
-            out.write("# EOF\n")
-        return stats
+        for step, t in h.steps(first, last):
+            self._recent = [*self._recent[1 - self.keep :], h.state(step)]
+            if (h.end - t) % HOUR == 0:
+                yield self._hour_text(t)
 
     def _hour_text(self, t: int) -> tuple[str, int]:
         hour = self._recent[-self.per_hour :]

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from tests.support.hooks import ROOT
+from tests.support.hooks import ROOT, tiny_lightning_module
 
 
 def profiling_of(module, monkeypatch) -> list:
@@ -80,18 +80,6 @@ def test_lightning_callback(sink, tmp_path, monkeypatch):
 
     built = profiling_of(adapter, monkeypatch)
 
-    class Tiny(lightning.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.linear = torch.nn.Linear(4, 1)
-
-        def training_step(self, batch, batch_idx):
-            x, y = batch
-            return torch.nn.functional.mse_loss(self.linear(x), y)
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
     data = torch.utils.data.TensorDataset(torch.randn(40, 4), torch.randn(40, 1))
     loader = torch.utils.data.DataLoader(data, batch_size=8)
     trainer = lightning.Trainer(
@@ -105,7 +93,7 @@ def test_lightning_callback(sink, tmp_path, monkeypatch):
         default_root_dir=str(tmp_path),
         callbacks=[CannExporterCallback("lit", url=sink.url, flush_interval=0.05, profile_every=0.01, profile_steps=2)],
     )
-    trainer.fit(Tiny(), loader)
+    trainer.fit(tiny_lightning_module(), loader)
     steps = sink.steps(job_name="lit")
     assert len(steps) == 7
     assert [s["samples"] for s in steps] == [8, 8, 8, 8, 8, 8, 8]

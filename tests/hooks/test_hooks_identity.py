@@ -11,7 +11,7 @@ import pytest
 
 from exporter.hooks import Monitor, resolve_identity
 from exporter.hooks.identity import clean_label
-from tests.support.hooks import wait_until
+from tests.support.hooks import tiny_lightning_module, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -81,18 +81,6 @@ def test_the_lightning_callback_follows_the_same_precedence(sink, tmp_path, monk
 
     from exporter.hooks.lightning import CannExporterCallback
 
-    class Tiny(lightning.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.linear = torch.nn.Linear(4, 1)
-
-        def training_step(self, batch, batch_idx):
-            x, y = batch
-            return torch.nn.functional.mse_loss(self.linear(x), y)
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
     def fit(job_name=None) -> None:
         data = torch.utils.data.TensorDataset(torch.randn(16, 4), torch.randn(16, 1))
         trainer = lightning.Trainer(
@@ -106,7 +94,7 @@ def test_the_lightning_callback_follows_the_same_precedence(sink, tmp_path, monk
             default_root_dir=str(tmp_path),
             callbacks=[CannExporterCallback(job_name, url=sink.url, flush_interval=0.05)],
         )
-        trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=8))
+        trainer.fit(tiny_lightning_module(), torch.utils.data.DataLoader(data, batch_size=8))
 
     monkeypatch.setenv("CANN_EXPORTER_JOB_NAME", "vit-run3")
     fit()

@@ -20,6 +20,27 @@ from tests.support.paths import ROOT
 from tests.support.ports import free_port
 
 
+def tiny_lightning_module() -> object:
+    """A one-layer LightningModule (regression on 4 inputs) for the callback tests; needs
+    lightning and torch, imported here so that collecting a test file does not."""
+    import lightning
+    import torch
+
+    class Tiny(lightning.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch: tuple[object, object], batch_idx: int) -> object:
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.linear(x), y)
+
+        def configure_optimizers(self) -> object:
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    return Tiny()
+
+
 def wait_until(condition: Callable[[], object], deadline: float = 20.0, what: str = "condition") -> object:
     """Poll ``condition`` until it returns something truthy (bounded; never a fixed sleep)."""
     end = time.monotonic() + deadline
