@@ -87,11 +87,20 @@ def recorded_queries(matchers: str, step: float, extra: str = "") -> ReportQueri
     )
 
 
-def recorded_nodes(matchers: str, step: float) -> str:
-    """Per node, its chips with records in each step (to batch the per-chip queries by node)."""
+def recorded_held(matchers: str, step: float) -> str:
+    """How many chips have records in each step (where they begin, to the step)."""
+    return f"count ({_recorded_at(matchers, step)})"
+
+
+def recorded_nodes(matchers: str, span: float) -> str:
+    """Per node, its chips with records in each ``span`` (a day or more: a cheap query whose
+    answer sizes the per-chip queries' batches and finds the span where the records begin)."""
+    return f"count by (instance) (last_over_time({selector(REPORT_UTIL, matchers)}[{promql_duration(span)}]))"
+
+
+def _recorded_at(matchers: str, step: float) -> str:
     what = selector(REPORT_UTIL, matchers)
-    inner = what if step == RECORDED_STEP else f"last_over_time({what}[{promql_duration(step)}:1h])"
-    return f"count by (instance) ({inner})"
+    return what if step == RECORDED_STEP else f"last_over_time({what}[{promql_duration(step)}:1h])"
 
 
 def _paging(states: tuple[str, ...]) -> str:

@@ -31,6 +31,7 @@ from exporter.diagnostics.capacity_queries import (
     RECORDED_STEP,
     ReportQueries,
     raw_queries,
+    recorded_held,
     recorded_nodes,
     recorded_queries,
 )
@@ -64,6 +65,7 @@ Point = tuple[float, float]
 QUERIES = 11  # for the progress line: history held, utilization, edges (2), 3 in-use sources, namespaces, health, HBM used and total
 MAX_FITS = 4  # finer steps tried when the data covers less than the range asked for
 MIN_RECORDED_SPAN = 86400.0  # records held for less (rules loaded lately): the raw series are read
+NODE_SPAN = 86400.0  # seconds: the step of the query for the nodes with records (see _recorded_nodes)
 BATCH_CHIPS = 1000  # chips per batch of per-chip record queries: 720 points each, ~25 MiB of JSON
 
 
@@ -134,14 +136,28 @@ def _fit_recorded(client: PrometheusClient, first: float, last: float, step: flo
     whole hours or they hold less than MIN_RECORDED_SPAN of it (read the raw series then)."""
     if step % RECORDED_STEP:
         return None
-    held = client.range(recorded_nodes(matchers, step), first, last, step)  # per node: one answer for the window and the batches
-    if not held:
+    held = _recorded_nodes(client, matchers, first, last, step)
+    if held is None:
         return None
-    begins = min(t for s in held for t, _ in s.points)
+    nodes, begins = held
     if begins > first and last - begins + step < MIN_RECORDED_SPAN:
         return None
-    nodes = tuple(sorted((s.labels.get("instance", ""), int(max(v for _, v in s.points))) for s in held))
-    return Window(max(first, begins), last, step, recorded=True, nodes=nodes)
+    return Window(max(first, begins), last, step, recorded=True, nodes=tuple(sorted(nodes.items())))
+
+
+def _recorded_nodes(client: PrometheusClient, matchers: str, first: float, last: float, step: float) -> tuple[dict[str, int], float] | None:
+    """(each node's chips with records, the first step with records) of the window; None
+    without records. Two small queries: per node and day (days on the window's grid of
+    steps), then the steps of the first day with records."""
+    span = step * math.ceil(NODE_SPAN / step)
+    days = math.ceil((last - first + step) / span)
+    held = client.range(recorded_nodes(matchers, span), last - (days - 1) * span, last, span)
+    if not held:
+        return None
+    nodes = {s.labels.get("instance", ""): int(max(v for _, v in s.points)) for s in held}
+    day = min(t for s in held for t, _ in s.points)
+    found = client.range(recorded_held(matchers, step), max(first, day - span + step), day, step)
+    return nodes, min((t for s in found for t, _ in s.points), default=day)
 
 
 def _key(labels: dict[str, str]) -> ChipKey:
@@ -162,11 +178,6 @@ def read_capacity(
 ) -> CapacityInput:
     """``nodes``: each node's chips with records (``Window.nodes``), else asked for when recorded."""
 
-    def ask(what: str, query: str) -> list[Series]:
-        if progress:
-            progress(what)
-        return client.range(query, start, end, step)
-
     where = f" matching {{{matchers}}}" if matchers else ""
     paging = selector(HEALTH.name, matchers, f'state=~"{"|".join(unhealthy_states)}"')
     try:
@@ -174,47 +185,52 @@ def read_capacity(
         queries = [
             recorded_queries(matchers, step, extra) if recorded else raw_queries(matchers, step, unhealthy_states) for extra in batches
         ]
-
-        def each(what: str, pick: Callable[[ReportQueries], str]) -> list[Series]:
-            if progress:
-                progress(what)
-            return [s for q in queries for s in client.range(pick(q), start, end, step)]
-
-        def in_use_source(index: int) -> Callable[[ReportQueries], str]:
-            return lambda q: q.in_use[index][1]
-
-        util = each("chip utilization", lambda q: q.util)
-        if not util:
-            raise CannotDiagnose(
-                f"Prometheus at {client.url} has no {REPORT_UTIL if recorded else AICORE.name} series{where} between "
-                f"{_iso(start)} and {_iso(end)}: nothing to plan with. Check --selector and --range, and that "
-                "Prometheus scrapes cann-exporter"
-            )
-        if recorded:
-            edges = _recorded_observed(each("seconds observed", lambda q: q.observed or ""), util, step)
-        else:
-            edges = _edges(client, selector(AICORE.name, matchers), util, start, end, step, progress)
-        in_use: dict[tuple[str, str], set[float]] = {}
-        found_in_use = False
-        for index, (what, _) in enumerate(queries[0].in_use):
-            for series in each(what, in_use_source(index)):
-                found_in_use = True
-                slot = in_use.setdefault((series.labels.get("instance", ""), series.labels.get("device", "")), set())
-                slot.update(t for t, _ in series.points)
-        namespaces: dict[ChipKey, list[tuple[float, str]]] = {}
-        pods = each("namespaces", lambda q: q.namespaces)
-        for series in pods:
-            namespaces.setdefault(_key(series.labels), []).extend((t, series.labels.get("namespace", "")) for t, _ in series.points)
-        unhealthy: dict[tuple[str, str], set[float]] = {}
-        for series in each("health", lambda q: q.unhealthy):
-            unhealthy.setdefault((series.labels.get("instance", ""), series.labels.get("device", "")), set()).update(
-                t for t, _ in series.points
-            )
-        # at the window's end: over the whole window from raw series, over its last step from records
-        inventory = read_inventory(client, end, step if recorded else end - start + step, matchers, paging)
         per_node = recorded_queries(matchers, step) if recorded else queries[0]  # small: never batched
-        used = _by_instance(ask("HBM used", per_node.hbm_used))
-        total = _by_instance(ask("HBM total", per_node.hbm_total))
+        figures: list[Callable[[ReportQueries], str]] = [lambda q: q.util]
+        if recorded:
+            figures.append(lambda q: q.observed or "")
+        figures += [_in_use_source(index) for index in range(len(queries[0].in_use))]
+        figures += [lambda q: q.namespaces, lambda q: q.unhealthy]
+        plan = [pick(q) for pick in figures for q in queries] + [per_node.hbm_used, per_node.hbm_total]
+        with client.ranges(plan, start, end, step) as answers:
+
+            def each(what: str, count: int = len(queries)) -> list[Series]:
+                """The next figure of the plan: its answers, all batches."""
+                if progress:
+                    progress(what)
+                return [s for _ in range(count) for s in next(answers)]
+
+            util = each("chip utilization")
+            if not util:
+                raise CannotDiagnose(
+                    f"Prometheus at {client.url} has no {REPORT_UTIL if recorded else AICORE.name} series{where} between "
+                    f"{_iso(start)} and {_iso(end)}: nothing to plan with. Check --selector and --range, and that "
+                    "Prometheus scrapes cann-exporter"
+                )
+            if recorded:
+                edges = _recorded_observed(each("seconds observed"), util, step)
+            else:
+                edges = _edges(client, selector(AICORE.name, matchers), util, start, end, step, progress)
+            in_use: dict[tuple[str, str], set[float]] = {}
+            found_in_use = False
+            for what, _ in queries[0].in_use:
+                for series in each(what):
+                    found_in_use = True
+                    slot = in_use.setdefault((series.labels.get("instance", ""), series.labels.get("device", "")), set())
+                    slot.update(t for t, _ in series.points)
+            namespaces: dict[ChipKey, list[tuple[float, str]]] = {}
+            pods = each("namespaces")
+            for series in pods:
+                namespaces.setdefault(_key(series.labels), []).extend((t, series.labels.get("namespace", "")) for t, _ in series.points)
+            unhealthy: dict[tuple[str, str], set[float]] = {}
+            for series in each("health"):
+                unhealthy.setdefault((series.labels.get("instance", ""), series.labels.get("device", "")), set()).update(
+                    t for t, _ in series.points
+                )
+            # at the window's end: over the whole window from raw series, over its last step from records
+            inventory = read_inventory(client, end, step if recorded else end - start + step, matchers, paging)
+            used = _by_instance(each("HBM used", 1))
+            total = _by_instance(each("HBM total", 1))
     except PrometheusError as exc:
         raise CannotDiagnose(str(exc)) from None
     name = node_names(util)
@@ -260,6 +276,10 @@ def read_capacity(
     )
 
 
+def _in_use_source(index: int) -> Callable[[ReportQueries], str]:
+    return lambda q: q.in_use[index][1]
+
+
 def unhealthy_states(table: Thresholds) -> tuple[str, ...]:
     """npu-smi Health states that page (NPUUnhealthy's params.states)."""
     try:
@@ -291,12 +311,8 @@ def read_inventory(client: PrometheusClient, end: float, seconds: float, matcher
 
 def _node_batches(client: PrometheusClient, matchers: str, start: float, end: float, step: float) -> list[str]:
     """node_batches of the nodes with records in the window."""
-    return node_batches(
-        {
-            s.labels.get("instance", ""): int(max(v for _, v in s.points))
-            for s in client.range(recorded_nodes(matchers, step), start, end, step)
-        }
-    )
+    held = _recorded_nodes(client, matchers, start, end, step)
+    return node_batches(held[0] if held else {})
 
 
 def node_batches(chips: Mapping[str, int]) -> list[str]:
@@ -322,7 +338,12 @@ def _promql_string(text: str) -> str:
 def _recorded_observed(partial: list[Series], util: list[Series], step: float) -> dict[ChipKey, tuple[Point, ...]]:
     """Per chip, the seconds observed of each point: the whole step unless its record says less."""
     less = {_key(s.labels): dict(s.points) for s in partial}
-    return {_key(s.labels): tuple((t, less.get(_key(s.labels), {}).get(t, step)) for t, _ in s.points) for s in util}
+    out = {}
+    for s in util:
+        key = _key(s.labels)
+        seconds = less.get(key, {})
+        out[key] = tuple((t, seconds.get(t, step)) for t, _ in s.points)
+    return out
 
 
 def _num(text: str) -> int:

@@ -66,7 +66,13 @@ def read_energy(
         return client.range(query, start, end, step)
 
     if recorded:
-        answers = {what: ask(what, query) for what, query in recorded_queries(matchers, step).items()}
+        queries = recorded_queries(matchers, step)
+        with client.ranges(list(queries.values()), start, end, step) as read:
+            answers = {}
+            for what, answer in zip(queries, read):
+                if progress:
+                    progress(what)
+                answers[what] = answer
         name = node_names(answers["energy"])
 
         def total(what: str, label: str) -> dict[str, float]:

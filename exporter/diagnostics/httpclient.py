@@ -20,7 +20,7 @@ import math
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MiB = 1 << 20
 CHUNK = 64 * 1024
@@ -34,7 +34,7 @@ class HttpFailure(Exception):
 class Answer:
     status: int
     reason: str
-    body: bytes
+    body: bytes = field(repr=False)  # asyncio.run (3.11, main thread) formats the finished task, answer and all
 
 
 class Deadline:

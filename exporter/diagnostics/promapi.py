@@ -8,11 +8,16 @@ wrong in words (unreachable, too slow, too large, HTTP status, Prometheus' own e
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import time
 import urllib.parse
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import chain, islice
 from typing import Any
 
 from exporter.core import values
@@ -22,6 +27,7 @@ from exporter.diagnostics.httpclient import Answer, Deadline, HttpFailure, MiB, 
 # A 30-day report on a large cluster answers tens of MiB; more is refused (narrow --selector,
 # or a coarser --step) rather than parsed into gigabytes.
 MAX_ANSWER_BYTES = 64 * MiB
+IN_FLIGHT = 2  # requests of `ranges` at a time: one evaluated while the other is decoded
 
 
 class PrometheusError(Exception):
@@ -117,11 +123,32 @@ class PrometheusClient:
         out = []
         for item in _result(data, query):
             raw = item.get("values")
-            pairs = (_point(p) for p in (raw if isinstance(raw, list) else ()))
-            points = tuple((t, v) for t, v in pairs if t is not None and v is not None)
+            points = _points(raw) if isinstance(raw, list) else ()
             if points:
                 out.append(Series(_labels(item), points))
         return out
+
+    @contextlib.contextmanager
+    def ranges(self, queries: Sequence[str], start: float, end: float, step: float) -> Iterator[Iterator[list[Series]]]:
+        """Each query's ``range`` answer, in order, with the next IN_FLIGHT queries sent ahead:
+        Prometheus evaluates one while this process decodes another (a month of a fleet is as
+        much decoding as evaluating). For queries that do not depend on each other's answers. A
+        query is sent only as the answers before it are taken, so leaving early sends no more."""
+        with ThreadPoolExecutor(max_workers=IN_FLIGHT, thread_name_prefix="prometheus") as pool:
+            rest = iter(queries)
+            ahead = deque(pool.submit(self.range, query, start, end, step) for query in islice(rest, IN_FLIGHT))
+
+            def answers() -> Iterator[list[Series]]:
+                while ahead:
+                    answer = ahead.popleft().result()
+                    ahead.extend(pool.submit(self.range, query, start, end, step) for query in islice(rest, 1))
+                    yield answer
+
+            try:
+                yield answers()
+            finally:
+                for future in ahead:
+                    future.cancel()
 
     def _call(self, endpoint: str, params: dict[str, str]) -> dict[str, Any]:
         params = {**params, "timeout": promql_duration(self.timeout)}
@@ -183,6 +210,22 @@ def _result(data: dict[str, Any], query: str) -> list[dict[str, Any]]:
 def _labels(item: dict[str, Any]) -> dict[str, str]:
     metric = item.get("metric")
     return {str(k): v for k, v in metric.items() if isinstance(v, str)} if isinstance(metric, dict) else {}
+
+
+def _points(raw: list[Any]) -> tuple[tuple[float, float], ...]:
+    """A series' ``values``: the finite points, in order. A month of hourly points per chip is
+    most of what `report` reads, so the common answer (every point a pair of numbers, every
+    value finite) is converted in one pass; anything else goes point by point."""
+    if set(map(type, raw)) <= {list}:
+        try:
+            points = [(float(t), float(v)) for t, v in raw if type(t) is not bool and type(v) is not bool]
+        except (TypeError, ValueError, OverflowError):
+            pass
+        else:
+            if math.isfinite(sum(chain.from_iterable(points))):  # a NaN or an infinity (or an overflow): point by point
+                return tuple(points)
+    pairs = (_point(p) for p in raw)
+    return tuple((t, v) for t, v in pairs if t is not None and v is not None)
 
 
 def _point(raw: Any) -> tuple[float | None, float | None]:

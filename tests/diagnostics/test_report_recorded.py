@@ -25,7 +25,7 @@ from exporter.diagnostics.capacity_reader import fit_window, read_capacity
 from exporter.diagnostics.energy import analyse_energy
 from exporter.diagnostics.energy_reader import read_energy
 from exporter.diagnostics.promapi import PrometheusClient
-from exporter.generate.recording import recording_rules
+from exporter.generate.recording import REPORT_UTIL, recording_rules
 from exporter.generate.thresholds import load_thresholds
 from exporter.npusmi.metrics import ENERGY
 from tests.support.tools import tool
@@ -81,6 +81,8 @@ def test_a_month_is_read_from_the_hourly_records_cut_to_where_they_begin(served:
     window, data, client = _report(*served, recorded=None)
     assert window.recorded and window.step == 3600 and window.requested == MONTH
     assert served[1] - window.first < 3 * 86400 + 3600, "the window begins where the records do"
+    every_hour = PrometheusClient(served[0], timeout=60.0).range(f"count({REPORT_UTIL})", window.last - MONTH + 3600, window.last, 3600)
+    assert window.first == min(t for t, _ in every_hour[0].points), "to the hour (found per day, then per hour of that day)"
     assert any("hourly recording rules" in n for n in data.notes), data.notes
     ranges = [q for endpoint, q in client.sent if endpoint == "query_range"]
     raw = ("npu_aicore_utilization_ratio{", "npu_up", "npu_pod_info", "npu_process_memory_bytes", "npu_hbm_", "npu_health")
@@ -143,7 +145,9 @@ def test_the_nodes_with_records_are_asked_for_once(served: tuple[str, int], monk
         client, window.first, window.last, window.step, "", None, window.requested, recorded=True, nodes=dict(window.nodes)
     )
     read_energy(client, window.first, window.last, window.step, "", True)
-    over_every_chip = [q for _, q in client.sent if q.startswith("count by (instance) (chip:npu_aicore_utilization_ratio:avg1h")]
+    over_every_chip = [
+        q for _, q in client.sent if q.startswith("count by (instance) (last_over_time(chip:npu_aicore_utilization_ratio:avg1h")
+    ]
     assert len(over_every_chip) == 1, over_every_chip
     assert sum('instance=~"' in q for _, q in client.sent) > 2, "read in batches"
     assert data.chips == asked.chips and data.hbm == asked.hbm
