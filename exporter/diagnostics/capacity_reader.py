@@ -218,10 +218,10 @@ def read_capacity(
                     found_in_use = True
                     slot = in_use.setdefault((series.labels.get("instance", ""), series.labels.get("device", "")), set())
                     slot.update(t for t, _ in series.points)
-            namespaces: dict[ChipKey, list[tuple[float, str]]] = {}
+            namespaces: dict[ChipKey, set[tuple[float, str]]] = {}  # a set: the same chip's series from two scrape jobs count once
             pods = each("namespaces")
             for series in pods:
-                namespaces.setdefault(_key(series.labels), []).extend((t, series.labels.get("namespace", "")) for t, _ in series.points)
+                namespaces.setdefault(_key(series.labels), set()).update((t, series.labels.get("namespace", "")) for t, _ in series.points)
             unhealthy: dict[tuple[str, str], set[float]] = {}
             for series in each("health"):
                 unhealthy.setdefault((series.labels.get("instance", ""), series.labels.get("device", "")), set()).update(
@@ -414,7 +414,7 @@ def observed_seconds(
 def _chip(
     series: Series,
     in_use: dict[tuple[str, str], set[float]],
-    namespaces: dict[ChipKey, list[tuple[float, str]]],
+    namespaces: dict[ChipKey, set[tuple[float, str]]],
     edges: dict[ChipKey, tuple[Point, ...]],
 ) -> ChipHistory:
     key = _key(series.labels)

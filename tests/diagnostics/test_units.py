@@ -282,6 +282,31 @@ def test_many_edge_steps_read_sample_times_with_one_coarser_range_query_each() -
     assert observed[("a", "0", "0", "0")] == tuple((t, 1200.0) for t, _ in points)
 
 
+def test_a_chip_scraped_by_two_jobs_has_its_namespace_once() -> None:
+    """The hourly namespace records are read as they are (no grouping): the same chip under two
+    scrape jobs gives two series, and its namespace counts once per hour."""
+    from exporter.diagnostics.capacity_reader import read_capacity
+    from exporter.diagnostics.promapi import PrometheusClient, Series
+    from exporter.generate.recording import REPORT_NAMESPACE, REPORT_OBSERVED, REPORT_UTIL
+
+    chip = {"instance": "a:9435", "npu": "0", "chip": "0", "device": "0"}
+    hours = tuple(3600.0 * i for i in range(1, 4))
+
+    class Client(PrometheusClient):
+        def range(self, query: str, start: float, end: float, step: float) -> list[Series]:
+            if query.startswith(REPORT_UTIL) and REPORT_OBSERVED in query:
+                return [Series({**chip, "job": "cann-exporter"}, tuple((t, 0.5) for t in hours))]
+            if query.startswith(REPORT_NAMESPACE):
+                return [Series({**chip, "job": job, "namespace": "train"}, tuple((t, 1.0) for t in hours)) for job in ("a", "b")]
+            return []
+
+        def instant(self, query: str, at: float) -> list:
+            return []
+
+    data = read_capacity(Client("http://127.0.0.1:1"), hours[0], hours[-1], 3600.0, "", recorded=True, nodes={"a:9435": 1})
+    assert [c.namespace for c in data.chips] == [tuple((t, "train") for t in hours)]
+
+
 # --- the report's numbers and chart styles ---------------------------------------------------------------
 
 
