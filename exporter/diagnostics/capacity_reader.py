@@ -66,7 +66,7 @@ QUERIES = 11  # for the progress line: history held, utilization, edges (2), 3 i
 MAX_FITS = 4  # finer steps tried when the data covers less than the range asked for
 MIN_RECORDED_SPAN = 86400.0  # records held for less (rules loaded lately): the raw series are read
 NODE_SPAN = 86400.0  # seconds: the step of the query for the nodes with records (see _recorded_nodes)
-BATCH_CHIPS = 1000  # chips per batch of per-chip record queries: 720 points each, ~25 MiB of JSON
+BATCH_CHIPS = 1000  # chips per batch of per-chip record queries: 720 points each, about 14 MiB of JSON
 
 
 def aligned_window(end: float, seconds: float, step: float) -> tuple[float, float]:

@@ -179,7 +179,7 @@ FAULT_NOTE = (
     """\
 ## Fault codes and their handling levels
 
-Each code of `npu-smi info -t health` (read for chips whose health is not OK) and each active
+Each code of `npu-smi info -t health` (read for chips whose health is not OK: in the round that finds them so, then every detail interval) and each active
 event id of `-t current-fault-event` (Ascend 950) is served as
 `npu_health_error_info{code,level}`, where `level` is the code's handling level in the fault-code
 table: Huawei's Ascend device-plugin table, shipped with the exporter

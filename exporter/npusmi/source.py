@@ -12,7 +12,8 @@ npu-smi costs about a second per call on real hosts, so the schedule keeps spawn
   (HBM temperature) and, on Ascend 950, `-t current-fault-event` (its event ids are fault codes).
   Each is one call per card, not per chip. `-t health -i N -c C` (error
   codes) is per chip, and only for chips whose overview health is not OK: a healthy node
-  pays nothing for it;
+  pays nothing for it. A chip the overview finds not OK has its codes read in that round
+  already (``refresh_info``), so its fault level is known before NPUUnhealthy can page;
 - every ``hardware_interval`` (default 60 s): per chip `-t volt`, `pcie-err`, `sensors`,
   `sio-info`, `hccs -c`; every ``hccs_bw_interval`` (default 120 s) `-t hccs-bw`, one chip at a
   time (queries.py); at inventory time `-t spod-info` per chip. A type a card answers it does
@@ -132,6 +133,22 @@ class NpuSmiSource:
         if inventory:
             await self.refresh_inventory_when_due()
 
+    async def refresh_info(self) -> None:
+        """The INFO task: the overview, then at once `-t health` for each chip it shows not OK
+        without codes read since (newly unwell). Its fault level, which NPUNeedsIsolation pages
+        on, is then known in this round, not up to detail_interval later, when NPUUnhealthy (1m)
+        could have paged first for the same chip. A failed read here is left to the details
+        round, which reads every unwell chip and records how it went."""
+        await self.refresh_overview(inventory=False)
+        if "health" in self.options.details:
+            now = self.clock()
+            new = [key for key in self._unwell_chips() if not self._fresh(("health", key), now)]
+            await asyncio.gather(*(self._health_detail(key) for key in new))
+
+    def _fresh(self, detail: tuple[str, ChipKey], now: float) -> bool:
+        stamped = self._details.get(detail)
+        return stamped is not None and stamped.fresh(now, self._max_age(detail[0]))
+
     async def refresh_inventory_when_due(self) -> None:
         """The inventory, at start, every inventory_interval and when the chips or the driver changed."""
         if self._inventory_due():
@@ -206,7 +223,7 @@ class NpuSmiSource:
         read from ``self.options`` before each wait, so :meth:`apply` changes them live."""
         every = self.options.interval
         out = [
-            Task(self.INFO, every, partial(self.refresh_overview, inventory=False), period=lambda: self.options.interval),
+            Task(self.INFO, every, self.refresh_info, period=lambda: self.options.interval),
             Task(self.INVENTORY, every, self.refresh_inventory_when_due, period=lambda: self.options.interval),  # runs when due
         ]
         if set(self.options.details) & {*CARD_KINDS, "health"}:

@@ -8,7 +8,7 @@ from exporter.core.health import HealthRegistry
 from exporter.core.runner import CommandRunner
 from exporter.npusmi.options import NpuSmiOptions
 from exporter.npusmi.source import NpuSmiSource
-from tests.support.replay import write_replay_npu_smi
+from tests.support.replay import calls, write_replay_npu_smi
 
 ALARM_CODES = ("A4025021", "8C03A000", "8C084E00")  # info-t-health__910A__23.0.7__2, by hand
 
@@ -57,3 +57,18 @@ async def test_the_level_of_an_unread_chip_is_absent_not_none(tmp_path):
     replies = {"info": "info__310B4__23.0.0__1"}
     chip = await sample(source(write_replay_npu_smi(tmp_path, replies)))
     assert chip.health == "Alarm" and chip.fault_level is None
+
+
+async def test_a_chip_found_unwell_has_its_codes_in_the_same_round(tmp_path):
+    """The overview's task reads the codes of a chip it finds not OK at once, not at the next
+    details round (an hour away here): NPUNeedsIsolation, which fires on them at once, can
+    mute NPUUnhealthy before it pages. Codes still fresh are not asked for again."""
+    alarm = {"info": "info__310B4__23.0.0__1", "info -t health -i 0 -c 0": "info-t-health__910A__23.0.7__2"}
+    npu_smi = write_replay_npu_smi(tmp_path, alarm)
+    options = NpuSmiOptions(details=("health",), board=False, detail_interval=3600.0)
+    src = NpuSmiSource(options, CommandRunner(timeout=20), HealthRegistry(), command=(str(npu_smi),))
+    await src.refresh_info()
+    (chip,) = src.part().chips
+    assert chip.health == "Alarm" and chip.fault_level == "RestartNPU"
+    await src.refresh_info()
+    assert [c for c in calls(tmp_path) if "-t health" in c] == ["info -t health -i 0 -c 0"]
