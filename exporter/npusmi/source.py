@@ -102,6 +102,7 @@ class NpuSmiSource:
         self._inventory_at: float | None = None
         self._boards: dict[ChipKey, p.BoardInfo] = {}
         self._details: dict[tuple[str, ChipKey], Stamped[object]] = {}
+        self._asked_at_once: set[ChipKey] = set()  # unwell chips whose codes refresh_info asked for
         self._card_power: dict[int, Stamped[float]] = {}  # 310P: MCU power of `-t common`
         self._pci: PciCount | None = None  # Ascend PCI functions in sysfs, read with the inventory
         self.peaks = merged(options.peak_flops)  # model -> precision -> FLOP/s
@@ -138,11 +139,14 @@ class NpuSmiSource:
         without codes read since (newly unwell). Its fault level, which NPUNeedsIsolation pages
         on, is then known in this round, not up to detail_interval later, when NPUUnhealthy (1m)
         could have paged first for the same chip. A failed read here is left to the details
-        round, which reads every unwell chip and records how it went."""
+        round, which reads every unwell chip and records how it went: each chip is asked here
+        once while it stays unwell, so a read that fails or hangs cannot hold back every overview."""
         await self.refresh_overview(inventory=False)
         if "health" in self.options.details:
-            now = self.clock()
-            new = [key for key in self._unwell_chips() if not self._fresh(("health", key), now)]
+            now, unwell = self.clock(), set(self._unwell_chips())
+            self._asked_at_once &= unwell  # OK again: asked again when it next turns unwell
+            new = sorted(key for key in unwell - self._asked_at_once if not self._fresh(("health", key), now))
+            self._asked_at_once.update(new)
             await asyncio.gather(*(self._health_detail(key) for key in new))
 
     def _fresh(self, detail: tuple[str, ChipKey], now: float) -> bool:

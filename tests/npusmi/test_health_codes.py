@@ -72,3 +72,24 @@ async def test_a_chip_found_unwell_has_its_codes_in_the_same_round(tmp_path):
     assert chip.health == "Alarm" and chip.fault_level == "RestartNPU"
     await src.refresh_info()
     assert [c for c in calls(tmp_path) if "-t health" in c] == ["info -t health -i 0 -c 0"]
+
+
+async def test_codes_that_cannot_be_read_are_asked_at_once_only_once(tmp_path):
+    """A health call that fails is not repeated by every overview round (a hung one would hold
+    each back by the call's timeout): the details round reads it on its own schedule."""
+    npu_smi = write_replay_npu_smi(tmp_path, {"info": "info__310B4__23.0.0__1"})
+    options = NpuSmiOptions(details=("health",), board=False, detail_interval=3600.0)
+    src = NpuSmiSource(options, CommandRunner(timeout=20), HealthRegistry(), command=(str(npu_smi),))
+    for _ in range(3):
+        await src.refresh_info()
+    assert [c for c in calls(tmp_path) if "-t health" in c] == ["info -t health -i 0 -c 0"]
+    (chip,) = src.part().chips
+    assert chip.health == "Alarm" and chip.fault_level is None
+    # OK again, then not OK: a new episode, asked at once again (and answered this time).
+    write_replay_npu_smi(tmp_path, {"info": "info__310P3__22.0.0-drv22.0.2__1"})
+    await src.refresh_info()
+    write_replay_npu_smi(tmp_path, {"info": "info__310B4__23.0.0__1", "info -t health -i 0 -c 0": "info-t-health__910A__23.0.7__2"})
+    await src.refresh_info()
+    assert [c for c in calls(tmp_path) if "-t health" in c] == ["info -t health -i 0 -c 0"] * 2
+    (chip,) = src.part().chips
+    assert chip.fault_level == "RestartNPU"
