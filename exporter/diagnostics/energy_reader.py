@@ -69,10 +69,10 @@ def read_energy(
         queries = recorded_queries(matchers, step)
         with client.ranges(list(queries.values()), start, end, step) as read:
             answers = {}
-            for what, answer in zip(queries, read):
+            for what in queries:
                 if progress:
                     progress(what)
-                answers[what] = answer
+                answers[what] = next(read)
         name = node_names(answers["energy"])
 
         def total(what: str, label: str) -> dict[str, float]:

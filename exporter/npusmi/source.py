@@ -145,13 +145,14 @@ class NpuSmiSource:
         if "health" in self.options.details:
             now, unwell = self.clock(), set(self._unwell_chips())
             self._asked_at_once &= unwell  # OK again: asked again when it next turns unwell
-            new = sorted(key for key in unwell - self._asked_at_once if not self._fresh(("health", key), now))
+            new = sorted(key for key in unwell - self._asked_at_once if self._fresh("health", key, now) is None)
             self._asked_at_once.update(new)
             await asyncio.gather(*(self._health_detail(key) for key in new))
 
-    def _fresh(self, detail: tuple[str, ChipKey], now: float) -> bool:
-        stamped = self._details.get(detail)
-        return stamped is not None and stamped.fresh(now, self._max_age(detail[0]))
+    def _fresh(self, kind: str, key: ChipKey, now: float) -> Stamped[object] | None:
+        """The chip's latest ``kind`` detail while it may still be served, else None."""
+        stamped = self._details.get((kind, key))
+        return stamped if stamped is not None and stamped.fresh(now, self._max_age(kind)) else None
 
     async def refresh_inventory_when_due(self) -> None:
         """The inventory, at start, every inventory_interval and when the chips or the driver changed."""
@@ -307,8 +308,7 @@ class NpuSmiSource:
     def _fresh_details(self, key: ChipKey, now: float) -> dict[str, object]:
         out = {}
         for kind in DETAIL_KINDS:
-            stamped = self._details.get((kind, key))
-            if stamped is not None and stamped.fresh(now, self._max_age(kind)):
+            if (stamped := self._fresh(kind, key, now)) is not None:
                 out[kind] = stamped.value
         return out
 
