@@ -85,6 +85,11 @@ class Connection(asyncio.Protocol):
         return self.since
 
     def silent(self) -> bool:
+        """Never sent a byte. Bytes already in its socket count: the loop may not have read
+        them yet when a newcomer asks for its slot (peeked once, and only while it has not
+        been heard, so a connection that spoke costs nothing here)."""
+        if not self.heard and _has_bytes(self.sock):
+            self.heard = True
         return not self.heard
 
     def evict(self) -> None:

@@ -53,6 +53,22 @@ class FailingSocket(socket.socket):
         return super().accept()
 
 
+async def test_bytes_waiting_in_a_connections_socket_mean_it_has_spoken():
+    """A connection whose request the loop has not read yet is not silent: a talking newcomer
+    at a full table must not evict it for one that never spoke (the rule's own victims)."""
+    client, server = socket.socketpair()
+    with client, server:
+        server.setblocking(False)
+        conn = guard.Connection(front(), server, "127.0.0.1")
+        assert conn.silent()
+        client.sendall(b"GET /metrics HTTP/1.1\r\n")
+        deadline = time.monotonic() + BOUND
+        while not guard._has_bytes(server):  # bounded: the bytes are in the socket once sendall returns
+            assert time.monotonic() < deadline
+        assert not conn.silent() and conn.heard
+        assert server.recv(64) == b"GET /metrics HTTP/1.1\r\n"  # looked at, not read
+
+
 async def test_the_acceptor_backs_off_counts_and_logs_once_per_state_change(caplog, monkeypatch):
     monkeypatch.setattr(guard, "ACCEPT_BACKOFF", 0.1)
     listener = FailingSocket(socket.AF_INET, socket.SOCK_STREAM)
