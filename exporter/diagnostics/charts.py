@@ -12,7 +12,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from exporter.diagnostics.capacity import CapacityReport, Point
+from exporter.diagnostics.capacity import CapacityReport
+from exporter.diagnostics.forecast import Point
 
 GIB = float(1 << 30)
 # Series styles: ten colours (matplotlib's tab10) times four dashes, so no two of the first 40

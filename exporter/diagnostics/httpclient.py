@@ -21,6 +21,10 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from aiohttp import ClientResponse
 
 MiB = 1 << 20
 CHUNK = 64 * 1024
@@ -96,13 +100,13 @@ async def _fetch(url: str, method: str, data: bytes | None, headers: dict[str, s
         raise HttpFailure(f"cannot read {what}: {exc or type(exc).__name__}") from None
 
 
-async def _read(response: object, max_bytes: int, what: str) -> bytes:
-    length = getattr(response, "content_length", None)
+async def _read(response: ClientResponse, max_bytes: int, what: str) -> bytes:
+    length = response.content_length
     if length is not None and length > max_bytes:
         raise HttpFailure(f"{what} answered {length} bytes, more than the {_size(max_bytes)} read at most")
     parts: list[bytes] = []
     size = 0
-    async for chunk in response.content.iter_chunked(CHUNK):  # type: ignore[attr-defined]
+    async for chunk in response.content.iter_chunked(CHUNK):
         size += len(chunk)
         if size > max_bytes:
             raise HttpFailure(f"{what} answered more than the {_size(max_bytes)} read at most")

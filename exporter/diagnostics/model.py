@@ -5,7 +5,7 @@ Ratios are 0..1, times in seconds. ``None`` means "not known from this source", 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from exporter.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
@@ -198,10 +198,10 @@ class Report:
         return out
 
 
-def worst(verdicts: object) -> str | None:
+def worst(verdicts: Iterable[str | None]) -> str | None:
     """The most severe of the verdicts (None when none was judged)."""
     best: str | None = None
-    for v in verdicts:  # type: ignore[attr-defined]
+    for v in verdicts:
         if _RANK.get(v, 0) > _RANK.get(best, 0):
             best = v
     return best

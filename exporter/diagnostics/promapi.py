@@ -193,11 +193,12 @@ def _payload(what: str, raw: bytes, query: str) -> dict[str, Any]:
         if exc.reason == "bad_json":
             raise PrometheusError(f"{what} did not answer with Prometheus API JSON (is this the Prometheus base URL?)") from None
         raise PrometheusError(exc.message) from None
-    if not isinstance(doc, dict) or doc.get("status") != "success" or not isinstance(doc.get("data"), dict):
+    data = doc.get("data") if isinstance(doc, dict) and doc.get("status") == "success" else None
+    if not isinstance(data, dict):
         error = doc.get("error") if isinstance(doc, dict) else None
         error = error if isinstance(error, str) and error else "unexpected answer"
         raise PrometheusError(f"{what} returned an error: {error}; query: {query}")
-    return doc["data"]
+    return data
 
 
 def _result(data: dict[str, Any], query: str) -> list[dict[str, Any]]:

@@ -24,21 +24,8 @@ from exporter.diagnostics.model import (
     PageCount,
 )
 from exporter.diagnostics.prom_reader import profile_summary
-from exporter.jobs.metrics import (
-    JOB_INFO,
-    JOB_ITERATION_DURATION,
-    JOB_LAST_ITERATION,
-    JOB_MFU,
-    JOB_PHASE_SECONDS,
-    JOB_SAMPLES,
-)
-from exporter.npusmi.metrics import (
-    AICORE,
-    DEVICES,
-    ECC_ISOLATED_PAGES,
-    PROCESS_MEMORY,
-    UP,
-)
+from exporter.jobs.metrics import JOB_INFO, JOB_ITERATION_DURATION, JOB_LAST_ITERATION, JOB_MFU, JOB_PHASE_SECONDS, JOB_SAMPLES
+from exporter.npusmi.metrics import AICORE, DEVICES, ECC_ISOLATED_PAGES, PROCESS_MEMORY, UP
 from exporter.pods.metrics import POD_INFO
 from exporter.profiles.indicators import OperatorShare, ProfileSummary
 from exporter.profiles.metrics import PROFILE_OPERATOR
@@ -208,16 +195,18 @@ class _JobTotals:
 
 
 def _totals(scrape: Scrape) -> dict[tuple[str, str], _JobTotals]:
-    fields: dict[tuple[str, str], dict[str, object]] = {}
-    for name, field in ((SUM, "sum"), (COUNT, "count"), (JOB_SAMPLES.name, "samples"), (JOB_LAST_ITERATION.name, "last")):
-        for labels, value in scrape.values(name):
-            fields.setdefault(_job_id(labels), {})[field] = value
+    sums, counts, samples, last = (
+        {_job_id(labels): value for labels, value in scrape.values(name)}
+        for name in (SUM, COUNT, JOB_SAMPLES.name, JOB_LAST_ITERATION.name)
+    )
     phases: dict[tuple[str, str], dict[str, float]] = {}
     for labels, value in scrape.values(JOB_PHASE_SECONDS.name):
         phases.setdefault(_job_id(labels), {})[labels.get("phase", "other")] = value
     return {
-        key: _JobTotals(scrape.at, phases=tuple(sorted(phases.get(key, {}).items())), **values)  # type: ignore[arg-type]
-        for key, values in fields.items()
+        key: _JobTotals(
+            scrape.at, sums.get(key), counts.get(key), samples.get(key), last.get(key), tuple(sorted(phases.get(key, {}).items()))
+        )
+        for key in dict.fromkeys([*sums, *counts, *samples, *last])
     }
 
 
@@ -245,7 +234,7 @@ def jobs_from(scrapes: Sequence[Scrape]) -> tuple[JobStats, ...]:
 
 
 def _grew(before: _JobTotals, now: _JobTotals) -> bool:
-    return None not in (before.count, now.count) and now.count > before.count  # type: ignore[operator]
+    return before.count is not None and now.count is not None and now.count > before.count
 
 
 def _age(totals: _JobTotals) -> float | None:
