@@ -20,26 +20,26 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from exporter.commands.prometheus_args import OtherInput, PrometheusWindow, add_prometheus_arguments
+from exporter.commands.prometheus_args import OtherInput, PrometheusWindow, RequestBounds
 from exporter.core.errors import ReasonError
 from exporter.core.inputfile import read_text_input
 from exporter.core.yamlfile import MAX_FILE_BYTES
 from exporter.diagnostics import argtypes, profile_indicators
 from exporter.diagnostics import baseline as bl
 from exporter.diagnostics.analysis import analyse
-from exporter.diagnostics.httpclient import Deadline
 from exporter.diagnostics.model import EXIT_CANNOT, CannotDiagnose, Observations, Report
-from exporter.diagnostics.promapi import (
-    PrometheusClient,
-    PrometheusError,
-    parse_time,
-)
 from exporter.diagnostics.render import render_json, render_markdown, render_text
 from exporter.generate.thresholds import ThresholdError, Thresholds, load_thresholds
 from exporter.node.simulate import ALL_SCENARIOS, MODEL_NAMES
 
 PROG = "cann-exporter diagnose"
 MAX_SAMPLES = 360
+WINDOW = PrometheusWindow("1h", "length of the window", "now-2d", '{instance="node-1:9435"}', prefix="Prometheus: ")
+REQUESTS = RequestBounds(
+    "15s",
+    "bound on each HTTP request, connection to last byte",
+    "--prometheus, --metrics-url: bound on all requests together (default: none beyond --timeout per request)",
+)
 
 
 # --- arguments ------------------------------------------------------------------------------------
@@ -48,9 +48,8 @@ MAX_SAMPLES = 360
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (__doc__ or "").split("\n\n")[0].replace("\n", " ")
     source = parser.add_argument_group("input (one of; default: the local node)")
-    add_prometheus_arguments(
+    WINDOW.add_arguments(
         source,
-        PrometheusWindow("1h", "length of the window", "now-2d", '{instance="node-1:9435"}', prefix="Prometheus: "),
         (
             OtherInput("--metrics-url", "URL", "one exporter's /metrics, e.g. http://node-1:9435/metrics"),
             OtherInput("--profile-dir", "DIR", "a torch_npu/msprof/MindSpore profile export or a directory of them"),
@@ -78,20 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--interval", type=argtypes.short_duration, default=10.0, metavar="DURATION", help="time between --samples reads (default: 10s)"
     )
-    source.add_argument(
-        "--timeout",
-        type=argtypes.short_duration,
-        default=15.0,
-        metavar="DURATION",
-        help="bound on each HTTP request, connection to last byte (default: 15s)",
-    )
-    source.add_argument(
-        "--deadline",
-        type=argtypes.duration,
-        default=None,
-        metavar="DURATION",
-        help="--prometheus, --metrics-url: bound on all requests together (default: none beyond --timeout per request)",
-    )
+    REQUESTS.add_arguments(source)
     source.add_argument("--job", action="append", default=None, metavar="NAME", help="only these training jobs (repeatable)")
     source.add_argument(
         "--top", type=argtypes.bounded_int(1, 1000), default=5, metavar="K", help="--profile-dir: operator types to list (default: 5)"
@@ -164,14 +150,8 @@ def read_prometheus(args: argparse.Namespace, table: Thresholds, err: TextIO) ->
     from exporter.diagnostics.prom_reader import Window
     from exporter.diagnostics.prom_reader import read_prometheus as query
 
-    try:
-        client = PrometheusClient(
-            args.prometheus, timeout=getattr(args, "timeout", 15.0), deadline=Deadline(getattr(args, "deadline", None))
-        )
-    except PrometheusError as exc:
-        raise CannotDiagnose(str(exc)) from None
-    end = args.end if getattr(args, "end", None) is not None else parse_time("now")
-    window = Window(end, getattr(args, "range", 3600.0))
+    client = REQUESTS.client(args)
+    window = Window(*WINDOW.read(args))
     with Progress(err, "querying Prometheus") as progress:
         return query(client, window, getattr(args, "selector", ""), table, progress.step)
 
@@ -185,7 +165,7 @@ def read_metrics_url(args: argparse.Namespace) -> Observations:
         parse_exposition,
     )
 
-    deadline = Deadline(getattr(args, "deadline", None))
+    deadline = REQUESTS.deadline(args)
     interval = getattr(args, "interval", 10.0)
     scrapes = []
     for index in range(getattr(args, "samples", 1)):
@@ -195,7 +175,7 @@ def read_metrics_url(args: argparse.Namespace) -> Observations:
                     f"{args.metrics_url}: did not finish within --deadline {deadline.seconds:g}s ({index} of the --samples read)"
                 )
             time.sleep(interval)
-        text = fetch_metrics(args.metrics_url, getattr(args, "timeout", 15.0), deadline)
+        text = fetch_metrics(args.metrics_url, REQUESTS.timeout(args), deadline)
         scrapes.append(parse_exposition(text, time.time(), args.metrics_url))
     return observations(scrapes, f"exporter {args.metrics_url}")
 

@@ -20,30 +20,28 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from exporter.commands.prometheus_args import PrometheusWindow, add_prometheus_arguments
+from exporter.commands.prometheus_args import PrometheusWindow, RequestBounds
 from exporter.diagnostics import argtypes
 from exporter.diagnostics.capacity import Bounds, analyse_capacity
 from exporter.diagnostics.capacity_reader import QUERIES, fit_window, read_capacity, unhealthy_states
 from exporter.diagnostics.energy import analyse_energy
 from exporter.diagnostics.energy_reader import ENERGY_QUERIES, read_energy
 from exporter.diagnostics.html import render_html, report_json
-from exporter.diagnostics.httpclient import Deadline
 from exporter.diagnostics.model import EXIT_CANNOT, EXIT_HEALTHY, CannotDiagnose
 from exporter.diagnostics.progress import Progress
-from exporter.diagnostics.promapi import (
-    PrometheusClient,
-    PrometheusError,
-    parse_duration,
-    parse_time,
-)
+from exporter.diagnostics.promapi import PrometheusError, parse_duration
 from exporter.generate.thresholds import ThresholdError, load_thresholds
 
 PROG = "cann-exporter report"
+WINDOW = PrometheusWindow("30d", "history to report on", "now-1d", '{cluster="prod"}', required=True)
+REQUESTS = RequestBounds(
+    "30s", "bound on each query, connection to last byte", "bound on all queries together (default: none beyond --timeout per query)"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (__doc__ or "").split("\n\n")[0].replace("\n", " ")
-    add_prometheus_arguments(parser, PrometheusWindow("30d", "history to report on", "now-1d", '{cluster="prod"}', required=True))
+    WINDOW.add_arguments(parser)
     parser.add_argument(
         "--step",
         type=argtypes.duration,
@@ -59,20 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how far the forecasts look ahead (default: 30d)",
     )
     parser.add_argument("--out", metavar="DIR", required=True, help="directory for index.html, the PNG charts and capacity.json")
-    parser.add_argument(
-        "--timeout",
-        type=argtypes.short_duration,
-        default=30.0,
-        metavar="DURATION",
-        help="bound on each query, connection to last byte (default: 30s)",
-    )
-    parser.add_argument(
-        "--deadline",
-        type=argtypes.duration,
-        default=None,
-        metavar="DURATION",
-        help="bound on all queries together (default: none beyond --timeout per query)",
-    )
+    REQUESTS.add_arguments(parser)
     parser.add_argument("--thresholds", metavar="FILE", default=None, help="threshold table (default: the packaged one)")
     parser.add_argument(
         "--price-per-kwh",
@@ -120,14 +105,8 @@ def write_report(args: argparse.Namespace, err: TextIO) -> Path:
         raise CannotDiagnose(str(exc)) from None
     except OSError as exc:
         raise _unwritable(directory, exc) from None
-    try:
-        client = PrometheusClient(
-            args.prometheus, timeout=getattr(args, "timeout", 30.0), deadline=Deadline(getattr(args, "deadline", None))
-        )
-    except PrometheusError as exc:
-        raise CannotDiagnose(str(exc)) from None
-    seconds = getattr(args, "range", 30 * 86400.0)
-    end = args.end if getattr(args, "end", None) is not None else parse_time("now")
+    client = REQUESTS.client(args)
+    end, seconds = WINDOW.read(args)
     matchers = getattr(args, "selector", "")
     with Progress(err, "querying Prometheus", total=QUERIES + ENERGY_QUERIES) as progress:
         window = fit_window(client, end, seconds, getattr(args, "step", None), matchers, progress.step)
