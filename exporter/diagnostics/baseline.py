@@ -198,41 +198,20 @@ def regression_bounds(table: Thresholds) -> tuple[float, float]:
 
 def _compare_job(now: JobPerf, base: JobPerf, regression: float, target: float) -> list[Finding]:
     bounds = f"healthy: ≥ {target * 100:g}% faster; abnormal: > {regression * 100:g}% slower ({ALERT})"
+
+    def finding(check: str, title: str, speedup: float, detail: str) -> Finding:
+        verdict = speedup_verdict(speedup, regression, target)
+        return Finding(BASELINE, check, title, f"job {now.job_name}", speedup, RATIO, verdict, None, ALERT, bounds, detail)
+
     out = []
     if now.iteration_seconds and base.iteration_seconds:
         speedup = base.iteration_seconds / now.iteration_seconds - 1.0
-        out.append(
-            Finding(
-                BASELINE,
-                "speedup.iteration_time",
-                "Speed-up of the iteration time",
-                f"job {now.job_name}",
-                speedup,
-                RATIO,
-                speedup_verdict(speedup, regression, target),
-                None,
-                ALERT,
-                bounds,
-                f"{_ms(now.iteration_seconds)} now, {_ms(base.iteration_seconds)} in the baseline",
-            )
-        )
+        detail = f"{_ms(now.iteration_seconds)} now, {_ms(base.iteration_seconds)} in the baseline"
+        out.append(finding("speedup.iteration_time", "Speed-up of the iteration time", speedup, detail))
     if now.samples_per_second and base.samples_per_second:
         speedup = now.samples_per_second / base.samples_per_second - 1.0
-        out.append(
-            Finding(
-                BASELINE,
-                "speedup.throughput",
-                "Speed-up of the throughput",
-                f"job {now.job_name}",
-                speedup,
-                RATIO,
-                speedup_verdict(speedup, regression, target),
-                None,
-                ALERT,
-                bounds,
-                f"{now.samples_per_second:.4g} samples/s now, {base.samples_per_second:.4g} in the baseline",
-            )
-        )
+        detail = f"{now.samples_per_second:.4g} samples/s now, {base.samples_per_second:.4g} in the baseline"
+        out.append(finding("speedup.throughput", "Speed-up of the throughput", speedup, detail))
     return out
 
 

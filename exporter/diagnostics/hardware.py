@@ -4,7 +4,7 @@ latest readings (and the increase of counters) that every reader hands over in o
 Pure: a HardwareReadings in, findings out. The verdicts follow the alerts' thresholds from
 the same table (NPUUnhealthy, NPUNeedsIsolation, NPUMissing, NPUNetwork*, NPUOptical*, NPUTemperatureHigh,
 NPUECCDoubleBitErrors, CANNExporterSourceFailing, CANNExporterDown), so `diagnose` names what
-the alerts name. A chip with an abnormal verdict here gets hardware advice; its low
+the alerts name. A chip with an abnormal verdict here gets hardware advice (hardware_advice.py); its low
 utilization is a consequence, not a pipeline problem (analysis.py).
 """
 
@@ -77,67 +77,6 @@ LATEST = (
 )
 # Read as their increase over the window (counters).
 INCREASES = (NETWORK_ERRORS.name, NETWORK_LINK_DOWN_TRANSITIONS.name, NETWORK_LINK_UP_TRANSITIONS.name, ECC_ERRORS.name)
-
-# Hardware advice by alert: the runbooks' first steps, said where the verdict is given.
-_DRAIN = "drain the chip or node (cordon in Kubernetes) and move the workload before it fails"
-ADVICE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "NPUUnhealthy": (
-        ("a hardware or driver fault the chip reports (error codes)",),
-        (
-            _DRAIN,
-            "npu-smi info -t health -i <npu> -c <chip> on the node: the error text of each code",
-            ("reset the chip or reboot the node as the Ascend documentation of the code prescribes; replace hardware that stays Critical"),
-        ),
-    ),
-    "NPUNeedsIsolation": (
-        ("a hardware fault whose code the fault-code table handles by taking the chip out of service",),
-        (
-            _DRAIN,
-            "npu-smi info -t health -i <npu> -c <chip> on the node: the error text of each code",
-            "have the card repaired or replaced (docs/runbooks.md, Fault levels)",
-        ),
-    ),
-    "NPUMissing": (
-        ("a chip dropped off the bus (driver, power, PCIe link) or is held by another container",),
-        (
-            _DRAIN,
-            "npu-smi info and lspci on the node; dmesg for the driver's messages",
-            "reboot the node; replace the card if the chip stays missing",
-        ),
-    ),
-    "CANNExporterSourceFailing": (
-        ("npu-smi cannot read a card (driver or dcmi error, the reason above)",),
-        (
-            "run the failing npu-smi command on the node and read its error",
-            "check the driver with npu-smi info; reset the card or reboot the node",
-        ),
-    ),
-    "unreadable": (("the chip's latest npu-smi read failed",), ("npu-smi info -t usages -i <npu> on the node", _DRAIN)),
-    "NPUNetworkLinkDown": (
-        ("cable, optical module or switch port down",),
-        ("hccn_tool -i <device> -link -g on the node; reseat or replace the cable or module", "check the switch port"),
-    ),
-    "NPUNetworkLinkFlapping": (("a marginal cable or optical module",), ("replace the cable or the optical module",)),
-    "NPUNetworkErrors": (
-        ("bad cable or module, congestion",),
-        ("hccn_tool -i <device> -stat -g: which counters grow", "replace the cable or module if fcs/crc errors grow"),
-    ),
-    "NPUNetworkUnhealthy": (
-        ("the RoCE probe cannot reach its detect address: link, address or switch",),
-        ("hccn_tool -i <device> -net_health -g and -ip -g on the node", "check /etc/hccn.conf and the switch"),
-    ),
-    "NPUOpticalPowerOutOfRange": (
-        ("a dirty, loose or failing optical module or fibre (a dark lane reads 0)",),
-        ("hccn_tool -i <device> -optical -g; clean or reseat the fibre, replace the module",),
-    ),
-    "NPUOpticalTemperatureHigh": (("cooling of the module's cage",), ("check airflow; replace the module",)),
-    "NPUTemperatureHigh": (("cooling: fans, airflow, inlet temperature",), ("check the node's fans and airflow",)),
-    "NPUECCDoubleBitErrors": (("failing HBM",), (_DRAIN, "npu-smi info -t ecc -i <npu>; replace the chip's card")),
-    "CANNExporterDown": (
-        ("the exporter or its node was down, or Prometheus could not scrape it",),
-        ("the exporter's logs and the target's last error on Prometheus' /targets page",),
-    ),
-}
 
 
 def _spec(table: Thresholds, name: str) -> AlertSpec | None:
@@ -298,22 +237,17 @@ def read_failures(readings: HardwareReadings) -> list[Finding]:
 
 
 def temperature(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
-    spec = _spec(table, "NPUTemperatureHigh")
+    return too_hot(readings, _spec(table, "NPUTemperatureHigh"), TEMPERATURE.name, "temperature", "Chip temperature")
+
+
+def too_hot(readings: HardwareReadings, spec: AlertSpec | None, metric: str, check: str, title: str) -> list[Finding]:
+    """A warning for each reading of ``metric`` (°C) above the alert's threshold."""
     if spec is None or spec.threshold is None:
         return []
+    bounds = f"warning > {spec.threshold:g} °C"
     return [
-        _finding(
-            "temperature",
-            "Chip temperature",
-            labels,
-            value,
-            COUNT,
-            WARNING,
-            spec.alert,
-            f"warning > {spec.threshold:g} °C",
-            f"{value:g} °C",
-        )
-        for labels, value in readings.get(TEMPERATURE.name)
+        _finding(check, title, labels, value, COUNT, WARNING, spec.alert, bounds, f"{value:g} °C")
+        for labels, value in readings.get(metric)
         if value > spec.threshold
     ]
 
@@ -465,23 +399,7 @@ def optics(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
                     )
                 )
     hot = _spec(table, "NPUOpticalTemperatureHigh")
-    if hot is not None and hot.threshold is not None:
-        out += [
-            _finding(
-                "optical_temperature",
-                "Optical module temperature",
-                labels,
-                value,
-                COUNT,
-                WARNING,
-                hot.alert,
-                f"warning > {hot.threshold:g} °C",
-                f"{value:g} °C",
-            )
-            for labels, value in readings.get(OPTICAL_TEMPERATURE.name)
-            if value > hot.threshold
-        ]
-    return out
+    return out + too_hot(readings, hot, OPTICAL_TEMPERATURE.name, "optical_temperature", "Optical module temperature")
 
 
 def gaps(readings: HardwareReadings) -> list[Finding]:

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from exporter.diagnostics.hardware import ADVICE as HARDWARE_ADVICE
+from exporter.diagnostics.hardware_advice import ADVICE as HARDWARE_ADVICE
 from exporter.diagnostics.model import (
     COUNT,
     HARDWARE,
