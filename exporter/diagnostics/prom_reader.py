@@ -33,6 +33,7 @@ from exporter.diagnostics.promapi import (
     promql_duration,
     selector,
 )
+from exporter.diagnostics.verdicts import alert_spec
 from exporter.generate.common import profile_stale
 from exporter.generate.thresholds import Thresholds, duration_seconds
 from exporter.jobs.metrics import (
@@ -237,11 +238,8 @@ def read_isolated_pages(ask: _Asker, matchers: str) -> tuple[dict[ChipKey, tuple
 
 
 def _unstable_range(table: Thresholds) -> float:
-    try:
-        spec = table.alert("NPUUtilizationUnstable")
-    except KeyError:
-        return 600.0
-    return duration_seconds(spec.range) if spec.range else 600.0
+    spec = alert_spec(table, "NPUUtilizationUnstable")
+    return duration_seconds(spec.range) if spec is not None and spec.range else 600.0
 
 
 def read_in_use(ask: _Asker, matchers: str) -> set[tuple[str, str]]:

@@ -10,11 +10,7 @@ import pytest
 
 from exporter.commands.diagnose import use_colour
 from exporter.core.values import format_duration
-from exporter.diagnostics.analysis import (
-    analyse,
-    isolated_pages_verdict,
-    unstable_verdict,
-)
+from exporter.diagnostics.analysis import analyse
 from exporter.diagnostics.capacity import (
     CapacityInput,
     ChipHistory,
@@ -25,6 +21,7 @@ from exporter.diagnostics.capacity import (
     pct_text,
 )
 from exporter.diagnostics.charts import COLOURS, DASHES, MAX_LINES, lowest, series_style
+from exporter.diagnostics.chip_checks import isolated_pages_verdict, unstable_verdict
 from exporter.diagnostics.forecast import daily, forecast, linear_fit
 from exporter.diagnostics.model import (
     ChipStats,
