@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from exporter.core.values import format_duration
+from exporter.diagnostics.capacity_text import count_text, forecast_text, hours_text, pct_text
 from exporter.diagnostics.forecast import (
     DAY,
     MIN_FORECAST_DAYS,
@@ -382,36 +383,6 @@ def _hbm_forecasts(data: CapacityInput, hbm: Mapping[str, Hbm], bounds: Bounds, 
 NAMED_IN_SUMMARY = 10  # chips below the bound named in the summary; the section's table names them all
 
 
-def pct_text(value: float | None) -> str:
-    """A share as a percentage, one decimal; a non-zero share that would read 0.0% reads <0.1%."""
-    if value is None:
-        return "n/a"
-    if 0 < abs(value) < 0.0005:
-        return "<0.1%"
-    return f"{value * 100:.1f}%"
-
-
-def hours_text(value: float | None) -> str:
-    """Chip-hours with the precision they need: 1,234 / 56.7 / 3.21 / 0.49 / 0."""
-    if value is None:
-        return "n/a"
-    size = abs(value)
-    if size == 0:
-        return "0"
-    if size >= 100:
-        return f"{value:,.0f}"
-    if size >= 10:
-        return f"{value:.1f}"
-    if size >= 1:
-        return f"{value:.2f}"
-    return f"{value:.2g}" if size >= 0.001 else "<0.001"
-
-
-def _count(value: float | None, noun: str) -> str:
-    n = int(value or 0)
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
-
-
 def findings(r: CapacityReport) -> list[str]:
     t = r.totals
     b = r.bounds
@@ -423,7 +394,7 @@ def findings(r: CapacityReport) -> list[str]:
         )
     out += [
         (
-            f"{_count(t['chips'], 'chip')} on {_count(t['nodes'], 'node')}; {pct_text(t['allocation'])} of chip time in use "
+            f"{count_text(t['chips'], 'chip')} on {count_text(t['nodes'], 'node')}; {pct_text(t['allocation'])} of chip time in use "
             "(a process, pod or job on the chip)."
         ),
         (
@@ -455,22 +426,5 @@ def findings(r: CapacityReport) -> list[str]:
         out.append(
             "HBM above " + f"{b.hbm_full * 100:g}%: " + ", ".join(f"{n.instance} ({pct_text(n.hbm_peak_ratio)})" for n in full) + "."
         )
-    out += [_forecast_text(f) for f in r.forecasts if _forecast_text(f)]
+    out += [forecast_text(f) for f in r.forecasts if forecast_text(f)]
     return out
-
-
-def _forecast_text(f: Forecast) -> str:
-    per_week = f.slope_per_day * 7
-    trend = f"{per_week:+.2f} chips/week" if f.unit == "count" else f"{per_week * 100:+.1f} points/week"
-    if f.limit is None:
-        return f"Forecast, {f.name}: {trend} (linear fit of daily values)."
-    if f.days_to_limit is None:
-        return f"Forecast, {f.name}: {trend}; not heading for {_limit(f)}."
-    if f.days_to_limit == 0:
-        return f"Forecast, {f.name}: already at {_limit(f)}."
-    when = f"in about {f.days_to_limit:.1f} days" if f.days_to_limit <= 365 else "in more than a year"
-    return f"Forecast, {f.name}: {trend}; reaches {_limit(f)} {when} at this rate."
-
-
-def _limit(f: Forecast) -> str:
-    return f"{f.limit:g} chips" if f.unit == "count" else f"{(f.limit or 0) * 100:g}%"

@@ -17,6 +17,7 @@ from itertools import chain
 from typing import Any
 
 from exporter.diagnostics.capacity import CapacityInput
+from exporter.diagnostics.capacity_text import cost_text, kwh_text
 
 ChipKey = tuple[str, str, str, str]  # instance, npu, chip, device
 Point = tuple[float, float]
@@ -156,24 +157,6 @@ def _columns(times: Any, at: Any) -> tuple[Any, Any]:
         return np.zeros(len(at), dtype=np.int64), np.zeros(len(at), dtype=np.bool_)
     cols = np.minimum(np.searchsorted(times, at), len(times) - 1)
     return cols, times[cols] == at
-
-
-def kwh_text(value: float | None) -> str:
-    """kWh with the precision they need: 1,234 / 56.7 / 3.21 / 0.049."""
-    if value is None:
-        return "n/a"
-    size = abs(value)
-    if size >= 100:
-        return f"{value:,.0f}"
-    if size >= 10:
-        return f"{value:.1f}"
-    if size >= 1 or size == 0:
-        return f"{value:.2f}"
-    return f"{value:.2g}"
-
-
-def cost_text(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:,.2f}"
 
 
 def energy_findings(r: EnergyReport | None) -> list[str]:

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from exporter.core.values import format_duration
-from exporter.diagnostics.capacity import CapacityReport, hours_text, pct_text
-from exporter.diagnostics.energy import EnergyReport, EnergyRow, cost_text, energy_findings, kwh_text
+from exporter.diagnostics.capacity import CapacityReport
+from exporter.diagnostics.capacity_text import cost_text, hours_text, kwh_text, pct_text
+from exporter.diagnostics.energy import EnergyReport, EnergyRow, energy_findings
 from exporter.generate.thresholds import ABNORMAL, HEALTHY, WARNING
 
 GIB = float(1 << 30)

@@ -12,13 +12,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from exporter.diagnostics import capacity, capacity_grid, forecast
+from exporter.diagnostics import capacity, capacity_grid, capacity_text, forecast
 from exporter.diagnostics.capacity import CapacityInput, ChipHistory, NodeHbm, analyse_capacity
 from exporter.generate.thresholds import load_thresholds
 
 TABLE = load_thresholds()
 HOUR = 3600.0
-ANALYSIS = {Path(m.__file__ or "").resolve() for m in (capacity, capacity_grid, forecast)}
+ANALYSIS = {Path(m.__file__ or "").resolve() for m in (capacity, capacity_grid, capacity_text, forecast)}
 
 
 @contextmanager

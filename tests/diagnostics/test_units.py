@@ -17,9 +17,8 @@ from exporter.diagnostics.capacity import (
     NodeHbm,
     analyse_capacity,
     choose_step,
-    hours_text,
-    pct_text,
 )
+from exporter.diagnostics.capacity_text import hours_text, pct_text
 from exporter.diagnostics.charts import COLOURS, DASHES, MAX_LINES, lowest, series_style
 from exporter.diagnostics.chip_checks import isolated_pages_verdict, unstable_verdict
 from exporter.diagnostics.forecast import daily, forecast, linear_fit
