@@ -167,3 +167,18 @@ def test_a_malformed_listen_address_exits_2_naming_it(listen, tmp_path, capsys):
     )
     assert proc.returncode == 2 and "listen" in proc.stderr and "expected HOST:PORT" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "timeout", "bounded"),
+    [(["diagnose"], 15.0, "each HTTP request"), (["report", "--out", "r"], 30.0, "each query")],
+)
+def test_diagnose_and_report_bound_their_prometheus_requests_alike(argv, timeout, bounded, capsys):
+    text = " ".join(help_of(argv[0], capsys).split())
+    assert f"--timeout DURATION bound on {bounded}, connection to last byte (default: {timeout:g}s)" in text
+    args = build_parser().parse_args([*argv, "--prometheus", "http://p:9090"])
+    assert (args.timeout, args.deadline, args.selector, args.end) == (timeout, None, "", None)
+    args = build_parser().parse_args([*argv, "--prometheus", "http://p:9090", "--timeout", "500ms", "--deadline", "2m"])
+    assert (args.timeout, args.deadline) == (0.5, 120.0)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*argv, "--timeout", "2h"])  # over the 1h a request may take
