@@ -100,11 +100,16 @@ def label(value: object) -> str:
 
 
 class OnChip(Protocol):
-    """Anything placed on a chip: a chip, a process, a port."""
+    """Anything placed on a chip: a chip, a process, a port (read-only: the parts are frozen)."""
 
-    npu: int
-    chip: int
-    device: int | None
+    @property
+    def npu(self) -> int: ...
+
+    @property
+    def chip(self) -> int: ...
+
+    @property
+    def device(self) -> int | None: ...
 
 
 def chip_labels(item: OnChip) -> list[str]:
