@@ -40,9 +40,9 @@ class ChipsCollector:
             driver.add_metric([label(part.driver_version), label(part.tool_version)], 1)
             yield driver
         if part.chips_seen is not None:
-            count = family(m.DEVICES)
-            count.add_metric([], part.chips_seen)
-            yield count
+            seen = family(m.DEVICES)
+            seen.add_metric([], part.chips_seen)
+            yield seen
         expected = family(m.EXPECTED_DEVICES)
         for source, value in (("config", part.expected_devices), ("pci", part.pci_expected_devices)):
             if value is not None:

@@ -7,12 +7,30 @@ column it comes from.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from exporter.core import faultlevels
 from exporter.core.snapshot import PartKey
-from exporter.npusmi import parse as p
 from exporter.npusmi.faultcodes import FaultCodeTable
+from exporter.npusmi.parse import (
+    ChipCommon,
+    ChipEcc,
+    ChipFaultEvents,
+    ChipHccs,
+    ChipHccsBandwidth,
+    ChipHealth,
+    ChipMemory,
+    ChipPcieErrors,
+    ChipSensors,
+    ChipSio,
+    ChipUsages,
+    ChipVoltage,
+    HccsLink,
+    InfoChip,
+    SuperPod,
+)
 
 MIB = 1024 * 1024  # npu-smi's "MB" are MiB
 HEALTH_STATES = ("OK", "Warning", "Alarm", "Critical", "Unknown")
@@ -75,10 +93,10 @@ class ChipSample:
     # `-t sensors -c`: (sensor, celsius) for soc_max, sfp, ndie; its HBM reading is hbm_temperature_celsius
     sensor_temperatures: tuple[tuple[str, float], ...] = ()
     hccs_healthy: bool | None = None  # `-t hccs -c` hccs health status (OK / NOK)
-    hccs_links: tuple[p.HccsLink, ...] = ()  # `-t hccs -c` per-link lists
+    hccs_links: tuple[HccsLink, ...] = ()  # `-t hccs -c` per-link lists
     hccs_bandwidth: tuple[tuple[int, str, float], ...] = ()  # `-t hccs-bw -c`: (link, tx|rx, bytes per second)
     sio_errors: tuple[tuple[str, int], ...] = ()  # `-t sio-info -c`: (tx|rx, count)
-    superpod: p.SuperPod | None = None  # `-t spod-info -c` (inventory)
+    superpod: SuperPod | None = None  # `-t spod-info -c` (inventory)
 
 
 @dataclass(frozen=True)
@@ -111,113 +129,117 @@ class DevicesPart:
 
 # --- records -> samples (pure) ------------------------------------------------------------------
 
-
-def overview_values(chip: p.InfoChip) -> dict[str, object]:
-    """ChipSample fields from the chip's rows of `npu-smi info`."""
-    ddr = has_ddr(chip)
-    return {
-        "health": health_state(chip.health),
-        "aicore_utilization_ratio": ratio(chip.aicore_percent),
-        "npu_utilization_ratio": ratio(chip.npu_util_percent),
-        "hbm_used_bytes": to_bytes(chip.hbm_used_mb),
-        "hbm_total_bytes": to_bytes(chip.hbm_total_mb),
-        "memory_used_bytes": to_bytes(chip.memory_used_mb) if ddr else None,
-        "memory_total_bytes": to_bytes(chip.memory_total_mb) if ddr else None,
-        "hugepages_used": chip.hugepages_used,
-        "hugepages_total": chip.hugepages_total,
-        "power_watts": chip.power_watts,
-        "temperature_celsius": chip.temperature_celsius,
-    }
-
-
-def detail_values(sample: ChipSample, details: dict[str, object]) -> dict[str, object]:
-    """ChipSample fields from the chip's fresh `-t` records, by kind (usages, common, ...)."""
-    changes: dict[str, object] = {}
-    usages = details.get("usages")
-    if isinstance(usages, p.ChipUsages):
-        changes.update(
-            aivector_utilization_ratio=ratio(usages.aivector_percent),
-            aicube_utilization_ratio=ratio(usages.aicube_percent),
-            aicpu_utilization_ratio=ratio(usages.aicpu_percent),
-            ctrlcpu_utilization_ratio=ratio(usages.ctrlcpu_percent),
-            hbm_bandwidth_utilization_ratio=ratio(usages.hbm_bandwidth_percent),
-        )
-        if sample.memory_total_bytes is not None:
-            changes["ddr_bandwidth_utilization_ratio"] = ratio(usages.ddr_bandwidth_percent)
-        if sample.npu_utilization_ratio is None:
-            changes["npu_utilization_ratio"] = ratio(usages.npu_util_percent)
-    common = details.get("common")
-    if isinstance(common, p.ChipCommon):
-        changes.update(
-            aicore_frequency_hertz=hertz(common.aicore_cur_freq_mhz),
-            aicore_rated_frequency_hertz=hertz(common.aicore_freq_mhz),
-        )
-    memory = details.get("memory")
-    if isinstance(memory, p.ChipMemory):
-        changes["hbm_temperature_celsius"] = memory.hbm_temperature_celsius
-    changes.update(hardware_values(details))
-    ecc = details.get("ecc")
-    if isinstance(ecc, p.ChipEcc):
-        # 910B/A3 print DDR lines although they have no DDR: only chips with DDR keep them.
-        memories = ("ddr", "hbm") if sample.memory_total_bytes is not None else ("hbm",)
-        for field, suffix in ECC_FIELDS.items():
-            changes[field] = ecc_counts(ecc, suffix, memories)
-    return changes
-
-
-def fault_values(sample: ChipSample, details: dict[str, object], table: FaultCodeTable) -> dict[str, object]:
-    """health_errors and fault_level: the codes of `-t health` (asked only when the overview health is
-    not OK; an OK chip has none) and the event ids of `-t current-fault-event` (950), each with its
-    level, and the most severe level."""
-    if sample.health is None:
-        return {}
-    codes: tuple[str, ...] = ()
-    if sample.health != "OK":
-        health = details.get("health")
-        if not isinstance(health, p.ChipHealth):
-            return {}  # not read (yet): the level is not known
-        codes = health.error_codes
-    events = details.get("current-fault-event")
-    if isinstance(events, p.ChipFaultEvents):
-        codes += tuple(event.event_id for event in events.events)
-    errors = tuple(FaultCode(code, table.level(code)) for code in dict.fromkeys(codes))
-    return {"health_errors": errors, "fault_level": faultlevels.most_severe(e.level for e in errors)}
-
-
+R = TypeVar("R")
 GB = 1e9  # `-t hccs-bw` prints GB/S
+Faults = tuple[tuple[FaultCode, ...], str | None]  # health_errors, fault_level
 
 
-def hardware_values(details: dict[str, object]) -> dict[str, object]:
-    """ChipSample fields from the per-chip health and interconnect records (queries.py)."""
-    changes: dict[str, object] = {}
-    volt = details.get("volt")
-    if isinstance(volt, p.ChipVoltage):
-        changes["voltage_volts"] = volt.voltage_volts
-    pcie = details.get("pcie-err")
-    if isinstance(pcie, p.ChipPcieErrors):
-        changes["pcie_errors"] = pcie.counts
-    sensors = details.get("sensors")
-    if isinstance(sensors, p.ChipSensors):
-        readings = dict(sensors.temperatures)
-        # One HBM temperature: the sensors' reading where printed, else `-t memory`'s.
-        if readings.get("hbm") is not None:
-            changes["hbm_temperature_celsius"] = readings["hbm"]
-        changes["sensor_temperatures"] = tuple((name, value) for name, value in sensors.temperatures if name != "hbm")
-    hccs = details.get("hccs")
-    if isinstance(hccs, p.ChipHccs):
-        changes.update(hccs_healthy=hccs.healthy, hccs_links=hccs.links)
-    bandwidth = details.get("hccs-bw")
-    if isinstance(bandwidth, p.ChipHccsBandwidth):
-        changes["hccs_bandwidth"] = tuple(
+def chip_sample(
+    identity: ChipSample,
+    chip: InfoChip,
+    details: Mapping[str, object],
+    table: FaultCodeTable,
+    *,
+    energy_joules: float | None = None,
+    peak_flops: tuple[tuple[str, float], ...] = (),
+    card_power_watts: float | None = None,
+) -> ChipSample:
+    """``identity`` read now: the values of its rows of `npu-smi info` and of its fresh `-t`
+    records by kind (usages, common, ...; queries.py). ``card_power_watts`` (310P) stands in for
+    a chip printing no power. Built in one call: it runs for every chip at every snapshot."""
+    ddr = has_ddr(chip)
+    health = health_state(chip.health)
+    health_errors, fault_level = chip_faults(health, details, table)
+    npu_utilization = ratio(chip.npu_util_percent)
+    usages = record_of(details, "usages", ChipUsages)
+    common = record_of(details, "common", ChipCommon)
+    memory = record_of(details, "memory", ChipMemory)
+    volt = record_of(details, "volt", ChipVoltage)
+    pcie = record_of(details, "pcie-err", ChipPcieErrors)
+    sensors = record_of(details, "sensors", ChipSensors)
+    hccs = record_of(details, "hccs", ChipHccs)
+    bandwidth = record_of(details, "hccs-bw", ChipHccsBandwidth)
+    sio = record_of(details, "sio-info", ChipSio)
+    # One HBM temperature: the sensors' reading where printed, else `-t memory`'s.
+    hbm_sensor = dict(sensors.temperatures).get("hbm") if sensors else None
+    ecc, ecc_aggregate, ecc_isolated_pages = ecc_values(record_of(details, "ecc", ChipEcc), ddr)
+    return ChipSample(
+        npu=identity.npu,
+        chip=identity.chip,
+        device=identity.device,
+        up=True,
+        model=identity.model,
+        bus_id=identity.bus_id,
+        phy_id=identity.phy_id,
+        vdie_id=identity.vdie_id,
+        superpod=identity.superpod,
+        health=health,
+        health_errors=health_errors,
+        fault_level=fault_level,
+        aicore_utilization_ratio=ratio(chip.aicore_percent),
+        aivector_utilization_ratio=ratio(usages.aivector_percent) if usages else None,
+        aicube_utilization_ratio=ratio(usages.aicube_percent) if usages else None,
+        aicpu_utilization_ratio=ratio(usages.aicpu_percent) if usages else None,
+        ctrlcpu_utilization_ratio=ratio(usages.ctrlcpu_percent) if usages else None,
+        npu_utilization_ratio=ratio(usages.npu_util_percent) if npu_utilization is None and usages else npu_utilization,
+        hbm_used_bytes=to_bytes(chip.hbm_used_mb),
+        hbm_total_bytes=to_bytes(chip.hbm_total_mb),
+        hbm_bandwidth_utilization_ratio=ratio(usages.hbm_bandwidth_percent) if usages else None,
+        memory_used_bytes=to_bytes(chip.memory_used_mb) if ddr else None,
+        memory_total_bytes=to_bytes(chip.memory_total_mb) if ddr else None,
+        ddr_bandwidth_utilization_ratio=ratio(usages.ddr_bandwidth_percent) if usages and ddr else None,
+        hugepages_used=chip.hugepages_used,
+        hugepages_total=chip.hugepages_total,
+        power_watts=chip.power_watts if chip.power_watts is not None else card_power_watts,
+        peak_flops=peak_flops,
+        energy_joules=energy_joules,
+        temperature_celsius=chip.temperature_celsius,
+        hbm_temperature_celsius=hbm_sensor if hbm_sensor is not None else (memory.hbm_temperature_celsius if memory else None),
+        aicore_frequency_hertz=hertz(common.aicore_cur_freq_mhz) if common else None,
+        aicore_rated_frequency_hertz=hertz(common.aicore_freq_mhz) if common else None,
+        ecc=ecc,
+        ecc_aggregate=ecc_aggregate,
+        ecc_isolated_pages=ecc_isolated_pages,
+        voltage_volts=volt.voltage_volts if volt else None,
+        pcie_errors=pcie.counts if pcie else (),
+        sensor_temperatures=tuple((name, value) for name, value in sensors.temperatures if name != "hbm") if sensors else (),
+        hccs_healthy=hccs.healthy if hccs else None,
+        hccs_links=hccs.links if hccs else (),
+        hccs_bandwidth=tuple(
             (link, direction, value * GB) for link, tx, rx in bandwidth.links for direction, value in (("tx", tx), ("rx", rx))
         )
-    sio = details.get("sio-info")
-    if isinstance(sio, p.ChipSio):
-        changes["sio_errors"] = tuple((d, n) for d, n in (("tx", sio.tx_errors), ("rx", sio.rx_errors)) if n is not None)
-    return changes
+        if bandwidth
+        else (),
+        sio_errors=tuple((d, n) for d, n in (("tx", sio.tx_errors), ("rx", sio.rx_errors)) if n is not None) if sio else (),
+    )
 
 
-def has_ddr(chip: p.InfoChip) -> bool:
+def record_of(details: Mapping[str, object], kind: str, record_type: type[R]) -> R | None:
+    """The fresh record of ``kind``, if it is one of ``record_type``."""
+    found = details.get(kind)
+    return found if isinstance(found, record_type) else None
+
+
+def chip_faults(health: str | None, details: Mapping[str, object], table: FaultCodeTable) -> Faults:
+    """health_errors and fault_level: the codes of `-t health` (asked only when the overview health is
+    not OK; an OK chip has none) and the event ids of `-t current-fault-event` (950), each with its
+    level, and the most severe level. ((), None) while the codes of a chip not OK are not read."""
+    if health is None:
+        return (), None
+    codes: tuple[str, ...] = ()
+    if health != "OK":
+        read = record_of(details, "health", ChipHealth)
+        if read is None:
+            return (), None  # not read (yet): the level is not known
+        codes = read.error_codes
+    events = record_of(details, "current-fault-event", ChipFaultEvents)
+    if events is not None:
+        codes += tuple(event.event_id for event in events.events)
+    errors = tuple(FaultCode(code, table.level(code)) for code in dict.fromkeys(codes))
+    return errors, faultlevels.most_severe(e.level for e in errors)
+
+
+def has_ddr(chip: InfoChip) -> bool:
     """910B/A3/950 print DDR as `0 / 0` (they have none): that is absence, not an empty DDR."""
     return bool(chip.memory_total_mb)
 
@@ -244,11 +266,19 @@ def health_state(value: str | None) -> str | None:
     return "Unknown"
 
 
-# ChipSample field -> the ChipEcc field suffix it reads.
-ECC_FIELDS = {"ecc": "errors", "ecc_aggregate": "aggregate_total", "ecc_isolated_pages": "isolated_pages"}
+EccCounts = tuple[EccCount, ...]
 
 
-def ecc_counts(ecc: p.ChipEcc, suffix: str, memories: tuple[str, ...] = ("ddr", "hbm")) -> tuple[EccCount, ...]:
+def ecc_values(ecc: ChipEcc | None, ddr: bool) -> tuple[EccCounts, EccCounts, EccCounts]:
+    """ecc, ecc_aggregate and ecc_isolated_pages of `-t ecc`. 910B/A3 print DDR lines although
+    they have no DDR: only chips with DDR keep them."""
+    if ecc is None:
+        return (), (), ()
+    memories = ("ddr", "hbm") if ddr else ("hbm",)
+    return ecc_counts(ecc, "errors", memories), ecc_counts(ecc, "aggregate_total", memories), ecc_counts(ecc, "isolated_pages", memories)
+
+
+def ecc_counts(ecc: ChipEcc, suffix: str, memories: tuple[str, ...] = ("ddr", "hbm")) -> EccCounts:
     """The counts printed for ``suffix`` (errors, aggregate_total, isolated_pages), per memory and kind."""
     out = []
     for memory in memories:

@@ -16,14 +16,33 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from exporter.npusmi import parse as p
 from exporter.npusmi.options import NpuSmiOptions
+from exporter.npusmi.parse import (
+    NpuSmiError,
+    parse_hccs,
+    parse_hccs_bandwidth,
+    parse_pcie_errors,
+    parse_sensors,
+    parse_sio,
+    parse_superpod,
+    parse_volt,
+)
 
 log = logging.getLogger("exporter.npusmi")
 
 Parser = Callable[..., Any]  # (text, *, npu_id, chip_id) -> one record or a tuple of them
+
+
+class ChipRecord(Protocol):
+    """A parsed `-t` answer for one chip: kept under (kind, (npu_id, chip_id))."""
+
+    @property
+    def npu_id(self) -> int: ...
+
+    @property
+    def chip_id(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -56,14 +75,14 @@ class ChipQuery:
 
 
 CHIP_QUERIES = (
-    ChipQuery("volt", ("volt",), p.parse_volt, HARDWARE),
-    ChipQuery("pcie-err", ("pcie-err", "err-count"), p.parse_pcie_errors, HARDWARE),  # err-count: Atlas 310 cards
-    ChipQuery("sensors", ("sensors",), p.parse_sensors, HARDWARE),
-    ChipQuery("sio-info", ("sio-info",), p.parse_sio, HARDWARE),
-    ChipQuery("hccs", ("hccs",), p.parse_hccs, HARDWARE),
-    ChipQuery("hccs-bw", ("hccs-bw",), p.parse_hccs_bandwidth, HCCS_BW, _sample_time),
+    ChipQuery("volt", ("volt",), parse_volt, HARDWARE),
+    ChipQuery("pcie-err", ("pcie-err", "err-count"), parse_pcie_errors, HARDWARE),  # err-count: Atlas 310 cards
+    ChipQuery("sensors", ("sensors",), parse_sensors, HARDWARE),
+    ChipQuery("sio-info", ("sio-info",), parse_sio, HARDWARE),
+    ChipQuery("hccs", ("hccs",), parse_hccs, HARDWARE),
+    ChipQuery("hccs-bw", ("hccs-bw",), parse_hccs_bandwidth, HCCS_BW, _sample_time),
 )
-SUPERPOD = ChipQuery("spod-info", ("spod-info",), p.parse_superpod, None)
+SUPERPOD = ChipQuery("spod-info", ("spod-info",), parse_superpod, None)
 
 
 def group_queries(group: Group, kinds: Iterable[str]) -> tuple[ChipQuery, ...]:
@@ -75,7 +94,7 @@ def records_of(result: object) -> tuple[Any, ...]:
     return result if isinstance(result, tuple) else (result,)
 
 
-def is_unsupported(error: p.NpuSmiError) -> bool:
+def is_unsupported(error: NpuSmiError) -> bool:
     """npu-smi's "This device does not support querying <type>." (not a dcmi -8255 failure)."""
     return error.reason == "not_supported" and "support querying" in str(error)
 

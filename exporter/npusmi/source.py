@@ -28,7 +28,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -39,23 +39,43 @@ from exporter.core.clock import Clock, Stamped
 from exporter.core.health import Failure, HealthRegistry
 from exporter.core.runner import CommandRunner, RunError, RunResult
 from exporter.core.sampler import Task
-from exporter.npusmi import parse as p
 from exporter.npusmi.energy import EnergyIntegrator
 from exporter.npusmi.faultcodes import FaultCodeTable, load_fault_codes
 from exporter.npusmi.options import CARD_KINDS, DETAIL_KINDS, NpuSmiOptions
-from exporter.npusmi.part import (
-    ChipSample,
-    DevicesPart,
-    ProcessSample,
-    detail_values,
-    fault_values,
-    health_state,
-    overview_values,
-    to_bytes,
+from exporter.npusmi.parse import (
+    BoardInfo,
+    ChipMapEntry,
+    CommonInfo,
+    InfoChip,
+    InfoTable,
+    NpuSmiError,
+    SuperPod,
+    detect_error,
+    parse_board,
+    parse_chip_map,
+    parse_common,
+    parse_current_fault_event,
+    parse_ecc,
+    parse_health,
+    parse_info,
+    parse_memory,
+    parse_usages,
 )
+from exporter.npusmi.part import ChipSample, DevicesPart, ProcessSample, chip_sample, health_state, to_bytes
 from exporter.npusmi.pci import PciCount, pci_count
 from exporter.npusmi.peak import merged, peaks_of
-from exporter.npusmi.queries import CHIP_QUERIES, GROUPS, SUPERPOD, ChipQuery, Group, Unsupported, group_queries, is_unsupported, records_of
+from exporter.npusmi.queries import (
+    CHIP_QUERIES,
+    GROUPS,
+    SUPERPOD,
+    ChipQuery,
+    ChipRecord,
+    Group,
+    Unsupported,
+    group_queries,
+    is_unsupported,
+    records_of,
+)
 
 log = logging.getLogger("exporter.npusmi")
 
@@ -92,22 +112,22 @@ class NpuSmiSource:
         self.runner = runner
         self.health = health
         self.clock = clock
-        self._table: p.InfoTable | None = None
+        self._table: InfoTable | None = None
         self._table_at = -math.inf  # never read: infinitely old on the monotonic clock
         self._table_ok = False
-        self._known: dict[ChipKey, p.InfoChip] = {}  # every chip ever seen, for npu_up 0
-        self._map: dict[ChipKey, p.ChipMapEntry] = {}
+        self._known: dict[ChipKey, InfoChip] = {}  # every chip ever seen, for npu_up 0
+        self._map: dict[ChipKey, ChipMapEntry] = {}
         self._map_keys: frozenset[ChipKey] | None = None
         self._map_driver: str | None = None  # the driver version the inventory was read under
         self._inventory_at: float | None = None
-        self._boards: dict[ChipKey, p.BoardInfo] = {}
+        self._boards: dict[ChipKey, BoardInfo] = {}
         self._details: dict[tuple[str, ChipKey], Stamped[object]] = {}
         self._asked_at_once: set[ChipKey] = set()  # unwell chips whose codes refresh_info asked for
         self._card_power: dict[int, Stamped[float]] = {}  # 310P: MCU power of `-t common`
         self._pci: PciCount | None = None  # Ascend PCI functions in sysfs, read with the inventory
         self.peaks = merged(options.peak_flops)  # model -> precision -> FLOP/s
         self.energy = EnergyIntegrator()  # fed by every power read: `info` Power(W), 310P card power
-        self._superpods: dict[ChipKey, p.SuperPod] = {}  # `-t spod-info`, read with the inventory
+        self._superpods: dict[ChipKey, SuperPod] = {}  # `-t spod-info`, read with the inventory
         self.unsupported = Unsupported()
 
     # --- scheduled work ------------------------------------------------------------------
@@ -119,8 +139,8 @@ class NpuSmiSource:
         start = time.monotonic()
         failures: list[Failure] = []
         try:
-            table = p.parse_info((await self._run("info", urgent=True)).output)
-        except (RunError, p.NpuSmiError) as exc:
+            table = parse_info((await self._run("info", urgent=True)).output)
+        except (RunError, NpuSmiError) as exc:
             failures.append(Failure("info", exc.reason, str(exc)))
             self._table_ok = False
         else:
@@ -166,8 +186,8 @@ class NpuSmiSource:
         self._inventory_at = self.clock()
         self._pci = pci_count(Path(self.options.sysfs))
         try:
-            entries = p.parse_chip_map((await self._run("info", "-m")).output)
-        except (RunError, p.NpuSmiError) as exc:
+            entries = parse_chip_map((await self._run("info", "-m")).output)
+        except (RunError, NpuSmiError) as exc:
             failures.append(Failure("info -m", exc.reason, str(exc)))
         else:
             self._map = {(e.npu_id, e.chip_id): e for e in entries if e.is_chip}
@@ -258,7 +278,8 @@ class NpuSmiSource:
         table = self._table
         fresh = self._table_ok and now - self._table_at <= self.max_age
         listed = {(c.npu_id, c.chip_id): c for c in table.chips} if table and self._table_ok else {}
-        chips = tuple(self._chip_sample(key, chip, up=fresh and key in listed, now=now) for key, chip in sorted(self._known.items()))
+        ages = {kind: self._max_age(kind) for kind in DETAIL_KINDS}  # once, not per chip
+        chips = tuple(self._chip_sample(key, chip, fresh and key in listed, now, ages) for key, chip in sorted(self._known.items()))
         return DevicesPart(
             chips=chips,
             processes=self._processes(table) if now - self._table_at <= self.max_age else (),
@@ -272,7 +293,7 @@ class NpuSmiSource:
             energy_skipped_intervals=self.energy.skipped_intervals,
         )
 
-    def _chip_sample(self, key: ChipKey, chip: p.InfoChip, up: bool, now: float) -> ChipSample:
+    def _chip_sample(self, key: ChipKey, chip: InfoChip, up: bool, now: float, ages: Mapping[str, float]) -> ChipSample:
         mapped = self._map.get(key)
         board = self._boards.get(key)
         sample = ChipSample(
@@ -288,16 +309,22 @@ class NpuSmiSource:
         )
         if not up:
             return sample  # identity only: a chip we cannot read has no values
-        sample = replace(sample, **overview_values(chip))  # type: ignore[arg-type]
-        details = self._fresh_details(key, now)
-        changes = detail_values(sample, details) | fault_values(sample, details, self.fault_codes)
-        changes["energy_joules"] = self.energy.joules(key)
-        changes["peak_flops"] = peaks_of(chip.name, self.peaks)
-        card_power = self._card_power.get(key[0])
-        if sample.power_watts is None and key[1] == _first_chip(self._known, key[0]) and card_power:
-            if card_power.fresh(now, self.max_age):
-                changes["power_watts"] = card_power.value  # 310P: card power, on the card's first chip
-        return replace(sample, **changes) if changes else sample  # type: ignore[arg-type]
+        return chip_sample(
+            sample,
+            chip,
+            self._fresh_details(key, now, ages),
+            self.fault_codes,
+            energy_joules=self.energy.joules(key),
+            peak_flops=peaks_of(chip.name, self.peaks),
+            card_power_watts=self._card_power_watts(key, chip, now),
+        )
+
+    def _card_power_watts(self, key: ChipKey, chip: InfoChip, now: float) -> float | None:
+        """310P: the card's `-t common` power, served on its first chip, which prints none."""
+        card = self._card_power.get(key[0])
+        if card is None or chip.power_watts is not None or key[1] != _first_chip(self._known, key[0]):
+            return None
+        return card.value if card.fresh(now, self.max_age) else None
 
     def _unwell_chips(self) -> list[ChipKey]:
         """Chips the latest overview shows as not OK: the only ones worth a `-t health` call."""
@@ -305,10 +332,12 @@ class NpuSmiSource:
             return []
         return sorted((c.npu_id, c.chip_id) for c in self._table.chips if health_state(c.health) not in (None, "OK"))
 
-    def _fresh_details(self, key: ChipKey, now: float) -> dict[str, object]:
-        out = {}
-        for kind in DETAIL_KINDS:
-            if (stamped := self._fresh(kind, key, now)) is not None:
+    def _fresh_details(self, key: ChipKey, now: float, ages: Mapping[str, float]) -> dict[str, object]:
+        """The chip's detail records by kind, those still servable (``ages``: _max_age by kind)."""
+        out: dict[str, object] = {}
+        for kind, age in ages.items():
+            stamped = self._details.get((kind, key))
+            if stamped is not None and stamped.fresh(now, age):
                 out[kind] = stamped.value
         return out
 
@@ -318,7 +347,7 @@ class NpuSmiSource:
         group = next((q.group for q in CHIP_QUERIES if q.kind == kind), None)
         return self.max_age if group is None else max(self.max_age, 2 * self._interval(group))
 
-    def _processes(self, table: p.InfoTable | None) -> tuple[ProcessSample, ...]:
+    def _processes(self, table: InfoTable | None) -> tuple[ProcessSample, ...]:
         if table is None or not table.processes:
             return ()
         out = []
@@ -337,7 +366,7 @@ class NpuSmiSource:
         for a slot, so their batch never ages the chips out (max_age)."""
         result = await self.runner.run([*self.command, *args], urgent=urgent)
         if result.returncode != 0:
-            error = p.detect_error(result.output)
+            error = detect_error(result.output)
             if error is not None:
                 raise error
             raise RunError("exit_status", f"npu-smi {' '.join(args)} exited with status {result.returncode}")
@@ -350,7 +379,7 @@ class NpuSmiSource:
         (RunError, NpuSmiError); the parser can find the answer in a status-0 output too."""
         try:
             return parse((await self._run("info", "-t", kind, "-i", str(npu), *args)).output)
-        except p.NpuSmiError as exc:
+        except NpuSmiError as exc:
             if not is_unsupported(exc):
                 raise
             self.unsupported.add(kind, npu)
@@ -359,8 +388,8 @@ class NpuSmiSource:
     async def _board(self, key: ChipKey) -> Failure | None:
         npu, chip = key
         try:
-            board = p.parse_board((await self._run("info", "-t", "board", "-i", str(npu), "-c", str(chip))).output, npu_id=npu)
-        except (RunError, p.NpuSmiError) as exc:
+            board = parse_board((await self._run("info", "-t", "board", "-i", str(npu), "-c", str(chip))).output, npu_id=npu)
+        except (RunError, NpuSmiError) as exc:
             return Failure(f"board -i {npu} -c {chip}", exc.reason, str(exc))
         self._boards[key] = board
         return None
@@ -377,7 +406,7 @@ class NpuSmiSource:
             parse = partial(query.parse, npu_id=npu, chip_id=chip)
             try:
                 found = await self._ask(kind, npu, parse, "-c", str(chip), *query.args(self.options))
-            except (RunError, p.NpuSmiError) as exc:
+            except (RunError, NpuSmiError) as exc:
                 return Failure(subject, exc.reason, str(exc)), subject, None
             if found is not None:
                 return None, subject, found
@@ -388,8 +417,8 @@ class NpuSmiSource:
         npu, chip = key
         try:
             text = (await self._run("info", "-t", "health", "-i", str(npu), "-c", str(chip))).output
-            record = p.parse_health(text, npu_id=npu, chip_id=chip)[0]
-        except (RunError, p.NpuSmiError) as exc:
+            record = parse_health(text, npu_id=npu, chip_id=chip)[0]
+        except (RunError, NpuSmiError) as exc:
             return Failure(f"health -i {npu} -c {chip}", exc.reason, str(exc))
         self._details[("health", key)] = Stamped(record, self.clock())
         return None
@@ -397,12 +426,12 @@ class NpuSmiSource:
     async def _detail(self, kind: str, npu: int) -> Failure | None:
         try:
             records = await self._ask(kind, npu, partial(_DETAIL_PARSERS[kind], npu_id=npu))
-        except (RunError, p.NpuSmiError) as exc:
+        except (RunError, NpuSmiError) as exc:
             return Failure(f"{kind} -i {npu}", exc.reason, str(exc))
         if records is None:
             return None  # unsupported (current-fault-event before the 950): no failure, not asked again
         now = self.clock()
-        if isinstance(records, p.CommonInfo):
+        if isinstance(records, CommonInfo):
             if records.mcu_power_watts is not None:
                 self._card_power[npu] = Stamped(records.mcu_power_watts, now)
                 self._add_card_energy(npu, records.mcu_power_watts, now)
@@ -437,14 +466,14 @@ class NpuSmiSource:
         return self.clock() - self._inventory_at >= self.options.inventory_interval
 
 
-_DETAIL_PARSERS: dict[str, Callable[..., Iterable[object] | p.CommonInfo]] = {
-    "usages": p.parse_usages,
-    "common": p.parse_common,
-    "ecc": p.parse_ecc,
-    "memory": p.parse_memory,
-    "current-fault-event": p.parse_current_fault_event,  # Ascend 950: its event ids are fault codes
+_DETAIL_PARSERS: dict[str, Callable[..., tuple[ChipRecord, ...] | CommonInfo]] = {
+    "usages": parse_usages,
+    "common": parse_common,
+    "ecc": parse_ecc,
+    "memory": parse_memory,
+    "current-fault-event": parse_current_fault_event,  # Ascend 950: its event ids are fault codes
 }
 
 
-def _first_chip(known: dict[ChipKey, p.InfoChip], npu: int) -> int:
+def _first_chip(known: dict[ChipKey, InfoChip], npu: int) -> int:
     return min((c for n, c in known if n == npu), default=0)

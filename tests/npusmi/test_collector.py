@@ -11,7 +11,7 @@ from exporter.npusmi.part import (
     EccCount,
     FaultCode,
     ProcessSample,
-    detail_values,
+    ecc_values,
 )
 from tests.support.exposition import render, value, values
 
@@ -69,13 +69,10 @@ def test_each_ecc_family_holds_only_what_the_chip_printed():
     no isolated pages; a 910B prints DDR lines but has no DDR, so only HBM is kept."""
     text_310 = "\tSingle-bit Error Count         : 2\n\tDouble-bit Error Count         : 0\n\tChip ID                        : 0\n"
     (ecc_310,) = parse_ecc(text_310, npu_id=0)
-    on_310 = detail_values(chip(0, memory_total_bytes=8.0 * 2**30), {"ecc": ecc_310})
-    assert on_310 == {
-        "ecc": (EccCount("ddr", "single_bit", 2), EccCount("ddr", "double_bit", 0)),
-        "ecc_aggregate": (),
-        "ecc_isolated_pages": (),
-    }
-    found = render(ChipsCollector(), DevicesPart(chips=(chip(0, **on_310),)))
+    on_310 = ecc_values(ecc_310, ddr=True)
+    assert on_310 == ((EccCount("ddr", "single_bit", 2), EccCount("ddr", "double_bit", 0)), (), ())
+    errors, aggregate, isolated = on_310
+    found = render(ChipsCollector(), DevicesPart(chips=(chip(0, ecc=errors, ecc_aggregate=aggregate, ecc_isolated_pages=isolated),)))
     assert value(found, "npu_ecc_errors_total", type="single_bit") == 2
     assert value(found, "npu_ecc_aggregate_errors_total", type="single_bit") is None
     assert value(found, "npu_ecc_isolated_pages", type="single_bit") is None
@@ -88,7 +85,7 @@ def test_each_ecc_family_holds_only_what_the_chip_printed():
     ]
     text_910b = "".join(f"\t{line:<40} : {n}\n" for n, line in enumerate(lines, start=1)) + "\tChip ID : 0\n"
     (ecc_910b,) = parse_ecc(text_910b, npu_id=0)
-    on_910b = detail_values(chip(0), {"ecc": ecc_910b})  # no memory_total_bytes: no DDR
-    assert on_910b["ecc_isolated_pages"] == (EccCount("hbm", "single_bit", 9), EccCount("hbm", "double_bit", 12))
-    assert on_910b["ecc_aggregate"] == (EccCount("hbm", "single_bit", 8), EccCount("hbm", "double_bit", 11))
-    assert on_910b["ecc"] == (EccCount("hbm", "single_bit", 7), EccCount("hbm", "double_bit", 10))
+    errors, aggregate, isolated = ecc_values(ecc_910b, ddr=False)  # no DDR: its printed lines are dropped
+    assert isolated == (EccCount("hbm", "single_bit", 9), EccCount("hbm", "double_bit", 12))
+    assert aggregate == (EccCount("hbm", "single_bit", 8), EccCount("hbm", "double_bit", 11))
+    assert errors == (EccCount("hbm", "single_bit", 7), EccCount("hbm", "double_bit", 10))

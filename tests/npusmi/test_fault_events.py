@@ -12,7 +12,7 @@ from exporter.core.runner import CommandRunner
 from exporter.npusmi.faultcodes import load_fault_codes
 from exporter.npusmi.options import NpuSmiOptions
 from exporter.npusmi.parse import ChipFaultEvents, ChipHealth, FaultEvent, NpuSmiError, parse_current_fault_event
-from exporter.npusmi.part import ChipSample, FaultCode, fault_values
+from exporter.npusmi.part import FaultCode, chip_faults
 from exporter.npusmi.source import NpuSmiSource
 from exporter.simulator.faultevents import FAMILY_950, UNSUPPORTED, render_current_fault_event
 from exporter.simulator.models import MODELS
@@ -57,26 +57,16 @@ def test_a_bad_answer_is_an_npusmi_error(text: str, reason: str):
 TABLE = load_fault_codes()
 
 
-def chip(health: str) -> ChipSample:
-    return ChipSample(npu=0, chip=0, device=0, up=True, health=health)
-
-
 def test_event_ids_take_the_health_codes_path():
     events = parse_current_fault_event(SAMPLE, npu_id=0)[0]
     # An OK chip (no -t health call) with an active RestartNPU event.
-    assert fault_values(chip("OK"), {"current-fault-event": events}, TABLE) == {
-        "health_errors": (FaultCode("81AF8000", "RestartNPU"),),
-        "fault_level": "RestartNPU",
-    }
+    assert chip_faults("OK", {"current-fault-event": events}, TABLE) == ((FaultCode("81AF8000", "RestartNPU"),), "RestartNPU")
     # A Critical chip: its health codes and the event ids together, once each, the most severe wins.
     health = ChipHealth(0, 0, "Critical", ("80E3A201", "81AF8000"))
-    found = fault_values(chip("Critical"), {"health": health, "current-fault-event": events}, TABLE)
-    assert found == {
-        "health_errors": (FaultCode("80E3A201", "SeparateNPU"), FaultCode("81AF8000", "RestartNPU")),
-        "fault_level": "SeparateNPU",
-    }
+    found = chip_faults("Critical", {"health": health, "current-fault-event": events}, TABLE)
+    assert found == ((FaultCode("80E3A201", "SeparateNPU"), FaultCode("81AF8000", "RestartNPU")), "SeparateNPU")
     # Codes not read for a chip that is not OK: its level is unknown to us, so absent.
-    assert fault_values(chip("Alarm"), {"current-fault-event": events}, TABLE) == {}
+    assert chip_faults("Alarm", {"current-fault-event": events}, TABLE) == ((), None)
 
 
 async def test_the_source_reads_events_through_a_real_subprocess(tmp_path):
