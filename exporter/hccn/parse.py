@@ -257,7 +257,7 @@ _LANE_KEY_RE = re.compile(r"^(tx power|rx power|tx bias)\s*([0-9])$")
 _A5_LANE_RE = re.compile(r"^(tx ?power|rx ?power|bias)\s*lane\s*([0-9])\s*\((dbm|mw|ma)\)$")
 _NOT_PRESENT_RE = re.compile(r"optical module is not present", re.IGNORECASE)
 
-# key (lower case, spaces collapsed) -> (OpticalInfo field, converter)
+# key (lower case, spaces collapsed) -> OpticalInfo field
 _OPTICAL_FLOATS = {
     "temperature": "temperature_celsius",
     "vcc": "vcc_mv",
@@ -283,7 +283,9 @@ def parse_optical(text: str) -> OpticalInfo:
         return OpticalInfo(present=False)
     if "|" in text and "power" in text.casefold():
         return _parse_optical_a5(text)
-    fields: dict[str, object] = {}
+    numbers: dict[str, float | None] = {}  # by OpticalInfo field
+    texts: dict[str, str | None] = {}
+    flags: dict[str, int | None] = {}
     lanes: dict[int, dict[str, float | None]] = {}
     present: bool | None = None
     seen = False
@@ -298,11 +300,11 @@ def parse_optical(text: str) -> OpticalInfo:
             present = {"present": True, "not present": False}.get(value.casefold())
         elif key in _OPTICAL_FLOATS:
             seen = True
-            fields[_OPTICAL_FLOATS[key]] = _float(value)
+            numbers[_OPTICAL_FLOATS[key]] = _float(value)
         elif key in _OPTICAL_TEXTS:
-            fields[_OPTICAL_TEXTS[key]] = value if value and value.upper() != "NA" else None
+            texts[_OPTICAL_TEXTS[key]] = value if value and value.upper() != "NA" else None
         elif key in ("tx los flag", "rx los flag"):
-            fields[key.split()[0] + "_los_flags"] = _hex(value)
+            flags[key.split()[0]] = _hex(value)
         else:
             lane = _LANE_KEY_RE.match(key)
             if lane:  # lane-less "Tx Power : NA" (absent module) is ignored on purpose
@@ -312,8 +314,30 @@ def parse_optical(text: str) -> OpticalInfo:
         raise _garbled(text, "optical info")
     return OpticalInfo(
         present=present,
-        lanes=tuple((index, OpticalLane(**values)) for index, values in sorted(lanes.items())),
-        **fields,  # type: ignore[arg-type]
+        temperature_celsius=numbers.get("temperature_celsius"),
+        vcc_mv=numbers.get("vcc_mv"),
+        lanes=_lanes(lanes),
+        temperature_high_celsius=numbers.get("temperature_high_celsius"),
+        temperature_low_celsius=numbers.get("temperature_low_celsius"),
+        vcc_high_mv=numbers.get("vcc_high_mv"),
+        vcc_low_mv=numbers.get("vcc_low_mv"),
+        tx_power_high_mw=numbers.get("tx_power_high_mw"),
+        tx_power_low_mw=numbers.get("tx_power_low_mw"),
+        rx_power_high_mw=numbers.get("rx_power_high_mw"),
+        rx_power_low_mw=numbers.get("rx_power_low_mw"),
+        tx_los_flags=flags.get("tx"),
+        rx_los_flags=flags.get("rx"),
+        vendor_name=texts.get("vendor_name"),
+        part_number=texts.get("part_number"),
+        identifier=texts.get("identifier"),
+    )
+
+
+def _lanes(lanes: dict[int, dict[str, float | None]]) -> tuple[tuple[int, OpticalLane], ...]:
+    """(lane index, readings) in lane order, from the readings by OpticalLane field."""
+    return tuple(
+        (index, OpticalLane(values.get("tx_power_mw"), values.get("rx_power_mw"), values.get("tx_bias_ma")))
+        for index, values in sorted(lanes.items())
     )
 
 
@@ -342,10 +366,7 @@ def _parse_optical_a5(text: str) -> OpticalInfo:
             break
     if not lanes:
         raise _garbled(text, "optical power rows")
-    return OpticalInfo(
-        present=True,
-        lanes=tuple((index, OpticalLane(**values)) for index, values in sorted(lanes.items())),
-    )
+    return OpticalInfo(present=True, lanes=_lanes(lanes))
 
 
 # --- -bandwidth -g ------------------------------------------------------------------------

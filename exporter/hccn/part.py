@@ -4,16 +4,25 @@ from parsed records to it, in base units (bits and bytes per second, watts, volt
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from exporter.core.snapshot import PartKey
-from exporter.hccn import records as p
-from exporter.hccn.records import NET_HEALTH_STATES
+from exporter.hccn.records import NET_HEALTH_STATES, Bandwidth, IpConfig, LinkStats, LinkStatus, NetHealth, OpticalInfo, Speed, StatCounters
 
 MEGABYTE = 1_000_000  # `MB/sec`: the tool does not say; network convention (10^6)
 MEGABIT = 1_000_000
-__all__ = ["NET_HEALTH_STATES", "NetworkCounter", "NetworkPart", "OpticalLaneSample", "PortSample", "classify_counters", "port_sample"]
+__all__ = [
+    "NET_HEALTH_STATES",
+    "Counters",
+    "NetworkCounter",
+    "NetworkPart",
+    "OpticalLaneSample",
+    "PortSample",
+    "classify_counters",
+    "port_sample",
+]
 
 
 @dataclass(frozen=True)
@@ -68,48 +77,61 @@ class NetworkPart:
 # --- records -> samples (pure) ------------------------------------------------------------------
 
 
-def port_sample(npu: int, chip: int, device: int | None, port: str, readings: dict[str, object]) -> PortSample:
+class Counters(NamedTuple):
+    """`-stat` counters by metric family."""
+
+    packets: tuple[NetworkCounter, ...] = ()
+    errors: tuple[NetworkCounter, ...] = ()
+    bytes: tuple[NetworkCounter, ...] = ()
+
+
+def port_sample(npu: int, chip: int, device: int | None, port: str, readings: Mapping[str, object]) -> PortSample:
     """One PortSample from the latest fresh record of each command (base units)."""
-    fields: dict[str, object] = {}
     link = readings.get("link")
-    if isinstance(link, p.LinkStatus):
-        fields["link_up"] = link.up
     stats = readings.get("link_stat")
-    if isinstance(stats, p.LinkStats):
-        fields["link_up_transitions"] = stats.up_count
-        fields["link_down_transitions"] = stats.down_count
     speed = readings.get("speed")
-    if isinstance(speed, p.Speed) and speed.megabits_per_second is not None:
-        fields["speed_bytes_per_second"] = speed.megabits_per_second * MEGABIT / 8
+    megabits = speed.megabits_per_second if isinstance(speed, Speed) else None  # None: Unknown!, link down
     health = readings.get("net_health")
-    if isinstance(health, p.NetHealth):
-        fields["health"] = health.status
     bandwidth = readings.get("bandwidth")
-    if isinstance(bandwidth, p.Bandwidth):
-        fields["receive_bytes_per_second"] = bandwidth.rx_mb_per_second * MEGABYTE
-        fields["transmit_bytes_per_second"] = bandwidth.tx_mb_per_second * MEGABYTE
     stat = readings.get("stat")
-    if isinstance(stat, p.StatCounters):
-        fields.update(classify_counters(stat.counters))
+    counters = classify_counters(stat.counters) if isinstance(stat, StatCounters) else Counters()
     optical = readings.get("optical")
-    if isinstance(optical, p.OpticalInfo):
-        fields.update(_optical(optical))
+    present, temperature, volts, lanes = _optical(optical) if isinstance(optical, OpticalInfo) else (None, None, None, ())
     ips = readings.get("ip")
-    if isinstance(ips, tuple) and ips:
-        fields["address"], fields["netmask"] = ips[0].address, ips[0].netmask
-    return PortSample(npu=npu, chip=chip, device=device, port=port, **fields)  # type: ignore[arg-type]
+    ip = ips[0] if isinstance(ips, tuple) and ips and isinstance(ips[0], IpConfig) else None
+    return PortSample(
+        npu=npu,
+        chip=chip,
+        device=device,
+        port=port,
+        link_up=link.up if isinstance(link, LinkStatus) else None,
+        link_up_transitions=stats.up_count if isinstance(stats, LinkStats) else None,
+        link_down_transitions=stats.down_count if isinstance(stats, LinkStats) else None,
+        speed_bytes_per_second=None if megabits is None else megabits * MEGABIT / 8,
+        health=health.status if isinstance(health, NetHealth) else None,
+        receive_bytes_per_second=bandwidth.rx_mb_per_second * MEGABYTE if isinstance(bandwidth, Bandwidth) else None,
+        transmit_bytes_per_second=bandwidth.tx_mb_per_second * MEGABYTE if isinstance(bandwidth, Bandwidth) else None,
+        packets=counters.packets,
+        errors=counters.errors,
+        bytes=counters.bytes,
+        optical_present=present,
+        optical_temperature_celsius=temperature,
+        optical_voltage_volts=volts,
+        optical_lanes=lanes,
+        address=ip.address if ip else None,
+        netmask=ip.netmask if ip else None,
+    )
 
 
-def _optical(info: p.OpticalInfo) -> dict[str, object]:
+Optical = tuple[bool | None, float | None, float | None, tuple[OpticalLaneSample, ...]]
+
+
+def _optical(info: OpticalInfo) -> Optical:
+    """optical_present, its temperature, voltage and lanes."""
     if info.present is False:
-        return {"optical_present": False}  # an absent module prints NA (or stale) readings
+        return False, None, None, ()  # an absent module prints NA (or stale) readings
     lanes = tuple(OpticalLaneSample(index, _watts(lane.tx_power_mw), _watts(lane.rx_power_mw)) for index, lane in info.lanes)
-    return {
-        "optical_present": info.present,
-        "optical_temperature_celsius": info.temperature_celsius,
-        "optical_voltage_volts": None if info.vcc_mv is None else info.vcc_mv / 1000.0,
-        "optical_lanes": lanes,
-    }
+    return info.present, info.temperature_celsius, None if info.vcc_mv is None else info.vcc_mv / 1000.0, lanes
 
 
 def _watts(mw: float | None) -> float | None:
@@ -161,15 +183,15 @@ _A5_ERRORS = {
 _A5_RENAMES = {"lpbk_ind": "loopback"}
 
 
-def classify_counters(counters: Iterable[tuple[str, int]]) -> dict[str, tuple[NetworkCounter, ...]]:
-    """`-stat` key/values -> {"packets": ..., "errors": ..., "bytes": ...}; unknown keys dropped."""
+def classify_counters(counters: Iterable[tuple[str, int]]) -> Counters:
+    """`-stat` key/values by family (packets, errors, bytes); unknown keys dropped."""
     out: dict[str, dict[tuple[str, str], NetworkCounter]] = {"packets": {}, "errors": {}, "bytes": {}}
     for key, value in counters:
         found = _classify(key)
         if found is not None:
             family, direction, kind = found
             out[family].setdefault((direction, kind), NetworkCounter(direction, kind, value))  # one series each
-    return {family: tuple(items.values()) for family, items in out.items()}
+    return Counters(tuple(out["packets"].values()), tuple(out["errors"].values()), tuple(out["bytes"].values()))
 
 
 def _classify(key: str) -> tuple[str, str, str] | None:

@@ -32,9 +32,10 @@ from exporter.core.clock import Clock, Stamped
 from exporter.core.health import Failure, HealthRegistry
 from exporter.core.runner import CommandRunner, RunError
 from exporter.core.sampler import Task
-from exporter.hccn import parse as p
 from exporter.hccn.options import HccnOptions
+from exporter.hccn.parse import PARSERS, check_exit, parse_dev_info
 from exporter.hccn.part import NetworkPart, PortSample, port_sample
+from exporter.hccn.records import HccnError, OpticalInfo, PortInfo, Speed
 from exporter.npusmi.part import ChipSample
 
 FAST_COMMANDS = ("link", "link_stat", "speed", "net_health", "stat")
@@ -47,9 +48,9 @@ _CHIP_FATAL = frozenset({"timeout", "device_unhealthy", "no_device", "invalid_de
 
 # Errors that are a reading of the port, per command: (reason -> stored record).
 _AS_READING: dict[str, dict[str, object]] = {
-    "optical": {"optical_not_present": p.OpticalInfo(present=False)},
+    "optical": {"optical_not_present": OpticalInfo(present=False)},
     "ip": {"no_ip": ()},
-    "speed": {"link_down": p.Speed(None)},
+    "speed": {"link_down": Speed(None)},
     "bandwidth": {"link_down": None},
 }
 
@@ -148,7 +149,7 @@ class HccnSource:
         self.chips = chips
         self.clock = clock
         self._targets: dict[PortKey, Target] = {}
-        self._a5_ports: dict[ChipKey, tuple[p.PortInfo, ...]] = {}
+        self._a5_ports: dict[ChipKey, tuple[PortInfo, ...]] = {}
         self._readings: dict[tuple[PortKey, str], Stamped[object]] = {}
         # port -> (device, the readings, the sample built from them); the part built last
         self._built: dict[PortKey, tuple[int | None, Fresh, PortSample]] = {}
@@ -197,7 +198,7 @@ class HccnSource:
 
     def _record(self, commands: tuple[str, ...], outcomes: list[_Outcome], elapsed: float) -> None:
         missing = next((o for o in outcomes if o.failure and o.failure.reason == "not_found"), None)
-        if missing is not None:
+        if missing is not None and missing.failure is not None:
             # One failure for the whole node, under the command that found it.
             self._recorded.add(f"hccn_{missing.command}")
             self.health[f"hccn_{missing.command}"].record(elapsed, [missing.failure], ["hccn_tool"])
@@ -248,7 +249,7 @@ class HccnSource:
             return []
         args = ["-g", "-dev_info", "-i", str(ident)]
         async with self._lock(key):
-            outcome, ports = await self._query(key, "dev_info", args, p.parse_dev_info)
+            outcome, ports = await self._query(key, "dev_info", args, parse_dev_info)
         if isinstance(ports, tuple):
             self._a5_ports[key] = ports
         return [outcome]
@@ -274,7 +275,7 @@ class HccnSource:
             for command in commands:
                 if self._missing or self._skipped(target.chip_key, command):
                     continue
-                outcome, record = await self._query(target.chip_key, command, target.args(command), p.PARSERS[command])
+                outcome, record = await self._query(target.chip_key, command, target.args(command), PARSERS[command])
                 if outcome.failure is None:
                     self._store(target, command, record)
                 outcomes.append(outcome)
@@ -290,13 +291,13 @@ class HccnSource:
         failure, record = None, None
         try:
             result = await self.runner.run([*self.command, *args], timeout=timeout)
-            p.check_exit(result.returncode, result.output)
+            check_exit(result.returncode, result.output)
             record = parse(result.output)
         except RunError as exc:
             if exc.reason == "not_found":
                 self._missing = True
             failure = Failure(subject, exc.reason, str(exc))
-        except p.HccnError as exc:
+        except HccnError as exc:
             readings = _AS_READING.get(command, {})
             if exc.reason in readings:
                 record = readings[exc.reason]

@@ -14,7 +14,8 @@ from dataclasses import replace
 import pytest
 
 from exporter.core.runner import CommandRunner, RunError
-from exporter.hccn import parse as p
+from exporter.hccn.parse import PARSERS, parse_link
+from exporter.hccn.records import HccnError, IpConfig
 from exporter.simulator import hccn as sim
 from exporter.simulator.models import MODELS
 from exporter.simulator.network import (
@@ -147,8 +148,8 @@ def test_scoped_faults_exit_and_garbage():
     assert call(["-i", "0", "-optical", "-g"], fault="optical:no-optical")[:2] == (20, "Optical module is not present.\n")
     assert call(["-i", "0", "-link", "-g"], fault="exit=5") == (5, "link status: UP\n", "")
     _, out, _ = call(["-i", "0", "-link", "-g"], fault="garbage")
-    with pytest.raises(p.HccnError):
-        p.parse_link(out)
+    with pytest.raises(HccnError):
+        parse_link(out)
     with pytest.raises(ValueError):
         sim.parse_faults("link:explode")
     with pytest.raises(ValueError):
@@ -232,7 +233,7 @@ def test_degraded_network_chip():
     assert dict(port.counters)["roce_rx_err_pkt_num"] > 0
     assert port.optical.rx_power_mw[1] < 0.1445
     assert len(state.missing_ids) == 1 and state.port(state.missing_ids[0]) is None
-    assert all(p.net_health == "Success" for p in state.ports if p.logic_id != DEGRADED_NETWORK_LOGIC_ID)
+    assert all(port.net_health == "Success" for port in state.ports if port.logic_id != DEGRADED_NETWORK_LOGIC_ID)
 
 
 # --- round trip ------------------------------------------------------------------------------
@@ -249,7 +250,7 @@ def test_round_trip(model, scenario):
         def parse(command: str, port=port):
             reply = sim.execute(sim.Command(command, port.tool_id), state)
             assert reply.code == 0
-            return p.PARSERS[command](reply.text)
+            return PARSERS[command](reply.text)
 
         assert parse("link").up is port.link_up
         stats = parse("link_stat")
@@ -268,6 +269,6 @@ def test_round_trip(model, scenario):
         bandwidth = parse("bandwidth")
         assert round(bandwidth.tx_mb_per_second * 100) == port.tx_centi_mb_per_s
         assert round(bandwidth.rx_mb_per_second * 100) == port.rx_centi_mb_per_s
-        assert parse("ip") == (p.IpConfig(port.address, port.netmask),)
+        assert parse("ip") == (IpConfig(port.address, port.netmask),)
     if scenario == "link-flap":
         assert state.port(LINK_FLAP_LOGIC_ID).link_up is False

@@ -204,7 +204,7 @@ async def test_the_simulator_through_the_same_path():
         assert port.optical_lanes[1].rx_power_watts == pytest.approx(expected.optical.rx_power_mw[1] / 1000)
         assert port.receive_bytes_per_second == pytest.approx(expected.rx_centi_mb_per_s / 100 * 1e6)
         counters = classify_counters(expected.counters)
-        assert port.packets == counters["packets"] and port.errors == counters["errors"]
+        assert port.packets == counters.packets and port.errors == counters.errors
     assert ports[0].link_up is False and ports[0].speed_bytes_per_second is None
     assert ports[3].link_up is True and ports[3].speed_bytes_per_second == 25e9
     assert (ports[0].link_up_transitions, ports[0].link_down_transitions) == (6, 6)
@@ -238,19 +238,19 @@ def test_counter_classification():
             ("mac_rx_pfc_pkt_num", 99),
         ]
     )
-    assert found["packets"] == (
+    assert found.packets == (
         NetworkCounter("rx", "pfc", 5),
         NetworkCounter("tx", "pfc_pri3", 4),
         NetworkCounter("rx", "cnp", 3),
         NetworkCounter("rx", "ecn", 6),
         NetworkCounter("tx", "ub_mem", 11),
     )
-    assert found["errors"] == (
+    assert found.errors == (
         NetworkCounter("rx", "fcs", 2),
         NetworkCounter("tx", "retry", 1),
         NetworkCounter("rx", "drop", 8),
     )
-    assert found["bytes"] == (NetworkCounter("tx", "mac", 1000),)
+    assert found.bytes == (NetworkCounter("tx", "mac", 1000),)
 
 
 async def test_no_chips_yet_means_no_calls(tmp_path):

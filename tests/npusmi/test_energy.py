@@ -11,7 +11,7 @@ import io
 
 from exporter.core.health import HealthRegistry
 from exporter.core.runner import RunError, RunResult
-from exporter.npusmi import parse as p
+from exporter.npusmi import parse as npusmi_parse
 from exporter.npusmi.collector import ChipsCollector
 from exporter.npusmi.energy import EnergyIntegrator
 from exporter.npusmi.options import NpuSmiOptions
@@ -56,11 +56,11 @@ class SimClockRunner:
 
 
 def _powers(runner: SimClockRunner) -> dict[tuple[int, int], float]:
-    table = p.parse_info(runner.answer(["info"]))
+    table = npusmi_parse.parse_info(runner.answer(["info"]))
     out = {(c.npu_id, c.chip_id): c.power_watts for c in table.chips if c.power_watts is not None}
     if not out:  # 310P: the MCU power of each card, on its first chip
         for npu in sorted({c.npu_id for c in table.chips}):
-            common = p.parse_common(runner.answer(["info", "-t", "common", "-i", str(npu)]), npu_id=npu)
+            common = npusmi_parse.parse_common(runner.answer(["info", "-t", "common", "-i", str(npu)]), npu_id=npu)
             out[(npu, 0)] = common.mcu_power_watts
     return out
 
