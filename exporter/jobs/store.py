@@ -259,7 +259,8 @@ class IngestStore:
             key = (batch.job_name, batch.rank)
             entry = self._entries.get(key)
             if entry is not None and not entry.held_by(batch):
-                entry = self._take_over(entry, batch, seen)
+                self._take_over(entry, batch, seen)  # the holder is gone, or 409
+                entry = None
             if entry is None:
                 entry = self._admit(batch, client_key(remote), seen)
             entry.fold(batch, now, seen)
@@ -272,13 +273,13 @@ class IngestStore:
 
     def _take_over(self, entry: RankState, batch: Batch, now: float) -> None:
         """Another process claims a held job_name and rank: once the holder finished or is
-        stalled (silent for stalled_after: crashed) it starts afresh (None: admit it anew); two
-        live ones are never summed (409)."""
+        stalled (silent for stalled_after: crashed) it is dropped and the claimant admitted anew;
+        two live ones are never summed (409)."""
         age = now - entry.last_seen
         if entry.finished or age > self.stalled_after:
             del self._entries[(entry.job_name, entry.rank)]
             self.on_gone(entry.job_name, entry.rank)  # the old process's profile summaries go with it
-            return None
+            return
         raise IngestError(
             409,
             "duplicate_rank",

@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from exporter.core.errors import ReasonError
 from exporter.jobs.options import IngestOptions
@@ -145,7 +145,7 @@ def decode_json(body: bytes) -> Any:
         raise IngestError(400, "malformed_json", f"body is not valid JSON: {exc}") from None
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -30,19 +30,10 @@ from exporter.jobs.validate import (
     decode_json,
 )
 from exporter.profiles.indicators import OperatorShare, ProfileSummary
+from exporter.profiles.window import BACKENDS, RATIOS  # the document's producer
 
-BACKENDS = ("cpu", "cuda", "npu")
 MEMCPY_KINDS = ("h2d", "d2h", "d2d", "h2d_d2h", "other")
 MAX_OPERATORS = 32
-RATIOS = (
-    "compute_ratio",
-    "communication_ratio",
-    "idle_ratio",
-    "memcpy_ratio",
-    "framework_overhead_ratio",
-    "top3_operator_ratio",
-    "max_operator_ratio",
-)
 # Operator names as profilers write them: `MatMulV2`, `aten::mm`, `hcom_allReduce_`, CUDA
 # kernels like `void gemm<float, 128>(...)`; no quotes, backslashes, braces or control characters.
 _OP_TYPE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@/+<>,()\[\]#=*& -]*")
@@ -158,7 +149,13 @@ def validate_profile(doc: Any, limits: IngestLimits, now: float) -> PostedProfil
         step_duration_seconds=None if duration is None else _seconds(duration, "step_duration_seconds", limits.max_step_seconds),
         memcpy_kind_ratios=_memcpy_kinds(doc["memcpy_kind_ratios"]) if doc.get("memcpy_kind_ratios") is not None else (),
         top_operators=operators,
-        **ratios,
+        compute_ratio=ratios.get("compute_ratio"),
+        communication_ratio=ratios.get("communication_ratio"),
+        idle_ratio=ratios.get("idle_ratio"),
+        memcpy_ratio=ratios.get("memcpy_ratio"),
+        framework_overhead_ratio=ratios.get("framework_overhead_ratio"),
+        top3_operator_ratio=ratios.get("top3_operator_ratio"),
+        max_operator_ratio=ratios.get("max_operator_ratio"),
     )
     return PostedProfile(summary, backend, skipped)
 

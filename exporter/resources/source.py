@@ -17,16 +17,6 @@ from exporter.core.sampler import Task
 from exporter.resources.cgroup import memory_limit
 from exporter.resources.part import GcGeneration, ResourcesPart
 
-# prometheus_client's sample name -> ResourcesPart field
-PROCESS_FIELDS = {
-    "process_resident_memory_bytes": "resident_memory_bytes",
-    "process_virtual_memory_bytes": "virtual_memory_bytes",
-    "process_cpu_seconds_total": "cpu_seconds",
-    "process_open_fds": "open_fds",
-    "process_max_fds": "max_fds",
-    "process_start_time_seconds": "start_time_seconds",
-}
-
 
 def python_info() -> tuple[str, str, str, str, str]:
     major, minor, patchlevel = platform.python_version_tuple()
@@ -50,18 +40,22 @@ class ResourcesSource:
         self._part = self.sample()
 
     def sample(self) -> ResourcesPart:
-        values: dict[str, object] = {}
+        values: dict[str, float] = {}  # by prometheus_client's sample name
         for metric in self._process.collect():
             for sample in metric.samples:
-                if sample.name in PROCESS_FIELDS:
-                    values[PROCESS_FIELDS[sample.name]] = sample.value
+                values[sample.name] = sample.value
         generations = tuple(
             GcGeneration(n, s.get("collections", 0), s.get("collected", 0), s.get("uncollectable", 0)) for n, s in enumerate(gc.get_stats())
         )
         return ResourcesPart(
-            **values,
+            resident_memory_bytes=values.get("process_resident_memory_bytes"),
+            virtual_memory_bytes=values.get("process_virtual_memory_bytes"),
+            cpu_seconds=values.get("process_cpu_seconds_total"),
+            open_fds=values.get("process_open_fds"),
+            max_fds=values.get("process_max_fds"),
+            start_time_seconds=values.get("process_start_time_seconds"),
             memory_limit_bytes=memory_limit(self.root),
-            python=self._python,  # type: ignore[arg-type]
+            python=self._python,
             gc=generations,
         )
 
