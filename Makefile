@@ -65,7 +65,7 @@ bench: install-test bytecode
 soak: install-test bytecode
 	$(BIN)/python -m benchmarks.soak $(ARGS)
 
-# alerts/ and grafana/ from exporter/generate/thresholds.yaml, then the Kubernetes copies of them,
+# alerts/ and grafana/ from exporter/thresholds/thresholds.yaml, then the Kubernetes copies of them,
 # and the runbooks the exporter serves at /runbooks.
 # RUNBOOK_URL=https://.../docs/runbooks.md: the alerts link there (cann-exporter generate --runbook-url).
 generate: install

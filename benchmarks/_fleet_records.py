@@ -45,8 +45,11 @@ from benchmarks._fleet_history import (
     _objects,
     write_openmetrics,
 )
-from exporter.generate.energy_rules import JOULES_PER_KWH, NODE_IDLE_KWH, NODE_KWH, NODE_NAMESPACE_KWH
-from exporter.generate.recording import (
+from exporter.thresholds.records import (
+    JOULES_PER_KWH,
+    NODE_IDLE_KWH,
+    NODE_KWH,
+    NODE_NAMESPACE_KWH,
     REPORT_HBM_TOTAL,
     REPORT_HBM_USED,
     REPORT_IN_USE,

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from exporter.diagnostics.capacity import CapacityInput, ChipHistory, NodeHbm, analyse_capacity
-from exporter.generate.thresholds import load_thresholds
+from exporter.thresholds.table import load_thresholds
 
 HOURS = 720  # 30 days at the report's 1 h step
 

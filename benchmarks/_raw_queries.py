@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from exporter.generate.thresholds import duration_seconds
+from exporter.thresholds.table import duration_seconds
 
 # A recorded series in a query: level:metric:operations, optional matchers, optional range.
 _RECORDED = re.compile(r"(?<![\w:])([a-zA-Z_]\w*:[\w:]+)(\{[^}]*\})?(\s*\[([^\]]*)\])?(\s+offset\b)?")

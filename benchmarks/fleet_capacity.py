@@ -99,7 +99,7 @@ from exporter.diagnostics.promapi import (
     parse_duration,
 )
 from exporter.generate.recording import recording_rules
-from exporter.generate.thresholds import load_thresholds
+from exporter.thresholds.table import load_thresholds
 
 SCALE = FleetScale(
     nodes=int(os.environ.get("BENCH_FLEET_NODES", "1000")),

@@ -33,15 +33,19 @@ ALLOWED: dict[str, set[str]] = {
     # The ingest API is a route of the web app: it reads the user the auth middleware verified
     # (web.auth's app key). Posted profiles are profiles.
     "jobs": {"core", "web", "profiles"},
-    "generate": {"core", "hccn"},
+    # The threshold table and what its alerts mean: read by the generators and the diagnostics alike.
+    "thresholds": {"core"},
+    "generate": {"core", "hccn", "thresholds"},
     # The node knows nothing of the web layer: it publishes (snapshot, bodies) pairs that the web
     # layer reads through core.exposed.
     "node": {"core", "npusmi", "hccn", "pods", "profiles", "resources", "jobs"},
     # The node and the web server put together: every package's settings, the web's own parts;
     # the hooks' CANN_EXPORTER_* names, which are not typos.
     "app": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "web", "node", "hooks"},
-    "diagnostics": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "generate", "node", "app", "simulator"},
-    "commands": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "web", "generate", "node", "app", "diagnostics", "simulator"},
+    "diagnostics": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "thresholds", "node", "app", "simulator"},
+    # The commands: what the diagnostics may import, the tools themselves and the web server.
+    "commands": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "thresholds", "node", "app", "simulator"}
+    | {"web", "generate", "diagnostics"},
     "cli": {"core", "node", "app", "commands"},
     "__main__": {"cli"},
 }

@@ -29,8 +29,8 @@ from exporter.diagnostics import baseline as bl
 from exporter.diagnostics.analysis import analyse
 from exporter.diagnostics.model import EXIT_CANNOT, CannotDiagnose, Observations, Report
 from exporter.diagnostics.render import render_json, render_markdown, render_text
-from exporter.generate.thresholds import ThresholdError, Thresholds, load_thresholds
 from exporter.node.simulate import ALL_SCENARIOS, MODEL_NAMES
+from exporter.thresholds.table import ThresholdError, Thresholds, load_thresholds
 
 PROG = "cann-exporter diagnose"
 MAX_SAMPLES = 360

@@ -16,7 +16,7 @@ from exporter.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--thresholds", metavar="FILE", default=None, help="threshold table (default: the packaged exporter/generate/thresholds.yaml)"
+        "--thresholds", metavar="FILE", default=None, help="threshold table (default: the packaged exporter/thresholds/thresholds.yaml)"
     )
     parser.add_argument(
         "--runbook-url",
@@ -54,7 +54,7 @@ def runbook_base(text: str) -> str:
 
 
 def exporter_selector(text: str) -> str:
-    from exporter.generate.thresholds import selector_problem
+    from exporter.thresholds.table import selector_problem
 
     problem = selector_problem(text.strip())
     if problem:
@@ -64,9 +64,8 @@ def exporter_selector(text: str) -> str:
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     # Imported here: building the CLI parser must not load the Grafana SDK.
-    from exporter.generate.common import GenerateError
-    from exporter.generate.thresholds import ThresholdError, load_thresholds
     from exporter.generate.writer import render, write
+    from exporter.thresholds.table import GenerateError, ThresholdError, load_thresholds
 
     out, err = out or sys.stdout, err or sys.stderr
     try:

@@ -13,14 +13,14 @@ from typing import Any, TextIO
 
 from exporter.core.errors import EXIT_OK, EXIT_USAGE
 from exporter.diagnostics.profile_indicators import ROWS, indicator_for, load_summaries
-from exporter.generate.thresholds import (
+from exporter.profiles.indicators import ProfileSummary
+from exporter.profiles.state import summary_to_dict
+from exporter.thresholds.table import (
     Indicator,
     ThresholdError,
     Thresholds,
     load_thresholds,
 )
-from exporter.profiles.indicators import ProfileSummary
-from exporter.profiles.state import summary_to_dict
 
 EXIT_NO_PROFILE = EXIT_USAGE
 

@@ -30,7 +30,7 @@ from exporter.diagnostics.html import render_html, report_json
 from exporter.diagnostics.model import EXIT_CANNOT, EXIT_HEALTHY, CannotDiagnose
 from exporter.diagnostics.progress import Progress
 from exporter.diagnostics.promapi import PrometheusError, parse_duration
-from exporter.generate.thresholds import ThresholdError, load_thresholds
+from exporter.thresholds.table import ThresholdError, load_thresholds
 
 PROG = "cann-exporter report"
 WINDOW = PrometheusWindow("30d", "history to report on", "now-1d", '{cluster="prod"}', required=True)

@@ -9,6 +9,6 @@ Data flows one way, and each stage is its own module:
          (pure: numbers + threshold table in, findings out)
       -> render / charts / html (terminal, JSON, Markdown, HTML + PNG)
 
-Every verdict comes from the one threshold table (exporter/generate/thresholds.yaml), the same one
+Every verdict comes from the one threshold table (exporter/thresholds/thresholds.yaml), the same one
 the alert rules are generated from.
 """

@@ -14,7 +14,7 @@ from exporter.diagnostics.chip_checks import chip_findings, page_findings
 from exporter.diagnostics.job_checks import job_findings, mfu_notes
 from exporter.diagnostics.model import Observations, Report
 from exporter.diagnostics.profile_checks import profile_findings
-from exporter.generate.thresholds import Thresholds
+from exporter.thresholds.table import Thresholds
 
 
 def analyse(obs: Observations, table: Thresholds) -> Report:

@@ -27,8 +27,8 @@ from exporter.diagnostics.model import (
     Finding,
     JobStats,
 )
-from exporter.generate.thresholds import ABNORMAL, HEALTHY, WARNING, Thresholds
 from exporter.profiles.indicators import ProfileSummary
+from exporter.thresholds.table import ABNORMAL, HEALTHY, WARNING, Thresholds
 
 KIND, VERSION = "cann-exporter-baseline", 1
 ALERT = "NPUIterationTimeRegression"

@@ -27,7 +27,7 @@ from exporter.diagnostics.forecast import (
     daily,
     forecast,
 )
-from exporter.generate.thresholds import ABNORMAL, HEALTHY, Thresholds
+from exporter.thresholds.table import ABNORMAL, HEALTHY, Thresholds
 
 if TYPE_CHECKING:
     from exporter.diagnostics.capacity_grid import Grid, Hbm, Ints, NamespaceFigures

@@ -14,7 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from exporter.diagnostics.promapi import promql_duration, selector
-from exporter.generate.recording import (
+from exporter.jobs.metrics import JOB_INFO
+from exporter.npusmi.metrics import AICORE, HBM_TOTAL, HBM_USED, HEALTH, PROCESS_MEMORY
+from exporter.pods.metrics import POD_INFO
+from exporter.thresholds.records import (
     REPORT_HBM_TOTAL,
     REPORT_HBM_USED,
     REPORT_IN_USE,
@@ -23,9 +26,6 @@ from exporter.generate.recording import (
     REPORT_UNHEALTHY,
     REPORT_UTIL,
 )
-from exporter.jobs.metrics import JOB_INFO
-from exporter.npusmi.metrics import AICORE, HBM_TOTAL, HBM_USED, HEALTH, PROCESS_MEMORY
-from exporter.pods.metrics import POD_INFO
 
 RECORDED_STEP = 3600.0  # the records' hour: the report reads them at steps of whole hours
 CHIP_LABELS = "job, instance, npu, chip, device"

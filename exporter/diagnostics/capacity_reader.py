@@ -43,8 +43,6 @@ from exporter.diagnostics.promapi import (
     promql_duration,
     selector,
 )
-from exporter.generate.recording import REPORT_UTIL
-from exporter.generate.thresholds import Thresholds
 from exporter.jobs.metrics import JOB_INFO
 from exporter.npusmi.metrics import (
     AICORE,
@@ -57,6 +55,8 @@ from exporter.npusmi.metrics import (
     UP,
 )
 from exporter.pods.metrics import POD_INFO
+from exporter.thresholds.records import REPORT_UTIL
+from exporter.thresholds.table import Thresholds
 
 ChipKey = tuple[str, str, str, str]
 RESOLUTION = 60.0  # seconds between the evaluations that find a step's first and last sample

@@ -9,8 +9,8 @@ from collections.abc import Iterable, Mapping
 
 from exporter.diagnostics.model import HARDWARE, MACRO, PAGES, RATIO, ChipStats, Finding
 from exporter.diagnostics.verdicts import alert_spec, judge, pct
-from exporter.generate.chip_rules import isolated_pages_limit
-from exporter.generate.thresholds import ABNORMAL, HEALTHY, WARNING, Thresholds
+from exporter.thresholds.alert_facts import isolated_pages_limit
+from exporter.thresholds.table import ABNORMAL, HEALTHY, WARNING, Thresholds
 
 UTILIZATION = "device_utilization"
 PAGES_ALERT = "NPUMemoryPagesIsolated"

@@ -17,9 +17,9 @@ from exporter.diagnostics.capacity_queries import RECORDED_STEP
 from exporter.diagnostics.capacity_reader import node_names
 from exporter.diagnostics.energy import ChipKey, EnergyInput, EnergyTotals, Point
 from exporter.diagnostics.promapi import PrometheusClient, Series, promql_duration, selector
-from exporter.generate.energy_rules import JOULES_PER_KWH, NODE_IDLE_KWH, NODE_JOB_KWH, NODE_KWH, NODE_NAMESPACE_KWH
 from exporter.jobs.metrics import JOB_INFO
 from exporter.npusmi.metrics import ENERGY
+from exporter.thresholds.records import JOULES_PER_KWH, NODE_IDLE_KWH, NODE_JOB_KWH, NODE_KWH, NODE_NAMESPACE_KWH
 
 ENERGY_QUERIES = 4  # for the progress line: (records) per node, idle, per namespace, per job; (raw) per chip, jobs
 

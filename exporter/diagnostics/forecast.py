@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from exporter.generate.common import MIN_FORECAST_DAYS
+from exporter.thresholds.records import MIN_FORECAST_DAYS
 
 __all__ = ["MIN_FORECAST_DAYS", "Forecast"]
 

@@ -25,15 +25,6 @@ from exporter.diagnostics.model import (
     chip_subject,
 )
 from exporter.diagnostics.verdicts import alert_spec
-from exporter.generate.common import GenerateError
-from exporter.generate.network_rules import OPTICAL_POWER, optical_power_limits
-from exporter.generate.thresholds import (
-    ABNORMAL,
-    HEALTHY,
-    WARNING,
-    AlertSpec,
-    Thresholds,
-)
 from exporter.hccn.metrics import (
     NETWORK_ERRORS,
     NETWORK_HEALTH,
@@ -54,6 +45,15 @@ from exporter.npusmi.metrics import (
     HEALTH_ERROR,
     TEMPERATURE,
     UP,
+)
+from exporter.thresholds.alert_facts import OPTICAL_POWER, optical_power_limits
+from exporter.thresholds.table import (
+    ABNORMAL,
+    HEALTHY,
+    WARNING,
+    AlertSpec,
+    GenerateError,
+    Thresholds,
 )
 
 SUBJECT_FAILING = "cann_exporter_source_subject_failing"

@@ -15,7 +15,7 @@ from exporter.core.values import format_duration
 from exporter.diagnostics.capacity import CapacityReport
 from exporter.diagnostics.capacity_text import cost_text, hours_text, kwh_text, pct_text
 from exporter.diagnostics.energy import EnergyReport, EnergyRow, energy_findings
-from exporter.generate.thresholds import ABNORMAL, HEALTHY, WARNING
+from exporter.thresholds.table import ABNORMAL, HEALTHY, WARNING
 
 GIB = float(1 << 30)
 _CSS = """

@@ -12,8 +12,8 @@ from dataclasses import replace
 from exporter.diagnostics import job_ranks
 from exporter.diagnostics.model import MACRO, MESO, PER_SECOND, RATIO, SECONDS, Finding, JobStats
 from exporter.diagnostics.verdicts import alert_spec, duration, judge, judged
-from exporter.generate.thresholds import ABNORMAL, HEALTHY, Thresholds, duration_seconds
 from exporter.jobs.phases import STAGES, stage_of
+from exporter.thresholds.table import ABNORMAL, HEALTHY, Thresholds, duration_seconds
 
 MEMCPY_PHASES = ("h2d", "d2h")
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 
 from exporter.diagnostics.model import MESO, RATIO, Finding, JobStats
 from exporter.diagnostics.verdicts import alert_spec
-from exporter.generate.thresholds import WARNING, Thresholds
+from exporter.thresholds.table import WARNING, Thresholds
 
 STRAGGLER_ALERT = "NPUJobStragglerRank"
 # The data phase is host time the device waits through: judged with the idle-share bounds.

@@ -9,9 +9,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from exporter.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
-from exporter.generate.thresholds import ABNORMAL, HEALTHY, WARNING
 from exporter.jobs.phases import stage_of
 from exporter.profiles.indicators import ProfileSummary
+from exporter.thresholds.table import ABNORMAL, HEALTHY, WARNING
 
 HARDWARE, MACRO, MESO, MICRO, BASELINE = "hardware", "macro", "meso", "micro", "baseline"
 LEVELS = (HARDWARE, MACRO, MESO, MICRO, BASELINE)

@@ -10,8 +10,8 @@ from dataclasses import replace
 from exporter.diagnostics import profile_indicators
 from exporter.diagnostics.model import MACRO, MESO, MICRO, RATIO, SECONDS, Finding
 from exporter.diagnostics.verdicts import bounds_text
-from exporter.generate.thresholds import Thresholds
 from exporter.profiles.indicators import ProfileSummary
+from exporter.thresholds.table import Thresholds
 
 # Level of each profile indicator (profile_indicators.ROWS fields).
 _PROFILE_LEVELS = {

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exporter.core.metric import MetricSpec
-from exporter.generate.thresholds import Indicator, Thresholds
 from exporter.profiles import metrics as m
 from exporter.profiles.formats.common import ProfileParseError
 from exporter.profiles.indicators import ProfileSummary, summarize
 from exporter.profiles.layout import ProfileRef, find_profiles
 from exporter.profiles.load import load_profile
+from exporter.thresholds.table import Indicator, Thresholds
 
 _OUTPUT_DIRS = ("ASCEND_PROFILER_OUTPUT", "mindstudio_profiler_output")
 

@@ -34,8 +34,6 @@ from exporter.diagnostics.promapi import (
     selector,
 )
 from exporter.diagnostics.verdicts import alert_spec
-from exporter.generate.common import profile_stale
-from exporter.generate.thresholds import Thresholds, duration_seconds
 from exporter.jobs.metrics import (
     JOB_INFO,
     JOB_ITERATION_DURATION,
@@ -48,6 +46,8 @@ from exporter.npusmi.metrics import AICORE, DEVICES, ECC_ISOLATED_PAGES, PROCESS
 from exporter.pods.metrics import POD_INFO
 from exporter.profiles.indicators import OperatorShare, ProfileSummary
 from exporter.profiles.metrics import PROFILE_LAST_UPDATE, PROFILE_OPERATOR
+from exporter.thresholds.alert_facts import profile_stale
+from exporter.thresholds.table import Thresholds, duration_seconds
 
 UTIL = AICORE.name
 ChipKey = tuple[str, str, str, str]  # instance, npu, chip, device

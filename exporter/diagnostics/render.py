@@ -23,7 +23,7 @@ from exporter.diagnostics.model import (
     Report,
     worst,
 )
-from exporter.generate.thresholds import ABNORMAL, HEALTHY, WARNING, Thresholds
+from exporter.thresholds.table import ABNORMAL, HEALTHY, WARNING, Thresholds
 
 # What each level needs, said when a level has nothing to show.
 NO_DATA = {

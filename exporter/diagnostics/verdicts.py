@@ -5,7 +5,7 @@ Where the table lacks a row or an alert, the value is shown without a verdict.""
 from __future__ import annotations
 
 from exporter.diagnostics.model import RATIO, Finding
-from exporter.generate.thresholds import AlertSpec, Indicator, Thresholds
+from exporter.thresholds.table import AlertSpec, Indicator, Thresholds
 
 
 def bounds_text(indicator: Indicator) -> str:

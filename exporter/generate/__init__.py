@@ -1,7 +1,7 @@
 """Alerting rules, recording rules and Grafana dashboards from the health-threshold table
-(thresholds.yaml beside this file, or ``--thresholds FILE``).
+(exporter/thresholds/, or ``--thresholds FILE``).
 
-thresholds.py loads and validates the table; rules.py (alerts, with one *_rules.py module
+rules.py (alerts, with one *_rules.py module
 per rule group: chip, interconnect, training, network, exporter), recording.py (recording rules,
 energy_rules.py their energy group) and dashboards.py with one *_board.py module per dashboard
 (Grafana) are pure generators returning plain data; writer.py serialises them with a

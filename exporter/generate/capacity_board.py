@@ -5,7 +5,7 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import dashboard as dm
 
-from exporter.generate.common import MIN_FORECAST_DAYS, num, pct
+from exporter.generate.common import pct
 from exporter.generate.panels import (
     Board,
     bars,
@@ -15,7 +15,8 @@ from exporter.generate.panels import (
     indicator_steps,
     q,
 )
-from exporter.generate.thresholds import Thresholds
+from exporter.thresholds.records import MIN_FORECAST_DAYS
+from exporter.thresholds.table import Thresholds, num
 
 
 def capacity(table_: Thresholds) -> Board:

@@ -6,9 +6,10 @@ rules.py puts the groups together."""
 from __future__ import annotations
 
 from exporter.generate import fault_alerts
-from exporter.generate.common import IN_USE_SOURCES, Built, GenerateError, Tier, in_use_chips, indent, num, pct
+from exporter.generate.common import IN_USE_SOURCES, Built, Tier, in_use_chips, indent, pct
 from exporter.generate.texts import CHIP_SHORT, CHIP_TEXT, ISOLATED_NOW
-from exporter.generate.thresholds import AlertSpec, Thresholds
+from exporter.thresholds.alert_facts import isolated_pages_limit
+from exporter.thresholds.table import AlertSpec, Thresholds, num
 
 
 def _low_utilization(spec: AlertSpec, table: Thresholds) -> Built:
@@ -118,13 +119,6 @@ def isolated_pages(matchers: str = "") -> str:
     """Pages each chip has isolated, over every memory and error type."""
     selector = f"npu_ecc_isolated_pages{{{matchers}}}" if matchers else "npu_ecc_isolated_pages"
     return f"sum without (memory, type) ({selector})"
-
-
-def isolated_pages_limit(spec: AlertSpec) -> float:
-    limit = spec.param("critical_pages", 64.0)
-    if not isinstance(limit, float) or limit < 0:
-        raise GenerateError(f"{spec.alert}: params.critical_pages: expected a number of pages >= 0, got {limit!r}")
-    return limit
 
 
 def _pages_isolated(spec: AlertSpec, table: Thresholds) -> list[Tier]:

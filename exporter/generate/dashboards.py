@@ -15,7 +15,7 @@ from exporter.generate.exporter_board import exporter_health
 from exporter.generate.fleet_board import fleet
 from exporter.generate.jobs_board import jobs
 from exporter.generate.node_board import node
-from exporter.generate.thresholds import Thresholds
+from exporter.thresholds.table import Thresholds
 
 BOARDS = (fleet, node, jobs, capacity, exporter_health)
 

@@ -4,18 +4,15 @@ kWh over the rollup hour (for the capacity report), and model FLOPs utilization 
 
 from __future__ import annotations
 
-from exporter.generate.common import CHIP, NODE, num, pct
+from exporter.generate.common import CHIP, NODE, pct
+from exporter.thresholds.records import JOULES_PER_KWH, NODE_IDLE_KWH, NODE_JOB_KWH, NODE_KWH, NODE_NAMESPACE_KWH
+from exporter.thresholds.table import num
 
 ENERGY = "npu_energy_joules_total"
-JOULES_PER_KWH = 3.6e6
 RATE = "chip:npu_energy_joules:rate5m"
 IDLE = "chip:npu_energy_idle_joules:rate5m"
 UTIL5M = "chip:npu_aicore_utilization_ratio:avg5m"
 JOB_RATE = "job_name:npu_energy_joules:rate5m"
-NODE_KWH = "instance:npu_energy_kwh:sum1h"
-NODE_IDLE_KWH = "instance:npu_energy_idle_kwh:sum1h"
-NODE_NAMESPACE_KWH = "instance_namespace:npu_energy_kwh:sum1h"
-NODE_JOB_KWH = "instance_job_name:npu_energy_kwh:sum1h"
 PER_ITERATION = "job_name:npu_energy_joules_per_iteration:ratio5m"
 PER_SAMPLE = "job_name:npu_energy_joules_per_sample:ratio5m"
 # A job's iterations per second: its ranks step together (data parallel), so their mean; its

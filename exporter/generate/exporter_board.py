@@ -17,7 +17,7 @@ from exporter.generate.panels import (
     node_vars,
     q,
 )
-from exporter.generate.thresholds import Thresholds
+from exporter.thresholds.table import Thresholds
 
 
 def exporter_health(table_: Thresholds) -> Board:

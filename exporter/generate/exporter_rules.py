@@ -4,10 +4,10 @@ chips. Spec + table -> (expr, summary, description); rules.py puts the groups to
 
 from __future__ import annotations
 
-from exporter.generate.common import Built, num, pct
+from exporter.generate.common import Built, pct
 from exporter.generate.handover import exporter_down_alert
 from exporter.generate.source_failing import source_failing_description
-from exporter.generate.thresholds import AlertSpec, Thresholds
+from exporter.thresholds.table import AlertSpec, Thresholds, num
 
 
 def _source_failing(spec: AlertSpec, table: Thresholds) -> Built:

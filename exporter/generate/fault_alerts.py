@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from exporter.core import faultlevels
 from exporter.generate.texts import CHIP_SHORT, CHIP_TEXT, ERROR_CODES
-from exporter.generate.thresholds import AlertSpec, Thresholds
+from exporter.thresholds.table import AlertSpec, Thresholds
 
 ISOLATION_LEVELS = faultlevels.ISOLATION
 

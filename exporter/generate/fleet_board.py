@@ -5,13 +5,12 @@ from __future__ import annotations
 from grafana_foundation_sdk.models import dashboard as dm
 
 from exporter.core import faultlevels
-from exporter.generate.alert_facts import has_alert, page_isolation
 from exporter.generate.chip_rules import (
     isolated_pages,
     missing_chips,
     missing_lookback,
 )
-from exporter.generate.common import num, pct
+from exporter.generate.common import pct
 from exporter.generate.panels import (
     CHIP_LEGEND,
     GREEN,
@@ -32,16 +31,17 @@ from exporter.generate.panels import (
     q,
     single,
 )
-from exporter.generate.thresholds import Thresholds
+from exporter.thresholds.alert_facts import page_isolation
+from exporter.thresholds.table import Thresholds, num
 
 
 def fleet(table_: Thresholds) -> Board:
     util = table_["device_utilization"]
-    low = table_.alert("NPULowUtilization") if has_alert(table_, "NPULowUtilization") else None
+    low = table_.find("NPULowUtilization")
     bound = low.threshold if low and low.threshold is not None else util.abnormal or 0.6
     steps = indicator_steps(util)
     pages = page_isolation(table_)
-    lookback = missing_lookback(table_.alert("NPUMissing") if has_alert(table_, "NPUMissing") else None)
+    lookback = missing_lookback(table_.find("NPUMissing"))
     missing = missing_chips(lookback, SEL)
     b = Board(
         "fleet-overview",

@@ -5,7 +5,7 @@ Alertmanager's inhibition takes over before any of them could send "resolved".""
 
 from __future__ import annotations
 
-from exporter.generate.thresholds import AlertSpec, Thresholds, duration_seconds
+from exporter.thresholds.table import AlertSpec, Thresholds, duration_seconds
 
 EXPORTER_INFO = "cann_exporter_build_info"  # a series only this exporter serves, whatever the scrape job
 

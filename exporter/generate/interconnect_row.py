@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from grafana_foundation_sdk.models import dashboard as dm
 
-from exporter.generate.alert_facts import has_alert
-from exporter.generate.common import num
 from exporter.generate.panels import (
     CHIP_LEGEND,
     CHIP_SEL,
@@ -20,7 +18,7 @@ from exporter.generate.panels import (
     limit_steps,
     q,
 )
-from exporter.generate.thresholds import Thresholds
+from exporter.thresholds.table import Thresholds, num
 
 LINK_LEGEND = "{{device}} link {{link}}"
 
@@ -29,7 +27,7 @@ def interconnect_row(b: Board, table_: Thresholds) -> None:
     """The row, in lines of 24 columns. The chip's fault level belongs first: added as an 8-wide
     panel before HCCS health, that one narrows to 8."""
     spec = {
-        name: table_.alert(name) if has_alert(table_, name) else None
+        name: table_.find(name)
         for name in ("NPUPCIeErrors", "NPUHCCSLinkDown", "NPUHCCSErrors", "NPUSIOErrors", "NPUSensorTemperatureHigh")
     }
     pcie, link_down, hccs, sio, sensor = (spec[n] for n in spec)

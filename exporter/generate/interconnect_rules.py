@@ -5,9 +5,9 @@ the groups together."""
 
 from __future__ import annotations
 
-from exporter.generate.common import Built, GenerateError, num
+from exporter.generate.common import Built
 from exporter.generate.texts import CHIP_SHORT, CHIP_TEXT
-from exporter.generate.thresholds import AlertSpec, Thresholds
+from exporter.thresholds.table import AlertSpec, GenerateError, Thresholds, num
 
 LINK_TEXT = f"HCCS link {{{{ $labels.link }}}} of {CHIP_TEXT}"
 LINK_SHORT = f"HCCS link {{{{ $labels.link }}}} of {CHIP_SHORT}"

@@ -4,7 +4,8 @@ across the ranks of one job."""
 
 from __future__ import annotations
 
-from exporter.generate.common import JOB, indent, num
+from exporter.generate.common import JOB, indent
+from exporter.thresholds.table import num
 
 # npu_job_state{state}: running, finished (the hook closed), stalled (silent without closing).
 RUNNING = 'npu_job_state{state="running"} == 1'

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from grafana_foundation_sdk.models import dashboard as dm
 
-from exporter.generate.alert_facts import has_alert
-from exporter.generate.common import num, pct
+from exporter.generate.common import pct
 from exporter.generate.energy_rules import PER_ITERATION, PER_SAMPLE
 from exporter.generate.panels import (
     GREEN,
@@ -24,7 +23,7 @@ from exporter.generate.panels import (
     q,
     query_var,
 )
-from exporter.generate.thresholds import Thresholds
+from exporter.thresholds.table import Thresholds, num
 
 
 def jobs(table_: Thresholds) -> Board:
@@ -32,15 +31,15 @@ def jobs(table_: Thresholds) -> Board:
     top3, hot, util = table_["top3_operator_share"], table_["max_operator_share"], table_["device_utilization"]
     mfu = table_["model_flops_utilization"]
     band = f"{pct(mfu.healthy or 0)}-{pct(mfu.ceiling or 1)}"
-    reg = table_.alert("NPUIterationTimeRegression") if has_alert(table_, "NPUIterationTimeRegression") else None
+    reg = table_.find("NPUIterationTimeRegression")
     baseline = reg.param("baseline", "1d") if reg else "1d"
-    stall = table_.alert("NPUTrainingStalled").threshold if has_alert(table_, "NPUTrainingStalled") else None
+    stall = spec.threshold if (spec := table_.find("NPUTrainingStalled")) else None
     rate = "$__rate_interval"
     dur = "npu_job_iteration_duration_seconds"
     # Shares of a running rank only (a finished one's rates fall to 0 and would draw a climbing
     # idle share), clamped to 0..100% (a late scrape can put a phase counter ahead of the step sum).
     running = f'and on (job_name, rank) sum by (job_name, rank) (npu_job_state{{{JOB_SEL}, state="running"}}) == 1'
-    straggler = table_.alert("NPUJobStragglerRank") if has_alert(table_, "NPUJobStragglerRank") else None
+    straggler = table_.find("NPUJobStragglerRank")
     no_profile = " Empty until the job posts a profile summary (profiling windows) or an export of it is watched."
     variables = [
         datasource_var(),

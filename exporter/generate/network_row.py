@@ -5,8 +5,7 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import timeseries
 from grafana_foundation_sdk.models import dashboard as dm
 
-from exporter.generate.alert_facts import has_alert
-from exporter.generate.common import dbm, num
+from exporter.generate.common import dbm
 from exporter.generate.network_rules import (
     optical_power_limits,
 )
@@ -21,8 +20,8 @@ from exporter.generate.panels import (
     limit_steps,
     q,
 )
-from exporter.generate.thresholds import Thresholds
 from exporter.hccn.records import NET_HEALTH_STATES
+from exporter.thresholds.table import Thresholds, num
 
 PORT_LEGEND = "{{device}} {{port}}"
 
@@ -41,7 +40,7 @@ def network_row(b: Board, table_: Thresholds) -> None:
     """The "Network" row of the node dashboard: hccn_tool's ports and optical modules, with the
     bounds of the network alerts from the table."""
     spec = {
-        name: table_.alert(name) if has_alert(table_, name) else None
+        name: table_.find(name)
         for name in (
             "NPUNetworkLinkFlapping",
             "NPUNetworkErrors",

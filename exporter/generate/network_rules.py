@@ -6,15 +6,11 @@ from __future__ import annotations
 
 import re
 
-from exporter.generate.common import Built, GenerateError, dbm, num
+from exporter.generate.common import Built, dbm
 from exporter.generate.texts import PORT_SHORT, PORT_TEXT
-from exporter.generate.thresholds import AlertSpec, Thresholds
+from exporter.thresholds.alert_facts import OPTICAL_POWER, optical_power_limits
+from exporter.thresholds.table import AlertSpec, GenerateError, Thresholds, num
 
-# Optical power params (watts) of NPUOpticalPowerOutOfRange: (direction, metric, low param, high param).
-OPTICAL_POWER = (
-    ("rx", "npu_optical_rx_power_watts", "rx_power_low", "rx_power_high"),
-    ("tx", "npu_optical_tx_power_watts", "tx_power_low", "tx_power_high"),
-)
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_ -]*$")  # no regex metacharacters, no quotes
 
 
@@ -28,19 +24,6 @@ def _label_values(spec: AlertSpec, name: str, default: tuple[str, ...]) -> tuple
     if not values or bad:
         raise GenerateError(f"{spec.alert}: params.{name}: expected label values without regex characters, got {list(values)}")
     return values
-
-
-def optical_power_limits(spec: AlertSpec) -> dict[str, tuple[float, float]]:
-    """{direction: (low, high)} in watts, from the alert's params."""
-    out = {}
-    for direction, _, low_key, high_key in OPTICAL_POWER:
-        low, high = spec.param(low_key), spec.param(high_key)
-        if not isinstance(low, float) or not isinstance(high, float) or not 0 < low < high:
-            raise GenerateError(
-                f"{spec.alert}: params.{low_key} and params.{high_key}: expected watts with 0 < low < high, got {low!r} and {high!r}"
-            )
-        out[direction] = (low, high)
-    return out
 
 
 def _link_down(spec: AlertSpec, table: Thresholds) -> Built:

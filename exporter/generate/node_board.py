@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from grafana_foundation_sdk.models import dashboard as dm
 
-from exporter.generate.alert_facts import has_alert, page_isolation
-from exporter.generate.common import num, pct
+from exporter.generate.common import pct
 from exporter.generate.fault_panels import fault_level_history
 from exporter.generate.interconnect_row import interconnect_row
 from exporter.generate.network_row import network_row
@@ -28,14 +27,15 @@ from exporter.generate.panels import (
     node_vars,
     q,
 )
-from exporter.generate.thresholds import Thresholds
+from exporter.thresholds.alert_facts import page_isolation
+from exporter.thresholds.table import Thresholds, num
 
 
 def node(table_: Thresholds) -> Board:
     util = table_["device_utilization"]
     steps = indicator_steps(util)
-    temp = table_.alert("NPUTemperatureHigh").threshold if has_alert(table_, "NPUTemperatureHigh") else None
-    hbm = table_.alert("NPUHBMAlmostFull").threshold if has_alert(table_, "NPUHBMAlmostFull") else None
+    temp = spec.threshold if (spec := table_.find("NPUTemperatureHigh")) else None
+    hbm = spec.threshold if (spec := table_.find("NPUHBMAlmostFull")) else None
     pages = page_isolation(table_)
     b = Board(
         "node-chip-detail",

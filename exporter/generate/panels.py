@@ -26,7 +26,7 @@ from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import prometheus as pm
 
 from exporter.generate.common import MARKER
-from exporter.generate.thresholds import Indicator
+from exporter.thresholds.table import Indicator
 
 DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 TAGS = ["cann-exporter", "npu"]

@@ -7,9 +7,18 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from exporter.generate.common import CHIP, IN_USE_SOURCES, NODE, num, pct, with_windows
+from exporter.generate.common import CHIP, IN_USE_SOURCES, NODE, pct, with_windows
 from exporter.generate.energy_rules import energy_1h, energy_5m
-from exporter.generate.thresholds import Thresholds, duration_seconds
+from exporter.thresholds.records import (
+    REPORT_HBM_TOTAL,
+    REPORT_HBM_USED,
+    REPORT_IN_USE,
+    REPORT_NAMESPACE,
+    REPORT_OBSERVED,
+    REPORT_UNHEALTHY,
+    REPORT_UTIL,
+)
+from exporter.thresholds.table import Thresholds, duration_seconds, num
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +36,7 @@ class Record:
 
 
 UTIL = "npu_aicore_utilization_ratio"
+PAGING_STATES = ("Alarm", "Critical")  # NPUUnhealthy's states when its params name none
 
 
 def _pod_chips(value: str) -> str:
@@ -171,17 +181,6 @@ def _chip_hours(interval: str) -> list[Record]:
     ]
 
 
-# The hourly per-chip records `report` reads (exporter/diagnostics/capacity_records.py): one
-# sample per chip-hour at a 30-day report's 1-hour step, where the raw series hold 120.
-REPORT_UTIL = f"chip:{UTIL}:avg1h"
-REPORT_IN_USE = "chip:npu_in_use:max1h"
-REPORT_OBSERVED = "chip:npu_observed_seconds:sum1h"
-REPORT_UNHEALTHY = "chip:npu_unhealthy:max1h"
-REPORT_NAMESPACE = "chip:npu_pod_info:max1h"
-REPORT_HBM_USED = "instance:npu_hbm_used_bytes:avg1h"
-REPORT_HBM_TOTAL = "instance:npu_hbm_total_bytes:avg1h"
-
-
 def _report_hours(interval: str, states: tuple[str, ...]) -> list[Record]:
     """Per chip and hour: in use, seconds observed, health paging, pod namespace; per node and
     hour: HBM used and total. The observed seconds add up the hour's evaluations (half an
@@ -218,14 +217,11 @@ def _report_hours(interval: str, states: tuple[str, ...]) -> list[Record]:
 
 def recording_specs(table: Thresholds) -> list[tuple[str, str | None, list[Record]]]:
     """(group name, interval, records) of the recording rules."""
-    low = table.alert("NPULowUtilization") if "NPULowUtilization" in {a.alert for a in table.alerts} else None
+    low, unhealthy = table.find("NPULowUtilization"), table.find("NPUUnhealthy")
     threshold = low.threshold if low and low.threshold is not None else 0.6
     sources = tuple(low.param("in_use", IN_USE_SOURCES)) if low else IN_USE_SOURCES
     quantiles = table.recording.quantiles
-    try:
-        states = tuple(table.alert("NPUUnhealthy").param("states", ("Alarm", "Critical")))
-    except KeyError:
-        states = ("Alarm", "Critical")
+    states = tuple(unhealthy.param("states", PAGING_STATES)) if unhealthy else PAGING_STATES
     in_use = {
         "process": f"group by ({CHIP}) (npu_process_memory_bytes)",
         "pod": f"group by ({CHIP}) (npu_pod_info)",

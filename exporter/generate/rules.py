@@ -1,7 +1,7 @@
 """Prometheus alerting rules from the threshold table: pure functions, plain data.
 
 Every number an expression compares with, and every window, comes from the table
-(exporter/generate/thresholds.yaml); the PromQL shapes live in one module per rule group, one
+(exporter/thresholds/thresholds.yaml); the PromQL shapes live in one module per rule group, one
 builder per contract alert: chip_rules.py (npu-smi's chips), interconnect_rules.py (PCIe, HCCS,
 SIO, sensors), training_rules.py (training jobs), network_rules.py (hccn_tool's ports) and
 exporter_rules.py (the exporter itself). This module puts them together: the groups, what each
@@ -18,10 +18,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from exporter.generate import chip_rules, exporter_rules, interconnect_rules, network_rules, training_rules
-from exporter.generate.common import Built, GenerateError, Tier, with_windows
+from exporter.generate.common import Built, Tier, with_windows
 from exporter.generate.handover import HANDS_OVER_TO, handover_problem
 from exporter.generate.job_alerts import not_finished, on_device
-from exporter.generate.thresholds import AlertSpec, Thresholds, duration_seconds
+from exporter.thresholds.table import AlertSpec, GenerateError, Thresholds, duration_seconds
 
 # The rule groups in file order.
 _MODULES = (chip_rules, interconnect_rules, training_rules, network_rules, exporter_rules)

@@ -6,10 +6,10 @@ job_alerts.not_finished and on_device."""
 
 from __future__ import annotations
 
-from exporter.generate.common import JOB, Built, indent, num, pct, profile_fresh
+from exporter.generate.common import JOB, Built, indent, pct, profile_fresh
 from exporter.generate.job_alerts import stalled, straggler
 from exporter.generate.texts import JOB_SHORT, JOB_TEXT
-from exporter.generate.thresholds import AlertSpec, Thresholds
+from exporter.thresholds.table import AlertSpec, Thresholds, num
 
 
 def job_phase_share(stages: str, range_: str, offset: str = "") -> str:

@@ -19,7 +19,7 @@ from exporter.generate.dashboards import dashboards
 from exporter.generate.inhibit import inhibit_comment, inhibit_rules
 from exporter.generate.recording import recording_rules, recording_specs
 from exporter.generate.rules import alerts
-from exporter.generate.thresholds import Thresholds
+from exporter.thresholds.table import Thresholds
 
 ALERTS_FILE = "alerts/cann-exporter.alerts.yml"
 RECORDING_FILE = "alerts/cann-exporter.rules.yml"

@@ -13,6 +13,7 @@ from typing import Any
 # (forward, all_reduce, dataloader, ...) and maps them itself: the hook sends names as given.
 PHASES = ("data", "h2d", "compute", "communication", "d2h", "framework", "other")
 MAX_PHASE_NAME = 128  # characters of a phase name sent
+MAX_PHASE_NAMES = 64  # distinct names one monitor sends; beyond, "other"
 _MAX_SECONDS = 86_400.0  # longer steps/phases are absurd
 _MAX_SAMPLES = 10**9
 _MAX_END_AGE = 86_000.0  # an `end` older than about a day, or more than
@@ -20,10 +21,15 @@ _MAX_END_AHEAD = 290.0  # ~5 minutes ahead, is replaced by the recording time
 MAX_FLOPS = 1e24  # model FLOPs of one step: far above any step of any model today
 PRECISIONS = ("fp32", "bf16", "fp16", "int8")  # what a job may declare it computes in (MFU's peak)
 
-# (end perf_counter, duration seconds, samples, {phase: seconds}); record_step(end=...)
-# appends the caller's unix end time as a fifth item, sent as given; step(flops=F) appends
-# (None, F): a sixth item, the step's own model FLOPs.
-Event = tuple
+# One buffered step: (end perf_counter, duration seconds, samples, {phase: seconds});
+# record_step(end=...) appends the caller's unix end time, sent as given; step(flops=F)
+# appends (None, F), the step's own model FLOPs. Values are as the loop gave them (Any):
+# step_json checks them on the sender thread.
+Event = (
+    tuple[float, Any, Any, dict[Any, Any]]
+    | tuple[float, Any, Any, dict[Any, Any], float]
+    | tuple[float, Any, Any, dict[Any, Any], None, Any]
+)
 
 
 def count_value(value: Any, limit: int = _MAX_SAMPLES) -> int | None:

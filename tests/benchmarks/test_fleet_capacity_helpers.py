@@ -20,7 +20,7 @@ from benchmarks._raw_queries import (
 )
 from benchmarks.fleet_capacity import capacity_dashboard, merged_count, substitute
 from exporter.generate.recording import recording_rules
-from exporter.generate.thresholds import load_thresholds
+from exporter.thresholds.table import load_thresholds
 from tests.support.tools import tool
 
 RULES = rules_of(recording_rules(load_thresholds(), windows={"rollup_interval": "600s"}), 300.0)

@@ -80,7 +80,7 @@ THRESHOLDS = {
 
 
 def _thresholds(tmp_path: Path, name: str) -> tuple[Path, str]:
-    from exporter.generate.thresholds import DEFAULT_PATH
+    from exporter.thresholds.table import DEFAULT_PATH
 
     content, message = THRESHOLDS[name]
     path = tmp_path / "thresholds.yaml"

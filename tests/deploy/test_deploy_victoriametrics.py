@@ -29,8 +29,8 @@ from benchmarks.fleet_capacity import capacity_dashboard, substitute
 from exporter.diagnostics.capacity_queries import raw_queries, recorded_queries
 from exporter.diagnostics.capacity_reader import read_capacity
 from exporter.diagnostics.promapi import PrometheusClient
-from exporter.generate.thresholds import load_thresholds
 from exporter.generate.writer import render
+from exporter.thresholds.table import load_thresholds
 from tests.support.deploy import DEPLOY
 from tests.support.ports import free_port
 from tests.support.tools import tool

@@ -16,7 +16,7 @@ from exporter.diagnostics.baseline import (
     speedup_verdict,
 )
 from exporter.diagnostics.model import CannotDiagnose, JobStats
-from exporter.generate.thresholds import load_thresholds
+from exporter.thresholds.table import load_thresholds
 from tests.support import history as h
 from tests.support.cli import run_diagnose
 from tests.support.prometheus import Prometheus

@@ -14,7 +14,7 @@ from typing import Any
 
 from exporter.diagnostics import capacity, capacity_grid, capacity_text, forecast
 from exporter.diagnostics.capacity import CapacityInput, ChipHistory, NodeHbm, analyse_capacity
-from exporter.generate.thresholds import load_thresholds
+from exporter.thresholds.table import load_thresholds
 
 TABLE = load_thresholds()
 HOUR = 3600.0

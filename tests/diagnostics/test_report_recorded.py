@@ -25,9 +25,10 @@ from exporter.diagnostics.capacity_reader import fit_window, read_capacity
 from exporter.diagnostics.energy import analyse_energy
 from exporter.diagnostics.energy_reader import read_energy
 from exporter.diagnostics.promapi import PrometheusClient
-from exporter.generate.recording import REPORT_UTIL, recording_rules
-from exporter.generate.thresholds import load_thresholds
+from exporter.generate.recording import recording_rules
 from exporter.npusmi.metrics import ENERGY
+from exporter.thresholds.records import REPORT_UTIL
+from exporter.thresholds.table import load_thresholds
 from tests.support.tools import tool
 
 SCALE = FleetScale(nodes=4, chips=2, days=3, resolution=300)

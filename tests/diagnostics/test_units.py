@@ -43,7 +43,7 @@ from exporter.diagnostics.render import (
     render_text,
 )
 from exporter.diagnostics.scrape_reader import Scrape, chips_from
-from exporter.generate.thresholds import load_thresholds
+from exporter.thresholds.table import load_thresholds
 
 TABLE = load_thresholds()
 
@@ -283,7 +283,7 @@ def test_a_chip_scraped_by_two_jobs_has_its_namespace_once() -> None:
     scrape jobs gives two series, and its namespace counts once per hour."""
     from exporter.diagnostics.capacity_reader import read_capacity
     from exporter.diagnostics.promapi import PrometheusClient, Series
-    from exporter.generate.recording import REPORT_NAMESPACE, REPORT_OBSERVED, REPORT_UTIL
+    from exporter.thresholds.records import REPORT_NAMESPACE, REPORT_OBSERVED, REPORT_UTIL
 
     chip = {"instance": "a:9435", "npu": "0", "chip": "0", "device": "0"}
     hours = tuple(3600.0 * i for i in range(1, 4))

@@ -14,8 +14,8 @@ import yaml
 
 from exporter.generate.dashboards import dashboards
 from exporter.generate.panels import UIDS
-from exporter.generate.thresholds import DEFAULT_PATH, load_thresholds, parse_thresholds
 from exporter.generate.writer import DASHBOARD_DIR, DATASOURCE_FILE, PROVIDER_FILE
+from exporter.thresholds.table import DEFAULT_PATH, load_thresholds, parse_thresholds
 from tests.support.paths import ROOT
 from tests.support.promql import (
     known_names,

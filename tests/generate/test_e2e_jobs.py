@@ -27,8 +27,8 @@ import pytest
 import yaml
 
 from exporter.generate.rules import JOB_ALERTS
-from exporter.generate.thresholds import load_thresholds
 from exporter.generate.writer import DASHBOARD_DIR, render, write
+from exporter.thresholds.table import load_thresholds
 from tests.support.cli import run_diagnose
 from tests.support.paths import ROOT
 from tests.support.ports import free_port

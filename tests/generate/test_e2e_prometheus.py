@@ -37,13 +37,13 @@ from typing import Any
 import pytest
 import yaml
 
-from exporter.generate.thresholds import load_thresholds
 from exporter.generate.writer import DASHBOARD_DIR, INHIBIT_FILE, render, write
 from exporter.pods.podresources_pb import api_pb2 as pb
 from exporter.simulator.scenarios import (
     DEGRADED_CRITICAL_LOGIC_ID,
     UNDERUTILIZED_LOGIC_IDS,
 )
+from exporter.thresholds.table import load_thresholds
 from tests.support.cli import run_diagnose, run_report
 from tests.support.kubelet import FakeKubelet, container, pod
 from tests.support.paths import FIXTURES, ROOT

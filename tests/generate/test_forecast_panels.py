@@ -11,8 +11,8 @@ from typing import Any
 
 import yaml
 
-from exporter.generate.common import MIN_FORECAST_DAYS
 from exporter.generate.writer import DASHBOARD_DIR
+from exporter.thresholds.records import MIN_FORECAST_DAYS
 from tests.support.paths import ROOT
 from tests.support.tools import tool
 

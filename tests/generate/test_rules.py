@@ -13,16 +13,8 @@ import pytest
 import yaml
 
 from exporter.commands.generate import add_arguments, run
-from exporter.generate.common import GenerateError
 from exporter.generate.recording import recording_rules
 from exporter.generate.rules import CONTRACT_ALERTS, alerts
-from exporter.generate.thresholds import (
-    DEFAULT_PATH,
-    ThresholdError,
-    duration_seconds,
-    load_thresholds,
-    parse_thresholds,
-)
 from exporter.generate.writer import (
     ALERTS_FILE,
     MARKER,
@@ -30,6 +22,14 @@ from exporter.generate.writer import (
     render,
     stale_files,
     write,
+)
+from exporter.thresholds.table import (
+    DEFAULT_PATH,
+    GenerateError,
+    ThresholdError,
+    duration_seconds,
+    load_thresholds,
+    parse_thresholds,
 )
 from tests.support.paths import ROOT
 from tests.support.promql import known_names, metric_names

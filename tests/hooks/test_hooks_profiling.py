@@ -17,12 +17,12 @@ import yaml
 
 torch = pytest.importorskip("torch")
 
-from exporter.generate.thresholds import load_thresholds  # noqa: E402
 from exporter.hooks import Monitor  # noqa: E402
 from exporter.hooks.profiling import DIR_PREFIX, Profiling, remove_stale  # noqa: E402
 from exporter.hooks.torch import TorchMonitor  # noqa: E402
 from exporter.hooks.torch_profiler import TorchProfilerBackend  # noqa: E402
 from exporter.profiles.window import summarise_window  # noqa: E402
+from exporter.thresholds.table import load_thresholds  # noqa: E402
 from tests.support.exposition import value  # noqa: E402
 from tests.support.hooks import run_script, wait_until  # noqa: E402
 from tests.support.paths import ROOT  # noqa: E402

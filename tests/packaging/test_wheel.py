@@ -24,7 +24,7 @@ pytestmark = pytest.mark.e2e
 
 # Read at run time from beside the module that uses them (Path(__file__).with_name).
 DATA_FILES = (
-    "exporter/generate/thresholds.yaml",
+    "exporter/thresholds/thresholds.yaml",
     "exporter/jobs/openapi.yaml",
     "exporter/npusmi/faultcodes.json",
     "exporter/npusmi/faultcodes.NOTICE",

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from exporter.generate.thresholds import verdict
 from exporter.profiles.indicators import summarize
 from exporter.profiles.layout import find_profiles
 from exporter.profiles.load import load_profile
+from exporter.thresholds.table import verdict
 from tests.support.profile_builders import (
     Copy,
     Kernel,

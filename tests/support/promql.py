@@ -10,7 +10,7 @@ import promql_parser
 
 from exporter.app.catalogue import ALL_METRICS
 from exporter.generate.recording import record_names
-from exporter.generate.thresholds import load_thresholds
+from exporter.thresholds.table import load_thresholds
 
 # Series Prometheus makes itself (scrape health), allowed in rules and dashboards.
 PROMETHEUS_SERIES = {"up", "scrape_duration_seconds", "scrape_samples_scraped"}

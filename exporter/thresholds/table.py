@@ -56,6 +56,11 @@ class ThresholdError(ProblemsError):
     """The table is invalid; ``problems`` lists every bad entry."""
 
 
+class GenerateError(Exception):
+    """The table is valid but asks for something a rule, a panel or a check cannot be made of
+    (an alert's params out of what its expression takes)."""
+
+
 @dataclass(frozen=True)
 class Indicator:
     id: str
@@ -80,28 +85,31 @@ class Indicator:
 
     def verdict(self, value: float) -> str:
         """healthy / warning / abnormal; the table's bounds are strict (`< 15%`, `> 30%`)."""
-        worse = (lambda a, b: a > b) if self.lower_is_better else (lambda a, b: a < b)
-        if self.abnormal is not None and worse(value, self.abnormal):
+        if self.abnormal is not None and self._worse(value, self.abnormal):
             return ABNORMAL
-        if self.healthy is None or worse(self.healthy, value):
+        if self.healthy is None or self._worse(self.healthy, value):
             return HEALTHY
         return WARNING
+
+    def _worse(self, a: float, b: float) -> bool:
+        return a > b if self.lower_is_better else a < b
 
     def healthy_text(self, scale: float = 100.0, unit: str = "%") -> str:
         """`< 15%`-style text of the healthy range (`≤ 70%` when only abnormal is known)."""
         if self.healthy is not None:
-            return f"{'<' if self.lower_is_better else '>'} {_num(self.healthy * scale)}{unit}"
+            return f"{'<' if self.lower_is_better else '>'} {num(self.healthy * scale)}{unit}"
         if self.abnormal is not None:
-            return f"{'≤' if self.lower_is_better else '≥'} {_num(self.abnormal * scale)}{unit}"
+            return f"{'≤' if self.lower_is_better else '≥'} {num(self.abnormal * scale)}{unit}"
         return ""
 
     def abnormal_text(self, scale: float = 100.0, unit: str = "%") -> str:
         if self.abnormal is None:
             return ""
-        return f"{'>' if self.lower_is_better else '<'} {_num(self.abnormal * scale)}{unit}"
+        return f"{'>' if self.lower_is_better else '<'} {num(self.abnormal * scale)}{unit}"
 
 
-def _num(value: float) -> str:
+def num(value: float) -> str:
+    """A threshold as PromQL, panels and verdicts print it: 0.6, 85, 600."""
     return f"{value:.0f}" if float(value).is_integer() else f"{value:g}"
 
 
@@ -144,10 +152,14 @@ class Thresholds:
     recording: RecordingSettings = RecordingSettings()
 
     def alert(self, name: str) -> AlertSpec:
-        for spec in self.alerts:
-            if spec.alert == name:
-                return spec
-        raise KeyError(name)
+        spec = self.find(name)
+        if spec is None:
+            raise KeyError(name)
+        return spec
+
+    def find(self, name: str) -> AlertSpec | None:
+        """The alert ``name``, or None when the table has none (a table may leave alerts out)."""
+        return next((spec for spec in self.alerts if spec.alert == name), None)
 
     def __getitem__(self, indicator_id: str) -> Indicator:
         for indicator in self.indicators:

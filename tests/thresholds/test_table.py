@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from exporter.app.catalogue import ALL_METRICS
-from exporter.generate.thresholds import (
+from exporter.thresholds.table import (
     DEFAULT_PATH,
     ThresholdError,
     load_thresholds,
