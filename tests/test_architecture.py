@@ -19,6 +19,11 @@ PACKAGE = ROOT / "exporter"
 # call over as many lines as it has arguments. 27,000 is about what 500 dense lines held.
 MAX_CODE_CHARS = 27_000
 
+# Parts whose functions stay short enough to read at once (a dashboard is rows of panels, a rule
+# group one builder per alert), in lines from `def` to the function's last line.
+SHORT_FUNCTIONS = {"generate", "thresholds"}
+MAX_FUNCTION_LINES = 80
+
 # What each top-level part of ``exporter`` may import (besides itself and ``exporter.__init__``).
 ALLOWED: dict[str, set[str]] = {
     "core": set(),
@@ -139,6 +144,18 @@ def test_modules_stay_small():
         if not path.name.endswith("_pb2.py") and (n := len(re.sub(r"\s", "", path.read_text()))) > MAX_CODE_CHARS
     }
     assert not big, big
+
+
+def test_functions_stay_short():
+    long = {
+        f"{path.relative_to(ROOT)}:{node.lineno} {node.name}": lines
+        for name, path in MODULES.items()
+        if part(name) in SHORT_FUNCTIONS
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and (lines := (node.end_lineno or node.lineno) - node.lineno + 1) > MAX_FUNCTION_LINES
+    }
+    assert not long, long
 
 
 def test_every_package_directory_is_a_package():

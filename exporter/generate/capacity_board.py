@@ -5,83 +5,74 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import dashboard as dm
 
+from exporter.generate.board import Board, datasource_var
 from exporter.generate.common import pct
-from exporter.generate.panels import (
-    Board,
-    bars,
-    datasource_var,
-    graph,
-    grid,
-    indicator_steps,
-    q,
-)
+from exporter.generate.panels import RATIO, Panel, bars, graph, grid, indicator_steps, q
 from exporter.thresholds.records import MIN_FORECAST_DAYS
 from exporter.thresholds.table import Thresholds, num
 
 
 def capacity(table_: Thresholds) -> Board:
-    util = table_["device_utilization"]
-    steps = indicator_steps(util)
-    quantiles = table_.recording.quantiles
-    b = Board(
-        "capacity-planning",
-        "Utilization trends, distribution, idle capacity, allocation versus use and a 30-day forecast, "
-        "from the recording rules (alerts/cann-exporter.rules.yml).",
-        time_from="now-30d",
-        refresh="15m",
-        variables=[datasource_var(), price_var()],
+    return (
+        Board(
+            "capacity-planning",
+            "Utilization trends, distribution, idle capacity, allocation versus use and a 30-day forecast, "
+            "from the recording rules (alerts/cann-exporter.rules.yml).",
+            time_from="now-30d",
+            refresh="15m",
+            variables=[datasource_var(), price_var()],
+        )
+        .row("Trends", *_trends(table_))
+        .row("Distribution and idle capacity", *_distribution(table_))
+        .row("Allocation versus use", *_allocation(table_))
+        .row("Energy and efficiency", *_energy())
+        .row("Forecast", *_forecasts(table_))
     )
-    b.row("Trends")
-    b.add(
+
+
+def _trends(table_: Thresholds) -> list[Panel]:
+    steps = indicator_steps(table_["device_utilization"])
+    quantile = "cluster:npu_aicore_utilization_ratio:quantile_avg1h"
+    return [
         graph(
             "Cluster utilization (1h and daily means)",
             q("cluster:npu_aicore_utilization_ratio:avg1h", "1h mean (chips)"),
             q("cluster:npu_aicore_utilization_ratio:avg1d", "daily mean"),
             q("cluster:npu_aicore_utilization_ratio_in_use:avg5m", "chips in use, 5m"),
-            unit="percentunit",
+            **RATIO,
             steps=steps,
-            lo=0,
-            hi=1,
         ),
         graph(
             "Utilization quantiles across chips (1h)",
-            *[q(f'cluster:npu_aicore_utilization_ratio:quantile_avg1h{{quantile="{num(v)}"}}', f"p{num(v * 100)}") for v in quantiles],
-            unit="percentunit",
+            *[q(f'{quantile}{{quantile="{num(v)}"}}', f"p{num(v * 100)}") for v in table_.recording.quantiles],
+            **RATIO,
             steps=steps,
-            lo=0,
-            hi=1,
         ),
-        graph(
-            "Utilization by node (daily)",
-            q("instance:npu_aicore_utilization_ratio:avg1d", "{{instance}}"),
-            unit="percentunit",
-            steps=steps,
-            lo=0,
-            hi=1,
-        ),
+        graph("Utilization by node (daily)", q("instance:npu_aicore_utilization_ratio:avg1d", "{{instance}}"), **RATIO, steps=steps),
         graph(
             "Utilization by namespace (1h)",
             q("namespace:npu_aicore_utilization_ratio:avg1h", "{{namespace}}"),
-            unit="percentunit",
+            **RATIO,
             steps=steps,
-            lo=0,
-            hi=1,
             description="Chips attributed to namespaces by the kubelet (npu_pod_info).",
         ),
-    )
-    b.row("Distribution and idle capacity")
-    b.add(
+    ]
+
+
+def _distribution(table_: Thresholds) -> list[Panel]:
+    util = table_["device_utilization"]
+    abnormal, healthy = util.abnormal or 0.6, util.healthy or 0.85
+    return [
         bars(
             "Chips by daily utilization",
             *[
                 q(
-                    f"count(chip:npu_aicore_utilization_ratio:avg1d >= {num(lo_)} < {num(hi_)}) or vector(0)",
-                    f"{pct(lo_)}-{pct(hi_)}",
+                    f"count(chip:npu_aicore_utilization_ratio:avg1d >= {num(lo)} < {num(hi)}) or vector(0)",
+                    f"{pct(lo)}-{pct(hi)}",
                     instant=True,
                 )
-                for lo_, hi_ in ((0, util.abnormal or 0.6), (util.abnormal or 0.6, util.healthy or 0.85), (util.healthy or 0.85, 1.01))
+                for lo, hi in ((0, abnormal), (abnormal, healthy), (healthy, 1.01))
             ],
-            unit="short",
             decimals=0,
             description="Chips below the abnormal bound, in between, and healthy, by their daily mean.",
         ),
@@ -90,7 +81,6 @@ def capacity(table_: Thresholds) -> Board:
             q("cluster:npu_chip_hours:sum1d", "observed"),
             q("cluster:npu_idle_chip_hours:sum1d", "idle (nothing on the chip)"),
             q("cluster:npu_unused_chip_hours:sum1d", "unused (AI Cores not busy)"),
-            unit="short",
             lo=0,
             description="Chip-hours of the last day, observed time only (a new chip or a scrape gap adds only the "
             "minutes it was scraped): idle = no process, pod or job; unused = (1 - utilization) x observed hours.",
@@ -107,16 +97,17 @@ def capacity(table_: Thresholds) -> Board:
             hidden=("__name__",),
             sort="Value",
         ),
-    )
-    b.row("Allocation versus use")
-    b.add(
+    ]
+
+
+def _allocation(table_: Thresholds) -> list[Panel]:
+    return [
         graph(
             "Chips: total, in use, below target",
             q("cluster:npu_chips:count", "total"),
             q("cluster:npu_chips_in_use:sum", "in use"),
             q("cluster:npu_chips_low_utilization:sum", "in use, below target"),
             q("sum(namespace:npu_chips:count)", "allocated to pods"),
-            unit="short",
             lo=0,
             decimals=0,
         ),
@@ -125,75 +116,62 @@ def capacity(table_: Thresholds) -> Board:
             q("cluster:npu_allocation:ratio", "allocated (in use / total)"),
             q("cluster:npu_aicore_utilization_ratio_in_use:avg5m", "use of allocated chips"),
             q("cluster:npu_aicore_utilization_ratio:avg5m", "use of all chips"),
-            unit="percentunit",
-            steps=steps,
-            lo=0,
-            hi=1,
+            **RATIO,
+            steps=indicator_steps(table_["device_utilization"]),
         ),
         graph("HBM headroom", q("cluster:npu_hbm_headroom_bytes:sum", "free HBM (cluster)"), unit="bytes", lo=0, w=8),
         graph(
             "Peak HBM use (daily)",
             q("cluster:npu_hbm_usage:max1d", "busiest chip"),
             q("instance:npu_hbm_usage:max1d", "{{instance}}"),
-            unit="percentunit",
-            lo=0,
-            hi=1,
+            **RATIO,
             w=8,
         ),
-        graph("Chips in use (daily mean)", q("cluster:npu_chips_in_use:avg1d", "in use"), unit="short", lo=0, w=8),
-    )
-    energy_row(b)
-    b.row("Forecast")
-    b.add(
+        graph("Chips in use (daily mean)", q("cluster:npu_chips_in_use:avg1d", "in use"), lo=0, w=8),
+    ]
+
+
+def _forecasts(table_: Thresholds) -> list[Panel]:
+    history = f"Empty until the record has {MIN_FORECAST_DAYS} days of history."
+    return [
         graph(
             "Chips in use: 7-day trend projected 30 days",
             q("cluster:npu_chips_in_use:sum", "now"),
             q(forecast("cluster:npu_chips_in_use:sum", "0", f"scalar({CHIPS})"), "in 30 days"),
             q(CHIPS, "capacity"),
-            unit="short",
             lo=0,
             decimals=0,
             description=(
-                f"predict_linear over the last 7 days, between 0 and the chips there are: reaching capacity "
-                f"means plan more chips. Empty until the record has {MIN_FORECAST_DAYS} days of history."
+                f"predict_linear over the last 7 days, between 0 and the chips there are: reaching capacity means plan more chips. {history}"
             ),
         ),
         graph(
             "Utilization: 7-day trend projected 30 days",
             q("cluster:npu_aicore_utilization_ratio:avg1h", "now"),
             q(forecast("cluster:npu_aicore_utilization_ratio:avg1h", "0", "1"), "in 30 days"),
-            unit="percentunit",
-            steps=steps,
-            lo=0,
-            hi=1,
-            description=f"predict_linear over the last 7 days, between 0 and 100%. Empty until the record has "
-            f"{MIN_FORECAST_DAYS} days of history.",
+            **RATIO,
+            steps=indicator_steps(table_["device_utilization"]),
+            description=f"predict_linear over the last 7 days, between 0 and 100%. {history}",
         ),
-    )
-    return b
+    ]
 
 
 def price_var() -> db.TextBoxVariable:
     """The price of a kWh the cost panels multiply by (0: no cost shown)."""
     price = "0.15"
-    return (
-        db.TextBoxVariable("price_per_kwh")
-        .label("Price per kWh")
-        .description("Your electricity price per kWh, in your currency: the energy panels show cost with it.")
-        .default_value(price)
-        .current(dm.VariableOption(text=price, value=price))
-    )
+    variable = db.TextBoxVariable("price_per_kwh")
+    variable.label("Price per kWh").description("Your electricity price per kWh, in your currency: the energy panels show cost with it.")
+    variable.default_value(price).current(dm.VariableOption(text=price, value=price))
+    return variable
 
 
-def energy_row(b: Board) -> None:
+def _energy() -> list[Panel]:
     """kWh per node, namespace and job, idle energy, cost at $price_per_kwh, and MFU by namespace."""
-    b.row("Energy and efficiency")
-    b.add(
+    return [
         graph(
             "Energy per node (kWh per hour)",
             q("instance:npu_energy_kwh:sum1h", "{{instance}}"),
             q("cluster:npu_energy_idle_kwh:sum1h", "cluster: idle or below target"),
-            unit="short",
             lo=0,
             w=8,
             description="npu_energy_joules_total over the last hour per node; idle: chips not in use or in use below the target.",
@@ -202,7 +180,6 @@ def energy_row(b: Board) -> None:
             "Energy per namespace and job (kWh per hour)",
             q("namespace:npu_energy_kwh:sum1h", "{{namespace}}"),
             q("job_name:npu_energy_kwh:sum1h", "job {{job_name}}"),
-            unit="short",
             lo=0,
             w=8,
         ),
@@ -210,21 +187,18 @@ def energy_row(b: Board) -> None:
             "Energy cost per hour (at $price_per_kwh per kWh)",
             q("cluster:npu_energy_kwh:sum1h * $price_per_kwh", "all chips"),
             q("cluster:npu_energy_idle_kwh:sum1h * $price_per_kwh", "idle or below target"),
-            unit="short",
             lo=0,
             w=8,
         ),
         graph(
             "Model FLOPs utilization by namespace",
             q("namespace:npu_job_model_flops_utilization_ratio:avg", "{{namespace}}"),
-            unit="percentunit",
-            lo=0,
-            hi=1,
+            **RATIO,
             w=24,
             description="Mean MFU of the ranks on each namespace's chips (jobs that declare flops_per_step, on chips with a peak). "
             "Large-model training commonly reaches 35-60% (PaLM 540B: 46.2%, Chowdhery et al. 2022, arXiv:2204.02311).",
         ),
-    )
+    ]
 
 
 CHIPS = "cluster:npu_chips:count"

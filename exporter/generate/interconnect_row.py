@@ -3,82 +3,55 @@
 
 from __future__ import annotations
 
-from grafana_foundation_sdk.models import dashboard as dm
-
-from exporter.generate.panels import (
-    CHIP_LEGEND,
-    CHIP_SEL,
-    GREEN,
-    ORANGE,
-    RED,
-    Board,
-    graph,
-    grid,
-    history,
-    limit_steps,
-    q,
-)
-from exporter.thresholds.table import Thresholds, num
+from exporter.generate.panels import CHIP_LEGEND, CHIP_SEL, ORANGE, Panel, Query, alert_steps, fires, graph, info_grid, q, two_states
+from exporter.thresholds.table import AlertSpec, Thresholds, num
 
 LINK_LEGEND = "{{device}} link {{link}}"
 
 
-def interconnect_row(b: Board, table_: Thresholds) -> None:
-    """The row, in lines of 24 columns. The chip's fault level belongs first: added as an 8-wide
-    panel before HCCS health, that one narrows to 8."""
-    spec = {
-        name: table_.find(name)
-        for name in ("NPUPCIeErrors", "NPUHCCSLinkDown", "NPUHCCSErrors", "NPUSIOErrors", "NPUSensorTemperatureHigh")
-    }
-    pcie, link_down, hccs, sio, sensor = (spec[n] for n in spec)
-    hot = sensor.threshold if sensor else None
-    hot_sensors = ", ".join(sensor.param("sensors", ("soc_max",))) if sensor else ""
+def _increase(metric: str, legend: str) -> Query:
+    return q(f"increase({metric}{{{CHIP_SEL}}}[1h])", legend)
 
-    def fires(alert: object, text: str) -> str:
-        return text if alert is not None else ""
 
-    b.row("Health and interconnect")
-    b.add(
-        history(
+def _errors(title: str, spec: AlertSpec | None, fires_on: str, description: str, *queries: Query) -> Panel:
+    """Error counters' increase over 1h, orange from the threshold of the alert on them."""
+    alert = fires(spec, lambda s: f"; {s.alert} fires {fires_on} {num(s.bound)} within {s.range}.")
+    return graph(title, *queries, lo=0, w=8, steps=alert_steps(spec, ORANGE), description=description + alert)
+
+
+def interconnect_panels(table_: Thresholds) -> list[Panel]:
+    """The row, in lines of 24 columns."""
+    return _links(table_) + _sensors(table_)
+
+
+def _links(table_: Thresholds) -> list[Panel]:
+    """HCCS health, PCIe, HCCS and die-to-die errors, HCCS bandwidth."""
+    pcie, link_down, hccs, sio = (table_.find(n) for n in ("NPUPCIeErrors", "NPUHCCSLinkDown", "NPUHCCSErrors", "NPUSIOErrors"))
+    return [
+        two_states(
             "HCCS health",
             q(f"npu_hccs_healthy{{{CHIP_SEL}}}", CHIP_LEGEND),
+            ("NOK", "OK"),
             h=6,
             w=16,
-            steps=[dm.Threshold(value=None, color=RED), dm.Threshold(value=1, color=GREEN)],
-            mappings=[
-                dm.ValueMap(
-                    options={
-                        "0": dm.ValueMappingResult(text="NOK", color=RED, index=0),
-                        "1": dm.ValueMappingResult(text="OK", color=GREEN, index=1),
-                    }
-                )
-            ],
             description="npu-smi -t hccs health status of each chip's HCCS links"
-            + fires(link_down, f"; NPUHCCSLinkDown fires when a chip stays NOK for {link_down.window if link_down else ''}.")
+            + fires(link_down, lambda s: f"; NPUHCCSLinkDown fires when a chip stays NOK for {s.window}.")
             + " Chips without HCCS (or whose product does not answer) are absent.",
         ),
-        graph(
+        _errors(
             "PCIe errors (increase over 1h)",
-            q(f"increase(npu_pcie_errors_total{{{CHIP_SEL}}}[1h])", "{{device}} {{type}}"),
-            unit="short",
-            lo=0,
-            w=8,
-            steps=limit_steps(pcie.threshold if pcie else None, ORANGE),
-            description="npu-smi -t pcie-err counters by type (tx, rx, lcrc, ecrc, retry; 310-class cards their own)"
-            + fires(
-                pcie, f"; NPUPCIeErrors fires when their sum rises above {num(pcie.threshold or 0)} within {pcie.range if pcie else ''}."
-            ),
+            pcie,
+            "when their sum rises above",
+            "npu-smi -t pcie-err counters by type (tx, rx, lcrc, ecrc, retry; 310-class cards their own)",
+            _increase("npu_pcie_errors_total", "{{device}} {{type}}"),
         ),
-        graph(
+        _errors(
             "HCCS errors and retries per link (increase over 1h)",
-            q(f"increase(npu_hccs_errors_total{{{CHIP_SEL}}}[1h])", "errors " + LINK_LEGEND),
-            q(f"increase(npu_hccs_retries_total{{{CHIP_SEL}}}[1h])", "retries " + LINK_LEGEND),
-            unit="short",
-            lo=0,
-            w=8,
-            steps=limit_steps(hccs.threshold if hccs else None, ORANGE),
-            description="CRC errors and retransmissions per HCCS link (npu-smi -t hccs)"
-            + fires(hccs, f"; NPUHCCSErrors fires on errors above {num(hccs.threshold or 0)} within {hccs.range if hccs else ''}."),
+            hccs,
+            "on errors above",
+            "CRC errors and retransmissions per HCCS link (npu-smi -t hccs)",
+            _increase("npu_hccs_errors_total", "errors " + LINK_LEGEND),
+            _increase("npu_hccs_retries_total", "retries " + LINK_LEGEND),
         ),
         graph(
             "HCCS bandwidth per link",
@@ -89,47 +62,48 @@ def interconnect_row(b: Board, table_: Thresholds) -> None:
             description="npu-smi -t hccs-bw, averaged over its sampling time (npu_smi.hccs_bw_time, every "
             "npu_smi.hccs_bw_interval); transmit below zero. A link far below its peers is the suspect one.",
         ),
-        graph(
+        _errors(
             "Die-to-die (SIO) errors (increase over 1h)",
-            q(f"increase(npu_sio_errors_total{{{CHIP_SEL}}}[1h])", "{{device}} {{direction}}"),
-            unit="short",
-            lo=0,
-            w=8,
-            steps=limit_steps(sio.threshold if sio else None, ORANGE),
-            description="npu-smi -t sio-info (Atlas A3 and 950: two dies per NPU)"
-            + fires(sio, f"; NPUSIOErrors fires above {num(sio.threshold or 0)} within {sio.range if sio else ''}."),
+            sio,
+            "above",
+            "npu-smi -t sio-info (Atlas A3 and 950: two dies per NPU)",
+            _increase("npu_sio_errors_total", "{{device}} {{direction}}"),
         ),
+    ]
+
+
+def _sensors(table_: Thresholds) -> list[Panel]:
+    """Sensor temperatures, voltage, the HCCS links' lanes and the super pod."""
+    sensor = table_.find("NPUSensorTemperatureHigh")
+    return [
         graph(
             "Sensor temperatures",
             q(f"npu_sensor_temperature_celsius{{{CHIP_SEL}}}", "{{device}} {{sensor}}"),
             unit="celsius",
-            w=12,
-            h=8,
-            steps=limit_steps(hot),
+            steps=alert_steps(sensor),
             description="npu-smi -t sensors: SoC hottest point, SFP, NDIE, HBM (the same HBM reading as the Temperature panel)"
             + fires(
-                sensor, f"; NPUSensorTemperatureHigh fires when {hot_sensors} stays above {num(hot or 0)} °C (a published junction limit)."
+                sensor,
+                lambda s: (
+                    f"; NPUSensorTemperatureHigh fires when {', '.join(s.param('sensors', ('soc_max',)))} stays above "
+                    f"{num(s.bound)} °C (a published junction limit)."
+                ),
             ),
         ),
         graph(
             "Voltage",
             q(f"npu_voltage_volts{{{CHIP_SEL}}}", CHIP_LEGEND),
             unit="volt",
-            w=12,
             description="npu-smi -t volt: the chip's supply voltage.",
         ),
-        grid(
+        info_grid(
             "HCCS links: lanes and speed",
-            q(f"npu_hccs_link_info{{{CHIP_SEL}}}", table_format=True),
-            hidden=("__name__", "job", "Value"),
-            w=12,
+            f"npu_hccs_link_info{{{CHIP_SEL}}}",
             description="Lanes in use, the lane bitmap and the speed (Gbit/s, lanes x 56) of each link: a link with fewer lanes is degraded.",
         ),
-        grid(
+        info_grid(
             "Super pod",
-            q(f"npu_superpod_info{{{CHIP_SEL}}}", table_format=True),
-            hidden=("__name__", "job", "Value"),
-            w=12,
+            f"npu_superpod_info{{{CHIP_SEL}}}",
             description="npu-smi -t spod-info (A3 and 950 super pods): pod id, size, server index and SDID of each chip.",
         ),
-    )
+    ]

@@ -1,9 +1,11 @@
-"""The training-jobs dashboard: the hooks' step timings and profile summaries per job."""
+"""The training-jobs dashboard: the hooks' step timings and profile summaries per job, at the
+three levels of the tuning method (macro: iterations; meso: step phases; micro: profiles)."""
 
 from __future__ import annotations
 
 from grafana_foundation_sdk.models import dashboard as dm
 
+from exporter.generate.board import Board, Variable, datasource_var, job_var, query_var
 from exporter.generate.common import pct
 from exporter.generate.energy_rules import PER_ITERATION, PER_SAMPLE
 from exporter.generate.panels import (
@@ -11,62 +13,78 @@ from exporter.generate.panels import (
     JOB_LEGEND,
     JOB_SEL,
     ORANGE,
+    RATIO,
     RED,
     UTIL,
-    Board,
+    Panel,
+    alert_steps,
     bars,
-    datasource_var,
     graph,
     grid,
     indicator_steps,
+    info_grid,
     limit_steps,
     q,
-    query_var,
+    rate,
+    threshold,
 )
-from exporter.thresholds.table import Thresholds, num
+from exporter.thresholds.table import Indicator, Thresholds, num
+
+RANK = "job_name, rank"
+DURATION = "npu_job_iteration_duration_seconds"
+PHASES = "npu_job_phase_seconds_total"
+# Shares of a running rank only (a finished one's rates fall to 0 and would draw a climbing
+# idle share), clamped to 0..100% (a late scrape can put a phase counter ahead of the step sum).
+RUNNING = f'and on (job_name, rank) sum by (job_name, rank) (npu_job_state{{{JOB_SEL}, state="running"}}) == 1'
+NO_PROFILE = " Empty until the job posts a profile summary (profiling windows) or an export of it is watched."
 
 
 def jobs(table_: Thresholds) -> Board:
-    memcpy, framework, idle = table_["memcpy_share"], table_["framework_overhead_share"], table_["idle_share"]
-    top3, hot, util = table_["top3_operator_share"], table_["max_operator_share"], table_["device_utilization"]
-    mfu = table_["model_flops_utilization"]
-    band = f"{pct(mfu.healthy or 0)}-{pct(mfu.ceiling or 1)}"
-    reg = table_.find("NPUIterationTimeRegression")
-    baseline = reg.param("baseline", "1d") if reg else "1d"
-    stall = spec.threshold if (spec := table_.find("NPUTrainingStalled")) else None
-    rate = "$__rate_interval"
-    dur = "npu_job_iteration_duration_seconds"
-    # Shares of a running rank only (a finished one's rates fall to 0 and would draw a climbing
-    # idle share), clamped to 0..100% (a late scrape can put a phase counter ahead of the step sum).
-    running = f'and on (job_name, rank) sum by (job_name, rank) (npu_job_state{{{JOB_SEL}, state="running"}}) == 1'
-    straggler = table_.find("NPUJobStragglerRank")
-    no_profile = " Empty until the job posts a profile summary (profiling windows) or an export of it is watched."
-    variables = [
-        datasource_var(),
-        query_var("job", "Job", "label_values(npu_devices, job)"),
-        query_var(
-            "job_name",
-            "Training job",
-            'label_values({__name__=~"npu_job_info|npu_profile_last_update_timestamp_seconds", job=~"$job"}, job_name)',
-        ),
-    ]
-    b = Board(
-        "training-jobs",
-        "Training jobs reporting through the hooks (npu_job_*) and their latest profiles (npu_profile_*): "
-        "the three levels of the tuning method.",
-        time_from="now-6h",
-        variables=variables,
+    return (
+        Board(
+            "training-jobs",
+            "Training jobs reporting through the hooks (npu_job_*) and their latest profiles (npu_profile_*): "
+            "the three levels of the tuning method.",
+            time_from="now-6h",
+            variables=_variables(),
+        )
+        .row("Macro: iterations and throughput", *_iterations(table_), *_device_use(table_))
+        .row("Meso: where the step time goes", *_phases(table_))
+        .row("Micro: latest profiles", *_profiles(table_))
     )
-    b.row("Macro: iterations and throughput")
-    b.add(
+
+
+def _variables() -> list[Variable]:
+    jobs_ = 'label_values({__name__=~"npu_job_info|npu_profile_last_update_timestamp_seconds", job=~"$job"}, job_name)'
+    return [datasource_var(), job_var(), query_var("job_name", "Training job", jobs_)]
+
+
+def _per_rank(metric: str, matchers: str = "", window: str = "$__rate_interval", offset: str = "") -> str:
+    return rate(metric, RANK, JOB_SEL + matchers, window, offset)
+
+
+def _mean_iteration(window: str = "$__rate_interval", offset: str = "") -> str:
+    return f"{_per_rank(DURATION + '_sum', window=window, offset=offset)} / {_per_rank(DURATION + '_count', window=window, offset=offset)}"
+
+
+def _quantile(quantile: str) -> str:
+    return f"histogram_quantile({quantile}, {rate(DURATION + '_bucket', RANK + ', le', JOB_SEL)})"
+
+
+def _stage_share(matchers: str) -> str:
+    """The share of the running ranks' step time in the phases of ``matchers`` (their stage)."""
+    return f"clamp(\n  {_per_rank(PHASES, matchers)}\n  / {_per_rank(DURATION + '_sum')},\n  0, 1\n)\n{RUNNING}"
+
+
+def _iterations(table_: Thresholds) -> list[Panel]:
+    reg, stall = table_.find("NPUIterationTimeRegression"), threshold(table_.find("NPUTrainingStalled"))
+    baseline = reg.param("baseline", "1d") if reg else "1d"
+    return [
         graph(
             "Iteration time",
-            q(f"histogram_quantile(0.5, sum by (job_name, rank, le) (rate({dur}_bucket{{{JOB_SEL}}}[{rate}])))", "p50 " + JOB_LEGEND),
-            q(f"histogram_quantile(0.99, sum by (job_name, rank, le) (rate({dur}_bucket{{{JOB_SEL}}}[{rate}])))", "p99 " + JOB_LEGEND),
-            q(
-                f"sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}])) / sum by (job_name, rank) (rate({dur}_count{{{JOB_SEL}}}[{rate}]))",
-                "mean " + JOB_LEGEND,
-            ),
+            q(_quantile("0.5"), "p50 " + JOB_LEGEND),
+            q(_quantile("0.99"), "p99 " + JOB_LEGEND),
+            q(_mean_iteration(), "mean " + JOB_LEGEND),
             unit="s",
             lo=0,
             description="p50 and p99 from each rank's 40 buckets around its median step, within 10% of the true quantiles "
@@ -74,27 +92,22 @@ def jobs(table_: Thresholds) -> Board:
         ),
         graph(
             "Throughput (samples/s)",
-            q(f"sum by (job_name) (rate(npu_job_samples_total{{{JOB_SEL}}}[{rate}]))", "{{job_name}}"),
-            q(f"sum by (job_name) (rate(npu_job_iterations_total{{{JOB_SEL}}}[{rate}]))", "{{job_name}} iterations/s"),
-            unit="short",
+            q(rate("npu_job_samples_total", "job_name", JOB_SEL), "{{job_name}}"),
+            q(rate("npu_job_iterations_total", "job_name", JOB_SEL), "{{job_name}} iterations/s"),
             lo=0,
             description="Samples only from loops that pass samples= (the batch size) with their steps; iterations always.",
         ),
         graph(
             f"Iteration time vs {baseline} ago",
-            q(
-                f"(sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[1h])) / sum by (job_name, rank) (rate({dur}_count{{{JOB_SEL}}}[1h])))\n"
-                f"/ (sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[1h] offset {baseline})) / sum by (job_name, rank) (rate({dur}_count{{{JOB_SEL}}}[1h] offset {baseline})))\n- 1",
-                JOB_LEGEND,
-            ),
+            q(f"({_mean_iteration('1h')})\n/ ({_mean_iteration('1h', baseline)})\n- 1", JOB_LEGEND),
             unit="percentunit",
-            steps=limit_steps(reg.threshold if reg else None),
+            steps=alert_steps(reg),
             description=f"Mean iteration time over 1h relative to the same job {baseline} earlier; NPUIterationTimeRegression fires above "
-            f"{pct(reg.threshold if reg and reg.threshold is not None else 0)}. Empty until the job has run for {baseline}.",
+            f"{pct(threshold(reg) or 0)}. Empty until the job has run for {baseline}.",
         ),
         graph(
             "Time since the last iteration",
-            q(f"time() - npu_job_last_iteration_timestamp_seconds{{{JOB_SEL}}}\n{running}", JOB_LEGEND),
+            q(f"time() - npu_job_last_iteration_timestamp_seconds{{{JOB_SEL}}}\n{RUNNING}", JOB_LEGEND),
             unit="s",
             steps=limit_steps(stall),
             lo=0,
@@ -108,36 +121,35 @@ def jobs(table_: Thresholds) -> Board:
             description="running; finished: the hook closed (close(), end of training, interpreter exit), served for "
             "ingest.finished_ttl, no job alert fires for it; stalled: no report, not even a heartbeat, without closing (crashed).",
         ),
+    ]
+
+
+def _device_use(table_: Thresholds) -> list[Panel]:
+    idle, mfu = table_["idle_share"], table_["model_flops_utilization"]
+    band = f"{pct(mfu.healthy or 0)}-{pct(mfu.ceiling or 1)}"
+    on_job_chips = f'{UTIL}{{job=~"$job"}}\n  * on (job, instance, device) group_right\n  group by (job, instance, device, job_name, rank) (npu_job_info{{{JOB_SEL}}})'
+    return [
         graph(
             "Idle gaps between iterations",
-            q(f"clamp(1 - sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}])), 0, 1)\n{running}", JOB_LEGEND),
-            unit="percentunit",
+            q(f"clamp(1 - {_per_rank(DURATION + '_sum')}, 0, 1)\n{RUNNING}", JOB_LEGEND),
+            **RATIO,
             steps=indicator_steps(idle),
-            lo=0,
-            hi=1,
             description=f"Wall time outside the reported steps (macro level: is the task stream continuous?); healthy {idle.healthy_text()}. "
             "Running ranks only: a finished rank shows in Job state instead.",
         ),
         graph(
             "Utilization of the jobs' chips",
-            q(
-                f'{UTIL}{{job=~"$job"}}\n  * on (job, instance, device) group_right\n  group by (job, instance, device, job_name, rank) (npu_job_info{{{JOB_SEL}}})',
-                JOB_LEGEND,
-            ),
-            unit="percentunit",
-            steps=indicator_steps(util),
-            lo=0,
-            hi=1,
+            q(on_job_chips, JOB_LEGEND),
+            **RATIO,
+            steps=indicator_steps(table_["device_utilization"]),
             description="The AI Core utilization of the chip each rank reports (npu_job_info device). Empty for a CPU job: "
             "it reports no chip.",
         ),
         graph(
             "Model FLOPs utilization (MFU)",
             q(f"npu_job_model_flops_utilization_ratio{{{JOB_SEL}}}", JOB_LEGEND),
-            unit="percentunit",
+            **RATIO,
             steps=indicator_steps(mfu),
-            lo=0,
-            hi=1,
             description="Declared model FLOPs of the steps (the hooks' flops_per_step, or TorchMonitor's measure_flops) over "
             "their time over the chip's peak (npu_peak_flops_per_second at the job's precision); absent without declared FLOPs, "
             f"a device or a published peak. Large-model training commonly reaches {band} (PaLM 540B: 46.2%, Chowdhery et al. "
@@ -153,30 +165,39 @@ def jobs(table_: Thresholds) -> Board:
             "iterations per second (the mean of its ranks) and its samples per second (summed over its ranks: loops that pass "
             "samples= only). Empty for a CPU job, a job that stopped stepping, or an exporter without the energy counter.",
         ),
+    ]
+
+
+def _share(title: str, matchers: str, profile: str, indicator: Indicator, description: str) -> Panel:
+    """The share of the steps in some phases, from the hooks and from the latest profile."""
+    return graph(
+        title,
+        q(_stage_share(matchers), JOB_LEGEND),
+        q(f"{profile}{{{JOB_SEL}}}", "profile " + JOB_LEGEND),
+        **RATIO,
+        steps=indicator_steps(indicator),
+        description=description,
     )
-    b.row("Meso: where the step time goes")
-    share = f"clamp(\n  sum by (job_name, rank, phase, stage) (rate(npu_job_phase_seconds_total{{{JOB_SEL}}}[{rate}]))\n  / on (job_name, rank) group_left\n  sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}])),\n  0, 1\n)\n{running}"
-    b.add(
+
+
+def _phases(table_: Thresholds) -> list[Panel]:
+    memcpy, framework, straggler = table_["memcpy_share"], table_["framework_overhead_share"], table_.find("NPUJobStragglerRank")
+    phases = f"clamp(\n  {rate(PHASES, RANK + ', phase, stage', JOB_SEL)}\n  / on (job_name, rank) group_left\n  {_per_rank(DURATION + '_sum')},\n  0, 1\n)\n{RUNNING}"
+    busy, communication = _per_rank(DURATION + "_sum"), _per_rank(PHASES, ', stage="communication"')
+    outside = f"(\n  {busy}\n  - ({communication} or 0 * {busy})\n)\n/ {_per_rank(DURATION + '_count')}"
+    return [
         graph(
             "Step phases",
-            q(share, "{{job_name}}/{{rank}} {{phase}} ({{stage}})"),
-            unit="percentunit",
+            q(phases, "{{job_name}}/{{rank}} {{phase}} ({{stage}})"),
+            **RATIO,
             stack=True,
-            lo=0,
-            hi=1,
             description="Share of the iteration time in each phase the hooks report (running ranks), under the name the loop "
             "gave it (its stage in brackets); exclusive time, so the shares add up to at most 100%. Empty for a loop that reports "
             "no phase().",
         ),
         graph(
             "Time outside communication per iteration, by rank",
-            q(
-                f"(\n  sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}]))\n"
-                f'  - (sum by (job_name, rank) (rate(npu_job_phase_seconds_total{{{JOB_SEL}, stage="communication"}}[{rate}])) '
-                f"or 0 * sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}])))\n)\n"
-                f"/ sum by (job_name, rank) (rate({dur}_count{{{JOB_SEL}}}[{rate}]))",
-                JOB_LEGEND,
-            ),
+            q(outside, JOB_LEGEND),
             unit="s",
             lo=0,
             description="In synchronous data parallel every rank steps at one rate and the others wait for the slowest in "
@@ -184,34 +205,20 @@ def jobs(table_: Thresholds) -> Board:
             f"{num(1 + (straggler.threshold or 0) if straggler else 1.2)}x the job's median). Without a communication "
             "phase, the whole iteration.",
         ),
-        graph(
+        _share(
             "Memory-copy share (H2D + D2H)",
-            q(
-                f'clamp(\n  sum by (job_name, rank) (rate(npu_job_phase_seconds_total{{{JOB_SEL}, stage=~"h2d|d2h"}}[{rate}]))\n'
-                f"  / sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}])),\n  0, 1\n)\n{running}",
-                JOB_LEGEND,
-            ),
-            q(f"npu_profile_memcpy_ratio{{{JOB_SEL}}}", "profile " + JOB_LEGEND),
-            unit="percentunit",
-            steps=indicator_steps(memcpy),
-            lo=0,
-            hi=1,
-            description=f"Healthy {memcpy.healthy_text()}, abnormal {memcpy.abnormal_text()} (NPUMemcpyHigh). Empty for a loop "
+            ', stage=~"h2d|d2h"',
+            "npu_profile_memcpy_ratio",
+            memcpy,
+            f"Healthy {memcpy.healthy_text()}, abnormal {memcpy.abnormal_text()} (NPUMemcpyHigh). Empty for a loop "
             "without h2d/d2h phases (a CPU job copies nothing to a device).",
         ),
-        graph(
+        _share(
             "Framework overhead share",
-            q(
-                f'clamp(\n  sum by (job_name, rank) (rate(npu_job_phase_seconds_total{{{JOB_SEL}, stage="framework"}}[{rate}]))\n'
-                f"  / sum by (job_name, rank) (rate({dur}_sum{{{JOB_SEL}}}[{rate}])),\n  0, 1\n)\n{running}",
-                JOB_LEGEND,
-            ),
-            q(f"npu_profile_framework_overhead_ratio{{{JOB_SEL}}}", "profile " + JOB_LEGEND),
-            unit="percentunit",
-            steps=indicator_steps(framework),
-            lo=0,
-            hi=1,
-            description=f"Healthy {framework.healthy_text()} (NPUFrameworkOverheadHigh). Empty for a loop without a framework "
+            ', stage="framework"',
+            "npu_profile_framework_overhead_ratio",
+            framework,
+            f"Healthy {framework.healthy_text()} (NPUFrameworkOverheadHigh). Empty for a loop without a framework "
             "phase and without a profile.",
         ),
         graph(
@@ -222,64 +229,62 @@ def jobs(table_: Thresholds) -> Board:
             lo=0,
             description="The framework allocator on the device (torch adapters on an NPU). Empty for a CPU job: no device allocator.",
         ),
-        grid(
+        info_grid(
             "Reporting processes",
-            q(f"npu_job_info{{{JOB_SEL}}}", table_format=True),
+            f"npu_job_info{{{JOB_SEL}}}",
             hidden=("__name__", "Value"),
             description="One row per rank reporting through the hooks; device is empty for a CPU job.",
         ),
-    )
-    b.row("Micro: latest profiles")
-    pro = f"{{{JOB_SEL}}}"
-    b.add(
+    ]
+
+
+def _profiles(table_: Thresholds) -> list[Panel]:
+    top3, hot = table_["top3_operator_share"], table_["max_operator_share"]
+    parts = ("compute", "communication", "idle", "memcpy", "framework_overhead")
+
+    def latest(metric: str) -> str:
+        return f"npu_profile_{metric}{{{JOB_SEL}}}"
+
+    return [
         bars(
             "Step composition (latest profile)",
-            q(f"npu_profile_compute_ratio{pro}", "compute " + JOB_LEGEND),
-            q(f"npu_profile_communication_ratio{pro}", "communication " + JOB_LEGEND),
-            q(f"npu_profile_idle_ratio{pro}", "idle " + JOB_LEGEND),
-            q(f"npu_profile_memcpy_ratio{pro}", "memcpy " + JOB_LEGEND),
-            q(f"npu_profile_framework_overhead_ratio{pro}", "framework " + JOB_LEGEND),
-            unit="percentunit",
-            lo=0,
-            hi=1,
-            description="Device step time shares of the latest profile." + no_profile,
+            *[q(latest(f"{part}_ratio"), f"{part.removesuffix('_overhead')} {JOB_LEGEND}") for part in parts],
+            **RATIO,
+            description="Device step time shares of the latest profile." + NO_PROFILE,
         ),
         grid(
             "Top operators (latest profile)",
-            q(f"npu_profile_operator_time_ratio{pro}", table_format=True),
+            q(latest("operator_time_ratio"), table_format=True),
             unit="percentunit",
             steps=limit_steps(hot.abnormal, RED),
             hidden=("__name__", "job", "instance"),
             sort="position",
-            description="Operator types by share of kernel time (a CPU job's are host operators: no NPU advice applies)." + no_profile,
+            description="Operator types by share of kernel time (a CPU job's are host operators: no NPU advice applies)." + NO_PROFILE,
         ),
         bars(
             "Top-3 and hottest operator share",
-            q(f"npu_profile_top3_operator_ratio{pro}", "top 3 " + JOB_LEGEND),
-            q(f"npu_profile_max_operator_ratio{pro}", "hottest " + JOB_LEGEND),
-            unit="percentunit",
+            q(latest("top3_operator_ratio"), "top 3 " + JOB_LEGEND),
+            q(latest("max_operator_ratio"), "hottest " + JOB_LEGEND),
+            **RATIO,
             steps=[
                 dm.Threshold(value=None, color=GREEN),
                 dm.Threshold(value=top3.healthy, color=ORANGE),
                 dm.Threshold(value=hot.abnormal, color=RED),
             ],
-            lo=0,
-            hi=1,
-            description=f"Top 3 healthy {top3.healthy_text()}; one operator abnormal {hot.abnormal_text()}." + no_profile,
+            description=f"Top 3 healthy {top3.healthy_text()}; one operator abnormal {hot.abnormal_text()}." + NO_PROFILE,
         ),
         graph(
             "Profiled step time",
-            q(f"npu_profile_step_duration_seconds{pro}", JOB_LEGEND),
+            q(latest("step_duration_seconds"), JOB_LEGEND),
             unit="s",
             lo=0,
-            description="Mean step time over the profiled window." + no_profile,
+            description="Mean step time over the profiled window." + NO_PROFILE,
         ),
         graph(
             "Profile age",
-            q(f"time() - npu_profile_last_update_timestamp_seconds{pro}", JOB_LEGEND),
+            q(f"time() - {latest('last_update_timestamp_seconds')}", JOB_LEGEND),
             unit="s",
             lo=0,
-            description="Seconds since the latest profile was produced; a finished job's posted profiles go with it." + no_profile,
+            description="Seconds since the latest profile was produced; a finished job's posted profiles go with it." + NO_PROFILE,
         ),
-    )
-    return b
+    ]

@@ -1,4 +1,5 @@
-"""The node dashboard's "Network" row: hccn_tool's ports and optical modules."""
+"""The node dashboard's "Network" row: hccn_tool's ports and optical modules, with the bounds of
+the network alerts from the table."""
 
 from __future__ import annotations
 
@@ -6,29 +7,29 @@ from grafana_foundation_sdk.builders import timeseries
 from grafana_foundation_sdk.models import dashboard as dm
 
 from exporter.generate.common import dbm
-from exporter.generate.network_rules import (
-    optical_power_limits,
-)
+from exporter.generate.health_panels import state_code
 from exporter.generate.panels import (
+    ANY_RED,
     CHIP_SEL,
     GREEN,
     ORANGE,
     RED,
-    Board,
+    Panel,
+    alert_steps,
+    fires,
     graph,
     history,
-    limit_steps,
     q,
+    rate,
+    two_states,
+    value_names,
 )
 from exporter.hccn.records import NET_HEALTH_STATES
-from exporter.thresholds.table import Thresholds, num
+from exporter.thresholds.alert_facts import optical_power_limits
+from exporter.thresholds.table import AlertSpec, Thresholds, num
 
 PORT_LEGEND = "{{device}} {{port}}"
-
-
-def net_health_code(sel: str) -> str:
-    """The current hccn_tool -net_health state of each port as its index in NET_HEALTH_STATES."""
-    return " or ".join(f'{code} * npu_network_health{{{sel}, state="{state}"}}' for code, state in enumerate(NET_HEALTH_STATES))
+PORTS = "instance, device, port"
 
 
 def band_steps(low: float, high: float) -> list[dm.Threshold]:
@@ -36,74 +37,35 @@ def band_steps(low: float, high: float) -> list[dm.Threshold]:
     return [dm.Threshold(value=None, color=RED), dm.Threshold(value=low, color=GREEN), dm.Threshold(value=high, color=RED)]
 
 
-def network_row(b: Board, table_: Thresholds) -> None:
-    """The "Network" row of the node dashboard: hccn_tool's ports and optical modules, with the
-    bounds of the network alerts from the table."""
-    spec = {
-        name: table_.find(name)
-        for name in (
-            "NPUNetworkLinkFlapping",
-            "NPUNetworkErrors",
-            "NPUNetworkPFCStorm",
-            "NPUOpticalPowerOutOfRange",
-            "NPUOpticalTemperatureHigh",
-            "NPUNetworkUnhealthy",
-        )
-    }
-    flap, errors, pfc = spec["NPUNetworkLinkFlapping"], spec["NPUNetworkErrors"], spec["NPUNetworkPFCStorm"]
-    power, otemp, health = spec["NPUOpticalPowerOutOfRange"], spec["NPUOpticalTemperatureHigh"], spec["NPUNetworkUnhealthy"]
+def network_panels(table_: Thresholds) -> list[Panel]:
+    return _links(table_) + _traffic(table_) + _optics(table_)
+
+
+def _links(table_: Thresholds) -> list[Panel]:
+    """Link state, the probe's state and link flaps."""
+    flap, health = table_.find("NPUNetworkLinkFlapping"), table_.find("NPUNetworkUnhealthy")
     flap_range = flap.range if flap and flap.range else "15m"
     ok_states = tuple(health.param("ok_states", ("Success", "Init"))) if health else ("Success", "Init")
-    health_map = [
-        dm.ValueMap(
-            options={
-                str(code): dm.ValueMappingResult(text=state, color=GREEN if state in ok_states else RED, index=code)
-                for code, state in enumerate(NET_HEALTH_STATES)
-            }
-        )
-    ]
-    limits = optical_power_limits(power) if power else {}
-    lane = "{{device}} {{port}} lane {{lane}}"
-
-    def optical(direction: str, title: str) -> timeseries.Panel:
-        metric = f"npu_optical_{direction}_power_watts"
-        low, high = limits.get(direction, (None, None))
-        steps = band_steps(round(dbm(low), 2), round(dbm(high), 2)) if low and high else None
-        text = f"; NPUOpticalPowerOutOfRange fires outside {dbm(low):.1f} to {dbm(high):+.1f} dBm" if low and high else ""
-        return graph(
-            title,
-            q(f"10 * log10(clamp_min({metric}{{{CHIP_SEL}}} * 1000, 0.0001))", lane),
-            unit="dBm",
-            steps=steps,
-            w=8,
-            description=f"Per lane, in dBm (10 log10 of mW; a dark lane is drawn at -40 dBm){text}.",
-        )
-
-    b.row("Network")
-    b.add(
-        history(
+    changes = (
+        f"increase(npu_network_link_down_transitions_total{{{CHIP_SEL}}}[{flap_range}])\n"
+        f"or increase(npu_network_link_up_transitions_total{{{CHIP_SEL}}}[{flap_range}])"
+    )
+    return [
+        two_states(
             "Links up",
             q(f"npu_network_link_up{{{CHIP_SEL}}}", PORT_LEGEND),
+            ("down", "up"),
             h=6,
             w=12,
-            steps=[dm.Threshold(value=None, color=RED), dm.Threshold(value=1, color=GREEN)],
-            mappings=[
-                dm.ValueMap(
-                    options={
-                        "0": dm.ValueMappingResult(text="down", color=RED, index=0),
-                        "1": dm.ValueMappingResult(text="up", color=GREEN, index=1),
-                    }
-                )
-            ],
             description="hccn_tool -link of every port; NPUNetworkLinkDown fires when a link stays down.",
         ),
         history(
             "Net health state",
-            q(f"max by (instance, device, port) ({net_health_code(CHIP_SEL)})", PORT_LEGEND),
+            q(f"max by ({PORTS}) ({state_code('npu_network_health', CHIP_SEL, NET_HEALTH_STATES)})", PORT_LEGEND),
             h=6,
             w=12,
-            mappings=health_map,
-            steps=[dm.Threshold(value=None, color=GREEN), dm.Threshold(value=1, color=RED)],
+            mappings=value_names((state, GREEN if state in ok_states else RED) for state in NET_HEALTH_STATES),
+            steps=ANY_RED,
             description=(
                 f"hccn_tool -net_health (reachability of the port's detect address); "
                 f"NPUNetworkUnhealthy fires on any state but {', '.join(ok_states)}."
@@ -111,30 +73,25 @@ def network_row(b: Board, table_: Thresholds) -> None:
         ),
         graph(
             f"Link flaps ({flap_range})",
-            q(
-                f"increase(npu_network_link_down_transitions_total{{{CHIP_SEL}}}[{flap_range}])\n"
-                f"or increase(npu_network_link_up_transitions_total{{{CHIP_SEL}}}[{flap_range}])",
-                PORT_LEGEND,
-            ),
-            unit="short",
+            q(changes, PORT_LEGEND),
             lo=0,
             w=8,
-            steps=limit_steps(flap.threshold if flap else None),
-            description=(
-                f"Link changes within {flap_range} (down count; up count on drivers without one)"
-                + (f"; NPUNetworkLinkFlapping fires at {num(flap.threshold)}." if flap and flap.threshold is not None else ".")
-            ),
+            steps=alert_steps(flap),
+            description=f"Link changes within {flap_range} (down count; up count on drivers without one)"
+            + fires(flap, lambda s: f"; NPUNetworkLinkFlapping fires at {num(s.bound)}.", "."),
         ),
+    ]
+
+
+def _traffic(table_: Thresholds) -> list[Panel]:
+    """Bytes, PFC frames, errors and speed of each port."""
+    pfc, errors = table_.find("NPUNetworkPFCStorm"), table_.find("NPUNetworkErrors")
+    mac = f'{CHIP_SEL}, kind="mac", direction='
+    return [
         graph(
             "Throughput",
-            q(
-                f'sum by (instance, device, port) (rate(npu_network_bytes_total{{{CHIP_SEL}, kind="mac", direction="rx"}}[$__rate_interval]))',
-                "rx " + PORT_LEGEND,
-            ),
-            q(
-                f'-sum by (instance, device, port) (rate(npu_network_bytes_total{{{CHIP_SEL}, kind="mac", direction="tx"}}[$__rate_interval]))',
-                "tx " + PORT_LEGEND,
-            ),
+            q(rate("npu_network_bytes_total", PORTS, mac + '"rx"'), "rx " + PORT_LEGEND),
+            q("-" + rate("npu_network_bytes_total", PORTS, mac + '"tx"'), "tx " + PORT_LEGEND),
             unit="Bps",
             w=8,
             description="Bytes through the port's MAC (hccn_tool -stat counters); transmit drawn below zero.",
@@ -149,42 +106,22 @@ def network_row(b: Board, table_: Thresholds) -> None:
         ),
         graph(
             "PFC frames/s",
-            q(
-                f'sum by (instance, device, port) (rate(npu_network_packets_total{{{CHIP_SEL}, kind="pfc"}}[$__rate_interval]))',
-                PORT_LEGEND,
-            ),
+            q(rate("npu_network_packets_total", PORTS, f'{CHIP_SEL}, kind="pfc"'), PORT_LEGEND),
             unit="pps",
             lo=0,
             w=8,
-            steps=limit_steps(pfc.threshold if pfc else None, ORANGE),
-            description=(
-                "PFC pause frames received + sent per port"
-                + (
-                    f"; NPUNetworkPFCStorm fires above {num(pfc.threshold)}/s for {pfc.window}."
-                    if pfc and pfc.threshold is not None
-                    else "."
-                )
-            ),
+            steps=alert_steps(pfc, ORANGE),
+            description="PFC pause frames received + sent per port"
+            + fires(pfc, lambda s: f"; NPUNetworkPFCStorm fires above {num(s.bound)}/s for {s.window}.", "."),
         ),
         graph(
             "Errors/s by kind",
-            q(
-                f"sum by (instance, device, port, kind) (rate(npu_network_errors_total{{{CHIP_SEL}}}[$__rate_interval]))",
-                "{{device}} {{port}} {{kind}}",
-            ),
+            q(rate("npu_network_errors_total", f"{PORTS}, kind", CHIP_SEL), "{{device}} {{port}} {{kind}}"),
             unit="pps",
             lo=0,
             w=8,
-            steps=limit_steps(errors.threshold if errors else None, ORANGE),
-            description=(
-                "Bad, dropped, retried or rejected packets (hccn_tool -stat) by kind"
-                + (
-                    f"; NPUNetworkErrors fires when {', '.join(errors.param('kinds', ()))} together exceed "
-                    f"{num(errors.threshold)}/s for {errors.window}."
-                    if errors and errors.threshold is not None
-                    else "."
-                )
-            ),
+            steps=alert_steps(errors, ORANGE),
+            description="Bad, dropped, retried or rejected packets (hccn_tool -stat) by kind" + fires(errors, _errors_text, "."),
         ),
         graph(
             "Port speed",
@@ -194,18 +131,45 @@ def network_row(b: Board, table_: Thresholds) -> None:
             w=8,
             description="Negotiated speed; absent while the link is down.",
         ),
-        optical("rx", "Optical receive power"),
-        optical("tx", "Optical transmit power"),
+    ]
+
+
+def _errors_text(spec: AlertSpec) -> str:
+    kinds = ", ".join(spec.param("kinds", ()))
+    return f"; NPUNetworkErrors fires when {kinds} together exceed {num(spec.bound)}/s for {spec.window}."
+
+
+def _optics(table_: Thresholds) -> list[Panel]:
+    """Each lane's receive and transmit power, and the module's temperature."""
+    power, hot = table_.find("NPUOpticalPowerOutOfRange"), table_.find("NPUOpticalTemperatureHigh")
+    limits = optical_power_limits(power) if power else {}
+    return [
+        _optical_power("rx", "Optical receive power", limits.get("rx")),
+        _optical_power("tx", "Optical transmit power", limits.get("tx")),
         graph(
             "Optical module temperature",
             q(f"npu_optical_temperature_celsius{{{CHIP_SEL}}}", PORT_LEGEND),
             unit="celsius",
             w=8,
-            steps=limit_steps(otemp.threshold if otemp else None),
-            description=(
-                f"NPUOpticalTemperatureHigh fires above {num(otemp.threshold)} °C for {otemp.window}."
-                if otemp and otemp.threshold is not None
-                else ""
-            ),
+            steps=alert_steps(hot),
+            description=fires(hot, lambda s: f"NPUOpticalTemperatureHigh fires above {num(s.bound)} °C for {s.window}."),
         ),
+    ]
+
+
+def _optical_power(direction: str, title: str, limits: tuple[float, float] | None) -> timeseries.Panel:
+    """One direction's power per lane in dBm, between NPUOpticalPowerOutOfRange's limits (watts)."""
+    metric = f"npu_optical_{direction}_power_watts"
+    steps, text = None, ""
+    if limits:
+        low, high = dbm(limits[0]), dbm(limits[1])
+        steps = band_steps(round(low, 2), round(high, 2))
+        text = f"; NPUOpticalPowerOutOfRange fires outside {low:.1f} to {high:+.1f} dBm"
+    return graph(
+        title,
+        q(f"10 * log10(clamp_min({metric}{{{CHIP_SEL}}} * 1000, 0.0001))", "{{device}} {{port}} lane {{lane}}"),
+        unit="dBm",
+        steps=steps,
+        w=8,
+        description=f"Per lane, in dBm (10 log10 of mW; a dark lane is drawn at -40 dBm){text}.",
     )

@@ -1,49 +1,34 @@
-"""Grafana panels and dashboards built with Grafana's typed builders (grafana-foundation-sdk):
-the look shared by every dashboard (units, threshold colours from the table, variables, the
-fixed uids) and the Board that assembles one into plain JSON-ready data."""
+"""Grafana panels, one builder per kind of panel (grafana-foundation-sdk's typed builders), with
+the look every dashboard shares: units, legends, threshold colours from the table, value names.
+board.py puts panels together into a dashboard.
+
+mypy reads the SDK as Python 3.10 (the project's python_version), which has no enum.StrEnum: a
+member reads as a plain str and a builder's method (``-> typing.Self``) returns Any. So the
+enums are made by calling their class with the value (the member, typed), and each builder is
+set up in place and returned itself (the SDK's builders change themselves and return self)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar
 
-from grafana_foundation_sdk.builders import (
-    bargauge,
-    heatmap,
-    prometheus,
-    stat,
-    statushistory,
-    table,
-    timeseries,
-)
+from grafana_foundation_sdk.builders import bargauge, heatmap, prometheus, stat, statushistory, table, timeseries
 from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import dashboard as db
-from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.cog import builder as cogbuilder
+from grafana_foundation_sdk.cog import variants as cogvariants
 from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
+from grafana_foundation_sdk.models import heatmap as hm
 from grafana_foundation_sdk.models import prometheus as pm
 
-from exporter.generate.common import MARKER
-from exporter.thresholds.table import Indicator
+from exporter.thresholds.table import AlertSpec, Indicator
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's from 3.11; for mypy only
 
 DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
-TAGS = ["cann-exporter", "npu"]
-UIDS = {
-    "fleet-overview": "cann-npu-fleet",
-    "node-chip-detail": "cann-npu-node",
-    "training-jobs": "cann-npu-jobs",
-    "capacity-planning": "cann-npu-capacity",
-    "exporter-health": "cann-exporter-health",
-}
-TITLES = {
-    "fleet-overview": "NPU / Fleet overview",
-    "node-chip-detail": "NPU / Node and chip detail",
-    "training-jobs": "NPU / Training jobs",
-    "capacity-planning": "NPU / Capacity planning",
-    "exporter-health": "NPU / Exporter health",
-}
 
 # Label filters the variables provide.
 SEL = 'job=~"$job", instance=~"$instance"'
@@ -52,11 +37,24 @@ JOB_SEL = 'job=~"$job", job_name=~"$job_name"'
 CHIP_LEGEND = "{{instance}} {{device}}"
 JOB_LEGEND = "{{job_name}}/{{rank}}"
 UTIL = "npu_aicore_utilization_ratio"
+INFO_HIDDEN = ("__name__", "job", "Value")  # an info metric's table: its labels only
 
-GREEN, ORANGE, RED, BLUE, GREY = "green", "orange", "red", "blue", "text"
+GREEN, YELLOW, ORANGE, RED, PURPLE, BLUE = "green", "yellow", "orange", "red", "purple", "blue"
 
 
-# --- thresholds from the table ------------------------------------------------------------------
+def rate(metric: str, by: str, sel: str, window: str = "$__rate_interval", offset: str = "") -> str:
+    """Per-second rate of ``metric`` over ``window`` (Grafana's rate interval), summed by ``by``."""
+    before = f" offset {offset}" if offset else ""
+    return f"sum by ({by}) (rate({metric}{{{sel}}}[{window}]{before}))"
+
+
+def fires(spec: AlertSpec | None, text: Callable[[AlertSpec], str], otherwise: str = "") -> str:
+    """What a panel's description says of the alert on its values: ``text`` of the alert, or
+    ``otherwise`` when the table has none."""
+    return text(spec) if spec is not None else otherwise
+
+
+# --- threshold colours -----------------------------------------------------------------------
 def indicator_steps(indicator: Indicator) -> list[dm.Threshold]:
     """Colour steps of an indicator: green healthy, orange in between, red abnormal."""
     if indicator.lower_is_better:
@@ -73,19 +71,48 @@ def indicator_steps(indicator: Indicator) -> list[dm.Threshold]:
     return steps
 
 
-def limit_steps(limit: float | None, above: str = RED) -> list[dm.Threshold]:
-    steps = [dm.Threshold(value=None, color=GREEN)]
+def limit_steps(limit: float | None, above: str = RED, below: str = GREEN) -> list[dm.Threshold]:
+    """``below`` up to ``limit``, ``above`` from it (no limit: ``below`` only)."""
+    steps = [dm.Threshold(value=None, color=below)]
     if limit is not None:
         steps.append(dm.Threshold(value=limit, color=above))
     return steps
 
 
+def threshold(spec: AlertSpec | None) -> float | None:
+    """The alert's threshold; None when the table has no such alert."""
+    return spec.threshold if spec else None
+
+
+def alert_steps(spec: AlertSpec | None, above: str = RED) -> list[dm.Threshold]:
+    """Green below the alert's threshold, ``above`` from it (no alert: green)."""
+    return limit_steps(threshold(spec), above)
+
+
+ANY_RED = limit_steps(1)  # a count: green at 0, red from 1
+UP_GREEN = limit_steps(1, GREEN, RED)  # a 0/1 state: red at 0, green at 1
+
+
+def code_steps(colors: Sequence[str]) -> list[dm.Threshold]:
+    """One colour per whole number from 0: the colours of a state drawn as its index."""
+    return [dm.Threshold(value=code or None, color=color) for code, color in enumerate(colors)]
+
+
+def value_names(names: Iterable[tuple[str, str]]) -> list[dm.ValueMapping]:
+    """Each whole number from 0 shown as its (text, colour)."""
+    options = {str(code): dm.ValueMappingResult(text=text, color=color, index=code) for code, (text, color) in enumerate(names)}
+    return [dm.ValueMap(options=options)]
+
+
 def _thresholds(steps: list[dm.Threshold]) -> db.ThresholdsConfig:
-    return db.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE).steps(steps)
+    config = db.ThresholdsConfig()
+    config.mode(dm.ThresholdsMode("absolute"))
+    config.steps(steps)
+    return config
 
 
-# --- panels ----------------------------------------------------------------------------------
-@dataclass
+# --- queries ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
 class Query:
     expr: str
     legend: str = ""
@@ -97,302 +124,189 @@ def q(expr: str, legend: str = "", *, instant: bool = False, table_format: bool 
     return Query(expr, legend, instant or table_format, table_format)
 
 
-def _targets(builder: Any, queries: Iterable[Query]) -> Any:
-    for index, query in enumerate(queries):
-        target = prometheus.Dataquery().expr(query.expr).ref_id(chr(ord("A") + index)).datasource(DATASOURCE)
-        target = target.legend_format(query.legend or "__auto")
-        if query.table:
-            target = target.format(pm.PromQueryFormat.TABLE).instant()
-        elif query.instant:
-            target = target.instant()
-        else:
-            target = target.range()
-        builder = builder.with_target(target)
-    return builder
-
-
-def _common(builder: Any, title: str, description: str, unit: str, w: int, h: int, decimals: int | None = None) -> Any:
-    builder = builder.title(title).datasource(DATASOURCE).span(w).height(h).unit(unit)
-    if decimals is not None:
-        builder = builder.decimals(decimals)  # counts of chips are whole numbers
-    return builder.description(description) if description else builder
-
-
-def graph(
-    title: str,
-    *queries: Query,
-    unit: str = "short",
-    description: str = "",
-    steps: list[dm.Threshold] | None = None,
-    lo: float | None = None,
-    hi: float | None = None,
-    stack: bool = False,
-    w: int = 12,
-    h: int = 8,
-    bars: bool = False,
-    decimals: int | None = None,
-) -> timeseries.Panel:
-    panel = _common(timeseries.Panel(), title, description, unit, w, h, decimals)
-    panel = panel.legend(
-        cb.VizLegendOptions().display_mode(cm.LegendDisplayMode.LIST).placement(cm.LegendPlacement.BOTTOM).show_legend(True)
-    )
-    panel = panel.tooltip(cb.VizTooltipOptions().mode(cm.TooltipDisplayMode.MULTI).sort(cm.SortOrder.DESCENDING))
-    panel = panel.fill_opacity(60 if stack or bars else 10).line_width(1)
-    if bars:
-        panel = panel.draw_style(cm.GraphDrawStyle.BARS)
-    if stack:
-        panel = panel.stacking(cb.StackingConfig().mode(cm.StackingMode.NORMAL))
-    if steps:
-        panel = panel.thresholds(_thresholds(steps)).thresholds_style(
-            cb.GraphThresholdsStyleConfig().mode(cm.GraphTresholdsStyleMode.DASHED)
-        )
+def _target(query: Query, index: int) -> prometheus.Dataquery:
+    target = prometheus.Dataquery()
+    target.expr(query.expr).ref_id(chr(ord("A") + index)).datasource(DATASOURCE).legend_format(query.legend or "__auto")
+    if query.table:
+        target.format(pm.PromQueryFormat("table"))
+    if query.instant:
+        target.instant()
     else:
-        panel = panel.thresholds(_thresholds([dm.Threshold(value=None, color=GREEN)]))
-    if lo is not None:
-        panel = panel.min(lo)
-    if hi is not None:
-        panel = panel.max(hi)
-    return _targets(panel, queries)
+        target.range()
+    return target
 
 
-def single(
-    title: str,
-    query: Query,
-    *,
-    unit: str = "short",
-    description: str = "",
-    steps: list[dm.Threshold] | None = None,
-    w: int = 4,
-    h: int = 4,
-    lo: float | None = None,
-    hi: float | None = None,
-    decimals: int | None = None,
-) -> stat.Panel:
-    panel = _common(stat.Panel(), title, description, unit, w, h, decimals)
-    panel = panel.reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
-    panel = panel.color_mode(cm.BigValueColorMode.VALUE).graph_mode(cm.BigValueGraphMode.AREA)
-    panel = panel.thresholds(_thresholds(steps or [dm.Threshold(value=None, color=BLUE)]))
-    if lo is not None:
-        panel = panel.min(lo)
-    if hi is not None:
-        panel = panel.max(hi)
-    return _targets(panel, [query])
+# --- what every kind of panel has --------------------------------------------------------------
+class _Panel(Protocol):
+    def title(self, title: str) -> object: ...
+    def datasource(self, datasource: dm.DataSourceRef) -> object: ...
+    def span(self, w: int) -> object: ...
+    def height(self, h: int) -> object: ...
+    def unit(self, unit: str) -> object: ...
+    def decimals(self, decimals: float) -> object: ...
+    def description(self, description: str) -> object: ...
+    def min(self, min_val: float) -> object: ...
+    def max(self, max_val: float) -> object: ...
+    def thresholds(self, thresholds: cogbuilder.Builder[dm.ThresholdsConfig]) -> object: ...
+    def with_target(self, target: cogbuilder.Builder[cogvariants.Dataquery]) -> object: ...
 
 
-def grid(
-    title: str,
-    *queries: Query,
-    unit: str = "short",
-    description: str = "",
-    steps: list[dm.Threshold] | None = None,
-    hidden: Iterable[str] = (),
-    w: int = 12,
-    h: int = 8,
-    sort: str | None = None,
-) -> table.Panel:
-    panel = _common(table.Panel(), title, description, unit, w, h).show_header(True)
-    panel = panel.cell_height(cm.TableCellHeight.SM)
-    if steps:
-        panel = panel.thresholds(_thresholds(steps))
-    if len(queries) > 1:
-        panel = panel.with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
-    exclude = {"Time": True, **{name: True for name in hidden}}
-    panel = panel.with_transformation(dm.DataTransformerConfig(id_val="organize", options={"excludeByName": exclude}))
-    if sort:
-        panel = panel.sort_by([cb.TableSortByFieldState().display_name(sort).desc(False)])
-    return _targets(panel, queries)
+P = TypeVar("P", bound=_Panel)
+Panel = timeseries.Panel | stat.Panel | table.Panel | statushistory.Panel | bargauge.Panel | heatmap.Panel
 
 
-def history(
-    title: str,
-    query: Query,
-    *,
-    unit: str = "short",
-    description: str = "",
-    steps: list[dm.Threshold] | None = None,
-    mappings: list[Any] | None = None,
-    w: int = 24,
-    h: int = 9,
-    lo: float | None = None,
-    hi: float | None = None,
-) -> statushistory.Panel:
-    panel = _common(statushistory.Panel(), title, description, unit, w, h).show_value(cm.VisibilityMode.NEVER)
-    panel = panel.legend(
-        cb.VizLegendOptions().display_mode(cm.LegendDisplayMode.LIST).placement(cm.LegendPlacement.BOTTOM).show_legend(True)
-    )
-    panel = panel.tooltip(cb.VizTooltipOptions().mode(cm.TooltipDisplayMode.SINGLE).sort(cm.SortOrder.NONE))
-    panel = panel.row_height(0.9).col_width(0.9).fill_opacity(80).line_width(0)
-    panel = panel.thresholds(_thresholds(steps or [dm.Threshold(value=None, color=GREEN)]))
-    panel = panel.color_scheme(db.FieldColor().mode(dm.FieldColorModeId.THRESHOLDS))
-    if mappings:
-        panel = panel.mappings(mappings)
-    if lo is not None:
-        panel = panel.min(lo)
-    if hi is not None:
-        panel = panel.max(hi)
-    return _targets(panel, [query])
+class Look(TypedDict, total=False):
+    """What a panel shows besides its title and queries: unit (default short), description,
+    threshold colours (``steps``; none: the kind's own), the value range (``lo``, ``hi``), whole
+    numbers (``decimals=0``) and its size in grid units (``w`` of 24, ``h``: the kind's own)."""
 
-
-def bars(
-    title: str,
-    *queries: Query,
-    unit: str = "short",
-    description: str = "",
-    steps: list[dm.Threshold] | None = None,
-    w: int = 12,
-    h: int = 8,
-    lo: float | None = None,
-    hi: float | None = None,
-    decimals: int | None = None,
-) -> bargauge.Panel:
-    panel = _common(bargauge.Panel(), title, description, unit, w, h, decimals)
-    panel = panel.display_mode(cm.BarGaugeDisplayMode.GRADIENT).orientation(cm.VizOrientation.HORIZONTAL)
-    panel = panel.reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False)).show_unfilled(True)
-    panel = panel.thresholds(_thresholds(steps or [dm.Threshold(value=None, color=BLUE)]))
-    if lo is not None:
-        panel = panel.min(lo)
-    if hi is not None:
-        panel = panel.max(hi)
-    return _targets(panel, queries)
-
-
-def heat(title: str, query: Query, *, unit: str, description: str = "", bucket: str = "0.1", w: int = 12, h: int = 9) -> heatmap.Panel:
-    panel = _common(heatmap.Panel(), title, description, unit, w, h).calculate(True)
-    panel = panel.calculation(
-        cb.HeatmapCalculationOptions().y_buckets(cb.HeatmapCalculationBucketConfig().mode(cm.HeatmapCalculationMode.SIZE).value(bucket))
-    )
-    panel = panel.color(
-        heatmap.HeatmapColorOptions()
-        .mode("scheme")
-        .scheme("Oranges")
-        .fill("dark-orange")
-        .scale("exponential")
-        .exponent(0.5)
-        .steps(64)
-        .reverse(False)
-    )
-    panel = panel.y_axis(heatmap.YAxisConfig().unit(unit).min(0).max(1)).show_legend().show_tooltip().cell_gap(1)
-    return _targets(panel, [query])
-
-
-HEALTH_MAPPINGS = [
-    dm.ValueMap(
-        options={
-            "0": dm.ValueMappingResult(text="OK", color=GREEN, index=0),
-            "1": dm.ValueMappingResult(text="Warning", color="yellow", index=1),
-            "2": dm.ValueMappingResult(text="Alarm", color=ORANGE, index=2),
-            "3": dm.ValueMappingResult(text="Critical", color=RED, index=3),
-            "4": dm.ValueMappingResult(text="Unknown", color="purple", index=4),
-        }
-    )
-]
-HEALTH_CODE = " or ".join(
-    f'{code} * npu_health{{{SEL}, state="{state}"}}' for code, state in enumerate(("OK", "Warning", "Alarm", "Critical", "Unknown"))
-)
-
-
-# --- dashboard assembly ------------------------------------------------------------------------
-@dataclass
-class Board:
-    key: str
+    unit: str
     description: str
-    time_from: str = "now-6h"
-    refresh: str = "1m"
-    variables: list[Any] = field(default_factory=list)
-    items: list[tuple[str, Any]] = field(default_factory=list)  # ("row", title) | ("panel", builder)
-
-    def row(self, title: str) -> Board:
-        self.items.append(("row", title))
-        return self
-
-    def add(self, *panels: Any) -> Board:
-        self.items.extend(("panel", p) for p in panels)
-        return self
-
-    def build(self) -> dict[str, Any]:
-        dash = (
-            db.Dashboard(TITLES[self.key])
-            .uid(UIDS[self.key])
-            .tags(TAGS)
-            .description(f"{self.description} ({MARKER})")
-            .time(self.time_from, "now")
-            .refresh(self.refresh)
-            .timezone("browser")
-            .editable()
-            .tooltip(dm.DashboardCursorSync.CROSSHAIR)
-            .link(
-                db.DashboardLink("NPU dashboards")
-                .type(dm.DashboardLinkType.DASHBOARDS)
-                .tags(["cann-exporter"])
-                .as_dropdown(True)
-                .include_vars(True)
-                .keep_time(True)
-            )
-        )
-        for variable in self.variables:
-            dash = dash.with_variable(variable)
-        for ident, (kind, item) in enumerate(self.items, start=1):
-            if kind == "row":
-                dash = dash.with_row(db.Row(item).id(ident))
-            else:
-                dash = dash.with_panel(item.id(ident))
-        data = json.loads(json.dumps(dash.build(), cls=JSONEncoder))
-        data["schemaVersion"] = 39  # Grafana 10.4/11; older files are migrated on load anyway
-        data["annotations"] = {
-            "list": [
-                {
-                    "builtIn": 1,
-                    "datasource": {"type": "grafana", "uid": "-- Grafana --"},
-                    "enable": True,
-                    "hide": True,
-                    "iconColor": "rgba(0, 211, 255, 1)",
-                    "name": "Annotations & Alerts",
-                    "type": "dashboard",
-                }
-            ]
-        }
-        for variable in data.get("templating", {}).get("list", []):
-            variable.pop("id", None)
-        return data
+    steps: list[dm.Threshold] | None
+    lo: float | None
+    hi: float | None
+    decimals: int | None
+    w: int
+    h: int
 
 
-def datasource_var() -> db.DatasourceVariable:
-    return db.DatasourceVariable("datasource").label("Data source").type("prometheus")
+class _Range(TypedDict):
+    unit: str
+    lo: float
+    hi: float
 
 
-def query_var(
-    name: str, label: str, query: str, *, multi: bool = True, include_all: bool = True, all_value: str | None = ".*"
-) -> db.QueryVariable:
-    """A picker filled by ``query``. ``all_value=None``: "All" is the regex of the listed values,
-    so a picker whose list follows another one's choice (instance after node) narrows by it."""
-    var = (
-        db.QueryVariable(name)
-        .label(label)
-        .datasource(DATASOURCE)
-        .query({"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery", "qryType": 1})
-        .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
-        .sort(dm.VariableSort.ALPHABETICAL_ASC)
-        .multi(multi)
-        .include_all(include_all)
-    )
-    if include_all and all_value is not None:
-        var = var.all_value(all_value)
-    return var
+RATIO = _Range(unit="percentunit", lo=0, hi=1)  # a share, 0 to 100%: graph(..., **RATIO)
 
 
-def node_vars(device: bool = False) -> list[Any]:
-    """Data source, job, node and instance (and chip). `node` is the Kubernetes node name the
-    ServiceMonitor's relabeling adds; instance lists the targets on the chosen nodes and its All
-    is that list (no `.*`), so every panel, filtering by instance, narrows by the node too (the
-    recording rules keep job and instance, not node). Without `node` labels (compose, systemd)
-    the node list is empty, its All (`.*`, or nothing selected: empty) matches series without the
-    label, and instance lists every target."""
-    out = [
-        datasource_var(),
-        query_var("job", "Job", "label_values(npu_devices, job)"),
-        query_var("node", "Node", 'label_values(npu_devices{job=~"$job"}, node)'),
-        query_var("instance", "Instance", 'label_values(npu_devices{job=~"$job", node=~"$node"}, instance)', all_value=None),
-    ]
-    if device:
-        out.append(query_var("device", "Chip (logic id)", 'label_values(npu_up{job=~"$job", instance=~"$instance"}, device)'))
-    return out
+def _set_up(panel: P, title: str, look: Look, queries: Iterable[Query], default_steps: list[dm.Threshold] | None) -> P:
+    panel.title(title)
+    panel.datasource(DATASOURCE)
+    panel.span(look.get("w", 12))
+    panel.height(look.get("h", 8))
+    panel.unit(look.get("unit", "short"))
+    if (decimals := look.get("decimals")) is not None:
+        panel.decimals(decimals)  # counts of chips are whole numbers
+    if description := look.get("description"):
+        panel.description(description)
+    if steps := look.get("steps") or default_steps:
+        panel.thresholds(_thresholds(steps))
+    if (lo := look.get("lo")) is not None:
+        panel.min(lo)
+    if (hi := look.get("hi")) is not None:
+        panel.max(hi)
+    for index, query in enumerate(queries):
+        panel.with_target(_target(query, index))
+    return panel
+
+
+def _legend(tooltip: str, order: str) -> tuple[cb.VizLegendOptions, cb.VizTooltipOptions]:
+    legend = cb.VizLegendOptions()
+    legend.display_mode(cm.LegendDisplayMode("list")).placement(cm.LegendPlacement("bottom")).show_legend(True)
+    tip = cb.VizTooltipOptions()
+    tip.mode(cm.TooltipDisplayMode(tooltip)).sort(cm.SortOrder(order))
+    return legend, tip
+
+
+def _last_value() -> cb.ReduceDataOptions:
+    reduce = cb.ReduceDataOptions()
+    reduce.calcs(["lastNotNull"]).values(False)
+    return reduce
+
+
+# --- the kinds -------------------------------------------------------------------------------
+def graph(title: str, *queries: Query, stack: bool = False, bars: bool = False, **look: Unpack[Look]) -> timeseries.Panel:
+    """A time series; ``steps`` are drawn as dashed lines."""
+    panel = timeseries.Panel()
+    legend, tip = _legend("multi", "desc")
+    panel.legend(legend)
+    panel.tooltip(tip)
+    panel.fill_opacity(60 if stack or bars else 10).line_width(1)
+    if bars:
+        panel.draw_style(cm.GraphDrawStyle("bars"))
+    if stack:
+        stacking = cb.StackingConfig()
+        stacking.mode(cm.StackingMode("normal"))
+        panel.stacking(stacking)
+    if look.get("steps"):
+        dashed = cb.GraphThresholdsStyleConfig()
+        dashed.mode(cm.GraphTresholdsStyleMode("dashed"))
+        panel.thresholds_style(dashed)
+    return _set_up(panel, title, look, queries, [dm.Threshold(value=None, color=GREEN)])
+
+
+def single(title: str, query: Query, **look: Unpack[Look]) -> stat.Panel:
+    """One number, coloured by ``steps``, over its sparkline."""
+    panel = stat.Panel()
+    panel.reduce_options(_last_value())
+    panel.color_mode(cm.BigValueColorMode("value")).graph_mode(cm.BigValueGraphMode("area"))
+    return _set_up(panel, title, Look(w=4, h=4) | look, [query], [dm.Threshold(value=None, color=BLUE)])
+
+
+def grid(title: str, *queries: Query, hidden: Iterable[str] = (), sort: str | None = None, **look: Unpack[Look]) -> table.Panel:
+    """A table of instant queries (merged when several), ``hidden`` columns left out."""
+    panel = table.Panel()
+    panel.show_header(True).cell_height(cm.TableCellHeight("sm"))
+    if len(queries) > 1:
+        panel.with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
+    exclude = {"Time": True, **{name: True for name in hidden}}
+    panel.with_transformation(dm.DataTransformerConfig(id_val="organize", options={"excludeByName": exclude}))
+    if sort:
+        order = cb.TableSortByFieldState()
+        order.display_name(sort).desc(False)
+        panel.sort_by([order])
+    return _set_up(panel, title, look, queries, None)
+
+
+def info_grid(title: str, expr: str, *, hidden: Iterable[str] = INFO_HIDDEN, **look: Unpack[Look]) -> table.Panel:
+    """The series of ``expr`` as a table of their labels (an info metric)."""
+    return grid(title, q(expr, table_format=True), hidden=hidden, **look)
+
+
+def history(title: str, query: Query, *, mappings: list[dm.ValueMapping] | None = None, **look: Unpack[Look]) -> statushistory.Panel:
+    """A status history: one band per series, coloured by ``steps``, values named by ``mappings``."""
+    panel = statushistory.Panel()
+    panel.show_value(cm.VisibilityMode("never"))
+    legend, tip = _legend("single", "none")
+    panel.legend(legend)
+    panel.tooltip(tip)
+    panel.row_height(0.9).col_width(0.9).fill_opacity(80).line_width(0)
+    color = db.FieldColor()
+    color.mode(dm.FieldColorModeId("thresholds"))
+    panel.color_scheme(color)
+    if mappings:
+        panel.mappings(mappings)
+    return _set_up(panel, title, Look(w=24, h=9) | look, [query], [dm.Threshold(value=None, color=GREEN)])
+
+
+def two_states(title: str, query: Query, names: tuple[str, str], **look: Unpack[Look]) -> statushistory.Panel:
+    """A 0/1 state over time: red ``names[0]`` at 0, green ``names[1]`` at 1."""
+    return history(title, query, mappings=value_names(((names[0], RED), (names[1], GREEN))), **(look | Look(steps=UP_GREEN)))
+
+
+def bars(title: str, *queries: Query, **look: Unpack[Look]) -> bargauge.Panel:
+    """Horizontal bars of the latest values."""
+    panel = bargauge.Panel()
+    panel.display_mode(cm.BarGaugeDisplayMode("gradient")).orientation(cm.VizOrientation("horizontal"))
+    panel.reduce_options(_last_value())
+    panel.show_unfilled(True)
+    return _set_up(panel, title, look, queries, [dm.Threshold(value=None, color=BLUE)])
+
+
+def heat(title: str, query: Query, *, unit: str, description: str = "", bucket: str = "0.1") -> heatmap.Panel:
+    """How many series sit at each level (0..1, ``bucket`` wide) over time."""
+    panel = heatmap.Panel()
+    panel.calculate(True)
+    buckets = cb.HeatmapCalculationBucketConfig()
+    buckets.mode(cm.HeatmapCalculationMode("size")).value(bucket)
+    calculation = cb.HeatmapCalculationOptions()
+    calculation.y_buckets(buckets)
+    panel.calculation(calculation)
+    colors = heatmap.HeatmapColorOptions()
+    colors.mode(hm.HeatmapColorMode("scheme")).scheme("Oranges").fill("dark-orange")
+    colors.scale(hm.HeatmapColorScale("exponential")).exponent(0.5).steps(64).reverse(False)
+    panel.color(colors)
+    axis = heatmap.YAxisConfig()
+    axis.unit(unit).min(0).max(1)
+    panel.y_axis(axis).show_legend().show_tooltip().cell_gap(1)
+    return _set_up(panel, title, Look(unit=unit, description=description, h=9), [query], None)

@@ -9,15 +9,7 @@ from typing import Any
 
 from exporter.generate.common import CHIP, IN_USE_SOURCES, NODE, pct, with_windows
 from exporter.generate.energy_rules import energy_1h, energy_5m
-from exporter.thresholds.records import (
-    REPORT_HBM_TOTAL,
-    REPORT_HBM_USED,
-    REPORT_IN_USE,
-    REPORT_NAMESPACE,
-    REPORT_OBSERVED,
-    REPORT_UNHEALTHY,
-    REPORT_UTIL,
-)
+from exporter.thresholds import records
 from exporter.thresholds.table import Thresholds, duration_seconds, num
 
 
@@ -189,29 +181,35 @@ def _report_hours(interval: str, states: tuple[str, ...]) -> list[Record]:
     hour = _duration(3600 - seconds / 2)
     paging = f'npu_health{{state=~"{"|".join(states)}"}}'
     return [
-        Record(REPORT_IN_USE, "max_over_time(chip:npu_in_use:bool[1h])", "1 when the chip was in use at any time in the last hour, else 0"),
+        Record(
+            records.REPORT_IN_USE,
+            "max_over_time(chip:npu_in_use:bool[1h])",
+            "1 when the chip was in use at any time in the last hour, else 0",
+        ),
         Record(
             "chip:npu_observed:bool",
             f"count by ({CHIP}) {observed('npu_up', interval, '')}",
             f"1 for a chip observed through the last {interval} (a sample in it and in the {interval} before)",
         ),
         Record(
-            REPORT_OBSERVED,
+            records.REPORT_OBSERVED,
             f"sum_over_time(chip:npu_observed:bool[{hour}]) * {num(seconds)}",
             "seconds of the last hour the chip was observed (evaluations x interval)",
         ),
         Record(
-            REPORT_UNHEALTHY,
+            records.REPORT_UNHEALTHY,
             f"max by ({CHIP}) (max_over_time({paging}[1h]))",
             f"1 when the chip's health paged ({', '.join(states)}) at any time in the last hour, else 0",
         ),
         Record(
-            REPORT_NAMESPACE,
+            records.REPORT_NAMESPACE,
             f"max by ({CHIP}, namespace) (max_over_time(npu_pod_info[1h]))",
             "1 per namespace a pod of which had the chip allocated in the last hour (kubelet)",
         ),
-        Record(REPORT_HBM_USED, f"sum by ({NODE}) (avg_over_time(npu_hbm_used_bytes[1h]))", "HBM used on a node, 1h average"),
-        Record(REPORT_HBM_TOTAL, f"sum by ({NODE}) (avg_over_time(npu_hbm_total_bytes[1h]))", "HBM installed on a node, 1h average"),
+        Record(records.REPORT_HBM_USED, f"sum by ({NODE}) (avg_over_time(npu_hbm_used_bytes[1h]))", "HBM used on a node, 1h average"),
+        Record(
+            records.REPORT_HBM_TOTAL, f"sum by ({NODE}) (avg_over_time(npu_hbm_total_bytes[1h]))", "HBM installed on a node, 1h average"
+        ),
     ]
 
 
@@ -220,8 +218,16 @@ def recording_specs(table: Thresholds) -> list[tuple[str, str | None, list[Recor
     low, unhealthy = table.find("NPULowUtilization"), table.find("NPUUnhealthy")
     threshold = low.threshold if low and low.threshold is not None else 0.6
     sources = tuple(low.param("in_use", IN_USE_SOURCES)) if low else IN_USE_SOURCES
-    quantiles = table.recording.quantiles
     states = tuple(unhealthy.param("states", PAGING_STATES)) if unhealthy else PAGING_STATES
+    interval, quantiles = table.recording.rollup_interval, table.recording.quantiles
+    return [
+        ("cann-exporter-capacity-5m", None, _five_minutes(threshold, sources, quantiles)),
+        ("cann-exporter-capacity-rollups", interval, _rollups(interval, states, quantiles)),
+    ]
+
+
+def _in_use(sources: tuple[str, ...]) -> str:
+    """1 for a chip in use by one of ``sources``, else 0."""
     in_use = {
         "process": f"group by ({CHIP}) (npu_process_memory_bytes)",
         "pod": f"group by ({CHIP}) (npu_pod_info)",
@@ -230,12 +236,16 @@ def recording_specs(table: Thresholds) -> list[tuple[str, str | None, list[Recor
             f"  * on (job, instance, device) group_left (npu, chip)\n  group by ({CHIP}) (npu_up)"
         ),
     }
-    in_use_expr = "\nor\n".join(in_use[s] for s in sources) + f"\nor\n0 * group by ({CHIP}) (npu_up)"
+    return "\nor\n".join(in_use[s] for s in sources) + f"\nor\n0 * group by ({CHIP}) (npu_up)"
+
+
+def _five_minutes(threshold: float, sources: tuple[str, ...], quantiles: tuple[float, ...]) -> list[Record]:
+    """Per chip, node, namespace and cluster, from the raw series: use, HBM, energy."""
     chips = [
         Record(f"chip:{UTIL}:avg5m", f"avg_over_time({UTIL}[5m])", "AI Core utilization of each chip, 5m average"),
         Record(
             "chip:npu_in_use:bool",
-            in_use_expr,
+            _in_use(sources),
             f"1 when the chip is in use ({', '.join(sources)}: a process holds memory on it, a pod has it "
             "allocated, a training job reports on it), else 0",
         ),
@@ -270,10 +280,14 @@ def recording_specs(table: Thresholds) -> list[tuple[str, str | None, list[Recor
         ),
         Record("cluster:npu_hbm_headroom_bytes:sum", "sum by () (instance:npu_hbm_headroom_bytes:sum)", "free HBM in the cluster"),
     ] + _levels("5m", quantiles)
-    chips += [Record(*rule) for rule in energy_5m(threshold)]
-    rollups = (
+    return chips + [Record(*rule) for rule in energy_5m(threshold)]
+
+
+def _rollups(interval: str, states: tuple[str, ...], quantiles: tuple[float, ...]) -> list[Record]:
+    """Hourly and daily figures from the 5m records, and the hourly records `report` reads."""
+    return (
         [
-            Record(REPORT_UTIL, f"avg_over_time({UTIL}[1h])", "AI Core utilization of each chip, 1h average"),
+            Record(records.REPORT_UTIL, f"avg_over_time({UTIL}[1h])", "AI Core utilization of each chip, 1h average"),
             Record(f"chip:{UTIL}:avg1d", f"avg_over_time(chip:{UTIL}:avg1h[1d])", "AI Core utilization of each chip, daily average"),
             Record("chip:npu_in_use:avg1d", "avg_over_time(chip:npu_in_use:bool[1d])", "share of the last day each chip was in use"),
             Record(
@@ -289,8 +303,8 @@ def recording_specs(table: Thresholds) -> list[tuple[str, str | None, list[Recor
             ),
             Record(f"cluster:{UTIL}:avg1d", f"avg by () (chip:{UTIL}:avg1d)", "mean chip utilization of the cluster, daily"),
         ]
-        + _chip_hours(table.recording.rollup_interval)
-        + _report_hours(table.recording.rollup_interval, states)
+        + _chip_hours(interval)
+        + _report_hours(interval, states)
         + [
             Record(
                 "cluster:npu_chips_in_use:avg1d", "avg_over_time(cluster:npu_chips_in_use:sum[1d])", "mean chips in use over the last day"
@@ -305,24 +319,20 @@ def recording_specs(table: Thresholds) -> list[tuple[str, str | None, list[Recor
         + [r for r in _levels("1h", quantiles) if "in_use" not in r.record]
         + [Record(*rule) for rule in energy_1h()]
     )
-    return [
-        ("cann-exporter-capacity-5m", None, chips),
-        ("cann-exporter-capacity-rollups", table.recording.rollup_interval, rollups),
-    ]
 
 
 def recording_rules(table: Thresholds, *, windows: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The recording rule file: capacity-planning aggregates per chip, node, namespace, cluster."""
     table = with_windows(table, windows)
     groups = []
-    for name, interval, records in recording_specs(table):
+    for name, interval, rules in recording_specs(table):
         group: dict[str, Any] = {"name": name}
         if interval:
             group["interval"] = interval
-        group["rules"] = [r.rule() for r in records]
+        group["rules"] = [r.rule() for r in rules]
         groups.append(group)
     return {"groups": groups}
 
 
 def record_names(table: Thresholds) -> list[str]:
-    return sorted({r.record for _, _, records in recording_specs(table) for r in records})
+    return sorted({r.record for _, _, rules in recording_specs(table) for r in rules})

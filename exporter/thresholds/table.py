@@ -128,6 +128,20 @@ class AlertSpec:
     def param(self, name: str, default: Any = None) -> Any:
         return dict(self.params).get(name, default)
 
+    @property
+    def bound(self) -> float:
+        """The threshold of an alert whose expression compares with one."""
+        if self.threshold is None:
+            raise GenerateError(f"alert {self.alert}: needs a threshold (set one, or an indicator with a bound)")
+        return self.threshold
+
+    @property
+    def span(self) -> str:
+        """The range of an alert whose expression rates or counts over one."""
+        if self.range is None:
+            raise GenerateError(f"alert {self.alert}: needs a range")
+        return self.range
+
 
 @dataclass(frozen=True)
 class AlertingSettings:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+from exporter.generate.board import UIDS
 from exporter.generate.dashboards import dashboards
-from exporter.generate.panels import UIDS
 from exporter.generate.writer import DASHBOARD_DIR, DATASOURCE_FILE, PROVIDER_FILE
 from exporter.thresholds.table import DEFAULT_PATH, load_thresholds, parse_thresholds
 from tests.support.paths import ROOT
