@@ -6,28 +6,22 @@ rules.py puts the groups together."""
 from __future__ import annotations
 
 from exporter.generate import fault_alerts
-from exporter.generate.common import IN_USE_SOURCES, Built, Tier, in_use_chips, indent, pct
-from exporter.generate.texts import CHIP_SHORT, CHIP_TEXT, ISOLATED_NOW
+from exporter.generate.common import IN_USE_SOURCES, Built, Tier, healthy_note, in_use_chips, indent, pct, too_hot
+from exporter.generate.texts import CHIP_SHORT, CHIP_TEXT, COUNT, ISOLATED_NOW, SHARE, VALUE, upper_first
 from exporter.thresholds.alert_facts import isolated_pages_limit
 from exporter.thresholds.table import AlertSpec, Thresholds, num
 
 
 def _low_utilization(spec: AlertSpec, table: Thresholds) -> Built:
-    ind = table[spec.indicator] if spec.indicator else None
     sources = spec.param("in_use", IN_USE_SOURCES)
     expr = (
-        f"avg_over_time(npu_aicore_utilization_ratio[{spec.range}]) < {num(spec.threshold)}\n"
+        f"avg_over_time(npu_aicore_utilization_ratio[{spec.span}]) < {num(spec.bound)}\n"
         f"and on (job, instance, device)\n(\n  {in_use_chips(tuple(sources))}\n)"
     )
-    healthy = f" (healthy: {ind.healthy_text()})" if ind and ind.healthy is not None else ""
     return (
         expr,
-        f"NPU {CHIP_SHORT} is in use but below {pct(spec.threshold)} utilization",
-        (
-            f"The AI Core utilization of {CHIP_TEXT} averaged {{{{ $value | humanizePercentage }}}} over "
-            f"{spec.range}, below {pct(spec.threshold)} for {spec.window}{healthy}, while a process, pod or "
-            f"training job uses the chip."
-        ),
+        f"NPU {CHIP_SHORT} is in use but below {pct(spec.bound)} utilization",
+        f"The AI Core utilization of {CHIP_TEXT} averaged {SHARE} over {spec.span}, below {pct(spec.bound)} for {spec.window}{healthy_note(spec, table)}, while a process, pod or training job uses the chip.",
     )
 
 
@@ -35,19 +29,14 @@ def _unstable(spec: AlertSpec, table: Thresholds) -> Built:
     mean_below = spec.param("mean_below", table[spec.indicator].healthy if spec.indicator else 0.85)
     sources = spec.param("in_use", IN_USE_SOURCES)
     expr = (
-        f"stddev_over_time(npu_aicore_utilization_ratio[{spec.range}]) > {num(spec.threshold)}\n"
-        f"and\navg_over_time(npu_aicore_utilization_ratio[{spec.range}]) < {num(mean_below)}\n"
+        f"stddev_over_time(npu_aicore_utilization_ratio[{spec.span}]) > {num(spec.bound)}\n"
+        f"and\navg_over_time(npu_aicore_utilization_ratio[{spec.span}]) < {num(mean_below)}\n"
         f"and on (job, instance, device)\n(\n  {in_use_chips(tuple(sources), spec.alert)}\n)"
     )
     return (
         expr,
         f"NPU {CHIP_SHORT} utilization swings in a saw-tooth",
-        (
-            f"The AI Core utilization of {CHIP_TEXT} swings by a standard deviation of "
-            f"{{{{ $value | humanizePercentage }}}} over {spec.range} (above {pct(spec.threshold)}) around a mean "
-            f"below {pct(mean_below)}, for {spec.window}, while a process, pod or training job uses the chip: the "
-            f"task stream stops and restarts."
-        ),
+        f"The AI Core utilization of {CHIP_TEXT} swings by a standard deviation of {SHARE} over {spec.span} (above {pct(spec.bound)}) around a mean below {pct(mean_below)}, for {spec.window}, while a process, pod or training job uses the chip: the task stream stops and restarts.",
     )
 
 
@@ -55,7 +44,10 @@ def missing_chips(lookback: str, sel: str = "") -> str:
     """Chips a node misses (may be <= 0): npu_expected_devices (config, else pci) minus the chips
     listed now; without an expectation, the most listed within ``lookback`` minus now."""
     labels = f"{{{sel}}}" if sel else ""
-    expected = lambda source: f'npu_expected_devices{{{sel + ", " if sel else ""}source="{source}"}}'  # noqa: E731
+
+    def expected(source: str) -> str:
+        return f'npu_expected_devices{{{sel + ", " if sel else ""}source="{source}"}}'
+
     return (
         f"max without (source) (\n  {expected('config')}\n  or on (job, instance)\n  {expected('pci')}\n)\n"
         f"- npu_devices{labels}\n"
@@ -86,32 +78,22 @@ def _missing(spec: AlertSpec, table: Thresholds) -> Built:
 
 
 def _temperature(spec: AlertSpec, table: Thresholds) -> Built:
-    expr = f"npu_temperature_celsius > {num(spec.threshold)}"
-    return (
-        expr,
-        f"NPU {CHIP_SHORT} is hot",
-        f"The temperature of {CHIP_TEXT} is {{{{ $value }}}} °C, above {num(spec.threshold)} °C for {spec.window}.",
-    )
+    return too_hot(spec, "npu_temperature_celsius", f"NPU {CHIP_SHORT} is hot", f"The temperature of {CHIP_TEXT} is")
 
 
 def _hbm_full(spec: AlertSpec, table: Thresholds) -> Built:
-    expr = f"npu_hbm_used_bytes / npu_hbm_total_bytes > {num(spec.threshold)}"
     return (
-        expr,
+        f"npu_hbm_used_bytes / npu_hbm_total_bytes > {num(spec.bound)}",
         f"HBM of NPU {CHIP_SHORT} is almost full",
-        (f"{{{{ $value | humanizePercentage }}}} of the HBM of {CHIP_TEXT} is in use, above {pct(spec.threshold)} for {spec.window}."),
+        f"{SHARE} of the HBM of {CHIP_TEXT} is in use, above {pct(spec.bound)} for {spec.window}.",
     )
 
 
 def _ecc(spec: AlertSpec, table: Thresholds) -> Built:
-    expr = f'increase(npu_ecc_errors_total{{type="double_bit"}}[{spec.range}]) > {num(spec.threshold)}'
     return (
-        expr,
+        f'increase(npu_ecc_errors_total{{type="double_bit"}}[{spec.span}]) > {num(spec.bound)}',
         f"Uncorrectable ECC errors on NPU {CHIP_SHORT}",
-        (
-            f'{CHIP_TEXT[0].upper()}{CHIP_TEXT[1:]} counted {{{{ $value | printf "%.0f" }}}} new double-bit ECC '
-            f"error(s) in its {{{{ $labels.memory }}}} memory within {spec.range}."
-        ),
+        f"{upper_first(CHIP_TEXT)} counted {COUNT} new double-bit ECC error(s) in its {{{{ $labels.memory }}}} memory within {spec.span}.",
     )
 
 
@@ -127,8 +109,8 @@ def _pages_isolated(spec: AlertSpec, table: Thresholds) -> list[Tier]:
     critical = f"{total} > {num(limit)}\nor\n(\n  {total}\n  and\n  {double} > 0\n)"
     # New pages: above the lowest count within the range (a replaced chip starting at 0 counts from there).
     new = (
-        f"sum without (memory, type) (\n  npu_ecc_isolated_pages - min_over_time(npu_ecc_isolated_pages[{spec.range}])\n)"
-        f" > {num(spec.threshold)}"
+        f"sum without (memory, type) (\n  npu_ecc_isolated_pages - min_over_time(npu_ecc_isolated_pages[{spec.span}])\n)"
+        f" > {num(spec.bound)}"
     )
     warning = f"{new}\nunless\n(\n{indent(critical)}\n)"
     return [
@@ -137,10 +119,7 @@ def _pages_isolated(spec: AlertSpec, table: Thresholds) -> list[Tier]:
             (
                 warning,
                 f"NPU {CHIP_SHORT} isolated memory pages",
-                (
-                    f"{CHIP_TEXT[0].upper()}{CHIP_TEXT[1:]} isolated {{{{ $value }}}} more memory page(s) within {spec.range} "
-                    f"after repeated ECC errors: its HBM or DDR is degrading.{ISOLATED_NOW}"
-                ),
+                f"{upper_first(CHIP_TEXT)} isolated {VALUE} more memory page(s) within {spec.span} after repeated ECC errors: its HBM or DDR is degrading.{ISOLATED_NOW}",
             ),
         ),
         Tier(
@@ -148,11 +127,7 @@ def _pages_isolated(spec: AlertSpec, table: Thresholds) -> list[Tier]:
             (
                 critical,
                 f"NPU {CHIP_SHORT} is losing memory to ECC errors",
-                (
-                    f"{CHIP_TEXT[0].upper()}{CHIP_TEXT[1:]} has lost {{{{ $value }}}} memory page(s) to ECC errors "
-                    f"(critical: any page after an uncorrectable double-bit error, or more than {num(limit)} pages): "
-                    f"drain it and plan its replacement.{ISOLATED_NOW}"
-                ),
+                f"{upper_first(CHIP_TEXT)} has lost {VALUE} memory page(s) to ECC errors (critical: any page after an uncorrectable double-bit error, or more than {num(limit)} pages): drain it and plan its replacement.{ISOLATED_NOW}",
             ),
         ),
     ]

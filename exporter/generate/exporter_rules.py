@@ -7,7 +7,10 @@ from __future__ import annotations
 from exporter.generate.common import Built, pct
 from exporter.generate.handover import exporter_down_alert
 from exporter.generate.source_failing import source_failing_description
+from exporter.generate.texts import SHARE
 from exporter.thresholds.table import AlertSpec, Thresholds, num
+
+ON_INSTANCE = "cann-exporter on {{ $labels.instance }}"
 
 
 def _source_failing(spec: AlertSpec, table: Thresholds) -> Built:
@@ -18,43 +21,44 @@ def _source_failing(spec: AlertSpec, table: Thresholds) -> Built:
     )
 
 
+def _near_limit(spec: AlertSpec, ratio: str, summary: str, used: str, then: str, only: str = "") -> Built:
+    """The exporter's use of a limit (``ratio``, on the targets ``only`` keeps) above the alert's
+    threshold: what it ``used`` of the limit, and what happens ``then``, at the limit."""
+    return (
+        f"{ratio} > {num(spec.bound)}{only}",
+        f"{ON_INSTANCE} {summary}",
+        f"The exporter on {{{{ $labels.instance }}}} has {used} for {spec.window} (threshold {pct(spec.bound)}); {then}.",
+    )
+
+
 def _memory_high(spec: AlertSpec, table: Thresholds) -> Built:
     # Only where the exporter reports a cgroup limit: the division drops every other target.
-    expr = f"process_resident_memory_bytes / cann_exporter_memory_limit_bytes > {num(spec.threshold)}"
-    return (
-        expr,
-        "cann-exporter on {{ $labels.instance }} is close to its memory limit",
-        (
-            f"The exporter on {{{{ $labels.instance }}}} has used {{{{ $value | humanizePercentage }}}} of its cgroup "
-            f"memory limit for {spec.window} (threshold {pct(spec.threshold)}); at the limit the kernel kills it and "
-            f"every NPU metric and alert of the node goes with it."
-        ),
+    return _near_limit(
+        spec,
+        "process_resident_memory_bytes / cann_exporter_memory_limit_bytes",
+        "is close to its memory limit",
+        f"used {SHARE} of its cgroup memory limit",
+        "at the limit the kernel kills it and every NPU metric and alert of the node goes with it",
     )
 
 
 def _fds_high(spec: AlertSpec, table: Thresholds) -> Built:
     # process_* series of other exporters are left out by the join on the exporter's build info.
-    expr = f"process_open_fds / process_max_fds > {num(spec.threshold)}\nand on (job, instance) cann_exporter_build_info"
-    return (
-        expr,
-        "cann-exporter on {{ $labels.instance }} is running out of file descriptors",
-        (
-            f"The exporter on {{{{ $labels.instance }}}} has {{{{ $value | humanizePercentage }}}} of its maximum file "
-            f"descriptors open for {spec.window} (threshold {pct(spec.threshold)}); when none is left, npu-smi calls "
-            f"and scrapes fail."
-        ),
+    return _near_limit(
+        spec,
+        "process_open_fds / process_max_fds",
+        "is running out of file descriptors",
+        f"{SHARE} of its maximum file descriptors open",
+        "when none is left, npu-smi calls and scrapes fail",
+        "\nand on (job, instance) cann_exporter_build_info",
     )
 
 
 def _simulated(spec: AlertSpec, table: Thresholds) -> Built:
     return (
         "cann_exporter_simulated == 1",
-        "cann-exporter on {{ $labels.instance }} serves SIMULATED chips",
-        (
-            f"The exporter on {{{{ $labels.instance }}}} has served data from its built-in simulator (scenario "
-            f"{{{{ $labels.scenario }}}}, model {{{{ $labels.model }}}}) for {spec.window}: its chips, utilization and "
-            f"alerts are not real hardware. Remove --simulate (and CANN_EXPORTER_SIMULATOR_SCENARIO) on a real node."
-        ),
+        f"{ON_INSTANCE} serves SIMULATED chips",
+        f"The exporter on {{{{ $labels.instance }}}} has served data from its built-in simulator (scenario {{{{ $labels.scenario }}}}, model {{{{ $labels.model }}}}) for {spec.window}: its chips, utilization and alerts are not real hardware. Remove --simulate (and CANN_EXPORTER_SIMULATOR_SCENARIO) on a real node.",
     )
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from exporter.generate.common import Built, dbm
-from exporter.generate.texts import PORT_SHORT, PORT_TEXT
+from exporter.generate.common import Built, dbm, too_hot
+from exporter.generate.texts import COUNT, PORT_SHORT, PORT_TEXT, upper_first
 from exporter.thresholds.alert_facts import OPTICAL_POWER, optical_power_limits
 from exporter.thresholds.table import AlertSpec, GenerateError, Thresholds, num
 
@@ -30,57 +30,42 @@ def _link_down(spec: AlertSpec, table: Thresholds) -> Built:
     return (
         "npu_network_link_up == 0",
         f"Network link down on NPU {PORT_SHORT}",
-        (
-            f"hccn_tool -link has reported the link of {PORT_TEXT} DOWN for {spec.window}: collective "
-            f"communication (HCCL) through this port fails or stalls."
-        ),
+        f"hccn_tool -link has reported the link of {PORT_TEXT} DOWN for {spec.window}: collective communication (HCCL) through this port fails or stalls.",
     )
 
 
 def _link_flapping(spec: AlertSpec, table: Thresholds) -> Built:
     # Newer drivers count downs; older ones only ups (every down of a port is followed by an up).
     expr = (
-        f"(\n  increase(npu_network_link_down_transitions_total[{spec.range}])\n"
-        f"  or increase(npu_network_link_up_transitions_total[{spec.range}])\n) >= {num(spec.threshold)}"
+        f"(\n  increase(npu_network_link_down_transitions_total[{spec.span}])\n"
+        f"  or increase(npu_network_link_up_transitions_total[{spec.span}])\n) >= {num(spec.bound)}"
     )
     return (
         expr,
         f"Network link of NPU {PORT_SHORT} is flapping",
-        (
-            f'The link of {PORT_TEXT} changed {{{{ $value | printf "%.0f" }}}} times within {spec.range} '
-            f"(hccn_tool -link_stat: link down count, or up count on drivers without one; threshold "
-            f"{num(spec.threshold)}): every change interrupts the collective operations using the port."
-        ),
+        f"The link of {PORT_TEXT} changed {COUNT} times within {spec.span} (hccn_tool -link_stat: link down count, or up count on drivers without one; threshold {num(spec.bound)}): every change interrupts the collective operations using the port.",
     )
+
+
+def _per_second(selector: str, spec: AlertSpec) -> str:
+    """Per port: ``selector``'s rate over the alert's range, every direction and kind, above its threshold."""
+    return f"sum without (direction, kind) (\n  rate({selector}[{spec.span}])\n) > {num(spec.bound)}"
 
 
 def _network_errors(spec: AlertSpec, table: Thresholds) -> Built:
     kinds = _label_values(spec, "kinds", ("roce", "fcs", "bad_packets"))
-    expr = (
-        f"sum without (direction, kind) (\n"
-        f'  rate(npu_network_errors_total{{kind=~"{"|".join(kinds)}"}}[{spec.range}])\n) > {num(spec.threshold)}'
-    )
     return (
-        expr,
+        _per_second(f'npu_network_errors_total{{kind=~"{"|".join(kinds)}"}}', spec),
         f"Network errors on NPU {PORT_SHORT}",
-        (
-            f'{PORT_TEXT[0].upper()}{PORT_TEXT[1:]} counts {{{{ $value | printf "%.2f" }}}} bad packets per '
-            f"second over {spec.range} (hccn_tool -stat, kinds {', '.join(kinds)}), above {num(spec.threshold)}/s "
-            f"for {spec.window}."
-        ),
+        f'{upper_first(PORT_TEXT)} counts {{{{ $value | printf "%.2f" }}}} bad packets per second over {spec.span} (hccn_tool -stat, kinds {", ".join(kinds)}), above {num(spec.bound)}/s for {spec.window}.',
     )
 
 
 def _pfc_storm(spec: AlertSpec, table: Thresholds) -> Built:
-    expr = f'sum without (direction, kind) (\n  rate(npu_network_packets_total{{kind="pfc"}}[{spec.range}])\n) > {num(spec.threshold)}'
     return (
-        expr,
+        _per_second('npu_network_packets_total{kind="pfc"}', spec),
         f"PFC storm on NPU {PORT_SHORT}",
-        (
-            f'{PORT_TEXT[0].upper()}{PORT_TEXT[1:]} receives and sends {{{{ $value | printf "%.0f" }}}} PFC pause '
-            f"frames per second over {spec.range}, above {num(spec.threshold)}/s for {spec.window}: a congested or "
-            f"stuck receiver is pausing the fabric."
-        ),
+        f"{upper_first(PORT_TEXT)} receives and sends {COUNT} PFC pause frames per second over {spec.span}, above {num(spec.bound)}/s for {spec.window}: a congested or stuck receiver is pausing the fabric.",
     )
 
 
@@ -91,36 +76,27 @@ def _optical_power(spec: AlertSpec, table: Thresholds) -> Built:
         low, high = limits[direction]
         parts.append(f'label_replace(\n  {metric} < {num(low)} or {metric} > {num(high)},\n  "direction", "{direction}", "", ""\n)')
     ranges = {d: f"{mw(lo)} to {mw(hi)} ({dbm(lo):.1f} to {dbm(hi):+.1f} dBm)" for d, (lo, hi) in limits.items()}
+    lane = "lane {{ $labels.lane }}"
     return (
         "\nor\n".join(parts),
-        (f"Optical {{{{ $labels.direction }}}} power of NPU {PORT_SHORT} is out of range (lane {{{{ $labels.lane }}}})"),
-        (
-            f"The optical module of {PORT_TEXT} reads {{{{ $value | humanize }}}}W {{{{ $labels.direction }}}} power on "
-            f"lane {{{{ $labels.lane }}}} for {spec.window}, outside "
-            f'{{{{ if eq $labels.direction "rx" }}}}{ranges["rx"]}{{{{ else }}}}{ranges["tx"]}{{{{ end }}}}.'
-        ),
+        f"Optical {{{{ $labels.direction }}}} power of NPU {PORT_SHORT} is out of range ({lane})",
+        f"The optical module of {PORT_TEXT} reads {{{{ $value | humanize }}}}W {{{{ $labels.direction }}}} power on {lane} for {spec.window}, outside "
+        f'{{{{ if eq $labels.direction "rx" }}}}{ranges["rx"]}{{{{ else }}}}{ranges["tx"]}{{{{ end }}}}.',
     )
 
 
 def _optical_temperature(spec: AlertSpec, table: Thresholds) -> Built:
-    expr = f"npu_optical_temperature_celsius > {num(spec.threshold)}"
-    return (
-        expr,
-        f"Optical module of NPU {PORT_SHORT} is hot",
-        (f"The optical module of {PORT_TEXT} is at {{{{ $value }}}} °C, above {num(spec.threshold)} °C for {spec.window}."),
+    return too_hot(
+        spec, "npu_optical_temperature_celsius", f"Optical module of NPU {PORT_SHORT} is hot", f"The optical module of {PORT_TEXT} is at"
     )
 
 
 def _network_unhealthy(spec: AlertSpec, table: Thresholds) -> Built:
     ok = _label_values(spec, "ok_states", ("Success", "Init"))
-    expr = f'npu_network_health{{state!~"{"|".join(ok)}"}} == 1'
     return (
-        expr,
+        f'npu_network_health{{state!~"{"|".join(ok)}"}} == 1',
         f"Network probe of NPU {PORT_SHORT} reports {{{{ $labels.state }}}}",
-        (
-            f"hccn_tool -net_health has reported {{{{ $labels.state }}}} for {PORT_TEXT} for {spec.window}: the "
-            f"port cannot reach its detect address (netdetect in /etc/hccn.conf)."
-        ),
+        f"hccn_tool -net_health has reported {{{{ $labels.state }}}} for {PORT_TEXT} for {spec.window}: the port cannot reach its detect address (netdetect in /etc/hccn.conf).",
     )
 
 

@@ -41,3 +41,14 @@ ISOLATED_NOW = (
     " | query | sortByLabel `type` | sortByLabel `memory` }} Isolated now:{{ range . }} {{ .Labels.memory }} {{ .Labels.type }}"
     " {{ .Value }}{{ end }}.{{ end }}"
 )
+
+
+# The alert's value as its texts print it: as is, as a percentage, as a whole count.
+VALUE = "{{ $value }}"
+SHARE = "{{ $value | humanizePercentage }}"
+COUNT = '{{ $value | printf "%.0f" }}'
+
+
+def upper_first(text: str) -> str:
+    """``text`` opening a sentence."""
+    return text[0].upper() + text[1:]
