@@ -7,7 +7,7 @@ from grafana_foundation_sdk.models import dashboard as dm
 
 from exporter.generate.board import Board, datasource_var
 from exporter.generate.common import pct
-from exporter.generate.panels import RATIO, Panel, bars, graph, grid, indicator_steps, q
+from exporter.generate.panels import RATIO, Panel, bars, graph, graphs, grid, indicator_steps, q
 from exporter.thresholds.records import MIN_FORECAST_DAYS
 from exporter.thresholds.table import Thresholds, num
 
@@ -165,40 +165,40 @@ def price_var() -> db.TextBoxVariable:
     return variable
 
 
+# Energy over the last hour: title, (expression, legend) of each line, description.
+ENERGY = (
+    (
+        "Energy per node (kWh per hour)",
+        (("instance:npu_energy_kwh:sum1h", "{{instance}}"), ("cluster:npu_energy_idle_kwh:sum1h", "cluster: idle or below target")),
+        "npu_energy_joules_total over the last hour per node; idle: chips not in use or in use below the target.",
+    ),
+    (
+        "Energy per namespace and job (kWh per hour)",
+        (("namespace:npu_energy_kwh:sum1h", "{{namespace}}"), ("job_name:npu_energy_kwh:sum1h", "job {{job_name}}")),
+        "",
+    ),
+    (
+        "Energy cost per hour (at $price_per_kwh per kWh)",
+        (
+            ("cluster:npu_energy_kwh:sum1h * $price_per_kwh", "all chips"),
+            ("cluster:npu_energy_idle_kwh:sum1h * $price_per_kwh", "idle or below target"),
+        ),
+        "",
+    ),
+)
+
+
 def _energy() -> list[Panel]:
     """kWh per node, namespace and job, idle energy, cost at $price_per_kwh, and MFU by namespace."""
-    return [
-        graph(
-            "Energy per node (kWh per hour)",
-            q("instance:npu_energy_kwh:sum1h", "{{instance}}"),
-            q("cluster:npu_energy_idle_kwh:sum1h", "cluster: idle or below target"),
-            lo=0,
-            w=8,
-            description="npu_energy_joules_total over the last hour per node; idle: chips not in use or in use below the target.",
-        ),
-        graph(
-            "Energy per namespace and job (kWh per hour)",
-            q("namespace:npu_energy_kwh:sum1h", "{{namespace}}"),
-            q("job_name:npu_energy_kwh:sum1h", "job {{job_name}}"),
-            lo=0,
-            w=8,
-        ),
-        graph(
-            "Energy cost per hour (at $price_per_kwh per kWh)",
-            q("cluster:npu_energy_kwh:sum1h * $price_per_kwh", "all chips"),
-            q("cluster:npu_energy_idle_kwh:sum1h * $price_per_kwh", "idle or below target"),
-            lo=0,
-            w=8,
-        ),
-        graph(
-            "Model FLOPs utilization by namespace",
-            q("namespace:npu_job_model_flops_utilization_ratio:avg", "{{namespace}}"),
-            **RATIO,
-            w=24,
-            description="Mean MFU of the ranks on each namespace's chips (jobs that declare flops_per_step, on chips with a peak). "
-            "Large-model training commonly reaches 35-60% (PaLM 540B: 46.2%, Chowdhery et al. 2022, arXiv:2204.02311).",
-        ),
-    ]
+    mfu = graph(
+        "Model FLOPs utilization by namespace",
+        q("namespace:npu_job_model_flops_utilization_ratio:avg", "{{namespace}}"),
+        **RATIO,
+        w=24,
+        description="Mean MFU of the ranks on each namespace's chips (jobs that declare flops_per_step, on chips with a peak). "
+        "Large-model training commonly reaches 35-60% (PaLM 540B: 46.2%, Chowdhery et al. 2022, arXiv:2204.02311).",
+    )
+    return [*graphs(ENERGY, lo=0, w=8), mfu]
 
 
 CHIPS = "cluster:npu_chips:count"

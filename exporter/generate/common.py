@@ -43,6 +43,20 @@ class Tier:
     built: Built
 
 
+@dataclasses.dataclass(frozen=True)
+class Held:
+    """An alert on a state that lasted the alert's window (``for:``): its expression and summary,
+    and a description "REPORTED for WINDOW: THEN."."""
+
+    expr: str
+    summary: str
+    reported: str
+    then: str
+
+    def __call__(self, spec: AlertSpec, table: Thresholds) -> Built:
+        return self.expr, self.summary, f"{self.reported} for {spec.window}: {self.then}."
+
+
 def too_hot(spec: AlertSpec, selector: str, summary: str, subject: str, why: str = "") -> Built:
     """``selector`` above the alert's threshold, in °C: ``subject`` is followed by the value."""
     return (

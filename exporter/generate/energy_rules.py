@@ -9,17 +9,12 @@ from exporter.thresholds.records import JOULES_PER_KWH, NODE_IDLE_KWH, NODE_JOB_
 from exporter.thresholds.table import num
 
 ENERGY = "npu_energy_joules_total"
-RATE = "chip:npu_energy_joules:rate5m"
-IDLE = "chip:npu_energy_idle_joules:rate5m"
-UTIL5M = "chip:npu_aicore_utilization_ratio:avg5m"
+# Per chip, 5m: watts, and watts while idle or in use below target.
+RATE, IDLE = "chip:npu_energy_joules:rate5m", "chip:npu_energy_idle_joules:rate5m"
+# Per training job, 5m: watts, joules per iteration and per sample (the jobs dashboard draws the last two).
 JOB_RATE = "job_name:npu_energy_joules:rate5m"
 PER_ITERATION = "job_name:npu_energy_joules_per_iteration:ratio5m"
 PER_SAMPLE = "job_name:npu_energy_joules_per_sample:ratio5m"
-# A job's iterations per second: its ranks step together (data parallel), so their mean; its
-# samples per second: every rank's own batch, so their sum. A job that stopped stepping (or
-# reports no samples) gets no figure rather than +Inf.
-ITERATIONS_PER_SECOND = "avg by (job_name) (rate(npu_job_iterations_total[5m]))"
-SAMPLES_PER_SECOND = "sum by (job_name) (rate(npu_job_samples_total[5m]))"
 
 
 def _per_job(value: str) -> str:
@@ -30,6 +25,12 @@ def _per_job(value: str) -> str:
 def _per_namespace(value: str) -> str:
     return f"{value}\n  * on ({CHIP}) group_right\n  group by ({CHIP}, namespace) (npu_pod_info)"
 
+
+# A job's iterations per second: its ranks step together (data parallel), so their mean; its
+# samples per second: every rank's own batch, so their sum. A job that stopped stepping (or
+# reports no samples) gets no figure rather than +Inf.
+ITERATIONS_PER_SECOND = "avg by (job_name) (rate(npu_job_iterations_total[5m]))"
+SAMPLES_PER_SECOND = "sum by (job_name) (rate(npu_job_samples_total[5m]))"
 
 # MFU per rank, joined to the namespace of the rank's chip: npu_job_info's device, then npu_pod_info.
 MFU_BY_NAMESPACE = (
@@ -47,7 +48,7 @@ def energy_5m(threshold: float) -> list[tuple[str, str, str]]:
         (RATE, f"rate({ENERGY}[5m])", "power of each chip from its energy counter, watts (5m)"),
         (
             IDLE,
-            f"{RATE}\n  * on ({CHIP})\n  (1 - chip:npu_in_use:bool * on ({CHIP}) ({UTIL5M} >= bool {num(threshold)}))",
+            f"{RATE}\n  * on ({CHIP})\n  (1 - chip:npu_in_use:bool * on ({CHIP}) (chip:npu_aicore_utilization_ratio:avg5m >= bool {num(threshold)}))",
             f"power of each chip while idle or in use below {pct(threshold)} (NPULowUtilization's bound), watts (5m)",
         ),
         ("instance:npu_energy_joules:rate5m", f"sum by ({NODE}) ({RATE})", "power of a node's chips, watts (5m)"),

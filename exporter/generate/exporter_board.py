@@ -7,11 +7,13 @@ from exporter.generate.board import Board, node_vars
 from exporter.generate.common import pct
 from exporter.generate.panels import (
     ANY_RED,
+    RATIO,
     SEL,
     UP_GREEN,
     Panel,
     alert_steps,
     graph,
+    graphs,
     grid,
     history,
     info_grid,
@@ -20,7 +22,7 @@ from exporter.generate.panels import (
     threshold,
     two_states,
 )
-from exporter.thresholds.table import Thresholds
+from exporter.thresholds.table import AlertSpec, Thresholds
 
 SOURCE_LEGEND = "{{instance}} {{source}}"
 
@@ -80,26 +82,25 @@ def _sources() -> list[Panel]:
     ]
 
 
+def _against(title: str, ratio: str, spec: AlertSpec | None, description: str) -> Panel:
+    """The exporters' use of a limit, 0 to 100%, red from the alert's threshold."""
+    return graph(title, q(ratio, "{{instance}}"), **RATIO, steps=alert_steps(spec), w=8, description=description)
+
+
 def _resources(table_: Thresholds) -> list[Panel]:
     memory, fds = table_.find("CANNExporterMemoryHigh"), table_.find("CANNExporterFileDescriptorsHigh")
+    resident = _mine("process_resident_memory_bytes")
     gc = rate("python_gc_collections_total", "instance, generation", SEL)
     return [
-        graph(
+        _against(
             "Memory against the limit",
-            q(f"{_mine('process_resident_memory_bytes')} / {_mine('cann_exporter_memory_limit_bytes')}", "{{instance}}"),
-            unit="percentunit",
-            lo=0,
-            hi=1,
-            steps=alert_steps(memory),
-            w=8,
-            description=(
-                f"Resident memory over the cgroup memory limit; CANNExporterMemoryHigh fires above "
-                f"{pct(threshold(memory) or 0)}. Empty where the exporter runs without a limit."
-            ),
+            f"{resident} / {_mine('cann_exporter_memory_limit_bytes')}",
+            memory,
+            f"Resident memory over the cgroup memory limit; CANNExporterMemoryHigh fires above {pct(threshold(memory) or 0)}. Empty where the exporter runs without a limit.",
         ),
         graph(
             "Resident memory",
-            q(_mine("process_resident_memory_bytes"), "{{instance}}"),
+            q(resident, "{{instance}}"),
             q(_mine("cann_exporter_memory_limit_bytes"), "limit {{instance}}"),
             unit="bytes",
             lo=0,
@@ -113,15 +114,11 @@ def _resources(table_: Thresholds) -> list[Panel]:
             w=8,
             description="CPU time per second of wall time (1 = one core).",
         ),
-        graph(
+        _against(
             "File descriptors against the maximum",
-            q(f"{_mine('process_open_fds')} / {_mine('process_max_fds')}", "{{instance}}"),
-            unit="percentunit",
-            lo=0,
-            hi=1,
-            steps=alert_steps(fds),
-            w=8,
-            description=f"CANNExporterFileDescriptorsHigh fires above {pct(threshold(fds) or 0)}.",
+            f"{_mine('process_open_fds')} / {_mine('process_max_fds')}",
+            fds,
+            f"CANNExporterFileDescriptorsHigh fires above {pct(threshold(fds) or 0)}.",
         ),
         graph(
             "Garbage collections",
@@ -139,23 +136,26 @@ def _ingest() -> list[Panel]:
     def per_instance(metric: str) -> str:
         return rate(metric, "instance", SEL)
 
-    return [
-        graph(
+    rates = (
+        (
             "Accepted",
-            q(per_instance("cann_exporter_ingest_requests_total"), "{{instance}} batches/s"),
-            q(per_instance("cann_exporter_ingest_steps_total"), "{{instance}} steps/s"),
-            unit="ops",
-            lo=0,
-            w=8,
+            (
+                (per_instance("cann_exporter_ingest_requests_total"), "{{instance}} batches/s"),
+                (per_instance("cann_exporter_ingest_steps_total"), "{{instance}} steps/s"),
+            ),
+            "",
         ),
-        graph(
+        (
             "Rejected and dropped",
-            q(rate("cann_exporter_ingest_rejected_total", "instance, reason", SEL), "{{instance}} rejected {{reason}}"),
-            q(per_instance("cann_exporter_ingest_client_dropped_steps_total"), "{{instance}} dropped by clients"),
-            q(per_instance("cann_exporter_ingest_expired_total"), "{{instance}} expired ranks"),
-            unit="ops",
-            lo=0,
-            w=8,
+            (
+                (rate("cann_exporter_ingest_rejected_total", "instance, reason", SEL), "{{instance}} rejected {{reason}}"),
+                (per_instance("cann_exporter_ingest_client_dropped_steps_total"), "{{instance}} dropped by clients"),
+                (per_instance("cann_exporter_ingest_expired_total"), "{{instance}} expired ranks"),
+            ),
+            "",
         ),
+    )
+    return [
+        *graphs(rates, unit="ops", lo=0, w=8),
         graph("Job ranks held", q(_mine("cann_exporter_ingest_ranks"), "{{instance}}"), lo=0, w=8),
     ]

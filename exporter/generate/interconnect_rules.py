@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exporter.generate.common import Built, too_hot
+from exporter.generate.common import Built, Held, too_hot
 from exporter.generate.texts import CHIP_SHORT, CHIP_TEXT, COUNT, upper_first
 from exporter.thresholds.table import AlertSpec, GenerateError, Thresholds, num
 
@@ -32,14 +32,6 @@ class _Rising:
         summed = f"increase({self.metric}[{spec.span}])"
         expr = f"sum without ({self.by}) (\n  {summed}\n) > {num(spec.bound)}" if self.by else f"{summed} > {num(spec.bound)}"
         return expr, self.summary, f"{self.subject} counted {COUNT} new {self.what} within {spec.span} ({self.source}): {self.meaning}."
-
-
-def hccs_link_down(spec: AlertSpec, table: Thresholds) -> Built:
-    return (
-        "npu_hccs_healthy == 0",
-        f"HCCS links of NPU {CHIP_SHORT} are not healthy",
-        f"npu-smi -t hccs has reported the HCCS health of {CHIP_TEXT} as NOK for {spec.window}: a link's PCS or HDLC layer is in error. Collective communication (HCCL) through the chip fails or falls back to a slower path; npu_hccs_link_info shows which link lost lanes.",
-    )
 
 
 def sensor_temperature(spec: AlertSpec, table: Thresholds) -> Built:
@@ -73,6 +65,12 @@ HCCS_ERRORS = _Rising(
     "npu-smi -t hccs error count",
     "each one is a retransmission, and a rising count precedes the link going down",
 )
+HCCS_LINK_DOWN = Held(
+    "npu_hccs_healthy == 0",
+    f"HCCS links of NPU {CHIP_SHORT} are not healthy",
+    f"npu-smi -t hccs has reported the HCCS health of {CHIP_TEXT} as NOK",
+    "a link's PCS or HDLC layer is in error. Collective communication (HCCL) through the chip fails or falls back to a slower path; npu_hccs_link_info shows which link lost lanes",
+)
 SIO_ERRORS = _Rising(
     "npu_sio_errors_total",
     "direction",
@@ -86,7 +84,7 @@ SIO_ERRORS = _Rising(
 
 BUILDERS = {
     "NPUPCIeErrors": PCIE_ERRORS,
-    "NPUHCCSLinkDown": hccs_link_down,
+    "NPUHCCSLinkDown": HCCS_LINK_DOWN,
     "NPUHCCSErrors": HCCS_ERRORS,
     "NPUSIOErrors": SIO_ERRORS,
     "NPUSensorTemperatureHigh": sensor_temperature,

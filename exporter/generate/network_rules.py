@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from exporter.generate.common import Built, dbm, too_hot
+from exporter.generate.common import Built, Held, dbm, too_hot
 from exporter.generate.texts import COUNT, PORT_SHORT, PORT_TEXT, upper_first
 from exporter.thresholds.alert_facts import OPTICAL_POWER, optical_power_limits
 from exporter.thresholds.table import AlertSpec, GenerateError, Thresholds, num
@@ -24,14 +24,6 @@ def _label_values(spec: AlertSpec, name: str, default: tuple[str, ...]) -> tuple
     if not values or bad:
         raise GenerateError(f"{spec.alert}: params.{name}: expected label values without regex characters, got {list(values)}")
     return values
-
-
-def _link_down(spec: AlertSpec, table: Thresholds) -> Built:
-    return (
-        "npu_network_link_up == 0",
-        f"Network link down on NPU {PORT_SHORT}",
-        f"hccn_tool -link has reported the link of {PORT_TEXT} DOWN for {spec.window}: collective communication (HCCL) through this port fails or stalls.",
-    )
 
 
 def _link_flapping(spec: AlertSpec, table: Thresholds) -> Built:
@@ -100,8 +92,15 @@ def _network_unhealthy(spec: AlertSpec, table: Thresholds) -> Built:
     )
 
 
+LINK_DOWN = Held(
+    "npu_network_link_up == 0",
+    f"Network link down on NPU {PORT_SHORT}",
+    f"hccn_tool -link has reported the link of {PORT_TEXT} DOWN",
+    "collective communication (HCCL) through this port fails or stalls",
+)
+
 BUILDERS = {
-    "NPUNetworkLinkDown": _link_down,
+    "NPUNetworkLinkDown": LINK_DOWN,
     "NPUNetworkLinkFlapping": _link_flapping,
     "NPUNetworkErrors": _network_errors,
     "NPUNetworkPFCStorm": _pfc_storm,

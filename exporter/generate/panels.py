@@ -235,6 +235,12 @@ def graph(title: str, *queries: Query, stack: bool = False, bars: bool = False, 
     return _set_up(panel, title, look, queries, [dm.Threshold(value=None, color=GREEN)])
 
 
+def graphs(rows: Iterable[tuple[str, Sequence[tuple[str, str]], str]], **look: Unpack[Look]) -> list[Panel]:
+    """One graph per row of a table (title, the expression and legend of each line, description),
+    all with ``look``."""
+    return [graph(title, *(q(expr, legend) for expr, legend in lines), **(look | Look(description=text))) for title, lines, text in rows]
+
+
 def single(title: str, query: Query, **look: Unpack[Look]) -> stat.Panel:
     """One number, coloured by ``steps``, over its sparkline."""
     panel = stat.Panel()

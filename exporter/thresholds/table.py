@@ -235,11 +235,7 @@ def _alert(entry: Any, where: str, indicators: Mapping[str, Indicator], problems
         problems.append(f"{where}: expected a mapping")
         return None
     start = len(problems)
-    name = entry.get("alert")
-    if not isinstance(name, str) or not _ALERT.match(name):
-        problems.append(f"{where}: alert: expected a CamelCase alert name, got {shown(name)}")
-    else:
-        where = f"{where} ({name})"
+    name, where = _named(entry, "alert", _ALERT, "a CamelCase alert name", where, problems)
     known = {"alert", "indicator", "threshold", "window", "range", "severity", "params"}
     problems += [f"{where}: unknown key {key!r}" for key in entry if key not in known]
     indicator = None
@@ -342,11 +338,7 @@ def _indicator(entry: Any, where: str, problems: list[str]) -> Indicator | None:
         problems.append(f"{where}: expected a mapping")
         return None
     start = len(problems)
-    ident = entry.get("id")
-    if not isinstance(ident, str) or not _ID.match(ident):
-        problems.append(f"{where}: id: expected a snake_case name, got {shown(ident)}")
-    else:
-        where = f"{where} ({ident})"
+    ident, where = _named(entry, "id", _ID, "a snake_case name", where, problems)
     text = {
         key: _text(entry, key, where, problems, required=key in ("title", "description"))
         for key in ("title", "description", "alert", "note", "source")
@@ -387,6 +379,15 @@ def _indicator(entry: Any, where: str, problems: list[str]) -> Indicator | None:
         ceiling=ceiling,
         **lists,
     )
+
+
+def _named(entry: Mapping[str, Any], key: str, pattern: re.Pattern[str], what: str, where: str, problems: list[str]) -> tuple[Any, str]:
+    """The entry's name (its ``key``) and ``where`` naming it; a problem when the name is not ``what``."""
+    name = entry.get(key)
+    if isinstance(name, str) and pattern.match(name):
+        return name, f"{where} ({name})"
+    problems.append(f"{where}: {key}: expected {what}, got {shown(name)}")
+    return name, where
 
 
 def _text(entry: Mapping[str, Any], key: str, where: str, problems: list[str], required: bool) -> str | None:
