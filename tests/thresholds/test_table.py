@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import yaml
 from exporter.app.catalogue import ALL_METRICS
 from exporter.thresholds.table import (
     DEFAULT_PATH,
+    GenerateError,
     ThresholdError,
     load_thresholds,
     parse_thresholds,
@@ -93,3 +95,18 @@ def test_load_errors(tmp_path: Path) -> None:
         load_thresholds(tmp_path / "bad.yaml")
     with pytest.raises(ThresholdError, match="expected a mapping"):
         parse_thresholds([1, 2])
+
+
+def test_an_alert_found_by_name_and_what_its_expression_needs() -> None:
+    table = load_thresholds()
+    assert table.find("NPUTemperatureHigh") == table.alert("NPUTemperatureHigh")
+    assert table.find("NoSuchAlert") is None
+    with pytest.raises(KeyError):
+        table.alert("NoSuchAlert")
+    spec = table.alert("NPUECCDoubleBitErrors")
+    assert (spec.bound, spec.span) == (spec.threshold, spec.range)
+    bare = dataclasses.replace(spec, threshold=None, range=None)
+    with pytest.raises(GenerateError, match="NPUECCDoubleBitErrors: needs a threshold"):
+        _ = bare.bound
+    with pytest.raises(GenerateError, match="NPUECCDoubleBitErrors: needs a range"):
+        _ = bare.span
