@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
+from exporter.commands.cannot import exit_status
 from exporter.commands.prometheus_args import OtherInput, PrometheusWindow, RequestBounds
 from exporter.core.errors import ReasonError
 from exporter.core.inputfile import read_text_input
@@ -27,10 +28,10 @@ from exporter.core.yamlfile import MAX_FILE_BYTES
 from exporter.diagnostics import argtypes, profile_indicators
 from exporter.diagnostics import baseline as bl
 from exporter.diagnostics.analysis import analyse
-from exporter.diagnostics.model import EXIT_CANNOT, CannotDiagnose, Observations, Report
+from exporter.diagnostics.model import CannotDiagnose, Observations, Report
 from exporter.diagnostics.render import render_json, render_markdown, render_text
 from exporter.node.simulate import ALL_SCENARIOS, MODEL_NAMES
-from exporter.thresholds.table import ThresholdError, Thresholds, load_thresholds
+from exporter.thresholds.table import Thresholds, load_thresholds
 
 PROG = "cann-exporter diagnose"
 MAX_SAMPLES = 360
@@ -101,18 +102,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    out, err = out or sys.stdout, err or sys.stderr
-    try:
-        table = load_thresholds(getattr(args, "thresholds", None))
-        saved = bl.load_baseline(Path(args.baseline)) if getattr(args, "baseline", None) else None  # fail fast
-        obs = only_jobs(read(args, table, err), getattr(args, "job", None))
-        report = with_baselines(analyse(obs, table), obs, args, table, saved)
-    except ThresholdError as exc:
-        print(f"{PROG}: bad threshold table: {exc}", file=err)
-        return EXIT_CANNOT
-    except CannotDiagnose as exc:
-        print(f"{PROG}: {exc}", file=err)
-        return EXIT_CANNOT
+    stdout, stderr = out or sys.stdout, err or sys.stderr
+    return exit_status(PROG, stderr, lambda: diagnose(args, stdout, stderr))
+
+
+def diagnose(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    table = load_thresholds(getattr(args, "thresholds", None))
+    saved = bl.load_baseline(Path(args.baseline)) if getattr(args, "baseline", None) else None  # fail fast
+    obs = only_jobs(read(args, table, err), getattr(args, "job", None))
+    report = with_baselines(analyse(obs, table), obs, args, table, saved)
     out.write(render(report, table, args, out))
     return report.exit_code
 

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from exporter.commands.cannot import exit_status
 from exporter.commands.prometheus_args import PrometheusWindow, RequestBounds
 from exporter.diagnostics import argtypes
 from exporter.diagnostics.capacity import Bounds, analyse_capacity
@@ -27,10 +28,10 @@ from exporter.diagnostics.capacity_reader import QUERIES, fit_window, read_capac
 from exporter.diagnostics.energy import analyse_energy
 from exporter.diagnostics.energy_reader import ENERGY_QUERIES, read_energy
 from exporter.diagnostics.html import render_html, report_json
-from exporter.diagnostics.model import EXIT_CANNOT, EXIT_HEALTHY, CannotDiagnose
+from exporter.diagnostics.model import EXIT_HEALTHY, CannotDiagnose
 from exporter.diagnostics.progress import Progress
 from exporter.diagnostics.promapi import PrometheusError, parse_duration
-from exporter.thresholds.table import ThresholdError, load_thresholds
+from exporter.thresholds.table import load_thresholds
 
 PROG = "cann-exporter report"
 WINDOW = PrometheusWindow("30d", "history to report on", "now-1d", '{cluster="prod"}', required=True)
@@ -80,17 +81,13 @@ def price_per_kwh(text: str) -> float:
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    out, err = out or sys.stdout, err or sys.stderr
-    try:
-        path = write_report(args, err)
-    except ThresholdError as exc:
-        print(f"{PROG}: bad threshold table: {exc}", file=err)
-        return EXIT_CANNOT
-    except CannotDiagnose as exc:
-        print(f"{PROG}: {exc}", file=err)
-        return EXIT_CANNOT
-    print(f"{path}", file=out)
-    return EXIT_HEALTHY
+    stdout, stderr = out or sys.stdout, err or sys.stderr
+
+    def report() -> int:
+        print(f"{write_report(args, stderr)}", file=stdout)
+        return EXIT_HEALTHY
+
+    return exit_status(PROG, stderr, report)
 
 
 def write_report(args: argparse.Namespace, err: TextIO) -> Path:

@@ -106,11 +106,8 @@ class Bounds:
             row = table["device_utilization"]
             low = row.abnormal if row.abnormal is not None else low
             healthy = row.healthy if row.healthy is not None else healthy
-        try:
-            spec = table.alert("NPUHBMAlmostFull")
-            hbm = spec.threshold if spec.threshold is not None else hbm
-        except KeyError:
-            pass
+        spec = table.find("NPUHBMAlmostFull")
+        hbm = spec.threshold if spec is not None and spec.threshold is not None else hbm
         return Bounds(low, healthy, hbm)
 
 

@@ -282,10 +282,8 @@ def _in_use_source(index: int) -> Callable[[ReportQueries], str]:
 
 def unhealthy_states(table: Thresholds) -> tuple[str, ...]:
     """npu-smi Health states that page (NPUUnhealthy's params.states)."""
-    try:
-        return tuple(table.alert("NPUUnhealthy").param("states", ("Alarm", "Critical")))
-    except KeyError:
-        return ("Alarm", "Critical")
+    spec = table.find("NPUUnhealthy")
+    return tuple(spec.param("states", ("Alarm", "Critical"))) if spec else ("Alarm", "Critical")
 
 
 def read_inventory(client: PrometheusClient, end: float, seconds: float, matchers: str, paging: str) -> dict[str, NodeInventory]:

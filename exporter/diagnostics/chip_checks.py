@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from exporter.diagnostics.model import HARDWARE, MACRO, PAGES, RATIO, ChipStats, Finding
-from exporter.diagnostics.verdicts import alert_spec, judge, pct
+from exporter.diagnostics.verdicts import judge, pct
 from exporter.thresholds.alert_facts import isolated_pages_limit
 from exporter.thresholds.table import ABNORMAL, HEALTHY, WARNING, Thresholds
 
@@ -25,7 +25,7 @@ def isolated_pages_finding(chip: ChipStats, table: Thresholds) -> Finding:
     error, or more pages than its limit), warning where new pages appeared in the window."""
     total = sum(p.pages for p in chip.isolated_pages)
     double = sum(p.pages for p in chip.isolated_pages if p.type == "double_bit")
-    spec = alert_spec(table, PAGES_ALERT)
+    spec = table.find(PAGES_ALERT)
     verdict, bounds = None, ""
     if spec is not None:
         limit, new_above = isolated_pages_limit(spec), spec.threshold or 0.0
@@ -107,7 +107,7 @@ def _spread(chip: ChipStats) -> str:
 def stability_finding(chip: ChipStats, table: Thresholds) -> Finding | None:
     """Saw-tooth: the NPUUtilizationUnstable rule (stddev above its threshold around a mean
     below ``mean_below``). A wide swing around a high mean is only a warning."""
-    spec = alert_spec(table, "NPUUtilizationUnstable")
+    spec = table.find("NPUUtilizationUnstable")
     if chip.stddev is None or not chip.in_use or spec is None or spec.threshold is None:
         return None
     default_mean = table[UTILIZATION].healthy if UTILIZATION in table else 0.85

@@ -24,7 +24,6 @@ from exporter.diagnostics.model import (
     Labels,
     chip_subject,
 )
-from exporter.diagnostics.verdicts import alert_spec
 from exporter.hccn.metrics import (
     NETWORK_ERRORS,
     NETWORK_HEALTH,
@@ -135,8 +134,8 @@ def health(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
     """Each chip's npu-smi Health (the stateset's current state) with its fault level, what to do
     about it, and its error codes with their levels. A level that takes the chip out of service
     (NPUNeedsIsolation) is abnormal whatever the health says."""
-    spec = alert_spec(table, "NPUUnhealthy")
-    isolation = alert_spec(table, "NPUNeedsIsolation")
+    spec = table.find("NPUUnhealthy")
+    isolation = table.find("NPUNeedsIsolation")
     paging = tuple(spec.param("states", ("Alarm", "Critical"))) if spec else ("Alarm", "Critical")
     isolating = tuple(isolation.param("levels", faultlevels.ISOLATION)) if isolation else ()
     codes: dict[tuple[str, ...], list[str]] = {}
@@ -177,7 +176,7 @@ def unreadable(readings: HardwareReadings) -> list[Finding]:
 def missing(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
     """Chips listed against the expected count (config, else PCI), else against the most listed
     within the window, per exporter (NPUMissing)."""
-    spec = alert_spec(table, "NPUMissing")
+    spec = table.find("NPUMissing")
     expected: dict[str, tuple[float, str]] = {}
     for labels, value in readings.get(EXPECTED_DEVICES.name):
         source = labels.get("source", "")
@@ -231,7 +230,7 @@ def read_failures(readings: HardwareReadings) -> list[Finding]:
 
 
 def temperature(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
-    return too_hot(readings, alert_spec(table, "NPUTemperatureHigh"), TEMPERATURE.name, "temperature", "Chip temperature")
+    return too_hot(readings, table.find("NPUTemperatureHigh"), TEMPERATURE.name, "temperature", "Chip temperature")
 
 
 def too_hot(readings: HardwareReadings, spec: AlertSpec | None, metric: str, check: str, title: str) -> list[Finding]:
@@ -249,7 +248,7 @@ def too_hot(readings: HardwareReadings, spec: AlertSpec | None, metric: str, che
 def ecc_double_bit(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
     """Uncorrectable errors: new ones within the window page (NPUECCDoubleBitErrors); with one
     reading, a non-zero current count is told but cannot be dated."""
-    spec = alert_spec(table, "NPUECCDoubleBitErrors")
+    spec = table.find("NPUECCDoubleBitErrors")
     name = spec.alert if spec else None
     if readings.increases:
         return [
@@ -294,7 +293,7 @@ def network(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
         for labels, value in readings.get(NETWORK_LINK_UP.name)
         if value == 0
     ]
-    unhealthy = alert_spec(table, "NPUNetworkUnhealthy")
+    unhealthy = table.find("NPUNetworkUnhealthy")
     ok = tuple(unhealthy.param("ok_states", ("Success", "Init"))) if unhealthy else ("Success", "Init")
     out += [
         _finding(
@@ -318,7 +317,7 @@ def network_counters(readings: HardwareReadings, table: Thresholds) -> list[Find
     if not readings.increases or not readings.seconds:
         return []
     out = []
-    errors = alert_spec(table, "NPUNetworkErrors")
+    errors = table.find("NPUNetworkErrors")
     if errors is not None and errors.threshold is not None:
         kinds = set(errors.param("kinds", ()))
         per_port: dict[tuple[str, ...], tuple[Labels, float]] = {}
@@ -342,7 +341,7 @@ def network_counters(readings: HardwareReadings, table: Thresholds) -> list[Find
                         f"{total:g} in the window",
                     )
                 )
-    flapping = alert_spec(table, "NPUNetworkLinkFlapping")
+    flapping = table.find("NPUNetworkLinkFlapping")
     if flapping is not None and flapping.threshold is not None:
         downs = {_key(labels): (labels, v) for labels, v in readings.increases.get(NETWORK_LINK_DOWN_TRANSITIONS.name, ())}
         ups = {_key(labels): (labels, v) for labels, v in readings.increases.get(NETWORK_LINK_UP_TRANSITIONS.name, ())}
@@ -366,7 +365,7 @@ def network_counters(readings: HardwareReadings, table: Thresholds) -> list[Find
 def optics(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
     present = {_key(labels) for labels, value in readings.get(OPTICAL_PRESENT.name) if value == 1}
     out = []
-    spec = alert_spec(table, "NPUOpticalPowerOutOfRange")
+    spec = table.find("NPUOpticalPowerOutOfRange")
     try:
         limits = optical_power_limits(spec) if spec else {}
     except GenerateError:
@@ -392,7 +391,7 @@ def optics(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
                         f"healthy {low * 1000:g} to {high * 1000:g} mW",
                     )
                 )
-    hot = alert_spec(table, "NPUOpticalTemperatureHigh")
+    hot = table.find("NPUOpticalTemperatureHigh")
     return out + too_hot(readings, hot, OPTICAL_TEMPERATURE.name, "optical_temperature", "Optical module temperature")
 
 

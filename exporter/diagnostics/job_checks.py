@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from exporter.diagnostics import job_ranks
 from exporter.diagnostics.model import MACRO, MESO, PER_SECOND, RATIO, SECONDS, Finding, JobStats
-from exporter.diagnostics.verdicts import alert_spec, duration, judge, judged
+from exporter.diagnostics.verdicts import duration, judge, judged
 from exporter.jobs.phases import STAGES, stage_of
 from exporter.thresholds.table import ABNORMAL, HEALTHY, Thresholds, duration_seconds
 
@@ -38,7 +38,7 @@ def job_findings(jobs: Iterable[JobStats], table: Thresholds) -> list[Finding]:
 def min_job_age(table: Thresholds) -> float:
     """A job is judged once it has run as long as the alerts on its steps look back
     (NPUIdleGapsHigh's range, 5m): younger, its shares and gaps are noise of its start."""
-    spec = alert_spec(table, "NPUIdleGapsHigh")
+    spec = table.find("NPUIdleGapsHigh")
     return duration_seconds(spec.range) if spec is not None and spec.range else 300.0
 
 
@@ -68,7 +68,7 @@ def job_macro(job: JobStats, table: Thresholds) -> list[Finding]:
     mfu = mfu_finding(job, table)
     if mfu is not None:
         out.append(mfu)
-    stall = alert_spec(table, "NPUTrainingStalled")
+    stall = table.find("NPUTrainingStalled")
     if job.seconds_since_last_iteration is not None:
         age = max(0.0, job.seconds_since_last_iteration)
         verdict, bounds = None, ""

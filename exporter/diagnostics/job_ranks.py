@@ -8,7 +8,6 @@ import statistics
 from collections.abc import Iterable, Sequence
 
 from exporter.diagnostics.model import MESO, RATIO, Finding, JobStats
-from exporter.diagnostics.verdicts import alert_spec
 from exporter.thresholds.table import WARNING, Thresholds
 
 STRAGGLER_ALERT = "NPUJobStragglerRank"
@@ -27,7 +26,7 @@ def busy_per_iteration(job: JobStats) -> float | None:
 def straggler_findings(jobs: Sequence[JobStats], table: Thresholds) -> list[Finding]:
     """Per job with at least the alert's min_ranks ranks (on any instance): the rank whose time
     outside communication exceeds the job's median by more than the alert's threshold."""
-    spec = alert_spec(table, STRAGGLER_ALERT)
+    spec = table.find(STRAGGLER_ALERT)
     if spec is None or spec.threshold is None:
         return []
     by_job: dict[str, list[tuple[JobStats, float]]] = {}

@@ -33,7 +33,6 @@ from exporter.diagnostics.promapi import (
     promql_duration,
     selector,
 )
-from exporter.diagnostics.verdicts import alert_spec
 from exporter.jobs.metrics import (
     JOB_INFO,
     JOB_ITERATION_DURATION,
@@ -238,7 +237,7 @@ def read_isolated_pages(ask: _Asker, matchers: str) -> tuple[dict[ChipKey, tuple
 
 
 def _unstable_range(table: Thresholds) -> float:
-    spec = alert_spec(table, "NPUUtilizationUnstable")
+    spec = table.find("NPUUtilizationUnstable")
     return duration_seconds(spec.range) if spec is not None and spec.range else 600.0
 
 

@@ -1,11 +1,11 @@
 """Judging a value against the threshold table, for the checks of `diagnose`: an indicator's
-bounds in words, its verdict and alert, an alert's spec; and numbers as the findings write them.
+bounds in words, its verdict and alert; and numbers as the findings write them.
 Where the table lacks a row or an alert, the value is shown without a verdict."""
 
 from __future__ import annotations
 
 from exporter.diagnostics.model import RATIO, Finding
-from exporter.thresholds.table import AlertSpec, Indicator, Thresholds
+from exporter.thresholds.table import Indicator, Thresholds
 
 
 def bounds_text(indicator: Indicator) -> str:
@@ -31,13 +31,6 @@ def judged(
     """A ratio judged by the table's row ``indicator_id``."""
     verdict, bounds, alert = judge(table, indicator_id, value)
     return Finding(level, check, title, subject, value, RATIO, verdict, indicator_id, alert, bounds, detail)
-
-
-def alert_spec(table: Thresholds, name: str) -> AlertSpec | None:
-    try:
-        return table.alert(name)
-    except KeyError:
-        return None
 
 
 def pct(value: float) -> str:
