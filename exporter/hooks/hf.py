@@ -20,7 +20,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without transformers
     raise ImportError("exporter.hooks.hf needs transformers (pip install transformers)") from exc
 
-from exporter.hooks.monitor import finish_training
+from exporter.hooks.lifecycle import finish_training
 from exporter.hooks.torch import TorchMonitor
 
 __all__ = ["CannExporterCallback"]
@@ -34,7 +34,7 @@ def run_name(args: Any) -> str | None:
     return os.path.basename(os.path.normpath(output_dir)) if output_dir else None
 
 
-class CannExporterCallback(TrainerCallback):  # type: ignore[misc]
+class CannExporterCallback(TrainerCallback):
     def __init__(
         self,
         job_name: str | None = None,

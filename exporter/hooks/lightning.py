@@ -11,17 +11,20 @@ tensor (reading a shape never synchronises).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-try:
+if TYPE_CHECKING:  # one Callback type to check against; at run time either package's
     from lightning.pytorch import Callback
-except ImportError:  # the older package name
+else:
     try:
-        from pytorch_lightning import Callback
-    except ImportError as exc:  # pragma: no cover - exercised only without lightning
-        raise ImportError("exporter.hooks.lightning needs lightning (pip install lightning)") from exc
+        from lightning.pytorch import Callback
+    except ImportError:  # the older package name
+        try:
+            from pytorch_lightning import Callback
+        except ImportError as exc:  # pragma: no cover - exercised only without lightning
+            raise ImportError("exporter.hooks.lightning needs lightning (pip install lightning)") from exc
 
-from exporter.hooks.monitor import finish_training
+from exporter.hooks.lifecycle import finish_training
 from exporter.hooks.torch import TorchMonitor
 
 __all__ = ["CannExporterCallback", "batch_size"]
@@ -42,7 +45,7 @@ def batch_size(batch: Any) -> int | None:
     return None
 
 
-class CannExporterCallback(Callback):  # type: ignore[misc]
+class CannExporterCallback(Callback):
     def __init__(
         self,
         job_name: str | None = None,

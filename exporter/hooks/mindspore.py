@@ -20,7 +20,8 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without mindspore
     raise ImportError("exporter.hooks.mindspore needs MindSpore (pip install mindspore)") from exc
 
-from exporter.hooks.monitor import Monitor, finish_training
+from exporter.hooks.lifecycle import finish_training
+from exporter.hooks.monitor import Monitor
 
 __all__ = ["CannExporterCallback"]
 
@@ -32,7 +33,7 @@ def _batch_size(cb_params: Any) -> int | None:
         return None
 
 
-class CannExporterCallback(Callback):  # type: ignore[misc]
+class CannExporterCallback(Callback):
     def __init__(self, job_name: str | None = None, monitor: Monitor | None = None, **monitor_kwargs: Any) -> None:
         super().__init__()
         self.job_name = job_name

@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import os
 from collections import deque
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from time import perf_counter as _perf
-from typing import Any
+from typing import Any, Literal
 
 try:
     import torch
@@ -41,10 +42,10 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
     raise ImportError("exporter.hooks.torch needs PyTorch (pip install torch); exporter.hooks.Monitor works without it") from exc
 
 from exporter.hooks import env as names
-from exporter.hooks.monitor import MAX_PHASE_NAMES, Monitor, log
+from exporter.hooks.monitor import Monitor, log
 from exporter.hooks.profiling import DEFAULT_STEPS, Profiling, parse_every
 from exporter.hooks.torch_flops import FlopMeasure, MeasuredStep
-from exporter.hooks.wire import MAX_PHASE_NAME, exclusive
+from exporter.hooks.wire import MAX_PHASE_NAME, MAX_PHASE_NAMES, exclusive
 
 __all__ = ["TorchMonitor", "device_backend"]
 
@@ -100,7 +101,7 @@ class _DeviceStep:
         self._tm.begin_step()
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         if exc_type is None:
             self._tm.end_step(self.samples)
         else:
@@ -126,7 +127,7 @@ class _DevicePhase:
             self._start = self._tm._record()
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         self._depth -= 1
         current = self._tm._current
         if not self._depth and current is not None and self._start is not None:
@@ -140,21 +141,21 @@ class _ProfiledStep:
     """``with mon.step():`` when profiling windows are on: the window opens before the step's
     timing starts and closes after it ends."""
 
-    __slots__ = ("_tm", "inner")
+    __slots__ = ("_profiling", "inner")
 
-    def __init__(self, tm: TorchMonitor) -> None:
-        self._tm = tm
-        self.inner: Any = None
+    def __init__(self, profiling: Profiling) -> None:
+        self._profiling = profiling
+        self.inner: AbstractContextManager[Any] = nullcontext()  # the step it wraps, set by step()
 
     def __enter__(self) -> Any:
-        self._tm._profiling.before_step()  # type: ignore[union-attr]
+        self._profiling.before_step()
         return self.inner.__enter__()
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         try:
             return bool(self.inner.__exit__(exc_type, exc, tb))
         finally:
-            self._tm._profiling.after_step()  # type: ignore[union-attr]
+            self._profiling.after_step()
 
 
 class TorchMonitor:
@@ -194,7 +195,7 @@ class TorchMonitor:
         self._step_cm = _DeviceStep(self)
         self._phase_cms: dict[str, _DevicePhase] = {}
         self._profiling = self._profiling_windows(profile_every, profile_steps)
-        self._profiled_step = _ProfiledStep(self)
+        self._profiled_step = _ProfiledStep(self._profiling) if self._profiling is not None else None
         self._flops = FlopMeasure(monitor) if measure_flops and monitor.enabled else None  # None once measured
 
     def _profiling_windows(self, every: float | None, steps: int | None) -> Profiling | None:
@@ -228,13 +229,14 @@ class TorchMonitor:
 
     # --- the loop-facing API ----------------------------------------------------------------
     def step(self, samples: Any = None) -> Any:
+        cm: AbstractContextManager[Any]
         if self.backend is None:
             cm = self.monitor.step(samples)
         else:
             cm = self._step_cm
-            cm.samples = samples
-        if self._profiling is not None:
-            wrapped = self._profiled_step
+            self._step_cm.samples = samples
+        wrapped = self._profiled_step
+        if wrapped is not None:
             wrapped.inner = cm
             cm = wrapped
         if self._flops is not None:

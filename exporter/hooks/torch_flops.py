@@ -29,7 +29,7 @@ class FlopMeasure:
         try:
             from torch.utils.flop_counter import FlopCounterMode
 
-            mode = FlopCounterMode(display=False)
+            mode: Any = FlopCounterMode(display=False)  # torch leaves its __enter__ unannotated
             mode.__enter__()
             self._mode = mode
         except Exception as exc:

@@ -46,7 +46,7 @@ def test_a_step_can_override_the_declared_flops():
         pass
     with mon.step():
         pass
-    events = list(mon._buf)
+    events = list(mon._sender.buf)
     mon.close(timeout=0)
     flops = [step_json(e, 0.0, mon.flops_per_step)["flops"] for e in events]
     assert flops == [5e12, 1e12]

@@ -197,7 +197,7 @@ def test_disabled_monitor_sends_nothing_and_starts_no_thread(sink, monkeypatch):
             pass
     mon.record_step(0.1)
     mon.close()
-    assert mon._thread is None and sink.batches == []
+    assert mon._sender.thread is None and sink.batches == []
 
 
 def test_steps_after_close_are_ignored(sink):
