@@ -81,20 +81,14 @@ class Monitor:
         if enabled is None:
             enabled = env.get(names.HOOKS, "on").strip().lower() not in ("0", "off", "false", "no")
         self.enabled = enabled
+        self.batch_size = max(1, batch_size)
+        self.flush_interval = flush_interval
+        self.heartbeat_interval = heartbeat_interval
+        self.timeout = timeout
+        self.max_backoff = max_backoff
         # Seconds the training thread spent in profiling windows (TorchMonitor sets it).
         self.profiling_seconds: Callable[[], float] | None = None
-        self._sender = Sender(
-            self,
-            self.url,
-            self._token,
-            buffer_size=buffer_size,
-            batch_size=batch_size,
-            flush_interval=flush_interval,
-            heartbeat_interval=heartbeat_interval,
-            timeout=timeout,
-            max_backoff=max_backoff,
-            enabled=enabled,
-        )
+        self._sender = Sender(self, self._token, buffer_size, enabled)
         self._step_cm = Step(self._sender) if enabled else NullStep(self._sender)
         self._phase_cms: dict[Any, Phase] = {}
         self._warned_names = False
@@ -196,27 +190,6 @@ class Monitor:
         is set only while sends fail; ``last_failure`` and ``last_failure_time`` (unix) keep the
         latest failure after the exporter is back."""
         return self._sender.stats()
-
-    # --- the sender's settings, as given (batch_size halves when the exporter finds a batch too large)
-    @property
-    def batch_size(self) -> int:
-        return self._sender.batch_size
-
-    @property
-    def flush_interval(self) -> float:
-        return self._sender.flush_interval
-
-    @property
-    def heartbeat_interval(self) -> float:
-        return self._sender.heartbeat_interval
-
-    @property
-    def timeout(self) -> float:
-        return self._sender.timeout
-
-    @property
-    def max_backoff(self) -> float:
-        return self._sender.max_backoff
 
 
 def _env_token(env: Mapping[str, str]) -> str | None:

@@ -27,10 +27,18 @@ from exporter.hooks.wire import MAX_PHASE_NAMES, Event, count_value, step_json
 log = logging.getLogger("exporter.hooks")
 
 
-class Reporter(Protocol):
-    """What the sender reads of its monitor with every batch; each may change meanwhile (a
-    fork child's pid, FLOPs measured at the first step, profiling windows started later)."""
+class Owner(Protocol):
+    """The monitor, as the sender reads it at each use: its settings (the sender halves
+    ``batch_size`` when the exporter finds a batch too large) and what it says of itself with
+    every batch, which may change meanwhile (a fork child's pid, FLOPs measured at the first
+    step, profiling windows started later)."""
 
+    url: str
+    batch_size: int
+    flush_interval: float
+    heartbeat_interval: float
+    timeout: float
+    max_backoff: float
     identity: Identity
     precision: str
     flops_per_step: float | None
@@ -40,28 +48,9 @@ class Reporter(Protocol):
 
 
 class Sender:
-    def __init__(
-        self,
-        reporter: Reporter,
-        url: str,
-        token: str | None,
-        *,
-        buffer_size: int,
-        batch_size: int,
-        flush_interval: float,
-        heartbeat_interval: float,
-        timeout: float,
-        max_backoff: float,
-        enabled: bool,
-    ) -> None:
-        self._reporter = reporter
-        self.url = url
+    def __init__(self, owner: Owner, token: str | None, buffer_size: int, enabled: bool) -> None:
+        self._owner = owner
         self._token = token
-        self.batch_size = max(1, batch_size)  # halved when the exporter finds a batch too large
-        self.flush_interval = flush_interval
-        self.heartbeat_interval = heartbeat_interval
-        self.timeout = timeout
-        self.max_backoff = max_backoff
         self._buffer_size = max(1, buffer_size)
         self.closed = not enabled  # a disabled monitor's sender never starts
         self._finished = True  # close() after a crash clears it: no final message then
@@ -76,7 +65,7 @@ class Sender:
         self.session = os.urandom(8).hex()
         self.buf: deque[Event] = deque()
         self.capacity = 0  # what the loop may buffer: 0 until the thread runs, and once closed
-        self.wake_at = self.batch_size  # a full batch wakes the thread at once
+        self.wake_at = self._owner.batch_size  # a full batch wakes the thread at once
         self.wake = threading.Event()
         self.dropped = 0  # written by the training thread only (buffer full, or closed)
         self._send_dropped = 0  # written by the sender thread only
@@ -172,8 +161,9 @@ class Sender:
 
     # --- the sender thread ------------------------------------------------------------------
     def _run(self) -> None:
+        owner = self._owner
         try:
-            transport = self._transport = Transport(self.url, self._token, self.timeout)
+            transport = self._transport = Transport(owner.url, self._token, owner.timeout)
         except ValueError as exc:
             log.warning("cann-exporter hooks disabled: %s", exc)
             self.capacity = 0
@@ -182,7 +172,7 @@ class Sender:
             if self._failing:
                 self._stop.wait(self._backoff)
             else:
-                self.wake.wait(self.flush_interval)
+                self.wake.wait(owner.flush_interval)
                 self.wake.clear()
             if self._stop.is_set():
                 break
@@ -206,25 +196,25 @@ class Sender:
 
     def _drain(self, final: bool) -> None:
         # A fork child never marks the job finished, nor does a process dying of an exception.
-        owner = self._owner_pid == os.getpid() and self._finished
-        budget = len(self.buf) + self.batch_size  # bounded even if the loop outruns us
+        may_finish = self._owner_pid == os.getpid() and self._finished
+        budget = len(self.buf) + self._owner.batch_size  # bounded even if the loop outruns us
         sent_any = sent_final = False
         while budget > 0 and (self._pending or self.buf):
             if self._pending is None:
-                taken = self._take(self.batch_size)
+                taken = self._take(self._owner.batch_size)
                 budget -= len(taken)
                 steps = self._steps_json(taken)
                 if not steps:
                     continue
                 self._pending = steps
-            last = final and owner and not self.buf
+            last = final and may_finish and not self.buf
             if not self._send(self._pending, final=last):
                 return
             self._pending = None
             sent_any, sent_final = True, last
-        if final and owner and not sent_final:
+        if final and may_finish and not sent_final:
             self._send([], final=True)
-        elif not sent_any and time.monotonic() - self._last_post >= self.heartbeat_interval:
+        elif not sent_any and time.monotonic() - self._last_post >= self._owner.heartbeat_interval:
             self._send([], final=False)  # keeps a stuck-but-alive rank visible (stall alerts)
 
     def _take(self, count: int) -> list[Event]:
@@ -239,7 +229,7 @@ class Sender:
 
     def _steps_json(self, events: list[Event]) -> list[dict[str, Any]]:
         offset = time.time() - _perf()  # perf_counter -> unix time, fresh for every batch
-        declared = self._reporter.flops_per_step
+        declared = self._owner.flops_per_step
         steps = [step for step in (step_json(e, offset, declared) for e in events) if step is not None]
         self._send_dropped += len(events) - len(steps)  # unusable values (NaN, negative, ...)
         return steps
@@ -248,15 +238,16 @@ class Sender:
         """POST one batch. On failure a batch that surely did not arrive stays pending."""
         body, dropped = self._encode(steps, final)
         assert self._transport is not None
+        owner = self._owner
         self._last_post = time.monotonic()
         try:
             reply = self._transport.post(body)
         except NotSent as exc:
-            self._note_failure(f"exporter unreachable at {redacted(self.url)}: {exc}")
+            self._note_failure(f"exporter unreachable at {redacted(owner.url)}: {exc}")
             return False
         except Exception as exc:  # timeout or reset mid-request: the batch may or may not have landed
             self._give_up(steps)
-            self._note_failure(f"sending to {redacted(self.url)} failed: {exc!r}")
+            self._note_failure(f"sending to {redacted(owner.url)} failed: {exc!r}")
             return False
         if reply.status == 200:
             self._sent += len(steps)
@@ -271,8 +262,8 @@ class Sender:
             self._note_failure(message)
             return False
         self._give_up(steps)
-        if reply.status == 413 and self.batch_size > 1:
-            self.batch_size = max(1, self.batch_size // 2)
+        if reply.status == 413 and owner.batch_size > 1:
+            owner.batch_size = max(1, owner.batch_size // 2)
         self._note_failure(message)
         return False
 
@@ -302,8 +293,8 @@ class Sender:
 
     def _encode(self, steps: list[dict[str, Any]], final: bool) -> tuple[bytes, int]:
         dropped = max(0, self.dropped + self._send_dropped - self._dropped_acked)
-        reporter = self._reporter
-        ident = reporter.identity
+        owner = self._owner
+        ident = owner.identity
         doc: dict[str, Any] = {
             "job_name": ident.job_name,
             "rank": ident.rank,
@@ -316,9 +307,9 @@ class Sender:
         }
         if ident.device is not None:
             doc["device"] = ident.device
-        if reporter.precision != "bf16":
-            doc["precision"] = reporter.precision
-        if reporter.profiling_seconds is not None and (seconds := reporter.profiling_seconds()) > 0:
+        if owner.precision != "bf16":
+            doc["precision"] = owner.precision
+        if owner.profiling_seconds is not None and (seconds := owner.profiling_seconds()) > 0:
             doc["profiling_seconds"] = round(seconds, 6)
         if final:
             doc["final"] = True
@@ -337,12 +328,12 @@ class Sender:
         if not self._failing:
             log.warning("cann-exporter hooks: %s; dropping what does not fit and retrying with backoff", message)
         self._failing = True
-        base = self.flush_interval if self._backoff == 0 else self._backoff * 2
-        self._backoff = min(self.max_backoff, base) * random.uniform(0.8, 1.2)
+        base = self._owner.flush_interval if self._backoff == 0 else self._backoff * 2
+        self._backoff = min(self._owner.max_backoff, base) * random.uniform(0.8, 1.2)
 
     def _note_success(self) -> None:
         if self._failing:  # at the failure's level, so a log that said "unreachable" says this too
-            log.warning("cann-exporter hooks: exporter reachable again at %s; sending resumed", redacted(self.url))
+            log.warning("cann-exporter hooks: exporter reachable again at %s; sending resumed", redacted(self._owner.url))
         self._last_error = None
         self._failing = False
         self._backoff = 0.0
