@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 
 FAULT_KINDS = ("hang", "slow", "exit", "error-8005", "error-8020", "garbage", "truncate", "huge", "flap", "gone", "clock")
+VALUED = ("slow", "exit", "gone", "clock")  # the kinds that take =VALUE
 HUGE_BYTES = 8 * 1024 * 1024
 
 # Accepted spellings of a scope -> the command key npusmi.py assigns.
@@ -61,20 +62,7 @@ class Fault:
 def parse_faults(spec: str | None) -> tuple[Fault, ...]:
     """Parse a fault spec; raises ValueError naming the bad entry."""
     faults = []
-    for item in filter(None, (part.strip() for part in (spec or "").split(","))):
-        scope, _, body = item.rpartition(":")
-        kind, _, raw = body.partition("=")
-        if kind not in FAULT_KINDS:
-            raise ValueError(f"unknown fault {kind!r} in {item!r}; kinds: {', '.join(FAULT_KINDS)}")
-        needs_value = kind in ("slow", "exit", "gone", "clock")
-        if needs_value != bool(raw):
-            raise ValueError(f"fault {item!r}: {'slow/exit/gone/clock take =VALUE' if needs_value else 'takes no value'}")
-        try:
-            value = float(raw) if raw else None
-        except ValueError:
-            raise ValueError(f"fault {item!r}: {raw!r} is not a number") from None
-        if value is not None and not math.isfinite(value):  # slow=inf would crash time.sleep
-            raise ValueError(f"fault {item!r}: {raw!r} is not a finite number")
+    for item, scope, kind, value in parse_entries(spec, FAULT_KINDS, VALUED):
         scope, at, card = scope.partition("@")
         if at and not (card.isascii() and card.isdigit()):
             raise ValueError(f"fault {item!r}: {card!r} is not an NPU id (scope COMMAND@NPU, e.g. usages@3)")
@@ -82,8 +70,52 @@ def parse_faults(spec: str | None) -> tuple[Fault, ...]:
     return tuple(faults)
 
 
+def parse_entries(spec: str | None, kinds: tuple[str, ...], valued: tuple[str, ...]) -> list[tuple[str, str, str, float | None]]:
+    """(entry, scope, kind, value) of each ``[scope:]kind[=value]`` of a comma-separated spec,
+    for either tool's kinds (``valued``: the kinds that take a value); ValueError naming a bad
+    entry. Values are finite: they end up in time.sleep and exit codes."""
+    entries = []
+    for item in filter(None, (part.strip() for part in (spec or "").split(","))):
+        scope, _, body = item.rpartition(":")
+        kind, _, raw = body.partition("=")
+        if kind not in kinds:
+            raise ValueError(f"unknown fault {kind!r} in {item!r}; kinds: {', '.join(kinds)}")
+        needs_value = kind in valued
+        if needs_value != bool(raw):
+            raise ValueError(f"fault {item!r}: {'/'.join(valued) + ' take =VALUE' if needs_value else 'takes no value'}")
+        try:
+            value = float(raw) if raw else None
+        except ValueError:
+            raise ValueError(f"fault {item!r}: {raw!r} is not a number") from None
+        if value is not None and not math.isfinite(value):
+            raise ValueError(f"fault {item!r}: {raw!r} is not a finite number")
+        entries.append((item, scope, kind, value))
+    return entries
+
+
 def first(faults: tuple[Fault, ...], kind: str) -> Fault | None:
     return next((f for f in faults if f.kind == kind), None)
+
+
+def value_of(faults: tuple[Fault, ...], kind: str) -> float | None:
+    """The value of the first fault of ``kind`` (slow=S, exit=CODE), None without one."""
+    fault = first(faults, kind)
+    return None if fault is None else fault.value
+
+
+def delay(faults: tuple[Fault, ...]) -> None:
+    """Faults that only hold the answer back: hang (for good) and slow=SECONDS."""
+    if first(faults, "hang"):
+        hang_forever()
+    slow = value_of(faults, "slow")
+    if slow:
+        time.sleep(slow)
+
+
+def exit_code(code: int, faults: tuple[Fault, ...]) -> int:
+    """The tool's exit status, or the one an exit=CODE fault forces after the normal output."""
+    forced = value_of(faults, "exit")
+    return code if forced is None else int(forced)
 
 
 def clock_offset(faults: tuple[Fault, ...]) -> float:

@@ -28,18 +28,24 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from io import BufferedIOBase
 
 from exporter.simulator import faults as faultlib
 from exporter.simulator import network as n
-from exporter.simulator.models import MODEL_NAMES, get_model
+from exporter.simulator.faults import Fault
+from exporter.simulator.models import get_model
 from exporter.simulator.network import (
     ALL_SCENARIOS,
     NetworkState,
     PortState,
     simulate_network,
 )
-from exporter.simulator.options import run_main, split_options
+from exporter.simulator.options import SimOptions, ToolOptions, run_main
+from exporter.simulator.options import parse_sim_options as _parse_options
+
+# typing is for type checkers only here: importing it costs every simulated call ~7 ms.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 COMMANDS = ("link", "link_stat", "speed", "net_health", "stat", "optical", "bandwidth", "ip")
 FAULT_KINDS = ("hang", "slow", "exit", "busy", "permission", "unsupported", "unhealthy", "no-optical", "garbage")
@@ -55,31 +61,6 @@ NO_OPTICAL = ("Optical module is not present.\n", "out", 20)
 NO_DEVICE = ("The device is not exist!\n", "err", 4)
 INVALID_ID = ("Get invalid device id.\n", "err", 4)
 UNKNOWN_OPTION = ("Get unknown option!\n" + "Usage: hccn_tool -i <device_id> -<cmd> -g|-s [options]\n", "err", 3)
-
-_SIM_FLAGS = {"--model": "model", "--scenario": "scenario", "--seed": "seed", "--time": "time", "--fault": "fault"}
-_ENV = {
-    "model": "CANN_SIM_MODEL",
-    "scenario": "CANN_SIM_SCENARIO",
-    "seed": "CANN_SIM_SEED",
-    "time": "CANN_SIM_TIME",
-    "fault": "CANN_SIM_HCCN_FAULT",
-}
-
-
-@dataclass(frozen=True)
-class SimOptions:
-    model: str = "910b3"
-    scenario: str = "healthy"
-    seed: int = 0
-    time: float | None = None
-    fault: str = ""
-
-
-@dataclass(frozen=True)
-class Fault:
-    kind: str
-    value: float | None = None
-    scope: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,43 +81,20 @@ class Reply:
 
 def parse_sim_options(argv: Sequence[str], env: Mapping[str, str]) -> tuple[SimOptions, list[str]]:
     """Split our leading options (flags beat env vars) from hccn_tool's arguments."""
-    raw, args = split_options(argv, env, _SIM_FLAGS, _ENV, "CANN_SIM_HCCN_FAULT_FILE")
-    try:
-        options = SimOptions(
-            model=raw.get("model", "910b3"),
-            scenario=raw.get("scenario", "healthy"),
-            seed=int(raw.get("seed", 0)),
-            time=float(raw["time"]) if "time" in raw else None,
-            fault=raw.get("fault", ""),
-        )
-    except ValueError as exc:
-        raise ValueError(f"bad simulator option: {exc}") from None
-    if options.model not in MODEL_NAMES:
-        raise ValueError(f"unknown model {options.model!r}; choose from {', '.join(MODEL_NAMES)}")
-    if options.scenario not in ALL_SCENARIOS:
-        raise ValueError(f"unknown scenario {options.scenario!r}; choose from {', '.join(ALL_SCENARIOS)}")
-    parse_faults(options.fault)
-    return options, args
+    return _parse_options(argv, env, _OPTIONS)
 
 
 def parse_faults(spec: str | None) -> tuple[Fault, ...]:
-    out = []
-    for item in filter(None, (part.strip() for part in (spec or "").split(","))):
-        scope, _, body = item.rpartition(":")
-        kind, _, raw = body.partition("=")
-        if kind not in FAULT_KINDS:
-            raise ValueError(f"unknown fault {kind!r} in {item!r}; kinds: {', '.join(FAULT_KINDS)}")
+    """Parse a fault spec (scopes: hccn_tool's commands); raises ValueError naming the bad entry."""
+    faults = []
+    for item, scope, kind, value in faultlib.parse_entries(spec, FAULT_KINDS, ("slow", "exit")):
         if scope and scope not in COMMANDS:
             raise ValueError(f"unknown command {scope!r} in {item!r}; commands: {', '.join(COMMANDS)}")
-        needs_value = kind in ("slow", "exit")
-        if needs_value != bool(raw):
-            raise ValueError(f"fault {item!r}: {'slow/exit take =VALUE' if needs_value else 'takes no value'}")
-        try:
-            value = float(raw) if raw else None
-        except ValueError:
-            raise ValueError(f"fault {item!r}: {raw!r} is not a number") from None
-        out.append(Fault(kind, value, scope or None))
-    return tuple(out)
+        faults.append(Fault(kind, value, scope or None))
+    return tuple(faults)
+
+
+_OPTIONS = ToolOptions("CANN_SIM_HCCN_FAULT", "CANN_SIM_HCCN_FAULT_FILE", ALL_SCENARIOS, parse_faults)
 
 
 # --- hccn_tool's command line ---------------------------------------------------------------
@@ -293,12 +251,8 @@ RENDERERS = {
 
 def _fault_reply(faults: tuple[Fault, ...]) -> Reply | None:
     """Faults that replace the answer (after hang/slow, which only delay it)."""
+    faultlib.delay(faults)
     kinds = {f.kind for f in faults}
-    if "hang" in kinds:
-        faultlib.hang_forever()
-    slow = next((f for f in faults if f.kind == "slow"), None)
-    if slow is not None and slow.value:
-        time.sleep(slow.value)
     for kind, reply in (
         ("busy", BUSY),
         ("permission", PERMISSION),
@@ -311,11 +265,11 @@ def _fault_reply(faults: tuple[Fault, ...]) -> Reply | None:
     return None
 
 
-def run(options: SimOptions, args: Sequence[str], out: BufferedIOBase, err: BufferedIOBase) -> int:
+def run(options: SimOptions, args: Sequence[str], out: BinaryIO, err: BinaryIO) -> int:
     command = parse_command(args)
     if isinstance(command, Reply):
         return _emit(command, out, err)
-    faults = tuple(f for f in parse_faults(options.fault) if f.scope in (None, command.name))
+    faults = tuple(f for f in parse_faults(options.fault) if f.applies_to(command.name))
     t = time.time() if options.time is None else options.time
     reply = _fault_reply(faults)
     if reply is None:
@@ -324,12 +278,10 @@ def run(options: SimOptions, args: Sequence[str], out: BufferedIOBase, err: Buff
         out.write(faultlib.garbage(options.seed, t))
         out.flush()
         return EXIT_OK
-    code = _emit(reply, out, err)
-    forced = next((f for f in faults if f.kind == "exit"), None)
-    return int(forced.value) if forced is not None and forced.value is not None else code
+    return faultlib.exit_code(_emit(reply, out, err), faults)
 
 
-def _emit(reply: Reply, out: BufferedIOBase, err: BufferedIOBase) -> int:
+def _emit(reply: Reply, out: BinaryIO, err: BinaryIO) -> int:
     stream = err if reply.stream == "err" else out
     stream.write(reply.text.encode())
     stream.flush()

@@ -20,19 +20,18 @@ hardware: 0 on success, EXIT_INVALID for bad arguments/ids, EXIT_DCMI for dcmi e
 from __future__ import annotations
 
 import itertools
-import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from io import BufferedIOBase
 
 from exporter.simulator import faults as faultlib
 from exporter.simulator import render, watch
 from exporter.simulator.faults import Fault
 from exporter.simulator.hardware import MAX_SAMPLE_MS
-from exporter.simulator.models import MODEL_NAMES, get_model
-from exporter.simulator.options import run_main, split_options
+from exporter.simulator.models import get_model
+from exporter.simulator.options import SimOptions, ToolOptions, run_main
+from exporter.simulator.options import parse_sim_options as _parse_options
 from exporter.simulator.scenarios import (
     SCENARIOS,
     NodeState,
@@ -41,36 +40,16 @@ from exporter.simulator.scenarios import (
     without_npu,
 )
 
+# typing is for type checkers only here: importing it costs every simulated call ~7 ms.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import BinaryIO
+
 EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_DCMI = 255
 
-_SIM_FLAGS = {
-    "--model": "model",
-    "--scenario": "scenario",
-    "--seed": "seed",
-    "--time": "time",
-    "--fault": "fault",
-    "--processes": "processes",
-}
-_ENV = {
-    "model": "CANN_SIM_MODEL",
-    "scenario": "CANN_SIM_SCENARIO",
-    "seed": "CANN_SIM_SEED",
-    "time": "CANN_SIM_TIME",
-    "fault": "CANN_SIM_FAULT",
-    "processes": "CANN_SIM_PROCESSES",
-}
-
-
-@dataclass(frozen=True)
-class SimOptions:
-    model: str = "910b3"
-    scenario: str = "healthy"
-    seed: int = 0
-    time: float | None = None  # None: the wall clock
-    fault: str = ""
-    processes: int | None = None  # processes per busy chip (None: the model's default)
+_OPTIONS = ToolOptions("CANN_SIM_FAULT", "CANN_SIM_FAULT_FILE", SCENARIOS, faultlib.parse_faults, processes=True)
 
 
 @dataclass(frozen=True)
@@ -94,31 +73,7 @@ class Result:
 
 def parse_sim_options(argv: Sequence[str], env: Mapping[str, str]) -> tuple[SimOptions, list[str]]:
     """Split our leading options (flags beat env vars) from the npu-smi arguments."""
-    raw, args = split_options(argv, env, _SIM_FLAGS, _ENV, "CANN_SIM_FAULT_FILE")
-    return _options(raw), args
-
-
-def _options(raw: Mapping[str, str]) -> SimOptions:
-    defaults = SimOptions()
-    try:
-        options = SimOptions(
-            model=raw.get("model", defaults.model),
-            scenario=raw.get("scenario", defaults.scenario),
-            seed=int(raw.get("seed", defaults.seed)),
-            time=float(raw["time"]) if "time" in raw else None,
-            fault=raw.get("fault", ""),
-            processes=int(raw["processes"]) if "processes" in raw else None,
-        )
-    except ValueError as exc:
-        raise ValueError(f"bad simulator option: {exc}") from None
-    if options.time is not None and not math.isfinite(options.time):
-        raise ValueError(f"bad simulator option: time {options.time!r} is not a finite epoch time")
-    if options.model not in MODEL_NAMES:
-        raise ValueError(f"unknown model {options.model!r}; choose from {', '.join(MODEL_NAMES)}")
-    if options.scenario not in SCENARIOS:
-        raise ValueError(f"unknown scenario {options.scenario!r}; choose from {', '.join(SCENARIOS)}")
-    faultlib.parse_faults(options.fault)
-    return options
+    return _parse_options(argv, env, _OPTIONS)
 
 
 # --- npu-smi's own command line --------------------------------------------------------------
@@ -190,15 +145,16 @@ def _parse_watch(args: Sequence[str]) -> Command | Result:
     npu_id, chip_id = _int(pairs.get("-i")), _int(pairs.get("-c"))
     delay, count = _int(pairs.get("-d", "1")), _int(pairs.get("--count"))
     letters = pairs.get("-s")
-    for flag, bad in (
-        ("-i", "-i" in pairs and npu_id is None),
-        ("-c", "-c" in pairs and chip_id is None),
-        ("-d", delay is None or not 1 <= delay <= 100),
-        ("-s", letters is not None and (not letters or set(letters) - set("ptaicmbnu"))),
-        ("--count", "--count" in pairs and (count is None or count < 0)),
-    ):
-        if bad:
-            return _param_error(flag)
+    if "-i" in pairs and npu_id is None:
+        return _param_error("-i")
+    if "-c" in pairs and chip_id is None:
+        return _param_error("-c")
+    if delay is None or not 1 <= delay <= 100:
+        return _param_error("-d")
+    if letters is not None and (not letters or set(letters) - set("ptaicmbnu")):
+        return _param_error("-s")
+    if "--count" in pairs and (count is None or count < 0):
+        return _param_error("--count")
     return Command("watch", npu_id=npu_id, chip_id=chip_id, delay=delay, letters=letters, count=count)
 
 
@@ -214,19 +170,22 @@ def execute(command: Command, state: NodeState) -> Result:
         return Result(render.render_chip_map(state))
     if command.key == "l":
         return Result(render.render_card_list(state))
+    npu_id = command.npu_id
+    if npu_id is None:  # parse_command gives every -t query its -i
+        return _param_error("-i")
     error = _check_ids(command, state, allow_mcu=command.key == "board")
     if error is not None:
         return error
-    failure = state.failure(command.key, command.npu_id)
+    failure = state.failure(command.key, npu_id)
     if failure is not None:
         return Result(render.dcmi_error(failure.code), EXIT_DCMI)
-    return Result(render.RENDERERS[command.key](state, command.npu_id, command.chip_id))
+    return Result(render.RENDERERS[command.key](state, npu_id, command.chip_id))
 
 
 def _check_ids(command: Command, state: NodeState, allow_mcu: bool = False) -> Result | None:
     if command.npu_id is None:
         return None
-    if state.card(command.npu_id) is None:
+    if command.npu_id not in state.npu_ids:
         return Result(render.INVALID_CARD_ID, EXIT_INVALID)
     chips = {chip.chip_id for chip in state.chips_of(command.npu_id)}
     if allow_mcu:
@@ -262,20 +221,11 @@ def _transform(data: bytes, faults: tuple[Fault, ...], options: SimOptions, t: f
 
 def _before_output(faults: tuple[Fault, ...]) -> Result | None:
     """Faults that act before any output: hang, delay, dcmi failure."""
-    if faultlib.first(faults, "hang"):
-        faultlib.hang_forever()
-    slow = faultlib.first(faults, "slow")
-    if slow:
-        time.sleep(slow.value)
+    faultlib.delay(faults)
     for fault in faults:
         if fault.dcmi_code is not None:
             return Result(render.dcmi_error(fault.dcmi_code), EXIT_DCMI)
     return None
-
-
-def _exit_code(code: int, faults: tuple[Fault, ...]) -> int:
-    forced = faultlib.first(faults, "exit")
-    return int(forced.value) if forced else code
 
 
 def _now(options: SimOptions, faults: tuple[Fault, ...]) -> float:
@@ -283,12 +233,12 @@ def _now(options: SimOptions, faults: tuple[Fault, ...]) -> float:
     return (time.time() if options.time is None else options.time) + faultlib.clock_offset(faults)
 
 
-def _write(out: BufferedIOBase, data: bytes) -> None:
+def _write(out: BinaryIO, data: bytes) -> None:
     out.write(data)
     out.flush()
 
 
-def run(options: SimOptions, args: Sequence[str], out: BufferedIOBase) -> int:
+def run(options: SimOptions, args: Sequence[str], out: BinaryIO) -> int:
     """Parse, apply faults, answer. ``out`` is a binary stream (sys.stdout.buffer)."""
     command = parse_command(args)
     if isinstance(command, Result):
@@ -299,17 +249,17 @@ def run(options: SimOptions, args: Sequence[str], out: BufferedIOBase) -> int:
     early = _before_output(faults)
     if early is not None:
         _write(out, early.text.encode())
-        return _exit_code(early.code, faults)
+        return faultlib.exit_code(early.code, faults)
     if command.key == "watch":
         return _watch(command, options, faults, out)
     result = execute(command, _state(options, t0, faults))
     if command.sample_ms is not None and result.code == EXIT_OK:
         time.sleep(min(command.sample_ms, MAX_SAMPLE_MS) / 1000)  # hccs-bw samples before it answers
     _write(out, _transform(result.text.encode(), faults, options, t0))
-    return _exit_code(result.code, faults)
+    return faultlib.exit_code(result.code, faults)
 
 
-def _watch(command: Command, options: SimOptions, faults: tuple[Fault, ...], out: BufferedIOBase) -> int:
+def _watch(command: Command, options: SimOptions, faults: tuple[Fault, ...], out: BinaryIO) -> int:
     """Header once, then one round of rows every ``delay`` seconds, each flushed."""
     t0 = _now(options, faults)
     state = _state(options, t0, faults)
@@ -330,7 +280,7 @@ def _watch(command: Command, options: SimOptions, faults: tuple[Fault, ...], out
             t = t0
         rows = watch.render_watch_rows(state, letters, command.npu_id, command.chip_id)
         _write(out, _transform((header if index == 0 else "").encode() + rows.encode(), faults, options, t))
-    return _exit_code(EXIT_OK, faults)
+    return faultlib.exit_code(EXIT_OK, faults)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from exporter.simulator.models import MODEL_NAMES
 
 EXIT_SIMULATOR_USAGE = 2  # our own options were wrong (not a behaviour of the tool)
+
+# Both tools describe the same node: model, scenario, seed and time from the same variables.
+_FLAGS = {"--model": "model", "--scenario": "scenario", "--seed": "seed", "--time": "time", "--fault": "fault"}
+_ENV = {"model": "CANN_SIM_MODEL", "scenario": "CANN_SIM_SCENARIO", "seed": "CANN_SIM_SEED", "time": "CANN_SIM_TIME"}
 
 # typing is for type checkers only here: importing it costs every simulated call ~7 ms.
 TYPE_CHECKING = False
@@ -14,6 +22,55 @@ if TYPE_CHECKING:
     from typing import TypeVar
 
     Opts = TypeVar("Opts")
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    model: str = "910b3"
+    scenario: str = "healthy"
+    seed: int = 0
+    time: float | None = None  # None: the wall clock
+    fault: str = ""
+    processes: int | None = None  # npu-smi's processes per busy chip (None: the model's default)
+
+
+@dataclass(frozen=True)
+class ToolOptions:
+    """How one stand-in reads its options beyond the shared ones."""
+
+    fault_env: str  # its fault spec's variable (the tools' fault kinds differ)
+    fault_file_env: str  # a file whose fault spec is re-read on every call
+    scenarios: tuple[str, ...]
+    parse_faults: Callable[[str], object]  # raises ValueError naming a bad entry
+    processes: bool = False  # --processes / CANN_SIM_PROCESSES
+
+
+def parse_sim_options(argv: Sequence[str], env: Mapping[str, str], tool: ToolOptions) -> tuple[SimOptions, list[str]]:
+    """Split our leading options (flags beat env vars) from the tool's own arguments."""
+    flags, env_names = dict(_FLAGS), {**_ENV, "fault": tool.fault_env}
+    if tool.processes:
+        flags["--processes"], env_names["processes"] = "processes", "CANN_SIM_PROCESSES"
+    raw, args = split_options(argv, env, flags, env_names, tool.fault_file_env)
+    defaults = SimOptions()
+    try:
+        options = SimOptions(
+            model=raw.get("model", defaults.model),
+            scenario=raw.get("scenario", defaults.scenario),
+            seed=int(raw.get("seed", defaults.seed)),
+            time=float(raw["time"]) if "time" in raw else None,
+            fault=raw.get("fault", ""),
+            processes=int(raw["processes"]) if "processes" in raw else None,
+        )
+    except ValueError as exc:
+        raise ValueError(f"bad simulator option: {exc}") from None
+    if options.time is not None and not math.isfinite(options.time):
+        raise ValueError(f"bad simulator option: time {options.time!r} is not a finite epoch time")
+    if options.model not in MODEL_NAMES:
+        raise ValueError(f"unknown model {options.model!r}; choose from {', '.join(MODEL_NAMES)}")
+    if options.scenario not in tool.scenarios:
+        raise ValueError(f"unknown scenario {options.scenario!r}; choose from {', '.join(tool.scenarios)}")
+    tool.parse_faults(options.fault)
+    return options, args
 
 
 def split_options(

@@ -175,8 +175,12 @@ class NodeState:
     def chips_of(self, npu_id: int) -> tuple[ChipState, ...]:
         return tuple(chip for chip in self.chips if chip.npu_id == npu_id)
 
-    def card(self, npu_id: int) -> CardState | None:
-        return next((card for card in self.cards if card.npu_id == npu_id), None)
+    def card(self, npu_id: int) -> CardState:
+        """The card of a present NPU (callers check the id against ``npu_ids`` first)."""
+        for card in self.cards:
+            if card.npu_id == npu_id:
+                return card
+        raise KeyError(npu_id)
 
     def processes_of(self, npu_id: int, chip_id: int) -> tuple[ProcessState, ...]:
         return tuple(p for p in self.processes if p.npu_id == npu_id and p.chip_id == chip_id)
