@@ -144,17 +144,9 @@ SERIES_PER_RANK = sum(_series_per_rank(spec) for spec in JOB_METRICS)
 # The ingest itself: IngestCounters fields.
 # The limits admission enforces (429): the reason of a refusal, and of an eviction it made room with.
 ADMISSION_REASONS = ("too_many_jobs", "too_many_ranks", "per_client_limit", "series_budget")
-INGEST_REJECT_REASONS = (
-    "unauthorized",
-    "content_type",
-    "too_large",
-    "malformed_json",
-    "invalid",
-    "out_of_range",
-    "bad_label",
-    "duplicate_rank",
-    *ADMISSION_REASONS,
-)
+# Refusals of a request body, on either ingest route.
+REQUEST_REJECT_REASONS = ("unauthorized", "content_type", "too_large", "malformed_json", "invalid", "out_of_range", "bad_label")
+INGEST_REJECT_REASONS = (*REQUEST_REJECT_REASONS, "duplicate_rank", *ADMISSION_REASONS)
 INGEST_REQUESTS = spec("cann_exporter_ingest_requests_total", "counter", "Batches accepted on POST /api/v1/steps.", field="requests")
 INGEST_STEPS = spec("cann_exporter_ingest_steps_total", "counter", "Steps accepted on POST /api/v1/steps.", field="steps")
 INGEST_REJECTED = spec(
@@ -185,17 +177,7 @@ INGEST_EVICTED = spec(
 INGEST_RANKS = spec("cann_exporter_ingest_ranks", "gauge", "Job ranks currently held by the ingest store.", field="held_ranks")
 
 # POST /api/v1/profiles: the summaries of the hooks' profiling windows.
-PROFILE_REJECT_REASONS = (
-    "unauthorized",
-    "content_type",
-    "too_large",
-    "malformed_json",
-    "invalid",
-    "out_of_range",
-    "bad_label",
-    "too_many_ranks",
-    "per_client_limit",
-)
+PROFILE_REJECT_REASONS = (*REQUEST_REJECT_REASONS, "too_many_ranks", "per_client_limit")
 INGEST_PROFILES = spec(
     "cann_exporter_ingest_profiles_total", "counter", "Profile summaries accepted on POST /api/v1/profiles.", field="profiles"
 )

@@ -21,6 +21,16 @@ from exporter.profiles.formats.common import (
 )
 from exporter.profiles.formats.csvtable import Table
 
+
+def float_at(row: list[str], index: int | None) -> float | None:
+    """The number in an optional column; None where the table has no such column."""
+    return None if index is None else cell_float(row[index])
+
+
+def int_at(row: list[str], index: int | None) -> int | None:
+    return None if index is None else as_int(row[index])
+
+
 # --- step_trace_time.csv (torch_npu / MindSpore) and cluster_step_trace_time.csv -------------
 
 
@@ -55,16 +65,9 @@ class StepTraceTable:
 def read_step_trace(lines: Iterable[str], name: str = "step_trace_time.csv") -> StepTraceTable:
     table = Table(lines, name)
     need = [table.require(c) for c in ("Computing", "Communication(Not Overlapped)", "Free")]
-    optional = {
-        key: table.column(col)
-        for key, col in (
-            ("overlapped_us", "Overlapped"),
-            ("communication_us", "Communication"),
-            ("stage_us", "Stage"),
-            ("bubble_us", "Bubble"),
-            ("preparing_us", "Preparing"),
-        )
-    }
+    i_overlapped, i_communication, i_stage, i_bubble, i_preparing = (
+        table.column(c) for c in ("Overlapped", "Communication", "Stage", "Bubble", "Preparing")
+    )
     i_step, i_device = table.column("Step"), table.column("Device_id")
     i_type, i_index = table.column("Type"), table.column("Index")
     rows, bad = [], 0
@@ -75,16 +78,19 @@ def read_step_trace(lines: Iterable[str], name: str = "step_trace_time.csv") -> 
         if computing is None or not_overlapped is None or free is None:
             bad += 1
             continue
-        extra = {key: cell_float(row[i]) if i is not None else None for key, i in optional.items()}
         rows.append(
             StepTime(
-                step=as_int(row[i_step]) if i_step is not None else None,
+                step=int_at(row, i_step),
                 computing_us=computing,
                 communication_not_overlapped_us=not_overlapped,
                 free_us=free,
-                device_id=as_int(row[i_device]) if i_device is not None else None,
+                overlapped_us=float_at(row, i_overlapped),
+                communication_us=float_at(row, i_communication),
+                stage_us=float_at(row, i_stage),
+                bubble_us=float_at(row, i_bubble),
+                preparing_us=float_at(row, i_preparing),
+                device_id=int_at(row, i_device),
                 rank=as_int(row[i_index]) if i_index is not None and i_type is not None else None,
-                **extra,
             )
         )
     return StepTraceTable(tuple(rows), table.issues(bad))
@@ -304,8 +310,8 @@ def read_op_statistic(lines: Iterable[str], name: str = "op_statistic.csv") -> O
         table.kept(op_type)
         if is_communication(core, op_type, op_type):
             continue
-        count = as_int(row[i_count]) if i_count is not None else None
-        most = cell_float(row[i_max]) if i_max is not None else None
+        count = int_at(row, i_count)
+        most = float_at(row, i_max)
         items.append(OpTypeTime(op_type, total, count or 0, most if most is not None else total))
         if device is None and i_device is not None:
             device = as_int(row[i_device])
@@ -344,7 +350,7 @@ def read_api_statistic(lines: Iterable[str], name: str = "api_statistic.csv") ->
                 level=row[i_level].strip() if i_level is not None else "",
                 api=row[i_api].strip(),
                 time_us=time_us,
-                count=as_int(row[i_count]) if i_count is not None else None,
+                count=int_at(row, i_count),
             )
         )
     items.sort(key=lambda a: (-a.time_us, a.api))
@@ -408,9 +414,9 @@ def read_msprof_step_trace(lines: Iterable[str], name: str = "step_trace.csv") -
             continue
         items.append(
             Iteration(
-                as_int(row[i_id]) if i_id is not None else None,
+                int_at(row, i_id),
                 time_us,
-                cell_float(row[i_aug]) if i_aug is not None else None,
+                float_at(row, i_aug),
             )
         )
     return IterationTable(tuple(items), table.issues(bad))

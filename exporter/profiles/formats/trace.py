@@ -131,7 +131,16 @@ class _OverlapAcc:
             tail = self.last_free[1]
         if self.busy_start == float("inf") and self.first_free:  # no busy span at all
             lead, tail = self.sums["free_us"], 0.0
-        return OverlapTotals(device, lead_free_us=lead, tail_free_us=tail, **self.sums)
+        sums = self.sums
+        return OverlapTotals(
+            device,
+            computing_us=sums["computing_us"],
+            communication_us=sums["communication_us"],
+            communication_not_overlapped_us=sums["communication_not_overlapped_us"],
+            free_us=sums["free_us"],
+            lead_free_us=lead,
+            tail_free_us=tail,
+        )
 
 
 class _TraceAcc:
