@@ -9,6 +9,7 @@ Callers validate ids first; every renderer returns text ending in a newline.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 
 from exporter.simulator.faultevents import render_current_fault_event
 from exporter.simulator.hardware import HARDWARE_RENDERERS
@@ -79,55 +80,22 @@ def _num(value: float | None) -> str:
 
 # --- npu-smi info: the overview table ----------------------------------------------------
 
-_HBM_RULE = "+" + "-" * 96 + "+"
-_HBM_COLS = "+---------------------------+---------------+----------------------------------------------------+"
-_HBM_EQ = "+===========================+===============+====================================================+"
-_HBM_HEAD1 = "| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|"
-_HBM_HEAD2 = "| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |"
-_A3_HEAD2 = "| Chip  Phy-ID              | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |"
-_HBM_PROC_HEAD = "| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |"
 
-_DDR_RULE = "+" + "-" * 104 + "+"
-_DDR_COLS = "+-------------------------------+-----------------+------------------------------------------------------+"
-_DDR_EQ = "+===============================+=================+======================================================+"
-_DDR_HEAD1 = "| NPU     Name                  | Health          | Power(W)     Temp(C)           Hugepages-Usage(page) |"
-_DDR_HEAD2 = "| Chip    Device                | Bus-Id          | AICore(%)    Memory-Usage(MB)                        |"
-_DDR_PROC_HEAD = "| NPU     Chip                  | Process id      | Process name             | Process memory(MB)        |"
+@dataclass(frozen=True)
+class _Overview:
+    """One family's `npu-smi info` table: its rules, headers and row formats."""
 
-
-def render_info(state: NodeState) -> str:
-    """`npu-smi info`: 98 wide on 910B/A3, 106 wide on 310P (cards print processes too)."""
-    if is_910(state.model):
-        return join_lines(_info_hbm(state))
-    return join_lines(_info_ddr(state))
-
-
-def _info_hbm(state: NodeState) -> list[str]:
-    model = state.model
-    lines = [
-        _HBM_RULE,
-        f"| npu-smi {model.tool_version:<24} Version: {model.driver_version:<52} |",
-        _HBM_COLS,
-        _HBM_HEAD1,
-        _A3_HEAD2 if model.family == FAMILY_910_93 else _HBM_HEAD2,
-        _HBM_EQ,
-    ]
-    for npu_id in state.npu_ids:
-        chips = state.chips_of(npu_id)
-        for index, chip in enumerate(chips):
-            lines += _hbm_rows(model, chip)
-            # A3 dies of one NPU are split by a full-width rule, NPUs by the === line.
-            lines.append(_HBM_RULE if index < len(chips) - 1 else _HBM_EQ)
-    lines += [_HBM_COLS, _HBM_PROC_HEAD, _HBM_EQ]
-    for npu_id in state.npu_ids:
-        rows = [
-            f"| {p.npu_id:<7d} {p.chip_id:<18d}| {p.pid:<13d} | {p.name:<24} | {p.memory_mb:<23d} |"
-            for chip in state.chips_of(npu_id)
-            for p in state.processes_of(npu_id, chip.chip_id)
-        ]
-        lines += rows or [f"| No running processes found in NPU {npu_id:<7d}{'':54}|"]
-        lines.append(_HBM_EQ)
-    return lines
+    rule: str  # the full-width line above the version
+    cols: str  # a line with column breaks
+    eq: str  # the === line closing a header and an NPU
+    version: str  # format of the version line: tool version, driver version
+    head1: str
+    head2: str
+    chip_rows: Callable[[NodeModel, ChipState], list[str]]
+    between_chips: str  # the line between two chips of one NPU
+    proc_head: str
+    process: str  # format of a process row, of ``p``
+    idle_pad: int  # the width padding an NPU's "No running processes" line
 
 
 def _hbm_rows(model: NodeModel, chip: ChipState) -> list[str]:
@@ -144,37 +112,64 @@ def _hbm_rows(model: NodeModel, chip: ChipState) -> list[str]:
     return [first, second]
 
 
-def _info_ddr(state: NodeState) -> list[str]:
-    model = state.model
-    lines = [
-        _DDR_RULE,
-        f"| npu-smi {model.tool_version:<40} Version: {model.driver_version:<44} |",
-        _DDR_COLS,
-        _DDR_HEAD1,
-        _DDR_HEAD2,
-        _DDR_EQ,
+def _ddr_rows(model: NodeModel, chip: ChipState) -> list[str]:
+    return [
+        f"| {chip.npu_id:<7d} {chip.name:<22}| {chip.health:<15} | {'NA':<12} "
+        f"{chip.temperature_celsius:<17d} {chip.hugepages_used:<6d}/ {chip.hugepages_total:<13d} |",
+        f"| {chip.chip_id:<7d} {chip.logic_id:<22d}| {chip.bus_id:<15} | {chip.aicore_percent:<12d} "
+        f"{chip.ddr_used_mb:<5d}/ {chip.ddr_total_mb:<32d} |",
     ]
+
+
+# 910B and A3: 98 wide; A3 dies of one NPU are split by a full-width rule, NPUs by the === line.
+_HBM_RULE = "+" + "-" * 96 + "+"
+_HBM = _Overview(
+    rule=_HBM_RULE,
+    cols="+---------------------------+---------------+----------------------------------------------------+",
+    eq="+===========================+===============+====================================================+",
+    version="| npu-smi {:<24} Version: {:<52} |",
+    head1="| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|",
+    head2="| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |",
+    chip_rows=_hbm_rows,
+    between_chips=_HBM_RULE,
+    proc_head="| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |",
+    process="| {p.npu_id:<7d} {p.chip_id:<18d}| {p.pid:<13d} | {p.name:<24} | {p.memory_mb:<23d} |",
+    idle_pad=54,
+)
+_A3 = replace(_HBM, head2="| Chip  Phy-ID              | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |")
+# 310P cards: 106 wide, chips of one card split by a line with column breaks.
+_DDR_COLS = "+-------------------------------+-----------------+------------------------------------------------------+"
+_DDR = _Overview(
+    rule="+" + "-" * 104 + "+",
+    cols=_DDR_COLS,
+    eq="+===============================+=================+======================================================+",
+    version="| npu-smi {:<40} Version: {:<44} |",
+    head1="| NPU     Name                  | Health          | Power(W)     Temp(C)           Hugepages-Usage(page) |",
+    head2="| Chip    Device                | Bus-Id          | AICore(%)    Memory-Usage(MB)                        |",
+    chip_rows=_ddr_rows,
+    between_chips=_DDR_COLS,
+    proc_head="| NPU     Chip                  | Process id      | Process name             | Process memory(MB)        |",
+    process="| {p.npu_id:<7d} {p.chip_id:<22d}| {p.pid:<15d} | {p.name:<24} | {p.memory_mb:<25d} |",
+    idle_pad=62,
+)
+
+
+def render_info(state: NodeState) -> str:
+    """`npu-smi info`: 98 wide on 910B/A3, 106 wide on 310P (cards print processes too)."""
+    model = state.model
+    table = _DDR if not is_910(model) else _A3 if model.family == FAMILY_910_93 else _HBM
+    lines = [table.rule, table.version.format(model.tool_version, model.driver_version), table.cols, table.head1, table.head2, table.eq]
     for npu_id in state.npu_ids:
         chips = state.chips_of(npu_id)
         for index, chip in enumerate(chips):
-            lines += [
-                f"| {chip.npu_id:<7d} {chip.name:<22}| {chip.health:<15} | {'NA':<12} "
-                f"{chip.temperature_celsius:<17d} {chip.hugepages_used:<6d}/ {chip.hugepages_total:<13d} |",
-                f"| {chip.chip_id:<7d} {chip.logic_id:<22d}| {chip.bus_id:<15} | {chip.aicore_percent:<12d} "
-                f"{chip.ddr_used_mb:<5d}/ {chip.ddr_total_mb:<32d} |",
-            ]
-            # Chips of one card are split by a line with column breaks, cards by ===.
-            lines.append(_DDR_COLS if index < len(chips) - 1 else _DDR_EQ)
-    lines += [_DDR_COLS, _DDR_PROC_HEAD, _DDR_EQ]
+            lines += table.chip_rows(model, chip)
+            lines.append(table.between_chips if index < len(chips) - 1 else table.eq)
+    lines += [table.cols, table.proc_head, table.eq]
     for npu_id in state.npu_ids:
-        rows = [
-            f"| {p.npu_id:<7d} {p.chip_id:<22d}| {p.pid:<15d} | {p.name:<24} | {p.memory_mb:<25d} |"
-            for chip in state.chips_of(npu_id)
-            for p in state.processes_of(npu_id, chip.chip_id)
-        ]
-        lines += rows or [f"| No running processes found in NPU {npu_id:<7d}{'':62}|"]
-        lines.append(_DDR_EQ)
-    return lines
+        rows = [table.process.format(p=p) for chip in state.chips_of(npu_id) for p in state.processes_of(npu_id, chip.chip_id)]
+        lines += rows or [f"| No running processes found in NPU {npu_id:<7d}{'':{table.idle_pad}}|"]
+        lines.append(table.eq)
+    return join_lines(lines)
 
 
 # --- npu-smi info -m / -l -----------------------------------------------------------------
