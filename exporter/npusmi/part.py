@@ -14,10 +14,10 @@ from typing import TypeVar
 from exporter.core import faultlevels
 from exporter.core.snapshot import PartKey
 from exporter.npusmi.faultcodes import FaultCodeTable
-from exporter.npusmi.parse import (
+from exporter.npusmi.parse.faultevents import ChipFaultEvents
+from exporter.npusmi.parse.records import (
     ChipCommon,
     ChipEcc,
-    ChipFaultEvents,
     ChipHccs,
     ChipHccsBandwidth,
     ChipHealth,

@@ -17,6 +17,7 @@ from exporter.npusmi.parse.keyvalue import (
     apply_spec,
     check_blocks,
     check_chip_count,
+    first_int,
     float_value,
     garbled,
     int_value,
@@ -95,17 +96,13 @@ def parse_common(text: str, *, npu_id: int | None = None, chip_id: int | None = 
     lines = read_lines(text)
     if not any(line.key in _COMMON_SPEC or line.key in HEADER_KEYS or line.key == CHIP_ID for line in lines):
         raise garbled("`-t common`")
-    printed_npu = chip_count = None
+    printed_npu, chip_count = first_int(lines, NPU_ID), first_int(lines, CHIP_COUNT)
     leading: list[Line] = []  # data before any Chip ID / Chip Name line
     chips: list[tuple[int, list[Line]]] = []
     others: list[tuple[str, list[Line]]] = []  # (chip name, lines) of MCU/CPU blocks
     current = leading
     for line in lines:
-        if line.key == NPU_ID:
-            printed_npu = int_value(line.value) if printed_npu is None else printed_npu
-        elif line.key == CHIP_COUNT:
-            chip_count = int_value(line.value) if chip_count is None else chip_count
-        elif line.key == CHIP_ID:
+        if line.key == CHIP_ID:
             current = []
             printed_chip = int_value(line.value)
             if printed_chip is not None:
@@ -113,7 +110,7 @@ def parse_common(text: str, *, npu_id: int | None = None, chip_id: int | None = 
         elif line.key == CHIP_NAME:
             current = []
             others.append((line.value.casefold(), current))
-        else:
+        elif line.key not in HEADER_KEYS:
             current.append(line)
     if not chips and chip_count is None and any(line.key in _COMMON_SPEC for line in leading):
         chips = [(0 if chip_id is None else chip_id, leading)]  # 950 V2 or a `-c` answer: no Chip ID line

@@ -8,14 +8,18 @@ parser raises NpuSmiError(reason ``not_supported``) for it, which the source rem
 
 from __future__ import annotations
 
+from typing import Any
+
 from exporter.npusmi.parse.errors import check_output
 from exporter.npusmi.parse.keyvalue import (
     CHIP_COUNT,
     CHIP_ID,
     CHIP_NAME,
     NPU_ID,
+    KeySpec,
     apply_spec,
     check_chip_count,
+    first_int,
     float_value,
     garbled,
     int_value,
@@ -52,16 +56,12 @@ def parse_volt(text: str, *, npu_id: int | None = None, chip_id: int | None = No
     lines = read_lines(text)
     if not any(line.key == _VOLTAGE for line in lines):
         raise garbled("`-t volt`")
-    printed_npu = chip_count = None
+    printed_npu, chip_count = first_int(lines, NPU_ID), first_int(lines, CHIP_COUNT)
     chips: dict[int, float | None] = {}
     current: int | None = None  # the chip whose Voltage line is awaited
     leading: list[float | None] = []  # a Voltage before any Chip ID line
     for line in lines:
-        if line.key == NPU_ID:
-            printed_npu = int_value(line.value) if printed_npu is None else printed_npu
-        elif line.key == CHIP_COUNT:
-            chip_count = int_value(line.value) if chip_count is None else chip_count
-        elif line.key == CHIP_ID:
+        if line.key == CHIP_ID:
             current = int_value(line.value)
         elif line.key == _VOLTAGE:
             if current is not None and current not in chips:
@@ -99,13 +99,8 @@ _PCIE_SPEC = key_spec(*((name, int_value, [label]) for name, label in _PCIE_TYPE
 
 def parse_pcie_errors(text: str, *, npu_id: int | None = None, chip_id: int | None = None) -> tuple[ChipPcieErrors, ...]:
     """`npu-smi info -t pcie-err -i N` (or `-t err-count`): the counters printed, per chip."""
-    npu, chips = per_chip(text, "`-t pcie-err`", _PCIE_SPEC, npu_id, chip_id)
-    records = []
-    for chip, block in chips:
-        found = apply_spec(block, _PCIE_SPEC)
-        counts = tuple((name, found[name]) for name in PCIE_ERROR_TYPES if found.get(name) is not None)
-        records.append(ChipPcieErrors(npu_id=npu, chip_id=chip, counts=counts))
-    return tuple(records)
+    found = _printed("`-t pcie-err`", text, _PCIE_SPEC, PCIE_ERROR_TYPES, npu_id, chip_id)
+    return tuple(ChipPcieErrors(npu_id=npu, chip_id=chip, counts=counts) for npu, chip, counts in found)
 
 
 # --- -t sensors --------------------------------------------------------------------------
@@ -122,13 +117,20 @@ _SENSORS_SPEC = key_spec(*((name, float_value, [label]) for name, label in _SENS
 
 def parse_sensors(text: str, *, npu_id: int | None = None, chip_id: int | None = None) -> tuple[ChipSensors, ...]:
     """`npu-smi info -t sensors -i N`: the temperatures printed per chip; ``NA`` is absent."""
-    npu, chips = per_chip(text, "`-t sensors`", _SENSORS_SPEC, npu_id, chip_id)
-    records = []
+    found = _printed("`-t sensors`", text, _SENSORS_SPEC, SENSOR_NAMES, npu_id, chip_id)
+    return tuple(ChipSensors(npu_id=npu, chip_id=chip, temperatures=readings) for npu, chip, readings in found)
+
+
+def _printed(
+    what: str, text: str, spec: KeySpec, names: tuple[str, ...], npu_id: int | None, chip_id: int | None
+) -> list[tuple[int, int, tuple[tuple[str, Any], ...]]]:
+    """(npu, chip, the (name, value) pairs it printed, in ``names`` order; NA left out) per chip."""
+    npu, chips = per_chip(text, what, spec, npu_id, chip_id)
+    out = []
     for chip, block in chips:
-        found = apply_spec(block, _SENSORS_SPEC)
-        readings = tuple((name, found[name]) for name in SENSOR_NAMES if found.get(name) is not None)
-        records.append(ChipSensors(npu_id=npu, chip_id=chip, temperatures=readings))
-    return tuple(records)
+        values = apply_spec(block, spec)
+        out.append((npu, chip, tuple((name, values[name]) for name in names if values.get(name) is not None)))
+    return out
 
 
 # --- -t sio-info -------------------------------------------------------------------------

@@ -139,24 +139,24 @@ class Blocks:
     tail: list[Line]  # lines after the last "Chip ID" line
 
 
-def split_chips(lines: Iterable[Line]) -> Blocks:
+def first_int(lines: Sequence[Line], key: str) -> int | None:
+    """The first readable number printed under ``key`` (NPU ID, Chip Count); repeats are ignored."""
+    return next((number for line in lines if line.key == key and (number := int_value(line.value)) is not None), None)
+
+
+def split_chips(lines: Sequence[Line]) -> Blocks:
     """Group lines into chip blocks closed by their trailing ``Chip ID`` line."""
-    npu_id = chip_count = None
     chips: list[tuple[int, list[Line]]] = []
     current: list[Line] = []
     for line in lines:
-        if line.key == NPU_ID:
-            npu_id = int_value(line.value) if npu_id is None else npu_id
-        elif line.key == CHIP_COUNT:
-            chip_count = int_value(line.value) if chip_count is None else chip_count
-        elif line.key == CHIP_ID:
+        if line.key == CHIP_ID:
             chip_id = int_value(line.value)
             if chip_id is not None:  # an unreadable id loses its block, not the output
                 chips.append((chip_id, current))
             current = []
-        else:
+        elif line.key not in HEADER_KEYS:
             current.append(line)
-    return Blocks(npu_id, chip_count, chips, current)
+    return Blocks(first_int(lines, NPU_ID), first_int(lines, CHIP_COUNT), chips, current)
 
 
 def implicit_chip(blocks: Blocks, has_data: Callable[[list[Line]], bool], chip_id: int | None) -> list[tuple[int, list[Line]]]:
