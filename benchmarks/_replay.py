@@ -16,6 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from exporter.core.registration import Simulated
 from exporter.node.simulate import chip_scenario, hccn_tool_command, simulated_tool
 
 MAX_KEY = 200  # characters of the joined argv kept as a file name; longer ones always ask the simulator
@@ -51,7 +52,7 @@ def replay_tools(model: str, scenario: str = "healthy") -> tuple[str, str]:
         root = Path(tempfile.mkdtemp(prefix="cann-bench-replay-"))
         atexit.register(shutil.rmtree, root, True)
         npu_smi = (*simulated_tool("npusmi"), "--model", model, "--scenario", chip_scenario(scenario), "--")
-        hccn = hccn_tool_command((scenario, model))
+        hccn = hccn_tool_command(Simulated(scenario, model))
         _tools.append((_script(root, "npu-smi", npu_smi), _script(root, "hccn_tool", hccn)))
     return _tools[0]
 

@@ -24,36 +24,43 @@ MAX_CODE_CHARS = 27_000
 SHORT_FUNCTIONS = {"generate", "thresholds"}
 MAX_FUNCTION_LINES = 80
 
+# The source packages: each registers itself (registration.py). One may import core, and what
+# SOURCE_READS names; every layer above a source may import every source.
+SOURCES = {path.parent.name for path in PACKAGE.glob("*/registration.py")}
+SOURCE_READS: dict[str, set[str]] = {
+    "hccn": {"npusmi"},  # asks about the chips npu-smi lists
+    "pods": {"npusmi"},  # matches kubelet devices to npu-smi's chips
+    # The ingest API is a route of the web app: it reads the user the auth middleware verified
+    # (web.auth's app key). Posted profiles are profiles; a job's MFU divides by its chip's peak.
+    "jobs": {"web", "profiles", "npusmi"},
+}
+
 # What each top-level part of ``exporter`` may import (besides itself and ``exporter.__init__``).
 ALLOWED: dict[str, set[str]] = {
     "core": set(),
     "hooks": set(),  # runs inside training loops: the standard library only
     "simulator": set(),  # a stand-alone npu-smi / hccn_tool
-    "npusmi": {"core"},
     "web": {"core"},
-    "profiles": {"core"},
-    "resources": {"core"},  # the exporter's own process and cgroup
-    "hccn": {"core", "npusmi"},  # asks about the chips npu-smi lists
-    "pods": {"core", "npusmi"},  # matches kubelet devices to npu-smi's chips
-    # The ingest API is a route of the web app: it reads the user the auth middleware verified
-    # (web.auth's app key). Posted profiles are profiles.
-    "jobs": {"core", "web", "profiles"},
+    **{source: {"core"} | SOURCE_READS.get(source, set()) for source in SOURCES},
     # The threshold table and what its alerts mean: read by the generators and the diagnostics alike.
     "thresholds": {"core"},
     "generate": {"core", "hccn", "thresholds"},
     # The node knows nothing of the web layer: it publishes (snapshot, bodies) pairs that the web
     # layer reads through core.exposed.
-    "node": {"core", "npusmi", "hccn", "pods", "profiles", "resources", "jobs"},
+    "node": {"core"} | SOURCES,
     # The node and the web server put together: every package's settings, the web's own parts;
     # the hooks' CANN_EXPORTER_* names, which are not typos.
-    "app": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "web", "node", "hooks"},
-    "diagnostics": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "thresholds", "node", "app", "simulator"},
+    "app": {"core", "web", "node", "hooks"} | SOURCES,
+    "diagnostics": {"core", "thresholds", "node", "app", "simulator"} | SOURCES,
     # The commands: what the diagnostics may import, the tools themselves and the web server.
-    "commands": {"core", "npusmi", "hccn", "pods", "profiles", "jobs", "thresholds", "node", "app", "simulator"}
-    | {"web", "generate", "diagnostics"},
+    "commands": {"core", "thresholds", "node", "app", "simulator", "web", "generate", "diagnostics"} | SOURCES,
     "cli": {"core", "node", "app", "commands"},
     "__main__": {"cli"},
 }
+
+
+def test_the_source_packages_are_the_registered_ones():
+    assert {"npusmi", "hccn", "pods", "profiles", "jobs", "resources"} <= SOURCES
 
 
 def modules() -> dict[str, Path]:

@@ -3,14 +3,13 @@ and the web server's, in their order (the metric reference, docs/metrics.md)."""
 
 from __future__ import annotations
 
-from exporter.app.sources import web_sources
+from exporter.app.settings import TABLE
 from exporter.core.metric import MetricSpec, markdown_table
-from exporter.node.sources import SOURCES
 
-REGISTRATIONS = (*SOURCES, *web_sources())
+REGISTRATIONS = TABLE
 
 ALL_METRICS: tuple[MetricSpec, ...] = tuple(
-    spec for registration in REGISTRATIONS for _, make in registration.collectors for spec in make().specs
+    spec for registration in REGISTRATIONS for c in registration.collectors for spec in c.make().specs
 )
 
 DOC_HEADER = "# Metric reference\n\nGenerated from the metric specs each package declares; do not edit by hand.\n\n"

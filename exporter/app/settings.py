@@ -1,17 +1,20 @@
 """Settings: the options every package declares, read from one YAML file, `CANN_EXPORTER_*`
 environment variables and flags (precedence: flag > environment > file > default).
 
-Each package writes its options once (npusmi/options.py, hccn/options.py, ...); this module
-only puts the sections together, under the YAML keys users write. :func:`build_settings` is
-pure and lists every bad entry at once.
+Each package writes its options once (npusmi/options.py, hccn/options.py, ...) and its
+registration names the section (its YAML key) and its `collector.*` switches; this module puts
+the node-wide options and the table's sections together. :func:`build_settings` is pure and
+lists every bad entry at once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, TypeVar
 
+from exporter.app.sources import web_sources
 from exporter.core.errors import ReasonError
 from exporter.core.inputfile import KiB, read_text_input
 from exporter.core.logs import LogOptions
@@ -21,6 +24,7 @@ from exporter.core.options import (
     build,
     option,
     options_of,
+    parse_bool,
     parse_duration,
     read_config,
     resolve,
@@ -29,15 +33,13 @@ from exporter.core.options import (
 from exporter.core.options import (
     load_yaml as _load_yaml,
 )
-from exporter.hccn.options import HccnOptions
+from exporter.core.registration import Registration, Section, Switches, table_problems
 from exporter.hooks.env import HOOK_ONLY
-from exporter.jobs.options import IngestOptions
-from exporter.node.collectors import CollectorOptions
+from exporter.jobs.options import INGEST_OPTIONS
 from exporter.node.simulate import SimulatorOptions
+from exporter.node.sources import SOURCES
 from exporter.npusmi.faultcodes import FaultCodeError, load_fault_codes
-from exporter.npusmi.options import NpuSmiOptions
-from exporter.pods.options import PodsOptions
-from exporter.profiles.options import ProfilesOptions
+from exporter.npusmi.options import NPU_SMI_OPTIONS
 from exporter.web.options import WebOptions, listen_option
 
 __all__ = [
@@ -55,21 +57,46 @@ __all__ = [
 MAX_TOKEN_FILE_BYTES = 64 * KiB  # a bearer token is a line; a mounted secret is small
 
 
+Opts = TypeVar("Opts")
+
+# The node's sources and the web server's parts: their sections and collector.* switches.
+TABLE: tuple[Registration[Any], ...] = (*SOURCES, *web_sources())
+if problems := table_problems(TABLE):
+    raise RuntimeError("the source table is inconsistent: " + "; ".join(problems))
+SECTIONS: tuple[Section[Any], ...] = tuple(r.section for r in TABLE if r.section is not None)
+SWITCH_OPTIONS: tuple[Option, ...] = tuple(
+    Option(f"collector.{s.name}", parse_bool, s.default, s.help, serve_only=s.serve_only) for r in TABLE for s in r.switches
+)
+
+
+def _switches(values: Mapping[str, Any]) -> Switches:
+    return Switches(MappingProxyType({o.key.removeprefix("collector."): values.get(o.key, o.parse(o.default)) for o in SWITCH_OPTIONS}))
+
+
 @dataclass(frozen=True)
 class Settings:
+    """The node-wide options, then every registered source's section (``settings[SECTION]``)
+    and the ``collector.*`` switches, both from the source table."""
+
     listen: tuple[str, int] = listen_option()
     web: WebOptions = section(WebOptions, serve_only=True)
     log: LogOptions = section(LogOptions)
     max_age: float = option(
         "180s", parse_duration, "data older than this is not served (must exceed the detail interval)", metavar="DURATION", serve_only=True
     )
-    npu_smi: NpuSmiOptions = section(NpuSmiOptions)
     simulator: SimulatorOptions = section(SimulatorOptions)
-    ingest: IngestOptions = section(IngestOptions, serve_only=True)
-    profiles: ProfilesOptions = section(ProfilesOptions)
-    podresources: PodsOptions = section(PodsOptions)
-    hccn: HccnOptions = section(HccnOptions)
-    collector: CollectorOptions = section(CollectorOptions)
+    collector: Switches = field(default_factory=lambda: _switches({}))
+    sources: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({s.key: s.options() for s in SECTIONS}))
+
+    def __getitem__(self, section: Section[Opts]) -> Opts:
+        """A registered source's options."""
+        found = self.sources[section.key]
+        if not isinstance(found, section.options):
+            raise TypeError(f"{section.key}: {type(found).__name__}, not {section.options.__name__}")
+        return found
+
+    def replaced(self, section: Section[Opts], options: Opts) -> Settings:
+        return replace(self, sources=MappingProxyType({**self.sources, section.key: options}))
 
     @property
     def listen_host(self) -> str:
@@ -80,7 +107,11 @@ class Settings:
         return self.listen[1]
 
 
-OPTIONS: tuple[Option, ...] = options_of(Settings)
+OPTIONS: tuple[Option, ...] = (
+    *options_of(Settings),
+    *(o for s in SECTIONS for o in options_of(s.options, f"{s.key}.", serve_only=s.serve_only)),
+    *SWITCH_OPTIONS,
+)
 OPTIONS_BY_KEY = {o.key: o for o in OPTIONS}
 
 
@@ -107,12 +138,17 @@ def build_settings(
         problems += _cross_checks(values)
     if problems:
         raise ConfigError(problems)
-    return build(Settings, values)
+    return replace(
+        build(Settings, values),
+        collector=_switches(values),
+        sources=MappingProxyType({s.key: build(s.options, values, f"{s.key}.") for s in SECTIONS}),
+    )
 
 
 def load_ingest_token(settings: Settings) -> Settings:
     """Settings with the token read from ``ingest.token_file`` (I/O, so outside build_settings)."""
-    path = settings.ingest.token_file
+    ingest = settings[INGEST_OPTIONS]
+    path = ingest.token_file
     if path is None:
         return settings
     try:
@@ -121,15 +157,16 @@ def load_ingest_token(settings: Settings) -> Settings:
         raise ConfigError([f"ingest.token_file: {exc.message}"]) from None
     if not token:
         raise ConfigError([f"ingest.token_file: {path} is empty"])
-    return replace(settings, ingest=replace(settings.ingest, token=token))
+    return settings.replaced(INGEST_OPTIONS, replace(ingest, token=token))
 
 
 def check_fault_codes(settings: Settings) -> None:
     """ConfigError naming each bad entry of ``npu_smi.fault_codes`` (I/O, so outside build_settings)."""
-    if settings.npu_smi.fault_codes is None:
+    path = settings[NPU_SMI_OPTIONS].fault_codes
+    if path is None:
         return
     try:
-        load_fault_codes(settings.npu_smi.fault_codes)
+        load_fault_codes(path)
     except FaultCodeError as exc:
         raise ConfigError([f"npu_smi.fault_codes: {problem}" for problem in exc.problems]) from None
 

@@ -1,5 +1,6 @@
 """`cann-exporter check-config FILE`: validate a configuration file (and the web config it names),
-then check that the tools it would run exist here.
+then say what each collector would run on this machine (each registration's own description, as
+the landing page and the start-up log give it) and check that the tools it would run exist here.
 
 Exit 0: valid, and this machine can serve it. Exit 2: the configuration is wrong (each problem
 named). Exit 3: the configuration is valid but a tool it needs is missing or not executable on
@@ -16,14 +17,15 @@ import sys
 
 from exporter.app.settings import (
     ConfigError,
-    Settings,
     build_settings,
     check_fault_codes,
     load_ingest_token,
     read_config_file,
 )
+from exporter.core.about import CollectorState
 from exporter.core.errors import EXIT_OK, EXIT_USAGE
-from exporter.node.collectors import NAMES
+from exporter.core.registration import Tool
+from exporter.node.assembly import build_sources
 from exporter.web.config import WebConfigError
 from exporter.web.security import load_web_config
 
@@ -47,27 +49,22 @@ def run(args: argparse.Namespace) -> int:
     print(f"{path}: ok")
     for warning in web.config.warnings if web is not None else ():
         print(f"warning: {warning}", file=sys.stderr)
-    for line in collectors(settings):
+    built = build_sources(settings, say=False)  # what this machine would run: nothing is started
+    for line in collectors(built.collectors):
         print(line)
-    missing = missing_tools(settings)
+    missing = missing_tools(built.tools)
     for problem in missing:
         print(problem, file=sys.stderr)
     return EXIT_TOOLS_MISSING if missing else EXIT_OK
 
 
-def missing_tools(settings: Settings) -> list[str]:
+def missing_tools(tools: tuple[Tool, ...]) -> list[str]:
     """A line per tool the configuration runs that is not an executable file here."""
-    needed: list[tuple[str, str]] = []
-    if (settings.collector.devices or settings.collector.processes) and settings.simulator.scenario in (None, "auto"):
-        needed.append(("npu_smi.path", settings.npu_smi.path))
-    if settings.collector.network and settings.hccn.enabled:
-        needed.append(("hccn.path", settings.hccn.path))
     problems = []
-    for key, tool in needed:
-        problem = tool_problem(tool)
+    for tool in tools:
+        problem = tool_problem(tool.path)
         if problem:
-            auto = key == "npu_smi.path" and settings.simulator.scenario == "auto"
-            problems.append(f"{key}: {problem}" + ("; --simulate auto would serve the simulator" if auto else ""))
+            problems.append(f"{tool.key}: {problem}" + (f"; {tool.hint}" if tool.hint else ""))
     return problems
 
 
@@ -82,40 +79,9 @@ def tool_problem(tool: str) -> str | None:
     return None
 
 
-def collectors(settings: Settings) -> list[str]:
-    """One line per collector: on or off, and what else decides whether its source runs."""
-    simulator = settings.simulator.scenario
-    npu_smi = (
-        f"the simulator ({simulator}, {settings.simulator.model})"
-        if simulator not in (None, "auto")
-        else f"npu-smi at {settings.npu_smi.path}" + (", else the simulator" if simulator == "auto" else "")
-    )
-    conditions = {
-        "devices": npu_smi,
-        "processes": npu_smi,
-        "network": {
-            None: "where hccn_tool is installed (hccn.enabled auto)",
-            True: "hccn_tool (hccn.enabled true)",
-            False: "nothing runs: hccn.enabled is false",
-        }[settings.hccn.enabled],
-        "pods": {
-            None: "inside Kubernetes (podresources.enabled auto)",
-            True: f"kubelet at {settings.podresources.socket}",
-            False: "nothing runs: podresources.enabled is false",
-        }[settings.podresources.enabled],
-        "profiles": "; ".join(
-            filter(
-                None,
-                (
-                    f"{len(settings.profiles.dirs)} profiles.dirs" if settings.profiles.dirs else "",
-                    "POST /api/v1/profiles" if settings.ingest.enabled and settings.collector.jobs else "",
-                ),
-            )
-        )
-        or "nothing runs: no profiles.dirs, and no ingest for the hooks' profiles",
-        "jobs": "POST /api/v1/steps" if settings.ingest.enabled else "nothing runs: ingest.enabled is false",
-        "self": "cann_exporter_*, process_*, python_*",
-    }
+def collectors(states: tuple[CollectorState, ...]) -> list[str]:
+    """One line per collector: on, with what runs for it here, or off, and why."""
     return [
-        f"collector.{name}: on, {conditions[name]}" if getattr(settings.collector, name) else f"collector.{name}: off" for name in NAMES
+        f"collector.{c.name}: {'on' if c.on else 'off'}" + (f", {c.detail}" if c.detail and "is off" not in c.detail else "")
+        for c in states
     ]

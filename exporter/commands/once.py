@@ -12,15 +12,15 @@ from prometheus_client import generate_latest
 from exporter.app.settings import Settings
 from exporter.core.errors import EXIT_FAILURE, EXIT_OK
 from exporter.node.assembly import assemble
-from exporter.node.collectors import npu_smi_needed
 from exporter.npusmi.part import DEVICES
+from exporter.npusmi.source import NpuSmiSource
 
 
 def run(settings: Settings) -> int:
     node = assemble(settings, ingest=False, single_scan=True)
     asyncio.run(node.sampler.run_once())
     sys.stdout.write(generate_latest(node.registry).decode())
-    ran_npu_smi = npu_smi_needed(settings.collector)
+    ran_npu_smi = node.source(NpuSmiSource) is not None  # sampled: some collector reads the chips
     devices = node.publisher.current.get(DEVICES)
     if ran_npu_smi and not (devices and any(chip.up for chip in devices.chips)):
         print("cann-exporter: no chip could be read", file=sys.stderr)

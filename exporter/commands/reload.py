@@ -16,10 +16,12 @@ import asyncio
 import dataclasses
 import logging
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from types import FrameType
+from typing import Any
 
 from exporter.app.settings import ConfigError, Settings
+from exporter.npusmi.options import NPU_SMI_OPTIONS
 from exporter.npusmi.source import LIVE_OPTIONS
 from exporter.web.security import WebSecurity
 
@@ -43,7 +45,7 @@ def hold_sighup() -> None:
 
 def reload_on_sighup(
     settings: Settings, reread: Reread | None, security: WebSecurity | None, apply: Apply | None = None
-) -> Callable[[], Awaitable[None]]:
+) -> Callable[[], Coroutine[Any, Any, None]]:
     """The background task: on each SIGHUP, :func:`reload` in a thread (file reads block)."""
 
     async def run() -> None:
@@ -90,9 +92,10 @@ def _check_settings(settings: Settings, reread: Reread) -> Settings | None:
     except ConfigError as exc:
         log.error("SIGHUP: the configuration has problems; the running one stays in force", extra={"problems": "; ".join(exc.problems)})
         return None
-    kept = {name: getattr(settings.npu_smi, name) for name in ("fault_codes", *LIVE_OPTIONS)}
-    live = dataclasses.replace(new, npu_smi=dataclasses.replace(new.npu_smi, **kept))
-    changed = [f.name for f in dataclasses.fields(Settings) if getattr(live, f.name) != getattr(settings, f.name)]
+    kept = {name: getattr(settings[NPU_SMI_OPTIONS], name) for name in ("fault_codes", *LIVE_OPTIONS)}
+    live = new.replaced(NPU_SMI_OPTIONS, dataclasses.replace(new[NPU_SMI_OPTIONS], **kept))
+    changed = [f.name for f in dataclasses.fields(Settings) if f.name != "sources" and getattr(live, f.name) != getattr(settings, f.name)]
+    changed += [key for key, options in live.sources.items() if options != settings.sources.get(key)]
     if changed:
         log.warning(
             "SIGHUP: the configuration changed; the changes take effect at the next restart (only the web config, the fault-code table and the npu-smi intervals are applied live)",

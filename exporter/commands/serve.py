@@ -15,9 +15,13 @@ from exporter.core.gil import favour_the_event_loop
 from exporter.core.heap import freeze_startup
 from exporter.core.shutdown import leave
 from exporter.jobs import http as ingest_http
+from exporter.jobs.options import INGEST_OPTIONS
+from exporter.jobs.store import IngestStore
 from exporter.node.assembly import Node, assemble
 from exporter.npusmi.faultcodes import FaultCodeError
+from exporter.npusmi.options import NPU_SMI_OPTIONS
 from exporter.npusmi.source import NpuSmiSource
+from exporter.profiles.posted import POSTED
 from exporter.web.config import WebConfigError
 from exporter.web.listen import addresses, bind
 from exporter.web.security import WebSecurity
@@ -41,9 +45,9 @@ def live_settings(node: Node) -> Apply:
     def apply(new: Settings) -> None:
         if devices is None:
             return
-        devices.apply(new.npu_smi)  # the intervals
+        devices.apply(new[NPU_SMI_OPTIONS])  # the intervals
         try:
-            devices.reload_fault_codes(new.npu_smi.fault_codes)
+            devices.reload_fault_codes(new[NPU_SMI_OPTIONS].fault_codes)
         except FaultCodeError as exc:  # changed since the settings were checked: keep the table in use
             log.error("SIGHUP: the fault-code table has problems; the one in use stays", extra={"problems": "; ".join(exc.problems)})
         else:
@@ -70,8 +74,9 @@ def run(settings: Settings, reread: Reread | None = None) -> int:
         return EXIT_USAGE
     http = HttpServer(fit_open_files(settings.web))
     node = assemble(settings, more=web_sources(security, http.status))
-    token = settings.ingest.token
-    routes = ingest_http.routes(node.ingest, token, node.posted, node.sampler.publish) if node.ingest is not None else []
+    token = settings[INGEST_OPTIONS].token
+    store = node.source(IngestStore)
+    routes = ingest_http.routes(store, token, node.shared(POSTED), node.sampler.publish) if store is not None else []
     app = create_app(
         node.publisher,
         node.ready,

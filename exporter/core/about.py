@@ -16,6 +16,7 @@ class CollectorState:
     name: str
     on: bool
     detail: str
+    switch: bool = True  # its collector.* switch (off: ``detail`` says only that)
 
 
 @dataclass(frozen=True)

@@ -274,9 +274,10 @@ class Option:
         return env_form(self.key)
 
 
-def options_of(cls: type, prefix: str = "") -> tuple[Option, ...]:
-    """Every option of a settings class and its sections, in declaration order."""
-    return tuple(_walk(cls, prefix))
+def options_of(cls: type, prefix: str = "", *, serve_only: bool = False) -> tuple[Option, ...]:
+    """Every option of a settings class and its sections, in declaration order (``serve_only``:
+    every one of them)."""
+    return tuple(_walk(cls, prefix, serve_only))
 
 
 def _walk(cls: type, prefix: str, serve_only: bool = False) -> Iterator[Option]:

@@ -11,6 +11,7 @@ from prometheus_client.core import Metric
 from exporter import __version__
 from exporter.core.health import SourceStatus
 from exporter.core.metric import family, spec
+from exporter.core.registration import Simulated
 from exporter.core.snapshot import PartKey
 
 BUILD_INFO = spec(
@@ -114,7 +115,7 @@ class StatusPart:
     """The exporter itself at one moment."""
 
     sources: tuple[SourceStatus, ...] = ()
-    simulated: tuple[str, str] | None = None  # (scenario, model) when running on the simulator
+    simulated: Simulated | None = None  # when running on the simulator
     stale_chips: int = 0  # chips withheld because their data is too old
     version: str = __version__
     python_version: str = platform.python_version()

@@ -1,7 +1,9 @@
 """One protocol for every source of a snapshot part: its name, the tasks the sampler runs for
-it, and its part.
+it, and the part it produces. Three words, three things: a *part* is the frozen data one source
+contributes to a snapshot; a source *produces* it (``produce``); a rendering finds it in a
+snapshot (``node/exposition.Rendering.part_in``).
 
-``part(earlier)`` is given the snapshot of the parts built before it (in the order of the
+``produce(earlier)`` is given the snapshot of the parts built before it (in the order of the
 registration table), so a part that depends on another reads it there: pods match kubelet
 devices to npu-smi's chips, the exporter's status counts the chips gone stale. Three small
 variants adapt what sources look like:
@@ -30,8 +32,8 @@ class Source(Protocol):
     def tasks(self) -> Sequence[Task]:
         """What the sampler runs for it, on their intervals (none for a live part)."""
 
-    def part(self, earlier: Snapshot) -> object | None:
-        """Its part as of now, given the parts built before it; None: nothing to render."""
+    def produce(self, earlier: Snapshot) -> object | None:
+        """Its part as of now, given the parts produced before it; None: nothing to render."""
 
 
 class Scheduled(Protocol):
@@ -56,7 +58,7 @@ class Sampled:
     def tasks(self) -> Sequence[Task]:
         return self.source.tasks()
 
-    def part(self, earlier: Snapshot) -> object | None:
+    def produce(self, earlier: Snapshot) -> object | None:
         return self.source.part()
 
 
@@ -71,7 +73,7 @@ class Derived:
     def tasks(self) -> Sequence[Task]:
         return self.source.tasks() if self.source is not None else ()
 
-    def part(self, earlier: Snapshot) -> object | None:
+    def produce(self, earlier: Snapshot) -> object | None:
         return self.make(earlier)
 
 
@@ -86,5 +88,5 @@ class Live:
     def tasks(self) -> Sequence[Task]:
         return ()
 
-    def part(self, earlier: Snapshot) -> object | None:
+    def produce(self, earlier: Snapshot) -> object | None:
         return self.read()

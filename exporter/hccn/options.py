@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from exporter.core.options import auto_bool, option, parse_duration, parse_text
+from exporter.core.registration import Section
 from exporter.core.runner import nice_option
 
 DEFAULT_PATH = "/usr/local/Ascend/driver/tools/hccn_tool"
@@ -34,3 +35,6 @@ class HccnOptions:
         serve_only=True,
     )
     nice: int = nice_option("hccn_tool")
+
+
+HCCN_OPTIONS = Section("hccn", HccnOptions)

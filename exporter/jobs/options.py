@@ -17,6 +17,7 @@ from exporter.core.options import (
     parse_duration,
     parse_positive_int,
 )
+from exporter.core.registration import Section
 from exporter.jobs.metrics import SERIES_PER_RANK
 
 # Defaults the help texts compute with (each still written once).
@@ -91,3 +92,6 @@ class IngestOptions:
         metavar="DURATION",
     )
     max_body_bytes: int = option(1 << 20, parse_positive_int, "larger POST bodies are rejected (413)", metavar="BYTES")
+
+
+INGEST_OPTIONS = Section("ingest", IngestOptions, serve_only=True)

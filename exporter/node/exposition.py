@@ -49,7 +49,7 @@ class Rendering:
     collector: Collector[Any]
     name: str  # the snapshot key of the part it renders
 
-    def part(self, snapshot: Snapshot) -> Any:
+    def part_in(self, snapshot: Snapshot) -> Any:
         """Its part of ``snapshot``; None: nothing to render."""
         return snapshot.parts.get(self.name)
 
@@ -102,7 +102,7 @@ class Exposition:
     def collect(self) -> Iterator[Metric]:
         snapshot = self.current()  # one snapshot for the whole render
         for rendering in self.renderings:
-            part = rendering.part(snapshot)
+            part = rendering.part_in(snapshot)
             if part is not None:
                 yield from rendering.collector.render(part)
 
@@ -110,7 +110,7 @@ class Exposition:
     def encode(self, snapshot: Snapshot, openmetrics: bool) -> Encoded:
         """``snapshot``'s body, encoding only the parts not encoded before; the same object while
         no part changed (the gzip of it is kept on that)."""
-        texts = tuple(self._text(index, rendering.part(snapshot), openmetrics) for index, rendering in enumerate(self.renderings))
+        texts = tuple(self._text(index, rendering.part_in(snapshot), openmetrics) for index, rendering in enumerate(self.renderings))
         kept = self._bodies.get(openmetrics, ())
         for encoded in kept:
             if len(encoded.pieces) >= len(texts) and all(a is b for a, b in zip(encoded.pieces, texts)):

@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from exporter.core.options import choice, option
+from exporter.core.registration import Simulated
 
 log = logging.getLogger("exporter")
-
-Simulated = tuple[str, str]  # (scenario, model)
 
 CHIP_SCENARIOS: tuple[str, ...] = ("healthy", "underutilized", "sawtooth", "degraded", "idle")
 NETWORK_SCENARIOS: tuple[str, ...] = ("link-flap",)  # chips healthy, the network scenario's own
@@ -72,35 +71,50 @@ class SimulatorOptions:
 
 
 def npu_smi_command(
-    options: SimulatorOptions, npu_smi_path: str, signs: NodeSigns | None = None
+    options: SimulatorOptions, npu_smi_path: str, signs: NodeSigns | None = None, *, say: bool = True
 ) -> tuple[tuple[str, ...], Simulated | None]:
     """The npu-smi argv prefix and, when simulating, (scenario, model).
 
     `auto` simulates only where npu-smi is missing *and* the host shows no sign of an NPU: on
     a real node whose npu-smi is not found, the exporter runs the real path (its source fails,
-    counted) and says why, rather than serve healthy made-up chips."""
+    counted) and says why, rather than serve healthy made-up chips. ``say=False``: no log line
+    (check-config describes a node without serving it)."""
     scenario = options.scenario
     if scenario == "auto":
         found = shutil.which(npu_smi_path)
         if found:
             return (found,), None
         seen = (signs or NodeSigns()).found()
-        if seen:
+        if seen and say:
             log.error(
                 "npu-smi not found, and this host looks like an Ascend NPU node: not simulating; "
                 "install or mount npu-smi, or set npu_smi.path",
                 extra={"npu_smi": npu_smi_path, "signs": ", ".join(seen)},
             )
+        if seen:
             return (npu_smi_path,), None
         scenario = "healthy"
-    if scenario:
+    if scenario and say:
         log.warning(
             "SIMULATED: serving the built-in simulator, not real chips",
             extra={"scenario": scenario, "model": options.model, "asked": options.scenario},
         )
-        prefix = (*simulated_tool("npusmi"), "--model", options.model, "--scenario", chip_scenario(scenario), "--")
-        return prefix, (scenario, options.model)
+    if scenario:
+        simulated = Simulated(scenario, options.model)
+        return stand_in("npusmi", simulated), simulated
     return (npu_smi_path,), None
+
+
+def resolve_commands(
+    options: SimulatorOptions, npu_smi_path: str, *, say: bool = True
+) -> tuple[dict[str, tuple[str, ...]], Simulated | None]:
+    """The tools' argv prefixes, resolved once for the node before any source is built: npu-smi
+    (found on PATH, or the simulator's stand-in) and, when simulating, hccn_tool's stand-in."""
+    npu_smi, simulated = npu_smi_command(options, npu_smi_path, say=say)
+    commands = {"npusmi": npu_smi}
+    if simulated is not None:
+        commands["hccn"] = stand_in("hccn", simulated)
+    return commands, simulated
 
 
 def chip_scenario(scenario: str) -> str:
@@ -108,10 +122,15 @@ def chip_scenario(scenario: str) -> str:
     return "healthy" if scenario in NETWORK_SCENARIOS else scenario
 
 
+def stand_in(tool: str, simulated: Simulated) -> tuple[str, ...]:
+    """The argv prefix that makes the simulator answer like ``tool`` (npusmi or hccn)."""
+    scenario = chip_scenario(simulated.scenario) if tool == "npusmi" else simulated.scenario
+    return (*simulated_tool(tool), "--model", simulated.model, "--scenario", scenario, "--")
+
+
 def hccn_tool_command(simulated: Simulated) -> tuple[str, ...]:
     """The argv prefix that makes the simulator answer like hccn_tool."""
-    scenario, model = simulated
-    return (*simulated_tool("hccn"), "--model", model, "--scenario", scenario, "--")
+    return stand_in("hccn", simulated)
 
 
 def simulated_tool(tool: str) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from exporter.core.options import (
     subset,
     whole_number,
 )
+from exporter.core.registration import Section
 from exporter.core.runner import nice_option
 from exporter.npusmi.peak import parse_overrides
 
@@ -99,3 +100,6 @@ class NpuSmiOptions:
         "model as npu-smi names it, precision fp32, bf16, fp16 or int8",
         metavar="LIST",
     )
+
+
+NPU_SMI_OPTIONS = Section("npu_smi", NpuSmiOptions)

@@ -12,6 +12,7 @@ from exporter.core.options import (
     parse_text,
     text_list,
 )
+from exporter.core.registration import Section
 from exporter.pods.kubelet import DEFAULT_RESOURCES, DEFAULT_SOCKET
 
 # What the number ending a kubelet device id is: the chip's physical id (the Ascend device
@@ -41,3 +42,6 @@ class PodsOptions:
         "what the number ending a device id is: the chip's physical id (Ascend device plugin) or its logic id",
     )
     max_message_bytes: int = 16 << 20  # a larger kubelet answer is refused (not an option)
+
+
+PODS_OPTIONS = Section("podresources", PodsOptions)

@@ -12,6 +12,7 @@ from exporter.core.options import (
     parse_positive_int,
     path_list,
 )
+from exporter.core.registration import Section
 from exporter.profiles.formats.common import Limits
 from exporter.profiles.layout import MAX_DEPTH, MAX_ENTRIES
 
@@ -67,3 +68,6 @@ class ProfilesOptions:
     def max_remembered(self) -> int:
         """Exports remembered at most (their fingerprints, and the scan before's candidates)."""
         return REMEMBERED_PER_EXPORT * self.max_exports
+
+
+PROFILES_OPTIONS = Section("profiles", ProfilesOptions)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
+from exporter.core.registration import Shared
 from exporter.profiles.indicators import ProfileSummary
 from exporter.profiles.part import ProfileSample, ProfilesPart
 
@@ -92,6 +93,11 @@ class PostedProfiles:
         with self._lock:
             self._expire()
             return tuple(summary for summary, _ in self._entries.values())
+
+
+# The hooks' summaries: made by the ingest's registration (jobs/registration.py), which feeds
+# them, and merged into the profiles part by this package's.
+POSTED = Shared("posted profiles", PostedProfiles)
 
 
 def merged(part: ProfilesPart | None, posted: Iterable[ProfileSummary]) -> ProfilesPart:

@@ -6,16 +6,18 @@ import pytest
 
 from exporter.app.settings import build_settings
 from exporter.core.options import ConfigError
+from exporter.hccn.options import HCCN_OPTIONS
+from exporter.hccn.registration import hccn_command
 from exporter.node.assembly import assemble
-from exporter.node.simulate import npu_smi_command, simulated_tool
-from exporter.node.sources import hccn_command
+from exporter.node.simulate import resolve_commands, simulated_tool
+from exporter.npusmi.options import NPU_SMI_OPTIONS
 
 
 def test_defaults():
     settings = build_settings()
-    assert settings.hccn.enabled is None  # auto
-    assert settings.hccn.path == "/usr/local/Ascend/driver/tools/hccn_tool"
-    assert (settings.hccn.timeout, settings.hccn.interval, settings.hccn.slow_interval) == (5, 30, 60)
+    assert settings[HCCN_OPTIONS].enabled is None  # auto
+    assert settings[HCCN_OPTIONS].path == "/usr/local/Ascend/driver/tools/hccn_tool"
+    assert (settings[HCCN_OPTIONS].timeout, settings[HCCN_OPTIONS].interval, settings[HCCN_OPTIONS].slow_interval) == (5, 30, 60)
 
 
 def test_flags_and_environment():
@@ -23,13 +25,18 @@ def test_flags_and_environment():
         env={"CANN_EXPORTER_HCCN_ENABLED": "true", "CANN_EXPORTER_HCCN_TIMEOUT": "2s"},
         flags={"hccn.path": "/opt/hccn_tool", "hccn.slow_interval": "2m"},
     )
-    assert (settings.hccn.enabled, settings.hccn.timeout, settings.hccn.path, settings.hccn.slow_interval) == (
+    assert (
+        settings[HCCN_OPTIONS].enabled,
+        settings[HCCN_OPTIONS].timeout,
+        settings[HCCN_OPTIONS].path,
+        settings[HCCN_OPTIONS].slow_interval,
+    ) == (
         True,
         2,
         "/opt/hccn_tool",
         120,
     )
-    assert build_settings(flags={"hccn.enabled": "false"}).hccn.enabled is False
+    assert build_settings(flags={"hccn.enabled": "false"})[HCCN_OPTIONS].enabled is False
     with pytest.raises(ConfigError) as info:
         build_settings(flags={"hccn.enabled": "maybe", "hccn.interval": "often"})
     assert len(info.value.problems) == 2
@@ -37,22 +44,25 @@ def test_flags_and_environment():
 
 def test_auto_means_the_binary_exists(tmp_path):
     absent = build_settings(flags={"hccn.path": str(tmp_path / "hccn_tool")})
-    assert hccn_command(absent.hccn, None) is None
+    real = (str(tmp_path / "hccn_tool"),)
+    assert hccn_command(absent[HCCN_OPTIONS], real) is None
     tool = tmp_path / "hccn_tool"
     tool.write_text("#!/bin/sh\n")
     tool.chmod(0o755)
-    assert hccn_command(absent.hccn, None) == (str(tool),)
+    assert hccn_command(absent[HCCN_OPTIONS], real) == (str(tool),)
     forced = build_settings(flags={"hccn.enabled": "true", "hccn.path": str(tmp_path / "other")})
-    assert hccn_command(forced.hccn, None) == (str(tmp_path / "other"),)  # counted as not_found at run time
-    assert hccn_command(build_settings(flags={"hccn.enabled": "false", "hccn.path": str(tool)}).hccn, None) is None
+    other = (str(tmp_path / "other"),)
+    assert hccn_command(forced[HCCN_OPTIONS], other) == other  # counted as not_found at run time
+    assert hccn_command(build_settings(flags={"hccn.enabled": "false", "hccn.path": str(tool)})[HCCN_OPTIONS], real) is None
 
 
 def test_simulation_uses_the_hccn_simulator_and_link_flap_keeps_chips_healthy():
     settings = build_settings(flags={"simulator.scenario": "link-flap", "simulator.model": "a3"})
-    command, simulated = npu_smi_command(settings.simulator, settings.npu_smi.path)
+    commands, simulated = resolve_commands(settings.simulator, settings[NPU_SMI_OPTIONS].path)
     assert simulated == ("link-flap", "a3")
+    command = commands["npusmi"]
     assert command[command.index("--scenario") + 1] == "healthy"
-    assert hccn_command(settings.hccn, simulated) == (
+    assert hccn_command(settings[HCCN_OPTIONS], commands["hccn"]) == (
         *simulated_tool("hccn"),
         "--model",
         "a3",
@@ -61,7 +71,8 @@ def test_simulation_uses_the_hccn_simulator_and_link_flap_keeps_chips_healthy():
         "--",
     )
     off = build_settings(flags={"simulator.scenario": "healthy", "hccn.enabled": "false"})
-    assert hccn_command(off.hccn, ("healthy", "910b3")) is None
+    commands, _ = resolve_commands(off.simulator, off[NPU_SMI_OPTIONS].path)
+    assert hccn_command(off[HCCN_OPTIONS], commands["hccn"]) is None
 
 
 def test_assembly_adds_the_tasks_after_npu_smi_and_the_collector():

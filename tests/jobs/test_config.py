@@ -13,7 +13,9 @@ from exporter.hooks import PHASES
 from exporter.jobs.collector import JobCollector
 from exporter.jobs.http import OPENAPI_PATH
 from exporter.jobs.metrics import INGEST_REJECT_REASONS, SERIES_PER_RANK
+from exporter.jobs.options import INGEST_OPTIONS
 from exporter.jobs.phases import STAGES, VOCABULARY
+from exporter.jobs.store import IngestStore
 from exporter.jobs.validate import IngestError, IngestLimits, parse_batch
 from exporter.node.assembly import assemble
 from tests.support.paths import ROOT
@@ -21,12 +23,16 @@ from tests.support.paths import ROOT
 
 def test_defaults():
     s = build_settings()
-    assert s.ingest.enabled and s.ingest.token is None
-    assert (s.ingest.ttl, s.ingest.finished_ttl) == (1800, 60)
-    assert (s.ingest.max_jobs, s.ingest.max_ranks, s.ingest.max_body_bytes) == (8, 16, 1 << 20)
-    assert (s.ingest.max_series, s.ingest.max_jobs_per_client, s.ingest.max_ranks_per_client) == (64 * SERIES_PER_RANK, 4, 32)
-    assert s.ingest.idle_after == 300
-    assert IngestLimits() == IngestLimits.of(s.ingest)  # one set of defaults: the options'
+    assert s[INGEST_OPTIONS].enabled and s[INGEST_OPTIONS].token is None
+    assert (s[INGEST_OPTIONS].ttl, s[INGEST_OPTIONS].finished_ttl) == (1800, 60)
+    assert (s[INGEST_OPTIONS].max_jobs, s[INGEST_OPTIONS].max_ranks, s[INGEST_OPTIONS].max_body_bytes) == (8, 16, 1 << 20)
+    assert (s[INGEST_OPTIONS].max_series, s[INGEST_OPTIONS].max_jobs_per_client, s[INGEST_OPTIONS].max_ranks_per_client) == (
+        64 * SERIES_PER_RANK,
+        4,
+        32,
+    )
+    assert s[INGEST_OPTIONS].idle_after == 300
+    assert IngestLimits() == IngestLimits.of(s[INGEST_OPTIONS])  # one set of defaults: the options'
 
 
 def test_options_from_env_and_flags():
@@ -34,7 +40,7 @@ def test_options_from_env_and_flags():
         env={"CANN_EXPORTER_INGEST_TTL": "5m", "CANN_EXPORTER_INGEST_TOKEN": "t0k"},
         flags={"ingest.max_jobs": "8", "ingest.enabled": False},
     )
-    assert (s.ingest.ttl, s.ingest.token, s.ingest.max_jobs, s.ingest.enabled) == (300, "t0k", 8, False)
+    assert (s[INGEST_OPTIONS].ttl, s[INGEST_OPTIONS].token, s[INGEST_OPTIONS].max_jobs, s[INGEST_OPTIONS].enabled) == (300, "t0k", 8, False)
 
 
 def test_bad_values_are_named():
@@ -54,7 +60,7 @@ def test_token_file(tmp_path):
     path = tmp_path / "token"
     path.write_text("s3cret\n")
     s = load_ingest_token(build_settings(flags={"ingest.token_file": str(path)}))
-    assert s.ingest.token == "s3cret"
+    assert s[INGEST_OPTIONS].token == "s3cret"
     with pytest.raises(ConfigError, match="ingest.token_file: .*missing: not found"):
         load_ingest_token(build_settings(flags={"ingest.token_file": str(tmp_path / "missing")}))
     (tmp_path / "empty").write_text("\n")
@@ -75,14 +81,14 @@ def test_assembly_builds_the_store_and_registers_the_collector():
             "ingest.idle_after": "90s",
         }
     )
-    exporter = assemble(settings)
-    assert exporter.ingest is not None and settings.ingest.token == "t"
-    assert exporter.ingest.limits.max_jobs == 3 and exporter.ingest.ttl == 120
-    limits = exporter.ingest.limits
+    store = assemble(settings).source(IngestStore)
+    assert store is not None and settings[INGEST_OPTIONS].token == "t"
+    assert store.limits.max_jobs == 3 and store.ttl == 120
+    limits = store.limits
     assert (limits.max_series, limits.max_jobs_per_client, limits.max_ranks_per_client, limits.idle_after) == (700, 2, 5, 90)
-    assert any(isinstance(r.collector, JobCollector) for r in exporter.exposition.renderings)
-    assert assemble(settings, ingest=False).ingest is None
-    assert assemble(build_settings(flags={"simulator.scenario": "healthy", "ingest.enabled": False})).ingest is None
+    assert any(isinstance(r.collector, JobCollector) for r in assemble(settings).exposition.renderings)
+    assert assemble(settings, ingest=False).source(IngestStore) is None
+    assert assemble(build_settings(flags={"simulator.scenario": "healthy", "ingest.enabled": False})).source(IngestStore) is None
 
 
 def test_the_hooks_stage_list_is_the_ingests():

@@ -11,21 +11,17 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
-from exporter.app.settings import build_settings
+from exporter.app.catalogue import ALL_METRICS
+from exporter.app.settings import TABLE, build_settings
 from exporter.cli import main
 from exporter.core.metric import MetricSpec
 from exporter.core.selfmetrics import SELF_METRICS, STATUS
 from exporter.hccn.metrics import NETWORK_METRICS
-from exporter.jobs.metrics import INGEST_METRICS, JOB_METRICS
+from exporter.jobs.store import IngestStore
 from exporter.node.assembly import Node, assemble
-from exporter.node.collectors import NAMES
-from exporter.npusmi.metrics import CHIP_METRICS, PROCESS_METRICS
-from exporter.pods.metrics import POD_METRICS
 from exporter.pods.podresources_pb import api_pb2 as pb
-from exporter.profiles.metrics import PROFILE_METRICS
 from exporter.resources.metrics import RESOURCE_METRICS
 from exporter.resources.part import RESOURCES
-from exporter.web.metrics import HTTP_METRICS, WEB_METRICS
 from tests.support.hccn import calls as hccn_calls
 from tests.support.hccn import write_replay_hccn
 from tests.support.kubelet import FakeKubelet, container, pod
@@ -33,14 +29,11 @@ from tests.support.profile_exports import PT_LEVEL1, build
 from tests.support.replay import calls as npu_smi_calls
 from tests.support.replay import write_replay_npu_smi
 
+# Each switch's families, from the registrations that declare collectors under it.
+NAMES = tuple(switch.name for registration in TABLE for switch in registration.switches)
 FAMILIES: dict[str, tuple[MetricSpec, ...]] = {
-    "devices": CHIP_METRICS,
-    "processes": PROCESS_METRICS,
-    "network": NETWORK_METRICS,
-    "pods": POD_METRICS,
-    "profiles": PROFILE_METRICS,
-    "jobs": JOB_METRICS + INGEST_METRICS,
-    "self": SELF_METRICS + RESOURCE_METRICS + WEB_METRICS + HTTP_METRICS,
+    name: tuple(spec for registration in TABLE for c in registration.collectors if c.switch == name for spec in c.make().specs)
+    for name in NAMES
 }
 
 
@@ -106,8 +99,10 @@ def names(specs: tuple[MetricSpec, ...]) -> set[str]:
     return {spec.family_name for spec in specs}
 
 
-def test_the_table_covers_every_collector() -> None:
-    assert set(FAMILIES) == set(NAMES)
+def test_every_switch_has_families_and_every_family_a_switch() -> None:
+    assert all(FAMILIES.values()), FAMILIES
+    assert {spec.name for specs in FAMILIES.values() for spec in specs} == {spec.name for spec in ALL_METRICS}
+    assert {"devices", "processes", "network", "pods", "profiles", "jobs", "self"} <= set(NAMES)
 
 
 def test_all_on_every_source_runs(stage: Stage) -> None:
@@ -115,7 +110,7 @@ def test_all_on_every_source_runs(stage: Stage) -> None:
     assert {"info", "info -m", "info -t usages -i 0", "info -t ecc -i 0"} <= set(npu_smi_calls(stage.root / "npu"))
     assert any(call.startswith("info -t board") for call in npu_smi_calls(stage.root / "npu"))
     assert hccn_calls(stage.root / "hccn") and stage.kubelet.calls >= 1
-    assert node.sources.get("profiles") is not None and node.ingest is not None
+    assert node.sources.get("profiles") is not None and node.source(IngestStore) is not None
     # Every collector's families are described (those with series under an event, too).
     for name in ("devices", "processes", "network", "pods", "profiles", "jobs"):
         assert names(FAMILIES[name]) & described(text), name
@@ -136,7 +131,7 @@ def test_one_collector_off(stage: Stage, off: str) -> None:
     elif off == "profiles":
         assert "profiles" not in node.sources and "profiles" not in {s.name for s in node.publisher.sampled.get(STATUS).sources}
     elif off == "jobs":
-        assert node.ingest is None
+        assert node.source(IngestStore) is None
     elif off == "self":
         assert node.publisher.sampled.get(RESOURCES) is None
     # Everything else still runs.

@@ -73,7 +73,7 @@ def test_gzip_part_by_part_of_a_real_node_is_its_body_at_about_the_size_of_a_who
 
 def test_an_unchanged_part_is_not_encoded_again(node: Node):
     exposition, publisher = node.exposition, node.publisher
-    parts = sum(1 for r in exposition.renderings if r.part(publisher.current) is not None)
+    parts = sum(1 for r in exposition.renderings if r.part_in(publisher.current) is not None)
     first = exposition.encode(publisher.served.snapshot, False)
     assert exposition.encodes == parts
     for _ in range(5):

@@ -23,26 +23,23 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.app.catalogue import ALL_METRICS
-from exporter.app.settings import build_settings
+from exporter.app.settings import TABLE, build_settings
 from exporter.core.health import HealthRegistry
 from exporter.core.metric import MetricSpec
+from exporter.core.registration import Simulated
 from exporter.core.runner import CommandRunner
-from exporter.core.selfmetrics import StatusCollector, StatusPart
 from exporter.hccn.collector import NetworkCollector
 from exporter.hccn.options import HccnOptions
-from exporter.hccn.part import NetworkPart
 from exporter.hccn.source import HccnSource
 from exporter.jobs.collector import JobCollector
 from exporter.jobs.mfu import PeakJoin
-from exporter.jobs.store import IngestStore, JobsPart
+from exporter.jobs.store import IngestStore
 from exporter.jobs.validate import IngestLimits, parse_batch
 from exporter.node.assembly import assemble
 from exporter.node.simulate import hccn_tool_command
-from exporter.npusmi.collector import ChipsCollector, ProcessesCollector
-from exporter.npusmi.part import ChipSample, DevicesPart
+from exporter.npusmi.part import ChipSample
 from exporter.pods.collector import PodCollector
 from exporter.pods.options import PodsOptions
-from exporter.pods.part import PodsPart
 from exporter.pods.podresources_pb import api_pb2 as pb
 from exporter.pods.source import PodResourcesSource
 from exporter.profiles.collector import ProfileCollector
@@ -50,9 +47,8 @@ from exporter.profiles.indicators import summarize
 from exporter.profiles.load import load_profile
 from exporter.profiles.part import ProfilesPart
 from exporter.resources.collector import ResourcesCollector
-from exporter.resources.part import ResourcesPart
 from exporter.resources.source import ResourcesSource
-from exporter.web.collector import HttpCollector, HttpStatus, WebCollector, WebStatus
+from exporter.web.collector import HttpCollector, WebCollector
 from exporter.web.options import WebOptions
 from exporter.web.security import WebSecurity
 from exporter.web.server import HttpServer
@@ -66,18 +62,8 @@ from tests.support.replay import write_replay_npu_smi
 from tests.support.tools import tool
 from tests.support.webconfig import HASH, write_web_config
 
-COLLECTORS = {
-    ChipsCollector: DevicesPart,
-    ProcessesCollector: DevicesPart,
-    StatusCollector: StatusPart,
-    NetworkCollector: NetworkPart,
-    PodCollector: PodsPart,
-    JobCollector: JobsPart,
-    ProfileCollector: ProfilesPart,
-    WebCollector: WebStatus,
-    HttpCollector: HttpStatus,
-    ResourcesCollector: ResourcesPart,
-}
+# Every collector of the table and the part it renders.
+COLLECTORS = {type(c.make()): registration.key.type for registration in TABLE for c in registration.collectors}
 # Fields that are labels of the series their record renders (which chip, port, job, source).
 LABELS = {"npu", "chip", "device", "port", "lane", "name", "job_name", "rank"}
 
@@ -249,7 +235,7 @@ def hccn_tool(tmp_path: Path) -> str:
 def hccn_tool_simulated(tmp_path: Path) -> str:
     """The one real optical sample says "not present" (it was edited); the simulator prints that
     block as a plugged module does (tests/hccn/test_hccn_simulator.py compares the two)."""
-    return hccn_port(hccn_tool_command(("healthy", "910b3")))
+    return hccn_port(hccn_tool_command(Simulated("healthy", "910b3")))
 
 
 def kubelet(tmp_path: Path) -> str:

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from exporter.app.settings import OPTIONS, build_settings, load_yaml
+from exporter.app.settings import OPTIONS, SWITCH_OPTIONS, build_settings, load_yaml
 from exporter.cli import main
 from exporter.core.options import ConfigError, parse_duration
-from exporter.node.collectors import NAMES
+from exporter.npusmi.options import NPU_SMI_OPTIONS
 from tests.support.paths import ROOT
 
 EXAMPLE = ROOT / "config.example.yaml"
@@ -20,8 +20,8 @@ EXAMPLE = ROOT / "config.example.yaml"
 def test_defaults():
     settings = build_settings()
     assert (settings.listen_host, settings.listen_port) == ("", 9435)
-    assert settings.npu_smi.interval == 10 and settings.npu_smi.detail_interval == 60
-    assert settings.npu_smi.details == (
+    assert settings[NPU_SMI_OPTIONS].interval == 10 and settings[NPU_SMI_OPTIONS].detail_interval == 60
+    assert settings[NPU_SMI_OPTIONS].details == (
         "usages",
         "common",
         "ecc",
@@ -36,16 +36,16 @@ def test_defaults():
         "spod-info",
     )
     assert settings.simulator.scenario is None
-    assert (settings.collector.devices, settings.collector.processes, settings.collector.self) == (True, True, True)
+    assert all(settings.collector.on(name) for name in ("devices", "processes", "self"))
 
 
 def test_precedence_flag_over_env_over_file():
     file_values = load_yaml("npu_smi:\n  timeout: 3s\n  interval: 20s\nlog:\n  format: json\n")
     env = {"CANN_EXPORTER_NPU_SMI_TIMEOUT": "4s", "CANN_EXPORTER_LOG_LEVEL": "debug"}
     settings = build_settings(file_values, env, {"npu_smi.timeout": "5s"})
-    assert settings.npu_smi.timeout == 5  # flag
+    assert settings[NPU_SMI_OPTIONS].timeout == 5  # flag
     assert settings.log.level == "debug"  # env
-    assert settings.npu_smi.interval == 20  # file
+    assert settings[NPU_SMI_OPTIONS].interval == 20  # file
     assert settings.log.format == "json"  # file
 
 
@@ -138,15 +138,18 @@ def test_check_config_names_a_missing_tool_with_exit_3(tmp_path, capsys):
     assert main(["check-config", str(config)]) == 0
 
 
-def test_check_config_command(tmp_path, capsys):
+def test_check_config_command(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     good = tmp_path / "good.yaml"
     good.write_text(f"npu_smi:\n  timeout: 5s\n  path: {STAND_IN}\ncollector:\n  network: false\nprofiles:\n  dirs: [/data/profiles]\n")
     assert main(["check-config", str(good)]) == 0
     listed = capsys.readouterr().out.splitlines()
     # Every collector, on or off, and what else decides whether its source runs.
-    assert [line.split(":")[0] for line in listed[1:]] == [f"collector.{name}" for name in NAMES]
-    assert "collector.network: off" in listed and "collector.profiles: on, 1 profiles.dirs; POST /api/v1/profiles" in listed
-    assert "collector.pods: on, inside Kubernetes (podresources.enabled auto)" in listed
+    assert [line.split(":")[0] for line in listed[1:]] == [option.key for option in SWITCH_OPTIONS]
+    assert "collector.network: off" in listed
+    assert "collector.profiles: on, profile directories: /data/profiles; POST /api/v1/profiles" in listed
+    assert f"collector.devices: on, npu-smi: {STAND_IN}" in listed
+    assert "collector.pods: off, not in Kubernetes (podresources.enabled auto)" in listed
     bad = tmp_path / "bad.yaml"
     bad.write_text("npu_smi:\n  timeout: never\nbogus: 1\n")
     assert main(["check-config", str(bad)]) == 2

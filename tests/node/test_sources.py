@@ -1,13 +1,17 @@
 """Adding a source is one package and one line of the table in node/sources.py: every source
-package and every part key has its line, and no other module of node/ names a source."""
+package has a registration and its line, every part key a registration, the table is
+consistent, and no other module of node/ names a source."""
 
 from __future__ import annotations
 
 import ast
+from importlib import import_module
 
 from exporter.app.catalogue import REGISTRATIONS
 from exporter.app.settings import build_settings
-from exporter.core.snapshot import Snapshot
+from exporter.core.registration import Collect, Registration, Switch, table_problems
+from exporter.core.snapshot import PartKey, Snapshot
+from exporter.node.sources import SOURCES
 from tests.support.paths import ROOT
 
 PACKAGE = ROOT / "exporter"
@@ -19,11 +23,6 @@ SOURCE_MODULES = ("source", "collector", "part", "metrics", "store", "posted")
 def source_packages() -> set[str]:
     """The packages with a sampled source (a source.py), but core (the protocol)."""
     return {path.parent.name for path in PACKAGE.glob("*/source.py")} - {"core"}
-
-
-# What `serve` hands assemble or takes back, by type: the ingest routes' store and posted profiles,
-# the listener's counts, and its web config.
-HANDLES = {"exporter.jobs.store", "exporter.profiles.posted", "exporter.web.collector", "exporter.web.security"}
 
 
 def imported(path) -> set[str]:
@@ -56,10 +55,23 @@ def declared_part_keys() -> set[str]:
     return names
 
 
-def test_every_source_package_has_a_line_in_the_table():
-    table = imported(NODE / "sources.py")
-    missing = sorted(pkg for pkg in source_packages() if f"exporter.{pkg}.source" not in table)
-    assert not missing, missing
+def test_every_source_package_registers_itself_with_a_line_in_the_table():
+    table = {registration.name for registration in SOURCES}
+    missing = sorted(pkg for pkg in source_packages() if not (PACKAGE / pkg / "registration.py").exists())
+    unlisted = sorted(pkg for pkg in source_packages() if import_module(f"exporter.{pkg}.registration").REGISTRATION.name not in table)
+    assert not missing and not unlisted, (missing, unlisted)
+
+
+def test_the_table_is_consistent():
+    assert table_problems(REGISTRATIONS) == []
+    broken = (
+        *REGISTRATIONS,
+        Registration(PartKey("extra", object), lambda b: None, (Collect("nobody", object),), switches=(Switch("self", "again"),)),
+    )
+    assert table_problems(broken) == [
+        "collector switch 'self' is declared twice",
+        "extra: collector.nobody is not declared by any registration",
+    ]
 
 
 def test_every_part_key_has_a_line_and_every_line_a_key():
@@ -73,12 +85,9 @@ def test_no_other_node_module_names_a_source():
     wrong = sorted(
         f"{path.name} imports {module}"
         for path in NODE.glob("*.py")
-        if path.name != "sources.py"
+        if path.name not in ("sources.py", "status.py")
         for module in imported(path)
-        if module.startswith("exporter.")
-        and module.split(".")[1] in packages
-        and module.split(".")[-1] in SOURCE_MODULES
-        and not (path.name == "assembly.py" and module in HANDLES)
+        if module.startswith("exporter.") and module.split(".")[1] in packages and module.split(".")[-1] in SOURCE_MODULES
     )
     assert not wrong, wrong
 
