@@ -61,13 +61,7 @@ def tools(b: Build[HccnOptions]) -> tuple[Tool, ...]:
     return (Tool("hccn.path", b.options.path),) if b.on("network") and b.options.enabled and b.simulated is None else ()
 
 
+SWITCH = Switch("network", "RoCE/UB ports and optical modules from hccn_tool, where hccn.enabled allows")
 REGISTRATION = Registration(
-    NETWORK,
-    build,
-    (Collect("network", NetworkCollector),),
-    HCCN_OPTIONS,
-    (Switch("network", "RoCE/UB ports and optical modules from hccn_tool, where hccn.enabled allows"),),
-    describe,
-    tools,
-    needs=(DEVICES.name,),
+    NETWORK, build, (Collect(SWITCH.name, NetworkCollector),), HCCN_OPTIONS, (SWITCH,), describe, tools, needs=(DEVICES.name,)
 )

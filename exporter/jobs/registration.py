@@ -67,18 +67,7 @@ def describe(b: Build[IngestOptions], source: Source | None) -> str:
     return "ingest.enabled is false" if b.context.serving else "`once` has no ingest"
 
 
+SWITCH = Switch("jobs", "training-hook ingest (POST /api/v1/steps) and its npu_job_* metrics, where ingest.enabled allows", serve_only=True)
 REGISTRATION = Registration(
-    JOBS,
-    build,
-    (Collect("jobs", JobCollector),),
-    INGEST_OPTIONS,
-    (
-        Switch(
-            "jobs",
-            "training-hook ingest (POST /api/v1/steps) and its npu_job_* metrics, where ingest.enabled allows",
-            serve_only=True,
-        ),
-    ),
-    describe,
-    provides=((POSTED, posted),),
+    JOBS, build, (Collect(SWITCH.name, JobCollector),), INGEST_OPTIONS, (SWITCH,), describe, provides=((POSTED, posted),)
 )

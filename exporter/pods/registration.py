@@ -32,12 +32,5 @@ def describe(b: Build[PodsOptions], source: Source | None) -> str:
     return "podresources.enabled is false" if b.options.enabled is False else "not in Kubernetes (podresources.enabled auto)"
 
 
-REGISTRATION = Registration(
-    PODS,
-    build,
-    (Collect("pods", PodCollector),),
-    PODS_OPTIONS,
-    (Switch("pods", "chip-to-pod attribution from the kubelet, where podresources.enabled allows"),),
-    describe,
-    needs=(DEVICES.name,),
-)
+SWITCH = Switch("pods", "chip-to-pod attribution from the kubelet, where podresources.enabled allows")
+REGISTRATION = Registration(PODS, build, (Collect(SWITCH.name, PodCollector),), PODS_OPTIONS, (SWITCH,), describe, needs=(DEVICES.name,))

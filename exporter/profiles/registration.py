@@ -37,11 +37,5 @@ def describe(b: Build[ProfilesOptions], source: Source | None) -> str:
     return "; ".join(watched + (["POST /api/v1/profiles"] if b.shared(POSTED) is not None else []))
 
 
-REGISTRATION = Registration(
-    PROFILES,
-    build,
-    (Collect("profiles", ProfileCollector),),
-    PROFILES_OPTIONS,
-    (Switch("profiles", "profiler exports found under profiles.dirs"),),
-    describe,
-)
+SWITCH = Switch("profiles", "profiler exports found under profiles.dirs")
+REGISTRATION = Registration(PROFILES, build, (Collect(SWITCH.name, ProfileCollector),), PROFILES_OPTIONS, (SWITCH,), describe)
