@@ -7,11 +7,14 @@ function. The kernel lists a function whether or not the driver brings its chip 
 npu-smi no longer (or never) lists still counts here (the layout: the kernel's
 Documentation/ABI/testing/sysfs-bus-pci and Documentation/PCI/sysfs-pci.rst).
 
-What a function is in chips depends on the model: 910 (0xd801) and 910B (0xd802) have one
-chip per function; a 310P (0xd500) function is one chip on an Atlas 300I Pro / 300V Pro and
-two on an Atlas 300I Duo, whose two chips share one Bus-Id (info__310P3-300IDuo__24.1.rc2__1).
-The expected chips are served only when every Ascend function found has a known chip count;
-otherwise only the count of functions is (set ``npu_smi.expected_devices`` on such nodes).
+What a function is in chips depends on the model. One chip per function: Atlas 300 (310,
+0xd100), 910 (0xd801), 910B (0xd802) and Atlas A3 (910_93, 0xd803), whose every die is a
+function of its own (16 on an 8-card node); Huawei's CANN log-collection script counts each of
+these models' chips as its `lspci` functions of that id. A 310P (0xd500) function is one chip
+on an Atlas 300I Pro / 300V Pro and two on an Atlas 300I Duo, whose two chips share one Bus-Id
+(info__310P3-300IDuo__24.1.rc2__1); Ascend 950 (0xd806) is not published. The expected chips
+are served only when every Ascend function found has a known chip count; otherwise only the
+count of functions is (set ``npu_smi.expected_devices`` on such nodes).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pathlib import Path
 HUAWEI = 0x19E5
 ACCELERATOR_CLASS = 0x12  # PCI base class "processing accelerators" (class 0x12SSPP)
 # Chips per PCI function by device id, where one model carries one number (see the docstring).
-CHIPS_PER_FUNCTION = {0xD801: 1, 0xD802: 1}
+CHIPS_PER_FUNCTION = {0xD100: 1, 0xD801: 1, 0xD802: 1, 0xD803: 1}
 MAX_FUNCTIONS = 4096  # a bound on what is read (real hosts have a few hundred)
 MAX_READ = 64
 

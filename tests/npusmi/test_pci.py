@@ -31,6 +31,7 @@ def test_every_tree_has_its_provenance() -> None:
     ("tree", "functions", "expected"),
     [
         ("910B3-8card__written", (("0xd802", 8),), 8),
+        ("910_93-A3-2card__written", (("0xd803", 4),), 4),  # Atlas A3: every die is a function
         ("310P3-300IDuo-x4__written", (("0xd500", 4),), None),  # 1 chip (300I Pro) or 2 (300I Duo) per function
     ],
 )
