@@ -48,7 +48,8 @@ class JobCollector:
         state = family(m.JOB_STATE)
         for r in ranks:
             key = _key(r)
-            info.add_metric(key + [r.device, str(r.world_size), r.framework, r.pid], 1)
+            process = r.process
+            info.add_metric(key + [process.device, str(process.world_size), process.framework, process.pid], 1)
             for name in m.JOB_STATES:
                 state.add_metric(key + [name], 1 if name == r.state else 0)
             duration.add_metric(key, list(zip(_bounds(r.window), r.cumulative_buckets, strict=True)), r.duration_sum)

@@ -41,7 +41,7 @@ def _job(name: str, kind: str, help: str, *extra: str, field: str | tuple[str, .
     return spec(name, kind, help, JOB_LABELS + extra, field=field)
 
 
-# Per (job_name, rank): RankView fields.
+# Per (job_name, rank): RankView fields (npu_job_info: those of its Process).
 JOB_INFO = _job(
     "npu_job_info",
     "gauge",

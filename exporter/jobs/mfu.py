@@ -18,8 +18,9 @@ Peaks = tuple[tuple[str, str, float], ...]  # (device, precision, FLOP/s), sorte
 
 def utilization(rank: RankView, peaks: dict[tuple[str, str], float]) -> float | None:
     """The rank's MFU (0..1 for a declared FLOP count the chip can reach), or None."""
-    peak = peaks.get((rank.device, rank.precision))
-    if not peak or not rank.device or rank.window_seconds <= 0:
+    device = rank.process.device
+    peak = peaks.get((device, rank.precision))
+    if not peak or not device or rank.window_seconds <= 0:
         return None
     return rank.window_flops / rank.window_seconds / peak
 

@@ -27,16 +27,27 @@ MFU_WINDOW = 60.0  # seconds of arrivals whose steps' FLOPs and time make a rank
 _MFU_BATCHES = 256  # per rank: batches kept for the window (a client sends about one a second)
 
 
+@dataclass(frozen=True)
+class Process:
+    """What the process holding a rank says of itself, as of its latest batch."""
+
+    world_size: int
+    device: str  # chip logic id, "" when unknown
+    framework: str
+    pid: str  # "" when unknown
+
+    @classmethod
+    def of(cls, batch: Batch) -> Process:
+        return cls(batch.world_size, batch.device, batch.framework, batch.pid)
+
+
 @dataclass
 class RankState:
     """Everything known about one (job_name, rank); counters only grow while it lives."""
 
     job_name: str
     rank: int
-    world_size: int
-    device: str
-    framework: str
-    pid: str
+    process: Process
     last_seen: float  # time.monotonic(): TTLs must not follow wall-clock jumps
     session: str = ""  # the holding process's random id (Batch.session)
     client: str = ""  # admission.client_key of the address that admitted it
@@ -60,7 +71,7 @@ class RankState:
 
     def fold(self, batch: Batch, now: float, seen: float) -> None:
         """``now`` is unix time (the default step end), ``seen`` the monotonic arrival time."""
-        self.world_size, self.device, self.framework, self.pid = batch.world_size, batch.device, batch.framework, batch.pid
+        self.process = Process.of(batch)
         self.last_seen = seen
         if batch.steps:
             self.last_step = seen
@@ -122,7 +133,7 @@ class RankState:
     def held_by(self, batch: Batch) -> bool:
         """Whether ``batch`` comes from the process holding this rank (a client that sends
         neither pid nor session cannot be told apart, and is taken as the same)."""
-        return (batch.pid, batch.session) == (self.pid, self.session) or not (batch.pid or batch.session)
+        return (batch.pid, batch.session) == (self.process.pid, self.session) or not (batch.pid or batch.session)
 
     def _admit_phase(self, word: str) -> str:
         """A word new to this rank: its own series while the rank has fewer than
@@ -138,10 +149,7 @@ class RankView:
 
     job_name: str
     rank: int
-    world_size: int
-    device: str
-    framework: str
-    pid: str
+    process: Process
     iterations: int
     samples: int | None
     duration_sum: float
@@ -166,10 +174,7 @@ class RankView:
         return cls(
             s.job_name,
             s.rank,
-            s.world_size,
-            s.device,
-            s.framework,
-            s.pid,
+            s.process,
             s.iterations,
             s.samples,
             s.duration_sum,
@@ -283,7 +288,7 @@ class IngestStore:
         raise IngestError(
             409,
             "duplicate_rank",
-            f"job {batch.job_name!r} rank {batch.rank} is held by another live process (pid {entry.pid or 'unknown'}, "
+            f"job {batch.job_name!r} rank {batch.rank} is held by another live process (pid {entry.process.pid or 'unknown'}, "
             f"last report {age:.0f} s ago): two processes are never summed; give each its own job_name or rank "
             f"(a restart takes over once the old process has closed or been silent for {self.stalled_after:g} s)",
         )
@@ -295,18 +300,7 @@ class IngestStore:
             del self._entries[eviction.key]
             self._evicted[eviction.reason] = self._evicted.get(eviction.reason, 0) + 1
             self.on_gone(*eviction.key)
-        entry = RankState(
-            batch.job_name,
-            batch.rank,
-            batch.world_size,
-            batch.device,
-            batch.framework,
-            batch.pid,
-            now,
-            session=batch.session,
-            client=client,
-            first_seen=now,
-        )
+        entry = RankState(batch.job_name, batch.rank, Process.of(batch), now, session=batch.session, client=client, first_seen=now)
         self._entries[(batch.job_name, batch.rank)] = entry
         return entry
 
