@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from exporter.simulator.faultevents import render_current_fault_event
 from exporter.simulator.hardware import HARDWARE_RENDERERS
 from exporter.simulator.models import FAMILY_310P, FAMILY_910_93, NodeModel
-from exporter.simulator.scenarios import CardState, ChipState, NodeState
+from exporter.simulator.scenarios import CardState, ChipState, MemoryEcc, NodeState
 
 USAGE_INFO = "Usage: npu-smi info <watch|proc|-h|-m|-l|-t type> [Options...]"
 USAGE_TOP = "Usage: npu-smi <Command|-h|-v>"
@@ -347,27 +347,27 @@ def render_ecc(state: NodeState, npu_id: int, chip_id: int | None = None) -> str
     """`-t ecc`: keys padded to 40; 910B/A3 print two DDR lines then HBM, 310P cards DDR only."""
 
     def fields(chip: ChipState) -> list[str]:
-        ecc = chip.ecc
-        lines = [_kv("DDR Single Bit Error Count", ecc.ddr_single_bit, 40), _kv("DDR Double Bit Error Count", ecc.ddr_double_bit, 40)]
+        ddr = _ecc_lines("DDR", chip.ecc.ddr)
         if not is_910(state.model):
-            return lines + [
-                _kv("DDR Single Bit Aggregate Total Err Cnt", ecc.ddr_single_bit_aggregate, 40),
-                _kv("DDR Double Bit Aggregate Total Err Cnt", ecc.ddr_double_bit_aggregate, 40),
-                _kv("DDR Single Bit Isolated Pages Count", ecc.ddr_single_bit_isolated_pages, 40),
-                _kv("DDR Double Bit Isolated Pages Count", ecc.ddr_double_bit_isolated_pages, 40),
-                _kv("DDR Single Bit Next-Isolated Pages Count", 0, 40),
-                _kv("DDR Double Bit Next-Isolated Pages Count", 0, 40),
-            ]
-        return lines + [
-            _kv("HBM Single Bit Error Count", ecc.hbm_single_bit, 40),
-            _kv("HBM Double Bit Error Count", ecc.hbm_double_bit, 40),
-            _kv("HBM Single Bit Aggregate Total Err Cnt", ecc.hbm_single_bit_aggregate, 40),
-            _kv("HBM Double Bit Aggregate Total Err Cnt", ecc.hbm_double_bit_aggregate, 40),
-            _kv("HBM Single Bit Isolated Pages Count", ecc.hbm_single_bit_isolated_pages, 40),
-            _kv("HBM Double Bit Isolated Pages Count", ecc.hbm_double_bit_isolated_pages, 40),
-        ]
+            return ddr + [_kv("DDR Single Bit Next-Isolated Pages Count", 0, 40), _kv("DDR Double Bit Next-Isolated Pages Count", 0, 40)]
+        return ddr[:2] + _ecc_lines("HBM", chip.ecc.hbm)
 
     return _blocks(state, npu_id, chip_id, fields, width=40)
+
+
+def _ecc_lines(memory: str, ecc: MemoryEcc) -> list[str]:
+    """One memory's six counters, as `-t ecc` labels them."""
+    return [
+        _kv(f"{memory} {label}", count, 40)
+        for label, count in (
+            ("Single Bit Error Count", ecc.single_bit),
+            ("Double Bit Error Count", ecc.double_bit),
+            ("Single Bit Aggregate Total Err Cnt", ecc.single_bit_aggregate),
+            ("Double Bit Aggregate Total Err Cnt", ecc.double_bit_aggregate),
+            ("Single Bit Isolated Pages Count", ecc.single_bit_isolated_pages),
+            ("Double Bit Isolated Pages Count", ecc.double_bit_isolated_pages),
+        )
+    ]
 
 
 def render_proc_mem(state: NodeState, npu_id: int, chip_id: int | None = None) -> str:

@@ -52,21 +52,23 @@ _CRITICAL_INFO = ("hbm uncorrectable ecc error, page isolation failed", "hbm mul
 
 
 @dataclass(frozen=True)
-class EccCounters:
-    """`-t ecc` counters; each is non-decreasing in t."""
+class MemoryEcc:
+    """One memory's `-t ecc` counters; each is non-decreasing in t."""
 
-    ddr_single_bit: int = 0
-    ddr_double_bit: int = 0
-    ddr_single_bit_aggregate: int = 0
-    ddr_double_bit_aggregate: int = 0
-    ddr_single_bit_isolated_pages: int = 0
-    ddr_double_bit_isolated_pages: int = 0
-    hbm_single_bit: int = 0
-    hbm_double_bit: int = 0
-    hbm_single_bit_aggregate: int = 0
-    hbm_double_bit_aggregate: int = 0
-    hbm_single_bit_isolated_pages: int = 0
-    hbm_double_bit_isolated_pages: int = 0
+    single_bit: int = 0
+    double_bit: int = 0
+    single_bit_aggregate: int = 0
+    double_bit_aggregate: int = 0
+    single_bit_isolated_pages: int = 0
+    double_bit_isolated_pages: int = 0
+
+
+@dataclass(frozen=True)
+class EccCounters:
+    """`-t ecc` counters of a chip's DDR and HBM."""
+
+    ddr: MemoryEcc = MemoryEcc()
+    hbm: MemoryEcc = MemoryEcc()
 
 
 @dataclass(frozen=True)
@@ -361,17 +363,8 @@ def _ecc(model: NodeModel, plan: ScenarioPlan, spec: ChipSpec, t: float, seed: i
     double = 1 + _events(t, 3600.0) if critical else 0
     isolated_single = _events(t, 2 * 3600.0) if critical else 0
     history = int(10 * unit_noise(seed, model.name, spec.logic_id, "ecc-history")) if noisy else 0
-    memory = "hbm" if model.has_hbm else "ddr"
-    return EccCounters(
-        **{
-            f"{memory}_single_bit": single,
-            f"{memory}_double_bit": double,
-            f"{memory}_single_bit_aggregate": single + history,
-            f"{memory}_double_bit_aggregate": double,
-            f"{memory}_single_bit_isolated_pages": isolated_single,
-            f"{memory}_double_bit_isolated_pages": double,
-        }
-    )
+    counts = MemoryEcc(single, double, single + history, double, isolated_single, double)
+    return EccCounters(hbm=counts) if model.has_hbm else EccCounters(ddr=counts)
 
 
 # --- assembling the state ---------------------------------------------------------------

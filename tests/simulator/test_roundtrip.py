@@ -215,25 +215,25 @@ def test_ecc(state):
         expected = []
         for c in state.chips_of(npu_id):
             e = c.ecc
-            ddr_detail = None if hbm else e  # 910B/A3 print only the two DDR counts
+            ddr_detail = None if hbm else e.ddr  # 910B/A3 print only the two DDR counts
             expected.append(
                 ChipEcc(
                     npu_id=npu_id,
                     chip_id=c.chip_id,
-                    ddr_single_bit_errors=e.ddr_single_bit,
-                    ddr_double_bit_errors=e.ddr_double_bit,
-                    ddr_single_bit_aggregate_total=ddr_detail and ddr_detail.ddr_single_bit_aggregate,
-                    ddr_double_bit_aggregate_total=ddr_detail and ddr_detail.ddr_double_bit_aggregate,
-                    ddr_single_bit_isolated_pages=ddr_detail and ddr_detail.ddr_single_bit_isolated_pages,
-                    ddr_double_bit_isolated_pages=ddr_detail and ddr_detail.ddr_double_bit_isolated_pages,
+                    ddr_single_bit_errors=e.ddr.single_bit,
+                    ddr_double_bit_errors=e.ddr.double_bit,
+                    ddr_single_bit_aggregate_total=ddr_detail and ddr_detail.single_bit_aggregate,
+                    ddr_double_bit_aggregate_total=ddr_detail and ddr_detail.double_bit_aggregate,
+                    ddr_single_bit_isolated_pages=ddr_detail and ddr_detail.single_bit_isolated_pages,
+                    ddr_double_bit_isolated_pages=ddr_detail and ddr_detail.double_bit_isolated_pages,
                     **(
                         {
-                            "hbm_single_bit_errors": e.hbm_single_bit,
-                            "hbm_double_bit_errors": e.hbm_double_bit,
-                            "hbm_single_bit_aggregate_total": e.hbm_single_bit_aggregate,
-                            "hbm_double_bit_aggregate_total": e.hbm_double_bit_aggregate,
-                            "hbm_single_bit_isolated_pages": e.hbm_single_bit_isolated_pages,
-                            "hbm_double_bit_isolated_pages": e.hbm_double_bit_isolated_pages,
+                            "hbm_single_bit_errors": e.hbm.single_bit,
+                            "hbm_double_bit_errors": e.hbm.double_bit,
+                            "hbm_single_bit_aggregate_total": e.hbm.single_bit_aggregate,
+                            "hbm_double_bit_aggregate_total": e.hbm.double_bit_aggregate,
+                            "hbm_single_bit_isolated_pages": e.hbm.single_bit_isolated_pages,
+                            "hbm_double_bit_isolated_pages": e.hbm.double_bit_isolated_pages,
                         }
                         if hbm
                         else {}
