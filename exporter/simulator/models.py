@@ -31,23 +31,24 @@ class ChipSpec:
     ddr_total_mb: int  # 0 on HBM-only chips (npu-smi forces 0/0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BoardSpec:
-    """Card-level `-t board` / `-l` facts shared by every NPU of the model."""
+    """Card-level `-t board` / `-l` facts shared by every NPU of the model; a default is what
+    every modelled card prints."""
 
     product_name: str
-    model: str
-    manufacturer: str
+    model: str = "NA"
+    manufacturer: str = "Huawei"
     firmware_version: str
     board_id: int
-    main_board_id: int | None  # A3 only
-    pcb_id: str
-    bom_id: int
+    main_board_id: int | None = None  # A3 only
+    pcb_id: str = "A"
+    bom_id: int = 1
     pci_device_id: int
-    subsystem_vendor_id: int
+    subsystem_vendor_id: int = 0x19E5  # Huawei
     subsystem_device_id: int
-    chip_version: str
-    npu_name: str | None  # A3 `-t board -c` "NPU Name"
+    chip_version: str = "V1"
+    npu_name: str | None = None  # A3 `-t board -c` "NPU Name"
 
 
 @dataclass(frozen=True)
@@ -148,18 +149,10 @@ MODEL_910B3 = NodeModel(
     chips=_chips("910b3", tuple((i, f"0000:{b}:00.0") for i, b in enumerate(_910B3_BUSES)), 1, phy=False, hbm_mb=65536),
     board=BoardSpec(
         product_name="IT21HMDC_Bin6",
-        model="NA",
-        manufacturer="Huawei",
         firmware_version="7.7.0.6.236",
         board_id=0x62,
-        main_board_id=None,
-        pcb_id="A",
-        bom_id=1,
         pci_device_id=0xD802,
-        subsystem_vendor_id=0x19E5,
         subsystem_device_id=0x3000,
-        chip_version="V1",
-        npu_name=None,
     ),
     idle_power_watts=90.0,
     busy_power_watts=310.0,
@@ -188,17 +181,11 @@ MODEL_A3 = NodeModel(
     chips=_chips("a3", tuple((i, f"0000:{b}:00.0") for i, b in enumerate(_A3_BUSES)), 2, phy=True, hbm_mb=65536),
     board=BoardSpec(
         product_name="IT22SMDB",
-        model="NA",
-        manufacturer="Huawei",
         firmware_version="7.7.0.3.220",
         board_id=0x66,
         main_board_id=0x68,
-        pcb_id="A",
-        bom_id=1,
         pci_device_id=0xD803,
-        subsystem_vendor_id=0x19E5,
         subsystem_device_id=0x3005,
-        chip_version="V1",
         npu_name="Ascend910_9392",
     ),
     idle_power_watts=81.0,
@@ -229,18 +216,10 @@ MODEL_310P_DUO = NodeModel(
     chips=_chips("310p-duo", _DUO_CARDS, 2, phy=False, hbm_mb=None, ddr_mb=(44280, 43693)),
     board=BoardSpec(
         product_name="Atlas 300I Duo",
-        model="NA",
-        manufacturer="Huawei",
         firmware_version="7.5.0.3.220",
         board_id=0x9C,
-        main_board_id=None,
-        pcb_id="A",
-        bom_id=1,
         pci_device_id=0xD500,
-        subsystem_vendor_id=0x19E5,
         subsystem_device_id=0x0110,
-        chip_version="V1",
-        npu_name=None,
     ),
     idle_power_watts=21.0,
     busy_power_watts=70.0,
