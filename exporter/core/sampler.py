@@ -42,6 +42,7 @@ class Task:
     run: Callable[[], Awaitable[None]]
     overdue: float | None = None  # seconds; None: OVERDUE_INTERVALS x interval, at least OVERDUE_MIN
     period: Callable[[], float] | None = None  # the interval as of now, where a reload can change it
+    complete: Callable[[], bool] | None = None  # the first task: its source has all readiness waits for
 
     @property
     def every(self) -> float:
@@ -72,8 +73,12 @@ class Sampler:
 
     @property
     def ready(self) -> bool:
-        """The first task (npu-smi's overview) has run at least once."""
-        return not self.tasks or self.tasks[0].name in self._done
+        """The first task (npu-smi's overview) has run at least once, and its source says its
+        sample is complete (every chip listed is served: its device id is known)."""
+        if not self.tasks:
+            return True
+        first = self.tasks[0]
+        return first.name in self._done and (first.complete is None or first.complete())
 
     async def run_once(self) -> None:
         """Every task once, in order (the `once` command and tests)."""

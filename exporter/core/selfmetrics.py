@@ -63,6 +63,12 @@ SOURCE_SUBJECT_FAILING = spec(
     field="failing",
 )
 STALE_CHIPS = spec("cann_exporter_stale_chips", "gauge", "Chips whose data is older than max age and is not served.", field="stale_chips")
+PENDING_CHIPS = spec(
+    "cann_exporter_pending_chips",
+    "gauge",
+    "Chips npu-smi lists that are not served yet: their device id (npu-smi info -m) is not known, for at most npu_smi.device_wait.",
+    field="pending_chips",
+)
 
 SOURCE_NOTE = f"""\
 ## Sources: whole and partial failures
@@ -107,6 +113,7 @@ SELF_METRICS = (
     SOURCE_FAILED_SUBJECTS,
     SOURCE_SUBJECT_FAILING,
     STALE_CHIPS,
+    PENDING_CHIPS,
 )
 
 
@@ -117,6 +124,7 @@ class StatusPart:
     sources: tuple[SourceStatus, ...] = ()
     simulated: Simulated | None = None  # when running on the simulator
     stale_chips: int = 0  # chips withheld because their data is too old
+    pending_chips: int = 0  # chips withheld until their device id is known
     version: str = __version__
     python_version: str = platform.python_version()
 
@@ -152,9 +160,10 @@ class StatusCollector:
                 failing.add_metric([source.name, subject, reason], 1)
         yield from (success, duration, errors, last, runs, subjects, failed, failing)
 
-        stale = family(STALE_CHIPS)
-        stale.add_metric([], part.stale_chips)
-        yield stale
+        for withheld_spec, count in ((STALE_CHIPS, part.stale_chips), (PENDING_CHIPS, part.pending_chips)):
+            withheld = family(withheld_spec)
+            withheld.add_metric([], count)
+            yield withheld
 
 
 STATUS = PartKey("status", StatusPart)  # its snapshot key

@@ -1,5 +1,5 @@
 """The exporter's status (`collector.self`): every source's health, whether it runs on the
-simulator, and the chips withheld as stale. It reads the health of every source and the chips'
+simulator, and the chips withheld (stale, or their device id not known yet). It reads the health of every source and the chips'
 part, so it is the node's own registration, not a source package's."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from exporter.npusmi.part import DEVICES, DevicesPart
 def build(b: Build[None]) -> Source:
     def make(earlier: Snapshot) -> StatusPart:
         devices = earlier.get(DEVICES) or DevicesPart()
-        return StatusPart(b.health.statuses(), b.simulated, devices.stale_chips)
+        return StatusPart(b.health.statuses(), b.simulated, devices.stale_chips, devices.pending_chips)
 
     return Derived(STATUS.name, make)
 

@@ -45,6 +45,13 @@ class NpuSmiOptions:
     inventory_interval: float = option(
         "1h", parse_duration, "how often `info -m` and board ids are re-read (also on chip-set change)", metavar="DURATION", serve_only=True
     )
+    device_wait: float = option(
+        "60s",
+        parse_duration,
+        "a chip is served only once its device id is known (`info -m`): after this long without it, its position among the chips",
+        metavar="DURATION",
+        serve_only=True,
+    )
     details: tuple[str, ...] = option(
         ",".join(k for k in DETAIL_KINDS if k not in OPT_IN_KINDS),
         subset(*DETAIL_KINDS),

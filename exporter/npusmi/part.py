@@ -121,6 +121,7 @@ class DevicesPart:
     driver_version: str | None = None  # `info` Version
     tool_version: str | None = None  # `info` npu-smi version
     stale_chips: int = 0  # listed by an overview older than max_age: withheld
+    pending_chips: int = 0  # listed, withheld until their device id is known (npusmi/devices.py)
     expected_devices: int | None = None  # npu_smi.expected_devices (None: not set)
     pci_expected_devices: int | None = None  # chips the Ascend PCI functions in sysfs carry (npusmi/pci.py)
     pci_functions: tuple[tuple[str, int], ...] = ()  # (PCI device id, Ascend functions with it) in sysfs

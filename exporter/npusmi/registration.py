@@ -23,6 +23,8 @@ def build(b: Build[NpuSmiOptions]) -> Source:
         options = replace(options, details=(), board=False)  # both only fill chip series
     elif b.context.single_scan:  # `once`: hccs-bw blocks its sampling time per chip, one chip after another
         options = replace(options, details=tuple(kind for kind in options.details if kind != "hccs-bw"))
+    if b.context.single_scan:  # `once` reads once: a chip `info -m` did not name takes the fallback at once
+        options = replace(options, device_wait=0.0)
     runner = CommandRunner(
         timeout=options.timeout,
         max_concurrency=options.max_concurrency,

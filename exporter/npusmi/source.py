@@ -39,6 +39,7 @@ from exporter.core.clock import Clock, Stamped
 from exporter.core.health import Failure, HealthRegistry
 from exporter.core.runner import CommandRunner, RunError, RunResult
 from exporter.core.sampler import Task
+from exporter.npusmi.devices import DeviceIds
 from exporter.npusmi.energy import EnergyIntegrator
 from exporter.npusmi.faultcodes import FaultCodeTable, load_fault_codes
 from exporter.npusmi.options import CARD_KINDS, DETAIL_KINDS, NpuSmiOptions
@@ -117,6 +118,7 @@ class NpuSmiSource:
         self._table_ok = False
         self._known: dict[ChipKey, InfoChip] = {}  # every chip ever seen, for npu_up 0
         self._map: dict[ChipKey, ChipMapEntry] = {}
+        self.devices = DeviceIds(options.device_wait, clock)  # each chip's device label, fixed once served
         self._map_keys: frozenset[ChipKey] | None = None
         self._map_driver: str | None = None  # the driver version the inventory was read under
         self._inventory_at: float | None = None
@@ -148,6 +150,7 @@ class NpuSmiSource:
             for chip in table.chips:
                 self._known[(chip.npu_id, chip.chip_id)] = chip
                 self.energy.add((chip.npu_id, chip.chip_id), self._table_at, chip.power_watts, self.options.interval)
+            self.devices.listed(self._known)
             if table.process_error is not None:  # the chips are served; their processes are unknown
                 failures.append(Failure(self.PROCESSES, "truncated", table.process_error))
         self.health[self.INFO].record(time.monotonic() - start, failures, ["info", self.PROCESSES])
@@ -162,6 +165,10 @@ class NpuSmiSource:
         round, which reads every unwell chip and records how it went: each chip is asked here
         once while it stays unwell, so a read that fails or hangs cannot hold back every overview."""
         await self.refresh_overview(inventory=False)
+        if self.devices.pending(self._known):  # not served until their device is known: ask now
+            start = time.monotonic()
+            failure = await self._read_map()
+            self.health[self.INVENTORY].record(time.monotonic() - start, [failure] if failure else [], ["info -m"])
         if "health" in self.options.details:
             now, unwell = self.clock(), set(self._unwell_chips())
             self._asked_at_once &= unwell  # OK again: asked again when it next turns unwell
@@ -185,12 +192,8 @@ class NpuSmiSource:
         failures: list[Failure] = []
         self._inventory_at = self.clock()
         self._pci = pci_count(Path(self.options.sysfs))
-        try:
-            entries = parse_chip_map((await self._run("info", "-m")).output)
-        except (RunError, NpuSmiError) as exc:
-            failures.append(Failure("info -m", exc.reason, str(exc)))
-        else:
-            self._map = {(e.npu_id, e.chip_id): e for e in entries if e.is_chip}
+        failure = await self._read_map()
+        failures += [failure] if failure else []
         self._map_keys, self._map_driver = self._overview_keys(), self._driver()
         self.unsupported.renew((self._map_keys, self._map_driver))
         subjects = ["info -m"]
@@ -205,6 +208,17 @@ class NpuSmiSource:
             failures += [f for f, _, _ in pods if f is not None]
             subjects += [subject for _, subject, _ in pods if subject is not None]
         self.health[self.INVENTORY].record(time.monotonic() - start, failures, subjects)
+
+    async def _read_map(self) -> Failure | None:
+        """`info -m`: each chip's logic id (the device label) and, on A3 and 950, its Phy-ID."""
+        try:
+            entries = parse_chip_map((await self._run("info", "-m", urgent=True)).output)
+        except (RunError, NpuSmiError) as exc:
+            self.devices.tried(None)
+            return Failure("info -m", exc.reason, str(exc))
+        self._map = {(e.npu_id, e.chip_id): e for e in entries if e.is_chip}
+        self.devices.tried(entries)
+        return None
 
     async def refresh_details(self) -> None:
         """Per-card `-t` queries, concurrently within the runner's bound."""
@@ -248,7 +262,7 @@ class NpuSmiSource:
         read from ``self.options`` before each wait, so :meth:`apply` changes them live."""
         every = self.options.interval
         out = [
-            Task(self.INFO, every, self.refresh_info, period=lambda: self.options.interval),
+            Task(self.INFO, every, self.refresh_info, period=lambda: self.options.interval, complete=self.named),
             Task(self.INVENTORY, every, self.refresh_inventory_when_due, period=lambda: self.options.interval),  # runs when due
         ]
         if set(self.options.details) & {*CARD_KINDS, "health"}:
@@ -259,6 +273,10 @@ class NpuSmiSource:
                     Task(group.task, self._interval(group), partial(self.refresh_group, group), period=partial(self._interval, group))
                 )
         return out
+
+    def named(self) -> bool:
+        """Every chip listed is served: its device id is known, or its wait is over (readiness)."""
+        return not self.devices.pending(self._known)
 
     def apply(self, options: NpuSmiOptions) -> None:
         """New intervals (a SIGHUP reload): each task waits by them at once (the sampler reads them)."""
@@ -279,10 +297,16 @@ class NpuSmiSource:
         fresh = self._table_ok and now - self._table_at <= self.max_age
         listed = {(c.npu_id, c.chip_id): c for c in table.chips} if table and self._table_ok else {}
         ages = {kind: self._max_age(kind) for kind in DETAIL_KINDS}  # once, not per chip
-        chips = tuple(self._chip_sample(key, chip, fresh and key in listed, now, ages) for key, chip in sorted(self._known.items()))
+        named = {key: self.devices.device(key, chip, self._known) for key, chip in self._known.items()}
+        chips = tuple(
+            self._chip_sample(key, chip, device, fresh and key in listed, now, ages)
+            for key, chip in sorted(self._known.items())
+            if (device := named[key])[0]
+        )
         return DevicesPart(
             chips=chips,
-            processes=self._processes(table) if now - self._table_at <= self.max_age else (),
+            processes=self._processes(table, named) if now - self._table_at <= self.max_age else (),
+            pending_chips=sum(1 for servable, _ in named.values() if not servable),
             chips_seen=len(listed) if self._table_ok else None,
             driver_version=table.driver_version if table else None,
             tool_version=table.tool_version if table else None,
@@ -293,13 +317,15 @@ class NpuSmiSource:
             energy_skipped_intervals=self.energy.skipped_intervals,
         )
 
-    def _chip_sample(self, key: ChipKey, chip: InfoChip, up: bool, now: float, ages: Mapping[str, float]) -> ChipSample:
+    def _chip_sample(
+        self, key: ChipKey, chip: InfoChip, device: tuple[bool, int | None], up: bool, now: float, ages: Mapping[str, float]
+    ) -> ChipSample:
         mapped = self._map.get(key)
         board = self._boards.get(key)
         sample = ChipSample(
             npu=chip.npu_id,
             chip=chip.chip_id,
-            device=mapped.logic_id if mapped else chip.logic_id,
+            device=device[1],
             up=up,
             model=chip.name,
             bus_id=chip.bus_id,
@@ -347,16 +373,17 @@ class NpuSmiSource:
         group = next((q.group for q in CHIP_QUERIES if q.kind == kind), None)
         return self.max_age if group is None else max(self.max_age, 2 * self._interval(group))
 
-    def _processes(self, table: InfoTable | None) -> tuple[ProcessSample, ...]:
+    def _processes(self, table: InfoTable | None, named: Mapping[ChipKey, tuple[bool, int | None]]) -> tuple[ProcessSample, ...]:
+        """The process rows of chips that are served, under their chip's device label."""
         if table is None or not table.processes:
             return ()
         out = []
         for proc in table.processes:
             chip = proc.chip_id if proc.chip_id is not None else 0
             mapped = self._map.get((proc.npu_id, chip))
-            known = self._known.get((proc.npu_id, chip))
-            device = mapped.logic_id if mapped else (known.logic_id if known else None)
-            out.append(ProcessSample(proc.npu_id, chip, device, proc.pid, proc.name, to_bytes(proc.memory_mb)))
+            servable, device = named.get((proc.npu_id, chip), (True, mapped.logic_id if mapped else None))
+            if servable:
+                out.append(ProcessSample(proc.npu_id, chip, device, proc.pid, proc.name, to_bytes(proc.memory_mb)))
         return tuple(out)
 
     # --- calls -------------------------------------------------------------------------------

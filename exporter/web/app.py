@@ -39,7 +39,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def readyz(request: web.Request) -> web.Response:
     if not request.app[READY]():
-        return web.Response(status=503, text="waiting for the first sample\n")
+        return web.Response(status=503, text="waiting for the first complete sample (every chip with its device id)\n")
     return web.Response(text="ready\n")
 
 

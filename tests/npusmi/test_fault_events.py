@@ -74,7 +74,10 @@ async def test_the_source_reads_events_through_a_real_subprocess(tmp_path):
     replies = {"info": "info__950PR__25.7.rc1__1", "info -t current-fault-event -i *": "info-t-current-fault-event__950__unknown__1"}
     npu_smi = write_replay_npu_smi(tmp_path, replies)
     src = NpuSmiSource(
-        NpuSmiOptions(details=("current-fault-event",), board=False), CommandRunner(timeout=20), HealthRegistry(), command=(str(npu_smi),)
+        NpuSmiOptions(details=("current-fault-event",), board=False, device_wait=0.0),
+        CommandRunner(timeout=20),
+        HealthRegistry(),
+        command=(str(npu_smi),),
     )
     await src.refresh_overview()
     await src.refresh_details()
@@ -110,7 +113,10 @@ async def test_a_card_that_does_not_answer_is_asked_once_and_fails_nothing(tmp_p
     refusal.write_text(UNSUPPORTED)
     npu_smi = write_replay_npu_smi(tmp_path, {"info": "info__910B3__25.5.1__1", "info -t current-fault-event -i *": (refusal, 0)})
     src = NpuSmiSource(
-        NpuSmiOptions(details=("current-fault-event",), board=False), CommandRunner(timeout=20), HealthRegistry(), command=(str(npu_smi),)
+        NpuSmiOptions(details=("current-fault-event",), board=False, device_wait=0.0),
+        CommandRunner(timeout=20),
+        HealthRegistry(),
+        command=(str(npu_smi),),
     )
     await src.refresh_overview()
     cards = {c.npu for c in src.part().chips}

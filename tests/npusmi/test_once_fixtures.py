@@ -221,7 +221,7 @@ def test_once_through_the_console_script(replay_npu_smi, tmp_path):
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
-    assert 'npu_hbm_used_bytes{chip="0",device="",npu="0"} 6.2064164864e+10' in proc.stdout
+    assert 'npu_hbm_used_bytes{chip="0",device="0",npu="0"} 6.2064164864e+10' in proc.stdout
     missing = subprocess.run(
         [sys.executable, "-m", "exporter", "once", "--npu-smi", str(tmp_path / "absent")],
         capture_output=True,
