@@ -129,6 +129,20 @@ def field_families(specs: Iterable[MetricSpec], items: Sequence[T], labels_of: C
         yield metric
 
 
+def part_families(specs: Iterable[MetricSpec], part: object) -> Iterator[Metric]:
+    """One family per spec from the part's value of its field: a number is its one sample; for a
+    spec with one label, (label value, count) pairs are a sample each."""
+    for spec in specs:
+        metric = family(spec)
+        value = getattr(part, spec.field)
+        if spec.labels:
+            for key, count in value:
+                metric.add_metric([key], count)
+        else:
+            metric.add_metric([], value)
+        yield metric
+
+
 def stateset(
     spec: MetricSpec,
     states: Sequence[str],

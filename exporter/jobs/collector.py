@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from prometheus_client.core import Metric
 from prometheus_client.utils import floatToGoString
 
-from exporter.core.metric import MetricSpec, family, field_families, histogram_family
+from exporter.core.metric import MetricSpec, family, field_families, histogram_family, part_families
 from exporter.jobs import metrics as m
 from exporter.jobs.mfu import utilization
 from exporter.jobs.phases import stage_of
@@ -59,10 +59,7 @@ class JobCollector:
         yield from field_families(m.JOB_FIELDS, ranks, _key)  # None (never reported) is absent
 
     def _self(self, c: IngestCounters) -> Iterator[Metric]:
-        for spec in m.INGEST_COUNTS:
-            metric = family(spec)
-            metric.add_metric([], getattr(c, spec.field))
-            yield metric
+        yield from part_families(m.INGEST_COUNTS, c)
         yield _by_reason(m.INGEST_REJECTED, m.INGEST_REJECT_REASONS, c.rejected)
         yield _by_reason(m.INGEST_EVICTED, m.ADMISSION_REASONS, c.evicted)
         yield _by_reason(m.INGEST_PROFILES_REJECTED, m.PROFILE_REJECT_REASONS, c.profiles_rejected)

@@ -9,18 +9,10 @@ from dataclasses import dataclass
 
 from prometheus_client.core import Metric
 
-from exporter.core.metric import family
+from exporter.core.metric import family, part_families
 from exporter.core.snapshot import PartKey
 from exporter.web.metrics import (
-    HTTP_ACCEPT_ERRORS,
-    HTTP_BODY_BYTES_IN_FLIGHT,
-    HTTP_CONNECTIONS,
-    HTTP_MAX_BODY_BYTES_IN_FLIGHT,
-    HTTP_MAX_CONNECTIONS,
     HTTP_METRICS,
-    HTTP_REJECTED,
-    HTTP_REQUEST_ERRORS,
-    HTTP_TIMEOUTS,
     WEB_AUTH_BCRYPT_CHECKS,
     WEB_AUTH_BCRYPT_PENDING,
     WEB_AUTH_FAILURES,
@@ -75,25 +67,7 @@ class HttpCollector:
     specs = HTTP_METRICS
 
     def render(self, part: HttpStatus) -> Iterator[Metric]:
-        for spec, value in (
-            (HTTP_CONNECTIONS, part.connections),
-            (HTTP_MAX_CONNECTIONS, part.max_connections),
-            (HTTP_BODY_BYTES_IN_FLIGHT, part.body_bytes_in_flight),
-            (HTTP_MAX_BODY_BYTES_IN_FLIGHT, part.max_body_bytes_in_flight),
-        ):
-            gauge = family(spec)
-            gauge.add_metric([], value)
-            yield gauge
-        for spec, counts in (
-            (HTTP_REJECTED, part.rejected),
-            (HTTP_TIMEOUTS, part.timeouts),
-            (HTTP_ACCEPT_ERRORS, part.accept_errors),
-            (HTTP_REQUEST_ERRORS, part.request_errors),
-        ):
-            counter = family(spec)
-            for key, count in counts:
-                counter.add_metric([key], count)
-            yield counter
+        return part_families(HTTP_METRICS, part)
 
 
 WEB = PartKey("web", WebStatus)  # snapshot keys of the web layer's own parts

@@ -98,6 +98,7 @@ HTTP_MAX_BODY_BYTES_IN_FLIGHT = spec(
     "The budget of request body bytes in flight (web.max_body_bytes_in_flight); past it a body gets 503 unread.",
     field="max_body_bytes_in_flight",
 )
+# In the order they are rendered: the numbers, then the counts by reason or kind.
 HTTP_METRICS = (
     HTTP_CONNECTIONS,
     HTTP_MAX_CONNECTIONS,
