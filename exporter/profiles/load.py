@@ -148,7 +148,7 @@ def _load_framework(path: Path, producer: str, job_name: str, limits: Limits) ->
         kernels=kernel_table,
         op_statistic=collect.run(lambda: read_csv(op_stat, read_op_statistic, limits)) if op_stat else None,
         trace=trace_data,
-        api=api_table.items if api_table else (),
+        api=api_table.rows if api_table else (),
         communication=(collect.run(lambda: read_json_file(comm, read_communication, limits)) or ()) if comm else (),
     )
     device = next((r.device_id for r in data.steps if r.device_id is not None), None)
@@ -212,8 +212,8 @@ def _load_msprof(path: Path, producer: str, job_name: str, limits: Limits) -> Pr
     op_stat = OpStatistic(merge_op_types(o for t in op_stats for o in t.op_types), op_stats[0].device_id) if op_stats else None
     tasks: list[TaskTime] = each("task_time", read_task_time)
     traces = [t for t in (collect.run(partial(_read_trace, p, limits)) for p in _slices(out, "msprof", ".json")) if t]
-    iterations = [i for table in each("step_trace", read_msprof_step_trace) for i in table.items]
-    api = [a for table in each("api_statistic", read_api_statistic) for a in table.items]
+    iterations = [i for table in each("step_trace", read_msprof_step_trace) for i in table.rows]
+    api = [a for table in each("api_statistic", read_api_statistic) for a in table.rows]
     trace = merge_traces(traces)
     device = next(
         (

@@ -230,11 +230,11 @@ def test_msprof_op_statistic() -> None:
 def test_api_statistics_sorted_by_time() -> None:
     with open_sample("msprof_api_statistic.csv") as f:
         table = read_api_statistic(f)
-    apis = table.items
+    apis = table.rows
     assert table.issues == () and len(apis) == 30
     assert (apis[0].api, apis[0].level, apis[0].time_us, apis[0].count) == ("aclrtSynchronizeDeviceWithTimeout", "acl", 260663.05, 6)
     with open_sample("pt_level1_api_statistic.csv") as f:
-        apis = read_api_statistic(f).items
+        apis = read_api_statistic(f).rows
     assert (apis[0].api, apis[0].time_us) == ("Launch_Ffts", 474.41)
 
 

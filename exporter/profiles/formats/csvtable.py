@@ -6,7 +6,7 @@ import csv
 import itertools
 from collections.abc import Iterable, Iterator
 
-from exporter.profiles.formats.common import Issue, ProfileParseError
+from exporter.profiles.formats.common import Issue, ProfileParseError, cell_float
 
 # Rows kept one by one (one per step, per API or per operator type in real exports): a file
 # with more is cut there, so what a table holds never grows with the file.
@@ -30,6 +30,7 @@ class Table:
         self.reader = csv.reader(self.lines)  # pulls one line at a time: self.lines stays in step
         self.short_rows = 0
         self.bad_rows = 0
+        self.bad_values = 0  # rows numbered() skipped: no number where one was needed
         self.capped: int | None = None  # the row limit, once reached (the rest was not read)
         try:
             header = next(self.reader)
@@ -87,6 +88,16 @@ class Table:
             count += 1
             yield row
 
+    def numbered(self, index: int) -> Iterator[tuple[list[str], float]]:
+        """The rows with a number in column ``index``, each with that number; the others are
+        counted as bad values (a ``bad_value`` issue)."""
+        for row in self.rows():
+            value = cell_float(row[index])
+            if value is None:
+                self.bad_values += 1
+            else:
+                yield row, value
+
     def fast_rows(self, last: int) -> Iterator[list[str]]:
         """Rows split only up to column ``last`` (index ``last + 1`` holds the unsplit rest).
 
@@ -125,6 +136,9 @@ class Table:
         return parts
 
     def issues(self, skipped_values: int = 0) -> tuple[Issue, ...]:
+        """What made rows unusable; ``skipped_values``: rows the caller skipped for a bad value
+        (besides those numbered() skipped)."""
+        skipped_values += self.bad_values
         out = []
         if self.short_rows:
             out.append(Issue("truncated", f"{self.name}: {self.short_rows} short (cut) rows skipped"))

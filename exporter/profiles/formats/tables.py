@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from exporter.profiles.formats.common import (
     Issue,
@@ -20,6 +20,16 @@ from exporter.profiles.formats.common import (
     is_na,
 )
 from exporter.profiles.formats.csvtable import Table
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Rows(Generic[R]):
+    """The records of a CSV's usable rows, and what made the others unusable."""
+
+    rows: tuple[R, ...]
+    issues: tuple[Issue, ...] = ()
 
 
 def float_at(row: list[str], index: int | None) -> float | None:
@@ -56,10 +66,8 @@ class StepTime:
         return self.computing_us + self.communication_not_overlapped_us + self.free_us
 
 
-@dataclass(frozen=True)
-class StepTraceTable:
-    rows: tuple[StepTime, ...]
-    issues: tuple[Issue, ...] = ()
+class StepTraceTable(Rows[StepTime]):
+    """step_trace_time.csv: a StepTime per usable row (Type=rank rows of the cluster file)."""
 
 
 def read_step_trace(lines: Iterable[str], name: str = "step_trace_time.csv") -> StepTraceTable:
@@ -299,12 +307,8 @@ def read_op_statistic(lines: Iterable[str], name: str = "op_statistic.csv") -> O
     i_type, i_total = table.require("OP Type", "Op Type", "Type"), table.require("Total Time(us)")
     i_count, i_max = table.column("Count"), table.column("Max Time(us)")
     i_core, i_device = table.column("Core Type"), table.column("Device_id")
-    items, bad, device = [], 0, None
-    for row in table.rows():
-        total = cell_float(row[i_total])
-        if total is None:
-            bad += 1
-            continue
+    items, device = [], None
+    for row, total in table.numbered(i_total):
         core = row[i_core] if i_core is not None else ""
         op_type = row[i_type].strip()
         table.kept(op_type)
@@ -315,7 +319,7 @@ def read_op_statistic(lines: Iterable[str], name: str = "op_statistic.csv") -> O
         items.append(OpTypeTime(op_type, total, count or 0, most if most is not None else total))
         if device is None and i_device is not None:
             device = as_int(row[i_device])
-    return OpStatistic(merge_op_types(items), device, table.issues(bad))
+    return OpStatistic(merge_op_types(items), device, table.issues())
 
 
 @dataclass(frozen=True)
@@ -328,22 +332,16 @@ class ApiStat:
     count: int | None
 
 
-@dataclass(frozen=True)
-class ApiStatistic:
-    items: tuple[ApiStat, ...]  # by time, largest first
-    issues: tuple[Issue, ...] = ()
+class ApiStatistic(Rows[ApiStat]):
+    """api_statistic: an ApiStat per usable row, by time, largest first."""
 
 
 def read_api_statistic(lines: Iterable[str], name: str = "api_statistic.csv") -> ApiStatistic:
     table = Table(lines, name)
     i_api, i_time = table.require("API Name"), table.require("Time(us)")
     i_level, i_count = table.column("Level"), table.column("Count")
-    items, bad = [], 0
-    for row in table.rows():
-        time_us = cell_float(row[i_time])
-        if time_us is None:
-            bad += 1
-            continue
+    items = []
+    for row, time_us in table.numbered(i_time):
         table.kept(row[i_api], row[i_level] if i_level is not None else "")
         items.append(
             ApiStat(
@@ -354,7 +352,7 @@ def read_api_statistic(lines: Iterable[str], name: str = "api_statistic.csv") ->
             )
         )
     items.sort(key=lambda a: (-a.time_us, a.api))
-    return ApiStatistic(tuple(items), table.issues(bad))
+    return ApiStatistic(tuple(items), table.issues())
 
 
 @dataclass(frozen=True)
@@ -372,19 +370,15 @@ def read_task_time(lines: Iterable[str], name: str = "task_time.csv") -> TaskTim
     i_type, i_time = table.require("kernel_type", "Task Type"), table.require("task_time(us)", "Task Time(us)")
     i_device = table.column("Device_id")
     totals: dict[str, float] = {}
-    bad, device = 0, None
-    for row in table.rows():
-        time_us = cell_float(row[i_time])
-        if time_us is None:
-            bad += 1
-            continue
+    device = None
+    for row, time_us in table.numbered(i_time):
         kind = row[i_type].strip()
         table.kept(kind)
         totals[kind] = totals.get(kind, 0.0) + time_us
         if device is None and i_device is not None:
             device = as_int(row[i_device])
     memcpy = sum(v for k, v in totals.items() if "MEMCPY" in k.upper())
-    return TaskTime(frozen_map(totals), memcpy, device, table.issues(bad))
+    return TaskTime(frozen_map(totals), memcpy, device, table.issues())
 
 
 @dataclass(frozen=True)
@@ -396,27 +390,13 @@ class Iteration:
     data_aug_bound_us: float | None
 
 
-@dataclass(frozen=True)
-class IterationTable:
-    items: tuple[Iteration, ...]
-    issues: tuple[Issue, ...] = ()
+class IterationTable(Rows[Iteration]):
+    """msprof step_trace_*.csv: an Iteration per usable row."""
 
 
 def read_msprof_step_trace(lines: Iterable[str], name: str = "step_trace.csv") -> IterationTable:
     table = Table(lines, name)
     i_time = table.require("Iteration Time(us)")
     i_id, i_aug = table.column("Iteration ID"), table.column("Data Aug Bound(us)")
-    items, bad = [], 0
-    for row in table.rows():
-        time_us = cell_float(row[i_time])
-        if time_us is None:
-            bad += 1
-            continue
-        items.append(
-            Iteration(
-                int_at(row, i_id),
-                time_us,
-                float_at(row, i_aug),
-            )
-        )
-    return IterationTable(tuple(items), table.issues(bad))
+    items = tuple(Iteration(int_at(row, i_id), time_us, float_at(row, i_aug)) for row, time_us in table.numbered(i_time))
+    return IterationTable(items, table.issues())
