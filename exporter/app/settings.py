@@ -115,6 +115,22 @@ OPTIONS: tuple[Option, ...] = (
 OPTIONS_BY_KEY = {o.key: o for o in OPTIONS}
 
 
+def value_of(settings: Settings, key: str) -> Any:
+    """The value of one option of ``settings`` by its dotted key (``npu_smi.interval``)."""
+    head, _, rest = key.partition(".")
+    if head in settings.sources:
+        return getattr(settings.sources[head], rest)
+    if head == "collector":
+        return settings.collector.on(rest)
+    found = getattr(settings, head)
+    return getattr(found, rest) if rest else found
+
+
+def needs_restart(running: Settings, new: Settings) -> list[str]:
+    """The keys whose new value takes effect only at a restart (every option but the live ones)."""
+    return [o.key for o in OPTIONS if not o.live and value_of(running, o.key) != value_of(new, o.key)]
+
+
 def load_yaml(text: str, origin: str = "config") -> dict[str, Any]:
     """A config file's text -> dotted keys; problems are ConfigError naming the file."""
     return _load_yaml(text, OPTIONS_BY_KEY, origin)

@@ -42,8 +42,9 @@ def help_text(option: Option) -> str:
     """The option's help with its default and variable, once (argparse adds nothing: default=None)."""
     shown = option.shown_default
     default = f"default: {shown}; " if shown is not None else ""
+    live = "a SIGHUP applies it; " if option.live else ""
     # argparse formats help with %-style; a literal % in a help text must be doubled.
-    return f"{option.help} ({default}env {option.env_name})".replace("%", "%%")
+    return f"{option.help} ({default}{live}env {option.env_name})".replace("%", "%%")
 
 
 def load_settings(args: argparse.Namespace, env: Mapping[str, str]) -> Settings:

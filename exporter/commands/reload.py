@@ -4,8 +4,9 @@ The web config (and the certificates it names) is read again and applied, as whe
 change; a file that does not load keeps the last good one. The `--config` file is checked
 again with the environment and flags of the start: a problem is logged with its key, and a
 valid change is logged as needing a restart (the sources and the listener are built once),
-except for what ``apply`` takes live (the fault-code table, ``npu_smi.fault_codes``, and the
-npu-smi intervals, LIVE_OPTIONS: each task waits by its new interval at once).
+naming its keys, except for the options declared ``live`` that ``apply`` takes at once (the
+fault-code table, and the npu-smi intervals: each task waits by its new interval at once);
+docs/reloading.md is the table, generated from those declarations.
 Until the event loop runs, a SIGHUP is logged and ignored: its default action would end the
 process without a word.
 """
@@ -13,16 +14,13 @@ process without a word.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import signal
 from collections.abc import Callable, Coroutine
 from types import FrameType
 from typing import Any
 
-from exporter.app.settings import ConfigError, Settings
-from exporter.npusmi.options import NPU_SMI_OPTIONS
-from exporter.npusmi.source import LIVE_OPTIONS
+from exporter.app.settings import ConfigError, Settings, needs_restart
 from exporter.web.security import WebSecurity
 
 log = logging.getLogger("exporter")
@@ -92,14 +90,11 @@ def _check_settings(settings: Settings, reread: Reread) -> Settings | None:
     except ConfigError as exc:
         log.error("SIGHUP: the configuration has problems; the running one stays in force", extra={"problems": "; ".join(exc.problems)})
         return None
-    kept = {name: getattr(settings[NPU_SMI_OPTIONS], name) for name in ("fault_codes", *LIVE_OPTIONS)}
-    live = new.replaced(NPU_SMI_OPTIONS, dataclasses.replace(new[NPU_SMI_OPTIONS], **kept))
-    changed = [f.name for f in dataclasses.fields(Settings) if f.name != "sources" and getattr(live, f.name) != getattr(settings, f.name)]
-    changed += [key for key, options in live.sources.items() if options != settings.sources.get(key)]
+    changed = needs_restart(settings, new)
     if changed:
         log.warning(
-            "SIGHUP: the configuration changed; the changes take effect at the next restart (only the web config, the fault-code table and the npu-smi intervals are applied live)",
-            extra={"sections": ",".join(changed)},
+            "SIGHUP: the configuration changed; the changes take effect at the next restart (what a SIGHUP applies: docs/reloading.md)",
+            extra={"keys": ",".join(changed)},
         )
     else:
         log.info("SIGHUP: the configuration is valid and unchanged")

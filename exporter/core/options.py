@@ -198,6 +198,7 @@ class _Declared:
     repeatable: bool
     serve_only: bool
     default_text: str | None
+    live: bool
 
 
 def option(
@@ -210,14 +211,16 @@ def option(
     repeatable: bool = False,
     serve_only: bool = False,
     default_text: str | None = None,
+    live: bool = False,
 ) -> Any:
     """A settings field: ``default`` as a user would write it, parsed once here.
 
     ``serve_only``: the option means something to the long-running server only (an interval,
     the listener), so `once` does not offer its flag. ``default_text`` replaces the default
     in ``--help`` where the value would not say what happens (None: "in memory only").
+    ``live``: a SIGHUP applies a new value without a restart (the reload table, docs/reloading.md).
     """
-    declared = _Declared(parse, default, help, flag, metavar, repeatable, serve_only, default_text)
+    declared = _Declared(parse, default, help, flag, metavar, repeatable, serve_only, default_text, live)
     return dataclasses.field(default=parse(default), metadata={"option": declared})
 
 
@@ -240,6 +243,7 @@ class Option:
     repeatable: bool = False  # the flag may be given several times (a list)
     serve_only: bool = False  # no flag on `once`: only the server uses it
     default_text: str | None = None
+    live: bool = False  # a SIGHUP applies it without a restart
 
     @property
     def flag_name(self) -> str:
@@ -285,10 +289,24 @@ def _walk(cls: type, prefix: str, serve_only: bool = False) -> Iterator[Option]:
         if "option" in f.metadata:
             d: _Declared = f.metadata["option"]
             yield Option(
-                prefix + f.name, d.parse, d.default, d.help, d.flag, d.metavar, d.repeatable, serve_only or d.serve_only, d.default_text
+                prefix + f.name,
+                d.parse,
+                d.default,
+                d.help,
+                d.flag,
+                d.metavar,
+                d.repeatable,
+                serve_only or d.serve_only,
+                d.default_text,
+                d.live,
             )
         elif "section" in f.metadata:
             yield from _walk(f.metadata["section"], f"{prefix}{f.name}.", serve_only or f.metadata["serve_only"])
+
+
+def live_fields(cls: type) -> tuple[str, ...]:
+    """The fields of an options class a SIGHUP applies (``option(..., live=True)``)."""
+    return tuple(f.name for f in dataclasses.fields(cls) if "option" in f.metadata and f.metadata["option"].live)
 
 
 def build(cls: type[S], values: Mapping[str, Any], prefix: str = "") -> S:

@@ -38,12 +38,19 @@ OPT_IN_KINDS = ("memory",)  # not in the default list
 class NpuSmiOptions:
     path: str = option("npu-smi", parse_text, "npu-smi binary (name on PATH or a path)", flag="--npu-smi", metavar="PATH")
     timeout: float = option("10s", parse_duration, "kill an npu-smi call after this long", metavar="DURATION")
-    interval: float = option("10s", parse_duration, "how often `npu-smi info` reads every chip", metavar="DURATION", serve_only=True)
+    interval: float = option(
+        "10s", parse_duration, "how often `npu-smi info` reads every chip", metavar="DURATION", serve_only=True, live=True
+    )
     detail_interval: float = option(
-        "60s", parse_duration, "how often the per-card `-t` details are read", metavar="DURATION", serve_only=True
+        "60s", parse_duration, "how often the per-card `-t` details are read", metavar="DURATION", serve_only=True, live=True
     )
     inventory_interval: float = option(
-        "1h", parse_duration, "how often `info -m` and board ids are re-read (also on chip-set change)", metavar="DURATION", serve_only=True
+        "1h",
+        parse_duration,
+        "how often `info -m` and board ids are re-read (also on chip-set change)",
+        metavar="DURATION",
+        serve_only=True,
+        live=True,
     )
     device_wait: float = option(
         "60s",
@@ -65,22 +72,25 @@ class NpuSmiOptions:
     fault_codes: str | None = option(
         None,
         optional_text,
-        "fault-code table (JSON, the shape of the shipped one) used instead of the shipped table; re-read on SIGHUP",
+        "fault-code table (JSON, the shape of the shipped one) used instead of the shipped table",
         metavar="FILE",
+        live=True,
     )
     hardware_interval: float = option(
         "60s",
         parse_duration,
-        "how often the per-chip volt, pcie-err, sensors, sio-info and hccs queries run (applied on SIGHUP)",
+        "how often the per-chip volt, pcie-err, sensors, sio-info and hccs queries run",
         metavar="DURATION",
         serve_only=True,
+        live=True,
     )
     hccs_bw_interval: float = option(
         "120s",
         parse_duration,
-        "how often `-t hccs-bw` samples each chip's HCCS bandwidth, one chip at a time (applied on SIGHUP)",
+        "how often `-t hccs-bw` samples each chip's HCCS bandwidth, one chip at a time",
         metavar="DURATION",
         serve_only=True,
+        live=True,
     )
     hccs_bw_time: float = option(
         "1s", parse_duration, "how long each `-t hccs-bw` call samples (its -time; the call blocks that long)", metavar="DURATION"

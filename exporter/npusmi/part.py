@@ -21,6 +21,7 @@ from exporter.npusmi.parse.records import (
     ChipHccs,
     ChipHccsBandwidth,
     ChipHealth,
+    ChipMapEntry,
     ChipMemory,
     ChipPcieErrors,
     ChipSensors,
@@ -29,9 +30,11 @@ from exporter.npusmi.parse.records import (
     ChipVoltage,
     HccsLink,
     InfoChip,
+    InfoTable,
     SuperPod,
 )
 
+ChipKey = tuple[int, int]  # (NPU id, chip id)
 MIB = 1024 * 1024  # npu-smi's "MB" are MiB
 HEALTH_STATES = ("OK", "Warning", "Alarm", "Critical", "Unknown")
 
@@ -291,3 +294,18 @@ def ecc_counts(ecc: ChipEcc, suffix: str, memories: tuple[str, ...] = ("ddr", "h
 
 
 DEVICES = PartKey("devices", DevicesPart)  # its snapshot key
+
+
+def process_samples(
+    table: InfoTable, named: Mapping[ChipKey, tuple[bool, int | None]], chip_map: Mapping[ChipKey, ChipMapEntry]
+) -> tuple[ProcessSample, ...]:
+    """The process rows of the chips that are served, under their chip's device label (``named``:
+    (servable, device) by chip; a row of a chip the overview did not list takes `info -m`'s id)."""
+    out = []
+    for proc in table.processes or ():
+        key = (proc.npu_id, proc.chip_id if proc.chip_id is not None else 0)
+        mapped = chip_map.get(key)
+        servable, device = named.get(key, (True, mapped.logic_id if mapped else None))
+        if servable:
+            out.append(ProcessSample(key[0], key[1], device, proc.pid, proc.name, to_bytes(proc.memory_mb)))
+    return tuple(out)

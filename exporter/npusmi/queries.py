@@ -20,13 +20,19 @@ from typing import Any, Protocol
 
 from exporter.npusmi.options import NpuSmiOptions
 from exporter.npusmi.parse import (
+    CommonInfo,
     NpuSmiError,
+    parse_common,
+    parse_current_fault_event,
+    parse_ecc,
     parse_hccs,
     parse_hccs_bandwidth,
+    parse_memory,
     parse_pcie_errors,
     parse_sensors,
     parse_sio,
     parse_superpod,
+    parse_usages,
     parse_volt,
 )
 
@@ -124,3 +130,13 @@ class Unsupported:
 
     def __len__(self) -> int:
         return len(self._types)
+
+
+# The per-card `-t` queries' parsers, by kind (npu_smi.details).
+CARD_PARSERS: dict[str, Callable[..., tuple[Any, ...] | CommonInfo]] = {
+    "usages": parse_usages,
+    "common": parse_common,
+    "ecc": parse_ecc,
+    "memory": parse_memory,
+    "current-fault-event": parse_current_fault_event,  # Ascend 950: its event ids are fault codes
+}

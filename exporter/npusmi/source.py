@@ -37,6 +37,7 @@ from typing import TypeVar
 from exporter.core import clock
 from exporter.core.clock import Clock, Stamped
 from exporter.core.health import Failure, HealthRegistry
+from exporter.core.options import live_fields
 from exporter.core.runner import CommandRunner, RunError, RunResult
 from exporter.core.sampler import Task
 from exporter.npusmi.devices import DeviceIds
@@ -54,23 +55,18 @@ from exporter.npusmi.parse import (
     detect_error,
     parse_board,
     parse_chip_map,
-    parse_common,
-    parse_current_fault_event,
-    parse_ecc,
     parse_health,
     parse_info,
-    parse_memory,
-    parse_usages,
 )
-from exporter.npusmi.part import ChipSample, DevicesPart, ProcessSample, chip_sample, health_state, to_bytes
+from exporter.npusmi.part import ChipSample, DevicesPart, chip_sample, health_state, process_samples
 from exporter.npusmi.pci import PciCount, pci_count
 from exporter.npusmi.peak import merged, peaks_of
 from exporter.npusmi.queries import (
+    CARD_PARSERS,
     CHIP_QUERIES,
     GROUPS,
     SUPERPOD,
     ChipQuery,
-    ChipRecord,
     Group,
     Unsupported,
     group_queries,
@@ -83,7 +79,8 @@ log = logging.getLogger("exporter.npusmi")
 ChipKey = tuple[int, int]  # (npu id, chip index)
 T = TypeVar("T")  # what a parser returns
 # The options a SIGHUP applies without a restart: when each task runs.
-LIVE_OPTIONS = ("interval", "detail_interval", "inventory_interval", "hardware_interval", "hccs_bw_interval")
+# The intervals a SIGHUP applies (option(..., live=True); the fault-code table is re-read apart).
+LIVE_OPTIONS = tuple(name for name in live_fields(NpuSmiOptions) if name != "fault_codes")
 
 
 class NpuSmiSource:
@@ -305,7 +302,7 @@ class NpuSmiSource:
         )
         return DevicesPart(
             chips=chips,
-            processes=self._processes(table, named) if now - self._table_at <= self.max_age else (),
+            processes=process_samples(table, named, self._map) if table and now - self._table_at <= self.max_age else (),
             pending_chips=sum(1 for servable, _ in named.values() if not servable),
             chips_seen=len(listed) if self._table_ok else None,
             driver_version=table.driver_version if table else None,
@@ -373,19 +370,6 @@ class NpuSmiSource:
         group = next((q.group for q in CHIP_QUERIES if q.kind == kind), None)
         return self.max_age if group is None else max(self.max_age, 2 * self._interval(group))
 
-    def _processes(self, table: InfoTable | None, named: Mapping[ChipKey, tuple[bool, int | None]]) -> tuple[ProcessSample, ...]:
-        """The process rows of chips that are served, under their chip's device label."""
-        if table is None or not table.processes:
-            return ()
-        out = []
-        for proc in table.processes:
-            chip = proc.chip_id if proc.chip_id is not None else 0
-            mapped = self._map.get((proc.npu_id, chip))
-            servable, device = named.get((proc.npu_id, chip), (True, mapped.logic_id if mapped else None))
-            if servable:
-                out.append(ProcessSample(proc.npu_id, chip, device, proc.pid, proc.name, to_bytes(proc.memory_mb)))
-        return tuple(out)
-
     # --- calls -------------------------------------------------------------------------------
 
     async def _run(self, *args: str, urgent: bool = False) -> RunResult:
@@ -452,7 +436,7 @@ class NpuSmiSource:
 
     async def _detail(self, kind: str, npu: int) -> Failure | None:
         try:
-            records = await self._ask(kind, npu, partial(_DETAIL_PARSERS[kind], npu_id=npu))
+            records = await self._ask(kind, npu, partial(CARD_PARSERS[kind], npu_id=npu))
         except (RunError, NpuSmiError) as exc:
             return Failure(f"{kind} -i {npu}", exc.reason, str(exc))
         if records is None:
@@ -491,15 +475,6 @@ class NpuSmiSource:
         if keys and self._driver() != self._map_driver:
             return True  # a new driver: ids, and the types the cards answer, may have changed
         return self.clock() - self._inventory_at >= self.options.inventory_interval
-
-
-_DETAIL_PARSERS: dict[str, Callable[..., tuple[ChipRecord, ...] | CommonInfo]] = {
-    "usages": parse_usages,
-    "common": parse_common,
-    "ecc": parse_ecc,
-    "memory": parse_memory,
-    "current-fault-event": parse_current_fault_event,  # Ascend 950: its event ids are fault codes
-}
 
 
 def _first_chip(known: dict[ChipKey, InfoChip], npu: int) -> int:
