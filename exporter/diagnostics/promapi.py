@@ -28,6 +28,11 @@ from exporter.diagnostics.httpclient import Answer, Deadline, HttpFailure, MiB, 
 # or a coarser --step) rather than parsed into gigabytes.
 MAX_ANSWER_BYTES = 64 * MiB
 IN_FLIGHT = 2  # requests of `ranges` at a time: one evaluated while the other is decoded
+# VictoriaMetrics moves a range query of 50 points or more onto multiples of its step (for its
+# response cache) unless asked not to: a 30d report's hourly points would then all fall before
+# a history shorter than an hour, and every point would miss the steps the report asks for by
+# instant queries. Prometheus ignores the argument.
+UNALIGNED = {"nocache": "1"}
 
 
 class PrometheusError(Exception):
@@ -119,7 +124,9 @@ class PrometheusClient:
         return [Sample(_labels(item), v) for item in _result(data, query) if (v := _point(item.get("value"))[1]) is not None]
 
     def range(self, query: str, start: float, end: float, step: float) -> list[Series]:
-        data = self._call("query_range", {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": promql_duration(step)})
+        """Points at ``start`` + k * ``step`` up to ``end``, on Prometheus and VictoriaMetrics alike."""
+        params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": promql_duration(step), **UNALIGNED}
+        data = self._call("query_range", params)
         out = []
         for item in _result(data, query):
             raw = item.get("values")
