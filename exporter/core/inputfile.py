@@ -9,8 +9,8 @@ line. :func:`open_input` refuses all of them before reading a byte:
 - the descriptor is opened non-blocking, so a FIFO or a device cannot stall the open, and the
   checks run on that descriptor (``fstat``), not on a path that may be swapped in between;
 - only regular files pass, no larger than the caller's ``max_bytes``;
-- with ``root`` given, a path whose real location leaves ``root`` is refused unless the caller
-  allows it.
+- with ``root`` given, a path whose real location leaves ``root`` is refused (a caller that
+  lets links lead out of its directory passes none).
 
 Every refusal is an :class:`InputRefused` whose ``reason`` is one of :data:`REASONS`, ready to
 be counted as a label. Readers bound what they read too (a regular file can grow after the
@@ -34,6 +34,7 @@ from exporter.core.errors import ReasonError
 
 KiB = 1024
 MiB = 1024 * KiB
+StrPath = str | os.PathLike[str]
 
 REASONS = (
     "not_found",
@@ -54,7 +55,7 @@ class InputRefused(ReasonError):
 MAX_SHOWN_PATH = 200  # characters of a path in a message; a path can be as long as its file system allows
 
 
-def shown_path(path: str | os.PathLike[str]) -> str:
+def shown_path(path: StrPath) -> str:
     """``path`` for a message: its head and tail when it is longer than MAX_SHOWN_PATH."""
     text = os.fspath(path)
     if len(text) <= MAX_SHOWN_PATH:
@@ -73,29 +74,23 @@ def _os_reason(exc: OSError) -> str:
     return "unreadable"
 
 
-def refusal_from_os_error(path: str | os.PathLike[str], exc: OSError) -> InputRefused:
+def refusal_from_os_error(path: StrPath, exc: OSError) -> InputRefused:
     """The :class:`InputRefused` for an OSError met while scanning or reading ``path``."""
     reason = _os_reason(exc)
     return InputRefused(reason, f"{shown_path(path)}: {reason.replace('_', ' ')} ({exc.strerror or exc})")
 
 
-def is_within(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:
+def is_within(path: StrPath, root: StrPath) -> bool:
     """True when the real location of ``path`` (symlinks resolved) is ``root`` or under it."""
     real = os.path.realpath(path)
     base = os.path.realpath(root)
     return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
-def open_input(
-    path: str | os.PathLike[str],
-    max_bytes: int,
-    *,
-    root: str | os.PathLike[str] | None = None,
-    allow_outside: bool = False,
-) -> BinaryIO:
+def open_input(path: StrPath, max_bytes: int, *, root: StrPath | None = None) -> BinaryIO:
     """Open ``path`` for binary reading after the checks above; the caller closes the handle."""
     name = os.fspath(path)
-    if root is not None and not allow_outside and not is_within(name, root):
+    if root is not None and not is_within(name, root):
         raise InputRefused("outside_root", f"{shown_path(name)}: resolves outside {shown_path(root)}")
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
@@ -115,15 +110,9 @@ def open_input(
         raise
 
 
-def read_input(
-    path: str | os.PathLike[str],
-    max_bytes: int,
-    *,
-    root: str | os.PathLike[str] | None = None,
-    allow_outside: bool = False,
-) -> bytes:
+def read_input(path: StrPath, max_bytes: int, *, root: StrPath | None = None) -> bytes:
     """The whole file, at most ``max_bytes`` (a file that grew past it since the check is refused)."""
-    with open_input(path, max_bytes, root=root, allow_outside=allow_outside) as handle:
+    with open_input(path, max_bytes, root=root) as handle:
         try:
             data = handle.read(max_bytes + 1)
         except OSError as exc:
@@ -152,15 +141,9 @@ def decode_utf8(data: bytes, name: str) -> str:
         raise InputRefused("bad_encoding", f"{shown_path(name)}: not UTF-8 (byte {exc.start})") from None
 
 
-def read_text_input(
-    path: str | os.PathLike[str],
-    max_bytes: int,
-    *,
-    root: str | os.PathLike[str] | None = None,
-    allow_outside: bool = False,
-) -> str:
+def read_text_input(path: StrPath, max_bytes: int, *, root: StrPath | None = None) -> str:
     """:func:`read_input` decoded as UTF-8 with :func:`decode_utf8`."""
-    data = read_input(path, max_bytes, root=root, allow_outside=allow_outside)
+    data = read_input(path, max_bytes, root=root)
     return decode_utf8(data, os.fspath(path))
 
 

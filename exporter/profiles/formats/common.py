@@ -55,7 +55,8 @@ class Limits:
 
     Every file is opened through exporter.core.inputfile: regular files only (a FIFO or a
     device is refused without blocking), no larger than the cap of its kind, and, with
-    ``root`` set, only where its real location stays under ``root`` unless ``allow_outside``.
+    ``root`` set, only where its real location stays under ``root`` unless ``allow_outside``
+    (:attr:`confined_to`).
     """
 
     max_csv_bytes: int = 2 << 30  # streamed (~150 MB/s): bounds the time spent (a 5 M-kernel capture is ~1.5 GB)
@@ -76,6 +77,11 @@ class Limits:
     max_memcpy_tasks: int = 200_000  # MEMCPY_ASYNC tasks kept as records (~300 bytes each): real captures hold thousands
     root: str | None = None  # the watched directory the export was found in
     allow_outside: bool = False  # profiles.allow_outside: follow symlinks out of root
+
+    @property
+    def confined_to(self) -> str | None:
+        """The directory the export's files must resolve into: None when they may lead out."""
+        return None if self.allow_outside else self.root
 
 
 US = 1e-6  # seconds per microsecond
@@ -121,7 +127,7 @@ def refused(exc: InputRefused, path: Path) -> ProfileParseError:
 def open_file(path: Path, max_bytes: int, limits: Limits) -> BinaryIO:
     """``path`` opened through exporter.core.inputfile with the export's root; refusals raise."""
     try:
-        return open_input(path, max_bytes, root=limits.root, allow_outside=limits.allow_outside)
+        return open_input(path, max_bytes, root=limits.confined_to)
     except InputRefused as exc:
         raise refused(exc, path) from None
 
@@ -134,7 +140,7 @@ def open_text(path: Path, max_bytes: int, limits: Limits) -> TextIO:
 def read_small(path: Path, max_bytes: int, limits: Limits) -> str:
     """A small file whole, decoded leniently (profilers write UTF-8; a stray byte costs a char)."""
     try:
-        data = read_input(path, max_bytes, root=limits.root, allow_outside=limits.allow_outside)
+        data = read_input(path, max_bytes, root=limits.confined_to)
     except InputRefused as exc:
         raise refused(exc, path) from None
     return data.decode("utf-8-sig", errors="replace")

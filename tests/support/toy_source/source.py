@@ -28,7 +28,7 @@ class ToySource:
     async def refresh(self) -> None:
         start, failures = time.monotonic(), []
         try:
-            text = await asyncio.to_thread(read_text_input, str(self.options.path), MAX_BYTES, allow_outside=True)
+            text = await asyncio.to_thread(read_text_input, str(self.options.path), MAX_BYTES)
             self._part = ToyPart(float(text.strip()))
         except (ReasonError, ValueError) as exc:
             self._part = ToyPart()
