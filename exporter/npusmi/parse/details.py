@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from exporter.core.values import is_placeholder
-from exporter.npusmi.parse.errors import check_output
 from exporter.npusmi.parse.keyvalue import (
     CHIP_COUNT,
     CHIP_ID,
@@ -19,11 +18,10 @@ from exporter.npusmi.parse.keyvalue import (
     check_chip_count,
     first_int,
     float_value,
-    garbled,
     int_value,
     key_spec,
     norm,
-    read_lines,
+    read_output,
     resolve_npu_id,
     spec_records,
     split_chips,
@@ -92,10 +90,7 @@ def parse_common(text: str, *, npu_id: int | None = None, chip_id: int | None = 
     The MCU block ("Chip Name : mcu") repeats Temperature(C): it is kept apart so that it never
     overwrites the chip's. A 3559 CPU block ("Chip Name : 3559") is skipped.
     """
-    check_output(text)
-    lines = read_lines(text)
-    if not any(line.key in _COMMON_SPEC or line.key in HEADER_KEYS or line.key == CHIP_ID for line in lines):
-        raise garbled("`-t common`")
+    lines = read_output(text, "`-t common`", _COMMON_SPEC)
     printed_npu, chip_count = first_int(lines, NPU_ID), first_int(lines, CHIP_COUNT)
     leading: list[Line] = []  # data before any Chip ID / Chip Name line
     chips: list[tuple[int, list[Line]]] = []
@@ -207,11 +202,7 @@ def parse_health(text: str, *, npu_id: int | None = None, chip_id: int | None = 
 
     The `-c` form prints neither NPU ID nor Chip ID: pass the ids that were queried.
     """
-    check_output(text)
-    lines = read_lines(text)
-    if not any(line.key in _HEALTH_KEYS for line in lines):
-        raise garbled("`-t health`")
-    blocks = split_chips(lines)
+    blocks = split_chips(read_output(text, "`-t health`", _HEALTH_KEYS, structure=False))
     chips: list[tuple[int | None, list[Line]]] = list(blocks.chips)
     if not chips:
         if blocks.chip_count is not None:  # a card answer cut before its first Chip ID

@@ -12,17 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exporter.npusmi.parse.errors import check_output
 from exporter.npusmi.parse.keyvalue import (
-    CHIP_ID,
-    HEADER_KEYS,
     Line,
     check_blocks,
-    garbled,
     implicit_chip,
     int_value,
     norm,
-    read_lines,
+    read_output,
     resolve_npu_id,
     split_chips,
 )
@@ -73,11 +69,7 @@ def _events(block: list[Line]) -> tuple[FaultEvent, ...]:
 
 def parse_current_fault_event(text: str, *, npu_id: int | None = None, chip_id: int | None = None) -> tuple[ChipFaultEvents, ...]:
     """One record per chip (950 prints no Chip ID: its one block is chip 0, or the ``chip_id`` queried)."""
-    check_output(text)
-    lines = read_lines(text)
-    if not any(line.key in (_COUNT, _INFO) or line.key in HEADER_KEYS or line.key == CHIP_ID for line in lines):
-        raise garbled(_WHAT)
-    blocks = split_chips(lines)
+    blocks = split_chips(read_output(text, _WHAT, (_COUNT, _INFO)))
     chips = implicit_chip(blocks, lambda block: any(line.key in (_COUNT, _INFO) for line in block), chip_id)
     if not chips:
         raise NpuSmiError("truncated", f"{_WHAT} output has no complete chip block")

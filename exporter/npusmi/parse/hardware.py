@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from exporter.npusmi.parse.errors import check_output
 from exporter.npusmi.parse.keyvalue import (
     CHIP_COUNT,
     CHIP_ID,
@@ -21,12 +20,11 @@ from exporter.npusmi.parse.keyvalue import (
     check_chip_count,
     first_int,
     float_value,
-    garbled,
     int_value,
     key_spec,
     norm,
     per_chip,
-    read_lines,
+    read_output,
     resolve_npu_id,
     spec_records,
     str_value,
@@ -52,10 +50,7 @@ def parse_volt(text: str, *, npu_id: int | None = None, chip_id: int | None = No
     Voltage closed by ``Chip Name : MCU``, which is not a chip and is left out. Without a
     Chip ID line (950, a `-c` answer) the first Voltage is the one chip's.
     """
-    check_output(text)
-    lines = read_lines(text)
-    if not any(line.key == _VOLTAGE for line in lines):
-        raise garbled("`-t volt`")
+    lines = read_output(text, "`-t volt`", (_VOLTAGE,), structure=False)
     printed_npu, chip_count = first_int(lines, NPU_ID), first_int(lines, CHIP_COUNT)
     chips: dict[int, float | None] = {}
     current: int | None = None  # the chip whose Voltage line is awaited

@@ -15,7 +15,7 @@ from exporter.npusmi.parse.keyvalue import (
     int_value,
     key_spec,
     norm,
-    read_lines,
+    read_output,
     resolve_npu_id,
     str_value,
 )
@@ -98,6 +98,7 @@ _BOARD_SPEC = key_spec(
 # The die serial: "VDie ID" on the 910 family, "Die ID" elsewhere (310/310B prefix it with
 # the chip version, "V100, 0A0B..."), "DDie ID" on 950.
 _DIE_KEYS = tuple(norm(k) for k in ("VDie ID", "Die ID", "DDie ID"))
+_BOARD_KEYS = frozenset((*_BOARD_SPEC, *_DIE_KEYS))  # with NPU ID, what tells a board output (Chip ID and Count are in the spec)
 
 
 def _die_id(lines: Sequence[Line]) -> str | None:
@@ -110,10 +111,7 @@ def _die_id(lines: Sequence[Line]) -> str | None:
 
 def parse_board(text: str, *, npu_id: int | None = None) -> BoardInfo:
     """`npu-smi info -t board -i N` (card) or `... -c C` (chip; chip_id set)."""
-    check_output(text)
-    lines = read_lines(text)
-    if not any(line.key in _BOARD_SPEC or line.key in _DIE_KEYS or line.key == NPU_ID for line in lines):
-        raise garbled("`-t board`")
+    lines = read_output(text, "`-t board`", _BOARD_KEYS)
     printed_npu = next((int_value(line.value) for line in lines if line.key == NPU_ID), None)
     return BoardInfo(
         npu_id=resolve_npu_id(printed_npu, npu_id),

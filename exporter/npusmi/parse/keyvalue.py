@@ -27,7 +27,7 @@ is a cut output (``truncated``). Not a cut:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -131,6 +131,17 @@ NPU_ID, CHIP_COUNT, CHIP_ID, CHIP_NAME = (norm(k) for k in ("NPU ID", "Chip Coun
 HEADER_KEYS = frozenset({NPU_ID, CHIP_COUNT})
 
 
+def read_output(text: str, what: str, keys: Container[str | None], *, structure: bool = True) -> list[Line]:
+    """The lines of ``text`` once npu-smi's own error messages are ruled out (check_output); a
+    garbled output when no line has a key of ``keys`` or, with ``structure``, NPU ID, Chip
+    Count or Chip ID."""
+    check_output(text)
+    lines = read_lines(text)
+    if not any(line.key in keys or (structure and (line.key in HEADER_KEYS or line.key == CHIP_ID)) for line in lines):
+        raise garbled(what)
+    return lines
+
+
 @dataclass(frozen=True)
 class Blocks:
     npu_id: int | None  # "NPU ID" as printed
@@ -205,12 +216,8 @@ def check_blocks(what: str, blocks: Blocks, found: int, chip_id: int | None) -> 
 
 def per_chip(text: str, what: str, spec: KeySpec, npu_id: int | None, chip_id: int | None) -> tuple[int, list[tuple[int, list[Line]]]]:
     """Shared front half of the per-chip parsers: errors, structure, NPU id, chip blocks."""
-    check_output(text)
-    lines = read_lines(text)
     known = spec.keys()
-    if not any(line.key in known or line.key in HEADER_KEYS or line.key == CHIP_ID for line in lines):
-        raise garbled(what)
-    blocks = split_chips(lines)
+    blocks = split_chips(read_output(text, what, known))
     chips = implicit_chip(blocks, lambda block: any(line.key in known for line in block), chip_id)
     if not chips:
         raise truncated(what)
