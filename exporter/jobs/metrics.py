@@ -141,62 +141,59 @@ def _series_per_rank(spec: MetricSpec) -> int:
 # What the ingest reserves per admitted rank (71: info, 3 states, 43 histogram, 17 phases, 5 plain, MFU, profiling overhead).
 SERIES_PER_RANK = sum(_series_per_rank(spec) for spec in JOB_METRICS)
 
+
+def _count(name: str, help: str, *, field: str) -> MetricSpec:
+    """A counter of the ingest itself: an IngestCounters field."""
+    return spec(name, "counter", help, field=field)
+
+
+def _by_reason(name: str, help: str, *, field: str) -> MetricSpec:
+    """A counter of the ingest by reason: an IngestCounters field of (reason, count) pairs."""
+    return spec(name, "counter", help, ("reason",), field=field)
+
+
 # The ingest itself: IngestCounters fields.
 # The limits admission enforces (429): the reason of a refusal, and of an eviction it made room with.
 ADMISSION_REASONS = ("too_many_jobs", "too_many_ranks", "per_client_limit", "series_budget")
 # Refusals of a request body, on either ingest route.
 REQUEST_REJECT_REASONS = ("unauthorized", "content_type", "too_large", "malformed_json", "invalid", "out_of_range", "bad_label")
 INGEST_REJECT_REASONS = (*REQUEST_REJECT_REASONS, "duplicate_rank", *ADMISSION_REASONS)
-INGEST_REQUESTS = spec("cann_exporter_ingest_requests_total", "counter", "Batches accepted on POST /api/v1/steps.", field="requests")
-INGEST_STEPS = spec("cann_exporter_ingest_steps_total", "counter", "Steps accepted on POST /api/v1/steps.", field="steps")
-INGEST_REJECTED = spec(
-    "cann_exporter_ingest_rejected_total", "counter", "Batches rejected on POST /api/v1/steps, by reason.", ("reason",), field="rejected"
-)
-INGEST_DROPPED = spec(
+INGEST_REQUESTS = _count("cann_exporter_ingest_requests_total", "Batches accepted on POST /api/v1/steps.", field="requests")
+INGEST_STEPS = _count("cann_exporter_ingest_steps_total", "Steps accepted on POST /api/v1/steps.", field="steps")
+INGEST_REJECTED = _by_reason("cann_exporter_ingest_rejected_total", "Batches rejected on POST /api/v1/steps, by reason.", field="rejected")
+INGEST_DROPPED = _count(
     "cann_exporter_ingest_client_dropped_steps_total",
-    "counter",
     "Steps the hook clients reported dropping (buffer full, exporter unreachable).",
     field="client_dropped",
 )
-INGEST_UNKNOWN_PHASES = spec(
+INGEST_UNKNOWN_PHASES = _count(
     "cann_exporter_ingest_unknown_phases_total",
-    "counter",
     "Phase entries of accepted steps whose name is outside the phase vocabulary, served as phase other.",
     field="unknown_phases",
 )
-INGEST_EXPIRED = spec(
-    "cann_exporter_ingest_expired_total", "counter", "Job ranks removed after their TTL without reports.", field="expired"
-)
-INGEST_EVICTED = spec(
+INGEST_EXPIRED = _count("cann_exporter_ingest_expired_total", "Job ranks removed after their TTL without reports.", field="expired")
+INGEST_EVICTED = _by_reason(
     "cann_exporter_ingest_evicted_total",
-    "counter",
     "Job ranks removed to admit a rank that reports steps (only closed ranks, ranks without steps yet and ranks idle for ingest.idle_after give way), by the limit that was full.",
-    ("reason",),
     field="evicted",
 )
 INGEST_RANKS = spec("cann_exporter_ingest_ranks", "gauge", "Job ranks currently held by the ingest store.", field="held_ranks")
 
 # POST /api/v1/profiles: the summaries of the hooks' profiling windows.
 PROFILE_REJECT_REASONS = (*REQUEST_REJECT_REASONS, "too_many_ranks", "per_client_limit")
-INGEST_PROFILES = spec(
-    "cann_exporter_ingest_profiles_total", "counter", "Profile summaries accepted on POST /api/v1/profiles.", field="profiles"
-)
-INGEST_PROFILES_REJECTED = spec(
+INGEST_PROFILES = _count("cann_exporter_ingest_profiles_total", "Profile summaries accepted on POST /api/v1/profiles.", field="profiles")
+INGEST_PROFILES_REJECTED = _by_reason(
     "cann_exporter_ingest_profiles_rejected_total",
-    "counter",
     "Profile summaries rejected on POST /api/v1/profiles, by reason.",
-    ("reason",),
     field="profiles_rejected",
 )
-INGEST_PROFILE_WINDOWS_SKIPPED = spec(
+INGEST_PROFILE_WINDOWS_SKIPPED = _count(
     "cann_exporter_ingest_profile_windows_skipped_total",
-    "counter",
     "Profiling windows the hooks skipped because the previous window's summary was still being made (as the hooks reported).",
     field="profile_windows_skipped",
 )
-INGEST_PROFILE_JOBS_EVICTED = spec(
+INGEST_PROFILE_JOBS_EVICTED = _count(
     "cann_exporter_ingest_profile_jobs_evicted_total",
-    "counter",
     "Jobs whose posted profile summaries were removed to admit a new job past ingest.max_jobs (the job with the oldest latest summary goes).",
     field="profile_jobs_evicted",
 )
