@@ -47,17 +47,36 @@ DDR_BW = _chip("npu_ddr_bandwidth_utilization_ratio", "DDR bandwidth utilization
 HUGEPAGES_USED = _chip("npu_hugepages_used_pages", "Huge pages in use.", field="hugepages_used")
 HUGEPAGES_TOTAL = _chip("npu_hugepages_total_pages", "Huge pages available.", field="hugepages_total")
 POWER = _chip("npu_power_watts", "Power draw, watts (card power on 310P, die 0 on A3).", field="power_watts")
-ENERGY = _chip(
-    "npu_energy_joules_total",
-    "Energy drawn since the exporter started, joules: npu_power_watts integrated over successive reads "
-    "(trapezoid; intervals longer than 3 sampling periods are skipped).",
-    field="energy_joules",
-    kind="counter",
-)
 TEMPERATURE = _chip("npu_temperature_celsius", "Chip temperature, degrees Celsius.", field="temperature_celsius")
 HBM_TEMPERATURE = _chip("npu_hbm_temperature_celsius", "HBM temperature, degrees Celsius.", field="hbm_temperature_celsius")
 AICORE_FREQ = _chip("npu_aicore_frequency_hertz", "Current AI Core clock, hertz.", field="aicore_frequency_hertz")
 AICORE_RATED_FREQ = _chip("npu_aicore_rated_frequency_hertz", "Rated AI Core clock, hertz.", field="aicore_rated_frequency_hertz")
+VOLTAGE = _chip("npu_voltage_volts", "Chip supply voltage, volts (npu-smi `-t volt`).", field="voltage_volts")
+# Plain per-chip gauges, in the order they are rendered.
+CHIP_GAUGES = (
+    AICORE,
+    AIVECTOR,
+    AICUBE,
+    AICPU,
+    CTRLCPU,
+    NPU_UTIL,
+    HBM_USED,
+    HBM_TOTAL,
+    HBM_BW,
+    MEM_USED,
+    MEM_TOTAL,
+    DDR_BW,
+    HUGEPAGES_USED,
+    HUGEPAGES_TOTAL,
+    POWER,
+    TEMPERATURE,
+    HBM_TEMPERATURE,
+    AICORE_FREQ,
+    AICORE_RATED_FREQ,
+    VOLTAGE,
+)
+
+# Per chip, memory (hbm, ddr) and type (single_bit, double_bit): `-t ecc` (ChipSample EccCount fields).
 ECC_ERRORS = _chip(
     "npu_ecc_errors_total",
     "ECC errors in the chip's current count, which a chip reset or npu-smi clear sets back to 0 (npu-smi Error Count).",
@@ -81,7 +100,7 @@ ECC_ISOLATED_PAGES = _chip(
     "type",
     field="ecc_isolated_pages",
 )
-VOLTAGE = _chip("npu_voltage_volts", "Chip supply voltage, volts (npu-smi `-t volt`).", field="voltage_volts")
+ECC_METRICS = (ECC_ERRORS, ECC_AGGREGATE_ERRORS, ECC_ISOLATED_PAGES)
 
 # Health and interconnect, per chip (`-t pcie-err`, `sensors`, `hccs`, `hccs-bw`, `sio-info`, `spod-info`).
 PCIE_ERRORS = _chip(
@@ -237,6 +256,15 @@ PEAK_FLOPS = _chip(
     "precision",
     field="peak_flops",
 )
+
+# Energy: per chip (ChipSample), and the intervals too long to integrate (DevicesPart).
+ENERGY = _chip(
+    "npu_energy_joules_total",
+    "Energy drawn since the exporter started, joules: npu_power_watts integrated over successive reads "
+    "(trapezoid; intervals longer than 3 sampling periods are skipped).",
+    field="energy_joules",
+    kind="counter",
+)
 ENERGY_SKIPPED = spec(
     "cann_exporter_energy_skipped_intervals_total",
     "counter",
@@ -287,31 +315,6 @@ PROCESS_MEMORY = _chip(
     "npu_process_memory_bytes", "Device memory held by a process, bytes.", "pid", "process", field=("memory_bytes", "pid", "name")
 )
 
-# Plain per-chip gauges, in the order they are rendered.
-CHIP_GAUGES = (
-    AICORE,
-    AIVECTOR,
-    AICUBE,
-    AICPU,
-    CTRLCPU,
-    NPU_UTIL,
-    HBM_USED,
-    HBM_TOTAL,
-    HBM_BW,
-    MEM_USED,
-    MEM_TOTAL,
-    DDR_BW,
-    HUGEPAGES_USED,
-    HUGEPAGES_TOTAL,
-    POWER,
-    TEMPERATURE,
-    HBM_TEMPERATURE,
-    AICORE_FREQ,
-    AICORE_RATED_FREQ,
-    VOLTAGE,
-)
-# Per chip, memory (hbm, ddr) and type (single_bit, double_bit): `-t ecc` (ChipSample EccCount fields).
-ECC_METRICS = (ECC_ERRORS, ECC_AGGREGATE_ERRORS, ECC_ISOLATED_PAGES)
 HARDWARE_METRICS = (
     PCIE_ERRORS,
     SENSOR_TEMPERATURE,
