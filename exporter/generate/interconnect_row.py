@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from exporter.generate.panels import CHIP_LEGEND, CHIP_SEL, ORANGE, Panel, Query, alert_steps, fires, graph, info_grid, q, two_states
+from exporter.generate.panels import CHIP_LEGEND, CHIP_SEL, ORANGE, Panel, Query, alert_steps, fires, graph, info_grid, q, rx_tx, two_states
 from exporter.thresholds.table import AlertSpec, Thresholds, num
 
 LINK_LEGEND = "{{device}} link {{link}}"
@@ -53,13 +53,12 @@ def _links(table_: Thresholds) -> list[Panel]:
             _increase("npu_hccs_errors_total", "errors " + LINK_LEGEND),
             _increase("npu_hccs_retries_total", "retries " + LINK_LEGEND),
         ),
-        graph(
+        rx_tx(
             "HCCS bandwidth per link",
-            q(f'npu_hccs_bandwidth_bytes_per_second{{{CHIP_SEL}, direction="rx"}}', "rx " + LINK_LEGEND),
-            q(f'-npu_hccs_bandwidth_bytes_per_second{{{CHIP_SEL}, direction="tx"}}', "tx " + LINK_LEGEND),
-            unit="Bps",
-            w=8,
-            description="npu-smi -t hccs-bw, averaged over its sampling time (npu_smi.hccs_bw_time, every "
+            f'npu_hccs_bandwidth_bytes_per_second{{{CHIP_SEL}, direction="rx"}}',
+            f'npu_hccs_bandwidth_bytes_per_second{{{CHIP_SEL}, direction="tx"}}',
+            LINK_LEGEND,
+            "npu-smi -t hccs-bw, averaged over its sampling time (npu_smi.hccs_bw_time, every "
             "npu_smi.hccs_bw_interval); transmit below zero. A link far below its peers is the suspect one.",
         ),
         _errors(

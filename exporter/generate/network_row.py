@@ -21,6 +21,7 @@ from exporter.generate.panels import (
     history,
     q,
     rate,
+    rx_tx,
     two_states,
     value_names,
 )
@@ -88,21 +89,19 @@ def _traffic(table_: Thresholds) -> list[Panel]:
     pfc, errors = table_.find("NPUNetworkPFCStorm"), table_.find("NPUNetworkErrors")
     mac = f'{CHIP_SEL}, kind="mac", direction='
     return [
-        graph(
+        rx_tx(
             "Throughput",
-            q(rate("npu_network_bytes_total", PORTS, mac + '"rx"'), "rx " + PORT_LEGEND),
-            q("-" + rate("npu_network_bytes_total", PORTS, mac + '"tx"'), "tx " + PORT_LEGEND),
-            unit="Bps",
-            w=8,
-            description="Bytes through the port's MAC (hccn_tool -stat counters); transmit drawn below zero.",
+            rate("npu_network_bytes_total", PORTS, mac + '"rx"'),
+            rate("npu_network_bytes_total", PORTS, mac + '"tx"'),
+            PORT_LEGEND,
+            "Bytes through the port's MAC (hccn_tool -stat counters); transmit drawn below zero.",
         ),
-        graph(
+        rx_tx(
             "Bandwidth (hccn_tool -bandwidth)",
-            q(f"npu_network_receive_bytes_per_second{{{CHIP_SEL}}}", "rx " + PORT_LEGEND),
-            q(f"-npu_network_transmit_bytes_per_second{{{CHIP_SEL}}}", "tx " + PORT_LEGEND),
-            unit="Bps",
-            w=8,
-            description="The driver's own throughput reading (also on ports without byte counters, A5); transmit below zero.",
+            f"npu_network_receive_bytes_per_second{{{CHIP_SEL}}}",
+            f"npu_network_transmit_bytes_per_second{{{CHIP_SEL}}}",
+            PORT_LEGEND,
+            "The driver's own throughput reading (also on ports without byte counters, A5); transmit below zero.",
         ),
         graph(
             "PFC frames/s",

@@ -235,6 +235,11 @@ def graph(title: str, *queries: Query, stack: bool = False, bars: bool = False, 
     return _set_up(panel, title, look, queries, [dm.Threshold(value=None, color=GREEN)])
 
 
+def rx_tx(title: str, receive: str, transmit: str, legend: str, description: str) -> timeseries.Panel:
+    """Bytes per second of each series both ways: received above the axis, transmitted below zero."""
+    return graph(title, q(receive, "rx " + legend), q("-" + transmit, "tx " + legend), unit="Bps", w=8, description=description)
+
+
 def graphs(rows: Iterable[tuple[str, Sequence[tuple[str, str]], str]], **look: Unpack[Look]) -> list[Panel]:
     """One graph per row of a table (title, the expression and legend of each line, description),
     all with ``look``."""
