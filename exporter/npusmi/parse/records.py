@@ -99,11 +99,18 @@ class ChipMapEntry:
 
 
 @dataclass(frozen=True)
-class ChipUsages:
-    """`-t usages`, one chip."""
+class ChipRecord:
+    """Where a per-chip `-t` record was read: the NPU (the -i id) and its chip; the fields of
+    each kind follow."""
 
     npu_id: int
     chip_id: int
+
+
+@dataclass(frozen=True)
+class ChipUsages(ChipRecord):
+    """`-t usages`, one chip."""
+
     ddr_capacity_mb: int | None = None  # "DDR Capacity(MB)" / 310 "Memory Capacity(MB)"
     ddr_usage_percent: float | None = None  # "DDR Usage Rate(%)" / "Memory Usage Rate(%)"
     hugepages_total: int | None = None  # "(DDR) Hugepages Total(page)"
@@ -121,11 +128,9 @@ class ChipUsages:
 
 
 @dataclass(frozen=True)
-class ChipCommon:
+class ChipCommon(ChipRecord):
     """`-t common`, one chip."""
 
-    npu_id: int
-    chip_id: int
     memory_usage_percent: float | None = None  # "Memory Usage Rate(%)"
     hbm_usage_percent: float | None = None  # "HBM Usage Rate(%)"
     aicore_percent: float | None = None  # "Aicore Usage Rate(%)"
@@ -148,11 +153,9 @@ class CommonInfo:
 
 
 @dataclass(frozen=True)
-class ChipMemory:
+class ChipMemory(ChipRecord):
     """`-t memory`, one chip."""
 
-    npu_id: int
-    chip_id: int
     ddr_capacity_mb: int | None = None  # "DDR Capacity(MB)" / 310 "Capacity(MB)"
     ddr_clock_mhz: float | None = None
     hbm_capacity_mb: int | None = None
@@ -173,11 +176,9 @@ class ChipHealth:
 
 
 @dataclass(frozen=True)
-class ChipEcc:
+class ChipEcc(ChipRecord):
     """`-t ecc`, one chip. Counts as printed."""
 
-    npu_id: int
-    chip_id: int
     ddr_single_bit_errors: int | None = None
     ddr_double_bit_errors: int | None = None
     ddr_single_bit_aggregate_total: int | None = None
@@ -214,38 +215,30 @@ class BoardInfo:
 
 
 @dataclass(frozen=True)
-class ChipVoltage:
+class ChipVoltage(ChipRecord):
     """`-t volt`, one chip (the MCU block of 310B is not a chip: left out)."""
 
-    npu_id: int
-    chip_id: int
     voltage_volts: float | None = None  # "Voltage(V)"; NA -> None
 
 
 @dataclass(frozen=True)
-class ChipPcieErrors:
+class ChipPcieErrors(ChipRecord):
     """`-t pcie-err` (910B/A3/950, 310P cards) or `-t err-count` (Atlas 310 cards), one chip."""
 
-    npu_id: int
-    chip_id: int
     counts: tuple[tuple[str, int], ...] = ()  # (type, count): tx, rx, lcrc, ecrc, retry; 310-class pcs_rx, phy_lane, dl_lcrc, dl_dcrc
 
 
 @dataclass(frozen=True)
-class ChipSensors:
+class ChipSensors(ChipRecord):
     """`-t sensors`, one chip: the readings printed, NA left out."""
 
-    npu_id: int
-    chip_id: int
     temperatures: tuple[tuple[str, float], ...] = ()  # (sensor, celsius): soc_max, sfp, ndie, hbm
 
 
 @dataclass(frozen=True)
-class ChipSio:
+class ChipSio(ChipRecord):
     """`-t sio-info`, one chip: die-to-die (SIO) link CRC errors."""
 
-    npu_id: int
-    chip_id: int
     tx_errors: int | None = None  # "TX Error Count"
     rx_errors: int | None = None  # "RX Error Count"
 
@@ -267,31 +260,25 @@ class HccsLink:
 
 
 @dataclass(frozen=True)
-class ChipHccs:
+class ChipHccs(ChipRecord):
     """`-t hccs -i N -c C`, one chip (310P prints counters only: no health, lanes or speed)."""
 
-    npu_id: int
-    chip_id: int
     healthy: bool | None = None  # "hccs health status": OK -> True, NOK -> False
     first_error_lane: int | None = None  # "hccs first error lane"; NA -> None
     links: tuple[HccsLink, ...] = ()
 
 
 @dataclass(frozen=True)
-class ChipHccsBandwidth:
+class ChipHccsBandwidth(ChipRecord):
     """`-t hccs-bw -i N -c C -time MS`: the table's rows, ``total`` left out."""
 
-    npu_id: int
-    chip_id: int
     links: tuple[tuple[int, float, float], ...] = ()  # (link by row position, tx GB/s, rx GB/s)
 
 
 @dataclass(frozen=True)
-class SuperPod:
+class SuperPod(ChipRecord):
     """`-t spod-info -i N -c C`: where the chip sits in an A3/950 super pod."""
 
-    npu_id: int
-    chip_id: int
     sdid: int | None = None  # "SDID": the super-pod device id
     super_pod_size: int | None = None
     super_pod_id: int | None = None
