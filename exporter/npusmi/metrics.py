@@ -10,6 +10,10 @@ def _chip(name: str, help: str, *extra: str, field: str | tuple[str, ...], kind:
     return spec(name, kind, help, CHIP_LABELS + extra, field=field)
 
 
+def _node(name: str, help: str, *labels: str, field: str | tuple[str, ...]) -> MetricSpec:
+    return spec(name, "gauge", help, labels, field=field)
+
+
 # Per chip (ChipSample fields); a chip that cannot be read now keeps only npu_device_info and npu_up 0.
 DEVICE_INFO = _chip(
     "npu_device_info", "Chip identity; value 1.", "model", "bus_id", "phy_id", "vdie_id", field=("model", "bus_id", "phy_id", "vdie_id")
@@ -224,29 +228,21 @@ could not be read has no `npu_fault_level` series.
 """
 )
 
+
 # Per node (DevicesPart fields).
-DRIVER_INFO = spec(
-    "npu_driver_info",
-    "gauge",
-    "npu-smi and driver versions; value 1.",
-    ("version", "tool_version"),
-    field=("driver_version", "tool_version"),
+DRIVER_INFO = _node(
+    "npu_driver_info", "npu-smi and driver versions; value 1.", "version", "tool_version", field=("driver_version", "tool_version")
 )
-DEVICES = spec("npu_devices", "gauge", "Chips seen in the latest npu-smi overview.", field="chips_seen")
-EXPECTED_DEVICES = spec(
+DEVICES = _node("npu_devices", "Chips seen in the latest npu-smi overview.", field="chips_seen")
+EXPECTED_DEVICES = _node(
     "npu_expected_devices",
-    "gauge",
     'Chips this node should have: source="config" (npu_smi.expected_devices), source="pci" (Ascend PCI '
     "functions in sysfs times their chips, where the model gives one number).",
-    ("source",),
+    "source",
     field=("expected_devices", "pci_expected_devices"),
 )
-PCI_FUNCTIONS = spec(
-    "npu_pci_functions",
-    "gauge",
-    "Ascend PCI functions (Huawei, accelerator class) in sysfs by PCI device id.",
-    ("device_id",),
-    field="pci_functions",
+PCI_FUNCTIONS = _node(
+    "npu_pci_functions", "Ascend PCI functions (Huawei, accelerator class) in sysfs by PCI device id.", "device_id", field="pci_functions"
 )
 
 PEAK_FLOPS = _chip(
