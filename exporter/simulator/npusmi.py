@@ -176,9 +176,9 @@ def execute(command: Command, state: NodeState) -> Result:
     error = _check_ids(command, state, allow_mcu=command.key == "board")
     if error is not None:
         return error
-    failure = state.failure(command.key, npu_id)
-    if failure is not None:
-        return Result(render.dcmi_error(failure.code), EXIT_DCMI)
+    code = state.failure(command.key, npu_id)
+    if code is not None:
+        return Result(render.dcmi_error(code), EXIT_DCMI)
     return Result(render.RENDERERS[command.key](state, npu_id, command.chip_id))
 
 

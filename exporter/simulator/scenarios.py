@@ -25,7 +25,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from exporter.simulator.models import FAMILY_310P, FAMILY_910_93, ChipSpec, NodeModel
 
@@ -139,23 +140,19 @@ class ProcessState:
     memory_mb: int
 
 
-@dataclass(frozen=True)
-class Failure:
-    """`npu-smi info -t <subcommand> -i <npu_id>` fails with dcmi error ``code``."""
-
-    subcommand: str
-    npu_id: int
-    code: int
+# `npu-smi info -t <subcommand> -i <npu_id>` -> the dcmi error code that query fails with.
+Failures = Mapping[tuple[str, int], int]
 
 
 @dataclass(frozen=True)
 class ScenarioPlan:
-    """Which chips a scenario singles out (logic ids / NPU ids of the given model)."""
+    """Which chips a scenario singles out (logic ids / NPU ids of the given model), and the
+    queries that fail."""
 
     low_logic_ids: tuple[int, ...] = ()
     critical_logic_ids: tuple[int, ...] = ()
     missing_npu_ids: tuple[int, ...] = ()
-    failures: tuple[Failure, ...] = ()
+    failures: Failures = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -168,7 +165,7 @@ class NodeState:
     cards: tuple[CardState, ...]  # present NPUs only
     processes: tuple[ProcessState, ...]
     missing: tuple[tuple[int, int], ...]  # (npu_id, chip_id) absent from every output
-    failures: tuple[Failure, ...]
+    failures: Failures
 
     @property
     def npu_ids(self) -> tuple[int, ...]:
@@ -187,8 +184,9 @@ class NodeState:
     def processes_of(self, npu_id: int, chip_id: int) -> tuple[ProcessState, ...]:
         return tuple(p for p in self.processes if p.npu_id == npu_id and p.chip_id == chip_id)
 
-    def failure(self, subcommand: str, npu_id: int) -> Failure | None:
-        return next((f for f in self.failures if f.subcommand == subcommand and f.npu_id == npu_id), None)
+    def failure(self, subcommand: str, npu_id: int) -> int | None:
+        """The dcmi error code `npu-smi info -t <subcommand> -i <npu_id>` fails with, if it fails."""
+        return self.failures.get((subcommand, npu_id))
 
 
 def scenario_plan(model: NodeModel, scenario: str) -> ScenarioPlan:
@@ -202,7 +200,7 @@ def scenario_plan(model: NodeModel, scenario: str) -> ScenarioPlan:
         return ScenarioPlan(
             critical_logic_ids=(DEGRADED_CRITICAL_LOGIC_ID,),
             missing_npu_ids=(model.chips[-1].npu_id,),
-            failures=tuple(Failure(sub, failing, DEGRADED_ERROR_CODE) for sub in DEGRADED_FAILING_SUBCOMMANDS),
+            failures={(sub, failing): DEGRADED_ERROR_CODE for sub in DEGRADED_FAILING_SUBCOMMANDS},
         )
     return ScenarioPlan()
 
