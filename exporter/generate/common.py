@@ -80,7 +80,7 @@ def indent(expr: str, by: str = "  ") -> str:
 def with_windows(table: Thresholds, windows: Mapping[str, str] | None) -> Thresholds:
     """The table with durations replaced by name: ``window`` (every alert's `for:`, except
     alerts that fire at once), ``range``, ``profile_max_age``, ``rollup_interval``, or the
-    name of a duration param (``baseline``, ``lookback``), ``handover`` (keep_firing_for). ``ALERT.name`` sets one for that
+    name of a duration param (``baseline``, ``lookback``), ``handover`` (keep_firing_for), ``outage``. ``ALERT.name`` sets one for that
     alert only (``NPUUtilizationUnstable.window``). For tests on short time scales."""
     if not windows:
         return table
@@ -98,7 +98,7 @@ def with_windows(table: Thresholds, windows: Mapping[str, str] | None) -> Thresh
         params = tuple((k, mine.get(k, v) if isinstance(v, str) else v) for k, v in spec.params)
         alerts.append(dataclasses.replace(spec, params=params, **changes))
     alerting = table.alerting
-    for key in ("profile_max_age", "handover"):
+    for key in ("profile_max_age", "handover", "outage"):
         if key in everyone:
             alerting = dataclasses.replace(alerting, **{key: everyone[key]})
     recording = table.recording

@@ -19,7 +19,7 @@ from typing import Any
 
 from exporter.generate import chip_rules, exporter_rules, interconnect_rules, network_rules, training_rules
 from exporter.generate.common import Built, Tier, with_windows
-from exporter.generate.handover import HANDS_OVER_TO, handover_problem
+from exporter.generate.handover import HANDS_OVER_TO, handover_problem, held_description, with_hold
 from exporter.generate.job_alerts import not_finished, on_device
 from exporter.thresholds.table import AlertSpec, GenerateError, Thresholds, duration_seconds
 
@@ -65,7 +65,12 @@ def alert_rules(spec: AlertSpec, table: Thresholds) -> list[dict[str, Any]]:
 
 
 def rule(spec: AlertSpec, table: Thresholds, tier: Tier) -> dict[str, Any]:
+    """The rule of one tier. Every alert but the down page hands over to it (keep_firing_for) and
+    holds across an outage of its target (handover.py: a restart continues it, no "resolved")."""
     expr, summary, description = tier.built
+    if spec.alert != HANDS_OVER_TO:
+        expr = with_hold(expr, spec.alert, tier.severity, table.alerting.outage)
+        description = held_description(description, table.alerting.outage)
     out: dict[str, Any] = {"alert": spec.alert, "expr": expr + "\n"}
     if duration_seconds(spec.window) > 0:
         out["for"] = spec.window

@@ -149,6 +149,7 @@ class AlertingSettings:
     exporter_selector: str = ""
     profile_max_age: str = "1d"
     handover: str = "2m30s"  # keep_firing_for of every alert but CANNExporterDown
+    outage: str = "15m"  # a firing alert holds while its target is down, this long after its last scrape ("0s": never)
 
 
 @dataclass(frozen=True)
@@ -282,14 +283,15 @@ def _alert(entry: Any, where: str, indicators: Mapping[str, Indicator], problems
     )
 
 
+_ALERTING_WINDOWS = ("profile_max_age", "handover", "outage")
+
+
 def _alerting(data: Any, where: str, problems: list[str]) -> AlertingSettings:
     default = AlertingSettings()
     if not isinstance(data, Mapping):
         problems.append(f"{where}: expected a mapping")
         return default
-    problems += [
-        f"{where}: unknown key {key!r}" for key in data if key not in ("runbook_url", "exporter_selector", "profile_max_age", "handover")
-    ]
+    problems += [f"{where}: unknown key {key!r}" for key in data if key not in ("runbook_url", "exporter_selector", *_ALERTING_WINDOWS)]
     values = {}
     if "runbook_url" in data:
         if not isinstance(data["runbook_url"], str) or not data["runbook_url"].strip():
@@ -302,7 +304,7 @@ def _alerting(data: Any, where: str, problems: list[str]) -> AlertingSettings:
             problems.append(f"{where}: exporter_selector: {selector_problem(str(selector))}")
         else:
             values["exporter_selector"] = (selector or "").strip()
-    for key in ("profile_max_age", "handover"):
+    for key in _ALERTING_WINDOWS:
         if key in data:
             if not _is_window(data[key]):
                 problems.append(f"{where}: {key}: expected a duration like 1d, got {data[key]!r}")

@@ -96,6 +96,11 @@ def all_alert_rules(doc: dict) -> list[dict]:
     return [rule for group in doc["groups"] for rule in group["rules"] if "alert" in rule]
 
 
+def unheld(rule: dict) -> str:
+    """The alert's own expression, without the branch that holds it across an outage."""
+    return str(rule["expr"]).split("\nor\n(\n  max without (alertname, alertstate, severity) (ALERTS{")[0].rstrip("\n")
+
+
 # --- drift ------------------------------------------------------------------------------------
 def test_committed_files_match_the_generator() -> None:
     """`cann-exporter generate` run on the packaged table writes exactly the committed files."""
@@ -207,6 +212,38 @@ def test_every_alert_hands_over_to_the_exporter_down_page() -> None:
     table = parse_thresholds({**yaml.safe_load(DEFAULT_PATH.read_text()), "alerting": {"handover": "1m"}})
     with pytest.raises(GenerateError, match="handover 1m: must be longer than CANNExporterDown's window 1m"):
         alerts(table)
+
+
+def test_every_alert_holds_its_firing_state_across_an_outage_of_its_target() -> None:
+    """Each alert but the down page is `E or (its own firing series while its target is down,
+    within alerting.outage)`: the same alert name and tier, the bound from the table, the
+    description saying what is held (alerts/tests/cann-exporter.outage.test.yml checks the
+    restarts, the bound and prompt resolutions)."""
+    rules = all_alert_rules(yaml.safe_load((ROOT / ALERTS_FILE).read_text()))
+    guard = "{{ if printf `up{job=%q, instance=%q} == 0` $labels.job $labels.instance | query }}"
+    for rule in rules:
+        expr, description = rule["expr"], rule["annotations"]["description"]
+        if rule["alert"] == "CANNExporterDown":
+            assert "ALERTS" not in expr and guard not in description
+            continue
+        own = f'ALERTS{{alertname="{rule["alert"]}", alertstate="firing", severity="{rule["labels"]["severity"]}"}}'
+        assert expr.count("ALERTS{") == 1 and own in expr, rule["alert"]
+        assert expr.endswith(
+            f"or\n(\n  max without (alertname, alertstate, severity) ({own})\n  and on (job, instance)\n"
+            "  (up == 0 and on (job, instance) max_over_time(up[15m]) == 1)\n)\n"
+        ), rule["alert"]
+        assert description.startswith(guard) and "for up to 15m after that (alerting.outage)" in description, rule["alert"]
+    data = yaml.safe_load(DEFAULT_PATH.read_text())
+    assert data["alerting"]["outage"] == "15m"
+    longer = {r["alert"]: r for r in all_alert_rules(alerts(parse_thresholds({**data, "alerting": {"outage": "30m"}})))}
+    assert "max_over_time(up[30m]) == 1" in longer["NPUNeedsIsolation"]["expr"]
+    assert "max_over_time(up[2m]) == 1" in all_alert_rules(alerts(load_thresholds(), windows={"outage": "2m"}))[0]["expr"]
+    # 0s: no hold, the rules as they were before it
+    off = all_alert_rules(alerts(parse_thresholds({**data, "alerting": {"outage": "0s"}})))
+    assert not [r["alert"] for r in off if "ALERTS" in r["expr"] or guard in r["annotations"]["description"]]
+    assert [unheld(r) for r in rules] == [r["expr"].rstrip("\n") for r in off]
+    with pytest.raises(ThresholdError, match="alerting: outage: expected a duration like 1d, got 'long'"):
+        parse_thresholds({**data, "alerting": {"outage": "long"}})
 
 
 # --- content ---------------------------------------------------------------------------------
@@ -463,7 +500,7 @@ def test_page_isolation_takes_its_numbers_from_the_table() -> None:
     assert (warning["labels"]["severity"], critical["labels"]["severity"]) == ("warning", "critical")
     assert "min_over_time(npu_ecc_isolated_pages[6h])\n) > 2\nunless" in warning["expr"]
     assert critical["expr"].startswith("sum without (memory, type) (npu_ecc_isolated_pages) > 500\n")
-    assert critical["expr"] in warning["expr"].replace("\n  ", "\n")  # the warning excludes every critical chip
+    assert unheld(critical) in unheld(warning).replace("\n  ", "\n")  # the warning excludes every critical chip
     assert "more than 500 pages" in critical["annotations"]["description"]
     entry["params"]["critical_pages"] = -1
     with pytest.raises(GenerateError, match="NPUMemoryPagesIsolated: params.critical_pages"):

@@ -13,7 +13,7 @@ from exporter.generate.recording import record_names
 from exporter.thresholds.table import load_thresholds
 
 # Series Prometheus makes itself (scrape health), allowed in rules and dashboards.
-PROMETHEUS_SERIES = {"up", "scrape_duration_seconds", "scrape_samples_scraped"}
+PROMETHEUS_SERIES = {"up", "scrape_duration_seconds", "scrape_samples_scraped", "ALERTS"}
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
 # Grafana variables and what the tests put in their place (an "All" selection is `.*`).
