@@ -24,6 +24,7 @@ from exporter.commands.cannot import exit_status
 from exporter.commands.prometheus_args import OtherInput, PrometheusWindow, RequestBounds
 from exporter.core.errors import ReasonError
 from exporter.core.inputfile import read_text_input
+from exporter.core.selfmetrics import SIMULATED
 from exporter.core.yamlfile import MAX_FILE_BYTES
 from exporter.diagnostics import argtypes, profile_indicators
 from exporter.diagnostics import baseline as bl
@@ -207,8 +208,12 @@ def read_local(args: argparse.Namespace) -> Observations:
     }
     settings = local_settings(text, config or "config", os.environ, flags)
     scrapes = asyncio.run(scrape_local(settings, getattr(args, "samples", 1), getattr(args, "interval", 10.0)))
-    simulated = f" (simulator: {settings.simulator.scenario})" if settings.simulator.scenario else ""
-    return observations(scrapes, f"local node{simulated}")
+    if not settings.simulator.scenario:
+        return observations(scrapes, "local node")
+    obs = observations(scrapes, f"local node (simulator: {settings.simulator.scenario})")
+    # asked for: the source says so, and CANNExporterSimulated's warning would only repeat it
+    latest = {name: series for name, series in obs.hardware.latest.items() if name != SIMULATED.name}
+    return replace(obs, hardware=replace(obs.hardware, latest=latest))
 
 
 def only_jobs(obs: Observations, names: list[str] | None) -> Observations:

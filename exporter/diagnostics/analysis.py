@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from exporter.diagnostics import hardware, job_ranks
 from exporter.diagnostics.chip_checks import chip_findings, page_findings
+from exporter.diagnostics.hardware_base import by_subject
 from exporter.diagnostics.job_checks import job_findings, mfu_notes
 from exporter.diagnostics.model import Observations, Report
 from exporter.diagnostics.profile_checks import profile_findings
@@ -18,7 +19,7 @@ from exporter.thresholds.table import Thresholds
 
 
 def analyse(obs: Observations, table: Thresholds) -> Report:
-    sound = hardware.by_subject([*hardware.hardware_findings(obs.hardware, table), *page_findings(obs.chips, table)])
+    sound = by_subject([*hardware.hardware_findings(obs.hardware, table), *page_findings(obs.chips, table)])
     findings = [
         *sound,
         *chip_findings(obs.chips, table, hardware.faulty_chips(sound)),

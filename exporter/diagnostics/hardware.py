@@ -3,17 +3,20 @@ latest readings (and the increase of counters) that every reader hands over in o
 
 Pure: a HardwareReadings in, findings out. The verdicts follow the alerts' thresholds from
 the same table (NPUUnhealthy, NPUNeedsIsolation, NPUMissing, NPUNetwork*, NPUOptical*, NPUTemperatureHigh,
-NPUECCDoubleBitErrors, CANNExporterSourceFailing, CANNExporterDown), so `diagnose` names what
-the alerts name. A chip with an abnormal verdict here gets hardware advice (hardware_advice.py); its low
-utilization is a consequence, not a pipeline problem (analysis.py).
+NPUECCDoubleBitErrors, CANNExporterSourceFailing, CANNExporterDown; the chip's links and
+sensors in interconnect.py, HBM, PFC storms and the exporter's own limits in node_checks.py), so
+`diagnose` names what the alerts name. A chip with an abnormal verdict here gets hardware advice
+(hardware_advice.py); its low utilization is a consequence, not a pipeline problem (analysis.py).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from exporter.core import faultlevels
+from exporter.diagnostics import interconnect, node_checks
+from exporter.diagnostics.hardware_advice import READ_FAILURE
+from exporter.diagnostics.hardware_base import finding, instance, key, too_hot
 from exporter.diagnostics.model import (
     COUNT,
     HARDWARE,
@@ -22,7 +25,6 @@ from exporter.diagnostics.model import (
     Finding,
     HardwareReadings,
     Labels,
-    chip_subject,
 )
 from exporter.hccn.metrics import (
     NETWORK_ERRORS,
@@ -50,13 +52,14 @@ from exporter.thresholds.table import (
     ABNORMAL,
     HEALTHY,
     WARNING,
-    AlertSpec,
     GenerateError,
     Thresholds,
 )
 
 SUBJECT_FAILING = "cann_exporter_source_subject_failing"
-PEAK_DEVICES = "npu_devices:peak"  # most chips listed within the window (NPUMissing without an expectation)
+# The most chips each exporter listed within NPUMissing's lookback before the window's end: the
+# alert's own fallback on a node without npu_expected_devices (Prometheus only).
+PEAK_DEVICES = "npu_devices:peak"
 # Read at their latest value in the window.
 LATEST = (
     HEALTH.name,
@@ -74,42 +77,18 @@ LATEST = (
     OPTICAL_TEMPERATURE.name,
     TEMPERATURE.name,
     ECC_ERRORS.name,
+    *interconnect.LATEST,
+    *node_checks.LATEST,
 )
 # Read as their increase over the window (counters).
-INCREASES = (NETWORK_ERRORS.name, NETWORK_LINK_DOWN_TRANSITIONS.name, NETWORK_LINK_UP_TRANSITIONS.name, ECC_ERRORS.name)
-
-
-def _subject(labels: Labels) -> str:
-    where = chip_subject(labels.get("instance", ""), labels.get("npu", ""), labels.get("chip", ""), labels.get("device", ""))
-    return where + (f" port {labels['port']}" if labels.get("port") else "")
-
-
-def _instance(labels: Labels) -> str:
-    return labels.get("instance", "") or "this node"
-
-
-def _finding(
-    check: str,
-    title: str,
-    labels: Labels | str,
-    value: float | None,
-    unit: str,
-    verdict: str | None,
-    alert: str | None,
-    bounds: str = "",
-    detail: str = "",
-) -> Finding:
-    subject = labels if isinstance(labels, str) else _subject(labels)
-    return Finding(HARDWARE, check, title, subject, value, unit, verdict, None, alert, bounds, detail)
-
-
-def by_subject(findings: Iterable[Finding]) -> list[Finding]:
-    """Findings grouped by subject in natural order (NPU 2 before NPU 10), stable within one."""
-
-    def key(f: Finding) -> tuple[object, ...]:
-        return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", f.subject))
-
-    return sorted(findings, key=key)
+INCREASES = (
+    NETWORK_ERRORS.name,
+    NETWORK_LINK_DOWN_TRANSITIONS.name,
+    NETWORK_LINK_UP_TRANSITIONS.name,
+    ECC_ERRORS.name,
+    *interconnect.INCREASES,
+    *node_checks.INCREASES,
+)
 
 
 def hardware_findings(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
@@ -122,12 +101,10 @@ def hardware_findings(readings: HardwareReadings, table: Thresholds) -> list[Fin
         *ecc_double_bit(readings, table),
         *network(readings, table),
         *optics(readings, table),
+        *interconnect.interconnect_findings(readings, table),
+        *node_checks.node_findings(readings, table),
         *gaps(readings),
     ]
-
-
-def _key(labels: Labels) -> tuple[str, ...]:
-    return tuple(labels.get(k, "") for k in ("instance", "npu", "chip", "device", "port"))
 
 
 def health(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
@@ -142,16 +119,16 @@ def health(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
     for labels, value in readings.get(HEALTH_ERROR.name):
         if value == 1:
             level = f" ({labels['level']})" if labels.get("level") else ""
-            codes.setdefault(_key(labels), []).append(labels.get("code", "?") + level)
-    levels = {_key(labels): labels.get("level", "") for labels, value in readings.get(FAULT_LEVEL.name) if value == 1}
+            codes.setdefault(key(labels), []).append(labels.get("code", "?") + level)
+    levels = {key(labels): labels.get("level", "") for labels, value in readings.get(FAULT_LEVEL.name) if value == 1}
     out = []
     for labels, value in readings.get(HEALTH.name):
         if value != 1:
             continue
         state = labels.get("state", "?")
-        level = levels.get(_key(labels), "")
+        level = levels.get(key(labels), "")
         verdict = ABNORMAL if state in paging or level in isolating else HEALTHY if state == "OK" else WARNING
-        found = sorted(codes.get(_key(labels), []))
+        found = sorted(codes.get(key(labels), []))
         detail = f"state {state}"
         if level and level != faultlevels.NONE:
             detail += f", fault level {level}: {faultlevels.action(level)}"
@@ -159,63 +136,80 @@ def health(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
         alert = "NPUNeedsIsolation" if isolation and level in isolating else "NPUUnhealthy" if spec else None
         title = f"Health {state}" + (f", fault level {level}" if level and level != faultlevels.NONE else "")
         bounds = "abnormal: " + ", ".join((" or ".join(paging), *((" or ".join(isolating),) if isolating else ())))
-        out.append(_finding("health", title, labels, None, COUNT, verdict, alert, bounds, detail))
+        out.append(finding("health", title, labels, None, COUNT, verdict, alert, bounds, detail))
     return sorted(out, key=lambda f: f.subject)
 
 
 def unreadable(readings: HardwareReadings) -> list[Finding]:
     return [
-        _finding(
-            "unreadable", "Chip could not be read (npu_up 0)", labels, value, COUNT, ABNORMAL, None, "abnormal: the latest read failed"
-        )
+        finding("unreadable", "Chip could not be read (npu_up 0)", labels, value, COUNT, ABNORMAL, None, "abnormal: the latest read failed")
         for labels, value in readings.get(UP.name)
         if value == 0
     ]
 
 
+# Where npu_expected_devices{source} comes from, in words.
+EXPECTED_SOURCES = {"config": "npu_smi.expected_devices", "pci": "the Ascend PCI functions in sysfs"}
+
+
 def missing(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
-    """Chips listed against the expected count (config, else PCI), else against the most listed
-    within the window, per exporter (NPUMissing)."""
+    """Per exporter, the chips npu-smi lists against the chips the node should have:
+    npu_expected_devices (config, else pci), else (from Prometheus) the most it listed within
+    NPUMissing's lookback, the alert's own fallback, which tells only a chip lost within it.
+    Without either the count is unknown: never "0 missing"."""
     spec = table.find("NPUMissing")
+    lookback = spec.param("lookback", "1d") if spec else "1d"
+    alert = spec.alert if spec else None
     expected: dict[str, tuple[float, str]] = {}
     for labels, value in readings.get(EXPECTED_DEVICES.name):
         source = labels.get("source", "")
-        if _instance(labels) not in expected or source == "config":
-            expected[_instance(labels)] = (value, f"npu_expected_devices, source {source}")
-    for labels, value in readings.get(PEAK_DEVICES):
-        expected.setdefault(_instance(labels), (value, "the most it listed in the window"))
+        if instance(labels) not in expected or source == "config":
+            what = EXPECTED_SOURCES.get(source, "")
+            expected[instance(labels)] = (value, f'npu_expected_devices{{source="{source}"}}' + (f" ({what})" if what else ""))
+    peaks = {instance(labels): value for labels, value in readings.get(PEAK_DEVICES)}
     out = []
     for labels, seen in readings.get(DEVICES.name):
-        want, basis = expected.get(_instance(labels), (None, ""))
-        if want is None:
+        where = instance(labels)
+        if where not in expected and peaks.get(where, 0.0) > seen:
+            expected[where] = (peaks[where], f"the most it listed in the {lookback} before the window's end (NPUMissing's fallback)")
+        if where not in expected:
+            known = f"; it listed no more within the {lookback} before the window's end" if where in peaks else ""
+            detail = (
+                f"unknown: no expected count ({seen:g} chips listed; no npu_expected_devices: set npu_smi.expected_devices, "
+                f"or let the exporter read the PCI functions in sysfs{known})"
+            )
+            out.append(finding("missing", "Chips missing", f"{where}: chips", None, COUNT, None, alert, "", detail))
             continue
+        want, basis = expected[where]
         gone = want - seen
         out.append(
-            _finding(
+            finding(
                 "missing",
                 "Chips missing",
-                f"{_instance(labels)}: chips",
+                f"{where}: chips",
                 max(0.0, gone),
                 COUNT,
                 ABNORMAL if gone > 0 else HEALTHY,
-                "NPUMissing" if spec else None,
-                "abnormal: fewer chips than expected",
-                f"{seen:g} listed by npu-smi, {want:g} expected ({basis})",
+                alert,
+                f"abnormal: fewer than the {want:g} expected",
+                f"{seen:g} of {want:g} chips listed by npu-smi; expected from {basis}",
             )
         )
     return out
 
 
 def read_failures(readings: HardwareReadings) -> list[Finding]:
-    """npu-smi commands failing on a card, with the reason (cann_exporter_source_subject_failing)."""
+    """Reads failing on a subject of a source (an npu-smi command on a card, an hccn_tool query
+    on a port), with the reason (cann_exporter_source_subject_failing); the advice follows the
+    tool (hardware_advice.advice_key)."""
     reasons: dict[tuple[str, str], list[str]] = {}
     for labels, value in readings.get(SUBJECT_FAILING):
         if value == 1:
-            where = f"{_instance(labels)}: {labels.get('source', '?')}"
+            where = f"{instance(labels)}: {labels.get('source', '?')}"
             reasons.setdefault((where, labels.get("reason", "?")), []).append(labels.get("subject", "?"))
     return [
-        _finding(
-            "read_failure",
+        finding(
+            READ_FAILURE,
             f"Read failures ({reason})",
             where,
             len(subjects),
@@ -233,18 +227,6 @@ def temperature(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
     return too_hot(readings, table.find("NPUTemperatureHigh"), TEMPERATURE.name, "temperature", "Chip temperature")
 
 
-def too_hot(readings: HardwareReadings, spec: AlertSpec | None, metric: str, check: str, title: str) -> list[Finding]:
-    """A warning for each reading of ``metric`` (°C) above the alert's threshold."""
-    if spec is None or spec.threshold is None:
-        return []
-    bounds = f"warning > {spec.threshold:g} °C"
-    return [
-        _finding(check, title, labels, value, COUNT, WARNING, spec.alert, bounds, f"{value:g} °C")
-        for labels, value in readings.get(metric)
-        if value > spec.threshold
-    ]
-
-
 def ecc_double_bit(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
     """Uncorrectable errors: new ones within the window page (NPUECCDoubleBitErrors); with one
     reading, a non-zero current count is told but cannot be dated."""
@@ -252,7 +234,7 @@ def ecc_double_bit(readings: HardwareReadings, table: Thresholds) -> list[Findin
     name = spec.alert if spec else None
     if readings.increases:
         return [
-            _finding(
+            finding(
                 "ecc_double_bit",
                 "New uncorrectable (double-bit) ECC errors",
                 labels,
@@ -267,7 +249,7 @@ def ecc_double_bit(readings: HardwareReadings, table: Thresholds) -> list[Findin
             if _double(labels) and value > 0
         ]
     return [
-        _finding(
+        finding(
             "ecc_double_bit",
             "Uncorrectable (double-bit) ECC errors, current count",
             labels,
@@ -289,14 +271,14 @@ def _double(labels: Labels) -> bool:
 
 def network(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
     out = [
-        _finding("link_down", "Network link down", labels, value, COUNT, ABNORMAL, "NPUNetworkLinkDown", "abnormal: link DOWN")
+        finding("link_down", "Network link down", labels, value, COUNT, ABNORMAL, "NPUNetworkLinkDown", "abnormal: link DOWN")
         for labels, value in readings.get(NETWORK_LINK_UP.name)
         if value == 0
     ]
     unhealthy = table.find("NPUNetworkUnhealthy")
     ok = tuple(unhealthy.param("ok_states", ("Success", "Init"))) if unhealthy else ("Success", "Init")
     out += [
-        _finding(
+        finding(
             "network_health",
             f"Network probe {labels.get('state', '?')}",
             labels,
@@ -323,13 +305,13 @@ def network_counters(readings: HardwareReadings, table: Thresholds) -> list[Find
         per_port: dict[tuple[str, ...], tuple[Labels, float]] = {}
         for labels, value in readings.increases.get(NETWORK_ERRORS.name, ()):
             if labels.get("kind") in kinds:
-                _, total = per_port.get(_key(labels), (labels, 0.0))
-                per_port[_key(labels)] = (labels, total + value)
+                _, total = per_port.get(key(labels), (labels, 0.0))
+                per_port[key(labels)] = (labels, total + value)
         for labels, total in per_port.values():
             rate = total / readings.seconds
             if rate > errors.threshold:
                 out.append(
-                    _finding(
+                    finding(
                         "network_errors",
                         "Network errors",
                         labels,
@@ -343,12 +325,12 @@ def network_counters(readings: HardwareReadings, table: Thresholds) -> list[Find
                 )
     flapping = table.find("NPUNetworkLinkFlapping")
     if flapping is not None and flapping.threshold is not None:
-        downs = {_key(labels): (labels, v) for labels, v in readings.increases.get(NETWORK_LINK_DOWN_TRANSITIONS.name, ())}
-        ups = {_key(labels): (labels, v) for labels, v in readings.increases.get(NETWORK_LINK_UP_TRANSITIONS.name, ())}
+        downs = {key(labels): (labels, v) for labels, v in readings.increases.get(NETWORK_LINK_DOWN_TRANSITIONS.name, ())}
+        ups = {key(labels): (labels, v) for labels, v in readings.increases.get(NETWORK_LINK_UP_TRANSITIONS.name, ())}
         for labels, changes in {**ups, **downs}.values():
             if changes >= flapping.threshold:
                 out.append(
-                    _finding(
+                    finding(
                         "link_flapping",
                         "Network link changes",
                         labels,
@@ -363,7 +345,7 @@ def network_counters(readings: HardwareReadings, table: Thresholds) -> list[Find
 
 
 def optics(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
-    present = {_key(labels) for labels, value in readings.get(OPTICAL_PRESENT.name) if value == 1}
+    present = {key(labels) for labels, value in readings.get(OPTICAL_PRESENT.name) if value == 1}
     out = []
     spec = table.find("NPUOpticalPowerOutOfRange")
     try:
@@ -375,12 +357,12 @@ def optics(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
             continue
         low, high = limits[direction]
         for labels, watts in readings.get(metric):
-            if present and _key(labels) not in present:
+            if present and key(labels) not in present:
                 continue
             if not low <= watts <= high:
                 dark = " (dark)" if watts <= 0 else ""
                 out.append(
-                    _finding(
+                    finding(
                         "optical_power",
                         f"Optical {direction} power (mW), lane {labels.get('lane', '?')}{dark}",
                         labels,
@@ -397,7 +379,7 @@ def optics(readings: HardwareReadings, table: Thresholds) -> list[Finding]:
 
 def gaps(readings: HardwareReadings) -> list[Finding]:
     return [
-        _finding(
+        finding(
             "exporter_gap",
             "Exporter samples missing",
             f"{gap.instance or 'this node'}: exporter",

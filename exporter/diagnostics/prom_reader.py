@@ -82,7 +82,9 @@ def read_prometheus(
         jobs = read_jobs(ask, matchers)
         profiles, stale = read_profiles(ask, matchers, table)
         held = held_since(client, window, matchers, progress) if (chips or jobs or profiles) else None
-        readings = read_hardware(ask, matchers, client, window) if (chips or jobs or profiles) else HardwareReadings()
+        readings = (
+            read_hardware(ask, matchers, client, window, _missing_lookback(table)) if (chips or jobs or profiles) else HardwareReadings()
+        )
     except PrometheusError as exc:
         raise CannotDiagnose(str(exc)) from None
     where = f" matching {{{matchers}}}" if matchers else ""
@@ -134,12 +136,14 @@ def held_since(client: PrometheusClient, window: Window, matchers: str, progress
     return begins if begins > start else None
 
 
-def read_hardware(ask: _Asker, matchers: str, client: PrometheusClient, window: Window) -> HardwareReadings:
+def read_hardware(ask: _Asker, matchers: str, client: PrometheusClient, window: Window, lookback: float = 86400.0) -> HardwareReadings:
     """The hardware series at their latest value in the window, the counters' increase over
-    it, the most chips each exporter listed, and the gaps in the exporter's own samples."""
+    it, the most chips each exporter listed within ``lookback`` before the window's end
+    (NPUMissing's fallback), and the gaps in the exporter's own samples."""
     r = window.range
     latest = {name: _series(ask(f"last_over_time({selector(name, matchers)}[{r}])")) for name in hardware.LATEST}
-    latest[hardware.PEAK_DEVICES] = _series(ask(f"max_over_time({selector(DEVICES.name, matchers)}[{r}])"))
+    peak = f"max_over_time({selector(DEVICES.name, matchers)}[{promql_duration(lookback)}])"
+    latest[hardware.PEAK_DEVICES] = _series(ask(peak))
     increases = {name: _series(ask(f"increase({selector(name, matchers)}[{r}])")) for name in hardware.INCREASES}
     return HardwareReadings(latest, increases, window.seconds, exporter_gaps(client, window, matchers))
 
@@ -234,6 +238,11 @@ def read_isolated_pages(ask: _Asker, matchers: str) -> tuple[dict[ChipKey, tuple
         return {}, {}
     new = _by_chip(ask(f"sum without (memory, type) (last_over_time({pages}[{r}]) - min_over_time({pages}[{r}]))"))
     return {k: tuple(sorted(v, key=lambda p: (p.memory, p.type))) for k, v in out.items()}, new
+
+
+def _missing_lookback(table: Thresholds) -> float:
+    spec = table.find("NPUMissing")
+    return duration_seconds(str(spec.param("lookback", "1d"))) if spec is not None else 86400.0
 
 
 def _unstable_range(table: Thresholds) -> float:

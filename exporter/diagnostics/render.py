@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from exporter.diagnostics.hardware_advice import ADVICE as HARDWARE_ADVICE
+from exporter.diagnostics.hardware_advice import advice_key
 from exporter.diagnostics.model import (
     COUNT,
     HARDWARE,
@@ -27,7 +28,7 @@ from exporter.thresholds.table import ABNORMAL, HEALTHY, WARNING, Thresholds
 
 # What each level needs, said when a level has nothing to show.
 NO_DATA = {
-    HARDWARE: "no health, ECC, chip count, read failure or network readings (npu_health, npu_ecc_*, npu_network_*)",
+    HARDWARE: "no health, ECC, chip count, link, sensor, read failure or network readings (npu_health, npu_ecc_*, npu_hccs_*, npu_network_*)",
     MACRO: "no chip utilization, job or profile data",
     MESO: "needs training-job phases (hooks, docs/training-hooks.md) or a profile (--profile-dir)",
     MICRO: "needs a profile: --profile-dir, or npu_profile_* metrics (exporter --profile-dir)",
@@ -68,7 +69,7 @@ def format_seconds(value: float) -> str:
 
 @dataclass(frozen=True)
 class Advice:
-    key: str  # indicator id, or alert name when the check has no table row
+    key: str  # indicator id, or alert name when the check has no table row (a failing read: alert:tool)
     title: str
     verdict: str
     subjects: tuple[str, ...]
@@ -83,7 +84,7 @@ def advice(report: Report, table: Thresholds) -> list[Advice]:
     groups: dict[str, list[Finding]] = {}
     for f in report.findings:
         if f.verdict in (WARNING, ABNORMAL):
-            groups.setdefault(f.indicator or f.alert or f.check, []).append(f)
+            groups.setdefault(f.indicator or advice_key(f), []).append(f)
     out = []
     for key, findings in groups.items():
         indicator = table[key] if key in table else None

@@ -25,7 +25,7 @@ from exporter.diagnostics.model import (
 )
 from exporter.diagnostics.prom_reader import profile_summary
 from exporter.jobs.metrics import JOB_INFO, JOB_ITERATION_DURATION, JOB_LAST_ITERATION, JOB_MFU, JOB_PHASE_SECONDS, JOB_SAMPLES
-from exporter.npusmi.metrics import AICORE, DEVICES, ECC_ISOLATED_PAGES, PROCESS_MEMORY, UP
+from exporter.npusmi.metrics import AICORE, ECC_ISOLATED_PAGES, PROCESS_MEMORY, UP
 from exporter.pods.metrics import POD_INFO
 from exporter.profiles.indicators import OperatorShare, ProfileSummary
 from exporter.profiles.metrics import PROFILE_OPERATOR
@@ -96,7 +96,10 @@ def observations(scrapes: Sequence[Scrape], source: str) -> Observations:
     notes = (
         (f"utilization swing: standard deviation of the {len(scrapes)} readings",)
         if len(scrapes) > 1
-        else ("one reading: utilization swing (saw-tooth) and job rates need several, e.g. --samples 7 --interval 10s",)
+        else (
+            "one reading: utilization swing (saw-tooth), job rates and new HCCS, SIO and PCIe errors (their alerts count new ones; "
+            "a count since the driver started is shown undated) need several, e.g. --samples 7 --interval 10s",
+        )
     )
     obs = Observations(source, _window(scrapes), chips, jobs, profiles, notes, hardware_readings(scrapes))
     if obs.empty:
@@ -109,12 +112,11 @@ def observations(scrapes: Sequence[Scrape], source: str) -> Observations:
 
 def hardware_readings(scrapes: Sequence[Scrape]) -> HardwareReadings:
     """The last scrape's hardware series; with several scrapes, the counters' increase between
-    the first and the last (a counter that went down was reset: its last value is the increase)."""
+    the first and the last (a counter that went down was reset: its last value is the increase).
+    The chips expected are npu_expected_devices alone: the most listed over a few reads seconds
+    apart says nothing of a chip lost before them."""
     last = scrapes[-1]
     latest = {name: tuple(last.values(name)) for name in hardware.LATEST}
-    peak = max((value for scrape in scrapes for _, value in scrape.values(DEVICES.name)), default=None)
-    if peak is not None and len(scrapes) > 1:
-        latest[hardware.PEAK_DEVICES] = (({}, peak),)
     if len(scrapes) < 2:
         return HardwareReadings(latest)
     increases = {}

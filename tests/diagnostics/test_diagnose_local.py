@@ -15,6 +15,7 @@ from exporter.simulator.scenarios import (
     DEGRADED_CRITICAL_LOGIC_ID,
     DEGRADED_FAILING_LOGIC_ID,
     DEGRADED_FAILING_SUBCOMMANDS,
+    DEGRADED_HCCS_LOGIC_ID,
     UNDERUTILIZED_LOGIC_IDS,
 )
 from tests.support.cli import run_diagnose
@@ -40,9 +41,12 @@ def test_simulated_underutilized_node_is_abnormal() -> None:
 def test_simulated_healthy_node_exits_0() -> None:
     result = run_diagnose("--simulate", "healthy")
     assert result.code == 0, result.err
-    # 8 chips: utilization (macro), health and isolated pages (hardware, `-t health`, `-t ecc`) each
-    assert "verdict: HEALTHY (0 abnormal, 0 warning, 24 healthy)" in result.out
-    assert "one reading: utilization swing (saw-tooth) and job rates need several" in result.out
+    # 8 chips: utilization (macro), health, HCCS links and isolated pages (hardware: `-t health`,
+    # `-t hccs`, `-t ecc`) each; the exporter's file descriptors
+    assert "verdict: HEALTHY (0 abnormal, 0 warning, 33 healthy)" in result.out
+    assert "one reading: utilization swing (saw-tooth), job rates and new HCCS, SIO and PCIe errors" in result.out
+    # no expected chip count (no sysfs, no npu_smi.expected_devices): unknown, never "0 missing, healthy"
+    assert "Chips missing" in result.out and "unknown: no expected count (8 chips listed" in result.out
 
 
 def test_the_degraded_chip_is_named_at_the_hardware_level() -> None:
@@ -77,11 +81,19 @@ def test_degraded_node_names_every_hardware_fault_the_alerts_page_on(tmp_path: P
     assert "fault level SeparateNPU: take the chip out of service now" in health["detail"]
     missing = off[("this node: chips", "missing")]
     assert (missing["value"], missing["verdict"], missing["alert"]) == (1, "abnormal", "NPUMissing")
-    assert "7 listed by npu-smi, 8 expected" in missing["detail"]
+    assert (
+        missing["detail"]
+        == '7 of 8 chips listed by npu-smi; expected from npu_expected_devices{source="config"} (npu_smi.expected_devices)'
+    )
     (failing,) = [f for (s, check), f in off.items() if check == "read_failure"]
     assert "dcmi_init_failed" in failing["title"] and failing["alert"] == "CANNExporterSourceFailing"
     assert failing["detail"] == ", ".join(f"{c} -i {DEGRADED_FAILING_LOGIC_ID}" for c in sorted(DEGRADED_FAILING_SUBCOMMANDS))
     assert off[(critical, "network_health")]["alert"] == "NPUNetworkUnhealthy"
+    # logic id 3's HCCS link 2 is NOK with half its lanes: the link page, with the link named
+    hccs = off[(f"NPU {DEGRADED_HCCS_LOGIC_ID} chip 0 (device {DEGRADED_HCCS_LOGIC_ID})", "hccs_link")]
+    assert (hccs["title"], hccs["verdict"], hccs["alert"]) == ("HCCS links NOK", "abnormal", "NPUHCCSLinkDown")
+    assert "link 2: 2 of 4 lanes (1100, 112 Gbit/s)" in hccs["detail"]
+    assert [s for (s, check) in off if check == "hccs_link"] == [f"NPU {DEGRADED_HCCS_LOGIC_ID} chip 0 (device {DEGRADED_HCCS_LOGIC_ID})"]
     assert off[(critical, "optical_power")]["alert"] == "NPUOpticalPowerOutOfRange"
     # the chip's 0% is not judged, and no pipeline lever is offered for it
     (util,) = [f for f in doc["levels"]["macro"] if f["subject"] == critical and f["check"] == "utilization"]

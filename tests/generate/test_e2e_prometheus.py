@@ -684,7 +684,8 @@ def test_diagnose_names_the_degraded_nodes_hardware_faults(stack: Stack) -> None
     assert health["alert"] == "NPUNeedsIsolation" and "Critical" in health["detail"] and "80E18005 (RestartNPU)" in health["detail"]
     assert "fault level SeparateNPU: take the chip out of service now" in health["detail"]
     missing = off[(f"{stack.degraded}: chips", "missing")]
-    assert missing["value"] == 1 and "7 listed by npu-smi, 8 expected" in missing["detail"], missing
+    assert missing["value"] == 1 and missing["detail"].startswith("7 of 8 chips listed by npu-smi"), missing
+    assert 'npu_expected_devices{source="pci"} (the Ascend PCI functions in sysfs)' in missing["detail"], missing
     (util,) = [f for f in doc["levels"]["macro"] if f["subject"] == critical and f["check"] == "utilization"]
     assert util["verdict"] is None and "consequence of the hardware fault" in util["detail"]
     advice = {a["key"]: a for a in doc["advice"]}
