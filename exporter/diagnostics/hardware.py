@@ -89,6 +89,8 @@ INCREASES = (
     *interconnect.INCREASES,
     *node_checks.INCREASES,
 )
+# Matchers narrowing what a reader asks for of a series, where the checks read part of it.
+ONLY = node_checks.ONLY
 
 
 def hardware_findings(readings: HardwareReadings, table: Thresholds) -> list[Finding]:

@@ -27,6 +27,8 @@ LATEST = (
 )
 INCREASES = (NETWORK_PACKETS.name,)
 PFC = "pfc"  # npu_network_packets_total{kind}: the PFC pause frames NPUNetworkPFCStorm counts
+# What of a series the checks read, where less than all of it (Prometheus asks only for that).
+ONLY = {NETWORK_PACKETS.name: f'kind="{PFC}"'}
 
 
 def node_findings(readings: HardwareReadings, table: Thresholds) -> list[Finding]:

@@ -144,7 +144,9 @@ def read_hardware(ask: _Asker, matchers: str, client: PrometheusClient, window: 
     latest = {name: _series(ask(f"last_over_time({selector(name, matchers)}[{r}])")) for name in hardware.LATEST}
     peak = f"max_over_time({selector(DEVICES.name, matchers)}[{promql_duration(lookback)}])"
     latest[hardware.PEAK_DEVICES] = _series(ask(peak))
-    increases = {name: _series(ask(f"increase({selector(name, matchers)}[{r}])")) for name in hardware.INCREASES}
+    increases = {
+        name: _series(ask(f"increase({selector(name, matchers, hardware.ONLY.get(name, ''))}[{r}])")) for name in hardware.INCREASES
+    }
     return HardwareReadings(latest, increases, window.seconds, exporter_gaps(client, window, matchers))
 
 
