@@ -25,4 +25,7 @@ def test_live_options_need_no_restart_and_the_rest_do() -> None:
     assert live == {f"npu_smi.{name}" for name in LIVE_OPTIONS} | {"npu_smi.fault_codes"}
     changed = build_settings(flags={"npu_smi.interval": "20s", "npu_smi.fault_codes": "/etc/codes.json", "max_age": "240s"})
     assert needs_restart(running, changed) == ["max_age"]
-    assert needs_restart(running, build_settings(flags={"collector.pods": False, "hccn.timeout": "2s"})) == ["hccn.timeout", "collector.pods"]
+    assert needs_restart(running, build_settings(flags={"collector.pods": False, "hccn.timeout": "2s"})) == [
+        "hccn.timeout",
+        "collector.pods",
+    ]

@@ -101,18 +101,31 @@ def test_hostile_exports_cost_themselves_only(tmp_path: Path) -> None:
 
 
 def test_sigterm_ends_the_exporter_while_a_worker_is_stuck_in_a_read(tmp_path: Path) -> None:
-    """The profile scan blocks for ever opening a FIFO without a writer (the fault is built in by
-    tests/support/stuck_exporter.py: the exporter's own readers no longer block on one)."""
+    """The profile scan blocks for ever on a FIFO (the fault is built in by
+    tests/support/stuck_exporter.py: the exporter's own readers no longer block on one). The chips
+    are served before the first scan starts, so the test waits until the scan holds the FIFO."""
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     (tmp_path / "watched").mkdir()
     launcher = [sys.executable, "-m", "tests.support.stuck_exporter", str(fifo)]
     exporter = Exporter([*QUIET, "--profile-dir", str(tmp_path / "watched")], tmp_path, launcher=launcher)
+    writer = None
     try:
         exporter.wait_for(lambda found: value(found, "npu_aicore_utilization_ratio", device="0") is not None)
+        # The scan is stuck once it has the FIFO open: a writer can open it then (ENXIO before).
+        # Held open and silent, the scan's read() blocks for ever.
+        deadline = time.monotonic() + 60
+        while writer is None:
+            try:
+                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                assert time.monotonic() < deadline and exporter.proc.poll() is None, "the profile scan never opened the FIFO"
+                time.sleep(0.05)
         assert exporter.terminate_within(EXIT_BOUND) == 0
         assert "worker threads still busy at exit" in exporter.log_path.read_text()
     finally:
+        if writer is not None:
+            os.close(writer)
         if exporter.proc.poll() is None:
             exporter.stop()
 
