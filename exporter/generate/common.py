@@ -72,6 +72,13 @@ def healthy_note(spec: AlertSpec, table: Thresholds) -> str:
     return f" (healthy: {indicator.healthy_text()})" if indicator and indicator.healthy is not None else ""
 
 
+def positive(expr: str) -> str:
+    """A denominator, ``(expr > 0)``: where a total reads 0 (an A3's huge pages, an idle job's
+    iterations, a limit of 0) the ratio is left out, as VictoriaMetrics leaves it out, instead of
+    Prometheus' NaN (0/0) or infinity (x/0)."""
+    return f"({expr} > 0)"
+
+
 def indent(expr: str, by: str = "  ") -> str:
     return "\n".join(by + line for line in expr.splitlines())
 

@@ -4,7 +4,7 @@ and the training-hook ingest."""
 from __future__ import annotations
 
 from exporter.generate.board import Board, node_vars
-from exporter.generate.common import pct
+from exporter.generate.common import pct, positive
 from exporter.generate.panels import (
     ANY_RED,
     RATIO,
@@ -94,7 +94,7 @@ def _resources(table_: Thresholds) -> list[Panel]:
     return [
         _against(
             "Memory against the limit",
-            f"{resident} / {_mine('cann_exporter_memory_limit_bytes')}",
+            f"{resident} / {positive(_mine('cann_exporter_memory_limit_bytes'))}",
             memory,
             f"Resident memory over the cgroup memory limit; CANNExporterMemoryHigh fires above {pct(threshold(memory) or 0)}. Empty where the exporter runs without a limit.",
         ),
@@ -116,7 +116,7 @@ def _resources(table_: Thresholds) -> list[Panel]:
         ),
         _against(
             "File descriptors against the maximum",
-            f"{_mine('process_open_fds')} / {_mine('process_max_fds')}",
+            f"{_mine('process_open_fds')} / {positive(_mine('process_max_fds'))}",
             fds,
             f"CANNExporterFileDescriptorsHigh fires above {pct(threshold(fds) or 0)}.",
         ),

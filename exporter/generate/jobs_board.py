@@ -6,7 +6,7 @@ from __future__ import annotations
 from grafana_foundation_sdk.models import dashboard as dm
 
 from exporter.generate.board import Board, Variable, datasource_var, job_var, query_var
-from exporter.generate.common import pct
+from exporter.generate.common import pct, positive
 from exporter.generate.energy_rules import PER_ITERATION, PER_SAMPLE
 from exporter.generate.panels import (
     GREEN,
@@ -64,16 +64,19 @@ def _per_rank(metric: str, matchers: str = "", window: str = "$__rate_interval",
 
 
 def _mean_iteration(window: str = "$__rate_interval", offset: str = "") -> str:
-    return f"{_per_rank(DURATION + '_sum', window=window, offset=offset)} / {_per_rank(DURATION + '_count', window=window, offset=offset)}"
+    iterations = _per_rank(DURATION + "_count", window=window, offset=offset)
+    return f"{_per_rank(DURATION + '_sum', window=window, offset=offset)} / {positive(iterations)}"
 
 
 def _quantile(quantile: str) -> str:
-    return f"histogram_quantile({quantile}, {rate(DURATION + '_bucket', RANK + ', le', JOB_SEL)})"
+    """The ranks' iteration time quantile, where they finished iterations (none: no quantile, not NaN)."""
+    buckets = rate(DURATION + "_bucket", RANK + ", le", JOB_SEL)
+    return f"histogram_quantile({quantile}, {buckets})\nand on ({RANK}) {positive(_per_rank(DURATION + '_count'))}"
 
 
 def _stage_share(matchers: str) -> str:
     """The share of the running ranks' step time in the phases of ``matchers`` (their stage)."""
-    return f"clamp(\n  {_per_rank(PHASES, matchers)}\n  / {_per_rank(DURATION + '_sum')},\n  0, 1\n)\n{RUNNING}"
+    return f"clamp(\n  {_per_rank(PHASES, matchers)}\n  / {positive(_per_rank(DURATION + '_sum'))},\n  0, 1\n)\n{RUNNING}"
 
 
 def _iterations(table_: Thresholds) -> list[Panel]:
@@ -99,7 +102,7 @@ def _iterations(table_: Thresholds) -> list[Panel]:
         ),
         graph(
             f"Iteration time vs {baseline} ago",
-            q(f"({_mean_iteration('1h')})\n/ ({_mean_iteration('1h', baseline)})\n- 1", JOB_LEGEND),
+            q(f"({_mean_iteration('1h')})\n/ {positive(_mean_iteration('1h', baseline))}\n- 1", JOB_LEGEND),
             unit="percentunit",
             steps=alert_steps(reg),
             description=f"Mean iteration time over 1h relative to the same job {baseline} earlier; NPUIterationTimeRegression fires above "
@@ -182,9 +185,9 @@ def _share(title: str, matchers: str, profile: str, indicator: Indicator, descri
 
 def _phases(table_: Thresholds) -> list[Panel]:
     memcpy, framework, straggler = table_["memcpy_share"], table_["framework_overhead_share"], table_.find("NPUJobStragglerRank")
-    phases = f"clamp(\n  {rate(PHASES, RANK + ', phase, stage', JOB_SEL)}\n  / on (job_name, rank) group_left\n  {_per_rank(DURATION + '_sum')},\n  0, 1\n)\n{RUNNING}"
+    phases = f"clamp(\n  {rate(PHASES, RANK + ', phase, stage', JOB_SEL)}\n  / on (job_name, rank) group_left ()\n  {positive(_per_rank(DURATION + '_sum'))},\n  0, 1\n)\n{RUNNING}"
     busy, communication = _per_rank(DURATION + "_sum"), _per_rank(PHASES, ', stage="communication"')
-    outside = f"(\n  {busy}\n  - ({communication} or 0 * {busy})\n)\n/ {_per_rank(DURATION + '_count')}"
+    outside = f"(\n  {busy}\n  - ({communication} or 0 * {busy})\n)\n/ {positive(_per_rank(DURATION + '_count'))}"
     return [
         graph(
             "Step phases",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from exporter.generate.board import Board, node_vars
-from exporter.generate.common import pct
+from exporter.generate.common import pct, positive
 from exporter.generate.health_panels import fault_level_history, health_history
 from exporter.generate.interconnect_row import interconnect_panels
 from exporter.generate.network_row import network_panels
@@ -81,7 +81,7 @@ def _memory(table_: Thresholds) -> list[Panel]:
     return [
         graph(
             "HBM used / total",
-            q(f"{_chips('npu_hbm_used_bytes')} / {_chips('npu_hbm_total_bytes')}", CHIP_LEGEND),
+            q(f"{_chips('npu_hbm_used_bytes')} / {positive(_chips('npu_hbm_total_bytes'))}", CHIP_LEGEND),
             **RATIO,
             steps=limit_steps(hbm),
             description=f"NPUHBMAlmostFull fires above {pct(hbm or 0)}.",
@@ -101,8 +101,8 @@ def _memory(table_: Thresholds) -> list[Panel]:
         ),
         graph(
             "DDR memory and huge pages",
-            q(f"{_chips('npu_memory_used_bytes')} / {_chips('npu_memory_total_bytes')}", "DDR {{device}}"),
-            q(f"{_chips('npu_hugepages_used_pages')} / {_chips('npu_hugepages_total_pages')}", "huge pages {{device}}"),
+            q(f"{_chips('npu_memory_used_bytes')} / {positive(_chips('npu_memory_total_bytes'))}", "DDR {{device}}"),
+            q(f"{_chips('npu_hugepages_used_pages')} / {positive(_chips('npu_hugepages_total_pages'))}", "huge pages {{device}}"),
             **RATIO,
         ),
     ]

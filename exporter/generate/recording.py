@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from exporter.generate.common import CHIP, IN_USE_SOURCES, NODE, pct, with_windows
+from exporter.generate.common import CHIP, IN_USE_SOURCES, NODE, pct, positive, with_windows
 from exporter.generate.energy_rules import energy_1h, energy_5m
 from exporter.thresholds import records
 from exporter.thresholds.table import Thresholds, duration_seconds, num
@@ -249,7 +249,7 @@ def _five_minutes(threshold: float, sources: tuple[str, ...], quantiles: tuple[f
             f"1 when the chip is in use ({', '.join(sources)}: a process holds memory on it, a pod has it "
             "allocated, a training job reports on it), else 0",
         ),
-        Record("chip:npu_hbm_usage:ratio", "npu_hbm_used_bytes / npu_hbm_total_bytes", "HBM used / total of each chip"),
+        Record("chip:npu_hbm_usage:ratio", f"npu_hbm_used_bytes / {positive('npu_hbm_total_bytes')}", "HBM used / total of each chip"),
         Record("instance:npu_chips:count", f"count by ({NODE}) (npu_up)", "chips a node reports"),
         Record("instance:npu_chips_in_use:sum", f"sum by ({NODE}) (chip:npu_in_use:bool)", "chips in use on a node"),
         Record(
@@ -260,7 +260,7 @@ def _five_minutes(threshold: float, sources: tuple[str, ...], quantiles: tuple[f
         Record("instance:npu_hbm_headroom_bytes:sum", f"sum by ({NODE}) (npu_hbm_total_bytes - npu_hbm_used_bytes)", "free HBM on a node"),
         Record(
             "instance:npu_hbm_usage:ratio",
-            f"sum by ({NODE}) (npu_hbm_used_bytes) / sum by ({NODE}) (npu_hbm_total_bytes)",
+            f"sum by ({NODE}) (npu_hbm_used_bytes) / {positive(f'sum by ({NODE}) (npu_hbm_total_bytes)')}",
             "HBM used / total of a node",
         ),
         Record(
@@ -276,7 +276,9 @@ def _five_minutes(threshold: float, sources: tuple[str, ...], quantiles: tuple[f
             f"chips in use below {pct(threshold)} in the cluster",
         ),
         Record(
-            "cluster:npu_allocation:ratio", "cluster:npu_chips_in_use:sum / cluster:npu_chips:count", "share of the cluster's chips in use"
+            "cluster:npu_allocation:ratio",
+            f"cluster:npu_chips_in_use:sum / {positive('cluster:npu_chips:count')}",
+            "share of the cluster's chips in use",
         ),
         Record("cluster:npu_hbm_headroom_bytes:sum", "sum by () (instance:npu_hbm_headroom_bytes:sum)", "free HBM in the cluster"),
     ] + _levels("5m", quantiles)
