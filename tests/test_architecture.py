@@ -31,6 +31,7 @@ SOURCES = {path.parent.name for path in PACKAGE.glob("*/registration.py")}
 SOURCE_READS: dict[str, set[str]] = {
     "hccn": {"npusmi"},  # asks about the chips npu-smi lists
     "pods": {"npusmi"},  # matches kubelet devices to npu-smi's chips
+    "owners": {"npusmi", "pods"},  # reads the cgroups of npu-smi's processes; joins the kubelet's pod names
     # The ingest API is a route of the web app: it reads the user the auth middleware verified
     # (web.auth's app key). Posted profiles are profiles; a job's MFU divides by its chip's peak.
     "jobs": {"web", "profiles", "npusmi"},

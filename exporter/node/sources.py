@@ -16,6 +16,7 @@ from exporter.hccn import registration as hccn
 from exporter.jobs import registration as jobs
 from exporter.node import status
 from exporter.npusmi import registration as npusmi
+from exporter.owners import registration as owners
 from exporter.pods import registration as pods
 from exporter.profiles import registration as profiles
 from exporter.resources import registration as resources
@@ -27,5 +28,6 @@ SOURCES: tuple[Registration[Any], ...] = (
     profiles.REGISTRATION,  # profiler exports and the hooks' profiling windows (collector.profiles)
     hccn.REGISTRATION,  # network ports and optics (collector.network)
     pods.REGISTRATION,  # chip-to-pod attribution (collector.pods)
+    owners.REGISTRATION,  # who holds each chip, from its processes' cgroups (collector.owners; after pods: joins their names)
     jobs.REGISTRATION,  # the training hooks' steps (collector.jobs)
 )

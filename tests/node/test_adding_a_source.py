@@ -46,7 +46,15 @@ def run(tree: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 # Nothing else runs: no npu-smi (no collector reads the chips), no hccn_tool, no kubelet.
-ALONE = ("--no-collector.devices", "--no-collector.processes", "--no-collector.network", "--no-collector.pods", "--log.level", "error")
+ALONE = (
+    "--no-collector.devices",
+    "--no-collector.processes",
+    "--no-collector.network",
+    "--no-collector.pods",
+    "--no-collector.owners",
+    "--log.level",
+    "error",
+)
 
 
 def test_the_toy_source_is_served_and_switched_off_by_its_flag(tree: Path, tmp_path: Path) -> None:

@@ -140,7 +140,7 @@ def test_one_collector_off(stage: Stage, off: str) -> None:
 
 
 def test_npu_smi_never_runs_when_nothing_needs_it(stage: Stage) -> None:
-    _, text = stage.run("devices", "processes", "network", "pods")
+    _, text = stage.run("devices", "processes", "network", "pods", "owners")
     assert npu_smi_calls(stage.root / "npu") == [] and hccn_calls(stage.root / "hccn") == [] and stage.kubelet.calls == 0
     assert "npu_profile_compute_ratio" in described(text)  # the profiles are still read
 

@@ -55,6 +55,7 @@ from exporter.web.server import HttpServer
 from tests.support.exposition import exposition
 from tests.support.hccn import write_replay_hccn
 from tests.support.kubelet import container, pod
+from tests.support.owners import PIDS_910B3, procfs_tree
 from tests.support.paths import FIXTURES
 from tests.support.profile_builders import Copy, Kernel, Step, torch_profile
 from tests.support.profile_exports import PT_LEVEL1, build
@@ -313,6 +314,25 @@ def resources(tmp_path: Path) -> str:
     return exposition(ResourcesCollector(), source.part())
 
 
+def owners(tmp_path: Path) -> str:
+    """`once` on the 910B3 process table, each pid in a real cgroup of another runtime (and
+    this process's real stat): who holds each chip."""
+    script = write_replay_npu_smi(tmp_path, {"info": "info__910B3__25.5.1__1", "info -m": "info-m__910B3__25.5.1__1"})
+    layouts = (
+        "v2-kubernetes-systemd-containerd__containerd-1.6.4__1",
+        "v1-docker-systemd__unknown__1",
+        "v2-podman-rootful__unknown__1",
+        "v2-slurm__unknown__1",
+        "v1-slurm__slurm-21__1",
+        "v2-systemd-service__written",
+        "v1-containerd-cgroupfs__written",
+        "v1-host__unknown__1",
+    )
+    tree = procfs_tree(tmp_path / "proc", dict(zip(PIDS_910B3, layouts, strict=True)))
+    flags = {"owners.procfs": str(tree), "owners.docker_socket": "", "owners.podman_socket": ""}
+    return node_exposition(**{"npu_smi.path": str(script), "npu_smi.details": "", "npu_smi.board": "false", **flags})
+
+
 PRODUCERS = (
     npu_smi_910b3,
     npu_smi_310p,
@@ -327,6 +347,7 @@ PRODUCERS = (
     web,
     http,
     resources,
+    owners,
 )
 
 

@@ -1,0 +1,68 @@
+"""The owner source's registration: who holds each chip (`collector.owners`), read from the
+cgroups of the processes npu-smi shows on the chips, joined to the kubelet's pods where that
+source is on (it reads the pods part the table builds before it)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from exporter.core.registration import Build, Collect, Registration, Switch
+from exporter.core.snapshot import Snapshot
+from exporter.core.source import Derived, Source
+from exporter.npusmi.part import DEVICES, ProcessSample
+from exporter.owners.collector import OwnerCollector
+from exporter.owners.engine import socket_present
+from exporter.owners.metrics import OWNER_NOTE
+from exporter.owners.options import OWNERS_OPTIONS, OwnersOptions
+from exporter.owners.part import OWNERS, OwnersPart
+from exporter.owners.procfs import root_problem
+from exporter.owners.source import OwnerSource
+from exporter.pods.part import PODS
+
+
+def build(b: Build[OwnersOptions]) -> Source | None:
+    if not b.on("owners"):
+        return None
+
+    def processes() -> Sequence[ProcessSample]:
+        devices = b.context.latest().get(DEVICES)
+        return devices.processes if devices is not None else ()
+
+    source = OwnerSource(b.options, b.health, processes, max_age=b.max_age)
+
+    def make(earlier: Snapshot) -> OwnersPart:
+        devices, pods = earlier.get(DEVICES), earlier.get(PODS)
+        if devices is None:
+            return source.part(())
+        return source.part(devices.processes, devices.chips, pods.chips if pods is not None else ())
+
+    return Derived(OWNERS.name, make, source)
+
+
+def describe(b: Build[OwnersOptions], source: Source | None) -> str:
+    """What it can see on this machine: the procfs root, the engines' sockets, the Slurm mapping."""
+    options = b.options
+    problem = root_problem(options.procfs)
+    seen = [f"cgroups under {options.procfs}" + (f" ({problem[1]}: every process is the host's)" if problem else "")]
+    for runtime, socket in (("docker", options.docker_socket), ("podman", options.podman_socket)):
+        if socket is not None:
+            seen.append(f"{runtime} names: {socket}" + ("" if socket_present(socket) else " (not there: ids only)"))
+    if options.slurm_mapping_dir is not None:
+        found = os.path.isdir(options.slurm_mapping_dir)
+        seen.append(f"slurm mapping: {options.slurm_mapping_dir}" + ("" if found else " (not there)"))
+    seen.append(f"users: {options.passwd or 'the system user database'}")
+    return "; ".join(seen)
+
+
+SWITCH = Switch("owners", "who holds each chip (Kubernetes, Docker, containerd, Podman, Slurm, systemd), from its processes' cgroups")
+REGISTRATION = Registration(
+    OWNERS,
+    build,
+    (Collect(SWITCH.name, OwnerCollector),),
+    OWNERS_OPTIONS,
+    (SWITCH,),
+    describe,
+    needs=(DEVICES.name,),
+    notes=(OWNER_NOTE,),
+)
