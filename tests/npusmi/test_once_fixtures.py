@@ -21,8 +21,16 @@ from tests.support.paths import FIXTURES, GOLDEN
 from tests.support.tools import tool
 
 MIB = 1024 * 1024
-# A sysfs without Ascend functions: the goldens do not depend on the host's /sys.
-QUIET = ["--no-collector.self", "--log.level", "error", "--npu-smi.sysfs", str(FIXTURES / "sysfs" / "no-ascend__written")]
+# A sysfs without Ascend functions: the goldens do not depend on the host's /sys. No owners:
+# the fixtures' pids would be looked up in this machine's /proc (tests/owners reads them).
+QUIET = [
+    "--no-collector.self",
+    "--no-collector.owners",
+    "--log.level",
+    "error",
+    "--npu-smi.sysfs",
+    str(FIXTURES / "sysfs" / "no-ascend__written"),
+]
 OVERVIEW_ONLY = ["--npu-smi.details=", "--no-npu-smi.board"]
 
 # fixture -> chips in its table (counted by hand)

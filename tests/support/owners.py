@@ -1,11 +1,18 @@
-"""procfs trees for the owner source: `<root>/<pid>/cgroup` holding a real /proc/PID/cgroup of
-tests/fixtures/cgroup-procs (each with its .src), `<root>/<pid>/stat` a real process's stat."""
+"""For the owner source: procfs trees (`<root>/<pid>/cgroup` holding a real /proc/PID/cgroup of
+tests/fixtures/cgroup-procs, each with its .src; `<root>/<pid>/stat` a live process's stat) and
+a container engine answering Docker's inspect request on a unix socket."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
-from collections.abc import Mapping
+import socket
+import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+
+from aiohttp import web
 
 from tests.support.paths import FIXTURES
 
@@ -25,12 +32,84 @@ def real_stat(pid: int | None = None) -> str:
     return Path(f"/proc/{pid or os.getpid()}/stat").read_text()
 
 
-def procfs_tree(root: Path, cgroups: Mapping[int, str], *, stat_of: int | None = None) -> Path:
-    """A procfs root where each pid's cgroup is the named fixture and its stat a live process's."""
-    stat = real_stat(stat_of)
+def procfs_tree(root: Path, cgroups: Mapping[int, str], *, stat_of: int | None = None, live: bool = False) -> Path:
+    """A procfs root where each pid's cgroup is the named fixture and its stat a live process's
+    (``live``: the pid's own stat and status, the pids being processes the test started)."""
     for pid, name in cgroups.items():
         directory = root / str(pid)
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "cgroup").write_text(cgroup_text(name))
-        (directory / "stat").write_text(stat)
+        (directory / "stat").write_text(real_stat(pid if live else stat_of))
+        if live:
+            (directory / "status").write_text(Path(f"/proc/{pid}/status").read_text())
     return root
+
+
+class EngineStandIn:
+    """A Docker Engine API stand-in on a unix socket (aiohttp), for `async with`: GET
+    /containers/<id>/json answers `{"Name": "/<name>"}` for the ids of ``names``, 404 for
+    others; ids in ``hang`` are never answered (until the stand-in closes), ids in ``garbage``
+    get a body that is not JSON. Every id asked is in ``asked``."""
+
+    def __init__(self, path: Path, names: Mapping[str, str], *, hang: tuple[str, ...] = (), garbage: tuple[str, ...] = ()) -> None:
+        self.path, self.names, self.hang, self.garbage = path, dict(names), hang, garbage
+        self.asked: list[str] = []
+        self._release = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+
+    async def _inspect(self, request: web.Request) -> web.Response:
+        container = request.match_info["id"]
+        self.asked.append(container)
+        if container in self.hang:
+            await self._release.wait()
+        if container in self.garbage:
+            return web.Response(body=b"\x00not json{", content_type="application/json")
+        if container not in self.names:
+            return web.json_response({"message": f"No such container: {container}"}, status=404)
+        return web.json_response({"Id": container, "Name": "/" + self.names[container], "State": {"Running": True}})
+
+    async def __aenter__(self) -> EngineStandIn:
+        app = web.Application()
+        app.router.add_get("/containers/{id}/json", self._inspect)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.2)
+        await self._runner.setup()
+        await web.UnixSite(self._runner, str(self.path)).start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._release.set()
+        assert self._runner is not None
+        await self._runner.cleanup()
+
+
+def silent_socket(path: Path) -> socket.socket:
+    """A unix socket that is listened on and never accepted: a connect succeeds, nothing answers."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(8)
+    return server
+
+
+@contextlib.contextmanager
+def engine_thread(path: Path, names: Mapping[str, str]) -> Iterator[EngineStandIn]:
+    """An EngineStandIn served by a loop of its own thread, for code that runs its own loop (`once`)."""
+    loop = asyncio.new_event_loop()
+    engine = EngineStandIn(path, names)
+    started = threading.Event()
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(engine.__aenter__())
+        started.set()
+        loop.run_forever()
+        loop.run_until_complete(engine.__aexit__())
+        loop.close()
+
+    thread = threading.Thread(target=serve, name="engine-stand-in", daemon=True)
+    thread.start()
+    assert started.wait(10), "the engine stand-in did not start"
+    try:
+        yield engine
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
