@@ -4,6 +4,7 @@ the last good state when they are broken), and the credentials check the middlew
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import ssl
@@ -61,6 +62,17 @@ class WebState:
 
 
 @dataclass(frozen=True)
+class _Check:
+    """A credential check in the pool: whose budget it holds and what it checks against."""
+
+    address: str
+    user: bytes
+    name: str | None
+    stored: bytes | None  # the user's hash at submission (None: unknown user, checked against a dummy)
+    budgeted: bool  # it holds a token of the failed-login budget
+
+
+@dataclass(frozen=True)
 class Verdict:
     """What the credentials check says: the user admitted, or why not (a reason label of
     cann_exporter_web_auth_failures_total) and, when worth retrying, after how many seconds."""
@@ -113,6 +125,7 @@ class WebSecurity:
         self._cache = SuccessCache(cache_seconds, AUTH_CACHE_SIZE, clock)
         self._pool = pool if pool is not None else BcryptPool()
         self._throttle = throttle if throttle is not None else AddressThrottle(clock=clock)
+        self._checking: dict[bytes, asyncio.Future[str | None]] = {}  # cache key -> outcome of its check running (None: admitted)
         self._reloading = threading.Lock()
         self._failed_signature: Signature | None = None
         self._failed_error: str | None = None  # the error last logged; logged again only when it changes
@@ -208,11 +221,20 @@ class WebSecurity:
 
         In this order: a credential this address verified within the cache window is admitted
         at once (a verified scraper never waits, nor is it refused because another client at
-        its address failed); one it verified within the remember window is checked again in
-        its turn in the pool, outside the failed-login budget; anything else is refused with
-        429 while the address and user, or the address, is out of budget (no bcrypt), else
-        spends a token of both (given back on success) and is checked in the pool, or refused
-        at once (503) when the address has its share of the pool or the pool is full.
+        its address failed); the same credential from the same address while its check runs
+        waits for that check (no second check, nothing more spent); one this address verified
+        within the remember window is checked again in its turn in the pool, outside the
+        failed-login budget; anything else is refused with 429 while the address and user, or
+        the address, is out of budget (no bcrypt), else takes a token of both and is checked in
+        the pool, or refused at once (503, the token given back) when the address has its share
+        of the pool or the pool is full.
+
+        A check, once queued, runs to its end whether or not its client still waits, and its
+        outcome is settled then: a wrong password (or an unknown user) keeps the token, a right
+        one gives it back and is cached, a check dropped for a fairer one gives it back. So the
+        budget counts wrong passwords, never checks a client gave up on: a scraper whose first
+        check outlasts its scrape timeout (a cold start behind guessers) finds that check's
+        success cached at its next scrape instead of a spent budget.
 
         The cache comes first on purpose: a guesser at the very address of a verified client,
         with its user name, can try guesses against the cache at request speed once out of
@@ -234,27 +256,51 @@ class WebSecurity:
         key = self._cache.key(address, user, hashed, password)
         if stored is not None and self._cache.fresh(key):
             return Verdict(name)
-        budgeted = stored is None or not self._cache.remembered(key)
-        if budgeted:
-            wait = self._throttle.retry_after(address, user)
-            if wait is not None:
-                return self._refuse("throttled", wait)
-            # Spent before the pool is asked: a refusal for overload costs the address too, so
-            # keeping the pool full does not buy guesses the budget would refuse.
-            self._throttle.spend(address, user)
-        check = self._pool.submit(checkpw, password, hashed, address)
-        ok = await check if check is not None else None
-        if ok is None:
-            return self._refuse("overloaded", OVERLOADED_RETRY_SECONDS)
-        if stored is None or name is None:
-            return self._refuse("unknown_user")
-        # A reload during the check may have removed the user or changed the hash.
-        if not ok or self.state.config.users.get(name) != stored:
-            return self._refuse("wrong_password")
-        if budgeted:
-            self._throttle.refund(address, user)
-        self._cache.add(key, name, stored)
-        return Verdict(name)
+        outcome = self._checking.get(key)
+        if outcome is None:
+            budgeted = stored is None or not self._cache.remembered(key)
+            if budgeted:
+                wait = self._throttle.retry_after(address, user)
+                if wait is not None:
+                    return self._refuse("throttled", wait)
+                self._throttle.spend(address, user)  # held until the check says what it was
+            check = self._pool.submit(checkpw, password, hashed, address)
+            if check is None:
+                if budgeted:
+                    self._throttle.refund(address, user)  # no check, no failed login
+                return self._refuse("overloaded", OVERLOADED_RETRY_SECONDS)
+            outcome = self._checking[key] = asyncio.get_running_loop().create_future()
+            settle = functools.partial(self._settle, key, _Check(address, user, name, stored, budgeted), outcome)
+            check.add_done_callback(settle)
+        # Shielded: a client that leaves (a scrape timeout) cancels its wait, never the check.
+        reason = await asyncio.shield(outcome)
+        if reason is None:
+            assert name is not None
+            return Verdict(name)
+        return self._refuse(reason, OVERLOADED_RETRY_SECONDS if reason == "overloaded" else None)
+
+    def _settle(self, key: bytes, check: _Check, outcome: asyncio.Future[str | None], done: asyncio.Future[bool | None]) -> None:
+        """A check ended: the budget and the cache as its result says, whoever still waits."""
+        self._checking.pop(key, None)
+        error = None if done.cancelled() else done.exception()
+        ok = None if done.cancelled() or error is not None else done.result()
+        if ok is None:  # dropped for a fairer check, or the pool closed: no login was tried
+            reason: str | None = "overloaded"
+        elif check.stored is None or check.name is None:
+            reason = "unknown_user"
+        elif not ok or self.state.config.users.get(check.name) != check.stored:  # a reload during the check may have changed it
+            reason = "wrong_password"
+        else:
+            reason = None
+            self._cache.add(key, check.name, check.stored)
+        if check.budgeted and reason in (None, "overloaded"):
+            self._throttle.refund(check.address, check.user)
+        if outcome.done():
+            return
+        if error is not None:
+            outcome.set_exception(error)
+        else:
+            outcome.set_result(reason)
 
     def _refuse(self, reason: str, retry_after: int | None = None) -> Verdict:
         self.count_failure(reason)
