@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import socket
 import sys
 
 from exporter import __version__
@@ -58,6 +59,19 @@ def live_settings(node: Node) -> Apply:
     return apply
 
 
+def _bind(listen: tuple[str, int], flag: str) -> list[socket.socket] | None:
+    """The listening sockets of ``listen``, or None with the reason logged."""
+    host, port = listen
+    try:
+        return bind(host, port)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            log.error(f"address already in use; choose another with {flag}", extra={"address": f"{host}:{port}"})
+        else:
+            log.error("cannot listen", extra={"address": f"{host}:{port}", "error": str(exc)})
+        return None
+
+
 def run(settings: Settings, reread: Reread | None = None) -> int:
     """Serve until SIGINT or SIGTERM; SIGHUP re-reads the files (``reread``: the settings as
     at start, from the files again)."""
@@ -86,18 +100,18 @@ def run(settings: Settings, reread: Reread | None = None) -> int:
         background=[node.sampler.run_forever, node.publisher.run, reload_on_sighup(settings, reread, security, live_settings(node))],
         about=node.about,
     )
-    host, port = settings.listen
-    try:
-        sockets = bind(host, port)
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            log.error("address already in use; choose another with --listen", extra={"address": f"{host}:{port}"})
-        else:
-            log.error("cannot listen", extra={"address": f"{host}:{port}", "error": str(exc)})
+    sockets = _bind(settings.listen, "--listen")
+    health = settings.web.health_listen
+    health_sockets = _bind(health, "--web.health-listen") if health is not None and sockets is not None else []
+    if sockets is None or health_sockets is None:
+        for sock in sockets or ():
+            sock.close()
         return EXIT_FAILURE
     ssl_context = security.ssl_context if security is not None else None
     log.info("listening", extra={"address": addresses(sockets), "tls": ssl_context is not None, "version": __version__})
+    if health_sockets:
+        log.info("answering /healthz and /readyz on the health listener", extra={"health_address": addresses(health_sockets)})
     freeze_startup()
     favour_the_event_loop()
-    http.run(app, sockets, ssl_context)
+    http.run(app, sockets, ssl_context, health_sockets)
     return leave(EXIT_OK)  # a worker stuck in a read must not keep the stopped exporter alive

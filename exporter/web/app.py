@@ -71,7 +71,7 @@ def create_app(
         install(app, security, bearer_paths)
         background = [*background, security.watch]
         app.on_cleanup.append(_closer(security))
-    app.on_response_prepare.append(_server_header)
+    app.on_response_prepare.append(server_header)
     app[ABOUT] = about
     app[READY] = ready
     app.router.add_get("/metrics", metrics_handler(RegistryBody(metrics) if isinstance(metrics, CollectorRegistry) else metrics))
@@ -92,7 +92,7 @@ def _closer(security: WebSecurity) -> Callable[[web.Application], Awaitable[None
     return close
 
 
-async def _server_header(request: web.Request, response: web.StreamResponse) -> None:
+async def server_header(request: web.Request, response: web.StreamResponse) -> None:
     """No versions in `Server`: they only help someone match the host to known flaws."""
     response.headers["Server"] = SERVER
 

@@ -72,6 +72,7 @@ class Connection(asyncio.Protocol):
         self.watching = False  # TLS: waiting for the first byte before the handshake
         self.heard = False  # its client has sent a byte (silent connections make room first)
         self.trusted = False  # a request on it passed basic auth: its idle keep-alive is kept
+        self.answered = False  # a request on it was answered: a newcomer that has not spoken never takes its place
         self._timer: asyncio.TimerHandle | None = None
         self._write_timer: asyncio.TimerHandle | None = None
         self._body: StreamReader | None = None
@@ -91,6 +92,9 @@ class Connection(asyncio.Protocol):
         if not self.heard and _has_bytes(self.sock):
             self.heard = True
         return not self.heard
+
+    def served(self) -> bool:
+        return self.answered
 
     def evict(self) -> None:
         self._close_now()
@@ -159,7 +163,7 @@ class Connection(asyncio.Protocol):
         self._enter(Phase.HANDLING if request.content.is_eof() else Phase.BODY)
 
     def request_finished(self) -> None:
-        self._in_handler = False
+        self._in_handler, self.answered = False, True
         if self.phase is not Phase.BODY:  # an unread body keeps its deadline while aiohttp drains it
             self._enter(Phase.HEADERS if self._pending else Phase.IDLE)
 
@@ -241,7 +245,7 @@ class Front:
         self.by_handler: dict[object, Connection] = {}  # aiohttp's protocol -> its connection
         self.accept_errors = accept_errors if accept_errors is not None else accept_error_counts()  # by errno name
         self.accept_failing = False
-        self.gate = HandshakeGate(loop, options.max_tls_handshakes, self._connect)
+        self.gate = HandshakeGate(loop, options.max_tls_handshakes, self._connect, self._handshake_evicted)
         self.trim = BurstTrim(loop, lambda: self.table.open)
         self.lobby = Lobby(loop, self._spoke, lambda: self.table.count_rejected("full"))
 
@@ -298,8 +302,10 @@ class Front:
             sock.close()
             return
         talking = _has_bytes(sock)
-        if not talking and self.table.full:
-            self.lobby.hold(sock, address)  # a slot once it speaks
+        if not talking and (self.table.full or self.table.at_cap(address)):
+            # A slot once it speaks: until then it could only take the place of another silent
+            # connection, never of one that was served (a flood cannot push out a scraper).
+            self.lobby.hold(sock, address)
             return
         self._admit(sock, address, talking)
 
@@ -334,12 +340,17 @@ class Front:
     def _connected(self, conn: Connection, task: asyncio.Task[Any]) -> None:
         conn.connecting = None
         if self.ssl_context is not None:
-            self.gate.finished()
+            self.gate.finished(conn)
         if task.cancelled() or task.exception() is not None:
             # A failed handshake, or closed by a deadline or an eviction before it finished:
             # any transport that held the socket no longer watches it.
             conn.sock.close()
             conn.forget()
+
+    def _handshake_evicted(self, conn: Connection) -> None:
+        """A stalled handshake of an address at its share, closed for another address's."""
+        self.table.count_rejected("evicted")
+        conn.evict()
 
     def closed(self, conn: Connection) -> None:
         self.gate.unwatch(conn)

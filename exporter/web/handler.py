@@ -2,7 +2,14 @@
 ``Server: cann-exporter`` like every other answer, a connection whose request was refused is
 read no further, malformed requests are counted and logged at most once per address and minute
 (with the count, never a traceback), and there is no access log. The listener (guard.py) makes
-one per admitted connection."""
+one per admitted connection.
+
+Stricter than aiohttp's parser where HTTP/1.1 lets a server be: a request line without an HTTP
+version (HTTP/0.9, which aiohttp answers as ``HTTP/0.9 200 OK``) and a request-target that is not
+a path (``GET http://host/metrics``, ``CONNECT host:443``; ``OPTIONS *`` passes) are refused like
+what the parser refuses (400). A ``Content-Encoding`` aiohttp cannot decode (``br``, ``zstd``
+without their libraries), which its parser refuses as a bad request, gets ``415``, as every
+encoding the exporter does not decode (bodies.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +21,11 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
-from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.http import HttpVersion10
+from aiohttp.http_exceptions import BadHttpMessage, ContentEncodingError, HttpProcessingError
 from aiohttp.http_parser import RawRequestMessage
-from aiohttp.web_protocol import RequestPayloadError
+from aiohttp.streams import EMPTY_PAYLOAD
+from aiohttp.web_protocol import RequestPayloadError, _ErrInfo
 
 log = logging.getLogger("exporter.web")
 
@@ -52,6 +61,15 @@ class MalformedRequests:
         )
 
 
+def misframed(message: RawRequestMessage) -> str | None:
+    """Why a request aiohttp's parser took is refused all the same, or None."""
+    if message.version < HttpVersion10:
+        return "no HTTP version in the request line (HTTP/0.9)"
+    if not message.path.startswith("/") and not (message.method == "OPTIONS" and message.path == "*"):
+        return "the request-target is not a path (absolute or authority form)"
+    return None
+
+
 class NoAccessLog(AbstractAccessLogger):
     """No access log: a line per request would be a log flood of its own."""
 
@@ -78,7 +96,15 @@ class FrontHandler(web.RequestHandler):
         until answered (hundreds of MiB from a few hundred clients sending bodies)."""
         if self.refusing:
             return
+        queued = len(self._messages)
         super().data_received(data)
+        for index in range(queued, len(self._messages)):
+            message = self._messages[index][0]
+            if isinstance(message, RawRequestMessage) and (problem := misframed(message)) is not None:
+                while len(self._messages) > index:  # it and anything pipelined behind it
+                    self._messages.pop()
+                self._messages.append((_ErrInfo(status=400, exc=BadHttpMessage(problem), message=problem), EMPTY_PAYLOAD))
+                break
         if self._messages and not isinstance(self._messages[-1][0], RawRequestMessage):  # an error queued
             self.refusing = True
             if self.transport is not None:
@@ -91,6 +117,10 @@ class FrontHandler(web.RequestHandler):
             response = super().handle_error(request, status, exc, message)  # a bug of ours: logged in full
         elif request.writer.output_size > 0:
             raise ConnectionError("response already sent")  # as aiohttp does: the connection closes
+        elif isinstance(exc, ContentEncodingError):  # an encoding aiohttp cannot decode: refused, as any other
+            self.malformed.count_error("unsupported_encoding")
+            response = web.Response(status=415, text="Content-Encoding not supported: use gzip, deflate or none\n")
+            response.force_close()
         else:
             self.malformed.refused(request.remote, exc)
             response = web.Response(status=status, text=f"{status} {HTTPStatus(status).phrase}\n")

@@ -1,17 +1,26 @@
 """The connection cap and the per-address bounds: which connections are admitted, which are
 refused, and the counts of both.
 
+Whenever a connection must make room, the victims are taken in tiers, the first tier that has
+one giving it: connections that never sent a byte, then those that spoke but never completed a
+request (half-sent headers, a stalled body), then those that completed one (an idle scraper, a
+training hook's or a probe's keep-alive connection); in each tier the one that has waited
+longest on its client. A newcomer that has not spoken yet only ever takes the place of a
+connection that has not spoken either: a flood of silent connections cannot push out a client
+that was served.
+
 ``web.max_connections`` connections are served as usual. No address holds more than
-``web.max_connections_per_address`` of them: past that, its own connection that has waited
-longest on its client (``HEALTH_EVICT_AFTER`` at least) makes room, so a probe from a busy
-address still gets through; else the newcomer is closed. When every slot is taken, a new
+``web.max_connections_per_address`` of them: past that, its own connection first in the tiers
+(that has waited ``HEALTH_EVICT_AFTER`` at least) makes room, so a probe from a busy address
+still gets through; else the newcomer is closed (the listener lets a silent newcomer at its
+address's cap wait in the lobby for its first byte instead). When every slot is taken, a new
 connection that has sent nothing yet waits for its first byte in the lobby (lobby.py), holding
 no slot; one that has spoken takes the place of:
 
-1. the longest-waiting connection (``HEALTH_EVICT_AFTER`` at least) of the address holding the
-   most, when that address holds more than the newcomer's would (fair share: a flood from a few addresses cannot push out a
-   scraper, whose one connection is never the most);
-2. else the connection that has waited longest on its client, provided it has waited at least
+1. the first in the tiers of the address holding the most (``HEALTH_EVICT_AFTER`` at least),
+   when that address holds more than the newcomer's would (fair share: a flood from a few
+   addresses cannot push out a scraper, whose one connection is never the most);
+2. else the first in the tiers of all connections, provided it has waited at least
    ``EVICT_AFTER`` (a client that sends its request at once is answered long before);
 3. else, when the newcomer has already sent bytes (its request is waiting in the socket: a
    probe, a scraper reconnecting), the longest-silent connection that has never sent a byte,
@@ -32,7 +41,7 @@ lobby's bounded wait for a first byte, nothing waits in a queue of ours: what th
 listen backlog holds is all.
 
 Pure bookkeeping: the connections themselves (guard.py) say whether they are waiting on their
-client and close themselves when evicted.
+client, whether they spoke and were served, and close themselves when evicted.
 """
 
 from __future__ import annotations
@@ -79,6 +88,9 @@ class Slot(Protocol):
     def silent(self) -> bool:
         """Whether its client has sent nothing at all yet."""
 
+    def served(self) -> bool:
+        """Whether a request on it was answered (a scraper, a hook, a probe kept alive)."""
+
     def evict(self) -> None: ...
 
 
@@ -110,17 +122,21 @@ class ConnectionTable:
         """The open connections, oldest first in each pool."""
         return [slot for slots in self._pools.values() for slot in slots]
 
+    def at_cap(self, address: str | None) -> bool:
+        """Whether ``address`` holds its share already (a newcomer of it must make room)."""
+        return len(self._by_address.get(address, ())) >= self.per_address
+
     def admit(self, slot: Slot, talking: bool = False) -> Pool | None:
         """The pool ``slot`` joins, or None: refused (the caller closes it). ``talking``: its
-        client has sent bytes already."""
+        client has sent bytes already (else it may only take the place of a silent one)."""
         own = self._by_address.get(slot.address, {})
         if len(own) >= self.per_address:
-            return self._replace(self._longest_waiting(own, HEALTH_EVICT_AFTER), slot)
+            return self._replace(self._victim(own, HEALTH_EVICT_AFTER, talking), slot)
         if len(self._pools[Pool.REGULAR]) < self.max_connections:
             return self._join(Pool.REGULAR, slot)
         heaviest = max(self._by_address.values(), key=len, default={})
-        victim = self._longest_waiting(heaviest, HEALTH_EVICT_AFTER) if len(heaviest) > len(own) + 1 else None
-        victim = victim or self._longest_waiting(self.connections(), EVICT_AFTER)
+        victim = self._victim(heaviest, HEALTH_EVICT_AFTER, talking) if len(heaviest) > len(own) + 1 else None
+        victim = victim or self._victim(self.connections(), EVICT_AFTER, talking)
         if victim is None and talking:
             victim = self._longest_silent(self._pools[Pool.REGULAR]) or self._longest_silent(self._pools[Pool.HEALTH])
         if victim is None and len(self._pools[Pool.HEALTH]) < self.health_connections:
@@ -147,6 +163,22 @@ class ConnectionTable:
         if oldest is None or self.clock() - oldest[0] < after:
             return None
         return oldest[1]
+
+    def _victim(self, slots: dict[Slot, None] | list[Slot], after: float, talking: bool) -> Slot | None:
+        """The first of ``slots`` in the tiers (never spoke, spoke, served) that has waited on its
+        client past ``after``; for a newcomer that has not spoken (``talking`` false), only the
+        first tier."""
+        silent: list[Slot] = []
+        spoke: list[Slot] = []
+        served: list[Slot] = []
+        for slot in slots:
+            (silent if slot.silent() else served if slot.served() else spoke).append(slot)
+        tiers = (silent, spoke, served) if talking else (silent,)
+        for tier in tiers:
+            victim = self._longest_waiting(tier, after)
+            if victim is not None:
+                return victim
+        return None
 
     def _longest_silent(self, slots: dict[Slot, None]) -> Slot | None:
         return self._longest_waiting([slot for slot in slots if slot.silent()], 0.0)

@@ -10,6 +10,12 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+# Connections the kernel completes and holds until accept() takes them. Python's default (128)
+# overflows under churn: a SYN dropped then is retried by the client after 1 s, 3 s, ..., so a
+# probe on a new connection waits seconds for nothing. The kernel caps it at
+# net.core.somaxconn (4096 since Linux 5.4, 128 before).
+LISTEN_BACKLOG = 1024
+
 
 def bind(host: str, port: int) -> list[socket.socket]:
     """Listening sockets for ``host`` (empty: every interface, IPv6 and IPv4 where the host
@@ -17,14 +23,14 @@ def bind(host: str, port: int) -> list[socket.socket]:
     socket raises it (EADDRINUSE, EADDRNOTAVAIL, gaierror)."""
     if not host:
         if socket.has_dualstack_ipv6():
-            return [socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True)]
-        return [socket.create_server(("", port))]
+            return [socket.create_server(("", port), family=socket.AF_INET6, backlog=LISTEN_BACKLOG, dualstack_ipv6=True)]
+        return [socket.create_server(("", port), backlog=LISTEN_BACKLOG)]
     sockets: list[socket.socket] = []
     try:
         for family, address in _addresses(host, port):
             if sockets:  # port 0: every address listens on the port the first one got
                 address = (address[0], sockets[0].getsockname()[1], *address[2:])
-            sockets.append(socket.create_server(address, family=family))
+            sockets.append(socket.create_server(address, family=family, backlog=LISTEN_BACKLOG))
     except OSError:
         for sock in sockets:
             sock.close()

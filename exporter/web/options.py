@@ -16,6 +16,13 @@ from exporter.core.options import (
 )
 
 
+def parse_optional_listen(value: Any) -> tuple[str, int] | None:
+    """`HOST:PORT` or `:PORT` as for `listen`; unset (None or empty): no such listener."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return parse_listen(value)
+
+
 def listen_option() -> Any:
     """The top-level `listen` key (a field of the settings class)."""
     return option(
@@ -37,6 +44,13 @@ class WebOptions:
         metavar="FILE",
     )
     auth_exempt_health: bool = option(True, parse_bool, "serve /healthz and /readyz without basic auth (kubelet probes)")
+    health_listen: tuple[str, int] | None = option(
+        None,
+        parse_optional_listen,
+        "a second listener, plain HTTP without auth, answering /healthz and /readyz only, with bounds of its own (kubelet probes: a flood on the main port cannot reach them); unset: none",
+        metavar="HOST:PORT",
+        serve_only=True,
+    )
     max_connections: int = option(
         256,
         parse_positive_int,

@@ -1,6 +1,7 @@
 """The HTTP server of `cann-exporter serve`: aiohttp's request handling behind the front
 (guard.py: accept loop, connection cap, deadlines, TLS handshakes) and the budget of request
-bodies in flight (bodies.py).
+bodies in flight (bodies.py); and, with ``web.health_listen``, the health listener (health.py)
+behind a front of its own.
 
 In place of aiohttp's run_app: the app runs under an AppRunner whose protocol factory serves
 each admitted connection, on the sockets listen.py bound. SIGINT and SIGTERM stop it as
@@ -13,15 +14,18 @@ import asyncio
 import contextlib
 import socket
 import ssl
+from collections.abc import Sequence
 
 from aiohttp import web
 
 from exporter.core.shutdown import REQUEST_GRACE
+from exporter.web.app import READY
 from exporter.web.bodies import MAX_BODY_BYTES, BodyBudget
 from exporter.web.collector import HttpStatus
 from exporter.web.fds import accept_error_counts
 from exporter.web.guard import Front
 from exporter.web.handler import LINGER, FrontHandler, NoAccessLog
+from exporter.web.health import health_app, health_options, health_table
 from exporter.web.limits import ConnectionTable
 from exporter.web.options import WebOptions
 
@@ -36,13 +40,15 @@ class HttpServer:
     def __init__(self, options: WebOptions) -> None:
         self.options = options
         self.table = ConnectionTable(options.max_connections, options.health_connections, options.max_connections_per_address)
+        self.health_table = health_table(self.table)  # the health listener's, counting into the table's counts
         self.bodies = BodyBudget(options.max_body_bytes_in_flight, MAX_BODY_BYTES)
         self.accept_errors = accept_error_counts()
         self.front: Front | None = None
+        self.health_front: Front | None = None
 
     def status(self) -> HttpStatus:
         return HttpStatus(
-            self.table.open,
+            self.table.open + self.health_table.open,
             self.table.max_connections,
             tuple(self.table.rejected.items()),
             tuple(self.table.timeouts.items()),
@@ -52,11 +58,18 @@ class HttpServer:
             self.bodies.limit,
         )
 
-    def run(self, app: web.Application, sockets: list[socket.socket], ssl_context: ssl.SSLContext | None = None) -> None:
-        """Serve ``app`` on ``sockets`` until SIGINT or SIGTERM."""
+    def run(
+        self,
+        app: web.Application,
+        sockets: list[socket.socket],
+        ssl_context: ssl.SSLContext | None = None,
+        health_sockets: Sequence[socket.socket] = (),
+    ) -> None:
+        """Serve ``app`` on ``sockets`` (and its /healthz and /readyz on ``health_sockets``) until
+        SIGINT or SIGTERM."""
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
-        main = loop.create_task(self.serve(app, sockets, ssl_context))
+        main = loop.create_task(self.serve(app, sockets, ssl_context, health_sockets=health_sockets))
         try:
             loop.run_until_complete(main)
         except (web.GracefulExit, KeyboardInterrupt):
@@ -70,21 +83,53 @@ class HttpServer:
             loop.close()
 
     async def serve(
-        self, app: web.Application, sockets: list[socket.socket], ssl_context: ssl.SSLContext | None = None, *, handle_signals: bool = True
+        self,
+        app: web.Application,
+        sockets: list[socket.socket],
+        ssl_context: ssl.SSLContext | None = None,
+        *,
+        health_sockets: Sequence[socket.socket] = (),
+        handle_signals: bool = True,
     ) -> None:
         """Serve until cancelled (tests run it as a task)."""
+        app.middlewares.append(self.bodies.middleware())  # inside the auth middleware: after credentials
+        runners: list[web.AppRunner] = []
+        stops = []
+        try:
+            self.front = front = await self._front(app, self.table, self.options, ssl_context, runners, handle_signals)
+            stops += [front.listen(sock) for sock in sockets]
+            if health_sockets:
+                health = health_app(app[READY])
+                self.health_front = await self._front(health, self.health_table, health_options(self.options), None, runners, False)
+                stops += [self.health_front.listen(sock) for sock in health_sockets]
+            await asyncio.Event().wait()
+        finally:
+            for stop in stops:
+                stop()
+            for runner in runners:
+                await runner.cleanup()
+
+    async def _front(
+        self,
+        app: web.Application,
+        table: ConnectionTable,
+        options: WebOptions,
+        ssl_context: ssl.SSLContext | None,
+        runners: list[web.AppRunner],
+        handle_signals: bool,
+    ) -> Front:
+        """``app`` set up behind a front of its own (its runner added to ``runners``)."""
         loop = asyncio.get_running_loop()
         # aiohttp's keep-alive close is only a backstop: the idle deadline fires first, and counts.
-        keepalive = self.options.idle_timeout + self.options.header_timeout
+        keepalive = options.idle_timeout + options.header_timeout
         runner: web.AppRunner | None = None
 
         def make_handler() -> FrontHandler:
             assert runner is not None and runner.server is not None
             return FrontHandler(runner.server, loop=loop, keepalive_timeout=keepalive, access_log_class=NoAccessLog, lingering_time=LINGER)
 
-        self.front = front = Front(self.table, self.options, make_handler, loop, ssl_context, self.bodies.count, self.accept_errors)
+        front = Front(table, options, make_handler, loop, ssl_context, self.bodies.count, self.accept_errors)
         app.middlewares.insert(0, front.middleware())
-        app.middlewares.append(self.bodies.middleware())  # inside the auth middleware: after credentials
         # A connection closed by a deadline cancels its handler, rather than failing its read with
         # a traceback in the log for every slow client.
         runner = web.AppRunner(
@@ -96,13 +141,8 @@ class HttpServer:
             handler_cancellation=True,
         )
         await runner.setup()
-        stops = [front.listen(sock) for sock in sockets]
-        try:
-            await asyncio.Event().wait()
-        finally:
-            for stop in stops:
-                stop()
-            await runner.cleanup()
+        runners.append(runner)
+        return front
 
 
 def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:

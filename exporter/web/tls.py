@@ -148,20 +148,42 @@ class Waiting(Protocol):
     """An admitted connection whose handshake has not started."""
 
     sock: socket.socket
+    address: str | None  # its client's address (a share of the handshakes each)
     watching: bool  # its socket is watched for the first byte
     heard: bool  # its client has sent a byte
     gone: bool  # closed meanwhile (a deadline, an eviction): never started
 
 
+# One address runs at most this fraction of the handshakes at once: the rest stay free for
+# the others (a kubelet's TLS probe beside a client that stalls its ClientHellos).
+ADDRESS_SHARE = 4
+
+
 class HandshakeGate:
     """TLS handshakes, bounded: one starts on a connection's first byte (a client that sends
-    nothing costs a socket, no TLS state) and at most ``limit`` run at once; the others wait in
-    order, each under its connection's header deadline."""
+    nothing costs a socket, no TLS state) and at most ``limit`` run at once, at most a quarter
+    of them (``per_address``) for one client address; the others wait in order, each under its
+    connection's header deadline, and start as handshakes end, the first whose address is
+    below its share first. When every handshake runs, a newcomer from an address below its
+    share takes the place of the oldest handshake of an address at its share (``evict`` closes
+    it): one address, however many handshakes it stalls, cannot keep another's waiting."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, limit: int, start: Callable[[Any], None]) -> None:
-        self.loop, self.limit, self.start = loop, limit, start
-        self.running = 0
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, limit: int, start: Callable[[Any], None], evict: Callable[[Any], None] = lambda conn: None
+    ) -> None:
+        self.loop, self.limit, self.start, self.evict = loop, limit, start, evict
+        self.per_address = max(1, limit // ADDRESS_SHARE)
+        self._running: dict[Waiting, None] = {}  # oldest first
+        self._held: collections.Counter[str | None] = collections.Counter()  # address -> handshakes running
         self._queue: collections.deque[Waiting] = collections.deque()
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    def held(self, address: str | None) -> int:
+        """Handshakes ``address`` runs now."""
+        return self._held[address]
 
     def watch(self, conn: Waiting) -> None:
         conn.watching = True
@@ -172,22 +194,45 @@ class HandshakeGate:
             conn.watching = False
             self.loop.remove_reader(conn.sock.fileno())
 
-    def finished(self) -> None:
-        """A handshake ended (done, failed or cancelled): the next waiting one starts."""
-        self.running -= 1
-        while self._queue and self.running < self.limit:
-            waiting = self._queue.popleft()
+    def finished(self, conn: Waiting) -> None:
+        """``conn``'s handshake ended (done, failed, cancelled or evicted): the next waiting one
+        below its address's share starts. Called once more after an eviction: nothing then."""
+        if conn not in self._running:
+            return
+        self._release(conn)
+        while self._queue and len(self._running) < self.limit:
+            waiting = next((c for c in self._queue if c.gone or self._held[c.address] < self.per_address), None)
+            if waiting is None:
+                return  # every address waiting holds its share: their turn comes as theirs end
+            self._queue.remove(waiting)  # bounded by the connections open
             if not waiting.gone:
                 self._begin(waiting)
 
     def _first_byte(self, conn: Waiting) -> None:
         self.unwatch(conn)
         conn.heard = True
-        if self.running < self.limit:
+        if self._held[conn.address] >= self.per_address:
+            self._queue.append(conn)
+        elif len(self._running) < self.limit:
+            self._begin(conn)
+        elif (hog := self._hog()) is not None:
+            self._release(hog)
+            self.evict(hog)
             self._begin(conn)
         else:
             self._queue.append(conn)
 
+    def _hog(self) -> Waiting | None:
+        """The oldest handshake of an address at its share, if any."""
+        return next((c for c in self._running if not c.gone and self._held[c.address] >= self.per_address), None)
+
     def _begin(self, conn: Waiting) -> None:
-        self.running += 1
+        self._running[conn] = None
+        self._held[conn.address] += 1
         self.start(conn)
+
+    def _release(self, conn: Waiting) -> None:
+        del self._running[conn]
+        self._held[conn.address] -= 1
+        if not self._held[conn.address]:
+            del self._held[conn.address]

@@ -274,13 +274,17 @@ def test_daemonset_is_locked_down(rendered: dict[str, list[dict]], overlay: str)
     } <= paths
     assert {f"/dev/davinci{i}" for i in range(8)} <= paths
 
+    # The probes go to the health listener (web.health_listen): plain HTTP without credentials,
+    # so httpGet works with TLS and basic auth on the metrics port too.
     probes = (container["livenessProbe"], container["readinessProbe"])
     if overlay == "overlays/tls-basic-auth":
-        assert all(p["tcpSocket"]["port"] == "metrics" and "httpGet" not in p for p in probes)
         assert "--web.config.file=/etc/cann-exporter/web/web-config.yml" in container["args"]
-    else:
-        assert [p["httpGet"]["path"] for p in probes] == ["/healthz", "/readyz"]
-        assert all(p["httpGet"]["port"] == "metrics" for p in probes)
+    assert [p["httpGet"]["path"] for p in probes] == ["/healthz", "/readyz"]
+    assert all(p["httpGet"]["port"] == "health" and "tcpSocket" not in p for p in probes)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    config_map = next(o for o in rendered[overlay] if o["kind"] == "ConfigMap" and "config.yaml" in o.get("data", {}))
+    config = yaml.safe_load(config_map["data"]["config.yaml"])
+    assert config["web"]["health_listen"] == f":{ports['health']}"
 
 
 def test_only_the_privileged_component_mentions_privileged() -> None:

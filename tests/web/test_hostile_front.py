@@ -96,6 +96,10 @@ REFUSED = {
     "two_content_lengths": b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
     "not_http": b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\0" * 64 + b"\r\n\r\n",
     "nul_in_header": b"GET /healthz HTTP/1.1\r\nHost: t\r\nX: a\0b\r\n\r\n",
+    # Issue 45: aiohttp's parser takes these; answered `HTTP/0.9 200 OK` and 200 before.
+    "no_http_version": b"GET /healthz\r\n\r\n",
+    "absolute_uri": b"GET http://t/metrics HTTP/1.1\r\nHost: t\r\n\r\n",
+    "authority_form": b"CONNECT t:443 HTTP/1.1\r\nHost: t\r\n\r\n",
 }
 
 
@@ -179,6 +183,8 @@ def post(body: bytes, *headers: str, length: int | None = None) -> bytes:
         (b"not deflate at all", "deflate", 400, "bad_encoding"),
         (gzip.compress(b"data", mtime=0)[:10] + b"\xff" * 32, "gzip", 400, "bad_encoding"),  # mtime=0: the same test id in every process
         (b"plain", "br-x", 415, "unsupported_encoding"),
+        (b"plain", "br", 415, "unsupported_encoding"),  # aiohttp's parser refuses it (no brotli): 415 all the same
+        (b"plain", "zstd", 415, "unsupported_encoding"),
         (gzip.compress(b"\0" * (8 << 20)), "gzip", 413, "too_large"),  # 8 MiB inflated from 8 KiB
         (zlib.compress(b"{}" * (4 << 20)), "deflate", 413, "too_large"),
     ],
@@ -250,7 +256,9 @@ async def tls_get(port: int, pki: Pki, path: str) -> bytes:
 
 
 async def test_silent_tls_connections_start_no_handshake_and_handshakes_are_capped(pki: Pki) -> None:
-    options = WebOptions(header_timeout=1.0, max_tls_handshakes=2)
+    """Silent connections start no handshake; one address runs a quarter of the handshakes at
+    most (its others wait their turn), so another address's handshake starts at once."""
+    options = WebOptions(header_timeout=1.0, max_tls_handshakes=8)
     async with serving(options, server_context(pki)) as (server, port), measure() as lag:
         silent = [await open_from(port, f"127.0.0.{2 + i % 4}") for i in range(100)]
         await until(lambda: server.table.open == 100)
@@ -258,10 +266,10 @@ async def test_silent_tls_connections_start_no_handshake_and_handshakes_are_capp
         stalled = [await open_from(port, "127.0.0.9") for _ in range(4)]
         for _, writer in stalled:
             writer.write(b"\x16")  # a first byte, then nothing
-        await until(lambda: server.front is not None and server.front.gate.running == 2, "the cap reached")
-        answer = await tls_get(port, pki, "/metrics")  # waits its turn, then served
+        await until(lambda: server.front is not None and server.front.gate.held("127.0.0.9") == 2, "the address's share reached")
+        answer = await tls_get(port, pki, "/metrics")  # another address: started at once, served
         assert answer.startswith(b"HTTP/1.1 200") and GOOD.encode() in answer
-        assert server.front.gate.running <= 2
+        assert server.front.gate.held("127.0.0.9") == 2 and server.front.gate.running <= 3
         await until(lambda: server.table.open == 0, "the header deadline closed them all")
         for _, writer in [*silent, *stalled]:
             writer.close()

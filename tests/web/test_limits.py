@@ -344,12 +344,16 @@ class FakeSlot:
     evicted: bool = False
     address: str | None = "192.0.2.1"
     heard: bool = True
+    answered: bool = False  # a request on it was answered
 
     def waiting_since(self) -> float | None:
         return self.since
 
     def silent(self) -> bool:
         return not self.heard
+
+    def served(self) -> bool:
+        return self.answered
 
     def evict(self) -> None:
         self.evicted = True
@@ -362,21 +366,21 @@ def test_the_table_admits_regular_then_evicts_the_longest_waiting_then_health_th
     assert [table.admit(old), table.admit(busy)] == [Pool.REGULAR, Pool.REGULAR]
     # Full: the one waiting longest (5 s > EVICT_AFTER) goes, its place taken by the newcomer.
     fresh = FakeSlot(since=10.0)
-    assert table.admit(fresh) is Pool.REGULAR and old.evicted and not busy.evicted
+    assert table.admit(fresh, talking=True) is Pool.REGULAR and old.evicted and not busy.evicted
     # Nobody has waited past the grace: a health slot, then refused; a handler is never evicted.
     probe = FakeSlot(since=10.0)
-    assert table.admit(probe) is Pool.HEALTH
-    assert table.admit(FakeSlot(since=10.0)) is None
+    assert table.admit(probe, talking=True) is Pool.HEALTH
+    assert table.admit(FakeSlot(since=10.0), talking=True) is None
     assert not any(s.evicted for s in (busy, fresh, probe))
     assert table.rejected == {"full": 1, "health_only": 0, "evicted": 1, "rate_limited": 0}
     assert table.open == 3
     # A silent health slot past its short grace goes to a newcomer, a regular one not yet.
     now[0] += limits.HEALTH_EVICT_AFTER
     taker = FakeSlot(since=now[0])
-    assert table.admit(taker) is Pool.HEALTH and probe.evicted and not fresh.evicted
+    assert table.admit(taker, talking=True) is Pool.HEALTH and probe.evicted and not fresh.evicted
     assert table.rejected == {"full": 1, "health_only": 0, "evicted": 2, "rate_limited": 0}
     now[0] += limits.EVICT_AFTER  # time passes: the newcomer that is still silent may go
-    assert table.admit(FakeSlot(since=now[0])) is Pool.REGULAR and fresh.evicted
+    assert table.admit(FakeSlot(since=now[0]), talking=True) is Pool.REGULAR and fresh.evicted
     table.remove(busy)
     table.remove(busy)  # closing paths may report twice
     assert table.admit(FakeSlot()) is Pool.REGULAR and table.open == 3
@@ -392,10 +396,10 @@ def test_when_full_the_address_holding_the_most_makes_room_for_another():
     for slot in (scraper, *flood):
         assert table.admit(slot) is Pool.REGULAR
     newcomer = FakeSlot(since=now[0], address="10.0.0.2")
-    assert table.admit(newcomer) is Pool.REGULAR  # 2 > 0 + 1: the flooder's oldest went
+    assert table.admit(newcomer, talking=True) is Pool.REGULAR  # 2 > 0 + 1: the flooder's oldest went
     assert flood[0].evicted and not scraper.evicted and not flood[1].evicted
     # Shares now even (1 each): no fair-share victim, nobody past EVICT_AFTER: a health slot.
-    assert table.admit(FakeSlot(since=now[0], address="10.0.0.3")) is Pool.HEALTH
+    assert table.admit(FakeSlot(since=now[0], address="10.0.0.3"), talking=True) is Pool.HEALTH
 
 
 def test_a_talking_newcomer_takes_the_place_of_a_silent_connection_however_young():
@@ -414,13 +418,40 @@ def test_a_talking_newcomer_takes_the_place_of_a_silent_connection_however_young
 def test_an_address_at_its_cap_replaces_its_own_silent_connection_or_is_refused():
     now = [10.0]
     table = ConnectionTable(max_connections=10, health_connections=1, per_address=2, clock=lambda: now[0])
-    silent, busy = FakeSlot(since=9.0), FakeSlot(since=None)
-    assert table.admit(silent) is Pool.REGULAR and table.admit(busy) is Pool.REGULAR
+    idle, busy = FakeSlot(since=9.0), FakeSlot(since=None)
+    assert table.admit(idle) is Pool.REGULAR and table.admit(busy) is Pool.REGULAR
+    assert table.at_cap("192.0.2.1") and not table.at_cap("192.0.2.9")
+    assert table.admit(FakeSlot(since=now[0], heard=False)) is None and not idle.evicted  # silent: never for one that spoke
     probe = FakeSlot(since=now[0])
-    assert table.admit(probe) is Pool.REGULAR and silent.evicted  # its own silent one made room
-    assert table.admit(FakeSlot(since=now[0])) is None  # the probe is fresh, the other busy
+    assert table.admit(probe, talking=True) is Pool.REGULAR and idle.evicted  # its own idle one made room
+    assert table.admit(FakeSlot(since=now[0]), talking=True) is None  # the probe is fresh, the other busy
     assert table.admit(FakeSlot(since=now[0], address="192.0.2.9")) is Pool.REGULAR  # others unaffected
-    assert table.rejected["full"] == 1 and table.rejected["evicted"] == 1
+    assert table.rejected["full"] == 2 and table.rejected["evicted"] == 1
+
+
+def test_evictions_take_the_never_spoken_then_the_unserved_then_the_served():
+    """Issue 45: a flood of silent connections from a scraper's address pushes out its own
+    silent connections, never the scraper's idle keep-alive one (no basic auth, so it counts as
+    waiting); a newcomer that spoke takes a connection that never spoke, then one that spoke
+    without completing a request, and only then one that was served."""
+    now = [100.0]
+    table = ConnectionTable(max_connections=10, health_connections=1, per_address=4, clock=lambda: now[0])
+    scraper = FakeSlot(since=10.0, answered=True)  # idle for 90 s: waiting longest of all
+    half_sent = FakeSlot(since=50.0)  # spoke, never completed a request
+    flood = [FakeSlot(since=99.0 + i / 10, heard=False) for i in range(2)]
+    for slot in (scraper, half_sent, *flood):
+        assert table.admit(slot) is Pool.REGULAR
+    for _ in range(2):  # silent newcomers replace the flood's oldest silent connection
+        newcomer = FakeSlot(since=now[0], heard=False)
+        assert table.admit(newcomer) is Pool.REGULAR
+        flood = [*flood[1:], newcomer]
+        now[0] += limits.HEALTH_EVICT_AFTER
+    assert not scraper.evicted and not half_sent.evicted
+    for slot in flood:  # past the grace; a talking newcomer (then in its handler) takes them first
+        assert table.admit(FakeSlot(since=None), talking=True) is Pool.REGULAR and slot.evicted
+    assert table.admit(FakeSlot(since=now[0], heard=False)) is None  # nobody silent left: a silent newcomer waits
+    assert table.admit(FakeSlot(since=None), talking=True) is Pool.REGULAR and half_sent.evicted and not scraper.evicted
+    assert table.admit(FakeSlot(since=None), talking=True) is Pool.REGULAR and scraper.evicted  # only the served one is left
 
 
 def test_new_connections_per_address_are_a_token_bucket():
