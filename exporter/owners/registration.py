@@ -22,7 +22,7 @@ from exporter.pods.part import PODS
 
 
 def build(b: Build[OwnersOptions]) -> Source | None:
-    if not b.on("owners"):
+    if not b.on("owners") or b.simulated is not None:  # the simulator's processes are not this machine's
         return None
 
     def processes() -> Sequence[ProcessSample]:
@@ -42,6 +42,8 @@ def build(b: Build[OwnersOptions]) -> Source | None:
 
 def describe(b: Build[OwnersOptions], source: Source | None) -> str:
     """What it can see on this machine: the procfs root, the engines' sockets, the Slurm mapping."""
+    if b.simulated is not None:
+        return "the simulator's processes are not this machine's"
     options = b.options
     problem = root_problem(options.procfs)
     seen = [f"cgroups under {options.procfs}" + (f" ({problem[1]}: every process is the host's)" if problem else "")]

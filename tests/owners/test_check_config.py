@@ -50,3 +50,13 @@ def test_a_root_it_cannot_read_and_the_defaults(tmp_path: Path, capsys: pytest.C
     )
     config.write_text(f"npu_smi:\n  path: {STAND_IN}\ncollector:\n  owners: false\n")
     assert owners_line(capsys, config) == "collector.owners: off"
+
+
+def test_off_under_the_simulator(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The simulator's process rows name pids of no process here: none is looked up in /proc."""
+    config = tmp_path / "c.yaml"
+    config.write_text("simulator:\n  scenario: healthy\n")
+    assert owners_line(capsys, config) == "collector.owners: off, the simulator's processes are not this machine's"
+    assert main(["once", "--simulate", "healthy", "--log.level", "error"]) == 0
+    out = capsys.readouterr().out
+    assert "npu_process_memory_bytes{" in out and "npu_chip_owner_info" not in out and 'source="owners"' not in out
