@@ -45,7 +45,7 @@ class JobCollector:
 
     def _jobs(self, ranks: tuple[RankView, ...]) -> Iterator[Metric]:
         info, duration, phases = family(m.JOB_INFO), histogram_family(m.JOB_ITERATION_DURATION), family(m.JOB_PHASE_SECONDS)
-        state = family(m.JOB_STATE)
+        state, badput = family(m.JOB_STATE), family(m.JOB_BADPUT)
         for r in ranks:
             key = _key(r)
             process = r.process
@@ -55,13 +55,16 @@ class JobCollector:
             duration.add_metric(key, list(zip(_bounds(r.window), r.cumulative_buckets, strict=True)), r.duration_sum)
             for phase, seconds in r.phase_seconds:
                 phases.add_metric(key + [phase, stage_of(phase)], seconds)
-        yield from (info, state, duration, phases)
+            for kind, seconds in r.badput:  # every kind from zero, so rate() sees the first
+                badput.add_metric(key + [kind], seconds)
+        yield from (info, state, duration, phases, badput)
         yield from field_families(m.JOB_FIELDS, ranks, _key)  # None (never reported) is absent
 
     def _self(self, c: IngestCounters) -> Iterator[Metric]:
         yield from part_families(m.INGEST_COUNTS, c)
         yield _by_reason(m.INGEST_REJECTED, m.INGEST_REJECT_REASONS, c.rejected)
         yield _by_reason(m.INGEST_EVICTED, m.ADMISSION_REASONS, c.evicted)
+        yield _by_reason(m.INGEST_TAKEOVERS, m.TAKEOVER_REASONS, c.takeovers)
         yield _by_reason(m.INGEST_PROFILES_REJECTED, m.PROFILE_REJECT_REASONS, c.profiles_rejected)
 
 

@@ -71,7 +71,8 @@ def steps_handler(store: IngestStore, token: str | None, clock: Callable[[], flo
             body = await read_bounded(request, store.limits.max_body_bytes)
             # From here on nothing awaits: validation and the store update are one step.
             batch = parse_batch(body, store.limits, clock())
-            accepted = store.accept(batch, request.remote)  # per-client limits
+            # per-client limits; the connection tells a holder that died from a live one (liveness.py)
+            accepted = store.accept(batch, request.remote, request.transport)
         except IngestError as exc:
             store.reject(exc.reason)
             return error_response(exc)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from exporter.core.metric import MetricSpec, spec
+from exporter.jobs.goodput import KINDS
 from exporter.jobs.phases import PHASE_SERIES_PER_RANK
 
 JOB_LABELS = ("job_name", "rank")
@@ -111,6 +112,30 @@ JOB_PROFILING_OVERHEAD = _job(
     field="profiling_seconds",
 )
 
+JOB_GOODPUT = _job(
+    "npu_job_goodput_seconds_total",
+    "counter",
+    "Time in steps that moved training forward, seconds: steps less their data and checkpoint phases, less steps re-done "
+    "after a restart (docs/training-hooks.md, Goodput and badput); goes on across the rank's process restarts.",
+    field="goodput",
+)
+JOB_BADPUT = _job(
+    "npu_job_badput_seconds_total",
+    "counter",
+    "Time of the rank that did not move training forward, seconds, by kind: startup (process start to its first step or "
+    "phase), data_wait (data phases), checkpoint_save, checkpoint_restore, lost_progress (steps re-done after a restart), "
+    "downtime (no process between a death and the next start), idle (gaps no phase explains), other (phases between steps "
+    "that are neither). With npu_job_goodput_seconds_total it adds up to the rank's wall time.",
+    "kind",
+    field="badput",
+)
+JOB_DISRUPTIONS = _job(
+    "npu_job_disruptions_total",
+    "counter",
+    "Restarts of the rank: a new process after one that died (no final report).",
+    field="disruptions",
+)
+
 JOB_METRICS = (
     JOB_INFO,
     JOB_STATE,
@@ -123,9 +148,21 @@ JOB_METRICS = (
     JOB_MEMORY_MAX_ALLOCATED,
     JOB_MFU,
     JOB_PROFILING_OVERHEAD,
+    JOB_GOODPUT,
+    JOB_BADPUT,
+    JOB_DISRUPTIONS,
 )
 # Plain per-rank series, in the order they are rendered.
-JOB_FIELDS = (JOB_ITERATIONS, JOB_SAMPLES, JOB_LAST_ITERATION, JOB_MEMORY_ALLOCATED, JOB_MEMORY_MAX_ALLOCATED, JOB_PROFILING_OVERHEAD)
+JOB_FIELDS = (
+    JOB_ITERATIONS,
+    JOB_SAMPLES,
+    JOB_LAST_ITERATION,
+    JOB_MEMORY_ALLOCATED,
+    JOB_MEMORY_MAX_ALLOCATED,
+    JOB_PROFILING_OVERHEAD,
+    JOB_GOODPUT,
+    JOB_DISRUPTIONS,
+)
 
 
 def _series_per_rank(spec: MetricSpec) -> int:
@@ -135,10 +172,13 @@ def _series_per_rank(spec: MetricSpec) -> int:
         return WINDOW_BOUNDS + 3
     if "state" in spec.labels:
         return len(JOB_STATES)
+    if "kind" in spec.labels:
+        return len(KINDS)
     return PHASE_SERIES_PER_RANK if "phase" in spec.labels else 1
 
 
-# What the ingest reserves per admitted rank (71: info, 3 states, 43 histogram, 17 phases, 5 plain, MFU, profiling overhead).
+# What the ingest reserves per admitted rank (81: info, 3 states, 43 histogram, 17 phases, 5 plain, MFU, profiling
+# overhead, goodput, 8 badput kinds, disruptions).
 SERIES_PER_RANK = sum(_series_per_rank(spec) for spec in JOB_METRICS)
 
 
@@ -178,6 +218,20 @@ INGEST_EVICTED = _by_reason(
     field="evicted",
 )
 INGEST_RANKS = spec("cann_exporter_ingest_ranks", "gauge", "Job ranks currently held by the ingest store.", field="held_ranks")
+INGEST_INDEX_REGRESSIONS = _count(
+    "cann_exporter_ingest_index_regressions_total",
+    "Steps whose index was below one their process sent before: accepted, their index ignored (no lost-progress detection for them).",
+    field="index_regressions",
+)
+# How the process holding a rank was known gone when another took the rank over.
+TAKEOVER_REASONS = ("finished", "stalled", "pid_gone", "connection_closed")
+INGEST_TAKEOVERS = _by_reason(
+    "cann_exporter_ingest_takeovers_total",
+    "A new process took a job rank over, by how the old one was known gone: finished (final report), stalled (silent for "
+    "ingest.stalled_after), pid_gone (its pid gone from this node, start time checked), connection_closed (its connection "
+    "closed without a final report and nothing since).",
+    field="takeovers",
+)
 
 # POST /api/v1/profiles: the summaries of the hooks' profiling windows.
 PROFILE_REJECT_REASONS = (*REQUEST_REJECT_REASONS, "too_many_ranks", "per_client_limit")
@@ -207,6 +261,8 @@ INGEST_METRICS = (
     INGEST_EXPIRED,
     INGEST_EVICTED,
     INGEST_RANKS,
+    INGEST_INDEX_REGRESSIONS,
+    INGEST_TAKEOVERS,
     INGEST_PROFILES,
     INGEST_PROFILES_REJECTED,
     INGEST_PROFILE_WINDOWS_SKIPPED,
@@ -220,6 +276,7 @@ INGEST_COUNTS = (
     INGEST_UNKNOWN_PHASES,
     INGEST_EXPIRED,
     INGEST_RANKS,
+    INGEST_INDEX_REGRESSIONS,
     INGEST_PROFILES,
     INGEST_PROFILE_WINDOWS_SKIPPED,
     INGEST_PROFILE_JOBS_EVICTED,

@@ -1,7 +1,7 @@
 """`ingest.*`: the training-hook ingest (POST /api/v1/steps) and its bounds.
 
 The bounds are sized for one node, so that whoever can reach the port cannot make /metrics
-large: a rank has at most SERIES_PER_RANK series (71), a node at most 16 NPU dies, and the
+large: a rank has at most SERIES_PER_RANK series (81), a node at most 16 NPU dies, and the
 series budget caps the whole store whatever the job and rank limits allow. The arithmetic is
 in docs/training-hooks.md ("Limits and admission").
 """
@@ -69,7 +69,7 @@ class IngestOptions:
         _SERIES,
         parse_positive_int,
         f"npu_job_* series the ingest may serve, {SERIES_PER_RANK} reserved per rank when it is admitted (every phase, "
-        f"every bucket): {_SERIES:,} = {_SERIES // SERIES_PER_RANK} ranks, under 1 MB of exposition; beyond, 429 "
+        f"every bucket): {_SERIES:,} = {_SERIES // SERIES_PER_RANK} ranks, at most about 1.1 MB of exposition; beyond, 429 "
         "unless idle ranks give way",
         metavar="N",
     )

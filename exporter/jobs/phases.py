@@ -88,6 +88,17 @@ _WORDS: dict[str, tuple[str, ...]] = {
         "ckpt",
         "save",
         "save_checkpoint",
+        "checkpoint_save",
+        "save_ckpt",
+        "ckpt_save",
+        "load_checkpoint",
+        "checkpoint_load",
+        "load_ckpt",
+        "ckpt_load",
+        "restore",
+        "restore_checkpoint",
+        "checkpoint_restore",
+        "resume",
         "eval",
         "evaluate",
         "evaluation",
@@ -101,6 +112,20 @@ _WORDS: dict[str, tuple[str, ...]] = {
 
 # word -> stage: the one table the ingest, the collector and `diagnose` read.
 VOCABULARY: dict[str, str] = {word: stage for stage, words in _WORDS.items() for word in words}
+
+# The words of the `other` stage that time checkpoints (goodput.py counts them as badput, inside
+# a step or outside): saving one, and restoring (loading, resuming from) one.
+CHECKPOINT_SAVE_WORDS = ("checkpoint", "checkpointing", "ckpt", "save", "save_checkpoint", "checkpoint_save", "save_ckpt", "ckpt_save")
+CHECKPOINT_RESTORE_WORDS = (
+    "load_checkpoint",
+    "checkpoint_load",
+    "load_ckpt",
+    "ckpt_load",
+    "restore",
+    "restore_checkpoint",
+    "checkpoint_restore",
+    "resume",
+)
 
 # A rank's phase series: every stage name, plus at most this many other words (a word past
 # the cap is served under its stage's name).

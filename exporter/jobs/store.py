@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 from exporter.core.snapshot import PartKey
 from exporter.jobs.admission import Newcomer, client_key, plan
+from exporter.jobs.goodput import KINDS, Ledger
+from exporter.jobs.liveness import CLOSED_QUIET, Connection, ProcTable
 from exporter.jobs.metrics import DURATION_GRID, WARMUP_STEPS, WINDOW_BOUNDS, window_start
 from exporter.jobs.options import IngestOptions
 from exporter.jobs.phases import MAX_WORDS_PER_RANK, is_stage, stage_of
@@ -68,12 +70,22 @@ class RankState:
     # (monotonic arrival, FLOPs, seconds) of each recent batch's steps that declared FLOPs
     flops_window: deque[tuple[float, float, float]] = field(default_factory=lambda: deque(maxlen=_MFU_BATCHES))
     profiling_seconds: float | None = None  # cumulative, as the process reports it
+    proc: str = ""  # the holding process as /proc shows it (Batch.proc)
+    connection: Connection | None = None  # the one its latest batch came on
+    ledger: Ledger = field(default_factory=Ledger)  # goodput and badput: carried to the next process
 
-    def fold(self, batch: Batch, now: float, seen: float) -> None:
-        """``now`` is unix time (the default step end), ``seen`` the monotonic arrival time."""
+    def fold(self, batch: Batch, now: float, seen: float) -> int:
+        """``now`` is unix time (the default step end), ``seen`` the monotonic arrival time.
+        Returns the steps whose index went below one this process sent before (ignored)."""
         self.process = Process.of(batch)
+        self.proc = batch.proc or self.proc
+        ledger = self.ledger
+        ledger.heard = now
+        # phases run between steps, by end time, laid out in order with the steps
+        outside = sorted(((now if o.end is None else o.end, o.phases) for o in batch.outside), key=lambda o: o[0])
+        taken = regressions = 0
         self.last_seen = seen
-        if batch.steps:
+        if batch.steps or batch.outside:  # working: a checkpoint between steps too
             self.last_step = seen
         self.finished = batch.final
         if batch.memory_allocated_bytes is not None:
@@ -104,10 +116,18 @@ class RankState:
             end = now if step.end is None else step.end
             if self.last_iteration_end is None or end > self.last_iteration_end:
                 self.last_iteration_end = end
+            while taken < len(outside) and outside[taken][0] <= end:
+                ledger.phases(*outside[taken])
+                taken += 1
+            if not ledger.step(end, step.duration, step.phases, step.index):
+                regressions += 1
+        for late in outside[taken:]:
+            ledger.phases(*late)
         if batch.final and self.warmup:
             self._fix_window()  # a short run gets its buckets too
         if flops_seconds > 0:
             self.flops_window.append((seen, flops, flops_seconds))
+        return regressions
 
     def _fix_window(self) -> None:
         """Bucket bounds around the median of the warm-up steps, which are then counted in them."""
@@ -164,6 +184,9 @@ class RankView:
     precision: str = "bf16"  # what the hook's FLOPs are computed in
     window_flops: float = 0.0  # model FLOPs of the steps that arrived in the last MFU_WINDOW seconds
     window_seconds: float = 0.0  # and their time
+    goodput: float = 0.0  # seconds in steps that moved training forward, over the rank's processes
+    badput: tuple[tuple[str, float], ...] = ()  # (kind, seconds), every goodput.KINDS
+    disruptions: int = 0  # processes of the rank that died and were followed by another
 
     @classmethod
     def of(cls, s: RankState, state: str = "running", now: float | None = None) -> RankView:
@@ -171,6 +194,7 @@ class RankView:
         for count in s.buckets or [len(s.warmup)]:
             total += count
             cumulative.append(total)
+        ledger = s.ledger
         return cls(
             s.job_name,
             s.rank,
@@ -188,6 +212,9 @@ class RankView:
             state,
             s.precision,
             *(s.flops_in_window(now) if now is not None else (0.0, 0.0)),
+            ledger.goodput,
+            tuple((kind, ledger.badput[kind]) for kind in KINDS),
+            ledger.disruptions,
         )
 
 
@@ -205,6 +232,8 @@ class IngestCounters:
     profiles_rejected: tuple[tuple[str, int], ...] = ()
     profile_windows_skipped: int = 0
     profile_jobs_evicted: int = 0  # posted profile jobs removed to admit a new job
+    index_regressions: int = 0  # steps whose index went below their process's earlier ones (index ignored)
+    takeovers: tuple[tuple[str, int], ...] = ()  # a new process took a rank over, by how the old one was known gone
 
 
 @dataclass(frozen=True)
@@ -228,6 +257,7 @@ class IngestStore:
         limits: IngestLimits = IngestLimits(),
         clock: Callable[[], float] = time.time,
         age_clock: Callable[[], float] | None = None,
+        procs: ProcTable | None = None,
     ) -> None:
         self.ttl = ttl
         self.finished_ttl = min(finished_ttl, ttl)
@@ -239,6 +269,7 @@ class IngestStore:
         self.clock = clock  # unix time: step `end` checks and defaults
         # TTLs run on the monotonic clock; a test that injects only ``clock`` drives both.
         self.age_clock = age_clock or (time.monotonic if clock is time.time else clock)
+        self.procs = procs or ProcTable()  # this node's /proc: is a rank's holder alive (liveness.py)
         self._entries: dict[tuple[str, int], RankState] = {}
         self._lock = threading.Lock()
         self._requests = 0
@@ -252,23 +283,34 @@ class IngestStore:
         self._profiles_rejected: dict[str, int] = {}
         self._profile_windows_skipped = 0
         self._profile_jobs_evicted = 0
+        self._index_regressions = 0
+        self._takeovers: dict[str, int] = {}
         self._changes = 0  # bumped by every change a scrape would see
         self._part: tuple[tuple[int, frozenset[tuple[str, int]]], JobsPart] | None = None
 
-    def accept(self, batch: Batch, remote: str | None = None) -> int:
-        """Fold a validated batch from peer address ``remote`` in; IngestError (429) when a new
-        rank does not fit the limits and no idle rank can give way."""
+    def accept(self, batch: Batch, remote: str | None = None, connection: Connection | None = None) -> int:
+        """Fold a validated batch from peer address ``remote``, which came on ``connection``, in;
+        IngestError (429) when a new rank does not fit the limits and no idle rank can give way,
+        (409) when another live process holds the rank."""
         with self._lock:
             now, seen = self.clock(), self.age_clock()
             self._expire(seen)
             key = (batch.job_name, batch.rank)
             entry = self._entries.get(key)
+            ledger, died = None, False
             if entry is not None and not entry.held_by(batch):
-                self._take_over(entry, batch, seen)  # the holder is gone, or 409
-                entry = None
+                died = self._take_over(entry, batch, seen)  # the holder is gone, or 409
+                ledger, entry = entry.ledger, None
             if entry is None:
                 entry = self._admit(batch, client_key(remote), seen)
-            entry.fold(batch, now, seen)
+                if ledger is None:
+                    entry.ledger = Ledger(batch.started)
+                else:  # the rank's goodput and badput go on across its processes
+                    entry.ledger = ledger
+                    ledger.start_process(batch.started, died)
+            if connection is not None:
+                entry.connection = connection
+            self._index_regressions += entry.fold(batch, now, seen)
             self._changes += 1
             self._requests += 1
             self._steps += len(batch.steps)
@@ -276,26 +318,43 @@ class IngestStore:
             self._unknown_phases += batch.unknown_phase_entries
             return len(batch.steps)
 
-    def _take_over(self, entry: RankState, batch: Batch, now: float) -> None:
-        """Another process claims a held job_name and rank: once the holder finished or is
-        stalled (silent for stalled_after: crashed) it is dropped and the claimant admitted anew;
-        two live ones are never summed (409)."""
+    def _take_over(self, entry: RankState, batch: Batch, now: float) -> bool:
+        """Another process claims a held job_name and rank: once the holder finished, is known
+        dead (liveness.py: its pid gone here, or its connection closed without a final report) or
+        is stalled (silent for stalled_after) it is dropped and the claimant admitted anew; two
+        live ones are never summed (409). Returns whether the holder died (no finish)."""
         age = now - entry.last_seen
-        if entry.finished or age > self.stalled_after:
+        reason = self._gone(entry, age)
+        if reason is not None:
             del self._entries[(entry.job_name, entry.rank)]
             self.on_gone(entry.job_name, entry.rank)  # the old process's profile summaries go with it
-            return
+            self._takeovers[reason] = self._takeovers.get(reason, 0) + 1
+            return reason != "finished"
         raise IngestError(
             409,
             "duplicate_rank",
             f"job {batch.job_name!r} rank {batch.rank} is held by another live process (pid {entry.process.pid or 'unknown'}, "
             f"last report {age:.0f} s ago): two processes are never summed; give each its own job_name or rank "
-            f"(a restart takes over once the old process has closed or been silent for {self.stalled_after:g} s)",
+            f"(a restart takes over once the old process has closed, is gone from this node or its connection closed "
+            f"without a final report, or after {self.stalled_after:g} s of silence)",
         )
+
+    def _gone(self, entry: RankState, age: float) -> str | None:
+        """How the holder is known to be gone (a metrics.TAKEOVER_REASONS), or None: it may live."""
+        if entry.finished:
+            return "finished"
+        if age > self.stalled_after:
+            return "stalled"
+        alive = self.procs.alive(entry.process.pid, entry.proc)
+        if alive is not None:
+            return None if alive else "pid_gone"
+        if entry.connection is not None and entry.connection.is_closing() and age >= CLOSED_QUIET:
+            return "connection_closed"
+        return None
 
     def _admit(self, batch: Batch, client: str, now: float) -> RankState:
         """A new rank, after the evictions that make room for it (IngestError: none, nothing changed)."""
-        evictions = plan(self._entries.values(), Newcomer(batch.job_name, client, bool(batch.steps)), self.limits, now)
+        evictions = plan(self._entries.values(), Newcomer(batch.job_name, client, bool(batch.steps or batch.outside)), self.limits, now)
         for eviction in evictions:
             del self._entries[eviction.key]
             self._evicted[eviction.reason] = self._evicted.get(eviction.reason, 0) + 1
@@ -359,6 +418,8 @@ class IngestStore:
                 profiles_rejected=tuple(sorted(self._profiles_rejected.items())),
                 profile_windows_skipped=self._profile_windows_skipped,
                 profile_jobs_evicted=self._profile_jobs_evicted,
+                index_regressions=self._index_regressions,
+                takeovers=tuple(sorted(self._takeovers.items())),
             )
             self._part = (version, JobsPart(ranks, counters))
             return self._part[1]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from exporter.core.errors import ReasonError
+from exporter.jobs.liveness import PROC
 from exporter.jobs.options import IngestOptions
 from exporter.jobs.phases import word_of
 
@@ -39,9 +40,14 @@ _BATCH_FIELDS = frozenset(
         "profiling_seconds",
         "steps",
         "precision",
+        "started",
+        "proc",
+        "outside",
     }
 )
-_STEP_FIELDS = frozenset({"duration", "end", "samples", "phases", "flops"})
+_STEP_FIELDS = frozenset({"duration", "end", "samples", "phases", "flops", "index"})
+_OUTSIDE_FIELDS = frozenset({"end", "phases"})
+MAX_INDEX = 1 << 53  # a step's training step number (JSON's exact integers)
 PRECISIONS = ("fp32", "bf16", "fp16", "int8")  # a job's declared compute precision: which chip peak its MFU uses
 _MEMORY_FIELDS = frozenset({"allocated_bytes", "max_allocated_bytes"})
 # Phase names outside the vocabulary a batch reports back to its client (each at most 64 characters).
@@ -102,6 +108,15 @@ class Step:
     samples: int | None
     phases: tuple[tuple[str, float], ...]  # vocabulary word (or "other") -> exclusive seconds
     flops: float | None = None  # the step's model FLOPs, when the hook declares them
+    index: int | None = None  # the training step number it carried out (goodput.py: re-done work)
+
+
+@dataclass(frozen=True)
+class Outside:
+    """Phases run outside any step (a checkpoint saved between steps), ending at ``end``."""
+
+    end: float | None  # unix seconds; None: the time the batch arrived
+    phases: tuple[tuple[str, float], ...]  # as a Step's; they last their sum
 
 
 @dataclass(frozen=True)
@@ -122,6 +137,9 @@ class Batch:
     profiling_seconds: float | None = None  # the process's training-thread time in profiling windows so far
     unknown_phases: tuple[tuple[str, int], ...] = ()  # names outside the vocabulary (served as other) -> steps
     unknown_phase_entries: int = 0  # every such (step, name), also past MAX_UNKNOWN_NAMES
+    started: float | None = None  # unix time the sending process started (its start-up: goodput.py)
+    proc: str = ""  # the process as /proc shows it (liveness.py): "" when not sent
+    outside: tuple[Outside, ...] = ()  # phases run between steps, oldest first
 
 
 def _invalid(message: str) -> IngestError:
@@ -222,6 +240,16 @@ def _phases(value: Any, where: str, limits: IngestLimits, unknown: _Unknown) -> 
     return tuple(out.items())
 
 
+def _end(end: Any, where: str, limits: IngestLimits, now: float) -> float | None:
+    if end is None:
+        return None
+    if not _is_number(end) or not math.isfinite(end := _as_float(end)):
+        raise _invalid(f"{where}: expected unix seconds")
+    if not now - limits.max_event_age_seconds <= end <= now + limits.future_skew_seconds:
+        raise _out_of_range(f"{where}: {end!r} is not a recent unix time (server time {now:.0f})")
+    return float(end)
+
+
 def _step(raw: Any, where: str, limits: IngestLimits, now: float, unknown: _Unknown) -> Step:
     if not isinstance(raw, dict):
         raise _invalid(f"{where}: expected an object")
@@ -229,12 +257,7 @@ def _step(raw: Any, where: str, limits: IngestLimits, now: float, unknown: _Unkn
     if "duration" not in raw:
         raise _invalid(f"{where}: missing 'duration'")
     duration = _seconds(raw["duration"], f"{where}.duration", limits.max_step_seconds)
-    end = raw.get("end")
-    if end is not None:
-        if not _is_number(end) or not math.isfinite(end := _as_float(end)):
-            raise _invalid(f"{where}.end: expected unix seconds")
-        if not now - limits.max_event_age_seconds <= end <= now + limits.future_skew_seconds:
-            raise _out_of_range(f"{where}.end: {end!r} is not a recent unix time (server time {now:.0f})")
+    end = _end(raw.get("end"), f"{where}.end", limits, now)
     samples = raw.get("samples")
     if samples is not None:
         samples = _int(samples, f"{where}.samples", 0, limits.max_samples)
@@ -249,7 +272,32 @@ def _step(raw: Any, where: str, limits: IngestLimits, now: float, unknown: _Unkn
     if flops is not None:
         if not _is_number(flops) or not math.isfinite(flops := _as_float(flops)) or not 0 < flops <= limits.max_flops:
             raise _out_of_range(f"{where}.flops: expected model FLOPs above 0 and at most {limits.max_flops:g}")
-    return Step(duration, end, samples, phases, flops)
+    index = raw.get("index")
+    if index is not None:
+        index = _int(index, f"{where}.index", 0, MAX_INDEX)
+    return Step(duration, end, samples, phases, flops, index)
+
+
+def _outside(raw: Any, where: str, limits: IngestLimits, now: float, unknown: _Unknown) -> Outside:
+    if not isinstance(raw, dict):
+        raise _invalid(f"{where}: expected an object")
+    _unknown_fields(raw, _OUTSIDE_FIELDS, where)
+    if not raw.get("phases"):
+        raise _invalid(f"{where}: missing 'phases' (an object of phase name -> seconds)")
+    phases = _phases(raw["phases"], f"{where}.phases", limits, unknown)
+    if sum(seconds for _, seconds in phases) > limits.max_step_seconds:
+        raise _out_of_range(f"{where}.phases: add up to more than the {limits.max_step_seconds:g} s limit")
+    return Outside(_end(raw.get("end"), f"{where}.end", limits, now), phases)
+
+
+def _started(value: Any, limits: IngestLimits, now: float) -> float | None:
+    if value is None:
+        return None
+    if not _is_number(value) or not math.isfinite(started := _as_float(value)):
+        raise _invalid("started: expected unix seconds")
+    if not 0 < started <= now + limits.future_skew_seconds:
+        raise _out_of_range(f"started: {started!r} is not a unix time before now (server time {now:.0f})")
+    return started
 
 
 def _memory(value: Any, limits: IngestLimits) -> tuple[int | None, int | None]:
@@ -299,6 +347,14 @@ def validate_batch(doc: Any, limits: IngestLimits, now: float) -> Batch:
         raise _invalid(f"steps: {len(raw_steps)} steps in one batch; at most {limits.max_steps}")
     unknown = _Unknown()
     steps = tuple(_step(raw, f"steps[{i}]", limits, now, unknown) for i, raw in enumerate(raw_steps))
+    raw_outside = doc.get("outside") or []
+    if not isinstance(raw_outside, list):
+        raise _invalid("outside: expected an array")
+    if len(raw_outside) > limits.max_steps:
+        raise _invalid(f"outside: {len(raw_outside)} entries in one batch; at most {limits.max_steps}")
+    outside = tuple(_outside(raw, f"outside[{i}]", limits, now, unknown) for i, raw in enumerate(raw_outside))
+    proc = doc.get("proc")
+    proc = "" if proc is None else _label(proc, "proc", PROC, limits)
     precision = doc.get("precision", "bf16")
     if precision not in PRECISIONS:
         raise _invalid(f"precision: expected one of {', '.join(PRECISIONS)}")
@@ -319,6 +375,9 @@ def validate_batch(doc: Any, limits: IngestLimits, now: float) -> Batch:
         profiling_seconds=profiling,
         unknown_phases=tuple(unknown.names.items()),
         unknown_phase_entries=unknown.entries,
+        started=_started(doc.get("started"), limits, now),
+        proc=proc,
+        outside=outside,
     )
 
 

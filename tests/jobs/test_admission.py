@@ -83,7 +83,7 @@ def test_the_series_budget_reserves_the_worst_case_of_each_rank(clock):
 
 def test_the_worst_case_default_exposition_is_the_series_budget(clock):
     """Everyone at once, from many addresses, with every field set and 128-character labels:
-    the jobs part renders at most ingest.max_series series, under 0.5 MB."""
+    the jobs part renders at most ingest.max_series series, under 1.2 MB (about 0.5 MB with names like llama-sft-3)."""
     limits = IngestLimits()
     store = IngestStore(clock=clock)
     outcomes: Counter[str] = Counter()
@@ -114,14 +114,14 @@ def test_the_worst_case_default_exposition_is_the_series_budget(clock):
     series = [line for line in text.splitlines() if line.startswith("npu_job_")]
     assert outcomes["admitted"] == limits.max_series // SERIES_PER_RANK == 64
     assert len(series) == outcomes["admitted"] * SERIES_PER_RANK <= limits.max_series == 64 * SERIES_PER_RANK
-    assert len(text.encode()) < 1_000_000
+    assert len(text.encode()) < 1_200_000
 
 
 def test_one_rank_renders_exactly_the_series_it_reserves(clock):
     store = IngestStore(clock=clock)
     store.accept(batch("bert", steps=WARMUP_STEPS))  # every bucket: the window is fixed
     found = render(JobCollector(), replace(store.part(), peaks=(("3", "bf16", 3e14),)))
-    assert len([name for name, _ in found if name.startswith("npu_job_")]) == SERIES_PER_RANK == 71
+    assert len([name for name, _ in found if name.startswith("npu_job_")]) == SERIES_PER_RANK == 81
 
 
 # --- idle ranks give way to ranks with steps ----------------------------------------------------

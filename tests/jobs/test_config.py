@@ -129,7 +129,11 @@ def test_openapi_document_matches_the_validator():
         "memory",
         "steps",
         "precision",
+        "started",
+        "proc",
+        "outside",
     }
+    assert set(schemas["Step"]["properties"]) == {"duration", "end", "samples", "flops", "phases", "index"}
 
 
 def test_openapi_is_package_data():
