@@ -27,8 +27,9 @@ PIDS_SKIPPED = spec(
 NAME_LOOKUP_FAILURES = spec(
     "cann_exporter_owner_name_lookup_failures_total",
     "counter",
-    "Container-name requests to an engine's socket (owners.docker_socket, owners.podman_socket) that got no name, "
-    "by runtime and reason (timeout, unavailable, not_found, refused, garbled): the container is shown by id.",
+    "Container-name requests to an engine's socket (owners.docker_socket, owners.podman_socket, "
+    "owners.containerd_socket) that got no name, by runtime and reason (timeout, unavailable, not_found, refused, "
+    "garbled): the container is shown by id.",
     ("runtime", "reason"),
     field="lookup_failures",
 )

@@ -1,5 +1,6 @@
 """The names the owner source puts on ids, each cached: containers' names from their engine's
-socket (engine.py), users' names from a passwd file or the system's user database.
+socket (Docker's and Podman's inspect request, engine.py; containerd's labels, containerd.py),
+users' names from a passwd file or the system's user database.
 
 A container's name is asked once and kept (an unanswered request is asked again a minute
 later); a run asks for a few at most, at once, each bounded by `owners.timeout`, so a socket
@@ -17,9 +18,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from exporter.core import clock as clocks
 from exporter.core.clock import Clock
 from exporter.core.health import Failure
-from exporter.owners.engine import NAME_FAILURES, container_name, socket_present
+from exporter.owners import containerd, engine
+from exporter.owners.engine import NAME_FAILURES, socket_present
 from exporter.owners.hostfiles import read_passwd
-from exporter.owners.parse import DOCKER, PODMAN, OwnerError
+from exporter.owners.parse import CONTAINERD, DOCKER, PODMAN, OwnerError
 
 Lookup = Callable[[str, str, float], Awaitable[str]]
 
@@ -27,7 +29,8 @@ NAME_TTL = 600.0  # a name is asked again after this (`docker rename` is rare)
 RETRY_AFTER = 60.0  # an unanswered request is asked again after this
 MAX_LOOKUPS = 8  # requests per run (at once)
 MAX_CACHED = 4096
-NAMED_RUNTIMES = (DOCKER, PODMAN)  # engines that answer Docker's inspect request
+NAMED_RUNTIMES = (DOCKER, PODMAN, CONTAINERD)  # engines asked for their containers' names
+LOOKUPS: dict[str, Lookup] = {DOCKER: engine.container_name, PODMAN: engine.container_name, CONTAINERD: containerd.container_name}
 SOCKET_FAILURES = ("timeout", "unavailable")  # the socket's fault, not the container's: the source's health
 PASSWD_TTL = 300.0  # a passwd file is read again after this, when a uid is not in it
 
@@ -36,11 +39,12 @@ class ContainerNames:
     """Containers' names by (runtime, id), asked of the engines' sockets."""
 
     def __init__(
-        self, sockets: Mapping[str, str | None], timeout: float, lookup: Lookup = container_name, clock: Clock = clocks.monotonic
+        self, sockets: Mapping[str, str | None], timeout: float, lookup: Lookup | None = None, clock: Clock = clocks.monotonic
     ) -> None:
+        """``lookup`` asks every engine (tests); by default each runtime's own request."""
         self.sockets = {runtime: path for runtime, path in sockets.items() if path}
         self.timeout = timeout
-        self._lookup = lookup
+        self._lookups = {runtime: lookup or LOOKUPS[runtime] for runtime in NAMED_RUNTIMES}
         self._clock = clock
         self._cache: dict[tuple[str, str], tuple[str, float]] = {}  # (runtime, id) -> (name or "", asked again at)
         self.failures: Counter[tuple[str, str]] = Counter({(r, reason): 0 for r in NAMED_RUNTIMES for reason in NAME_FAILURES})
@@ -68,7 +72,7 @@ class ContainerNames:
 
     async def _ask(self, runtime: str, container_id: str) -> Failure | None:
         try:
-            name = await self._lookup(self.sockets[runtime], container_id, self.timeout)
+            name = await self._lookups[runtime](self.sockets[runtime], container_id, self.timeout)
         except OwnerError as exc:
             self.failures[(runtime, exc.reason)] += 1
             self._cache[(runtime, container_id)] = ("", self._clock() + RETRY_AFTER)

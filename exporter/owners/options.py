@@ -32,6 +32,12 @@ class OwnersOptions:
         "Podman's API socket (Docker's form), asked for container names (not there: ids only; empty: never asked)",
         metavar="PATH",
     )
+    containerd_socket: str | None = option(
+        "/run/containerd/containerd.sock",
+        optional_text,
+        "containerd's socket, asked for its containers' name labels (not there: ids only; empty: never asked)",
+        metavar="PATH",
+    )
     timeout: float = option("2s", parse_duration, "bound on one container-name request or user lookup", metavar="DURATION")
     passwd: str | None = option(
         None,

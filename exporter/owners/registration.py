@@ -47,7 +47,11 @@ def describe(b: Build[OwnersOptions], source: Source | None) -> str:
     options = b.options
     problem = root_problem(options.procfs)
     seen = [f"cgroups under {options.procfs}" + (f" ({problem[1]}: every process is the host's)" if problem else "")]
-    for runtime, socket in (("docker", options.docker_socket), ("podman", options.podman_socket)):
+    for runtime, socket in (
+        ("docker", options.docker_socket),
+        ("podman", options.podman_socket),
+        ("containerd", options.containerd_socket),
+    ):
         if socket is not None:
             seen.append(f"{runtime} names: {socket}" + ("" if socket_present(socket) else " (not there: ids only)"))
     if options.slurm_mapping_dir is not None:

@@ -26,11 +26,10 @@ from exporter.core.clock import Clock
 from exporter.core.health import Failure, HealthRegistry
 from exporter.core.sampler import Task
 from exporter.npusmi.part import ChipSample, ProcessSample
-from exporter.owners.engine import container_name
 from exporter.owners.hostfiles import read_mapping
 from exporter.owners.names import NAMED_RUNTIMES, ContainerNames, Lookup, UserNames
 from exporter.owners.options import OwnersOptions
-from exporter.owners.parse import DOCKER, HOST, PODMAN, SLURM, CgroupOwner, OwnerError
+from exporter.owners.parse import CONTAINERD, DOCKER, HOST, PODMAN, SLURM, CgroupOwner, OwnerError
 from exporter.owners.part import Holder, OwnersPart, chip_owners
 from exporter.owners.procfs import ProcessOwner, read_owner, root_problem, start_time
 from exporter.pods.part import ChipPod
@@ -80,8 +79,8 @@ class OwnerSource:
         self.max_age = max_age
         self._processes = processes
         self._clock = clock
-        sockets = {DOCKER: options.docker_socket, PODMAN: options.podman_socket}
-        self.containers = ContainerNames(sockets, options.timeout, lookup or container_name, clock)
+        sockets = {DOCKER: options.docker_socket, PODMAN: options.podman_socket, CONTAINERD: options.containerd_socket}
+        self.containers = ContainerNames(sockets, options.timeout, lookup, clock)
         self.users = UserNames(options.passwd, options.timeout, clock=clock)
         self._seen: dict[int, ProcessOwner] = {}
         self._holders: dict[int, Holder] = {}

@@ -329,7 +329,7 @@ def owners(tmp_path: Path) -> str:
         "v1-host__unknown__1",
     )
     tree = procfs_tree(tmp_path / "proc", dict(zip(PIDS_910B3, layouts, strict=True)))
-    flags = {"owners.procfs": str(tree), "owners.docker_socket": "", "owners.podman_socket": ""}
+    flags = {"owners.procfs": str(tree), "owners.docker_socket": "", "owners.podman_socket": "", "owners.containerd_socket": ""}
     return node_exposition(**{"npu_smi.path": str(script), "npu_smi.details": "", "npu_smi.board": "false", **flags})
 
 

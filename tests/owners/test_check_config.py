@@ -27,7 +27,7 @@ def test_it_names_what_it_can_see(tmp_path: Path, sock_dir: Path, capsys: pytest
         config = tmp_path / "c.yaml"
         config.write_text(
             f"npu_smi:\n  path: {STAND_IN}\nowners:\n  procfs: {tmp_path}\n  docker_socket: {sock_dir / 'docker.sock'}\n"
-            f"  podman_socket: {sock_dir / 'podman.sock'}\n  slurm_mapping_dir: {tmp_path / 'slurm'}\n  passwd: /etc/passwd\n"
+            f"  podman_socket: {sock_dir / 'podman.sock'}\n  containerd_socket: ''\n  slurm_mapping_dir: {tmp_path / 'slurm'}\n  passwd: /etc/passwd\n"
         )
         line = owners_line(capsys, config)
     finally:
@@ -41,7 +41,7 @@ def test_it_names_what_it_can_see(tmp_path: Path, sock_dir: Path, capsys: pytest
 def test_a_root_it_cannot_read_and_the_defaults(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "c.yaml"
     config.write_text(
-        f"npu_smi:\n  path: {STAND_IN}\nowners:\n  procfs: {tmp_path / 'host-proc'}\n  docker_socket: ''\n  podman_socket: ''\n"
+        f"npu_smi:\n  path: {STAND_IN}\nowners:\n  procfs: {tmp_path / 'host-proc'}\n  docker_socket: ''\n  podman_socket: ''\n  containerd_socket: ''\n"
     )
     line = owners_line(capsys, config)
     assert line == (

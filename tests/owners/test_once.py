@@ -1,7 +1,7 @@
 """`cann-exporter once` with a replayed npu-smi whose process rows name the pids of processes
 this test started: each chip's owner from a procfs tree of real cgroup files (the processes'
-own stat and status), a Docker stand-in naming one container and a Slurm mapping; then from
-the real /proc, where the processes' cgroups are this machine's."""
+own stat and status), Docker and containerd stand-ins naming a container each, and a Slurm
+mapping; then from the real /proc, where the processes' cgroups are this machine's."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ import pytest
 from exporter.cli import main
 from exporter.owners.parse import parse_cgroup
 from tests.support.exposition import samples, value
-from tests.support.owners import PIDS_910B3, engine_thread, procfs_tree
+from tests.support.owners import PIDS_910B3, FakeContainerd, engine_thread, procfs_tree
 from tests.support.paths import NPU_SMI_FIXTURES
 from tests.support.replay import write_replay_npu_smi
 
 DOCKER_ID = "9ec39b91f3d70e1beff50a308f77067065ea6be0d91a3378375056cd4422cf3d"
+CONTAINERD_ID = "4a8c7d2e9b1f06355e7d1c2b8a9f0e3d6c5b4a3928170f6e5d4c3b2a19087f6e"
 LAYOUTS = (
     "v2-kubernetes-systemd-containerd__containerd-1.6.4__1",
     "v1-docker-systemd__unknown__1",
@@ -66,15 +67,16 @@ def test_once_shows_each_chips_owner(tmp_path: Path, sock_dir: Path, sleepers: l
     mapping = tmp_path / "slurm"
     mapping.mkdir()
     (mapping / "7").write_text("5150\n")  # a job a prolog gave chip 7, whose process is the host's
-    with engine_thread(sock_dir / "docker.sock", {DOCKER_ID: "bert-infer"}) as engine:
+    containerd = FakeContainerd(sock_dir / "containerd.sock", {"default": {CONTAINERD_ID: {"nerdctl/name": "vllm-serve"}}})
+    with engine_thread(sock_dir / "docker.sock", {DOCKER_ID: "bert-infer"}) as engine, containerd:
         found = once(
             capsys,
             npu_smi,
             *("--owners.procfs", str(tree), "--owners.docker-socket", str(sock_dir / "docker.sock")),
-            *("--owners.podman-socket=", "--owners.passwd", str(tmp_path / "passwd")),
-            *("--owners.slurm-mapping-dir", str(mapping)),
+            *("--owners.containerd-socket", str(sock_dir / "containerd.sock"), "--owners.podman-socket="),
+            *("--owners.passwd", str(tmp_path / "passwd"), "--owners.slurm-mapping-dir", str(mapping)),
         )
-    assert engine.asked == [DOCKER_ID]
+    assert engine.asked == [DOCKER_ID] and containerd.asked == [("default", CONTAINERD_ID)]
     owners = {
         (labels["npu"], labels["runtime"], labels["owner"])
         for (name, ls), _ in found.items()
@@ -88,7 +90,7 @@ def test_once_shows_each_chips_owner(tmp_path: Path, sock_dir: Path, sleepers: l
         ("3", "slurm", "slurm job 748468 (alice)"),
         ("4", "slurm", f"slurm job 1392969 ({owner_of(sleepers[4])})"),  # v2: its uid from its real status
         ("5", "systemd", "llm-serving.service"),
-        ("6", "containerd", "4a8c7d2e9b1f"),
+        ("6", "containerd", "vllm-serve"),
         ("7", "host", "host"),
         ("7", "slurm", "slurm job 5150"),
     }
@@ -107,7 +109,13 @@ def test_once_on_the_real_proc(tmp_path: Path, sleepers: list[int], capsys: pyte
     """The started processes' real cgroups, as the kernel writes them here."""
     expected = parse_cgroup(Path(f"/proc/{sleepers[0]}/cgroup").read_text())
     found = once(
-        capsys, npu_smi_showing(tmp_path, sleepers), "--owners.procfs", "/proc", "--owners.docker-socket=", "--owners.podman-socket="
+        capsys,
+        npu_smi_showing(tmp_path, sleepers),
+        "--owners.procfs",
+        "/proc",
+        "--owners.docker-socket=",
+        "--owners.podman-socket=",
+        "--owners.containerd-socket=",
     )
     runtimes = {dict(ls)["npu"]: dict(ls)["runtime"] for (name, ls), _ in found.items() if name == "npu_chip_owner_info"}
     assert runtimes == {str(n): expected.runtime for n in range(8)}

@@ -39,7 +39,7 @@ def processes(*extra: ProcessSample) -> tuple[ProcessSample, ...]:
 
 
 def options(tmp_path: Path, **values: Any) -> OwnersOptions:
-    return replace(OwnersOptions(procfs=str(tmp_path / "proc"), docker_socket=None, podman_socket=None), **values)
+    return replace(OwnersOptions(procfs=str(tmp_path / "proc"), docker_socket=None, podman_socket=None, containerd_socket=None), **values)
 
 
 def run(source: OwnerSource) -> None:

@@ -1,6 +1,6 @@
 """For the owner source: procfs trees (`<root>/<pid>/cgroup` holding a real /proc/PID/cgroup of
 tests/fixtures/cgroup-procs, each with its .src; `<root>/<pid>/stat` a live process's stat) and
-a container engine answering Docker's inspect request on a unix socket."""
+container engines on unix sockets: Docker's inspect request, containerd's Containers/Get."""
 
 from __future__ import annotations
 
@@ -10,9 +10,13 @@ import os
 import socket
 import threading
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
+import grpc
 from aiohttp import web
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from tests.support.paths import FIXTURES
 
@@ -113,3 +117,78 @@ def engine_thread(path: Path, names: Mapping[str, str]) -> Iterator[EngineStandI
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
+
+
+def _containerd_messages() -> tuple[Any, Any]:
+    """GetContainerRequest and GetContainerResponse as containerd's
+    api/services/containers/v1/containers.proto declares them (the fields read here: id, labels,
+    image), built by the protobuf library, so its encoding is the real one."""
+    file = descriptor_pb2.FileDescriptorProto(
+        name="owners_test_containers.proto", package="containerd.services.containers.v1", syntax="proto3"
+    )
+    string, message = descriptor_pb2.FieldDescriptorProto.TYPE_STRING, descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE
+    optional, repeated = descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL, descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED
+    container = file.message_type.add(name="Container")
+    container.field.add(name="id", number=1, type=string, label=optional)
+    entry = container.nested_type.add(name="LabelsEntry")
+    entry.options.map_entry = True
+    entry.field.add(name="key", number=1, type=string, label=optional)
+    entry.field.add(name="value", number=2, type=string, label=optional)
+    prefix = ".containerd.services.containers.v1."
+    container.field.add(name="labels", number=2, type=message, label=repeated, type_name=prefix + "Container.LabelsEntry")
+    container.field.add(name="image", number=3, type=string, label=optional)
+    request = file.message_type.add(name="GetContainerRequest")
+    request.field.add(name="id", number=1, type=string, label=optional)
+    response = file.message_type.add(name="GetContainerResponse")
+    response.field.add(name="container", number=1, type=message, label=optional, type_name=prefix + "Container")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    find = pool.FindMessageTypeByName
+    return (
+        message_factory.GetMessageClass(find("containerd.services.containers.v1.GetContainerRequest")),
+        message_factory.GetMessageClass(find("containerd.services.containers.v1.GetContainerResponse")),
+    )
+
+
+class FakeContainerd:
+    """containerd's Containers/Get on a unix socket: ``containers`` maps a namespace to the
+    labels of each container id; an id in no namespace is NOT_FOUND. ``delay`` holds each answer
+    (released at stop). Every (namespace, id) asked is in ``asked``."""
+
+    def __init__(self, socket_path: Path, containers: Mapping[str, Mapping[str, Mapping[str, str]]], delay: float = 0.0) -> None:
+        self.socket, self.containers, self.delay = socket_path, containers, delay
+        self.asked: list[tuple[str, str]] = []
+        self._release = threading.Event()
+        self._server: grpc.Server | None = None
+        self._request, self._response = _containerd_messages()
+
+    def _get(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
+        request = self._request.FromString(raw)
+        namespace = dict(context.invocation_metadata()).get("containerd-namespace", "")
+        self.asked.append((namespace, request.id))
+        if self.delay:
+            self._release.wait(self.delay)
+        labels = self.containers.get(namespace, {}).get(request.id)
+        if labels is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"container {request.id!r} in namespace {namespace!r}: not found")
+        answer = self._response()
+        answer.container.id = request.id
+        answer.container.image = "docker.io/library/python:3.11"
+        answer.container.labels.update(labels or {})
+        return bytes(answer.SerializeToString())
+
+    def __enter__(self) -> FakeContainerd:
+        server = grpc.server(ThreadPoolExecutor(max_workers=4))
+        handler = grpc.method_handlers_generic_handler(
+            "containerd.services.containers.v1.Containers", {"Get": grpc.unary_unary_rpc_method_handler(self._get)}
+        )
+        server.add_generic_rpc_handlers((handler,))
+        server.add_insecure_port(f"unix:{self.socket}")
+        server.start()
+        self._server = server
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._release.set()
+        if self._server is not None:
+            self._server.stop(grace=None).wait(5)
