@@ -147,7 +147,7 @@ def test_the_real_uid_of_a_status_file() -> None:
 
 
 def test_passwd_names_by_uid_the_first_wins() -> None:
-    lines = ["root:x:0:0:root:/root:/bin/bash", "alice:x:1000:1000::/home/alice:/bin/sh", "alias:x:1000:1000::/:/bin/sh", "bad", "::7:"]
+    lines = ["root:x:0:0:root:/:/bin/sh", "alice:x:1000:1000::/home/alice:/bin/sh", "alias:x:1000:1000::/:/bin/sh", "bad", "::7:"]
     assert parse_passwd(lines) == {0: "root", 1000: "alice"}
 
 

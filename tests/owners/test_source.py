@@ -48,7 +48,7 @@ def run(source: OwnerSource) -> None:
 
 def test_a_run_over_real_cgroups(tmp_path: Path) -> None:
     procfs_tree(tmp_path / "proc", LAYOUTS)
-    (tmp_path / "passwd").write_text("root:x:0:0::/root:/bin/sh\nalice:x:7319:100::/home/alice:/bin/sh\n")
+    (tmp_path / "passwd").write_text("root:x:0:0::/:/bin/sh\nalice:x:7319:100::/home/alice:/bin/sh\n")
     health = HealthRegistry()
     rows = processes(ProcessSample(1, 0, 1, 4102, "python", 5e8))  # two processes of one container: one record
     source = OwnerSource(options(tmp_path, passwd=str(tmp_path / "passwd")), health, lambda: rows)
