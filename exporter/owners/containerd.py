@@ -3,17 +3,18 @@
 the `containerd-namespace` header), asked in the namespaces nerdctl and the CRI use. Only where
 the socket is mounted and answers; otherwise the container is shown by id.
 
-The two messages are small enough to write and read by hand (containerd's
-api/services/containers/v1/containers.proto): `GetContainerRequest { string id = 1; }` and
-`GetContainerResponse { Container container = 1; }`, of which `Container.labels = 2` (a
-`map<string, string>`: entries of `key = 1`, `value = 2`) is read; no generated code is needed.
-:func:`request_bytes` and :func:`labels_of` are pure; :func:`container_name` makes the calls.
+The messages are those of containerd's api/services/containers/v1/containers.proto, declared
+here with the fields read (`GetContainerRequest.id`; `GetContainerResponse.container`, of which
+`Container.labels`, a `map<string, string>`) and encoded and decoded by the protobuf library:
+no hand-written decoder of what the socket sends, and no generated module for three fields.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from functools import cache
+from typing import Any
 
 from exporter.owners.parse import OwnerError
 
@@ -23,80 +24,54 @@ NAMESPACES = ("default", "k8s.io")  # nerdctl's and ctr's default; the CRI's
 # Labels that name a container, most specific first: nerdctl's, then the kubelet's (CRI).
 NAME_LABELS = ("nerdctl/name", "io.kubernetes.container.name")
 MAX_ANSWER = 1 << 20
+PACKAGE = "containerd.services.containers.v1"
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
+@cache
+def messages() -> tuple[Any, Any]:
+    """(GetContainerRequest, GetContainerResponse) classes, in a pool of their own (no clash with
+    any other containers.proto a process may load). Imported here: only a node whose
+    containerd socket is mounted ever asks."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    field = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(name="exporter/owners/containerd.proto", package=PACKAGE, syntax="proto3")
+    container = file.message_type.add(name="Container")
+    container.field.add(name="id", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+    entry = container.nested_type.add(name="LabelsEntry")
+    entry.options.map_entry = True
+    entry.field.add(name="key", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+    entry.field.add(name="value", number=2, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+    labels = f".{PACKAGE}.Container.LabelsEntry"
+    container.field.add(name="labels", number=2, type=field.TYPE_MESSAGE, label=field.LABEL_REPEATED, type_name=labels)
+    request = file.message_type.add(name="GetContainerRequest")
+    request.field.add(name="id", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+    response = file.message_type.add(name="GetContainerResponse")
+    response.field.add(name="container", number=1, type=field.TYPE_MESSAGE, label=field.LABEL_OPTIONAL, type_name=f".{PACKAGE}.Container")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    get = message_factory.GetMessageClass
+    return get(pool.FindMessageTypeByName(f"{PACKAGE}.GetContainerRequest")), get(
+        pool.FindMessageTypeByName(f"{PACKAGE}.GetContainerResponse")
+    )
 
 
 def request_bytes(container_id: str) -> bytes:
-    """GetContainerRequest{id}."""
-    data = container_id.encode()
-    return b"\x0a" + _varint(len(data)) + data
-
-
-def _read_varint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if at >= len(data) or shift > 63:
-            raise OwnerError("garbled", "containerd answer: a truncated number")
-        byte = data[at]
-        value |= (byte & 0x7F) << shift
-        at, shift = at + 1, shift + 7
-        if not byte & 0x80:
-            return value, at
-
-
-def fields(data: bytes) -> list[tuple[int, bytes | int]]:
-    """(field number, value) of a protobuf message: bytes for length-delimited fields, the
-    number for the others; OwnerError (garbled) for anything malformed."""
-    out: list[tuple[int, bytes | int]] = []
-    at = 0
-    while at < len(data):
-        key, at = _read_varint(data, at)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, at = _read_varint(data, at)
-            out.append((number, value))
-        elif wire == 2:
-            size, at = _read_varint(data, at)
-            if at + size > len(data):
-                raise OwnerError("garbled", "containerd answer: a field past its end")
-            out.append((number, data[at : at + size]))
-            at += size
-        elif wire in (1, 5):
-            width = 8 if wire == 1 else 4
-            if at + width > len(data):
-                raise OwnerError("garbled", "containerd answer: a field past its end")
-            out.append((number, int.from_bytes(data[at : at + width], "little")))
-            at += width
-        else:
-            raise OwnerError("garbled", f"containerd answer: wire type {wire}")
-    return out
-
-
-def _text(value: bytes | int) -> str:
-    if not isinstance(value, bytes):
-        raise OwnerError("garbled", "containerd answer: a number where text was expected")
-    return value.decode("utf-8", errors="replace")
+    """GetContainerRequest{id}, encoded."""
+    request, _ = messages()
+    return bytes(request(id=container_id).SerializeToString())
 
 
 def labels_of(answer: bytes) -> dict[str, str]:
-    """The container's labels in a GetContainerResponse."""
-    labels: dict[str, str] = {}
-    for number, container in fields(answer):
-        if number != 1 or not isinstance(container, bytes):
-            continue
-        for field, entry in fields(container):
-            if field == 2 and isinstance(entry, bytes):
-                pairs = dict(fields(entry))
-                labels[_text(pairs.get(1, b""))] = _text(pairs.get(2, b""))
-    return labels
+    """The container's labels in an encoded GetContainerResponse; OwnerError (garbled) when it does not decode."""
+    from google.protobuf.message import DecodeError
+
+    _, response = messages()
+    try:
+        decoded = response.FromString(answer)
+    except (DecodeError, ValueError) as exc:
+        raise OwnerError("garbled", f"containerd answer: {exc}") from None
+    return dict(decoded.container.labels)
 
 
 def name_from_labels(labels: dict[str, str]) -> str:

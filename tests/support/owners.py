@@ -12,12 +12,11 @@ import threading
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import grpc
 from aiohttp import web
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from exporter.owners.containerd import messages
 from tests.support.paths import FIXTURES
 
 CGROUP_FIXTURES = FIXTURES / "cgroup-procs"
@@ -119,37 +118,6 @@ def engine_thread(path: Path, names: Mapping[str, str]) -> Iterator[EngineStandI
         thread.join(10)
 
 
-def _containerd_messages() -> tuple[Any, Any]:
-    """GetContainerRequest and GetContainerResponse as containerd's
-    api/services/containers/v1/containers.proto declares them (the fields read here: id, labels,
-    image), built by the protobuf library, so its encoding is the real one."""
-    file = descriptor_pb2.FileDescriptorProto(
-        name="owners_test_containers.proto", package="containerd.services.containers.v1", syntax="proto3"
-    )
-    string, message = descriptor_pb2.FieldDescriptorProto.TYPE_STRING, descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE
-    optional, repeated = descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL, descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED
-    container = file.message_type.add(name="Container")
-    container.field.add(name="id", number=1, type=string, label=optional)
-    entry = container.nested_type.add(name="LabelsEntry")
-    entry.options.map_entry = True
-    entry.field.add(name="key", number=1, type=string, label=optional)
-    entry.field.add(name="value", number=2, type=string, label=optional)
-    prefix = ".containerd.services.containers.v1."
-    container.field.add(name="labels", number=2, type=message, label=repeated, type_name=prefix + "Container.LabelsEntry")
-    container.field.add(name="image", number=3, type=string, label=optional)
-    request = file.message_type.add(name="GetContainerRequest")
-    request.field.add(name="id", number=1, type=string, label=optional)
-    response = file.message_type.add(name="GetContainerResponse")
-    response.field.add(name="container", number=1, type=message, label=optional, type_name=prefix + "Container")
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    find = pool.FindMessageTypeByName
-    return (
-        message_factory.GetMessageClass(find("containerd.services.containers.v1.GetContainerRequest")),
-        message_factory.GetMessageClass(find("containerd.services.containers.v1.GetContainerResponse")),
-    )
-
-
 class FakeContainerd:
     """containerd's Containers/Get on a unix socket: ``containers`` maps a namespace to the
     labels of each container id; an id in no namespace is NOT_FOUND. ``delay`` holds each answer
@@ -160,7 +128,7 @@ class FakeContainerd:
         self.asked: list[tuple[str, str]] = []
         self._release = threading.Event()
         self._server: grpc.Server | None = None
-        self._request, self._response = _containerd_messages()
+        self._request, self._response = messages()
 
     def _get(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
         request = self._request.FromString(raw)
@@ -173,7 +141,6 @@ class FakeContainerd:
             context.abort(grpc.StatusCode.NOT_FOUND, f"container {request.id!r} in namespace {namespace!r}: not found")
         answer = self._response()
         answer.container.id = request.id
-        answer.container.image = "docker.io/library/python:3.11"
         answer.container.labels.update(labels or {})
         return bytes(answer.SerializeToString())
 
