@@ -23,12 +23,15 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from exporter.core.errors import ReasonError
+from exporter.core.inputfile import read_text_input
+
 HUAWEI = 0x19E5
 ACCELERATOR_CLASS = 0x12  # PCI base class "processing accelerators" (class 0x12SSPP)
 # Chips per PCI function by device id, where one model carries one number (see the docstring).
 CHIPS_PER_FUNCTION = {0xD100: 1, 0xD801: 1, 0xD802: 1, 0xD803: 1}
 MAX_FUNCTIONS = 4096  # a bound on what is read (real hosts have a few hundred)
-MAX_READ = 64
+MAX_READ = 4096  # a sysfs attribute: the kernel reports every one as a page
 
 
 @dataclass(frozen=True)
@@ -38,11 +41,10 @@ class PciCount:
 
 
 def _hex(path: Path) -> int | None:
+    """A sysfs attribute's hexadecimal number (read as every outside file is: core/inputfile.py)."""
     try:
-        with path.open("rb") as handle:
-            text = handle.read(MAX_READ).decode("ascii", errors="replace").strip()
-        return int(text, 16)
-    except (OSError, ValueError):
+        return int(read_text_input(path, MAX_READ).strip(), 16)
+    except (ReasonError, ValueError):
         return None
 
 

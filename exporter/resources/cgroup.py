@@ -13,18 +13,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-MAX_READ = 4096  # every file read here holds one line
+from exporter.core.errors import ReasonError
+from exporter.core.inputfile import read_text_input
+
+MAX_READ = 64 * 1024  # one line each, but /proc/self/cgroup on a v1 host holds a line per hierarchy
 V1_UNLIMITED = 1 << 62  # v1 prints "no limit" as a page-rounded 2^63 - 1 (9223372036854771712 on 4 KiB pages)
 V2_ROOT = "sys/fs/cgroup"
 V1_ROOT = "sys/fs/cgroup/memory"
 
 
 def read_small(path: Path) -> str | None:
-    """A small kernel file's text, or None when it cannot be read."""
+    """A small kernel file's text, or None when it cannot be read (read as every file from
+    outside is: regular files only, non-blocking open, bounded: core/inputfile.py)."""
     try:
-        with path.open("rb") as handle:
-            return handle.read(MAX_READ).decode("ascii", errors="replace")
-    except OSError:
+        return read_text_input(path, MAX_READ)
+    except ReasonError:
         return None
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from tests.support.paths import ROOT
 from tests.support.serve import Exporter
+from tests.support.table import chip_switches
 
 TOY = ROOT / "tests" / "support" / "toy_source"
 TABLE_END = ")\n"
@@ -46,15 +47,7 @@ def run(tree: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 # Nothing else runs: no npu-smi (no collector reads the chips), no hccn_tool, no kubelet.
-ALONE = (
-    "--no-collector.devices",
-    "--no-collector.processes",
-    "--no-collector.network",
-    "--no-collector.pods",
-    "--no-collector.owners",
-    "--log.level",
-    "error",
-)
+ALONE = (*(f"--no-collector.{switch}" for switch in chip_switches()), "--log.level", "error")
 
 
 def test_the_toy_source_is_served_and_switched_off_by_its_flag(tree: Path, tmp_path: Path) -> None:

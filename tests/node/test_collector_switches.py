@@ -28,6 +28,7 @@ from tests.support.kubelet import FakeKubelet, container, pod
 from tests.support.profile_exports import PT_LEVEL1, build
 from tests.support.replay import calls as npu_smi_calls
 from tests.support.replay import write_replay_npu_smi
+from tests.support.table import chip_switches
 
 # Each switch's families, from the registrations that declare collectors under it.
 NAMES = tuple(switch.name for registration in TABLE for switch in registration.switches)
@@ -140,7 +141,7 @@ def test_one_collector_off(stage: Stage, off: str) -> None:
 
 
 def test_npu_smi_never_runs_when_nothing_needs_it(stage: Stage) -> None:
-    _, text = stage.run("devices", "processes", "network", "pods", "owners")
+    _, text = stage.run(*chip_switches())
     assert npu_smi_calls(stage.root / "npu") == [] and hccn_calls(stage.root / "hccn") == [] and stage.kubelet.calls == 0
     assert "npu_profile_compute_ratio" in described(text)  # the profiles are still read
 
