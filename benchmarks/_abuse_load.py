@@ -18,7 +18,15 @@ timers), against 127.0.0.1:PORT only, each kind of client from loopback addresse
 - churn: ``churn`` clients that each connect, stay silent 0.9 s and close, again and again
   (127.7.x.y, ``churn_addresses`` of them: hundreds of new connections a second);
 - malformed: clients sending `Content-Length: abc` on new connections back to back
-  (127.8.x.y), each answer counted.
+  (127.8.x.y), each answer counted;
+- flood (issue 45): new silent connections from ``flood_source`` (the measuring clients' own
+  address, 127.0.0.1) at ``flood_rate`` a second, each closed after ``flood_hold`` seconds;
+- tls_hog (issue 45): ``tls_hog`` connections from ``tls_hog_source`` that each send the first
+  6 bytes of a TLS ClientHello and stall, renewed every ``tls_hog_renew`` seconds;
+- guess (issue 45): ``guessers`` addresses (127.9.0.x) each sending a wrong password every
+  ``guess_pause`` seconds on a new connection, without waiting for the answers before the next.
+
+Every kind is optional (a count or rate of 0, or absent: not run), ingest included.
 
 Writes OUT_DIR/ready once every kind has started, runs until OUT_DIR/stop appears (or its
 hard deadline), then writes OUT_DIR/result.json: per kind, requests, statuses, errors and
@@ -289,20 +297,108 @@ class Load:
                     writer.transport.abort()
             await asyncio.sleep(0)
 
+    # --- issue 45: one address against every budget ----------------------------------------------
+    async def flood(self, st: dict[str, Any]) -> None:
+        cfg = self.cfg
+        rate, hold, source = float(cfg["flood_rate"]), float(cfg.get("flood_hold", 1.0)), str(cfg.get("flood_source", HOST))
+        pending: set[asyncio.Future[None]] = set()
+
+        async def one() -> None:
+            try:
+                _, writer = await asyncio.wait_for(asyncio.open_connection(HOST, self.port, local_addr=(source, 0)), 5)
+            except (OSError, asyncio.TimeoutError) as exc:
+                st["errors"][type(exc).__name__] += 1
+                return
+            st["connects"] += 1
+            await self.pause(hold)
+            writer.transport.abort()  # a reset: no TIME_WAIT left behind by thousands of them
+
+        start, sent = time.monotonic(), 0
+        try:
+            while self.running():
+                due = int((time.monotonic() - start) * rate) - sent
+                for _ in range(max(0, min(due, int(rate)))):  # a stalled loop does not burst past a second's worth
+                    task = asyncio.ensure_future(one())
+                    pending.add(task)
+                    task.add_done_callback(pending.discard)
+                sent += max(0, due)
+                await asyncio.sleep(0.005)
+        finally:
+            for task in list(pending):
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def tls_hog(self, index: int, st: dict[str, Any]) -> None:
+        cfg = self.cfg
+        source, renew = str(cfg.get("tls_hog_source", HOST)), float(cfg.get("tls_hog_renew", 8.0))
+        while self.running():
+            writer = None
+            try:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(HOST, self.port, local_addr=(source, 0)), 5)
+                st["connects"] += 1
+                writer.write(b"\x16\x03\x01\x02\x00\x01")  # a ClientHello's first 6 bytes, then nothing
+                read = asyncio.ensure_future(reader.read(1))
+                await asyncio.wait({read}, timeout=max(0.0, min(renew, self.deadline - time.monotonic())))
+                if read.done():
+                    st["closed_by_server"] += 1
+                else:
+                    read.cancel()
+                    await asyncio.gather(read, return_exceptions=True)
+            except (OSError, asyncio.TimeoutError) as exc:
+                st["errors"][type(exc).__name__] += 1
+                await self.pause(0.1)
+            finally:
+                if writer is not None:
+                    writer.transport.abort()
+
+    async def guess(self, index: int, st: dict[str, Any]) -> None:
+        cfg = self.cfg
+        pending: set[asyncio.Future[None]] = set()
+
+        async def one(attempt: int) -> None:
+            conn = Connection(self.port, address(9, index), timeout=10)
+            raw = request_bytes("GET", "/metrics", {"Authorization": basic_auth(cfg["user"], f"guess-{index}-{attempt}")})
+            try:
+                await self.send(conn, raw, st)
+            finally:
+                st["connects"] += conn.connects
+                conn.close()
+
+        attempt = 0
+        try:
+            while self.running():
+                attempt += 1
+                task = asyncio.ensure_future(one(attempt))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+                await self.pause(float(cfg["guess_pause"]))
+        finally:
+            for task in list(pending):
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
     async def main(self) -> None:
         cfg = self.cfg
-        tasks = [asyncio.ensure_future(self.watch_stop()), asyncio.ensure_future(self.ingest())]
-        auth = self.stats.kind("wrong_password", int(cfg["auth_clients"]))
-        tasks += [asyncio.ensure_future(self.wrong_password(i, auth)) for i in range(int(cfg["auth_clients"]))]
-        idle = self.stats.kind("idle", int(cfg["idle"]))
-        tasks += [asyncio.ensure_future(self.idle(2, i, idle, 0.5)) for i in range(int(cfg["idle"]))]
-        slow = self.stats.kind("slow_reader", int(cfg["slow"]))
-        tasks += [asyncio.ensure_future(self.slow(i, slow)) for i in range(int(cfg["slow"]))]
-        overflow = self.stats.kind("overflow", int(cfg["overflow"]))
-        tasks += [asyncio.ensure_future(self.idle(5, i, overflow, 0.25)) for i in range(int(cfg["overflow"]))]
+        tasks = [asyncio.ensure_future(self.watch_stop())]
+        if int(cfg.get("ingest_jobs", 0)):
+            tasks.append(asyncio.ensure_future(self.ingest()))
+        auth = self.stats.kind("wrong_password", int(cfg.get("auth_clients", 0)))
+        tasks += [asyncio.ensure_future(self.wrong_password(i, auth)) for i in range(int(cfg.get("auth_clients", 0)))]
+        idle = self.stats.kind("idle", int(cfg.get("idle", 0)))
+        tasks += [asyncio.ensure_future(self.idle(2, i, idle, 0.5)) for i in range(int(cfg.get("idle", 0)))]
+        slow = self.stats.kind("slow_reader", int(cfg.get("slow", 0)))
+        tasks += [asyncio.ensure_future(self.slow(i, slow)) for i in range(int(cfg.get("slow", 0)))]
+        overflow = self.stats.kind("overflow", int(cfg.get("overflow", 0)))
+        tasks += [asyncio.ensure_future(self.idle(5, i, overflow, 0.25)) for i in range(int(cfg.get("overflow", 0)))]
         for kind, work in (("stalled", self.stalled), ("churn", self.churn), ("malformed", self.malformed)):
             st = self.stats.kind(kind, int(cfg.get(kind, 0)))
             tasks += [asyncio.ensure_future(work(i, st)) for i in range(int(cfg.get(kind, 0)))]
+        for kind, work in (("tls_hog", self.tls_hog), ("guessers", self.guess)):  # issue 45's, reported only when run
+            if int(cfg.get(kind, 0)):
+                st = self.stats.kind(kind, int(cfg[kind]))
+                tasks += [asyncio.ensure_future(work(i, st)) for i in range(int(cfg[kind]))]
+        if float(cfg.get("flood_rate", 0)):
+            tasks.append(asyncio.ensure_future(self.flood(self.stats.kind("flood", 1))))
         await asyncio.sleep(0.5)
         (self.out / "ready").write_text("ready\n")
         await asyncio.wait(tasks, timeout=max(1.0, self.deadline - time.monotonic() + 5))

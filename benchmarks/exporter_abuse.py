@@ -40,6 +40,13 @@ Measured in both windows:
 A failed or non-200 request counts in the percentiles as its timeout (probe 2 s, scrape 10 s),
 so failures cannot hide. Baselines: the quiet window in the same run.
 
+Then issue 45, every budget against one address (benchmarks/_abuse_one_address.py, each part
+with an exporter of its own and a baseline measured just before): TLS probe latency beside a
+one-address handshake hog, the failures of a keep-alive scraper, the hooks' sender and probes
+beside 300 silent connections a second from their own address, and the correct-password 429s
+and failed scrapes of a scraper starting together with 4 guessers against a cost-14 user.
+Their figures follow the ones above.
+
     python -m benchmarks.exporter_abuse
         (env BENCH_ABUSE_SECONDS, BENCH_ABUSE_QUIET_SECONDS, BENCH_ABUSE_AUTH_CLIENTS,
          BENCH_ABUSE_AUTH_ADDRESSES, BENCH_ABUSE_AUTH_PAUSE, BENCH_ABUSE_SCRAPE_PAUSE,
@@ -63,6 +70,7 @@ from typing import Any
 import bcrypt
 import psutil
 
+from benchmarks import _abuse_one_address
 from benchmarks import _common as c
 from benchmarks._rawhttp import Connection, basic_auth, request_bytes
 
@@ -350,19 +358,24 @@ def run() -> dict[str, Any]:
     ]
     if session.get("load_log"):
         notes.append(f"The load process exited with an error: {session['load_log']}")
+    with tempfile.TemporaryDirectory(prefix="bench-abuse-45-") as tmp_name:
+        one_address = _abuse_one_address.run(Path(tmp_name), notes)
+    figures += one_address["figures"]
     return {
         "title": f"/healthz, a correct scraper and RSS while flooded for {SECONDS:g} s",
         "section": "Under abuse",
         "summary": (
             f"Baseline: a quiet window of {QUIET_SECONDS:g} s just before, same exporter, same client. Goals under "
             f"abuse: /healthz p99 < {GOAL_HEALTHZ_MS:g} ms, correct scraper p99 < {GOAL_SCRAPE_MS:g} ms, "
-            f"RSS < {GOAL_RSS_MIB:g} MiB."
+            f"RSS < {GOAL_RSS_MIB:g} MiB. Issue 45's parts (one address against every budget) have their own baselines, "
+            "measured just before each."
         ),
         "figures": c.rounded(figures),
         "tables": {
             "Quiet vs under abuse": c.rounded(windows),
             "Hostile traffic during the abuse window": traffic_rows,
             "The exporter's own counters (change over the run; gauges at the end)": c.rounded(counter_rows),
+            **{name: c.rounded(rows) for name, rows in one_address["tables"].items()},
         },
         "raw": c.rounded(
             {
@@ -370,6 +383,7 @@ def run() -> dict[str, Any]:
                 "abuse": abuse,
                 "startup": startup,
                 "load_config": {k: v for k, v in load_config.items() if k not in ("password", "ingest_token")},
+                "issue_45": one_address["raw"],
             }
         ),
         "notes": notes,
