@@ -25,7 +25,8 @@ from __future__ import annotations
 import math
 import sys
 import time
-from dataclasses import dataclass
+
+from exporter.simulator.record import Record
 
 FAULT_KINDS = ("hang", "slow", "exit", "error-8005", "error-8020", "garbage", "truncate", "huge", "flap", "gone", "clock")
 VALUED = ("slow", "exit", "gone", "clock")  # the kinds that take =VALUE
@@ -44,8 +45,7 @@ _SCOPE_ALIASES = {
 }
 
 
-@dataclass(frozen=True)
-class Fault:
+class Fault(Record):
     kind: str
     value: float | None = None
     scope: str | None = None

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from exporter.simulator import faults as faultlib
 from exporter.simulator import network as n
@@ -41,10 +39,12 @@ from exporter.simulator.network import (
 )
 from exporter.simulator.options import SimOptions, ToolOptions, run_main
 from exporter.simulator.options import parse_sim_options as _parse_options
+from exporter.simulator.record import Record
 
 # typing is for type checkers only here: importing it costs every simulated call ~7 ms.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
     from typing import BinaryIO
 
 COMMANDS = ("link", "link_stat", "speed", "net_health", "stat", "optical", "bandwidth", "ip")
@@ -63,14 +63,12 @@ INVALID_ID = ("Get invalid device id.\n", "err", 4)
 UNKNOWN_OPTION = ("Get unknown option!\n" + "Usage: hccn_tool -i <device_id> -<cmd> -g|-s [options]\n", "err", 3)
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(Record):
     name: str  # one of COMMANDS
     tool_id: int
 
 
-@dataclass(frozen=True)
-class Reply:
+class Reply(Record):
     text: str
     stream: str = "out"  # out or err
     code: int = EXIT_OK

@@ -19,9 +19,8 @@ Standard library only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from exporter.simulator.models import FAMILY_310P, NodeModel
+from exporter.simulator.record import Record
 from exporter.simulator.scenarios import (
     ECC_EPOCH,
     SCENARIOS,
@@ -94,14 +93,12 @@ STAT_KEYS: tuple[str, ...] = (
 ROCE_PRIORITY = 3  # the PFC priority RoCE traffic uses by default
 
 
-@dataclass(frozen=True)
-class LinkEvent:
+class LinkEvent(Record):
     t: float
     up: bool
 
 
-@dataclass(frozen=True)
-class OpticalState:
+class OpticalState(Record):
     present: bool
     temperature_celsius: int
     vcc_mv: float
@@ -119,8 +116,7 @@ class OpticalState:
     date_code: str = "2023.6.18"
 
 
-@dataclass(frozen=True)
-class PortState:
+class PortState(Record):
     """One chip's RoCE port as hccn_tool reports it."""
 
     npu_id: int
@@ -141,8 +137,7 @@ class PortState:
     netmask: str
 
 
-@dataclass(frozen=True)
-class NetworkState:
+class NetworkState(Record):
     model: NodeModel
     scenario: str
     t: float

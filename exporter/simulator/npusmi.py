@@ -22,8 +22,6 @@ from __future__ import annotations
 import itertools
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from exporter.simulator import faults as faultlib
 from exporter.simulator import render, watch
@@ -32,6 +30,7 @@ from exporter.simulator.hardware import MAX_SAMPLE_MS
 from exporter.simulator.models import get_model
 from exporter.simulator.options import SimOptions, ToolOptions, run_main
 from exporter.simulator.options import parse_sim_options as _parse_options
+from exporter.simulator.record import Record
 from exporter.simulator.scenarios import (
     SCENARIOS,
     NodeState,
@@ -43,6 +42,7 @@ from exporter.simulator.scenarios import (
 # typing is for type checkers only here: importing it costs every simulated call ~7 ms.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
     from typing import BinaryIO
 
 EXIT_OK = 0
@@ -52,8 +52,7 @@ EXIT_DCMI = 255
 _OPTIONS = ToolOptions("CANN_SIM_FAULT", "CANN_SIM_FAULT_FILE", SCENARIOS, faultlib.parse_faults, processes=True)
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(Record):
     """One parsed npu-smi invocation; ``key`` is what a fault scope matches."""
 
     key: str  # info, m, l, watch, version, help, or a -t type
@@ -65,8 +64,7 @@ class Command:
     sample_ms: int | None = None  # `-t hccs-bw -time MS`
 
 
-@dataclass(frozen=True)
-class Result:
+class Result(Record):
     text: str
     code: int = EXIT_OK
 

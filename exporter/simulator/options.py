@@ -5,10 +5,9 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 from exporter.simulator.models import MODEL_NAMES
+from exporter.simulator.record import Record
 
 EXIT_SIMULATOR_USAGE = 2  # our own options were wrong (not a behaviour of the tool)
 
@@ -19,13 +18,13 @@ _ENV = {"model": "CANN_SIM_MODEL", "scenario": "CANN_SIM_SCENARIO", "seed": "CAN
 # typing is for type checkers only here: importing it costs every simulated call ~7 ms.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
     from typing import TypeVar
 
     Opts = TypeVar("Opts")
 
 
-@dataclass(frozen=True)
-class SimOptions:
+class SimOptions(Record):
     model: str = "910b3"
     scenario: str = "healthy"
     seed: int = 0
@@ -34,8 +33,7 @@ class SimOptions:
     processes: int | None = None  # npu-smi's processes per busy chip (None: the model's default)
 
 
-@dataclass(frozen=True)
-class ToolOptions:
+class ToolOptions(Record):
     """How one stand-in reads its options beyond the shared ones."""
 
     fault_env: str  # its fault spec's variable (the tools' fault kinds differ)

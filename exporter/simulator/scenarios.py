@@ -22,13 +22,23 @@ Scenario properties (chips named by logic id, i.e. the `-m` Chip Logic ID):
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 
 from exporter.simulator.models import FAMILY_310P, FAMILY_910_93, ChipSpec, NodeModel
+from exporter.simulator.record import Record, replace
+
+try:  # hashlib's blake2b, without hashlib's OpenSSL bindings: a tenth of a simulated call
+    from _blake2 import blake2b
+except ImportError:  # an interpreter built without it
+    from hashlib import blake2b
+
+# typing is for type checkers only here: importing it costs every simulated call ~7 ms.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    # `npu-smi info -t <subcommand> -i <npu_id>` -> the dcmi error code that query fails with.
+    Failures = Mapping[tuple[str, int], int]
 
 SCENARIOS: tuple[str, ...] = ("healthy", "underutilized", "sawtooth", "degraded", "idle")
 
@@ -52,8 +62,7 @@ _CRITICAL_CODES = (DEGRADED_SEPARATE_CODE, "80E18005", "80CB8009")
 _CRITICAL_INFO = ("hbm uncorrectable ecc error, page isolation failed", "hbm multi-bit ecc error", "aicore task exception")
 
 
-@dataclass(frozen=True)
-class MemoryEcc:
+class MemoryEcc(Record):
     """One memory's `-t ecc` counters; each is non-decreasing in t."""
 
     single_bit: int = 0
@@ -64,16 +73,14 @@ class MemoryEcc:
     double_bit_isolated_pages: int = 0
 
 
-@dataclass(frozen=True)
-class EccCounters:
+class EccCounters(Record):
     """`-t ecc` counters of a chip's DDR and HBM."""
 
     ddr: MemoryEcc = MemoryEcc()
     hbm: MemoryEcc = MemoryEcc()
 
 
-@dataclass(frozen=True)
-class ChipState:
+class ChipState(Record):
     """One chip as npu-smi reports it (integers where npu-smi prints %u/%d)."""
 
     npu_id: int
@@ -118,8 +125,7 @@ class ChipState:
         return _percent(self.ddr_used_mb, self.ddr_total_mb) or 0
 
 
-@dataclass(frozen=True)
-class CardState:
+class CardState(Record):
     """Per-NPU facts outside the chip rows: the card power and the MCU's sensors."""
 
     npu_id: int
@@ -131,8 +137,7 @@ class CardState:
     slot_id: int
 
 
-@dataclass(frozen=True)
-class ProcessState:
+class ProcessState(Record):
     npu_id: int
     chip_id: int
     pid: int
@@ -140,23 +145,20 @@ class ProcessState:
     memory_mb: int
 
 
-# `npu-smi info -t <subcommand> -i <npu_id>` -> the dcmi error code that query fails with.
-Failures = Mapping[tuple[str, int], int]
+_NO_FAILURES: Failures = {}
 
 
-@dataclass(frozen=True)
-class ScenarioPlan:
+class ScenarioPlan(Record):
     """Which chips a scenario singles out (logic ids / NPU ids of the given model), and the
     queries that fail."""
 
     low_logic_ids: tuple[int, ...] = ()
     critical_logic_ids: tuple[int, ...] = ()
     missing_npu_ids: tuple[int, ...] = ()
-    failures: Failures = field(default_factory=dict)
+    failures: Failures = _NO_FAILURES
 
 
-@dataclass(frozen=True)
-class NodeState:
+class NodeState(Record):
     model: NodeModel
     scenario: str
     t: float
@@ -245,18 +247,27 @@ def simulate(model: NodeModel, scenario: str, t: float, seed: int = 0) -> NodeSt
 # --- deterministic noise ---------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=16384)  # a call asks for the same knots many times, and so do the next calls
+_NOISE: dict[tuple[object, ...], float] = {}  # a call asks for the same knots many times, and so do the next calls
+_NOISE_KEPT = 16384
+
+
 def unit_noise(*key: object) -> float:
     """Uniform [0, 1) from a key; blake2b so it does not depend on PYTHONHASHSEED."""
-    digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2.0**64
+    value = _NOISE.get(key)
+    if value is None:
+        if len(_NOISE) >= _NOISE_KEPT:
+            _NOISE.clear()
+        digest = blake2b(repr(key).encode(), digest_size=8).digest()
+        value = _NOISE[key] = int.from_bytes(digest, "big") / 2.0**64
+    return value
 
 
 def smooth_noise(t: float, period: float, *key: object) -> float:
     """Value noise in [-1, 1]: random knots every ``period`` s, cosine-interpolated."""
     knot = math.floor(t / period)
     frac = t / period - knot
-    a, b = (unit_noise(*key, k) * 2 - 1 for k in (knot, knot + 1))
+    a = unit_noise(*key, knot) * 2 - 1
+    b = unit_noise(*key, knot + 1) * 2 - 1
     return a + (b - a) * (1 - math.cos(math.pi * frac)) / 2
 
 

@@ -9,7 +9,6 @@ import itertools
 import subprocess
 import sys
 import time
-from dataclasses import replace
 
 import pytest
 
@@ -28,6 +27,7 @@ from exporter.simulator.network import (
     NetworkState,
     simulate_network,
 )
+from exporter.simulator.record import replace
 from exporter.simulator.scenarios import ECC_EPOCH
 from tests.support.hccn import fixture
 

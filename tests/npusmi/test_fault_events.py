@@ -3,8 +3,6 @@ answer can take, and their way through the same fault-code path as `-t health` c
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from exporter.core.health import HealthRegistry
@@ -16,6 +14,7 @@ from exporter.npusmi.part import FaultCode, chip_faults
 from exporter.npusmi.source import NpuSmiSource
 from exporter.simulator.faultevents import FAMILY_950, UNSUPPORTED, render_current_fault_event
 from exporter.simulator.models import MODELS
+from exporter.simulator.record import replace
 from exporter.simulator.scenarios import DEGRADED_CRITICAL_LOGIC_ID, simulate
 from tests.support.paths import NPU_SMI_FIXTURES
 from tests.support.replay import calls, write_replay_npu_smi

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from exporter.simulator import render, watch
 from exporter.simulator.models import MODEL_NAMES, MODELS, get_model
 from exporter.simulator.npusmi import Command, execute
+from exporter.simulator.record import replace
 from exporter.simulator.scenarios import (
     SCENARIOS,
     NodeState,
