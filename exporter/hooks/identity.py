@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -16,6 +17,8 @@ _ODD_JOB = re.compile(r"[^A-Za-z0-9_.:@/+-]")
 _ODD_FRAMEWORK = re.compile(r"[^A-Za-z0-9_.+-]")
 _DEVICE = re.compile(r"[0-9]{1,5}")
 _MAX_LABEL = 128
+_IMPORTED = time.time()  # where /proc is missing, the earliest this process is known to have run
+_NS = re.compile(r"pid:\[([0-9]+)\]")
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,29 @@ class Identity:
     device: str | None  # chip logic id (npu-smi `info -m`), None when unknown
     framework: str
     pid: int
+    started: float | None = None  # unix time the process started (its start-up counts from here)
+    proc: str | None = None  # "<boot id>:<pid namespace inode>:<start ticks>": tells the exporter it is gone
+
+
+def process_start(proc_dir: str = "/proc/self") -> tuple[float | None, str | None]:
+    """(unix start time, /proc identity) of this process. From /proc on Linux: the start time in
+    clock ticks since boot, placed on the wall clock through CLOCK_BOOTTIME (10 ms resolution);
+    elsewhere the time the hooks were imported, and no identity."""
+    try:
+        with open(f"{proc_dir}/stat", "rb") as fh:
+            stat = fh.read(4096).decode("ascii", "replace")
+        ticks = int(stat[stat.rfind(")") + 2 :].split()[19])  # field 22, starttime
+        since_start = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+        started = time.time() - max(0.0, since_start)
+    except Exception:  # not Linux, or no /proc
+        return _IMPORTED, None
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            boot = fh.read().strip()
+        found = _NS.fullmatch(os.readlink(f"{proc_dir}/ns/pid"))
+    except Exception:
+        return started, None
+    return started, f"{boot}:{found.group(1)}:{ticks}" if found and boot else None
 
 
 def clean_label(text: str, fallback: str, odd: re.Pattern[str] = _ODD_JOB) -> str:
@@ -86,6 +112,7 @@ def resolve_identity(
     local_rank = _int_env(env, "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK")
     if device is None:
         device = resolve_device(local_rank, env)
+    started, proc = process_start()
     return Identity(
         job_name=clean_label(job_name or default_job_name(env, run_name), "job_"),
         rank=max(0, int(rank)),
@@ -93,4 +120,6 @@ def resolve_identity(
         device=str(device) if device is not None and _DEVICE.fullmatch(str(device)) else None,
         framework=clean_label(framework, "f_", _ODD_FRAMEWORK),
         pid=os.getpid(),
+        started=started,
+        proc=proc,
     )

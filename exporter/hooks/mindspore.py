@@ -5,13 +5,17 @@
 
 Host time between on_train_step_begin and on_train_step_end (the callback reads no
 output tensor, so it adds no synchronisation). In dataset-sink mode one callback covers
-``sink_size`` iterations: they are reported as that many steps of the average duration.
+``sink_size`` iterations: they are reported as that many steps of the average duration, one
+after the other. Each step carries ``cur_step_num`` as its index (after a resume, steps an
+earlier process completed are re-done work). MindSpore's callbacks see no checkpoint save or
+load: time them with ``monitor.phase("save_checkpoint")`` around your own.
 Rank and world size come from RANK_ID/RANK_SIZE (or RANK/WORLD_SIZE), the chip from
 DEVICE_ID or ASCEND_RT_VISIBLE_DEVICES.
 """
 
 from __future__ import annotations
 
+import time
 from time import perf_counter as _perf
 from typing import Any
 
@@ -62,8 +66,10 @@ class CannExporterCallback(Callback):
         current = int(getattr(run_context.original_args(), "cur_step_num", self._last_step + 1) or 0)
         steps = max(1, current - self._last_step)
         self._last_step = current
-        for _ in range(steps):
-            self.monitor.record_step(seconds / steps, samples=self._samples)
+        each, end = seconds / steps, time.time()
+        for i in range(steps):  # in sink mode, one after the other, ending now
+            index = current - steps + 1 + i if current > 0 else None
+            self.monitor.record_step(each, samples=self._samples, end=end - (steps - 1 - i) * each, index=index)
 
     def on_train_end(self, run_context: Any) -> None:
         self.monitor = finish_training(self.monitor, self._owned)

@@ -15,11 +15,11 @@ from time import perf_counter as _perf
 from typing import Any
 
 from exporter.hooks import env as names
-from exporter.hooks.identity import Identity, resolve_identity
+from exporter.hooks.identity import Identity, process_start, resolve_identity
 from exporter.hooks.lifecycle import finish_training, track
 from exporter.hooks.sender import Sender
 from exporter.hooks.steps import NullStep, Phase, Step
-from exporter.hooks.wire import MAX_PHASE_NAME, MAX_PHASE_NAMES, PRECISIONS, Event, flops_value
+from exporter.hooks.wire import MAX_PHASE_NAME, MAX_PHASE_NAMES, OUTSIDE, PRECISIONS, Event, flops_value
 
 __all__ = ["DEFAULT_URL", "MAX_PHASE_NAMES", "Monitor", "finish_training", "log"]
 
@@ -96,21 +96,27 @@ class Monitor:
         track(self)
 
     def _after_fork_in_child(self) -> None:
-        self.identity = Identity(**{**self.identity.__dict__, "pid": os.getpid()})
+        started, proc = process_start()  # the child's own start: its start-up is its own
+        self.identity = Identity(**{**self.identity.__dict__, "pid": os.getpid(), "started": started, "proc": proc})
         self._sender.reset()
         self._step_cm.reset()
 
     # --- the hot path -----------------------------------------------------------------------
-    def step(self, samples: Any = None, flops: Any = None) -> Step:
+    def step(self, samples: Any = None, flops: Any = None, index: Any = None) -> Step:
         """Context manager timing one training step; ``samples`` is the batch size (an int),
-        ``flops`` this step's model FLOPs when they differ from ``flops_per_step``."""
+        ``flops`` this step's model FLOPs when they differ from ``flops_per_step``, ``index``
+        the training step it carries out (the global step: after a restart, an index an earlier
+        process completed is re-done work; the same index twice is one step in parts)."""
         cm = self._step_cm
         cm.samples = samples
         cm.flops = flops
+        cm.index = index
         return cm
 
     def phase(self, name: str) -> Phase:
-        """Context manager adding its exclusive duration to phase ``name`` of the current step.
+        """Context manager adding its exclusive duration to phase ``name`` of the current step;
+        outside any step (a checkpoint saved between steps) it is sent on its own and counted by
+        the exporter as badput of its kind (checkpoint_save, checkpoint_restore, data_wait, other).
 
         A stage (data, h2d, compute, communication, d2h, framework, other) or a word the
         exporter maps onto one (forward, backward, optimizer, all_reduce, dataloader,
@@ -140,9 +146,9 @@ class Monitor:
         """Callback-style start of a step (framework adapters)."""
         self._step_cm.__enter__()
 
-    def end_step(self, samples: Any = None, flops: Any = None) -> None:
+    def end_step(self, samples: Any = None, flops: Any = None, index: Any = None) -> None:
         """Callback-style end of the step begun by :meth:`begin_step`; ignored without one."""
-        self._step_cm.end(samples, flops)
+        self._step_cm.end(samples, flops, index)
 
     def record_step(
         self,
@@ -150,15 +156,32 @@ class Monitor:
         samples: Any = None,
         phases: Mapping[str, float] | None = None,
         end: float | None = None,
+        index: Any = None,
     ) -> None:
-        """Report a step the loop timed itself; ``end`` is its unix end time (default now)."""
+        """Report a step the loop timed itself; ``end`` is its unix end time (default now),
+        ``index`` the training step it carried out (see :meth:`step`)."""
         try:
             acc = dict(phases) if phases else {}
-            event: Event = (_perf(), seconds, samples, acc) if end is None else (_perf(), seconds, samples, acc, float(end))
+            event: Event
+            if end is None and index is None:
+                event = (_perf(), seconds, samples, acc)
+            else:
+                event = (_perf(), seconds, samples, acc, None if end is None else float(end), None, index)
         except Exception:  # bad phases mapping or end: count it, never raise
             self._sender.dropped += 1
             return
         self._sender.put(event)
+
+    def record_phase(self, name: str, seconds: float, end: float | None = None) -> None:
+        """Report a phase run outside any step that the caller timed itself (a framework's
+        checkpoint save); ``end`` is its unix end time (default now)."""
+        try:
+            phases = {name[:MAX_PHASE_NAME] if isinstance(name, str) else "other": seconds}
+            event: Event = (_perf(), seconds, OUTSIDE, phases) if end is None else (_perf(), seconds, OUTSIDE, phases, float(end))
+        except Exception:
+            return
+        if self.enabled:
+            self._sender.put(event)
 
     def record_memory(self, allocated_bytes: int | None = None, max_allocated_bytes: int | None = None) -> None:
         """Latest allocator figures (sent with the next batch)."""

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from exporter.hooks.identity import Identity
 from exporter.hooks.transport import NotSent, Transport, redacted
-from exporter.hooks.wire import MAX_PHASE_NAMES, Event, count_value, step_json
+from exporter.hooks.wire import MAX_PHASE_NAMES, OUTSIDE, Event, count_value, outside_json, step_json
 
 log = logging.getLogger("exporter.hooks")
 
@@ -77,7 +77,8 @@ class Sender:
         self._unknown_phases: dict[str, int] = {}  # names the exporter does not know -> steps
         self.memory: tuple[int | None, int | None] | None = None  # the allocator's, sent when changed
         self._memory_sent: tuple[int | None, int | None] | None = None
-        self._pending: list[dict[str, Any]] | None = None  # encoded steps awaiting a retry
+        # encoded steps, and phases run between them, awaiting a retry
+        self._pending: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None
         self._newest_taken = float("-inf")  # perf time of the newest event the thread took
         self._busy = False
         self._stop = threading.Event()
@@ -151,7 +152,7 @@ class Sender:
         return {
             "sent": self._sent,
             "dropped": self.dropped + self._send_dropped,
-            "buffered": len(self.buf) + len(self._pending or ()),
+            "buffered": len(self.buf) + (len(self._pending[0]) if self._pending else 0),
             "send_errors": self._send_errors,
             "last_error": self._last_error,
             "last_failure": failure,
@@ -203,12 +204,12 @@ class Sender:
             if self._pending is None:
                 taken = self._take(self._owner.batch_size)
                 budget -= len(taken)
-                steps = self._steps_json(taken)
-                if not steps:
+                steps, outside = self._steps_json(taken)
+                if not steps and not outside:
                     continue
-                self._pending = steps
+                self._pending = (steps, outside)
             last = final and may_finish and not self.buf
-            if not self._send(self._pending, final=last):
+            if not self._send(self._pending[0], final=last, outside=self._pending[1]):
                 return
             self._pending = None
             sent_any, sent_final = True, last
@@ -227,16 +228,28 @@ class Sender:
             out.append(popleft())
         return out
 
-    def _steps_json(self, events: list[Event]) -> list[dict[str, Any]]:
+    def _steps_json(self, events: list[Event]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The API's steps, and phases run outside any step, of buffered events."""
         offset = time.time() - _perf()  # perf_counter -> unix time, fresh for every batch
         declared = self._owner.flops_per_step
-        steps = [step for step in (step_json(e, offset, declared) for e in events) if step is not None]
-        self._send_dropped += len(events) - len(steps)  # unusable values (NaN, negative, ...)
-        return steps
+        steps, outside, unusable = [], [], 0
+        for e in events:
+            if e[2] is OUTSIDE:
+                entry = outside_json(e, offset)
+                if entry is not None:
+                    outside.append(entry)
+                continue
+            step = step_json(e, offset, declared)
+            if step is None:
+                unusable += 1  # unusable values (NaN, negative, ...)
+            else:
+                steps.append(step)
+        self._send_dropped += unusable
+        return steps, outside
 
-    def _send(self, steps: list[dict[str, Any]], final: bool) -> bool:
+    def _send(self, steps: list[dict[str, Any]], final: bool, outside: list[dict[str, Any]] | None = None) -> bool:
         """POST one batch. On failure a batch that surely did not arrive stays pending."""
-        body, dropped = self._encode(steps, final)
+        body, dropped = self._encode(steps, final, outside)
         assert self._transport is not None
         owner = self._owner
         self._last_post = time.monotonic()
@@ -288,10 +301,10 @@ class Sender:
 
     def _give_up(self, steps: list[dict[str, Any]]) -> None:
         self._send_dropped += len(steps)
-        if self._pending is steps:
+        if self._pending is not None and self._pending[0] is steps:
             self._pending = None
 
-    def _encode(self, steps: list[dict[str, Any]], final: bool) -> tuple[bytes, int]:
+    def _encode(self, steps: list[dict[str, Any]], final: bool, outside: list[dict[str, Any]] | None = None) -> tuple[bytes, int]:
         dropped = max(0, self.dropped + self._send_dropped - self._dropped_acked)
         owner = self._owner
         ident = owner.identity
@@ -305,6 +318,12 @@ class Sender:
             "dropped": dropped,
             "steps": steps,
         }
+        if outside:
+            doc["outside"] = outside
+        if ident.started is not None:
+            doc["started"] = round(ident.started, 3)
+        if ident.proc is not None:
+            doc["proc"] = ident.proc
         if ident.device is not None:
             doc["device"] = ident.device
         if owner.precision != "bf16":

@@ -13,27 +13,36 @@ from time import perf_counter as _perf
 from typing import Any, Literal
 
 from exporter.hooks.sender import Sender
-from exporter.hooks.wire import Event
+from exporter.hooks.wire import OUTSIDE, Event
 
 
 class Step:
     """``with mon.step(samples=n):``, reused for every step. It also holds the phases of the
-    step in progress (``acc``), which the phases of the monitor add to."""
+    step in progress (``acc``), which the phases of the monitor add to; between steps they add
+    to ``outside``, sent when the outermost of them ends (a checkpoint saved between steps)."""
 
-    __slots__ = ("_out", "samples", "flops", "_t0", "acc", "outside", "open")
+    __slots__ = ("_out", "samples", "flops", "index", "_t0", "acc", "outside", "open")
 
     def __init__(self, out: Sender) -> None:
         self._out = out
         self.samples: Any = None
         self.flops: Any = None  # this step's model FLOPs when step(flops=) gave them
+        self.index: Any = None  # the training step it carries out, when step(index=) gave it
         self._t0: float | None = None
         self.reset()
 
     def reset(self) -> None:
         """No step in progress (and, in a fork child, none of the parent's phases)."""
         self.acc: dict[str, float] = {}
-        self.outside: dict[str, float] = {}  # phases outside any step land here, unsent
+        self.outside = self.acc  # phases outside any step: sent by between()
         self.open: Phase | None = None  # the innermost phase open now
+
+    def between(self, end: float, seconds: float) -> None:
+        """The outermost phase open between steps ended at ``end`` (perf_counter), lasting
+        ``seconds``: send it with the phases nested in it."""
+        phases = self.outside
+        self.acc = self.outside = {}
+        self._out.put((end, seconds, OUTSIDE, phases))
 
     def new_phase(self, name: str) -> Phase:
         return Phase(self, name)
@@ -48,10 +57,10 @@ class Step:
         t0, self._t0 = self._t0, None  # so a stray end() cannot reuse it
         if exc_type is None and t0 is not None:  # a step that raised did not complete
             event: Event
-            if self.flops is None:
+            if self.index is None and self.flops is None:
                 event = (t1, t1 - t0, self.samples, self.acc)
             else:
-                event = (t1, t1 - t0, self.samples, self.acc, None, self.flops)
+                event = (t1, t1 - t0, self.samples, self.acc, None, self.flops, self.index)
             out = self._out
             buf = out.buf
             n = len(buf)
@@ -64,11 +73,12 @@ class Step:
         self.acc = self.outside  # a phase between steps must not touch the step just buffered
         return False
 
-    def end(self, samples: Any, flops: Any) -> None:
+    def end(self, samples: Any, flops: Any, index: Any = None) -> None:
         """Callback-style end of the step ``__enter__`` began; ignored without one."""
         if self._t0 is not None:
             self.samples = samples
             self.flops = flops
+            self.index = index
             self.__exit__(None, None, None)
 
 
@@ -100,7 +110,8 @@ class Phase:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
-        seconds = _perf() - self._t0
+        t1 = _perf()
+        seconds = t1 - self._t0
         self._depth -= 1
         if self._depth:
             return False
@@ -110,6 +121,8 @@ class Phase:
             outer._inner += seconds
         acc = step.acc
         acc[self._name] = acc.get(self._name, 0.0) + seconds - self._inner
+        if outer is None and acc is step.outside:  # the outermost phase between steps: send it
+            step.between(t1, seconds)
         return False
 
 

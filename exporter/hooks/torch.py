@@ -30,6 +30,7 @@ exporter's model FLOPs utilization. Off by default.
 from __future__ import annotations
 
 import os
+import time
 from collections import deque
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -88,14 +89,17 @@ class _Pending:
     samples: Any
     host_seconds: float
     phases: list[tuple[str, Any, Any]] = field(default_factory=list)
+    host_end: float = 0.0  # perf_counter time the step ended on the host: where it is placed in time
+    index: Any = None  # the training step it carried out (Monitor.step's index)
 
 
 class _DeviceStep:
-    __slots__ = ("_tm", "samples")
+    __slots__ = ("_tm", "samples", "index")
 
     def __init__(self, tm: TorchMonitor) -> None:
         self._tm = tm
         self.samples: Any = None
+        self.index: Any = None
 
     def __enter__(self) -> _DeviceStep:
         self._tm.begin_step()
@@ -103,7 +107,7 @@ class _DeviceStep:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         if exc_type is None:
-            self._tm.end_step(self.samples)
+            self._tm.end_step(self.samples, self.index)
         else:
             self._tm._abandon()
         return False
@@ -111,24 +115,38 @@ class _DeviceStep:
 
 class _DevicePhase:
     """A phase as a pair of device events; nested phases count exclusive time (see _report).
-    A phase re-entered inside itself counts once."""
+    A phase re-entered inside itself counts once. Outside any step (a checkpoint saved between
+    steps: host work) it is the monitor's host-timed phase, sent after the steps before it."""
 
-    __slots__ = ("_tm", "_name", "_start", "_depth")
+    __slots__ = ("_tm", "_name", "_start", "_depth", "_host")
 
     def __init__(self, tm: TorchMonitor, name: str) -> None:
         self._tm = tm
         self._name = name
         self._start: Any = None
         self._depth = 0
+        self._host: Any = None  # the host phase standing in for this one between steps
 
     def __enter__(self) -> _DevicePhase:
         self._depth += 1
         if self._depth == 1:
-            self._start = self._tm._record()
+            tm = self._tm
+            if tm._current is None:
+                tm._resolve()  # steps the device finished go before this phase
+                self._host = tm.monitor.phase(self._name)
+                self._host.__enter__()
+            else:
+                self._start = tm._record()
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         self._depth -= 1
+        host = self._host
+        if not self._depth and host is not None:
+            self._host = None
+            self._tm._resolve()  # a save synchronised the device: its steps are done, sent first
+            host.__exit__(exc_type, exc, tb)
+            return False
         current = self._tm._current
         if not self._depth and current is not None and self._start is not None:
             end = self._tm._record()
@@ -228,13 +246,15 @@ class TorchMonitor:
             return None
 
     # --- the loop-facing API ----------------------------------------------------------------
-    def step(self, samples: Any = None) -> Any:
+    def step(self, samples: Any = None, index: Any = None) -> Any:
+        """``index``: the training step it carries out (see Monitor.step)."""
         cm: AbstractContextManager[Any]
         if self.backend is None:
-            cm = self.monitor.step(samples)
+            cm = self.monitor.step(samples, index=index)
         else:
             cm = self._step_cm
             self._step_cm.samples = samples
+            self._step_cm.index = index
         wrapped = self._profiled_step
         if wrapped is not None:
             wrapped.inner = cm
@@ -266,17 +286,19 @@ class TorchMonitor:
         if self._flops is not None:  # callback-style adapters: measured between begin and end
             self._flops.start()
 
-    def end_step(self, samples: Any = None) -> None:
+    def end_step(self, samples: Any = None, index: Any = None) -> None:
         if self._flops is not None:
             self._flops.stop(True)
         if self.backend is None:
-            self.monitor.end_step(samples)
+            self.monitor.end_step(samples, index=index)
         else:
             current, self._current = self._current, None
             if current is not None:
                 current.end = self._record()
                 current.samples = samples
-                current.host_seconds = _perf() - self._host_t0
+                current.index = index
+                current.host_end = _perf()
+                current.host_seconds = current.host_end - self._host_t0
                 if current.start is None or current.end is None:  # no events here: host time
                     self._report(current, resolved=False)
                 else:
@@ -289,6 +311,13 @@ class TorchMonitor:
 
     def _abandon(self) -> None:
         self._current = None
+
+    def record_phase(self, name: str, seconds: float, end: float | None = None) -> None:
+        """A phase outside any step timed by the caller (see Monitor.record_phase); the steps
+        the device finished go first."""
+        if self.backend is not None:
+            self._resolve()
+        self.monitor.record_phase(name, seconds, end)
 
     # --- events -----------------------------------------------------------------------------
     def _record(self) -> Any:
@@ -320,7 +349,8 @@ class TorchMonitor:
                 seconds, phases = item.host_seconds, {}
         except Exception:
             seconds, phases = item.host_seconds, {}
-        self.monitor.record_step(seconds, samples=item.samples, phases=phases)
+        end = time.time() - (_perf() - item.host_end)  # placed where it ended on the host, not when resolved
+        self.monitor.record_step(seconds, samples=item.samples, phases=phases, end=end, index=item.index)
         if resolved:
             self._free.append(item.start)
             self._free.append(item.end)

@@ -19,17 +19,22 @@ _MAX_SAMPLES = 10**9
 _MAX_END_AGE = 86_000.0  # an `end` older than about a day, or more than
 _MAX_END_AHEAD = 290.0  # ~5 minutes ahead, is replaced by the recording time
 MAX_FLOPS = 1e24  # model FLOPs of one step: far above any step of any model today
+MAX_INDEX = 1 << 53  # a step's training step number (JSON's exact integers)
 PRECISIONS = ("fp32", "bf16", "fp16", "int8")  # what a job may declare it computes in (MFU's peak)
 
 # One buffered step: (end perf_counter, duration seconds, samples, {phase: seconds});
 # record_step(end=...) appends the caller's unix end time, sent as given; step(flops=F)
-# appends (None, F), the step's own model FLOPs. Values are as the loop gave them (Any):
-# step_json checks them on the sender thread.
+# appends (None, F), the step's own model FLOPs; step(index=N) appends (end or None, flops or
+# None, N), the training step it carried out. Phases run outside any step are buffered as
+# (end perf_counter, seconds, OUTSIDE, {phase: seconds}[, unix end]). Values are as the loop
+# gave them (Any): step_json and outside_json check them on the sender thread.
 Event = (
     tuple[float, Any, Any, dict[Any, Any]]
-    | tuple[float, Any, Any, dict[Any, Any], float]
+    | tuple[float, Any, Any, dict[Any, Any], float | None]
     | tuple[float, Any, Any, dict[Any, Any], None, Any]
+    | tuple[float, Any, Any, dict[Any, Any], float | None, Any, Any]
 )
+OUTSIDE: Any = object()  # the samples slot of an event that is phases run outside any step
 
 
 def count_value(value: Any, limit: int = _MAX_SAMPLES) -> int | None:
@@ -75,10 +80,7 @@ def step_json(event: Event, offset: float, flops_per_step: float | None = None) 
         duration = seconds_value(duration)
         if duration is None:
             return None
-    end = round(event[0] + offset, 6)
-    if len(event) > 4 and event[4] is not None and end - _MAX_END_AGE <= event[4] <= end + _MAX_END_AHEAD:
-        end = event[4]
-    step: dict[str, Any] = {"end": end, "duration": duration}
+    step: dict[str, Any] = {"end": _end(event, offset), "duration": duration}
     samples = event[2]
     if samples is not None:
         if type(samples) is not int or not 0 <= samples <= _MAX_SAMPLES:
@@ -104,10 +106,39 @@ def step_json(event: Event, offset: float, flops_per_step: float | None = None) 
                 scale = duration / total
                 clean = {name: value * scale for name, value in clean.items()}
             step["phases"] = clean
-    flops = flops_value(event[5]) if len(event) > 5 else flops_per_step
+    own = event[5] if len(event) > 5 else None
+    flops = flops_value(own) if own is not None else flops_per_step
     if flops is not None:
         step["flops"] = flops
+    if len(event) > 6:
+        index = event[6]
+        if type(index) is not int or not 0 <= index <= MAX_INDEX:
+            index = count_value(index, MAX_INDEX)
+        if index is not None:
+            step["index"] = index
     return step
+
+
+def _end(event: Event, offset: float) -> float:
+    """The event's unix end: its perf_counter end on the wall clock, or the caller's own if plausible."""
+    end = round(event[0] + offset, 6)
+    if len(event) > 4 and event[4] is not None and end - _MAX_END_AGE <= event[4] <= end + _MAX_END_AHEAD:
+        return event[4]
+    return end
+
+
+def outside_json(event: Event, offset: float) -> dict[str, Any] | None:
+    """Phases run outside any step as the API's outside object; None when none is usable."""
+    clean: dict[str, float] = {}
+    for name, value in event[3].items():
+        seconds = seconds_value(value)
+        if seconds is None:
+            continue
+        name = name[:MAX_PHASE_NAME] if type(name) is str else "other"
+        clean[name] = clean.get(name, 0.0) + seconds
+    if not clean or sum(clean.values()) > _MAX_SECONDS:
+        return None
+    return {"end": _end(event, offset), "phases": clean}
 
 
 def exclusive(spans: list[tuple[str, float, float]]) -> dict[str, float]:

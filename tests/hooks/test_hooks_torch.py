@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -63,10 +65,16 @@ class Captured(Monitor):
     def __init__(self) -> None:
         super().__init__("captured", url="http://127.0.0.1:9", enabled=False)
         self.steps: list[tuple] = []
+        self.ends: list[tuple] = []  # (unix end, index) of each step
+        self.phases: list[tuple] = []  # record_phase: (name, seconds)
         self.memory: list[tuple] = []
 
-    def record_step(self, seconds, samples=None, phases=None, end=None) -> None:
+    def record_step(self, seconds, samples=None, phases=None, end=None, index=None) -> None:
         self.steps.append((seconds, samples, dict(phases or {})))
+        self.ends.append((end, index))
+
+    def record_phase(self, name, seconds, end=None) -> None:
+        self.phases.append((name, seconds))
 
     def record_memory(self, allocated_bytes=None, max_allocated_bytes=None) -> None:
         self.memory.append((allocated_bytes, max_allocated_bytes))
@@ -180,3 +188,38 @@ def test_real_cpu_training_loop(sink):
     steps = sink.steps(job_name="torch-cpu")
     assert len(steps) == 20 and all(s["samples"] == 4 for s in steps)
     assert sink.batches[-1]["framework"] == "pytorch"
+
+
+# --- goodput: each step's index and host end, phases between steps on the host ----------------------
+
+
+def test_device_steps_are_placed_where_they_ended_on_the_host():
+    device, captured = FakeDevice(), Captured()
+    tm = TorchMonitor(monitor=captured, backend=device)
+    ended = []
+    for index in (7, 8):
+        with tm.step(samples=4, index=index):
+            device.advance(10.0)
+        ended.append(time.time())
+    time.sleep(0.05)  # resolved later than they ended
+    device.completed_ms = device.clock_ms
+    with tm.phase("save_checkpoint"):  # between steps: host-timed, after the finished steps
+        time.sleep(0.01)
+    assert [index for _, index in captured.ends] == [7, 8]
+    for (end, _), host_end in zip(captured.ends, ended, strict=True):
+        assert host_end - 0.02 <= end <= host_end  # not at the time they were resolved, 50 ms later
+    tm.close()
+
+
+def test_device_monitor_phases_between_steps_are_sent(sink):
+    device = FakeDevice()
+    tm = TorchMonitor("gt", backend=device, url=sink.url, flush_interval=0.05)
+    with tm.step(samples=4, index=1):
+        device.advance(10.0)
+    device.completed_ms = device.clock_ms
+    with tm.phase("checkpoint"):
+        time.sleep(0.01)
+    tm.record_phase("restore", 0.5)
+    tm.close()
+    assert [s.get("index") for s in sink.steps(job_name="gt")] == [1]
+    assert [list(o["phases"]) for b in sink.batches for o in b.get("outside", ())] == [["checkpoint"], ["restore"]]
