@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from exporter.profiles.formats.budget import Budget
 from exporter.profiles.formats.common import (
     Issue,
     Limits,
@@ -20,8 +21,8 @@ from exporter.profiles.formats.common import (
     as_int,
     frozen_map,
     open_file,
-    read_csv,
 )
+from exporter.profiles.formats.csvtable import read_csv
 from exporter.profiles.formats.info import (
     CommunicationStep,
     ProfilerInfo,
@@ -76,12 +77,16 @@ def load_profile(path: Path, producer: str, job_name: str, limits: Limits = Limi
     """Parse one export; a file that fails becomes an Issue, the rest is still used.
 
     One ProfileData per rank (a cluster file holds several). Raises ProfileParseError
-    ("no_data") when nothing usable was found.
+    ("no_data") when nothing usable was found, ("cpu_budget") when parsing it took more than
+    ``limits.max_export_work``. What its files make us hold counts against
+    ``limits.max_export_memory`` as they are read (formats/budget.py).
     """
+    budget = Budget.of(limits)
     if producer == "cluster":
-        return _load_cluster(path, job_name, limits)
+        with budget.reading("cluster_step_trace_time.csv"):
+            return _load_cluster(path, job_name, limits, budget)
     loader = _load_msprof if producer == "msprof" else _load_framework
-    data = loader(path, producer, job_name, limits)
+    data = loader(path, producer, job_name, limits, budget)
     if not (
         data.steps
         or (data.kernels and data.kernels.steps)
@@ -96,15 +101,20 @@ def load_profile(path: Path, producer: str, job_name: str, limits: Limits = Limi
 
 
 class _Collect:
-    """Runs file parsers, turning each failure into an Issue."""
+    """Runs file parsers against the export's budget, turning each failure into an Issue; a
+    spent work budget refuses the whole export (``cpu_budget``, with the issues so far)."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: Budget) -> None:
         self.issues: list[Issue] = []
+        self.budget = budget
 
-    def run(self, parse: Callable[[], Any]) -> Any:
+    def run(self, path: Path, parse: Callable[[], Any]) -> Any:
         try:
-            result = parse()
+            with self.budget.reading(path.name):
+                result = parse()
         except ProfileParseError as exc:
+            if exc.reason == "cpu_budget":
+                raise ProfileParseError(exc.reason, exc.message, tuple(self.issues)) from None
             self.issues.append(Issue(exc.reason, exc.message))
             return None
         self.issues.extend(getattr(result, "issues", ()) or ())
@@ -122,21 +132,21 @@ def _file(directory: Path, name: str) -> Path | None:
     return path if _present(path) else None
 
 
-def _load_framework(path: Path, producer: str, job_name: str, limits: Limits) -> ProfileData:
-    out, collect = output_dir(path, producer), _Collect()
+def _load_framework(path: Path, producer: str, job_name: str, limits: Limits, budget: Budget) -> ProfileData:
+    out, collect = output_dir(path, producer), _Collect(budget)
     info = _profiler_info(path, collect, limits)
     meta = _file(path, "profiler_metadata.json")
-    job = collect.run(lambda: read_json_file(meta, read_job_name, limits, limits.max_info_bytes, whole=True)) if meta else None
+    job = collect.run(meta, lambda: read_json_file(meta, read_job_name, limits, limits.max_info_bytes, True, budget)) if meta else None
     steps = _file(out, "step_trace_time.csv")
     kernels = _file(out, "kernel_details.csv")
     op_stat = _file(out, "op_statistic.csv")
     trace = _file(out, "trace_view.json")
     comm = _file(out, "communication.json")
     api = _file(out, "api_statistic.csv")
-    step_table = collect.run(lambda: read_csv(steps, read_step_trace, limits)) if steps else None
-    kernel_table = collect.run(lambda: read_csv(kernels, read_kernels, limits)) if kernels else None
-    trace_data = collect.run(lambda: _read_trace(trace, limits)) if trace else None
-    api_table = collect.run(lambda: read_csv(api, read_api_statistic, limits)) if api else None
+    step_table = collect.run(steps, lambda: read_csv(steps, read_step_trace, limits, budget)) if steps else None
+    kernel_table = collect.run(kernels, lambda: read_csv(kernels, read_kernels, limits, budget)) if kernels else None
+    trace_data = collect.run(trace, lambda: _read_trace(trace, limits, budget)) if trace else None
+    api_table = collect.run(api, lambda: read_csv(api, read_api_statistic, limits, budget)) if api else None
     data = ProfileData(
         path=str(path),
         producer=producer,
@@ -146,10 +156,10 @@ def _load_framework(path: Path, producer: str, job_name: str, limits: Limits) ->
         finished_at=(info.collection_end if info else None) or newest_mtime(out),
         steps=step_table.rows if step_table else (),
         kernels=kernel_table,
-        op_statistic=collect.run(lambda: read_csv(op_stat, read_op_statistic, limits)) if op_stat else None,
+        op_statistic=collect.run(op_stat, lambda: read_csv(op_stat, read_op_statistic, limits, budget)) if op_stat else None,
         trace=trace_data,
         api=api_table.rows if api_table else (),
-        communication=(collect.run(lambda: read_json_file(comm, read_communication, limits)) or ()) if comm else (),
+        communication=(collect.run(comm, lambda: read_json_file(comm, read_communication, limits, budget=budget)) or ()) if comm else (),
     )
     device = next((r.device_id for r in data.steps if r.device_id is not None), None)
     device = device if device is not None else (kernel_table.device_id if kernel_table else None)
@@ -161,7 +171,7 @@ def _profiler_info(path: Path, collect: _Collect, limits: Limits) -> ProfilerInf
     if not candidates:
         return None
     info: ProfilerInfo | None = collect.run(
-        lambda: read_json_file(candidates[0], read_profiler_info, limits, limits.max_info_bytes, whole=True)
+        candidates[0], lambda: read_json_file(candidates[0], read_profiler_info, limits, limits.max_info_bytes, True, collect.budget)
     )
     if info is not None and info.rank is None:
         suffix = as_int(candidates[0].stem.removeprefix("profiler_info").lstrip("_"))
@@ -177,10 +187,10 @@ def _rank_from_name(path: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _read_trace(path: Path, limits: Limits) -> TraceData:
+def _read_trace(path: Path, limits: Limits, budget: Budget) -> TraceData:
     with open_file(path, limits.max_trace_bytes, limits) as handle:
         try:
-            return read_trace(handle, path.name, limits)
+            return read_trace(handle, path.name, limits, budget)
         except OSError as exc:
             raise ProfileParseError("unreadable", f"{path.name}: read failed: {exc.strerror or exc}") from None
 
@@ -199,19 +209,19 @@ def _slices(directory: Path, prefix: str, suffix: str = ".csv") -> list[Path]:
     return sorted(found, key=order)
 
 
-def _load_msprof(path: Path, producer: str, job_name: str, limits: Limits) -> ProfileData:
-    out, collect = output_dir(path, producer), _Collect()
+def _load_msprof(path: Path, producer: str, job_name: str, limits: Limits, budget: Budget) -> ProfileData:
+    out, collect = output_dir(path, producer), _Collect(budget)
 
-    def each(prefix: str, reader: Callable[[Iterable[str], str], Any]) -> list[Any]:
+    def each(prefix: str, reader: Callable[[Iterable[str], str, Budget | None], Any]) -> list[Any]:
         """Parse every slice of one kind; failed slices become issues."""
-        results = (collect.run(partial(read_csv, p, reader, limits)) for p in _slices(out, prefix))
+        results = (collect.run(p, partial(read_csv, p, reader, limits, budget)) for p in _slices(out, prefix))
         return [r for r in results if r is not None]
 
     kernels = merge_kernel_tables(each("op_summary", read_kernels))
     op_stats: list[OpStatistic] = each("op_statistic", read_op_statistic)
     op_stat = OpStatistic(merge_op_types(o for t in op_stats for o in t.op_types), op_stats[0].device_id) if op_stats else None
     tasks: list[TaskTime] = each("task_time", read_task_time)
-    traces = [t for t in (collect.run(partial(_read_trace, p, limits)) for p in _slices(out, "msprof", ".json")) if t]
+    traces = [t for t in (collect.run(p, partial(_read_trace, p, limits, budget)) for p in _slices(out, "msprof", ".json")) if t]
     iterations = [i for table in each("step_trace", read_msprof_step_trace) for i in table.rows]
     api = [a for table in each("api_statistic", read_api_statistic) for a in table.rows]
     trace = merge_traces(traces)
@@ -259,8 +269,8 @@ def _merge_task_times(parts: list[TaskTime]) -> TaskTime | None:
     return TaskTime(frozen_map(totals), sum(p.memcpy_us for p in parts), parts[0].device_id)
 
 
-def _load_cluster(path: Path, job_name: str, limits: Limits) -> tuple[ProfileData, ...]:
-    table = read_csv(path / "cluster_step_trace_time.csv", read_step_trace, limits)
+def _load_cluster(path: Path, job_name: str, limits: Limits, budget: Budget) -> tuple[ProfileData, ...]:
+    table = read_csv(path / "cluster_step_trace_time.csv", read_step_trace, limits, budget)
     ranks: dict[int | None, list[StepTime]] = {}
     for row in table.rows:
         ranks.setdefault(row.rank, []).append(row)

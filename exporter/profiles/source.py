@@ -28,6 +28,7 @@ from pathlib import Path
 from exporter.core import clock
 from exporter.core.clock import Clock
 from exporter.core.health import Failure, HealthRegistry
+from exporter.core.heap import release_freed_memory
 from exporter.core.inputfile import InputRefused
 from exporter.core.sampler import Task
 from exporter.profiles.formats.common import ProfileParseError
@@ -47,6 +48,7 @@ from exporter.profiles.part import DROP_REASONS, ProfilesPart, latest_per_rank
 from exporter.profiles.state import (
     Entry,
     State,
+    fresh_copy,
     read_state_file,
     render_state,
     write_state_file,
@@ -121,6 +123,8 @@ class ProfileSource:
             self._entries[str(ref.path)] = entry
             failures += problems
             changed = True
+        if tried:  # what the parses held is free: give it back to the system, not only to malloc
+            await asyncio.to_thread(release_freed_memory)
         changed = self._cap() or changed
         changed = self._forget_oldest() or changed
         self._part = ProfilesPart.latest(
@@ -201,7 +205,10 @@ class ProfileSource:
             limits = replace(limits, root=str(ref.root), allow_outside=self.options.allow_outside)
         try:
             data = load_profile(ref.path, ref.producer, ref.job_name, limits)
-            summaries = tuple(summarize(d, self.options.top_k)[0] for d in data)
+            made = tuple(summarize(d, self.options.top_k)[0] for d in data)
+            issues = {(i.reason, i.message) for d in data for i in d.issues}
+            del data
+            summaries = tuple(fresh_copy(s) for s in made)  # allocated after the data is gone (fresh_copy)
         except ProfileParseError as exc:
             behind = sorted({(i.reason, i.message) for i in exc.issues})  # e.g. every file refused
             return Entry(fingerprint, error=exc.reason, newest_mtime=produced), [Failure(subject, r, m) for r, m in behind] + [
@@ -210,7 +217,6 @@ class ProfileSource:
         except Exception as exc:  # a parser bug must cost one profile, not the exporter
             log.exception("profile parser crashed", extra={"profile": subject})
             return Entry(fingerprint, error="internal", newest_mtime=produced), [Failure(subject, "internal", repr(exc))]
-        issues = {(i.reason, i.message) for d in data for i in d.issues}
         log.info("profile parsed", extra={"profile": subject, "ranks": len(summaries), "issues": len(issues)})
         return Entry(fingerprint, summaries, newest_mtime=produced), [Failure(subject, r, m) for r, m in sorted(issues)]
 

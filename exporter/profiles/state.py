@@ -40,6 +40,14 @@ def summary_from_dict(data: Mapping[str, Any]) -> ProfileSummary:
         raise ProfileParseError("malformed", f"bad stored summary: {exc}") from None
 
 
+def fresh_copy(summary: ProfileSummary) -> ProfileSummary:
+    """``summary`` rebuilt of new objects. A summary made while its export's parse data was held
+    sits among it in the allocator's arenas; kept after the data is freed, its few objects would
+    keep those arenas (tens of MiB after a large export) from going back to the system. Copied
+    once the data is gone, and the original dropped, they do not."""
+    return summary_from_dict(json.loads(json.dumps(summary_to_dict(summary))))
+
+
 STATE_VERSION = 1
 # A full state (max_exports summaries of a few KiB, a path and fingerprint for each of the other
 # exports remembered, at most 4 x max_exports) is far below this; anything larger is not a file we wrote.

@@ -36,6 +36,10 @@ TOP_K = 5
 # Kineto writes ~1.3 KB per event (indented, with args): a 1 M-event window is ~1.3 GB. Streamed,
 # so the bound is on the time spent, not on memory.
 TORCH_TRACE_BYTES = 2 << 30
+# Such a trace holds ~40 bytes per event kept (formats/budget.py DEVICE_EVENT), and its two
+# passes cost ~100 work units per event: the allowances of a window are raised to fit 1.6 M.
+TORCH_TRACE_MEMORY = 96 << 20
+TORCH_TRACE_WORK = 400_000_000
 PRODUCER = "hooks"  # ProfileSummary.producer of a window's summary
 
 
@@ -75,7 +79,15 @@ def _npu(directory: Path, job_name: str, rank: int | None, top_k: int, wait: flo
 def _torch(path: Path, job_name: str, rank: int | None, top_k: int, limits: Limits, cuda: bool) -> ProfileSummary:
     if not path.is_file():
         raise ProfileParseError("no_data", f"{path.parent.name}: the window wrote no {TRACE_NAME}")
-    trace = read_torch_trace(path, replace(limits, max_trace_bytes=max(limits.max_trace_bytes, TORCH_TRACE_BYTES)))
+    trace = read_torch_trace(
+        path,
+        replace(
+            limits,
+            max_trace_bytes=max(limits.max_trace_bytes, TORCH_TRACE_BYTES),
+            max_export_memory=max(limits.max_export_memory, TORCH_TRACE_MEMORY),
+            max_export_work=max(limits.max_export_work, TORCH_TRACE_WORK),
+        ),
+    )
     data = torch_profile_data(trace, str(path.parent), job_name, rank, cuda)
     if not data.kernels:
         raise ProfileParseError("no_data", f"{path.name}: no operator in the trace")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -15,7 +15,6 @@ from exporter.core.errors import ReasonError
 from exporter.core.inputfile import (
     InputRefused,
     MiB,
-    bounded_lines,
     open_input,
     read_input,
 )
@@ -30,7 +29,8 @@ class ProfileParseError(ReasonError):
     ``reason`` is a short label-safe kind for self-metrics: ``unreadable``, ``empty``,
     ``missing_columns``, ``truncated``, ``malformed``, ``bad_value``, ``too_large``,
     ``no_data``, ``unsupported``, the JSON caps (``item_too_large``, ``too_deep``,
-    ``too_many_objects``, ``too_many_events``), ``cell_too_long``, ``too_many_columns``, and the refusals of exporter.core.inputfile
+    ``too_many_objects``, ``too_many_events``), ``cell_too_long``, ``too_many_columns``, the
+    export's budgets (``memory_budget``, ``cpu_budget``: formats/budget.py), and the refusals of exporter.core.inputfile
     (``not_regular``, ``outside_root``, ``line_too_long``, ``permission_denied``, ``not_found``).
     ``issues`` are the file problems behind a ``no_data``: each is counted too.
     """
@@ -75,6 +75,10 @@ class Limits:
     max_host_steps: int = 100_000  # ProfilerStep spans kept (real: a few hundred)
     max_memcpy_events: int = 2_000_000  # compact device events of torch.profiler traces (~20 bytes each)
     max_memcpy_tasks: int = 200_000  # MEMCPY_ASYNC tasks kept as records (~300 bytes each): real captures hold thousands
+    # What one export may cost as a whole (formats/budget.py): bytes of names and records held
+    # (real exports hold a few MiB) and work units of parsing (0.1-0.3 us each on one core).
+    max_export_memory: int = 32 * MiB  # memory_budget: the file over it is not used
+    max_export_work: int = 200_000_000  # cpu_budget: the export is not used
     root: str | None = None  # the watched directory the export was found in
     allow_outside: bool = False  # profiles.allow_outside: follow symlinks out of root
 
@@ -144,20 +148,6 @@ def read_small(path: Path, max_bytes: int, limits: Limits) -> str:
     except InputRefused as exc:
         raise refused(exc, path) from None
     return data.decode("utf-8-sig", errors="replace")
-
-
-def read_csv(path: Path, reader: Callable[[Iterable[str], str], Any], limits: Limits) -> Any:
-    """``reader`` over the lines of ``path``; a line over ``max_csv_line`` refuses the file
-    (``line_too_long``) having held at most that much of it."""
-    with open_text(path, limits.max_csv_bytes, limits) as handle:
-        try:
-            return reader(bounded_lines(handle, limits.max_csv_line, path.name), path.name)
-        except InputRefused as exc:
-            raise refused(exc, path) from None
-        except OSError as exc:
-            raise ProfileParseError("unreadable", f"{path.name}: read failed: {exc.strerror or exc}") from None
-        except UnicodeError as exc:  # errors='replace' makes this unlikely; belt and braces
-            raise ProfileParseError("malformed", f"{path.name}: {exc}") from None
 
 
 def frozen_map(values: Mapping[str, float]) -> Mapping[str, float]:

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import csv
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
 
-from exporter.profiles.formats.common import Issue, ProfileParseError, cell_float
+from exporter.core.inputfile import InputRefused, bounded_lines
+from exporter.profiles.formats.budget import Budget
+from exporter.profiles.formats.common import Issue, Limits, ProfileParseError, cell_float, open_text, refused
 
 # Rows kept one by one (one per step, per API or per operator type in real exports): a file
 # with more is cut there, so what a table holds never grows with the file.
 MAX_ROWS = 50_000
 # A cell kept as text (an operator, kernel, API or task name; a step id): real ones are under
-# 300 characters. A longer one refuses the file (cell_too_long), so what the rows kept above
-# hold is at most this much each. A header wider than MAX_COLUMNS refuses it (too_many_columns):
-# real headers have under 60.
+# 300 characters. A longer one refuses the file (cell_too_long); one kept is cut to
+# budget.MAX_NAME characters and interned, and counts against the export's memory allowance.
+# A header wider than MAX_COLUMNS refuses it (too_many_columns): real headers have under 60.
 MAX_CELL = 1024
 MAX_COLUMNS = 1024
 
@@ -22,11 +26,14 @@ MAX_COLUMNS = 1024
 
 
 class Table:
-    """A streamed CSV with columns looked up by (alias) header name."""
+    """A streamed CSV with columns looked up by (alias) header name; its lines are charged to
+    ``budget`` (work) as they are read, and what its reader keeps through :meth:`kept` and
+    :meth:`hold` (memory)."""
 
-    def __init__(self, lines: Iterable[str], name: str) -> None:
+    def __init__(self, lines: Iterable[str], name: str, budget: Budget | None = None) -> None:
         self.name = name
-        self.lines = iter(lines)
+        self.budget = budget or Budget()
+        self.lines = self.budget.lines(lines)
         self.reader = csv.reader(self.lines)  # pulls one line at a time: self.lines stays in step
         self.short_rows = 0
         self.bad_rows = 0
@@ -56,11 +63,16 @@ class Table:
             raise ProfileParseError("missing_columns", f"{self.name}: no column {' or '.join(repr(a) for a in aliases)} in header")
         return index
 
-    def kept(self, *cells: str) -> None:
-        """Refuses the file (cell_too_long) when a cell about to be kept is over MAX_CELL."""
-        for cell in cells:
-            if len(cell) > MAX_CELL:
-                raise ProfileParseError("cell_too_long", f"{self.name}: a name cell of {len(cell)} characters, more than {MAX_CELL}")
+    def kept(self, cell: str) -> str:
+        """A cell about to be kept, stripped, cut and interned (Budget.name); over MAX_CELL
+        characters it refuses the file (cell_too_long)."""
+        if len(cell) > MAX_CELL:
+            raise ProfileParseError("cell_too_long", f"{self.name}: a name cell of {len(cell)} characters, more than {MAX_CELL}")
+        return self.budget.name(cell.strip())
+
+    def hold(self, size: int) -> None:
+        """A record of about ``size`` bytes kept (Budget.hold)."""
+        self.budget.hold(size)
 
     def rows(self, limit: int | None = MAX_ROWS) -> Iterator[list[str]]:
         """Rows as wide as the header; short (cut) rows are counted and skipped. After
@@ -149,3 +161,17 @@ class Table:
         if self.capped is not None:
             out.append(Issue("too_large", f"{self.name}: over {self.capped} rows; the rest skipped"))
         return tuple(out)
+
+
+def read_csv(path: Path, reader: Callable[[Iterable[str], str, Budget | None], Any], limits: Limits, budget: Budget | None = None) -> Any:
+    """``reader`` over the lines of ``path``; a line over ``max_csv_line`` refuses the file
+    (``line_too_long``) having held at most that much of it. ``budget``: the export's."""
+    with open_text(path, limits.max_csv_bytes, limits) as handle:
+        try:
+            return reader(bounded_lines(handle, limits.max_csv_line, path.name), path.name, budget)
+        except InputRefused as exc:
+            raise refused(exc, path) from None
+        except OSError as exc:
+            raise ProfileParseError("unreadable", f"{path.name}: read failed: {exc.strerror or exc}") from None
+        except UnicodeError as exc:  # errors='replace' makes this unlikely; belt and braces
+            raise ProfileParseError("malformed", f"{path.name}: {exc}") from None

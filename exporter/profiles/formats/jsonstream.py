@@ -28,6 +28,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from exporter.core.inputfile import MiB
+from exporter.profiles.formats.budget import JSON_ITEM, JSON_VALUE, UNIT_BYTES, Budget
 from exporter.profiles.formats.common import Limits, ProfileParseError
 
 
@@ -58,11 +59,12 @@ class JsonCaps:
     item_values: int = 100_000  # objects, arrays and scalars of one item
     depth: int = 64  # nesting levels, counted from the top of the file
     file_values: int | None = None  # values in the whole file (None: the caller counts items)
+    budget: Budget | None = None  # the export's: charged the work of reading, and what the reader keeps
 
 
-def json_caps(limits: Limits, file_values: int | None = None, item_bytes: int | None = None) -> JsonCaps:
+def json_caps(limits: Limits, file_values: int | None = None, item_bytes: int | None = None, budget: Budget | None = None) -> JsonCaps:
     """The caps ``limits`` sets for one file; ``item_bytes`` for a small file built whole."""
-    return JsonCaps(item_bytes or limits.max_json_event_bytes, limits.max_json_event_values, limits.max_json_depth, file_values)
+    return JsonCaps(item_bytes or limits.max_json_event_bytes, limits.max_json_event_values, limits.max_json_depth, file_values, budget)
 
 
 class Readable(Protocol):
@@ -73,8 +75,8 @@ class _Guard:
     """The file as ijson reads it: bytes (text handles are encoded), a UTF-8 BOM dropped, and
     no read once more than ``cap`` bytes have gone by since ``mark``."""
 
-    def __init__(self, handle: Readable, cap: int, name: str) -> None:
-        self.handle, self.cap, self.name = handle, cap, name
+    def __init__(self, handle: Readable, cap: int, name: str, counter: _Counter) -> None:
+        self.handle, self.cap, self.name, self.counter = handle, cap, name, counter
         self.total = self.mark = 0
         self.eof = self.started = False
         self.blank = True  # nothing but whitespace read so far
@@ -93,19 +95,29 @@ class _Guard:
         self.eof = not block
         if self.blank and block.strip():
             self.blank = False
+        self.counter.charge(self.total)
         return block
 
 
 class _Counter:
-    """Values seen in the file, refused past ``limit``."""
+    """Values seen in the file, refused past ``limit``; items handed out. Their work and the
+    bytes read are charged to the budget once per block read (:meth:`charge`)."""
 
     def __init__(self, caps: JsonCaps, name: str) -> None:
-        self.limit, self.name, self.seen = caps.file_values, name, 0
+        self.limit, self.name, self.budget = caps.file_values, name, caps.budget
+        self.seen = self.items = self.charged = 0
 
     def add(self, count: int) -> None:
         self.seen += count
         if self.limit is not None and self.seen > self.limit:
             raise ProfileParseError("too_many_objects", f"{self.name}: more than {self.limit} JSON values")
+
+    def charge(self, read: int) -> None:
+        """The work done since the last charge, ``read`` bytes read so far."""
+        if self.budget is not None:
+            done = read // UNIT_BYTES + self.seen * JSON_VALUE + self.items * JSON_ITEM
+            self.budget.work(done - self.charged)
+            self.charged = done
 
 
 def json_items(handle: Readable, name: str, select: Select, caps: JsonCaps = JsonCaps()) -> Iterator[tuple[Path, Any]]:
@@ -113,9 +125,11 @@ def json_items(handle: Readable, name: str, select: Select, caps: JsonCaps = Jso
     if _ijson is None:
         yield from _fallback_items(handle, name, select, caps)
         return
-    guard = _Guard(handle, caps.item_bytes, name)
+    counter = _Counter(caps, name)
+    guard = _Guard(handle, caps.item_bytes, name, counter)
     try:
-        yield from _walk(_ijson.basic_parse(guard, use_float=True, buf_size=BLOCK), guard, name, select, caps)
+        yield from _walk(_ijson.basic_parse(guard, use_float=True, buf_size=BLOCK), guard, name, select, caps, counter)
+        counter.charge(guard.total)
     except _ijson.JSONError as exc:
         if guard.blank:
             raise ProfileParseError("empty", f"{name}: empty file") from None
@@ -124,11 +138,12 @@ def json_items(handle: Readable, name: str, select: Select, caps: JsonCaps = Jso
         raise ProfileParseError("malformed", f"{name}: unreadable JSON number ({_first_line(str(exc))})") from None
 
 
-def _walk(events: Iterator[tuple[str, Any]], guard: _Guard, name: str, select: Select, caps: JsonCaps) -> Iterator[tuple[Path, Any]]:
+def _walk(
+    events: Iterator[tuple[str, Any]], guard: _Guard, name: str, select: Select, caps: JsonCaps, counter: _Counter
+) -> Iterator[tuple[Path, Any]]:
     """Containers descended into are open: [path, is a map, pending key, choices by kind]; an
     array's members share one path, so ``select`` is asked once per kind there."""
     open_: list[list[Any]] = []
-    counter = _Counter(caps, name)
     for event, value in events:
         guard.mark = guard.total
         if event == "map_key":
@@ -156,6 +171,7 @@ def _walk(events: Iterator[tuple[str, Any]], guard: _Guard, name: str, select: S
                 raise _too_deep(name, caps)
             open_.append([here, kind == "map", None, {}])
         elif choice:
+            counter.items += 1
             yield here, _build(event, value, events, len(open_), name, caps, counter)
         elif kind != "scalar":
             _skip(events, guard, len(open_), name, caps, counter)
@@ -254,7 +270,8 @@ def _refusal(name: str, message: str, cut: bool) -> ProfileParseError:
 def _fallback_items(handle: Readable, name: str, select: Select, caps: JsonCaps) -> Iterator[tuple[Path, Any]]:
     """Top-level arrays item by item (each item's text bounded); anything else parsed whole
     from at most FALLBACK_DOCUMENT_BYTES and walked with ``select``."""
-    reader = _TextBlocks(_Guard(handle, 2 * FALLBACK_DOCUMENT_BYTES, name))
+    counter = _Counter(caps, name)
+    reader = _TextBlocks(_Guard(handle, 2 * FALLBACK_DOCUMENT_BYTES, name, counter))
     text = reader.next()
     while text.isspace() and not reader.eof:
         text += reader.next()
@@ -262,7 +279,7 @@ def _fallback_items(handle: Readable, name: str, select: Select, caps: JsonCaps)
     if not start:
         raise ProfileParseError("empty", f"{name}: empty file")
     if start[0] == "[" and select((), "array") is None:
-        yield from _array_items(start[1:], reader, name, caps, select)
+        yield from _array_items(start[1:], reader, name, caps, select, counter)
         return
     while not reader.eof and len(text) <= FALLBACK_DOCUMENT_BYTES:
         text += reader.next()
@@ -284,7 +301,9 @@ class _TextBlocks:
         return self.decoder.decode(block, final=self.eof)
 
 
-def _array_items(text: str, reader: _TextBlocks, name: str, caps: JsonCaps, select: Select) -> Iterator[tuple[Path, Any]]:
+def _array_items(
+    text: str, reader: _TextBlocks, name: str, caps: JsonCaps, select: Select, counter: _Counter
+) -> Iterator[tuple[Path, Any]]:
     decoder = json.JSONDecoder()
     pos = count = 0
     while True:
@@ -306,6 +325,7 @@ def _array_items(text: str, reader: _TextBlocks, name: str, caps: JsonCaps, sele
             text, pos = text[pos:] + reader.next(), 0
             continue
         count += 1
+        counter.items += 1
         if caps.file_values is not None and count > caps.file_values:
             raise ProfileParseError("too_many_objects", f"{name}: more than {caps.file_values} JSON values")
         if select((None,), "map" if isinstance(item, dict) else "array" if isinstance(item, list) else "scalar"):

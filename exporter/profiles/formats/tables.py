@@ -6,11 +6,18 @@ Quoted section names refer to docs/formats/profiler-exports.md.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from exporter.profiles.formats.budget import (
+    GUESSED_TYPE,
+    KERNEL_GROUP,
+    MAX_NAME,
+    TABLE_ROW,
+    TASK_TYPE,
+    Budget,
+)
 from exporter.profiles.formats.common import (
     Issue,
     ProfileParseError,
@@ -44,7 +51,7 @@ def int_at(row: list[str], index: int | None) -> int | None:
 # --- step_trace_time.csv (torch_npu / MindSpore) and cluster_step_trace_time.csv -------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StepTime:
     """One row of step_trace_time.csv ("step_trace_time.csv"); all times in microseconds."""
 
@@ -70,8 +77,8 @@ class StepTraceTable(Rows[StepTime]):
     """step_trace_time.csv: a StepTime per usable row (Type=rank rows of the cluster file)."""
 
 
-def read_step_trace(lines: Iterable[str], name: str = "step_trace_time.csv") -> StepTraceTable:
-    table = Table(lines, name)
+def read_step_trace(lines: Iterable[str], name: str = "step_trace_time.csv", budget: Budget | None = None) -> StepTraceTable:
+    table = Table(lines, name, budget)
     need = [table.require(c) for c in ("Computing", "Communication(Not Overlapped)", "Free")]
     i_overlapped, i_communication, i_stage, i_bubble, i_preparing = (
         table.column(c) for c in ("Overlapped", "Communication", "Stage", "Bubble", "Preparing")
@@ -86,6 +93,7 @@ def read_step_trace(lines: Iterable[str], name: str = "step_trace_time.csv") -> 
         if computing is None or not_overlapped is None or free is None:
             bad += 1
             continue
+        table.hold(TABLE_ROW)
         rows.append(
             StepTime(
                 step=int_at(row, i_step),
@@ -107,7 +115,7 @@ def read_step_trace(lines: Iterable[str], name: str = "step_trace_time.csv") -> 
 # --- kernel_details.csv (torch_npu) / op_summary_*.csv (msprof) ------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OpTypeTime:
     """Device time of one operator type (communication excluded)."""
 
@@ -139,7 +147,6 @@ class KernelTable:
 
 
 _COMM_CORES = frozenset({"HCCL", "COMMUNICATION"})
-_OP_NAME_TAIL = re.compile(r"\d+$")
 
 
 def op_type_from_name(name: str) -> str:
@@ -147,12 +154,14 @@ def op_type_from_name(name: str) -> str:
 
     `aclnnInplaceRelu_Relu_Relu` -> Relu, `trans_TransData_3` -> TransData, `Conv2D1` -> Conv2D:
     the last non-numeric `_` segment, and a GE-style trailing index dropped from a single word.
+    Linear in the name (a regular expression for the index took time quadratic in a run of
+    digits, with the GIL held); callers pass names cut to MAX_NAME characters.
     """
     parts = [p for p in name.strip().split("_") if p and not p.isdigit()]
     if not parts:
         return name.strip() or "unknown"
     if len(parts) == 1:
-        return _OP_NAME_TAIL.sub("", parts[0]) or parts[0]
+        return parts[0].rstrip("0123456789") or parts[0]
     return parts[-1]
 
 
@@ -165,10 +174,11 @@ def is_communication(core: str, op_type: str, name: str) -> bool:
 MAX_KERNEL_GROUPS = 50_000
 
 
-def read_kernels(lines: Iterable[str], name: str = "kernel_details.csv") -> KernelTable:
+def read_kernels(lines: Iterable[str], name: str = "kernel_details.csv", budget: Budget | None = None) -> KernelTable:
     """Aggregates while streaming: memory depends on distinct (step, type), at most
-    MAX_KERNEL_GROUPS of them, never on rows (one line at a time, capped by the caller)."""
-    table = Table(lines, name)
+    MAX_KERNEL_GROUPS of them and the export's memory allowance, never on rows (one line at a
+    time, capped by the caller). Names longer than MAX_NAME are cut before they are compared."""
+    table = Table(lines, name, budget)
     i_dur = table.require("Duration(us)", "Task Duration(us)")
     i_name = table.column("Name", "Op Name")
     i_type = table.column("Type", "OP Type")
@@ -194,24 +204,35 @@ def read_kernels(lines: Iterable[str], name: str = "kernel_details.csv") -> Kern
             continue
         kernel = row[i_name] if i_name is not None else ""
         op_type = row[i_type] if i_type is not None else "N/A"
+        step = row[i_step] if i_step is not None else ""
+        core = row[i_core] if i_core is not None else ""
+        if len(kernel) > MAX_NAME:  # cut (or refused) before use, so equal cut names meet
+            kernel = table.kept(kernel)
+        if len(op_type) > MAX_NAME:
+            op_type = table.kept(op_type)
+        if len(step) > MAX_NAME or len(core) > MAX_NAME:
+            step, core = table.kept(step), table.kept(core)
         if is_na(op_type):
-            op_type = guessed.get(kernel) or op_type_from_name(kernel)
-            if len(guessed) < MAX_KERNEL_GROUPS:
-                table.kept(kernel)
-                guessed[kernel] = op_type
-        key = (row[i_step] if i_step is not None else "", op_type, row[i_core] if i_core is not None else "")
+            guess = guessed.get(kernel)
+            if guess is None:
+                guess = op_type_from_name(kernel)
+                if len(guessed) < MAX_KERNEL_GROUPS:
+                    table.hold(GUESSED_TYPE)
+                    guess = guessed[table.kept(kernel)] = table.kept(guess)
+            op_type = guess
+        key = (step, op_type, core)
         slot = agg.get(key)
         if slot is None:
             if len(agg) >= MAX_KERNEL_GROUPS:
                 over += 1
                 continue
-            table.kept(*key, kernel)
-            slot = agg[key] = [0.0, 0, -1.0, kernel, 0.0]
+            table.hold(KERNEL_GROUP)
+            key = (table.kept(step), table.kept(op_type), table.kept(core))
+            slot = agg[key] = [0.0, 0, -1.0, table.kept(kernel), 0.0]
         slot[0] += duration
         slot[1] += 1
         if duration > slot[2]:
-            table.kept(kernel)
-            slot[2], slot[3] = duration, kernel
+            slot[2], slot[3] = duration, table.kept(kernel)
         if i_wait is not None:
             try:
                 slot[4] += float(row[i_wait])
@@ -302,18 +323,18 @@ class OpStatistic:
     issues: tuple[Issue, ...] = ()
 
 
-def read_op_statistic(lines: Iterable[str], name: str = "op_statistic.csv") -> OpStatistic:
-    table = Table(lines, name)
+def read_op_statistic(lines: Iterable[str], name: str = "op_statistic.csv", budget: Budget | None = None) -> OpStatistic:
+    table = Table(lines, name, budget)
     i_type, i_total = table.require("OP Type", "Op Type", "Type"), table.require("Total Time(us)")
     i_count, i_max = table.column("Count"), table.column("Max Time(us)")
     i_core, i_device = table.column("Core Type"), table.column("Device_id")
     items, device = [], None
     for row, total in table.numbered(i_total):
         core = row[i_core] if i_core is not None else ""
-        op_type = row[i_type].strip()
-        table.kept(op_type)
+        op_type = table.kept(row[i_type].strip())
         if is_communication(core, op_type, op_type):
             continue
+        table.hold(TABLE_ROW)
         count = int_at(row, i_count)
         most = float_at(row, i_max)
         items.append(OpTypeTime(op_type, total, count or 0, most if most is not None else total))
@@ -322,7 +343,7 @@ def read_op_statistic(lines: Iterable[str], name: str = "op_statistic.csv") -> O
     return OpStatistic(merge_op_types(items), device, table.issues())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ApiStat:
     """One row of api_statistic: host-side CANN API time ("api_statistic")."""
 
@@ -336,17 +357,17 @@ class ApiStatistic(Rows[ApiStat]):
     """api_statistic: an ApiStat per usable row, by time, largest first."""
 
 
-def read_api_statistic(lines: Iterable[str], name: str = "api_statistic.csv") -> ApiStatistic:
-    table = Table(lines, name)
+def read_api_statistic(lines: Iterable[str], name: str = "api_statistic.csv", budget: Budget | None = None) -> ApiStatistic:
+    table = Table(lines, name, budget)
     i_api, i_time = table.require("API Name"), table.require("Time(us)")
     i_level, i_count = table.column("Level"), table.column("Count")
     items = []
     for row, time_us in table.numbered(i_time):
-        table.kept(row[i_api], row[i_level] if i_level is not None else "")
+        table.hold(TABLE_ROW)
         items.append(
             ApiStat(
-                level=row[i_level].strip() if i_level is not None else "",
-                api=row[i_api].strip(),
+                level=table.kept(row[i_level].strip()) if i_level is not None else "",
+                api=table.kept(row[i_api].strip()),
                 time_us=time_us,
                 count=int_at(row, i_count),
             )
@@ -365,15 +386,17 @@ class TaskTime:
     issues: tuple[Issue, ...] = ()
 
 
-def read_task_time(lines: Iterable[str], name: str = "task_time.csv") -> TaskTime:
-    table = Table(lines, name)
+def read_task_time(lines: Iterable[str], name: str = "task_time.csv", budget: Budget | None = None) -> TaskTime:
+    table = Table(lines, name, budget)
     i_type, i_time = table.require("kernel_type", "Task Type"), table.require("task_time(us)", "Task Time(us)")
     i_device = table.column("Device_id")
     totals: dict[str, float] = {}
     device = None
     for row, time_us in table.numbered(i_time):
         kind = row[i_type].strip()
-        table.kept(kind)
+        if kind not in totals:
+            kind = table.kept(kind)
+            table.hold(TASK_TYPE)
         totals[kind] = totals.get(kind, 0.0) + time_us
         if device is None and i_device is not None:
             device = as_int(row[i_device])
@@ -381,7 +404,7 @@ def read_task_time(lines: Iterable[str], name: str = "task_time.csv") -> TaskTim
     return TaskTime(frozen_map(totals), memcpy, device, table.issues())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Iteration:
     """msprof step_trace_*.csv (graph mode, "msprof step_trace (graph mode)"), microseconds."""
 
@@ -394,9 +417,12 @@ class IterationTable(Rows[Iteration]):
     """msprof step_trace_*.csv: an Iteration per usable row."""
 
 
-def read_msprof_step_trace(lines: Iterable[str], name: str = "step_trace.csv") -> IterationTable:
-    table = Table(lines, name)
+def read_msprof_step_trace(lines: Iterable[str], name: str = "step_trace.csv", budget: Budget | None = None) -> IterationTable:
+    table = Table(lines, name, budget)
     i_time = table.require("Iteration Time(us)")
     i_id, i_aug = table.column("Iteration ID"), table.column("Data Aug Bound(us)")
-    items = tuple(Iteration(int_at(row, i_id), time_us, float_at(row, i_aug)) for row, time_us in table.numbered(i_time))
-    return IterationTable(items, table.issues())
+    items = []
+    for row, time_us in table.numbered(i_time):
+        table.hold(TABLE_ROW)
+        items.append(Iteration(int_at(row, i_id), time_us, float_at(row, i_aug)))
+    return IterationTable(tuple(items), table.issues())

@@ -5,7 +5,8 @@ Quoted section names refer to docs/formats/profiler-exports.md ("torch.profiler 
 
 Memory grows with the number of events by about 20 bytes each (compact arrays per thread and
 for device work), never with the text: the file is read in chunks and each event decoded on
-its own. A trace written as `{"traceEvents": [...]}` (Kineto's layout) is streamed too.
+its own. Names are kept cut and interned, and every event kept and name counts against the
+memory allowance (formats/budget.py). A trace written as `{"traceEvents": [...]}` (Kineto's layout) is streamed too.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from exporter.core.inputfile import InputRefused, open_input
+from exporter.profiles.formats.budget import DEVICE_EVENT, MAX_NAME, Budget
 from exporter.profiles.formats.common import (
     Issue,
     Limits,
@@ -78,8 +80,8 @@ class _Thread:
 
 
 class _Acc:
-    def __init__(self, limits: Limits) -> None:
-        self.limits = limits
+    def __init__(self, limits: Limits, budget: Budget) -> None:
+        self.limits, self.budget = limits, budget
         self.names: dict[str, int] = {}
         self.threads: dict[tuple[Any, Any], _Thread] = {}
         self.steps: list[HostStep] = []
@@ -91,9 +93,10 @@ class _Acc:
         self.events = self.bad = self.dropped = 0
 
     def name_id(self, name: str) -> int:
+        name = name[:MAX_NAME]  # cut before it is compared: equal cut names are one
         found = self.names.get(name)
         if found is None:
-            found = self.names[name] = len(self.names)
+            found = self.names[self.budget.name(name)] = len(self.names)
         return found
 
     def add(self, event: Any) -> None:
@@ -128,6 +131,7 @@ class _Acc:
             except TypeError:  # an unhashable pid/tid
                 self.bad += 1
                 return
+        self.budget.hold(DEVICE_EVENT)
         thread.start.append(start)
         thread.duration.append(duration)
         thread.name.append(self.name_id(name) if category == _CPU_OP else -1)
@@ -136,6 +140,7 @@ class _Acc:
         if len(self.dev_start) >= self.limits.max_memcpy_events:
             self.dropped += 1
             return
+        self.budget.hold(DEVICE_EVENT)
         if category == _KERNEL:
             kind = 1 if _COMMUNICATION.match(name) else 0
             if kind == 0:
@@ -225,18 +230,19 @@ def _device_steps(acc: _Acc, steps: tuple[HostStep, ...]) -> tuple[DeviceStep, .
     return tuple(out)
 
 
-def _launchers(path: Path, acc: _Acc, limits: Limits) -> dict[int, str]:
+def _launchers(path: Path, acc: _Acc, limits: Limits, budget: Budget) -> dict[int, str]:
     """External id -> the CPU operator that launched a kernel: a second pass over the file, for the ids kernels name."""
     wanted = {ext for ext in acc.kernel_ext if ext >= 0}
     found: dict[int, str] = {}
     if not wanted:
         return found
     with _open(path, limits) as handle:
-        for event in trace_events(handle, path.name, limits):
+        for event in trace_events(handle, path.name, limits, budget):
             if isinstance(event, dict) and event.get("cat") == _CPU_OP and isinstance(event.get("name"), str):
                 ext = as_int(json_object(event.get("args")).get("External id"))
-                if ext in wanted:
-                    found[ext] = event["name"]
+                if ext in wanted and ext not in found:
+                    budget.hold(DEVICE_EVENT)
+                    found[ext] = budget.name(event["name"])
     return found
 
 
@@ -257,10 +263,11 @@ def read_torch_trace(path: Path, limits: Limits = Limits()) -> TorchTrace:
 
     A trace cut mid-way yields what was read before the cut, with a ``truncated`` issue.
     """
-    acc, issues = _Acc(limits), []
+    budget = Budget.of(limits)
+    acc, issues = _Acc(limits, budget), []
     with _open(path, limits) as handle:
         try:
-            for event in trace_events(handle, path.name, limits):
+            for event in trace_events(handle, path.name, limits, budget):
                 acc.add(event)
         except ProfileParseError as exc:
             if acc.events == 0 or exc.reason in CAP_REASONS:
@@ -274,7 +281,7 @@ def read_torch_trace(path: Path, limits: Limits = Limits()) -> TorchTrace:
     cpu_ops = merge_op_types(OpTypeTime(by_name[n], s[0], int(s[1]), s[2]) for n, s in _self_times(acc).items())
     acc.threads.clear()
     steps = tuple(sorted(acc.steps, key=lambda s: s.start_us))
-    kernels = _kernels(acc, _launchers(path, acc, limits)) if len(acc.kernel_ext) else ()
+    kernels = _kernels(acc, _launchers(path, acc, limits, budget)) if len(acc.kernel_ext) else ()
     communication = sum(e - s for s, e, k in zip(acc.dev_start, acc.dev_end, acc.dev_kind, strict=True) if k == 1)
     return TorchTrace(steps, cpu_ops, kernels, communication, tuple(acc.copies), _device_steps(acc, steps), acc.events, tuple(issues))
 
@@ -287,6 +294,6 @@ def _open(path: Path, limits: Limits) -> BinaryIO:
         raise ProfileParseError(exc.reason, exc.message.replace(os.fspath(path), path.name, 1)) from None
 
 
-def trace_events(handle: Readable, name: str, limits: Limits) -> Iterator[Any]:
+def trace_events(handle: Readable, name: str, limits: Limits, budget: Budget | None = None) -> Iterator[Any]:
     """The events of a top-level array, or of the `traceEvents` array of an object (streamed)."""
-    return json_trace_events(handle, name, json_caps(limits))
+    return json_trace_events(handle, name, json_caps(limits, budget=budget))

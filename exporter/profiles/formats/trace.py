@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.profiles.formats.budget import HOST_STEP, MEMCPY_TASK, PROCESS, Budget
 from exporter.profiles.formats.common import (
     Issue,
     Limits,
@@ -25,7 +26,7 @@ from exporter.profiles.formats.jsonstream import (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HostStep:
     """`ProfilerStep#N` on the Python track: host step boundaries (us since epoch)."""
 
@@ -34,7 +35,7 @@ class HostStep:
     duration_us: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MemcpyTask:
     """One MEMCPY_ASYNC task on `Ascend Hardware` ("Memory copies")."""
 
@@ -89,7 +90,7 @@ _MEMCPY_QUEUES = {"PCIE_DMA_SQE": "h2d_d2h", "SDMA_SQE": "d2d"}
 _NPU_LABEL = re.compile(r"^NPU\s*(\d+)$")
 _PROCESS_TEXT = 64  # characters of a process name or label kept: the ones compared are short
 # File-level refusals: what was read before is not used (a cut or a bad event keeps it).
-CAP_REASONS = frozenset({"item_too_large", "too_deep", "too_many_objects", "too_many_events"})
+CAP_REASONS = frozenset({"item_too_large", "too_deep", "too_many_objects", "too_many_events", "memory_budget", "cpu_budget"})
 
 
 def memcpy_kind(task_type: object, operation: object) -> str:
@@ -144,8 +145,11 @@ class _OverlapAcc:
 
 
 class _TraceAcc:
-    def __init__(self, limits: Limits) -> None:
-        self.limits = limits
+    """What a trace's events leave: every record charged to ``budget``; a process id that is a
+    string is kept cut and interned (Budget.name), so equal ids meet however long they are."""
+
+    def __init__(self, limits: Limits, budget: Budget) -> None:
+        self.limits, self.budget = limits, budget
         self.process_names: dict[object, str] = {}
         self.process_labels: dict[object, str] = {}
         self.host_steps: list[HostStep] = []
@@ -157,43 +161,50 @@ class _TraceAcc:
         self.events += 1
         if self.events > self.limits.max_trace_events:
             raise ProfileParseError("too_many_events", f"more than {self.limits.max_trace_events} trace events")
-        if not isinstance(event, dict) or not isinstance(event.get("pid"), (int, float, str, type(None))):
+        pid = event.get("pid") if isinstance(event, dict) else None
+        if not isinstance(event, dict) or not isinstance(pid, (int, float, str, type(None))):
             self.bad += 1  # not an event, or a pid we could not use as a key
             return
         phase, name = event.get("ph"), event.get("name")
         if phase == "M":
-            self._metadata(event, name)
+            self._metadata(event, name, pid)
         elif phase == "X" and isinstance(name, str):
             if name == "MEMCPY_ASYNC" or name.startswith("ProfilerStep#") or name in _OVERLAP:
-                self._span(event, name)
+                self._span(event, name, pid)
 
-    def _metadata(self, event: dict[str, Any], name: object) -> None:
+    def _pid(self, pid: object) -> object:
+        return self.budget.name(pid) if isinstance(pid, str) else pid
+
+    def _metadata(self, event: dict[str, Any], name: object, pid: object) -> None:
         args = event.get("args")
         if not isinstance(args, dict):
             return
         if name == "process_name" and isinstance(args.get("name"), str):
-            self._remember(self.process_names, event.get("pid"), args["name"])
+            self._remember(self.process_names, self._pid(pid), args["name"])
         elif name == "process_labels" and isinstance(args.get("labels"), str):
-            self._remember(self.process_labels, event.get("pid"), args["labels"])
+            self._remember(self.process_labels, self._pid(pid), args["labels"])
 
     def _remember(self, table: dict[object, str], pid: object, text: str) -> None:
         """At most max_trace_processes pids; a longer text than any compared is kept as ''."""
-        if pid not in table and len(table) >= self.limits.max_trace_processes:
-            self.dropped_processes += 1
-            return
+        if pid not in table:
+            if len(table) >= self.limits.max_trace_processes:
+                self.dropped_processes += 1
+                return
+            self.budget.hold(PROCESS)
         table[pid] = text if len(text) <= _PROCESS_TEXT else ""
 
-    def _span(self, event: dict[str, Any], name: str) -> None:
+    def _span(self, event: dict[str, Any], name: str, pid: object) -> None:
         span = event_span(event)
         if span is None:
             self.bad += 1
             return
         start, duration = span
-        pid = event.get("pid")
+        pid = self._pid(pid)
         if name == "MEMCPY_ASYNC":
             if len(self.memcpy) >= self.limits.max_memcpy_tasks:
                 self.dropped_memcpy += 1
                 return
+            self.budget.hold(MEMCPY_TASK)
             args = json_object(event.get("args"))
             self.memcpy.append((pid, start, duration, memcpy_kind(args.get("Task Type"), args.get("operation"))))
         elif name.startswith("ProfilerStep#"):
@@ -203,6 +214,7 @@ class _TraceAcc:
             if len(self.host_steps) >= self.limits.max_host_steps:
                 self.dropped_steps += 1
                 return
+            self.budget.hold(HOST_STEP)
             self.host_steps.append(HostStep(step, start, duration))
         else:
             acc = self.overlap.get(pid)
@@ -210,6 +222,7 @@ class _TraceAcc:
                 if len(self.overlap) >= self.limits.max_trace_processes:
                     self.dropped_processes += 1
                     return
+                self.budget.hold(PROCESS)
                 acc = self.overlap[pid] = _OverlapAcc()
             acc.add(name, start, duration)
 
@@ -245,15 +258,17 @@ class _TraceAcc:
         return TraceData(steps, memcpy, overlaps, self.events, tuple(issues))
 
 
-def read_trace(handle: Readable, name: str = "trace_view.json", limits: Limits = Limits()) -> TraceData:
+def read_trace(handle: Readable, name: str = "trace_view.json", limits: Limits = Limits(), budget: Budget | None = None) -> TraceData:
     """Step spans, memory copies and Overlap Analysis sums from a Chrome trace ("trace_view.json and the msprof timeline").
 
     A trace cut mid-way (or with an unreadable event) yields what was read before, with a
-    ``truncated`` (``malformed``) issue; past a cap (CAP_REASONS) the file is refused.
+    ``truncated`` (``malformed``) issue; past a cap (CAP_REASONS) the file is refused. Its work
+    and what it keeps are charged to ``budget`` (the export's; a fresh one by default).
     """
-    acc, issues = _TraceAcc(limits), []
+    budget = budget or Budget.of(limits)
+    acc, issues = _TraceAcc(limits, budget), []
     try:
-        for event in trace_events(handle, name, json_caps(limits)):
+        for event in trace_events(handle, name, json_caps(limits, budget=budget)):
             acc.add(event)
     except ProfileParseError as exc:
         message = exc.message if exc.message.startswith(name) else f"{name}: {exc.message}"
