@@ -22,9 +22,10 @@ $(VENV)/.test-deps: $(BIN)/cann-exporter pyproject.toml
 
 install-test: $(VENV)/.test-deps
 
-# An editable install is not byte-compiled, and where PYTHONDONTWRITEBYTECODE is set (container
-# images often set it) every simulated npu-smi or hccn_tool call would compile the simulator's
-# modules again: about a third of its CPU. Only changed files are compiled again.
+# An editable install is not byte-compiled: until a simulated npu-smi or hccn_tool call has
+# written them (a stand-in runs isolated, so PYTHONDONTWRITEBYTECODE does not stop it), and for
+# good where the tree is read-only, every call compiles the simulator's modules again: more than
+# half of its CPU. Only changed files are compiled again.
 bytecode: install
 	@$(BIN)/python -m compileall -q exporter
 

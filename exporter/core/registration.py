@@ -102,6 +102,7 @@ class Context:
     commands: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # resolved tool argv, by tool name
     simulated: Simulated | None = None
     simulate: str | None = None  # the scenario asked for (None, auto or a name), for check-config's hints
+    sysfs: str | None = None  # the simulated model's sysfs tree (its Ascend PCI functions); None: the host's
     serving: bool = True  # False: `once` (no server, so no ingest)
     single_scan: bool = False  # `once`: every finished profile export on the first scan; no hccs-bw
     table: Sequence[Registration[Any]] = ()

@@ -27,7 +27,7 @@ from exporter.core.snapshot import Snapshot
 from exporter.core.source import Live, Source
 from exporter.node.exposition import Exposition, Rendering
 from exporter.node.publisher import LIVE_INTERVAL, Publisher
-from exporter.node.simulate import SimulatorOptions, resolve_commands
+from exporter.node.simulate import SimulatorOptions, resolve_commands, sysfs_tree
 from exporter.node.sources import SOURCES
 from exporter.npusmi.options import NPU_SMI_OPTIONS
 
@@ -84,6 +84,7 @@ def build_sources(
         commands=commands,
         simulated=simulated,
         simulate=settings.simulator.scenario,
+        sysfs=None if simulated is None else sysfs_tree(simulated.model),
         serving=serving,
         single_scan=single_scan,
         table=(*SOURCES, *more),

@@ -5,7 +5,8 @@ through exactly the same subprocess and parser path as real hardware; only the a
 differs. Each simulated call is a whole `python -I -S` process of its own.
 
 Nothing here imports `exporter.simulator`: a node that does not simulate never loads it. The
-names below are copies of the simulator's (tests/node/test_simulate.py keeps them equal).
+names below are copies of the simulator's (tests/node/test_simulate.py keeps them equal), and
+each model's sysfs tree (its Ascend PCI functions) is found by path.
 """
 
 from __future__ import annotations
@@ -131,6 +132,12 @@ def stand_in(tool: str, simulated: Simulated) -> tuple[str, ...]:
 def hccn_tool_command(simulated: Simulated) -> tuple[str, ...]:
     """The argv prefix that makes the simulator answer like hccn_tool."""
     return stand_in("hccn", simulated)
+
+
+def sysfs_tree(model: str) -> str:
+    """The sysfs root holding ``model``'s Ascend PCI functions, as its healthy node shows them
+    (the simulator's package data, simulator/pci.py): what `npu_smi.sysfs` reads when simulating."""
+    return str(Path(__file__).resolve().parents[1] / "simulator" / "sysfs" / model)
 
 
 def simulated_tool(tool: str) -> tuple[str, ...]:

@@ -22,6 +22,8 @@ MAX_EXPECTED_CHIPS = 1024  # far above any node (16 dies on an Atlas A3), far be
 
 
 parse_count = whole_number(0, MAX_EXPECTED_CHIPS)  # chips this node should have; 0: none
+# Where sysfs is mounted; left so under --simulate, the simulated model's own tree is read instead.
+DEFAULT_SYSFS = "/sys"
 
 
 # The per-card `-t` queries the source knows (current-fault-event only Ascend 950 answers: the
@@ -105,9 +107,10 @@ class NpuSmiOptions:
         0, parse_count, 'chips this node should have (npu_expected_devices{source="config"}; NPUMissing); 0: none', metavar="N"
     )
     sysfs: str = option(
-        "/sys",
+        DEFAULT_SYSFS,
         parse_text,
-        'sysfs mount point; Ascend PCI functions under bus/pci/devices give npu_expected_devices{source="pci"}',
+        'sysfs mount point; Ascend PCI functions under bus/pci/devices give npu_expected_devices{source="pci"} '
+        "(under --simulate, left at /sys: the simulated model's tree)",
         metavar="DIR",
     )
     peak_flops: tuple[tuple[str, str, float], ...] = option(

@@ -11,7 +11,7 @@ from exporter.core.runner import CommandRunner
 from exporter.core.source import Derived, Sampled, Source
 from exporter.npusmi.collector import ChipsCollector, ProcessesCollector
 from exporter.npusmi.metrics import ECC_NOTE, ENERGY_NOTE, FAULT_NOTE
-from exporter.npusmi.options import NPU_SMI_OPTIONS, NpuSmiOptions
+from exporter.npusmi.options import DEFAULT_SYSFS, NPU_SMI_OPTIONS, NpuSmiOptions
 from exporter.npusmi.part import DEVICES
 from exporter.npusmi.peak import table_note
 from exporter.npusmi.source import NpuSmiSource
@@ -25,6 +25,8 @@ def build(b: Build[NpuSmiOptions]) -> Source:
         options = replace(options, details=tuple(kind for kind in options.details if kind != "hccs-bw"))
     if b.context.single_scan:  # `once` reads once: a chip `info -m` did not name takes the fallback at once
         options = replace(options, device_wait=0.0)
+    if b.context.sysfs is not None and options.sysfs == DEFAULT_SYSFS:  # simulated: its model's PCI functions
+        options = replace(options, sysfs=b.context.sysfs)
     runner = CommandRunner(
         timeout=options.timeout,
         max_concurrency=options.max_concurrency,

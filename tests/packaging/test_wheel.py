@@ -28,6 +28,7 @@ DATA_FILES = (
     "exporter/jobs/openapi.yaml",
     "exporter/npusmi/faultcodes.json",
     "exporter/npusmi/faultcodes.NOTICE",
+    "exporter/simulator/sysfs/910b3/bus/pci/devices/0000:c1:00.0/device",  # found by path (node/simulate.py)
 )
 # Under exporter/ but read only from a checkout (regenerate.py, a development tool).
 DEV_ONLY = frozenset({"exporter/pods/podresources_pb/api.proto"})
@@ -144,6 +145,7 @@ def test_once_on_the_simulator_prints_chip_series(venv: Path, outside: Path):
     found = samples(run([venv / "bin" / "cann-exporter", "once", "--simulate"], outside))
     up = values(found, "npu_up", "device")
     assert up and set(up.values()) == {1.0}, up
+    assert values(found, "npu_expected_devices", "source") == {"pci": 8.0}  # the simulated model's sysfs tree
     assert any(name.startswith("npu_") and name != "npu_up" for name, _ in found)
 
 
