@@ -50,7 +50,7 @@ def test_the_peak_hbm_panel_reads_one_series_per_node_and_its_raw_equivalent_is_
     _, _, targets = capacity_dashboard()
     peak = [substitute(t.expr, 3600) for t in targets if t.panel == "Peak HBM use (daily)"]
     assert peak == ["cluster:npu_hbm_usage:max1d", "instance:npu_hbm_usage:max1d"]
-    per_chip = "(max_over_time(((npu_hbm_used_bytes / npu_hbm_total_bytes))[1d:300s]))"
+    per_chip = "(max_over_time(((npu_hbm_used_bytes / (npu_hbm_total_bytes > 0)))[1d:300s]))"
     assert RawEquivalents(RULES).expand(peak[1]) == f"(max by (job, instance) ({per_chip}))"
 
 
