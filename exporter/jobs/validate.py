@@ -154,11 +154,31 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose names are unique: a name given twice (RFC 8259 leaves which one counts to
+    the reader; Python keeps the last) is refused, never silently half-read."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(f"body is not valid JSON: the key {json.dumps(key[:64])} is given twice in one object")
+            seen.add(key)
+    return obj
+
+
 def decode_json(body: bytes) -> Any:
+    """The body as JSON: NaN, Infinity and an object naming a key twice are refused (malformed_json)."""
     try:
-        return json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+        return json.loads(body.decode("utf-8"), parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
     except UnicodeDecodeError:
         raise IngestError(400, "malformed_json", "body is not UTF-8 text") from None
+    except _DuplicateKey as exc:
+        raise IngestError(400, "malformed_json", str(exc)) from None
     except (ValueError, RecursionError) as exc:
         raise IngestError(400, "malformed_json", f"body is not valid JSON: {exc}") from None
 

@@ -160,7 +160,15 @@ async def test_bad_summaries_are_refused_with_a_reason_and_counted(aiohttp_clien
     assert get(found, "cann_exporter_ingest_profiles_total") == 1
 
 
-@pytest.mark.parametrize("raw,reason", [(b"{nope", "malformed_json"), (b'{"x": NaN}', "malformed_json"), (b"\xff\xfe", "malformed_json")])
+@pytest.mark.parametrize(
+    "raw,reason",
+    [
+        (b"{nope", "malformed_json"),
+        (b'{"x": NaN}', "malformed_json"),
+        (b"\xff\xfe", "malformed_json"),
+        (b'{"job_name": "a", ' + json.dumps(summary()).encode()[1:], "malformed_json"),  # job_name twice
+    ],
+)
 async def test_malformed_bodies(aiohttp_client, raw, reason):
     client = await aiohttp_client(make_app())
     resp = await post(client, raw=raw)

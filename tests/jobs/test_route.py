@@ -68,6 +68,7 @@ BAD = [
     (json.dumps(batch(steps=[{"duration": 10**7}])).encode(), 400, "out_of_range"),
     (json.dumps(batch(job="bad job name")).encode(), 400, "bad_label"),
     (json.dumps(batch(job="x" * 5000)).encode(), 400, "bad_label"),
+    (b'{"job_name": "other", ' + json.dumps(batch()).encode()[1:], 400, "malformed_json"),  # job_name twice (issue 45)
 ]
 
 

@@ -126,6 +126,21 @@ def test_malformed_json(raw):
 
 
 @pytest.mark.parametrize(
+    "raw,key",
+    [
+        (json.dumps(body()).replace('"rank": 1', '"job_name": "other", "rank": 1').encode(), "job_name"),
+        (json.dumps(body()).replace('"duration": 0.25', '"duration": 0.25, "duration": 9.0', 1).encode(), "duration"),
+    ],
+)
+def test_a_key_given_twice_is_refused_not_half_read(raw, key):
+    """Issue 45: a step batch with job_name twice was accepted, the last one winning; a key
+    given twice anywhere in the body (here in a step too) is refused by name."""
+    assert raw.count(f'"{key}"'.encode()) >= 2
+    error = rejected(raw)
+    assert error.reason == "malformed_json" and f'"{key}" is given twice' in error.message
+
+
+@pytest.mark.parametrize(
     "doc,where",
     [
         ([], "body"),
