@@ -103,6 +103,8 @@ class Context:
     simulated: Simulated | None = None
     simulate: str | None = None  # the scenario asked for (None, auto or a name), for check-config's hints
     sysfs: str | None = None  # the simulated model's sysfs tree (its Ascend PCI functions); None: the host's
+    procfs: str | None = None  # the simulated model's procfs tree (its processes' cgroups); None: the host's
+    passwd: str | None = None  # the simulated Slurm jobs' users; None: the host's
     serving: bool = True  # False: `once` (no server, so no ingest)
     single_scan: bool = False  # `once`: every finished profile export on the first scan; no hccs-bw
     table: Sequence[Registration[Any]] = ()

@@ -27,7 +27,7 @@ from exporter.core.snapshot import Snapshot
 from exporter.core.source import Live, Source
 from exporter.node.exposition import Exposition, Rendering
 from exporter.node.publisher import LIVE_INTERVAL, Publisher
-from exporter.node.simulate import SimulatorOptions, resolve_commands, sysfs_tree
+from exporter.node.simulate import SimulatorOptions, passwd_file, procfs_tree, resolve_commands, sysfs_tree
 from exporter.node.sources import SOURCES
 from exporter.npusmi.options import NPU_SMI_OPTIONS
 
@@ -85,6 +85,8 @@ def build_sources(
         simulated=simulated,
         simulate=settings.simulator.scenario,
         sysfs=None if simulated is None else sysfs_tree(simulated.model),
+        procfs=None if simulated is None else procfs_tree(simulated.model),
+        passwd=None if simulated is None else passwd_file(),
         serving=serving,
         single_scan=single_scan,
         table=(*SOURCES, *more),

@@ -6,7 +6,8 @@ differs. Each simulated call is a whole `python -I -S` process of its own.
 
 Nothing here imports `exporter.simulator`: a node that does not simulate never loads it. The
 names below are copies of the simulator's (tests/node/test_simulate.py keeps them equal), and
-each model's sysfs tree (its Ascend PCI functions) is found by path.
+each model's sysfs tree (its Ascend PCI functions) and procfs tree (the processes npu-smi
+shows, with their cgroups) are found by path.
 """
 
 from __future__ import annotations
@@ -138,6 +139,18 @@ def sysfs_tree(model: str) -> str:
     """The sysfs root holding ``model``'s Ascend PCI functions, as its healthy node shows them
     (the simulator's package data, simulator/pci.py): what `npu_smi.sysfs` reads when simulating."""
     return str(Path(__file__).resolve().parents[1] / "simulator" / "sysfs" / model)
+
+
+def procfs_tree(model: str) -> str:
+    """The procfs root holding the processes ``model``'s npu-smi shows on its busy chips, each
+    with the cgroup of an owner (the simulator's package data, simulator/procfs.py): what
+    `owners.procfs` reads when simulating."""
+    return str(Path(__file__).resolve().parents[1] / "simulator" / "procfs" / model)
+
+
+def passwd_file() -> str:
+    """The users of the simulated Slurm jobs (simulator/procfs.py): `owners.passwd` when simulating."""
+    return str(Path(__file__).resolve().parents[1] / "simulator" / "passwd")
 
 
 def simulated_tool(tool: str) -> tuple[str, ...]:

@@ -8,13 +8,16 @@ from dataclasses import dataclass
 from exporter.core.options import option, optional_text, parse_duration, parse_text
 from exporter.core.registration import Section
 
+DEFAULT_PROCFS = "/proc"  # left so under --simulate, the simulated node's own processes are read instead
+
 
 @dataclass(frozen=True)
 class OwnersOptions:
     procfs: str = option(
-        "/proc",
+        DEFAULT_PROCFS,
         parse_text,
-        "where each process's cgroup is read (in a container: the host's /proc mounted, e.g. /host/proc)",
+        "where each process's cgroup is read (in a container: the host's /proc mounted, e.g. /host/proc; "
+        "simulated: its node's tree while /proc)",
         metavar="PATH",
     )
     interval: float = option(

@@ -52,11 +52,14 @@ def test_a_root_it_cannot_read_and_the_defaults(tmp_path: Path, capsys: pytest.C
     assert owners_line(capsys, config) == "collector.owners: off"
 
 
-def test_off_under_the_simulator(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The simulator's process rows name pids of no process here: none is looked up in /proc."""
+def test_the_simulated_nodes_processes_under_the_simulator(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The simulator's process rows name pids of no process here: the simulated node's own
+    procfs tree is read instead (and its users), while owners.procfs is left at /proc."""
     config = tmp_path / "c.yaml"
     config.write_text("simulator:\n  scenario: healthy\n")
-    assert owners_line(capsys, config) == "collector.owners: off, the simulator's processes are not this machine's"
-    assert main(["once", "--simulate", "healthy", "--log.level", "error"]) == 0
-    out = capsys.readouterr().out
-    assert "npu_process_memory_bytes{" in out and "npu_chip_owner_info" not in out and 'source="owners"' not in out
+    line = owners_line(capsys, config)
+    assert line.startswith("collector.owners: on, the simulated node's processes (cgroups under ") and "simulator/procfs/910b3" in line
+    config.write_text(
+        f"simulator:\n  scenario: healthy\nowners:\n  procfs: {tmp_path}\n  docker_socket: ''\n  podman_socket: ''\n  containerd_socket: ''\n"
+    )
+    assert owners_line(capsys, config) == f"collector.owners: on, cgroups under {tmp_path}; users: the system user database"

@@ -29,6 +29,8 @@ DATA_FILES = (
     "exporter/npusmi/faultcodes.json",
     "exporter/npusmi/faultcodes.NOTICE",
     "exporter/simulator/sysfs/910b3/bus/pci/devices/0000:c1:00.0/device",  # found by path (node/simulate.py)
+    "exporter/simulator/procfs/910b3/2235514/status",  # found by path (node/simulate.py)
+    "exporter/simulator/passwd",
 )
 # Under exporter/ but read only from a checkout (regenerate.py, a development tool).
 DEV_ONLY = frozenset({"exporter/pods/podresources_pb/api.proto"})
@@ -146,6 +148,7 @@ def test_once_on_the_simulator_prints_chip_series(venv: Path, outside: Path):
     up = values(found, "npu_up", "device")
     assert up and set(up.values()) == {1.0}, up
     assert values(found, "npu_expected_devices", "source") == {"pci": 8.0}  # the simulated model's sysfs tree
+    assert values(found, "npu_chip_owner_info", "runtime")["slurm"] == 1.0  # the simulated model's procfs tree
     assert any(name.startswith("npu_") and name != "npu_up" for name, _ in found)
 
 
