@@ -43,6 +43,10 @@ class Task:
     overdue: float | None = None  # seconds; None: OVERDUE_INTERVALS x interval, at least OVERDUE_MIN
     period: Callable[[], float] | None = None  # the interval as of now, where a reload can change it
     complete: Callable[[], bool] | None = None  # the first task: its source has all readiness waits for
+    # Starts at once on its own schedule instead of after the first runs of the tasks before it:
+    # for a task that shares no tool with them (the profile scan runs no npu-smi, so it does not
+    # wait minutes behind the npu-smi detail rounds of a big node).
+    own_schedule: bool = False
 
     @property
     def every(self) -> float:
@@ -91,10 +95,14 @@ class Sampler:
 
     async def _rounds(self) -> None:
         """Each task's first run waits for the previous task's first run to end or go overdue:
-        the first snapshot is complete, and a task stuck from the start holds no other."""
+        the first snapshot is complete, and a task stuck from the start holds no other. A task
+        on its own schedule (``own_schedule``) starts at once and holds none of the others."""
         previous: asyncio.Event | None = None
         loops = []
         for task in self.tasks:
+            if task.own_schedule:
+                loops.append(self._loop(task))
+                continue
             settled = asyncio.Event()
             loops.append(self._loop(task, previous, settled))
             previous = settled

@@ -90,7 +90,8 @@ class ProfileSource:
         self._part = ProfilesPart()  # replaced whole: scrapes never see a half update
 
     def tasks(self) -> list[Task]:
-        return [Task(self.NAME, self.options.interval, self.refresh)]
+        # Its own schedule: a scan runs no npu-smi, so it never waits behind the detail rounds.
+        return [Task(self.NAME, self.options.interval, self.refresh, own_schedule=True)]
 
     def part(self) -> ProfilesPart:
         """The latest profile of each (job_name, rank), as /metrics serves it."""

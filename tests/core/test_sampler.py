@@ -119,3 +119,41 @@ def test_overdue_defaults_to_three_intervals_and_at_least_a_minute():
     assert Task("npu_smi_info", 10.0, run).overdue_after == 60.0
     assert Task("npu_smi_details", 60.0, run).overdue_after == 180.0
     assert Task("x", 60.0, run, overdue=5.0).overdue_after == 5.0
+
+
+async def test_a_task_on_its_own_schedule_starts_at_once_and_waits_for_no_other():
+    """Issue 45: the profile scan first ran about 2 minutes after start, behind the npu-smi
+    detail rounds. A task with own_schedule runs while the first round is held up, on its own
+    interval, and the tasks after it still wait for the ones before it."""
+    release = asyncio.Event()
+    ran: list[str] = []
+
+    async def slow() -> None:
+        ran.append("slow")
+        await release.wait()
+
+    async def own() -> None:
+        ran.append("own")
+
+    async def after() -> None:
+        ran.append("after")
+
+    sampler = Sampler(
+        [Task("slow", 3600.0, slow), Task("own", 0.05, own, own_schedule=True), Task("after", 3600.0, after)],
+        HealthRegistry(),
+        lambda ready: None,
+    )
+    runner = asyncio.create_task(sampler.run_forever())
+    try:
+        deadline = time.monotonic() + 10
+        while ran.count("own") < 3 and time.monotonic() < deadline:  # bounded poll
+            await asyncio.sleep(0.02)
+        assert ran.count("own") >= 3 and "after" not in ran  # ran, and ran again, while "slow" held the round
+        release.set()
+        while "after" not in ran and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert "after" in ran
+    finally:
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner

@@ -100,10 +100,25 @@ def test_hostile_exports_cost_themselves_only(tmp_path: Path) -> None:
             exporter.stop()
 
 
+def test_the_profile_scan_starts_at_once_while_npu_smi_details_are_slow(tmp_path: Path) -> None:
+    """Issue 45: with --profiles.interval 2s the first scan came about 2 minutes after start,
+    behind the npu-smi detail rounds. Here every `-t usages` call takes 40 s (a stand-in npu-smi
+    answering late): the export is served while no detail round has ended."""
+    build(tmp_path / "watched" / "job" / "host_1_ascend_pt", PT_LEVEL1)
+    (tmp_path / "faults").write_text("usages:slow=40")
+    args = ["--simulate", "healthy", "--npu-smi.details=usages", "--npu-smi.timeout", "60s", "--no-collector.network"]
+    exporter = Exporter([*args, "--profiles.interval", "1s", "--profile-dir", str(tmp_path / "watched")], tmp_path)
+    try:
+        found = exporter.wait_for(lambda found: value(found, "npu_profile_compute_ratio", job_name="job") is not None, deadline=30)
+        assert not value(found, "cann_exporter_source_runs_total", source="npu_smi_details")  # the details still wait on npu-smi
+    finally:
+        exporter.stop()
+
+
 def test_sigterm_ends_the_exporter_while_a_worker_is_stuck_in_a_read(tmp_path: Path) -> None:
     """The profile scan blocks for ever on a FIFO (the fault is built in by
-    tests/support/stuck_exporter.py: the exporter's own readers no longer block on one). The chips
-    are served before the first scan starts, so the test waits until the scan holds the FIFO."""
+    tests/support/stuck_exporter.py: the exporter's own readers no longer block on one). The test
+    waits until the scan holds the FIFO."""
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     (tmp_path / "watched").mkdir()
