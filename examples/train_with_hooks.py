@@ -47,9 +47,9 @@ from exporter.hooks import DEFAULT_URL, Monitor
 
 LISTENING = re.compile(r"msg=listening address=(127\.0\.0\.1:\d+)")
 STOP_WAIT = 30  # seconds from SIGTERM to SIGKILL for the temporary exporter
-# The temporary exporter's peak for its simulated 910B3 at bf16, so that MFU shows: an example
-# figure, not a published one (the shipped table has none for the 910B: set yours with
-# npu_smi.peak_flops). The synthetic loop declares FLOPs for about 40% of it.
+# The temporary exporter's peak for its simulated 910B3 at bf16: an example figure set with
+# npu_smi.peak_flops (source="config"), which wins over the 294.9 TFLOPS the exporter derives from
+# the chip's 20 AI cores at 1800 MHz. The synthetic loop declares FLOPs for about 40% of it.
 EXAMPLE_PEAK = 3.13e14
 SYNTHETIC_FLOPS = 0.4 * 0.008 * EXAMPLE_PEAK  # per step of ~8 ms
 

@@ -55,7 +55,10 @@ def chip_peaks(snapshot: Snapshot) -> Peaks:
         return ()
     return tuple(
         sorted(
-            (str(c.device), precision, flops) for c in devices.chips if c.up and c.device is not None for precision, flops in c.peak_flops
+            (str(c.device), precision, flops)
+            for c in devices.chips
+            if c.up and c.device is not None
+            for precision, flops, _ in c.peak_flops
         )
     )
 

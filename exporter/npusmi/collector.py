@@ -60,8 +60,8 @@ class ChipsCollector:
         yield skipped
         peaks = family(m.PEAK_FLOPS)
         for chip in up:
-            for precision, flops in chip.peak_flops:
-                peaks.add_metric(chip_labels(chip) + [precision], flops)
+            for precision, flops, source in chip.peak_flops:
+                peaks.add_metric(chip_labels(chip) + [precision, source], flops)
         yield peaks
 
         for spec in m.ECC_METRICS:

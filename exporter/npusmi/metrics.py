@@ -247,9 +247,11 @@ PCI_FUNCTIONS = _node(
 
 PEAK_FLOPS = _chip(
     "npu_peak_flops_per_second",
-    "Published peak FLOP/s of the chip's model at a precision (int8: OP/s), from the shipped table or npu_smi.peak_flops; "
-    "absent where no figure is published.",
+    'Peak dense FLOP/s of the chip at a precision (int8: OP/s): source="config" from npu_smi.peak_flops, '
+    '"published" from the shipped table, "derived" (bf16, fp16) from the chip\'s AI core count x rated clock x 4096 x 2; '
+    "the first of these wins; absent where none gives a figure.",
     "precision",
+    "source",
     field="peak_flops",
 )
 

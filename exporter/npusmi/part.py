@@ -82,7 +82,7 @@ class ChipSample:
     hugepages_used: int | None = None  # `info` Hugepages-Usage(page) used
     hugepages_total: int | None = None  # `info` Hugepages-Usage(page) total
     power_watts: float | None = None  # `info` Power(W); 310P: `-t common` MCU power
-    peak_flops: tuple[tuple[str, float], ...] = ()  # (precision, FLOP/s) of the model: npusmi/peak_flops.yaml + npu_smi.peak_flops
+    peak_flops: tuple[tuple[str, float, str], ...] = ()  # (precision, FLOP/s, source): npusmi/peak.py
     energy_joules: float | None = None  # power_watts integrated over this process's reads (npusmi/energy.py)
     temperature_celsius: float | None = None  # `info` Temp(C)
     hbm_temperature_celsius: float | None = None  # `-t memory` HBM Temperature(C)
@@ -145,7 +145,7 @@ def chip_sample(
     table: FaultCodeTable,
     *,
     energy_joules: float | None = None,
-    peak_flops: tuple[tuple[str, float], ...] = (),
+    peak_flops: tuple[tuple[str, float, str], ...] = (),
     card_power_watts: float | None = None,
 ) -> ChipSample:
     """``identity`` read now: the values of its rows of `npu-smi info` and of its fresh `-t`

@@ -1,8 +1,14 @@
-"""Peak FLOP/s per chip model and precision: the shipped table (peak_flops.yaml) plus overrides.
+"""Peak FLOP/s per chip and precision, each figure with where it comes from (its ``source``).
 
-The table holds only published figures, each with its source; a model or precision it lacks
-has no peak (no npu_peak_flops_per_second series, no MFU), never a guess. A node's
-``npu_smi.peak_flops`` entries (``MODEL:PRECISION=FLOPS``) add or replace figures.
+- ``config``: a node's ``npu_smi.peak_flops`` entries (``MODEL:PRECISION=FLOPS``), which add to or
+  replace the figures below, per model and precision;
+- ``published``: the shipped table (peak_flops.yaml), published figures only, each with its
+  public source. A model listed there gets nothing derived: the table is its whole answer;
+- ``derived``: for a model the table does not list, the fp16/bf16 dense cube peak of the chip
+  itself, from npu-smi `-t common`: ``Aicore Count`` x rated ``Aicore Freq(MHZ)`` x 4096 x 2
+  (the cube unit does 16 x 16 x 16 FP16/BF16 multiply-adds per cycle per AI core, two FLOPs
+  each). No int8 figure is derived: no public per-chip source gives the int8 rate of these
+  cubes. A chip printing neither figure (310P, 310B) has no derived peak.
 """
 
 from __future__ import annotations
@@ -18,8 +24,14 @@ TABLE_PATH = Path(__file__).with_name("peak_flops.yaml")
 PRECISIONS = ("fp32", "bf16", "fp16", "int8")
 TERA = 1e12
 MAX_FLOPS = 1e18  # far above any chip (an exaFLOP/s per chip is a typo)
+CONFIG, PUBLISHED, DERIVED = "config", "published", "derived"  # the `source` label, strongest first
+CUBE_MACS_PER_CYCLE = 16 * 16 * 16  # FP16/BF16 multiply-adds per cycle per AI core (CANN: cube m, n, k = 16)
+DERIVED_PRECISIONS = ("bf16", "fp16")  # what the cube rule gives; int8 has no public per-chip rule
+MAX_AICORES = 1024  # far above any chip (910B: 20-24, 950: 32)
+MAX_AICORE_HZ = 10e9  # a rated clock above 10 GHz is a misread
 
-Peaks = Mapping[str, Mapping[str, float]]  # model -> precision -> FLOP/s
+Peaks = Mapping[str, Mapping[str, tuple[float, str]]]  # model -> precision -> (FLOP/s, source)
+Peak = tuple[str, float, str]  # (precision, FLOP/s, source) of one chip
 
 
 def table_from(document: Any) -> dict[str, dict[str, float]]:
@@ -72,18 +84,37 @@ def parse_overrides(value: Any) -> tuple[tuple[str, str, float], ...]:
     return tuple(parse_override(str(item)) for item in items if str(item).strip())
 
 
-def merged(overrides: Iterable[tuple[str, str, float]], table: Peaks | None = None) -> dict[str, dict[str, float]]:
-    """The shipped table with a node's overrides applied."""
-    out = {model: dict(figures) for model, figures in (shipped() if table is None else table).items()}
+def merged(
+    overrides: Iterable[tuple[str, str, float]], table: Mapping[str, Mapping[str, float]] | None = None
+) -> dict[str, dict[str, tuple[float, str]]]:
+    """The shipped (published) table with a node's overrides (config) applied, each figure with its source."""
+    published = shipped() if table is None else table
+    out = {model: {p: (flops, PUBLISHED) for p, flops in figures.items()} for model, figures in published.items()}
     for model, precision, flops in overrides:
-        out.setdefault(model, {})[precision] = flops
+        out.setdefault(model, {})[precision] = (flops, CONFIG)
     return out
 
 
-def peaks_of(model: str | None, peaks: Peaks) -> tuple[tuple[str, float], ...]:
-    """(precision, FLOP/s) known for ``model``, in PRECISIONS order."""
-    figures = peaks.get(model or "", {})
-    return tuple((p, figures[p]) for p in PRECISIONS if p in figures)
+def derived_flops(aicore_count: int | None, rated_mhz: float | None) -> float | None:
+    """The fp16/bf16 dense cube peak of a chip from its `-t common` figures; None without both
+    (or with figures no chip has)."""
+    if aicore_count is None or rated_mhz is None or not 0 < aicore_count <= MAX_AICORES:
+        return None
+    hertz = rated_mhz * 1e6
+    if not 0 < hertz <= MAX_AICORE_HZ:
+        return None
+    return aicore_count * hertz * CUBE_MACS_PER_CYCLE * 2
+
+
+def peaks_of(model: str | None, peaks: Peaks, derived: float | None = None) -> tuple[Peak, ...]:
+    """(precision, FLOP/s, source) for a chip of ``model``, in PRECISIONS order: config over
+    published; ``derived`` (derived_flops of the chip) fills bf16 and fp16 where neither is set,
+    and only for a model the published table does not list."""
+    figures = dict(peaks.get(model or "", {}))
+    if derived is not None and all(source != PUBLISHED for _, source in figures.values()):
+        for precision in DERIVED_PRECISIONS:
+            figures.setdefault(precision, (derived, DERIVED))
+    return tuple((p, *figures[p]) for p in PRECISIONS if p in figures)
 
 
 def table_note() -> str:
@@ -94,11 +125,24 @@ def table_note() -> str:
         figures = " | ".join(f"{entry[p]} T" if p in entry else "" for p in PRECISIONS)
         rows.append(f"| `{model}` | {entry.get('name', '')} | {figures} | {entry['source']} |")
     return (
-        "## Peak FLOP/s: the shipped table\n\n"
-        "`npu_peak_flops_per_second{precision}` comes from `exporter/npusmi/peak_flops.yaml`, per chip and\n"
-        "dense (T = 10^12 FLOP/s; int8 in OP/s). Only published figures are listed, each with its source;\n"
-        "a model or precision without one has no series and its jobs no MFU. The 910B (Atlas A2),\n"
-        "Atlas A3 (`Ascend910`), 310B and 950 chips are not listed for want of a published per-chip\n"
-        "figure: set yours with `npu_smi.peak_flops` (`--npu-smi.peak-flops 910B3:bf16=3.13e14`), which\n"
-        "adds to or replaces the table per node.\n\n" + "\n".join(rows) + "\n"
+        "## Peak FLOP/s: published, derived, configured\n\n"
+        "`npu_peak_flops_per_second{precision,source}` is per chip and dense (T = 10^12 FLOP/s; int8 in\n"
+        "OP/s). Its `source` says where the figure comes from; for a model and precision the first of\n"
+        "these that has one wins:\n\n"
+        '1. `source="config"`: the node\'s `npu_smi.peak_flops` (`--npu-smi.peak-flops 910B3:bf16=3.13e14`),\n'
+        "   which adds to or replaces figures per model and precision;\n"
+        '2. `source="published"`: the shipped table below (`exporter/npusmi/peak_flops.yaml`), published\n'
+        "   figures only, each with its public source. A model listed there gets nothing derived;\n"
+        '3. `source="derived"`: for a model the table does not list, bf16 and fp16 from the chip\'s own\n'
+        "   npu-smi `-t common`: `Aicore Count` x rated `Aicore Freq(MHZ)` x 4096 x 2. The cube unit of\n"
+        "   an AI core does 16 x 16 x 16 FP16/BF16 multiply-adds per cycle, two FLOPs each (`cube_m_size`,\n"
+        "   `cube_n_size`, `cube_k_size` = 16 under `[AICoreSpec]` in CANN's platform files,\n"
+        "   `platform_config/Ascend910B*.ini`). npu-smi prints both figures on the 910 family (910B,\n"
+        "   Atlas A3) and the 950, so their jobs have MFU with no configuration: a 910B3 (20 x 1800\n"
+        "   MHz) 294.9 T, a 910B1 or B2 (24 x 1800 MHz) 353.9 T, a 950 (32 x 1650 MHz) 432.5 T. The\n"
+        "   rule checks against the first-generation 910 (32 x 1000 MHz: 262 T against its published\n"
+        "   256 T); the 950's figure is not checked against a published one. No int8 figure is derived\n"
+        "   (no public per-chip rule gives these cubes' int8 rate), and the 310P and 310B print no\n"
+        "   core count: no derived peak there.\n\n"
+        "A model or precision with none of the three has no series and its jobs no MFU.\n\n" + "\n".join(rows) + "\n"
     )

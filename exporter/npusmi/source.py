@@ -46,6 +46,7 @@ from exporter.npusmi.faultcodes import FaultCodeTable, load_fault_codes
 from exporter.npusmi.options import CARD_KINDS, DETAIL_KINDS, NpuSmiOptions
 from exporter.npusmi.parse import (
     BoardInfo,
+    ChipCommon,
     ChipMapEntry,
     CommonInfo,
     InfoChip,
@@ -60,7 +61,7 @@ from exporter.npusmi.parse import (
 )
 from exporter.npusmi.part import ChipSample, DevicesPart, chip_sample, health_state, process_samples
 from exporter.npusmi.pci import PciCount, pci_count
-from exporter.npusmi.peak import merged, peaks_of
+from exporter.npusmi.peak import derived_flops, merged, peaks_of
 from exporter.npusmi.queries import (
     CARD_PARSERS,
     CHIP_QUERIES,
@@ -124,7 +125,7 @@ class NpuSmiSource:
         self._asked_at_once: set[ChipKey] = set()  # unwell chips whose codes refresh_info asked for
         self._card_power: dict[int, Stamped[float]] = {}  # 310P: MCU power of `-t common`
         self._pci: PciCount | None = None  # Ascend PCI functions in sysfs, read with the inventory
-        self.peaks = merged(options.peak_flops)  # model -> precision -> FLOP/s
+        self.peaks = merged(options.peak_flops)  # model -> precision -> (FLOP/s, source)
         self.energy = EnergyIntegrator()  # fed by every power read: `info` Power(W), 310P card power
         self._superpods: dict[ChipKey, SuperPod] = {}  # `-t spod-info`, read with the inventory
         self.unsupported = Unsupported()
@@ -338,9 +339,16 @@ class NpuSmiSource:
             self._fresh_details(key, now, ages),
             self.fault_codes,
             energy_joules=self.energy.joules(key),
-            peak_flops=peaks_of(chip.name, self.peaks),
+            peak_flops=peaks_of(chip.name, self.peaks, self._derived_peak(key)),
             card_power_watts=self._card_power_watts(key, chip, now),
         )
+
+    def _derived_peak(self, key: ChipKey) -> float | None:
+        """The chip's bf16/fp16 cube peak from its latest `-t common` (AI cores x rated clock;
+        peak.py), whatever its age: both figures are the chip's own and do not change."""
+        stamped = self._details.get(("common", key))
+        common = stamped.value if stamped is not None else None
+        return derived_flops(common.aicore_count, common.aicore_freq_mhz) if isinstance(common, ChipCommon) else None
 
     def _card_power_watts(self, key: ChipKey, chip: InfoChip, now: float) -> float | None:
         """310P: the card's `-t common` power, served on its first chip, which prints none."""

@@ -1,5 +1,6 @@
 """Model FLOPs utilization end to end: a loop declaring its FLOPs, a real exporter on the
-simulator with a configured peak, and the ratio it serves checked against the arithmetic."""
+simulator with a configured peak or none (the 910B3's peak derived from its AI cores and clock),
+and the ratio it serves checked against the arithmetic."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from exporter.hooks import Monitor
 from exporter.hooks.wire import step_json
 
 PEAK = 3.13e14  # the peak configured for the simulator's 910B3 at bf16 (no published figure ships)
+DERIVED = 20 * 1800e6 * 4096 * 2  # the simulated 910B3's `-t common`: 20 AI cores at a rated 1800 MHz
 STEP = 0.05  # seconds per step, as the loop times it
 TARGET = 0.45  # the MFU the declared FLOPs make: F / STEP / PEAK
 FLOPS = TARGET * STEP * PEAK
@@ -30,7 +32,7 @@ def test_mfu_matches_the_arithmetic_and_is_absent_without_device_or_peak(start_e
     common = {"url": exporter.url, "world_size": 4, "flush_interval": 0.05}
     _loop(Monitor("mfu", rank=0, device=2, flops_per_step=FLOPS, **common))
     _loop(Monitor("mfu", rank=1, flops_per_step=FLOPS, **{**common, "url": exporter.url}), steps=10)  # no device
-    _loop(Monitor("mfu", rank=2, device=3, flops_per_step=FLOPS, precision="fp16", **common), steps=10)  # no fp16 peak
+    _loop(Monitor("mfu", rank=2, device=3, flops_per_step=FLOPS, precision="fp32", **common), steps=10)  # no fp32 peak
     _loop(Monitor("mfu", rank=3, device=4, **common), steps=10)  # no FLOPs declared
     for rank, steps in (("0", 40), ("1", 10), ("2", 10), ("3", 10)):
         exporter.wait_value("npu_job_iterations_total", steps, job_name="mfu", rank=rank)
@@ -38,6 +40,16 @@ def test_mfu_matches_the_arithmetic_and_is_absent_without_device_or_peak(start_e
     assert mfu == pytest.approx(TARGET, rel=0.05)
     for rank in ("1", "2", "3"):
         assert exporter.value("npu_job_model_flops_utilization_ratio", job_name="mfu", rank=rank) is None, rank
+
+
+def test_mfu_is_served_on_a_910b3_with_no_peak_configured(start_exporter):
+    exporter = start_exporter("--npu-smi.details=common")  # `-t common`: the chips' AI core count and rated clock
+    exporter.wait_value("npu_peak_flops_per_second", DERIVED, device="2", precision="bf16", source="derived")
+    common = {"url": exporter.url, "world_size": 1, "flush_interval": 0.05}
+    _loop(Monitor("derived", rank=0, device=2, flops_per_step=FLOPS, **common))
+    exporter.wait_value("npu_job_iterations_total", 40, job_name="derived", rank="0")
+    mfu = exporter.value("npu_job_model_flops_utilization_ratio", job_name="derived", rank="0")
+    assert mfu == pytest.approx(FLOPS / STEP / DERIVED, rel=0.05)  # 0.45 of 313 T is 0.48 of 294.9 T
 
 
 def test_a_step_can_override_the_declared_flops():
