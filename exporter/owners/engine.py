@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import stat
 
 import aiohttp
@@ -29,6 +30,24 @@ def socket_present(path: str) -> bool:
         return stat.S_ISSOCK(os.stat(path).st_mode)
     except (OSError, ValueError):
         return False
+
+
+def socket_problem(path: str) -> str | None:
+    """Why the socket at ``path`` cannot be asked (`not there`, `no permission`, `refused`), or
+    None when a connection is accepted (check-config; the connection is closed at once)."""
+    if not socket_present(path):
+        return "not there"
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.settimeout(0.5)
+    try:
+        client.connect(path)
+    except PermissionError:
+        return "no permission"
+    except OSError:
+        return "refused"
+    finally:
+        client.close()
+    return None
 
 
 def name_from_inspect(body: bytes) -> str:

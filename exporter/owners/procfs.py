@@ -10,14 +10,16 @@ means another process took the pid meanwhile, and nothing read is kept (`reused`
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass
 
 from exporter.core.inputfile import InputRefused, read_input
-from exporter.owners.parse import SLURM, CgroupOwner, OwnerError, parse_cgroup, parse_start_time, parse_uid
+from exporter.owners.parse import RUNTIMES, SLURM, CgroupOwner, OwnerError, parse_cgroup, parse_start_time, parse_uid
 
 MAX_STAT = 4096  # one line: 52 numbers and a 16-byte command
 MAX_CGROUP = 64 * 1024  # about 15 lines of at most PATH_MAX on a v1 host
 MAX_STATUS = 16 * 1024  # some 60 short lines
+MAX_CENSUS = 1024  # processes check-config classifies
 
 
 @dataclass(frozen=True)
@@ -75,3 +77,37 @@ def read_owner(root: str, pid: int, start: int) -> ProcessOwner:
     if start_time(root, pid) != start:
         raise OwnerError("reused", f"process {pid} was replaced by another while its cgroup was read")
     return ProcessOwner(pid, start, owner)
+
+
+def census(root: str, limit: int = MAX_CENSUS) -> tuple[int, Counter[str]]:
+    """(processes looked at, how many of them each runtime holds): the first ``limit`` pids under
+    the root, each classified by its cgroup (one that cannot be read is not counted by runtime).
+    What check-config says the source can see: a container's own /proc shows a handful."""
+    counts: Counter[str] = Counter()
+    seen = 0
+    try:
+        entries = os.scandir(root)
+    except OSError:
+        return 0, counts
+    with entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            if seen >= limit:
+                break
+            seen += 1
+            try:
+                counts[parse_cgroup(read_file(root, int(entry.name), "cgroup", MAX_CGROUP)).runtime] += 1
+            except OwnerError:
+                continue
+    return seen, counts
+
+
+def census_text(root: str, limit: int = MAX_CENSUS) -> str:
+    """`412 processes: kubernetes 37, docker 5, systemd 120, host 250`, or that there are none."""
+    seen, counts = census(root, limit)
+    if not seen:
+        return "no process there: not a procfs"
+    held = ", ".join(f"{runtime} {counts[runtime]}" for runtime in RUNTIMES if counts[runtime])
+    many = f"the first {seen} processes" if seen >= limit else f"{seen} processes"
+    return f"{many}: {held}" if held else many

@@ -19,11 +19,11 @@ from exporter.core.snapshot import Snapshot
 from exporter.core.source import Derived, Source
 from exporter.npusmi.part import DEVICES, ProcessSample
 from exporter.owners.collector import OwnerCollector
-from exporter.owners.engine import socket_present
+from exporter.owners.engine import socket_problem
 from exporter.owners.metrics import OWNER_NOTE
 from exporter.owners.options import DEFAULT_PROCFS, OWNERS_OPTIONS, OwnersOptions
 from exporter.owners.part import OWNERS, OwnersPart
-from exporter.owners.procfs import root_problem
+from exporter.owners.procfs import census_text, root_problem
 from exporter.owners.source import OwnerSource
 from exporter.pods.part import PODS
 
@@ -58,19 +58,22 @@ def build(b: Build[OwnersOptions]) -> Source | None:
 
 
 def describe(b: Build[OwnersOptions], source: Source | None) -> str:
-    """What it can see on this machine: the procfs root, the engines' sockets, the Slurm mapping."""
+    """What it can see on this machine: the procfs root and the runtimes holding its processes,
+    the engines' sockets (answering or why not), the Slurm mapping."""
     options = options_for(b)
     if options.procfs != b.options.procfs:
         return f"the simulated node's processes (cgroups under {options.procfs}, users in {options.passwd})"
     problem = root_problem(options.procfs)
-    seen = [f"cgroups under {options.procfs}" + (f" ({problem[1]}: every process is the host's)" if problem else "")]
+    held = f"{problem[1]}: every process is the host's" if problem else census_text(options.procfs)
+    seen = [f"cgroups under {options.procfs} ({held})"]
     for runtime, socket in (
         ("docker", options.docker_socket),
         ("podman", options.podman_socket),
         ("containerd", options.containerd_socket),
     ):
         if socket is not None:
-            seen.append(f"{runtime} names: {socket}" + ("" if socket_present(socket) else " (not there: ids only)"))
+            why = socket_problem(socket)
+            seen.append(f"{runtime} names: {socket}" + (f" ({why}: ids only)" if why else ""))
     if options.slurm_mapping_dir is not None:
         found = os.path.isdir(options.slurm_mapping_dir)
         seen.append(f"slurm mapping: {options.slurm_mapping_dir}" + ("" if found else " (not there)"))

@@ -62,6 +62,9 @@ def test_exporter_containers_are_locked_down() -> None:
     assert {"/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"} | {f"/dev/davinci{i}" for i in range(8)} <= devices
     assert all(v.endswith(":ro") for v in npu["volumes"])
     assert "/usr/local/bin/npu-smi:/usr/local/bin/npu-smi:ro" in npu["volumes"]
+    # npu-smi lists the host's processes, and the owner source reads their cgroups in /proc
+    assert npu["pid"] == "host" and "pid" not in services["exporter"]
+    assert not any("docker.sock" in v for v in npu["volumes"])  # root on the host: ids only
 
 
 def test_mounts_point_at_the_repository() -> None:

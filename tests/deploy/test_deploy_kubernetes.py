@@ -192,8 +192,9 @@ def test_components_render_and_validate(tmp_path: Path, components: tuple[str, .
     container = spec["containers"][0]
     if "privileged" in components:
         assert container["securityContext"]["privileged"] is True
-    if "host-pid" in components:
+    if "host-pid" in components:  # npu-smi lists the node's processes; the owner source reads their cgroups in /proc
         assert spec["hostPID"] is True
+    assert not any(v.get("hostPath", {}).get("path") == "/proc" for v in spec["volumes"])  # /proc is the pod's (hostPID: the node's)
     if "non-root" in components:
         assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] != 0
         assert {"name": "CANN_EXPORTER_PODRESOURCES_ENABLED", "value": "false"} in container["env"]

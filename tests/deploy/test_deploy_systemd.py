@@ -50,6 +50,9 @@ def test_sandbox_options() -> None:
     assert {"/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"} | {f"/dev/davinci{i}" for i in range(8)} <= allowed
     assert one["ExecStart"].split()[1:] == ["serve", "--config", "/etc/cann-exporter/config.yaml"]
     assert one["ExecReload"] == "/bin/kill -HUP $MAINPID"  # serve re-reads its files on SIGHUP, never exits
+    # the owner source reads other users' /proc/PID/cgroup: not hidden from the unit
+    assert one.get("ProtectProc", "default") == "default" and one.get("ProcSubset", "all") in ("all", "pid")
+    assert "docker" not in one["SupplementaryGroups"].split()
 
 
 def test_systemd_analyze_verify(tmp_path: Path) -> None:
