@@ -37,7 +37,7 @@ TOP_K = 5
 # so the bound is on the time spent, not on memory.
 TORCH_TRACE_BYTES = 2 << 30
 # Such a trace holds ~40 bytes per event kept (formats/budget.py DEVICE_EVENT), and its two
-# passes cost ~100 work units per event: the allowances of a window are raised to fit 1.6 M.
+# passes cost ~170 work units per event: the allowances of a window are raised to fit 1.6 M.
 TORCH_TRACE_MEMORY = 96 << 20
 TORCH_TRACE_WORK = 400_000_000
 PRODUCER = "hooks"  # ProfileSummary.producer of a window's summary

@@ -1,8 +1,10 @@
 """What lands in a watched directory cannot take the exporter's memory: a real `serve` process
 parses exports built to blow it up (60 MB of tiny JSON objects, one 15 MB trace event, deep
-nesting, CSV cells of 100 KB), its peak RSS (VmHWM) stays within the budget, each file is
-refused with its named reason in the self-metrics, and the good files and exports are served.
-The same files through the window summariser's standard-library path (no ijson) are refused too."""
+nesting, CSV cells of 100 KB, tables of 60,000 names of 1,000 characters), its peak RSS (VmHWM)
+stays within the budget and comes back near where it was, each file is refused with its named
+reason in the self-metrics, and the good files and exports are served. `cann-exporter profile`
+likewise. The same files through the window summariser's standard-library path (no ijson) are
+refused too."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from tests.support.serve import Exporter
 OUT = "ASCEND_PROFILER_OUTPUT"
 RSS_BUDGET = 200 << 20  # the process limit is 256 MiB; before streaming 60 MB of `{}` peaked at 1.67 GiB
 BACK_NEAR_BASELINE = 64 << 20  # RSS after the parses, above the RSS before them
+BACK_WITHIN = 20 << 20  # RSS after three exports of long names, above the RSS before them
 QUIET = ["--simulate", "healthy", "--npu-smi.details=", "--no-collector.network", "--profiles.interval", "1s", "--profiles.settle", "1s"]
 
 
@@ -152,3 +155,90 @@ def test_the_window_summariser_without_ijson_refuses_them_too(tmp_path: Path, jo
         wanted = "malformed"  # a top-level array is not the object expected: refused before reading it
     assert issues == f"['{wanted}'] True"
     assert int(peak) << 10 < RSS_BUDGET
+
+
+def long_name_tables(directory: Path) -> tuple[Path, Path]:
+    """The issue's files: kernel_details.csv and op_statistic.csv of 60,000 rows, each row its own
+    1,000-character operator type. One export of them took RSS from 50 to 195 MiB, three to
+    365 MiB, never given back; `cann-exporter profile` peaked at 167 MiB on one."""
+    directory.mkdir(parents=True)
+    kernels, ops = directory / "kernel_details.csv", directory / "op_statistic.csv"
+    with open(kernels, "w", encoding="utf-8") as k, open(ops, "w", encoding="utf-8") as o:
+        k.write("Step Id,Name,Type,Accelerator Core,Duration(us)\n")
+        o.write("OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)\n")
+        for i in range(60_000):
+            name = f"{i:06d}" + "T" * 994
+            k.write(f"1,{name},{name},AI_CORE,1.0\n")
+            o.write(f"{name},AI_CORE,1,1.0,1.0,1.0,1.0,1.0\n")
+    return kernels, ops
+
+
+def long_name_exports(root: Path, files: Path, count: int = 3) -> list[str]:
+    """``count`` exports (job names job0...) sharing the two files (hard links: written once)."""
+    kernels, ops = long_name_tables(files)
+    for n in range(count):
+        export = build(root / f"job{n}" / f"host_{n}_ascend_pt", PT_LEVEL1)
+        for table in (kernels, ops):
+            (export / OUT / table.name).unlink()
+            os.link(table, export / OUT / table.name)
+    return [f"job{n}" for n in range(count)]
+
+
+def test_three_exports_of_long_names_stay_within_the_allowance_and_give_it_back(tmp_path: Path) -> None:
+    watched, staging = tmp_path / "watched", tmp_path / "staging"
+    watched.mkdir()
+    jobs = long_name_exports(staging, tmp_path / "files")
+    exporter = Exporter([*QUIET, "--profile-dir", str(watched)], tmp_path)
+    try:
+        exporter.wait_for(lambda found: value(found, "npu_aicore_utilization_ratio", device="0") is not None)
+        baseline, _ = memory(exporter.proc.pid)
+        for job in jobs:
+            os.rename(staging / job, watched / job)
+
+        def settled(found) -> bool:
+            served = {dict(labels)["job_name"] for (name, labels), _ in found.items() if name == "npu_profile_compute_ratio"}
+            return served >= set(jobs) and profiles_errors(found).get("memory_budget", 0) >= 2 * len(jobs)
+
+        found = exporter.wait_for(settled, deadline=180)
+        rss, peak = memory(exporter.proc.pid)
+        print(f"baseline {baseline >> 20} MiB, peak {peak >> 20} MiB, after {rss >> 20} MiB")
+        assert peak < RSS_BUDGET, f"peak RSS {peak >> 20} MiB"  # was 365 MiB after three
+        assert rss < baseline + BACK_WITHIN, f"RSS {rss >> 20} MiB after, {baseline >> 20} MiB before"
+        assert profiles_errors(found)["memory_budget"] == 2 * len(jobs)  # both tables of each export, nothing else
+        assert value(found, "npu_profile_compute_ratio", job_name="job0") is not None  # the rest of each export is served
+        log = exporter.log_path.read_text()
+        assert "Traceback" not in log and "TTTTTTTTTT" not in log
+    finally:
+        exporter.stop()
+
+
+def test_the_profile_command_holds_the_allowance_and_gives_it_back(tmp_path: Path) -> None:
+    """`cann-exporter profile DIR` over the three exports, in a child process: its peak stays
+    within the budget and its RSS once done within BACK_WITHIN of what it was before."""
+    long_name_exports(tmp_path / "exports", tmp_path / "files")
+    probe = (
+        "import argparse, io, sys\n"
+        "from exporter.commands import profile\n"
+        "def status():\n"
+        "    fields = dict(line.split(':', 1) for line in open('/proc/self/status') if ':' in line)\n"
+        "    return [int(fields[k].split()[0]) << 10 for k in ('VmRSS', 'VmHWM')]\n"
+        "before, _ = status()\n"
+        "out, err = io.StringIO(), io.StringIO()\n"
+        "args = argparse.Namespace(path=sys.argv[1], json=False, top=5, per_step=False, thresholds=None)\n"
+        "code = profile.run(args, out, err)\n"
+        "after, peak = status()\n"
+        "print(code, out.getvalue().count('== job'), out.getvalue().count('memory allowance'), before, after, peak)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path / "exports")],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    code, profiles, refusals, before, after, peak = (int(v) for v in done.stdout.split())
+    print(f"before {before >> 20} MiB, peak {peak >> 20} MiB, after {after >> 20} MiB")
+    assert (code, profiles, refusals) == (0, 3, 6)  # each export reported, both tables of each refused
+    assert peak < RSS_BUDGET and after < before + BACK_WITHIN

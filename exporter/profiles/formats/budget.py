@@ -9,11 +9,14 @@ step, a process) is charged an estimate of its size. Once more than the allowanc
 the file being read is refused (``memory_budget``) and what it held is given back: the files
 read before and after it are still used.
 
-Work. Parsing costs about the same per JSON value, per JSON item handed to a reader (a trace
-event, a communication op), per CSV line and per 64 bytes read, whatever a file holds; they
-are counted in work units (:data:`JSON_VALUE`, :data:`JSON_ITEM`, :data:`CSV_LINE`,
-:data:`UNIT_BYTES`), settled every read block or every :data:`LINES_PER_CHARGE` lines. Past
-the budget the export is refused (``cpu_budget``): nothing of it is used.
+Work. Parsing costs about the same per JSON value (more for one whose path is looked at, or
+one built into an item), per JSON item handed to a reader (a trace event, a communication op),
+per CSV line and per 32 bytes read, whatever a file holds; they are counted in work units
+(:data:`JSON_VALUE`, :data:`JSON_WALK`, :data:`JSON_BUILT`, :data:`JSON_ITEM`,
+:data:`CSV_LINE`, :data:`UNIT_BYTES`), settled every read block or every
+:data:`LINES_PER_CHARGE` lines. Weighed so, a unit costs 100-160 ns of one core whatever the
+file's shape (benchmarks/profile_budget.py), so the default budget holds a core at most about
+25 s. Past the budget the export is refused (``cpu_budget``): nothing of it is used.
 """
 
 from __future__ import annotations
@@ -39,10 +42,12 @@ PROCESS = 600  # a trace process: its name, its label or its Overlap Analysis su
 COMMUNICATION_STEP = 320  # a step of communication.json
 DEVICE_EVENT = 40  # a torch.profiler device event or host span, in compact arrays
 
-# Work units. Measured on one core (docs/formats/profiler-exports.md, "What a watched directory
-# can cost"), a unit is 0.1-0.3 us of parsing whatever the file holds.
-UNIT_BYTES = 64  # bytes read per unit
+# Work units. Measured on one core (benchmarks/profile_budget.py; docs/formats/profiler-exports.md,
+# "What a watched directory can cost"), a unit is 100-160 ns of parsing whatever the file holds.
+UNIT_BYTES = 32  # bytes read per unit
 JSON_VALUE = 1  # an object, array or scalar
+JSON_WALK = 2  # more for one met outside an item (its path is looked at)
+JSON_BUILT = 1  # more for one built into an item (a dict or list entry made)
 JSON_ITEM = 4  # an item handed to its reader (a trace event, a communication op)
 CSV_LINE = 4  # a CSV line (its bytes counted apart)
 LINES_PER_CHARGE = 1024  # CSV lines counted between two charges

@@ -76,9 +76,10 @@ class Limits:
     max_memcpy_events: int = 2_000_000  # compact device events of torch.profiler traces (~20 bytes each)
     max_memcpy_tasks: int = 200_000  # MEMCPY_ASYNC tasks kept as records (~300 bytes each): real captures hold thousands
     # What one export may cost as a whole (formats/budget.py): bytes of names and records held
-    # (real exports hold a few MiB) and work units of parsing (0.1-0.3 us each on one core).
+    # (real exports hold a few MiB) and work units of parsing (100-160 ns each on one core: at most
+    # about 25 s of a core; a real 60 MB trace costs 10 M units, a 35 MB kernel table 1.5 M).
     max_export_memory: int = 32 * MiB  # memory_budget: the file over it is not used
-    max_export_work: int = 200_000_000  # cpu_budget: the export is not used
+    max_export_work: int = 150_000_000  # cpu_budget: the export is not used
     root: str | None = None  # the watched directory the export was found in
     allow_outside: bool = False  # profiles.allow_outside: follow symlinks out of root
 

@@ -28,7 +28,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from exporter.core.inputfile import MiB
-from exporter.profiles.formats.budget import JSON_ITEM, JSON_VALUE, UNIT_BYTES, Budget
+from exporter.profiles.formats.budget import JSON_BUILT, JSON_ITEM, JSON_VALUE, JSON_WALK, UNIT_BYTES, Budget
 from exporter.profiles.formats.common import Limits, ProfileParseError
 
 
@@ -106,6 +106,7 @@ class _Counter:
     def __init__(self, caps: JsonCaps, name: str) -> None:
         self.limit, self.name, self.budget = caps.file_values, name, caps.budget
         self.seen = self.items = self.charged = 0
+        self.walked = self.built = 0  # values met outside items (select asked), values built into items
 
     def add(self, count: int) -> None:
         self.seen += count
@@ -115,7 +116,8 @@ class _Counter:
     def charge(self, read: int) -> None:
         """The work done since the last charge, ``read`` bytes read so far."""
         if self.budget is not None:
-            done = read // UNIT_BYTES + self.seen * JSON_VALUE + self.items * JSON_ITEM
+            done = read // UNIT_BYTES + self.seen * JSON_VALUE + self.walked * JSON_WALK + self.built * JSON_BUILT
+            done += self.items * JSON_ITEM
             self.budget.work(done - self.charged)
             self.charged = done
 
@@ -154,6 +156,7 @@ def _walk(
             continue
         kind = "map" if event == "start_map" else "array" if event == "start_array" else "scalar"
         counter.add(1)
+        counter.walked += 1
         if not open_:
             here: Path = ()
             choice = select(here, kind)
@@ -222,6 +225,7 @@ def _build(first: str, scalar: Any, events: Iterator[tuple[str, Any]], depth: in
             top, is_list, key = outer.pop()
         else:
             counter.add(count - 1)
+            counter.built += count
             return root
     return root  # the events ended inside the item: ijson raises before this
 
