@@ -4,14 +4,23 @@ The shipped table is Huawei's (faultcodes.json beside this file, Apache-2.0: fau
 a site may name its own file of the same shape in ``npu_smi.fault_codes``, which replaces it
 whole. The shape: one JSON object whose keys are a level name plus ``Codes``
 (``SeparateNPUCodes``, ...) and whose values are lists of codes as hex strings (``80E3A201``;
-``0x`` and lower case are accepted). A code listed under two levels takes the more severe one.
+``0x`` and lower case are accepted).
 
-Read once at start and again on SIGHUP; :func:`load_fault_codes` lists every bad entry at once.
+A table is bounded and unambiguous: at most :data:`MAX_BYTES` and :data:`MAX_CODES` codes; a
+level named twice, or a code listed under two levels (in any spelling: ``0xabc`` and ``ABC`` are
+one code), is refused naming it. A code listed twice under the same level says the same thing
+twice and is accepted.
+
+Read once at start and again on SIGHUP; :func:`load_fault_codes` lists every bad entry at once
+(the first :data:`MAX_PROBLEMS`). A start with a bad table does not start; a SIGHUP keeps the
+table in use.
 """
 
 from __future__ import annotations
 
+import json
 import string
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +34,8 @@ from exporter.core.jsontext import parse_json
 SHIPPED = Path(__file__).with_name("faultcodes.json")
 MAX_BYTES = 4 * MiB  # the shipped table is 35 KiB
 MAX_CODE_DIGITS = 16  # codes have 8 or 9 hex digits
+MAX_CODES = 20_000  # code entries in a table; the shipped one lists 803
+MAX_PROBLEMS = 20  # problems listed, then a count of the rest
 _HEX = frozenset(string.hexdigits)
 _SUFFIX = "Codes"
 
@@ -59,8 +70,12 @@ def parse_fault_codes(text: str, origin: str) -> FaultCodeTable:
         raise FaultCodeError([exc.message]) from None
     if not isinstance(doc, dict):
         raise FaultCodeError([f"{origin}: must be a JSON object of <level>Codes lists"])
-    problems: list[str] = []
+    problems = [f"{origin}: {key!r} is named more than once" for key in _repeated_keys(text)]
+    entries = sum(len(codes) for codes in doc.values() if isinstance(codes, list))
+    if entries > MAX_CODES:
+        raise FaultCodeError([*problems, f"{origin}: lists {entries} codes; at most {MAX_CODES}"])
     levels: dict[str, str] = {}
+    where: dict[str, str] = {}  # normalised code -> the key that listed it first
     for key, codes in doc.items():
         level = key[: -len(_SUFFIX)] if key.endswith(_SUFFIX) else ""
         if level not in faultlevels.TABLE_LEVELS:
@@ -76,12 +91,30 @@ def parse_fault_codes(text: str, origin: str) -> FaultCodeTable:
                 problems.append(f"{origin}: {key}: {problem}")
                 continue
             code = normalise(code)
-            levels[code] = faultlevels.most_severe((level, levels.get(code, faultlevels.NONE)))
+            first = where.setdefault(code, key)
+            if first != key:
+                problems.append(f"{origin}: code {code} is listed under both {first} and {key}: keep it under one level")
+                continue
+            levels[code] = level
     if problems:
-        raise FaultCodeError(problems[:20] + ([f"{origin}: ... and {len(problems) - 20} more"] if len(problems) > 20 else []))
+        more = len(problems) - MAX_PROBLEMS
+        raise FaultCodeError(problems[:MAX_PROBLEMS] + ([f"{origin}: ... and {more} more"] if more > 0 else []))
     if not levels:
         raise FaultCodeError([f"{origin}: lists no code"])
     return FaultCodeTable(levels, origin)
+
+
+def _repeated_keys(text: str) -> list[str]:
+    """The top-level keys named more than once (JSON's last one would silently win). ``text``
+    has already parsed as bounded JSON; numbers are not needed here, so none is converted."""
+    top: list[tuple[str, Any]] = []
+
+    def keep(items: list[tuple[str, Any]]) -> None:  # called per object, innermost first: the top level last
+        top[:] = items
+
+    json.loads(text, object_pairs_hook=keep, parse_int=lambda _: 0, parse_float=lambda _: 0.0)
+    counts = Counter(key for key, _ in top)
+    return [key for key, n in counts.items() if n > 1]
 
 
 def _code_problem(code: Any) -> str | None:

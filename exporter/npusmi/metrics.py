@@ -209,7 +209,9 @@ table: Huawei's Ascend device-plugin table, shipped with the exporter
 (`exporter/npusmi/faultcodes.json`, Apache-2.0, attribution in `faultcodes.NOTICE`), or the site's
 own file of the same shape named by `npu_smi.fault_codes` (it replaces the shipped table whole;
 `check-config` validates it, SIGHUP re-reads it). A code the table does not list is
-`level="unknown"`; a code listed under two levels takes the more severe one.
+`level="unknown"`. A table is bounded (4 MiB, 20,000 codes) and unambiguous: a level named twice
+or a code listed under two levels is refused naming it (`check-config` and a start fail; a SIGHUP
+keeps the table in use and logs the problems); a code listed twice under one level is accepted.
 
 `npu_fault_level{level}` is the chip's most severe level as a stateset (1 for the current one).
 Precedence, most severe first:

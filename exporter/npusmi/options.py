@@ -117,7 +117,8 @@ class NpuSmiOptions:
         "",
         parse_overrides,
         "peak FLOP/s to add to or replace in the shipped table, MODEL:PRECISION=FLOPS items (910B3:bf16=3.13e14); "
-        "model as npu-smi names it, precision fp32, bf16, fp16 or int8",
+        "model as npu-smi names it (at most 64 characters), precision fp32, bf16, fp16 or int8; at most 256 items, "
+        "each model and precision once",
         metavar="LIST",
     )
 

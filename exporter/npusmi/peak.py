@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
@@ -30,6 +31,10 @@ DERIVED_PRECISIONS = ("bf16", "fp16")  # what the cube rule gives; int8 has no p
 MAX_AICORES = 1024  # far above any chip (910B: 20-24, 950: 32)
 MAX_AICORE_HZ = 10e9  # a rated clock above 10 GHz is a misread
 
+MAX_ENTRIES = 256  # models in the table, items in npu_smi.peak_flops: far above the chips there are
+MAX_MODEL_CHARS = 64  # npu-smi's Name is a short token: 910B3, Ascend910, 310P3, Ascend950PR
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # as npu-smi `info` prints it in its Name column
+
 Peaks = Mapping[str, Mapping[str, tuple[float, str]]]  # model -> precision -> (FLOP/s, source)
 Peak = tuple[str, float, str]  # (precision, FLOP/s, source) of one chip
 
@@ -39,8 +44,12 @@ def table_from(document: Any) -> dict[str, dict[str, float]]:
     models = document.get("models") if isinstance(document, dict) else None
     if not isinstance(models, dict):
         raise ValueError("expected a mapping `models`")
+    if len(models) > MAX_ENTRIES:
+        raise ValueError(f"{len(models)} models; at most {MAX_ENTRIES}")
     out: dict[str, dict[str, float]] = {}
     for model, entry in models.items():
+        if problem := model_problem(str(model)):
+            raise ValueError(problem)
         if not isinstance(entry, dict) or not str(entry.get("source", "")).strip():
             raise ValueError(f"{model}: every model needs a `source`")
         figures = {}
@@ -61,12 +70,24 @@ def shipped() -> dict[str, dict[str, float]]:
     return table_from(read_yaml(TABLE_PATH))
 
 
+def model_problem(model: str) -> str | None:
+    """What is wrong with a model name, naming it (cut to 40 characters); None when it is fine."""
+    shown = repr(model[:40]) + ("..." if len(model) > 40 else "")
+    if len(model) > MAX_MODEL_CHARS:
+        return f"model {shown}: {len(model)} characters; at most {MAX_MODEL_CHARS}"
+    if not MODEL_NAME.fullmatch(model):
+        return f"model {shown}: expected the name npu-smi prints (letters, digits, '.', '_', '+', '-')"
+    return None
+
+
 def parse_override(item: str) -> tuple[str, str, float]:
     """``MODEL:PRECISION=FLOPS`` (FLOPS in FLOP/s, e.g. 3.13e14)."""
     target, eq, number = item.partition("=")
     model, colon, precision = target.strip().rpartition(":")
     if not eq or not colon or not model:
-        raise ValueError(f"{item!r}: expected MODEL:PRECISION=FLOPS, e.g. 910B3:bf16=3.13e14")
+        raise ValueError(f"{item[:80]!r}: expected MODEL:PRECISION=FLOPS, e.g. 910B3:bf16=3.13e14")
+    if problem := model_problem(model):
+        raise ValueError(problem)
     if precision not in PRECISIONS:
         raise ValueError(f"{item!r}: precision must be one of {', '.join(PRECISIONS)}")
     try:
@@ -79,9 +100,20 @@ def parse_override(item: str) -> tuple[str, str, float]:
 
 
 def parse_overrides(value: Any) -> tuple[tuple[str, str, float], ...]:
-    """A YAML list or a comma-separated string of MODEL:PRECISION=FLOPS."""
-    items = value if isinstance(value, list | tuple) else str(value).split(",")
-    return tuple(parse_override(str(item)) for item in items if str(item).strip())
+    """A YAML list or a comma-separated string of MODEL:PRECISION=FLOPS: at most MAX_ENTRIES,
+    each model and precision once (ValueError naming the repeated one)."""
+    items = [str(item) for item in (value if isinstance(value, list | tuple) else str(value).split(",")) if str(item).strip()]
+    if len(items) > MAX_ENTRIES:
+        raise ValueError(f"{len(items)} entries; at most {MAX_ENTRIES}")
+    out: dict[tuple[str, str], float] = {}
+    for item in items:
+        model, precision, flops = parse_override(item)
+        if (model, precision) in out:
+            raise ValueError(
+                f"{model}:{precision} is given twice ({out[model, precision]:g} and {flops:g}); give each model and precision once"
+            )
+        out[model, precision] = flops
+    return tuple((model, precision, flops) for (model, precision), flops in out.items())
 
 
 def merged(

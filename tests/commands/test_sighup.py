@@ -116,6 +116,12 @@ def test_sighup_rereads_the_fault_code_table(start: Callable[..., object], tmp_p
     assert "npu_smi.fault_codes: " in log.split("SIGHUP: the configuration has problems")[-1].splitlines()[0]
     assert separate(exporter.metrics()) == "SubHealthFault"
 
+    write(codes, '{"SeparateNPUCodes": ["80E3A201"], "SubHealthFaultCodes": ["0x80e3a201"]}')  # a conflict: refused, named
+    log = hup_and_wait(exporter, "SIGHUP: the configuration has problems", count=2)
+    line = log.split("SIGHUP: the configuration has problems")[-1].splitlines()[0]
+    assert "code 80E3A201 is listed under both SeparateNPUCodes and SubHealthFaultCodes" in line
+    assert separate(exporter.metrics()) == "SubHealthFault"
+
 
 def test_sighup_applies_new_npu_smi_intervals(start: Callable[..., object], tmp_path: Path) -> None:
     """A group whose interval was an hour runs again within seconds of a SIGHUP that sets 2s:

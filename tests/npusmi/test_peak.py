@@ -3,6 +3,8 @@ chip's own AI core count and rated clock, a node's overrides, and which wins."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from exporter.cli import main
@@ -116,3 +118,37 @@ def test_a_bad_override_stops_the_exporter_naming_the_flag(capsys):
     code, _, err = _once(capsys, "--npu-smi.peak-flops", "910B3:fp8=1e14")
     assert code != 0 and "--npu-smi.peak-flops" in err and "fp8" in err
     assert NpuSmiOptions().peak_flops == ()
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (",".join(f"M{i}:bf16=1e14" for i in range(20_000)), "20000 entries; at most 256"),
+        ("x" * 3000 + ":bf16=1e14", "3000 characters; at most 64"),
+        ("910 B3:bf16=1e14", "expected the name npu-smi prints"),
+        ("910B3\x1b[2J:bf16=1e14", "expected the name npu-smi prints"),
+        ("910B3:bf16=3e14, 910A:fp16=2e14, 910B3:bf16=3.1e14", "910B3:bf16 is given twice (3e+14 and 3.1e+14)"),
+        (["910B3:bf16=3e14", "910B3:bf16=3e14"], "910B3:bf16 is given twice"),  # a YAML list; the same figure too
+    ],
+)
+def test_the_list_is_bounded_and_refuses_a_repeated_model_and_precision(value, problem):
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        peak.parse_overrides(value)
+    assert len(peak.parse_overrides(",".join(f"M{i}:bf16=1e14" for i in range(256)))) == 256
+
+
+def test_the_table_is_bounded_and_names_a_bad_model():
+    source = {"source": "s", "fp16": 1}
+    with pytest.raises(ValueError, match="257 models; at most 256"):
+        peak.table_from({"models": {f"M{i}": source for i in range(257)}})
+    with pytest.raises(ValueError, match="at most 64"):
+        peak.table_from({"models": {"x" * 65: source}})
+    assert len(peak.shipped()) <= peak.MAX_ENTRIES and all(peak.model_problem(m) is None for m in peak.shipped())
+
+
+def test_check_config_names_a_repeated_entry(tmp_path, capsys):
+    config = tmp_path / "c.yaml"
+    config.write_text("npu_smi:\n  peak_flops: ['910B3:bf16=3.13e14', 'Ascend910:bf16=3.5e14', '910B3:bf16=3.2e14']\n")
+    assert main(["check-config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "npu_smi.peak_flops" in err and "910B3:bf16 is given twice" in err
