@@ -119,6 +119,10 @@ class ProfileSource:
         tried: list[str] = []
         changed = self._forget(scan)
         for ref in self._due(scan):
+            changed = self._cap() or changed  # what is held now decides what could still be
+            if self._unservable(ref, scan.listings[str(ref.path)]):
+                changed = True
+                continue
             tried.append(str(ref.path))
             entry, problems = await asyncio.to_thread(self._parse, ref, scan.listings[str(ref.path)])
             self._entries[str(ref.path)] = entry
@@ -220,6 +224,19 @@ class ProfileSource:
             return Entry(fingerprint, error="internal", newest_mtime=produced), [Failure(subject, "internal", repr(exc))]
         log.info("profile parsed", extra={"profile": subject, "ranks": len(summaries), "issues": len(issues)})
         return Entry(fingerprint, summaries, newest_mtime=produced), [Failure(subject, r, m) for r, m in sorted(issues)]
+
+    def _unservable(self, ref: ProfileRef, listing: Listing) -> bool:
+        """An export older (by its files' mtimes) than every one of the max_exports held would be
+        dropped as soon as parsed: it is skipped before its files are opened, remembered at this
+        listing, counted and logged as a max_exports drop (a re-export is looked at again)."""
+        held = sorted((e.newest_mtime for e in self._entries.values() if e.summaries), reverse=True)
+        if len(held) < self.options.max_exports or listing.newest_mtime >= held[self.options.max_exports - 1]:
+            return False
+        key = str(ref.path)
+        self._entries[key] = Entry(listing.fingerprint, error="max_exports", newest_mtime=listing.newest_mtime)
+        self.dropped["max_exports"] += 1
+        log.info("profile skipped unparsed: older than every export held", extra={"profile": key, "limit": self.options.max_exports})
+        return True
 
     def _cap(self) -> bool:
         """Hold at most max_exports exports of max_jobs job names: the most recently produced

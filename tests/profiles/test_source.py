@@ -268,3 +268,25 @@ def test_find_profiles_depth_and_output_dirs(tmp_path: Path) -> None:
     write(shallow / "PROF_000001_x" / "mindstudio_profiler_output" / "op_summary_1.csv", "x")
     refs, _ = find_profiles(tmp_path / "a", max_depth=1)
     assert [r.path for r in refs] == [shallow]
+
+
+async def test_an_export_too_old_to_be_held_is_skipped_before_parsing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 45: exports too old to serve were parsed in full, then dropped. With max_exports
+    held, an export older (by its files' mtimes) than all of them is never parsed: its files
+    (here a 200 MB kernel table) are not opened; it is counted and logged as a max_exports drop
+    once, and the exports held stay served."""
+    counting = Counting(monkeypatch)
+    new = torch_profile(tmp_path / "profiles" / "new" / "r0_ascend_pt", steps=[Step(1, 9.0, 0.0, 1.0)])
+    old = torch_profile(tmp_path / "profiles" / "old" / "r0_ascend_pt", steps=[Step(1, 9.0, 0.0, 1.0)])
+    with open(old / OUT / "kernel_details.csv", "wb") as handle:
+        handle.write(b"Step Id,Name,Type,Accelerator Core,Duration(us)\n")
+        handle.truncate(200 << 20)  # sparse: it would cost a parse, were it opened
+    age(old, 2 * 86_400)
+    age(new, 60)
+    source, health = make_source(tmp_path, max_exports=1)
+    for _ in range(4):
+        await source.refresh()
+    assert counting.calls == [new]
+    assert [s.job_name for s in source.latest_summaries()] == ["new"]
+    assert dict(source.part().dropped)["max_exports"] == 1  # counted once, not on every scan
+    assert status(health).success
