@@ -9,7 +9,10 @@ work during the hooked blocks), with a buffer large enough that nothing is dropp
 
 - median added microseconds per step: the hot path (goal <= 2 us);
 - mean added microseconds per step: also the sender thread's share of the GIL, which in
-  a real loop mostly overlaps with device work and framework code that releases the GIL.
+  a real loop mostly overlaps with device work and framework code that releases the GIL;
+- what ``step(index=i)`` (the training step, for goodput's lost progress; issue 42) adds
+  over the same hooked step without it: a third loop in the same rounds, the three in a
+  rotating order (goal <= 0.3 us at the median).
 
     python -m benchmarks.hooks_overhead     (env BENCH_HOOK_ROUNDS, BENCH_HOOK_BLOCK)
 """
@@ -26,6 +29,7 @@ from benchmarks import _common as c
 ROUNDS = int(os.environ.get("BENCH_HOOK_ROUNDS", "300"))
 BLOCK = int(os.environ.get("BENCH_HOOK_BLOCK", "500"))
 GOAL_US = 2.0
+GOAL_INDEX_US = 0.3
 
 
 def _work(x: float) -> float:
@@ -56,21 +60,41 @@ def _hooked(mon: Any, n: int) -> float:
     return (time.perf_counter_ns() - start) / n
 
 
+def _hooked_index(mon: Any, n: int, first: int) -> float:
+    """_hooked with each step's training-step index (``first``, ``first + 1``, ...)."""
+    x = 1.0
+    step, phase = mon.step, mon.phase
+    start = time.perf_counter_ns()
+    for i in range(first, first + n):
+        with step(samples=32, index=i):
+            with phase("h2d"):
+                x = _work(x)
+            with phase("compute"):
+                x = _work(x)
+    return (time.perf_counter_ns() - start) / n
+
+
 def measure(url: str, rounds: int = ROUNDS, block: int = BLOCK) -> dict[str, Any]:
     from exporter.hooks import Monitor
 
-    mon = Monitor("bench-overhead", url=url, buffer_size=rounds * block + 1000, flops_per_step=1e12)  # MFU declared: its cost counts
-    _bare(block), _hooked(mon, block)  # warm-up (and the sender thread's start)
-    bare, hooked = [], []
+    # MFU declared: its cost counts. Room for every step of both hooked loops.
+    mon = Monitor("bench-overhead", url=url, buffer_size=2 * (rounds + 1) * block + 1000, flops_per_step=1e12)
+    _bare(block), _hooked(mon, block), _hooked_index(mon, block, 0)  # warm-up (and the sender thread's start)
+    bare: list[float] = []
+    hooked: list[float] = []
+    indexed: list[float] = []
+    loops = (
+        lambda r: bare.append(_bare(block)),
+        lambda r: hooked.append(_hooked(mon, block)),
+        lambda r: indexed.append(_hooked_index(mon, block, (r + 1) * block)),
+    )
     for index in range(rounds):
-        if index % 2:
-            hooked.append(_hooked(mon, block))
-            bare.append(_bare(block))
-        else:
-            bare.append(_bare(block))
-            hooked.append(_hooked(mon, block))
+        shift = index % 3  # each loop goes first, second and third in turn
+        for loop in loops[shift:] + loops[:shift]:
+            loop(index)
     mon.close(timeout=30)
     added = [(h - b) / 1000 for h, b in zip(hooked, bare, strict=True)]
+    index_added = [(i - h) / 1000 for i, h in zip(indexed, hooked, strict=True)]
     return {
         "rounds": rounds,
         "block_steps": block,
@@ -81,6 +105,9 @@ def measure(url: str, rounds: int = ROUNDS, block: int = BLOCK) -> dict[str, Any
         "added_us_mean": statistics.fmean(added),
         "added_us_p90": c.percentile(added, 90),
         "ratio_median": statistics.median(hooked) / statistics.median(bare),
+        "indexed_step_us_median": statistics.median(indexed) / 1000,
+        "index_added_us_median": statistics.median(index_added),
+        "index_added_us_mean": statistics.fmean(index_added),
         "client": mon.stats(),
     }
 
@@ -95,7 +122,8 @@ def run() -> dict[str, Any]:
         "summary": (
             f"{raw['added_us_median']:.2f} us added per step at the median "
             f"({raw['bare_step_us_median']:.2f} us bare, {raw['hooked_step_us_median']:.2f} us hooked); "
-            f"{raw['added_us_mean']:.2f} us on average including the sender thread."
+            f"{raw['added_us_mean']:.2f} us on average including the sender thread; "
+            f"index= adds {raw['index_added_us_median']:.2f} us at the median."
         ),
         "figures": [
             c.figure(
@@ -115,11 +143,21 @@ def run() -> dict[str, Any]:
                 baseline_name="bare step, mean",
                 baseline=raw["bare_step_us_mean"],
             ),
+            c.figure(
+                "added by step(index=), median",
+                raw["index_added_us_median"],
+                "us",
+                baseline_name="hooked step without index, median",
+                baseline=raw["hooked_step_us_median"],
+                goal=f"<= {GOAL_INDEX_US:g} us",
+                meets_goal=raw["index_added_us_median"] <= GOAL_INDEX_US,
+            ),
         ],
         "raw": c.rounded(raw),
         "notes": [
-            f"{raw['rounds']} rounds of {raw['block_steps']} steps per loop, alternating order; "
-            "per-step time = block time / steps; ratio = hooked / bare per-step median.",
+            f"{raw['rounds']} rounds of {raw['block_steps']} steps per loop (bare, hooked, hooked with index=), "
+            "in a rotating order; per-step time = block time / steps; ratio = hooked / bare per-step median; "
+            "index= added = hooked with index minus hooked without, per round.",
             "The Monitor posts to a real exporter on 127.0.0.1; every step was delivered (client stats in raw).",
             "A real step takes milliseconds; the added time is what matters, not the ratio.",
         ],

@@ -8,8 +8,14 @@ measurements, one after the other, on the 2 cores:
   (first step -> the exporter's /metrics counting all of them). Goal >= 20,000 steps/s.
 - exporter alone: pre-encoded batches of BATCH steps POSTed back to back on one
   keep-alive connection for SECONDS; accepted steps per second (the server's ceiling).
+- goodput accounting (issue 42): validation + store in-process, steps carrying their
+  training-step index through the real goodput ledger, against the same steps without an
+  index and with the ledger's step and phase accounting replaced by nothing (the ingest as it
+  was before goodput); alternating rounds in the same process, a fresh store each round.
+  Goal: within 5% of the baseline's steps/s.
 
-    python -m benchmarks.ingest_throughput    (env BENCH_INGEST_STEPS, BENCH_INGEST_SECONDS)
+    python -m benchmarks.ingest_throughput    (env BENCH_INGEST_STEPS, BENCH_INGEST_SECONDS,
+                                               BENCH_INGEST_GOODPUT_ROUNDS)
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ STEPS = int(os.environ.get("BENCH_INGEST_STEPS", "200000"))
 SECONDS = float(os.environ.get("BENCH_INGEST_SECONDS", "5"))
 BATCH = 2000
 GOAL = 20_000.0
+GOODPUT_ROUNDS = int(os.environ.get("BENCH_INGEST_GOODPUT_ROUNDS", "20"))
+GOODPUT_BATCHES = 10  # batches of BATCH steps per round and variant
+GOODPUT_GOAL = 0.95  # with accounting / without, steps/s
 
 
 def _iterations(client: c.Client, job: str) -> float:
@@ -100,17 +109,77 @@ def validation_alone(seconds: float = SECONDS) -> dict[str, Any]:
     return {"steps": accepted, "seconds": elapsed, "steps_per_second": accepted / elapsed}
 
 
+def goodput_cost(rounds: int = GOODPUT_ROUNDS) -> dict[str, Any]:
+    """Steps/s through parse_batch + IngestStore.accept with the goodput ledger (indexed steps)
+    and without it (no index, Ledger.step and Ledger.phases doing nothing), alternating."""
+    import statistics
+
+    from exporter.jobs import goodput
+    from exporter.jobs.store import IngestStore
+    from exporter.jobs.validate import parse_batch
+
+    def bodies(indexed: bool) -> list[bytes]:
+        out, end = [], time.time() - GOODPUT_BATCHES * BATCH * 0.05
+        for b in range(GOODPUT_BATCHES):
+            steps = []
+            for i in range(BATCH):
+                end += 0.05
+                step = {"end": end, "duration": 0.04, "samples": 32, "phases": {"h2d": 0.005, "compute": 0.03}}
+                if indexed:
+                    step["index"] = b * BATCH + i
+                steps.append(step)
+            out.append(json.dumps({"job_name": "bench-goodput", "rank": 0, "steps": steps}, separators=(",", ":")).encode())
+        return out
+
+    with_index, without = bodies(True), bodies(False)
+    real_step, real_phases = goodput.Ledger.step, goodput.Ledger.phases
+
+    def one(batches: list[bytes], accounting: bool) -> float:
+        if not accounting:
+            goodput.Ledger.step = lambda self, end, duration, phases, index: True  # type: ignore[method-assign]
+            goodput.Ledger.phases = lambda self, end, phases: None  # type: ignore[method-assign]
+        try:
+            store = IngestStore()
+            start = time.perf_counter()
+            for body in batches:
+                store.accept(parse_batch(body, store.limits, time.time()))
+            return GOODPUT_BATCHES * BATCH / (time.perf_counter() - start)
+        finally:
+            goodput.Ledger.step, goodput.Ledger.phases = real_step, real_phases  # type: ignore[method-assign]
+
+    one(with_index, True), one(without, False)  # warm-up
+    accounted, baseline = [], []
+    for r in range(rounds):
+        if r % 2:
+            baseline.append(one(without, False))
+            accounted.append(one(with_index, True))
+        else:
+            accounted.append(one(with_index, True))
+            baseline.append(one(without, False))
+    ratios = [a / b for a, b in zip(accounted, baseline, strict=True)]
+    return {
+        "rounds": rounds,
+        "steps_per_round": GOODPUT_BATCHES * BATCH,
+        "accounted_steps_per_second_median": statistics.median(accounted),
+        "baseline_steps_per_second_median": statistics.median(baseline),
+        "ratio_median": statistics.median(ratios),
+        "ratio_min": min(ratios),
+    }
+
+
 def run() -> dict[str, Any]:
     with c.ingest_exporter() as (proc, client):
         hooks = through_hooks(f"http://{c.HOST}:{client.port}", client, proc)
         server = server_alone(client.port)
     floor = validation_alone()
+    cost = goodput_cost()
     rate = hooks["steps_per_second"]
     return {
         "title": "Ingest throughput on loopback (POST /api/v1/steps, batches of 2,000 steps)",
         "summary": (
             f"{rate:,.0f} steps/s from a Monitor into the exporter, end to end; "
-            f"the exporter alone accepts {server['steps_per_second']:,.0f} steps/s."
+            f"the exporter alone accepts {server['steps_per_second']:,.0f} steps/s; with goodput accounting "
+            f"(indexed steps) the ingest keeps {cost['ratio_median']:.1%} of its steps/s without it."
         ),
         "figures": [
             c.figure(
@@ -129,13 +198,26 @@ def run() -> dict[str, Any]:
                 baseline_name="validation + store in-process, no HTTP",
                 baseline=round(floor["steps_per_second"]),
             ),
+            c.figure(
+                "validation + store with goodput accounting, steps/s (median)",
+                round(cost["accounted_steps_per_second_median"]),
+                "steps/s",
+                baseline_name="the same without index or accounting",
+                baseline=round(cost["baseline_steps_per_second_median"]),
+                ratio_value=cost["ratio_median"],
+                goal=f">= {GOODPUT_GOAL:.0%} of the baseline",
+                meets_goal=cost["ratio_median"] >= GOODPUT_GOAL,
+            ),
         ],
-        "raw": c.rounded({"hooks": hooks, "server_alone": server, "validation_alone": floor}),
+        "raw": c.rounded({"hooks": hooks, "server_alone": server, "validation_alone": floor, "goodput_cost": cost}),
         "notes": [
             f"{hooks['steps']:,} steps through one Monitor (2 phases + samples each); time from the first step "
             "until the exporter's /metrics counted all of them; nothing dropped.",
             f"Server alone: pre-encoded {BATCH}-step batches on one keep-alive connection for {SECONDS:g} s.",
             "Client, its sender thread and the exporter share the machine's 2 cores.",
+            f"Goodput accounting: {cost['rounds']} alternating rounds of {cost['steps_per_round']:,} steps per variant, "
+            "in-process (parse_batch + IngestStore.accept, a fresh store each round); the ratio is the median of the "
+            "per-round ratios (with accounting / without).",
         ],
         "command": "python -m benchmarks.ingest_throughput",
     }
