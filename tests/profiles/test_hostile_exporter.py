@@ -145,6 +145,36 @@ def test_sigterm_ends_the_exporter_while_a_worker_is_stuck_in_a_read(tmp_path: P
             exporter.stop()
 
 
+def test_sigterm_ends_the_exporter_during_a_long_parse(tmp_path: Path) -> None:
+    """Issue 45: one SIGTERM during a large profile parse left the exporter running about 6
+    minutes. Here the parse is real work, not a blocked read: a kernel_details.csv of 80 MB of
+    blank lines (about 15 s of a core before the work budget refuses it). SIGTERM while the
+    parse has the file open ends the process within EXIT_WITHIN (+ slack), saying why."""
+    export = build(tmp_path / "watched" / "job" / "host_1_ascend_pt", PT_LEVEL1)
+    table = export / OUT / "kernel_details.csv"
+    with open(table, "wb") as handle:
+        handle.write(b"Step Id,Name,Type,Accelerator Core,Duration(us)\n" + b"\n" * (80 << 20))
+    exporter = Exporter([*QUIET, "--profile-dir", str(tmp_path / "watched")], tmp_path)
+    try:
+        process = psutil.Process(exporter.proc.pid)
+        deadline = time.monotonic() + 60
+        while not any(f.path == str(table) for f in process.open_files()):  # the parse is reading it
+            assert time.monotonic() < deadline and exporter.proc.poll() is None, "the parse never opened the table"
+            time.sleep(0.05)
+        time.sleep(1.0)  # well inside the parse
+        assert any(f.path == str(table) for f in process.open_files())
+        start = time.monotonic()
+        assert exporter.terminate_within(EXIT_BOUND) == 0
+        took = time.monotonic() - start
+        print(f"exit {took:.1f}s after SIGTERM during the parse")
+        log = exporter.log_path.read_text()
+        assert "worker threads still busy at exit" in log and "profile parsed" not in log
+        assert took <= EXIT_WITHIN + 2, f"exit took {took:.1f}s"
+    finally:
+        if exporter.proc.poll() is None:
+            exporter.stop()
+
+
 def test_once_shows_finished_exports(tmp_path: Path) -> None:
     build(tmp_path / "watched" / "resnet" / "host_1_ascend_pt", PT_LEVEL1)
     done = subprocess.run(
