@@ -8,6 +8,7 @@ from grafana_foundation_sdk.models import dashboard as dm
 from exporter.generate.board import Board, Variable, datasource_var, job_var, query_var
 from exporter.generate.common import pct, positive
 from exporter.generate.energy_rules import PER_ITERATION, PER_SAMPLE
+from exporter.generate.goodput_row import goodput_row
 from exporter.generate.panels import (
     GREEN,
     JOB_LEGEND,
@@ -49,6 +50,7 @@ def jobs(table_: Thresholds) -> Board:
             variables=_variables(),
         )
         .row("Macro: iterations and throughput", *_iterations(table_), *_device_use(table_))
+        .row("Goodput: where the job's NPU time goes", *goodput_row(table_))
         .row("Meso: where the step time goes", *_phases(table_))
         .row("Micro: latest profiles", *_profiles(table_))
     )

@@ -9,6 +9,7 @@ from typing import Any
 
 from exporter.generate.common import CHIP, IN_USE_SOURCES, NODE, pct, positive, with_windows
 from exporter.generate.energy_rules import energy_1h, energy_5m
+from exporter.generate.goodput_rules import goodput_records
 from exporter.thresholds import records
 from exporter.thresholds.table import Thresholds, duration_seconds, num
 
@@ -223,6 +224,7 @@ def recording_specs(table: Thresholds) -> list[tuple[str, str | None, list[Recor
     return [
         ("cann-exporter-capacity-5m", None, _five_minutes(threshold, sources, quantiles)),
         ("cann-exporter-capacity-rollups", interval, _rollups(interval, states, quantiles)),
+        ("cann-exporter-goodput", None, [Record(*rule) for rule in goodput_records()]),
     ]
 
 

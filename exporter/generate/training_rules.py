@@ -7,6 +7,7 @@ job_alerts.not_finished and on_device."""
 from __future__ import annotations
 
 from exporter.generate.common import JOB, Built, healthy_note, indent, pct, profile_fresh
+from exporter.generate.goodput_rules import goodput_low
 from exporter.generate.job_alerts import stalled, straggler
 from exporter.generate.texts import JOB_SHORT, JOB_TEXT, SHARE, upper_first
 from exporter.thresholds.table import AlertSpec, Thresholds, num
@@ -119,6 +120,17 @@ def _regression(spec: AlertSpec, table: Thresholds) -> Built:
     )
 
 
+def _goodput(spec: AlertSpec, table: Thresholds) -> Built:
+    return (
+        goodput_low(spec),
+        f"Training {JOB_SHORT} spends most of its time not training",
+        f"{upper_first(JOB_TEXT)} spent {SHARE} of its time over {spec.span} in steps that moved training forward, below "
+        f"{pct(spec.bound)}{healthy_note(spec, table)}; the rest went to start-ups, data waits, checkpoints, re-done steps, "
+        "downtime between a crash and its restart, or idle gaps: npu_job_badput_seconds_total by kind, and diagnose names "
+        "the largest with its lever.",
+    )
+
+
 BUILDERS = {
     "NPUHotOperator": _hot_operator,
     "NPUTopOperatorsDominant": _top_operators,
@@ -128,7 +140,15 @@ BUILDERS = {
     "NPUTrainingStalled": _stalled,
     "NPUIterationTimeRegression": _regression,
     "NPUJobStragglerRank": _straggler,
+    "NPUJobGoodputLow": _goodput,
 }
 NO_THRESHOLD: set[str] = set()
-NEEDS_RANGE = {"NPUMemcpyHigh", "NPUFrameworkOverheadHigh", "NPUIdleGapsHigh", "NPUIterationTimeRegression", "NPUJobStragglerRank"}
+NEEDS_RANGE = {
+    "NPUMemcpyHigh",
+    "NPUFrameworkOverheadHigh",
+    "NPUIdleGapsHigh",
+    "NPUIterationTimeRegression",
+    "NPUJobStragglerRank",
+    "NPUJobGoodputLow",
+}
 GROUP = ("cann-exporter-training", tuple(BUILDERS))

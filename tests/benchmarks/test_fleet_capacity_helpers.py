@@ -80,7 +80,9 @@ def test_each_backfill_pass_reads_only_raw_series_and_earlier_passes():
 def test_a_pass_file_keeps_the_groups_and_their_intervals():
     doc = rule_file(levels(RULES)[1], 300.0)
     intervals = {g["name"]: g.get("interval") for g in doc["groups"]}
-    assert intervals == {"cann-exporter-capacity-5m": None, "cann-exporter-capacity-rollups": "600s"}
+    # the second pass: rules reading the first pass's records, each in its shipped group
+    # (the goodput group's MFU over the wall time reads its 1h goodput ratio)
+    assert intervals == {"cann-exporter-capacity-5m": None, "cann-exporter-capacity-rollups": "600s", "cann-exporter-goodput": None}
     assert rules_of(doc, 300.0) == levels(RULES)[1]
 
 

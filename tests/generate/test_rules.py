@@ -47,6 +47,7 @@ CONTRACT_ALERT_NAMES = {
     "NPUTrainingStalled",
     "NPUIterationTimeRegression",
     "NPUJobStragglerRank",
+    "NPUJobGoodputLow",
     "NPUUnhealthy",
     "NPUNeedsIsolation",
     "NPUMissing",
@@ -85,6 +86,7 @@ JOB_ALERTS = {
     "NPUTrainingStalled",
     "NPUIterationTimeRegression",
     "NPUJobStragglerRank",
+    "NPUJobGoodputLow",
 }
 
 
@@ -309,7 +311,16 @@ def test_recording_rule_names_follow_level_metric_operations() -> None:
     records = [r["record"] for g in doc["groups"] for r in g["rules"]]
     for record in records:
         level, metric, operations = record.split(":")
-        assert level in ("chip", "instance", "namespace", "job_name", "cluster", "instance_namespace", "instance_job_name"), record
+        assert level in (
+            "chip",
+            "instance",
+            "namespace",
+            "job_name",
+            "job_name_kind",
+            "cluster",
+            "instance_namespace",
+            "instance_job_name",
+        ), record
         assert metric.startswith("npu_") and operations, record
     # per chip, per node, per namespace and cluster-wide, at 5m and 1h, plus daily rollups
     for level in ("instance", "namespace", "cluster"):

@@ -30,7 +30,10 @@ def test_the_guides_numbers() -> None:
         "framework_overhead_share": ("lower_is_better", 0.10, None),
         "idle_share": ("lower_is_better", 0.10, None),
         "model_flops_utilization": ("higher_is_better", 0.35, None),
+        "goodput": ("higher_is_better", 0.90, 0.50),
+        "badput_share": ("lower_is_better", 0.05, 0.10),
     }
+    assert table["goodput"].alert == "NPUJobGoodputLow" and "2407.21783" in table["goodput"].source
     assert table["model_flops_utilization"].ceiling == 0.60 and "2204.02311" in table["model_flops_utilization"].source
     assert table["memcpy_share"].alert == "NPUMemcpyHigh"
     assert table["device_utilization"].causes == ("data pipeline stalls", "uneven task scheduling")
