@@ -4,8 +4,9 @@ Prometheus history, as DIR/index.html with PNG charts beside it and DIR/capacity
 It shows utilization over time per node and per namespace (namespaces from npu_pod_info),
 the distribution of chip utilization, idle chip-hours, the share of time below the
 low-utilization bound, every chip below it, HBM headroom, allocation vs use, linear forecasts,
-energy (kWh per node, namespace and training job, idle energy, cost with --price-per-kwh)
-and a written summary. A --range longer than the history Prometheus holds reports on what
+energy (kWh per node, namespace and training job, idle energy, cost with --price-per-kwh),
+goodput (the training jobs' NPU-hours per job and namespace split into goodput and each kind
+of badput) and a written summary. A --range longer than the history Prometheus holds reports on what
 exists and says how much that is. Needs matplotlib (`pip install 'cann-exporter[report]'`).
 
 Exit status: 0 report written, 2 could not (Prometheus unreachable or failing, no data in the
@@ -27,6 +28,8 @@ from exporter.diagnostics.capacity import Bounds, analyse_capacity
 from exporter.diagnostics.capacity_reader import QUERIES, fit_window, read_capacity, unhealthy_states
 from exporter.diagnostics.energy import analyse_energy
 from exporter.diagnostics.energy_reader import ENERGY_QUERIES, read_energy
+from exporter.diagnostics.goodput import analyse_goodput
+from exporter.diagnostics.goodput_reader import GOODPUT_QUERIES, read_goodput
 from exporter.diagnostics.html import render_html, report_json
 from exporter.diagnostics.model import EXIT_HEALTHY, CannotDiagnose
 from exporter.diagnostics.progress import Progress
@@ -105,7 +108,7 @@ def write_report(args: argparse.Namespace, err: TextIO) -> Path:
     client = REQUESTS.client(args)
     end, seconds = WINDOW.read(args)
     matchers = getattr(args, "selector", "")
-    with Progress(err, "querying Prometheus", total=QUERIES + ENERGY_QUERIES) as progress:
+    with Progress(err, "querying Prometheus", total=QUERIES + ENERGY_QUERIES + GOODPUT_QUERIES) as progress:
         window = fit_window(client, end, seconds, getattr(args, "step", None), matchers, progress.step)
         data = read_capacity(
             client,
@@ -130,15 +133,17 @@ def write_report(args: argparse.Namespace, err: TextIO) -> Path:
                 getattr(args, "price_per_kwh", None),
                 progress.step,
             )
+            spent = read_goodput(client, window.first, window.last, window.step, matchers, progress.step)
         except PrometheusError as exc:
             raise CannotDiagnose(str(exc)) from None
     report = analyse_capacity(data, table, getattr(args, "horizon", 30 * 86400.0) / 86400.0)
     energy = analyse_energy(joules, data, Bounds.from_table(table).low)
+    goodput = analyse_goodput(spent)
     try:
         charts = draw_all(report, directory)
-        (directory / "capacity.json").write_text(report_json(report, charts, energy), encoding="utf-8")
+        (directory / "capacity.json").write_text(report_json(report, charts, energy, goodput), encoding="utf-8")
         index = directory / "index.html"
-        index.write_text(render_html(report, charts, energy), encoding="utf-8")
+        index.write_text(render_html(report, charts, energy, goodput), encoding="utf-8")
     except OSError as exc:
         raise _unwritable(directory, exc) from None
     return index

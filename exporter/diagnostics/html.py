@@ -15,6 +15,7 @@ from exporter.core.values import format_duration
 from exporter.diagnostics.capacity import CapacityReport
 from exporter.diagnostics.capacity_text import cost_text, hours_text, kwh_text, pct_text
 from exporter.diagnostics.energy import EnergyReport, EnergyRow, energy_findings
+from exporter.diagnostics.goodput import NO_NAMESPACE, GoodputReport, goodput_cells, goodput_findings, goodput_json
 from exporter.thresholds.table import ABNORMAL, HEALTHY, WARNING
 
 GIB = float(1 << 30)
@@ -63,7 +64,9 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def render_html(report: CapacityReport, charts: Mapping[str, Path], energy: EnergyReport | None = None) -> str:
+def render_html(
+    report: CapacityReport, charts: Mapping[str, Path], energy: EnergyReport | None = None, goodput: GoodputReport | None = None
+) -> str:
     t = report.totals
     parts = [
         "<!DOCTYPE html>",
@@ -76,7 +79,7 @@ def render_html(report: CapacityReport, charts: Mapping[str, Path], energy: Ener
             f"({escape(_span(report))}) · step {format_duration(report.step)} · written {_when(time.time())}</p>"
         ),
         f"<h2>Summary {_verdict(report.verdict)}</h2>",
-        '<ul class="findings">' + "".join(f"<li>{escape(f)}</li>" for f in (*report.findings, *energy_findings(energy))) + "</ul>",
+        '<ul class="findings">' + "".join(f"<li>{escape(f)}</li>" for f in _findings(report, energy, goodput)) + "</ul>",
         _table(
             ["", "value"],
             [
@@ -98,6 +101,7 @@ def render_html(report: CapacityReport, charts: Mapping[str, Path], energy: Ener
             parts.append(f'<p class="note">{escape(report.empty[name])}</p>')
         parts.append(_section_table(name, report))
     parts += _energy_section(energy)
+    parts += _goodput_section(goodput)
     if report.notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f'<li class="note">{escape(n)}</li>' for n in report.notes) + "</ul>")
     parts.append("</body></html>")
@@ -260,7 +264,43 @@ def _energy_json(r: EnergyReport | None) -> dict[str, Any] | None:
     }
 
 
-def report_json(report: CapacityReport, charts: Mapping[str, Path], energy: EnergyReport | None = None) -> str:
+def _findings(report: CapacityReport, energy: EnergyReport | None, goodput: GoodputReport | None) -> list[str]:
+    return [*report.findings, *energy_findings(energy), *goodput_findings(goodput)]
+
+
+NO_GOODPUT = (
+    "Prometheus has no npu_job_goodput_seconds_total series in the window: no training job reported through the hooks, "
+    "or exporters before the goodput counters."
+)
+
+
+def _goodput_section(r: GoodputReport | None) -> list[str]:
+    """NPU-hours (rank-hours) per training job and namespace, split into goodput and each badput kind."""
+    out = ["<h2>Goodput</h2>"]
+    if r is None:
+        return [*out, f'<p class="note">{escape(NO_GOODPUT)}</p>']
+    out.append(
+        '<p class="note">NPU-hours: the hours of every rank of the training jobs (one rank, one NPU), from '
+        "npu_job_goodput_seconds_total and npu_job_badput_seconds_total by kind, with each part's share; restarts from "
+        "npu_job_disruptions_total. A rank counts for the namespace of the pod on its chip in each step "
+        f"({escape(NO_NAMESPACE)}: no pod on it).</p>"
+    )
+    parts = r.parts
+    head = ["NPU-hours", *parts, "restarts"]
+    out.append(
+        _table(
+            ["training job", *head],
+            [[escape(j.name), *goodput_cells(j, parts)] for j in r.jobs] + [["all jobs", *goodput_cells(r.total, parts)]],
+        )
+    )
+    if r.namespaces:
+        out.append(_table(["namespace", *head], [[escape(n.name), *goodput_cells(n, parts)] for n in r.namespaces]))
+    return out
+
+
+def report_json(
+    report: CapacityReport, charts: Mapping[str, Path], energy: EnergyReport | None = None, goodput: GoodputReport | None = None
+) -> str:
     doc: dict[str, Any] = {
         "source": report.source,
         "start": report.start - report.step,
@@ -276,8 +316,9 @@ def report_json(report: CapacityReport, charts: Mapping[str, Path], energy: Ener
         "chips_below": [{**asdict(c), "subject": c.subject} for c in report.chips_below],
         "empty": dict(report.empty),
         "forecasts": [{k: v for k, v in asdict(f).items() if k != "daily"} for f in report.forecasts],
-        "findings": [*report.findings, *energy_findings(energy)],
+        "findings": _findings(report, energy, goodput),
         "energy": _energy_json(energy),
+        "goodput": goodput_json(goodput),
         "notes": list(report.notes),
         "charts": {k: v.name for k, v in charts.items()},
     }

@@ -93,6 +93,33 @@ def test_energy_per_node_namespace_and_job_with_cost(capacity_report: Path) -> N
     assert any(f.startswith("Energy: ") and ", cost " in f for f in numbers(capacity_report)["findings"])
 
 
+def test_goodput_per_job_and_namespace_in_npu_hours(capacity_report: Path) -> None:
+    """The jobs' last 3 days (stuck's 71 hours), one NPU per rank, split as the history's shares;
+    namespaces through the pods on the chips npu_job_info names; the restart slow had."""
+    goodput = numbers(capacity_report)["goodput"]
+    hours = {"bert": 2 * 72.0, "slow": 72.0, "stuck": 71.0}
+    jobs = {j["name"]: j for j in goodput["jobs"]}
+    assert set(jobs) == set(hours)
+    for job in h.JOBS:
+        row = jobs[job.name]
+        assert row["ranks"] == len(job.ranks)
+        assert row["npu_hours"] == pytest.approx(hours[job.name], rel=0.01), job.name
+        assert row["goodput_share"] == pytest.approx(job.goodput, abs=0.005), job.name
+        assert row["goodput_hours"] == pytest.approx(job.goodput * hours[job.name], rel=0.01), job.name
+        for kind in h.BADPUT_KINDS:
+            assert row["badput_shares"][kind] == pytest.approx(job.badput.get(kind, 0.0), abs=0.005), (job.name, kind)
+        assert row["disruptions"] == pytest.approx(len(job.restarts_ago), abs=0.05), job.name
+    assert jobs["slow"]["largest_badput"] == "checkpoint_save" and jobs["bert"]["largest_badput"] == "data_wait"
+    spaces = {n["name"]: n["npu_hours"] for n in goodput["namespaces"]}
+    assert spaces == pytest.approx({"team-a": hours["bert"], "team-b": hours["slow"], "team-c": hours["stuck"]}, rel=0.01)
+    assert goodput["npu_hours"] == pytest.approx(sum(hours.values()), rel=0.01) and goodput["disruptions"] == pytest.approx(1, abs=0.05)
+    html = (capacity_report / "index.html").read_text()
+    assert "<h2>Goodput</h2>" in html and "<th>training job</th><th>NPU-hours</th><th>goodput</th>" in html
+    assert "<th>checkpoint_save</th>" in html and "<th>checkpoint_restore</th>" not in html  # kinds no job had are left out
+    summary = next(f for f in numbers(capacity_report)["findings"] if f.startswith("Goodput: "))
+    assert "NPU-hours of training jobs" in summary and "the largest badput: data_wait" in summary and "1 restart(s)" in summary
+
+
 def test_forecasts(capacity_report: Path) -> None:
     forecasts = {f["name"]: f for f in numbers(capacity_report)["forecasts"]}
     hbm = forecasts["HBM used on node-a:9435"]
@@ -314,8 +341,8 @@ def test_progress_shows_on_a_terminal_only(prometheus: Prometheus, tmp_path: Pat
     err = Tty()
     assert report.run(args, out=io.StringIO(), err=err) == 0
     text = err.getvalue()
-    assert "\rquerying Prometheus: 1/15 history held" in text and "2/15 chip utilization" in text and "11/15 HBM total" in text
-    assert "15/15 energy per job" in text
+    assert "\rquerying Prometheus: 1/20 history held" in text and "2/20 chip utilization" in text and "11/20 HBM total" in text
+    assert "15/20 energy per job" in text and "16/20 goodput" in text and "20/20 chips' pods" in text
     assert text.endswith("\r") and text.rstrip("\r ").count("\r") >= 7  # the line is cleared at the end
     quiet = io.StringIO()
     assert report.run(args, out=io.StringIO(), err=quiet) == 0 and quiet.getvalue() == ""

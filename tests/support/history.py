@@ -22,6 +22,12 @@ Nodes (4 chips each, 64 GiB HBM per chip):
 
 The profiles of bert and slow are fresh: their last update is every sample's own time.
 
+Goodput (npu_job_goodput_seconds_total, npu_job_badput_seconds_total{kind}, counters from the
+jobs' start, each a constant share of the wall time the job ran: Job.badput, the rest goodput):
+bert 90.25% goodput (data_wait 4.75%, checkpoint_save 3%, idle 2%); slow 63% (checkpoint_save
+15%, idle 10%, data_wait 7%, lost_progress 3%, downtime 2%; one restart, two days ago); stuck 81%
+(idle 10%, data_wait 9%), its counters still since its last iteration.
+
 Energy (`npu_energy_joules_total`, a counter from the history's start): a chip draws IDLE_WATTS
 with nothing on it, else its WATTS (node-a 300 W, node-b 200 W, node-c chip 1 250 W and chips 2
 and 3 350 W), so every kWh a test checks is watts x hours.
@@ -75,6 +81,12 @@ class Job:
     phases: dict[str, float] = field(default_factory=dict)
     stops_ago: float | None = None
     mfu: float | None = None  # npu_job_model_flops_utilization_ratio; None: no FLOPs declared (no series)
+    badput: dict[str, float] = field(default_factory=dict)  # kind -> share of the wall time run; the rest is goodput
+    restarts_ago: tuple[float, ...] = ()  # npu_job_disruptions_total steps up this long before now
+
+    @property
+    def goodput(self) -> float:
+        return 1.0 - sum(self.badput.values())
 
 
 BERT = Job(
@@ -87,6 +99,7 @@ BERT = Job(
     32,
     {"data": 0.05, "h2d": 0.10, "compute": 0.70, "communication": 0.08, "d2h": 0.02, "framework": 0.05},
     mfu=0.46,
+    badput={"data_wait": 0.95 * 0.05, "checkpoint_save": 0.03, "idle": 0.02},
 )
 SLOW = Job(
     "slow",
@@ -98,8 +111,21 @@ SLOW = Job(
     16,
     {"data": 0.10, "h2d": 0.30, "compute": 0.35, "communication": 0.05, "d2h": 0.05, "framework": 0.15},
     mfu=0.20,
+    badput={"data_wait": 0.70 * 0.10, "checkpoint_save": 0.15, "lost_progress": 0.03, "downtime": 0.02, "idle": 0.10},
+    restarts_ago=(2 * DAY,),
 )
-STUCK = Job("stuck", "node-c:9435", (0,), 1.0, 1.0, 0.90, 8, {"compute": 0.9, "data": 0.1}, stops_ago=STALL_AGO)
+STUCK = Job(
+    "stuck",
+    "node-c:9435",
+    (0,),
+    1.0,
+    1.0,
+    0.90,
+    8,
+    {"compute": 0.9, "data": 0.1},
+    stops_ago=STALL_AGO,
+    badput={"data_wait": 0.90 * 0.10, "idle": 0.10},
+)
 JOBS = (BERT, SLOW, STUCK)
 
 PROFILES = {
@@ -347,6 +373,18 @@ def _job_families(now: int, times: list[int]) -> Iterator[str]:
             phase=phase,
             stage=phase,
         )
+
+    yield from _family(
+        "npu_job_goodput_seconds", "counter", per_rank("npu_job_goodput_seconds_total", lambda j, t: j.goodput * _integral(j, now, t))
+    )
+    yield "# TYPE npu_job_badput_seconds counter"
+    for kind in BADPUT_KINDS:
+        yield from per_rank("npu_job_badput_seconds_total", lambda j, t, k=kind: j.badput.get(k, 0.0) * _integral(j, now, t), kind=kind)
+    restarts = per_rank("npu_job_disruptions_total", lambda j, t: float(sum(t >= now - ago for ago in j.restarts_ago)))
+    yield from _family("npu_job_disruptions", "counter", restarts)
+
+
+BADPUT_KINDS = ("startup", "data_wait", "checkpoint_save", "checkpoint_restore", "lost_progress", "downtime", "idle", "other")
 
 
 def _profile_families(now: int, times: list[int]) -> Iterator[str]:
