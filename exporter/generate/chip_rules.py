@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from exporter.generate import fault_alerts
 from exporter.generate.common import IN_USE_SOURCES, Built, Tier, healthy_note, in_use_chips, indent, pct, too_hot
-from exporter.generate.texts import CHIP_SHORT, CHIP_TEXT, COUNT, ISOLATED_NOW, SHARE, VALUE, upper_first
+from exporter.generate.texts import CHIP_OWNER, CHIP_OWNER_SHORT, CHIP_SHORT, CHIP_TEXT, COUNT, ISOLATED_NOW, SHARE, VALUE, upper_first
 from exporter.thresholds.alert_facts import isolated_pages_limit
 from exporter.thresholds.table import AlertSpec, Thresholds, num
 
@@ -20,8 +20,8 @@ def _low_utilization(spec: AlertSpec, table: Thresholds) -> Built:
     )
     return (
         expr,
-        f"NPU {CHIP_SHORT} is in use but below {pct(spec.bound)} utilization",
-        f"The AI Core utilization of {CHIP_TEXT} averaged {SHARE} over {spec.span}, below {pct(spec.bound)} for {spec.window}{healthy_note(spec, table)}, while a process, pod or training job uses the chip.",
+        f"NPU {CHIP_SHORT} is in use{CHIP_OWNER_SHORT} but below {pct(spec.bound)} utilization",
+        f"The AI Core utilization of {CHIP_TEXT} averaged {SHARE} over {spec.span}, below {pct(spec.bound)} for {spec.window}{healthy_note(spec, table)}, while a process, pod or training job uses the chip.{CHIP_OWNER}",
     )
 
 
@@ -36,7 +36,7 @@ def _unstable(spec: AlertSpec, table: Thresholds) -> Built:
     return (
         expr,
         f"NPU {CHIP_SHORT} utilization swings in a saw-tooth",
-        f"The AI Core utilization of {CHIP_TEXT} swings by a standard deviation of {SHARE} over {spec.span} (above {pct(spec.bound)}) around a mean below {pct(mean_below)}, for {spec.window}, while a process, pod or training job uses the chip: the task stream stops and restarts.",
+        f"The AI Core utilization of {CHIP_TEXT} swings by a standard deviation of {SHARE} over {spec.span} (above {pct(spec.bound)}) around a mean below {pct(mean_below)}, for {spec.window}, while a process, pod or training job uses the chip: the task stream stops and restarts.{CHIP_OWNER}",
     )
 
 
@@ -85,7 +85,7 @@ def _hbm_full(spec: AlertSpec, table: Thresholds) -> Built:
     return (
         f"npu_hbm_used_bytes / npu_hbm_total_bytes > {num(spec.bound)}",
         f"HBM of NPU {CHIP_SHORT} is almost full",
-        f"{SHARE} of the HBM of {CHIP_TEXT} is in use, above {pct(spec.bound)} for {spec.window}.",
+        f"{SHARE} of the HBM of {CHIP_TEXT} is in use, above {pct(spec.bound)} for {spec.window}.{CHIP_OWNER}",
     )
 
 
@@ -93,7 +93,7 @@ def _ecc(spec: AlertSpec, table: Thresholds) -> Built:
     return (
         f'increase(npu_ecc_errors_total{{type="double_bit"}}[{spec.span}]) > {num(spec.bound)}',
         f"Uncorrectable ECC errors on NPU {CHIP_SHORT}",
-        f"{upper_first(CHIP_TEXT)} counted {COUNT} new double-bit ECC error(s) in its {{{{ $labels.memory }}}} memory within {spec.span}.",
+        f"{upper_first(CHIP_TEXT)} counted {COUNT} new double-bit ECC error(s) in its {{{{ $labels.memory }}}} memory within {spec.span}.{CHIP_OWNER}",
     )
 
 

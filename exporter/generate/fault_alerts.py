@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from exporter.core import faultlevels
-from exporter.generate.texts import CHIP_SHORT, CHIP_TEXT, ERROR_CODES
+from exporter.generate.texts import CHIP_OWNER, CHIP_SHORT, CHIP_TEXT, ERROR_CODES
 from exporter.thresholds.table import AlertSpec, Thresholds
 
 ISOLATION_LEVELS = faultlevels.ISOLATION
@@ -35,7 +35,7 @@ def unhealthy(spec: AlertSpec, table: Thresholds) -> tuple[str, str, str]:
     return (
         f'npu_health{{state=~"{states}"}} == 1',
         f"NPU {CHIP_SHORT} reports health {{{{ $labels.state }}}}{FAULT_LEVEL}",
-        f"npu-smi reports the health of {CHIP_TEXT} as {{{{ $labels.state }}}} for {spec.window}.{ERROR_CODES}",
+        f"npu-smi reports the health of {CHIP_TEXT} as {{{{ $labels.state }}}} for {spec.window}.{ERROR_CODES}{CHIP_OWNER}",
     )
 
 
@@ -47,6 +47,6 @@ def needs_isolation(spec: AlertSpec, table: Thresholds) -> tuple[str, str, str]:
         f"NPU {CHIP_SHORT} must leave service ({{{{ $labels.level }}}}): {action}",
         (
             f"The fault codes npu-smi reports for {CHIP_TEXT} have the handling level {{{{ $labels.level }}}} in the "
-            f"fault-code table: {action}.{ERROR_CODES}"
+            f"fault-code table: {action}.{ERROR_CODES}{CHIP_OWNER}"
         ),
     )

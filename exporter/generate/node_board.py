@@ -159,6 +159,14 @@ def _health_and_processes() -> list[Panel]:
         ),
         grid("Processes", q(_chips("npu_process_memory_bytes"), table_format=True), unit="bytes", hidden=("__name__", "job")),
         info_grid("Pods (kubelet)", _chips("npu_pod_info")),
+        info_grid(
+            "Owners",
+            f"group by (job, instance, npu, chip, device, runtime, owner) ({_chips('npu_chip_owner_info')})\n"
+            f"or on (job, instance, npu, chip)\ngroup by (job, instance, npu, chip, device) ({_chips('npu_up')})",
+            description="Who holds each chip (npu_chip_owner_info, from the cgroups of the processes npu-smi shows): "
+            "a pod, a Docker, containerd or Podman container, a Slurm job and its user, a systemd unit, or the host. "
+            "A chip with no owner known has the owner column empty.",
+        ),
         info_grid("Chips", _chips("npu_device_info")),
         info_grid(
             "Driver",

@@ -16,11 +16,41 @@ _NPU_CHIP_OF_DEVICE = (
     "{{ with printf `npu_device_info{instance=%q, device=%q}` $labels.instance $labels.device | query }}"
     "{{ with first . }} (NPU {{ .Labels.npu }}, chip {{ .Labels.chip }}){{ end }}{{ end }}"
 )
+
+JOB_SHORT = "job {{ $labels.job_name }} rank {{ $labels.rank }}{{ with $labels.device }}, device {{ . }}{{ end }} on {{ $labels.instance }}"
+# Who holds the chip (npu_chip_owner_info, the owner source): one phrase per owner, in the words
+# of its runtime. Looked up at notification time, so an alert fires the same with no owner known
+# (no owner series: nothing is said).
+_OWNER = (
+    '{{ if eq $o.Labels.runtime "docker" "containerd" "podman" }}{{ $o.Labels.runtime }} container {{ $o.Labels.owner }}'
+    '{{ else if eq $o.Labels.runtime "systemd" }}unit {{ $o.Labels.owner }}'
+    "{{ else if $o.Labels.pod }}pod {{ $o.Labels.namespace }}/{{ $o.Labels.pod }}"
+    '{{ else if eq $o.Labels.runtime "host" }}a host process'
+    "{{ else }}{{ $o.Labels.owner }}{{ end }}"
+)
+
+
+def owners_of(selector: str, args: str, opening: str, closing: str = "") -> str:
+    """A Go template: ``opening`` and every owner of the chips ``selector`` finds (a printf
+    format over ``args``), then ``closing``; nothing when npu_chip_owner_info has none."""
+    return (
+        f"{{{{ with printf `npu_chip_owner_info{{{selector}}}` {args} | query | sortByLabel `owner` }}}}{opening}"
+        f"{{{{ range $i, $o := . }}}}{{{{ if $i }}}},{{{{ end }}}} {_OWNER}{{{{ end }}}}{closing}{{{{ end }}}}"
+    )
+
+
+_CHIP_SELECTOR = ("instance=%q, npu=%q, chip=%q", "$labels.instance $labels.npu $labels.chip")
+# `Held by slurm job 4242 (alice).`, `Held by pod train/bert-0.`: a sentence for descriptions.
+CHIP_OWNER = owners_of(*_CHIP_SELECTOR, " Held by", ".")
+# ` by docker container trainer`: for a summary's "in use by ...".
+CHIP_OWNER_SHORT = owners_of(*_CHIP_SELECTOR, " by")
+# A training rank's chip's owners, by its device (inside JOB_TEXT's `with $labels.device`).
+_JOB_OWNER = owners_of("instance=%q, device=%q", "$labels.instance $labels.device", ", held by", ",")
 JOB_TEXT = (
     "job {{ $labels.job_name }} rank {{ $labels.rank }}{{ with $labels.device }}, device {{ . }}"
-    f"{_NPU_CHIP_OF_DEVICE}{{{{ end }}}} on {{{{ $labels.instance }}}}"
+    f"{_NPU_CHIP_OF_DEVICE}{_JOB_OWNER}{{{{ end }}}} on {{{{ $labels.instance }}}}"
 )
-JOB_SHORT = "job {{ $labels.job_name }} rank {{ $labels.rank }}{{ with $labels.device }}, device {{ . }}{{ end }} on {{ $labels.instance }}"
+
 # Network series add `port` ("" = absent on chips with one port; "<udie>/<port>" on A5).
 PORT = "{{ with $labels.port }} port {{ . }}{{ end }}"
 PORT_TEXT = f"device {{{{ $labels.device }}}} (NPU {{{{ $labels.npu }}}}, chip {{{{ $labels.chip }}}}){PORT} on {{{{ $labels.instance }}}}"
