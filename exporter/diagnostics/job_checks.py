@@ -2,7 +2,7 @@
 model FLOPs utilization and stalls (macro level), the rates and the share of each phase of the
 step (meso level); a process younger than the alerts' look-back is shown, not judged. Pure: job
 statistics and the threshold table in, findings out (the ranks compared with each other:
-job_ranks.py)."""
+job_ranks.py; goodput and the largest badput: goodput_checks.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from exporter.diagnostics import job_ranks
+from exporter.diagnostics.goodput_checks import goodput_findings
 from exporter.diagnostics.model import MACRO, MESO, PER_SECOND, RATIO, SECONDS, Finding, JobStats
 from exporter.diagnostics.verdicts import duration, judge, judged
 from exporter.jobs.phases import STAGES, stage_of
@@ -68,6 +69,7 @@ def job_macro(job: JobStats, table: Thresholds) -> list[Finding]:
     mfu = mfu_finding(job, table)
     if mfu is not None:
         out.append(mfu)
+    out += goodput_findings(job, table)
     stall = table.find("NPUTrainingStalled")
     if job.seconds_since_last_iteration is not None:
         age = max(0.0, job.seconds_since_last_iteration)

@@ -89,6 +89,8 @@ class JobStats:
     window: float | None = None  # the window's length, when it was judged over one
     device: str | None = None  # chip logic id from npu_job_info; "": no chip (a CPU job); None: unknown
     mfu: float | None = None  # model FLOPs utilization (npu_job_model_flops_utilization_ratio); None: not served
+    goodput: float | None = None  # share of its wall time (goodput + badput) in steps that moved training forward
+    badput: tuple[tuple[str, float], ...] = ()  # (kind, share of the same wall time)
 
     @property
     def subject(self) -> str:

@@ -17,6 +17,7 @@ from exporter.core.selfmetrics import (
 )
 from exporter.core.values import format_duration
 from exporter.diagnostics import hardware, profile_indicators
+from exporter.diagnostics.goodput_checks import shares
 from exporter.diagnostics.model import (
     CannotDiagnose,
     ChipStats,
@@ -34,6 +35,8 @@ from exporter.diagnostics.promapi import (
     selector,
 )
 from exporter.jobs.metrics import (
+    JOB_BADPUT,
+    JOB_GOODPUT,
     JOB_INFO,
     JOB_ITERATION_DURATION,
     JOB_LAST_ITERATION,
@@ -293,6 +296,7 @@ def read_jobs(ask: _Asker, matchers: str) -> tuple[JobStats, ...]:
     lifetimes = read_lifetimes(ask, matchers)
     devices = {_job_key(s.labels): s.labels.get("device", "") for s in ask(f"last_over_time({selector(JOB_INFO.name, matchers)}[{r}])")}
     mfu = _by_job(ask(f"avg_over_time({selector(JOB_MFU.name, matchers)}[{r}])"))
+    spent = read_goodput(ask, matchers)
     return tuple(
         replace(
             job_stats(
@@ -307,9 +311,22 @@ def read_jobs(ask: _Asker, matchers: str) -> tuple[JobStats, ...]:
             ),
             device=devices.get(key),
             mfu=mfu.get(key),
+            goodput=spent.get(key, (None, ()))[0],
+            badput=spent.get(key, (None, ()))[1],
         )
         for key in sorted(set(busy) | set(rate))
     )
+
+
+def read_goodput(ask: _Asker, matchers: str) -> dict[JobKey, tuple[float | None, tuple[tuple[str, float], ...]]]:
+    """Each rank's goodput share and badput shares over the window, from the counters' rates."""
+    r = ask.window.range
+    good = _by_job(ask(f"rate({selector(JOB_GOODPUT.name, matchers)}[{r}])"))
+    bad: dict[JobKey, dict[str, float]] = {}
+    for s in ask(f"rate({selector(JOB_BADPUT.name, matchers)}[{r}])"):
+        kinds = bad.setdefault(_job_key(s.labels), {})
+        kinds[s.labels.get("kind", "other")] = kinds.get(s.labels.get("kind", "other"), 0.0) + s.value
+    return {key: shares(good.get(key), bad.get(key, {})) for key in set(good) | set(bad)}
 
 
 def read_lifetimes(ask: _Asker, matchers: str) -> dict[JobKey, float]:

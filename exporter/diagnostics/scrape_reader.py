@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from exporter.diagnostics import hardware, profile_indicators
+from exporter.diagnostics.goodput_checks import shares
 from exporter.diagnostics.httpclient import Deadline, HttpFailure, MiB, fetch
 from exporter.diagnostics.model import (
     CannotDiagnose,
@@ -24,7 +25,16 @@ from exporter.diagnostics.model import (
     PageCount,
 )
 from exporter.diagnostics.prom_reader import profile_summary
-from exporter.jobs.metrics import JOB_INFO, JOB_ITERATION_DURATION, JOB_LAST_ITERATION, JOB_MFU, JOB_PHASE_SECONDS, JOB_SAMPLES
+from exporter.jobs.metrics import (
+    JOB_BADPUT,
+    JOB_GOODPUT,
+    JOB_INFO,
+    JOB_ITERATION_DURATION,
+    JOB_LAST_ITERATION,
+    JOB_MFU,
+    JOB_PHASE_SECONDS,
+    JOB_SAMPLES,
+)
 from exporter.npusmi.metrics import AICORE, ECC_ISOLATED_PAGES, PROCESS_MEMORY, UP
 from exporter.pods.metrics import POD_INFO
 from exporter.profiles.indicators import OperatorShare, ProfileSummary
@@ -196,6 +206,26 @@ class _JobTotals:
     phases: tuple[tuple[str, float], ...] = ()
 
 
+def _spent(scrape: Scrape) -> dict[tuple[str, str], dict[str, float]]:
+    """Each rank's goodput (key "") and badput seconds by kind, since the exporter has held it."""
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for labels, value in scrape.values(JOB_GOODPUT.name):
+        out.setdefault(_job_id(labels), {})[""] = value
+    for labels, value in scrape.values(JOB_BADPUT.name):
+        out.setdefault(_job_id(labels), {})[labels.get("kind", "other")] = value
+    return out
+
+
+def _goodput(first: dict[str, float] | None, last: dict[str, float]) -> tuple[float | None, tuple[tuple[str, float], ...]]:
+    """Shares between two readings, or since the rank was first held when they are one (or
+    nothing was accounted between them, or a counter went back: a new exporter)."""
+    if first is not None and first is not last:
+        grown = {k: v - first.get(k, 0.0) for k, v in last.items()}
+        if all(v >= 0 for v in grown.values()) and sum(grown.values()) > 0:
+            last = grown
+    return shares(last.get(""), {k: v for k, v in last.items() if k})
+
+
 def _totals(scrape: Scrape) -> dict[tuple[str, str], _JobTotals]:
     sums, counts, samples, last = (
         {_job_id(labels): value for labels, value in scrape.values(name)}
@@ -216,6 +246,7 @@ def jobs_from(scrapes: Sequence[Scrape]) -> tuple[JobStats, ...]:
     """Rates between the first scrape that shows each rank and the last (its own lifetime in
     the readings); a rank in one scrape only: its means since it started reporting."""
     totals = [_totals(scrape) for scrape in scrapes]
+    spent = [_spent(scrape) for scrape in scrapes]
     last, window = totals[-1], scrapes[-1].at - scrapes[0].at
     devices = {_job_id(labels): labels.get("device", "") for labels, _ in scrapes[-1].values(JOB_INFO.name)}
     mfu: dict[tuple[str, str], list[float]] = {}  # each reading is the exporter's last 60 s: their mean
@@ -231,7 +262,11 @@ def jobs_from(scrapes: Sequence[Scrape]) -> tuple[JobStats, ...]:
         else:
             stats = _since_start(key, now)
         readings = mfu.get(key)
-        out.append(replace(stats, device=devices.get(key), mfu=sum(readings) / len(readings) if readings else None))
+        stats = replace(stats, device=devices.get(key), mfu=sum(readings) / len(readings) if readings else None)
+        if key in spent[-1]:
+            good, bad = _goodput(next((s[key] for s in spent if key in s), None), spent[-1][key])
+            stats = replace(stats, goodput=good, badput=bad)
+        out.append(stats)
     return tuple(out)
 
 

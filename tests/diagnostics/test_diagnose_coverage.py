@@ -112,7 +112,8 @@ def everything_wrong() -> Observations:
     )
     phases = (("h2d", 0.4), ("framework", 0.3), ("forward", 0.3))
     jobs = (
-        JobStats("", "llm", "0", 1.0, 1.0, 8.0, 0.5, phases, 2000.0, 3600.0, 3600.0, "1"),
+        # 30% goodput, checkpoints 40% of the time (NPUJobGoodputLow, badput_share)
+        JobStats("", "llm", "0", 1.0, 1.0, 8.0, 0.5, phases, 2000.0, 3600.0, 3600.0, "1", goodput=0.3, badput=(("checkpoint_save", 0.4),)),
         JobStats("", "llm", "1", 2.0, 0.5, 4.0, 0.5, phases, 2000.0, 3600.0, 3600.0, "1"),
     )
     profiles = (ProfileSummary("llm", 0, "/p", "torch_npu", top3_operator_ratio=0.95, max_operator_ratio=0.9),)

@@ -340,3 +340,42 @@ npu_profile_top3_operator_ratio{job_name="dp",rank="0"} 0.95
     with serve([(200, CHIPS + ranks_text() + profile)]) as server:
         npu = run_diagnose("--metrics-url", server.url)
     assert "operator fusion" in npu.out and "TBE" in npu.out  # the same profile on a chip gets the NPU levers
+
+
+def checkpointing_job_text() -> str:
+    """What the exporter serves for a scripted job posted to the real ingest with its own clock:
+    its process started 10 s before its first step, then 100 steps of 1 s (5% of each in the data
+    phase) with a 10 s checkpoint saved between steps after every 25th: 150 s of wall time, 95 s
+    of goodput, 40 s of checkpoint_save, 10 s of startup, 5 s of data_wait."""
+    import time
+
+    from exporter.jobs.collector import JobCollector
+    from exporter.jobs.store import IngestStore
+    from exporter.jobs.validate import Batch, Outside, Step
+    from tests.support.exposition import exposition
+
+    started = time.time() - 300
+    steps, outside, clock = [], [], started + 10.0
+    for index in range(1, 101):
+        clock += 1.0
+        steps.append(Step(1.0, clock, 8, (("data", 0.05), ("compute", 0.95)), index=index))
+        if index % 25 == 0:
+            clock += 10.0
+            outside.append(Outside(clock, (("save_checkpoint", 10.0),)))
+    store = IngestStore()
+    store.accept(Batch("ckpt", 0, 1, "3", "pytorch", "7", 0, False, None, None, tuple(steps), started=started, outside=tuple(outside)))
+    return exposition(JobCollector(), store.part())
+
+
+def test_metrics_url_names_the_largest_badput_with_its_lever(serve: type[Server]) -> None:
+    with serve([(200, CHIPS + checkpointing_job_text())]) as server:
+        result = run_diagnose("--metrics-url", server.url, "--format", "json")
+        text = run_diagnose("--metrics-url", server.url)
+    assert result.code == 1, result.err
+    found = {(f["subject"], f["check"]): f for level in json.loads(result.out)["levels"].values() for f in level}
+    good = found[("job ckpt rank 0", "goodput")]
+    assert good["value"] == pytest.approx(95 / 150) and (good["verdict"], good["alert"]) == ("warning", "NPUJobGoodputLow")
+    bad = found[("job ckpt rank 0", "badput")]
+    assert bad["title"] == "Largest badput: checkpoint_save" and bad["value"] == pytest.approx(40 / 150)
+    assert bad["verdict"] == "abnormal" and bad["detail"].endswith("lever: checkpoint less often, or asynchronously")
+    assert "Largest badput: checkpoint_save" in text.out and "checkpoint less often, or asynchronously" in text.out

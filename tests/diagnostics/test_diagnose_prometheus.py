@@ -229,3 +229,24 @@ def test_bad_selector_and_range_are_usage_errors() -> None:
     assert exc.value.code == 2
     with pytest.raises(SystemExit):
         run_diagnose("--prometheus", "http://127.0.0.1:1", "--selector", "instance")
+
+
+def test_goodput_and_the_largest_badput_with_its_lever(prometheus: Prometheus) -> None:
+    """The history's shares over the last hour: slow's goodput 63% (a warning against the goodput
+    row, NPUJobGoodputLow's), its checkpoints 15% of the time (abnormal above 10%, with the lever);
+    bert's 90.25% and its largest kind, data_wait at 4.75%, healthy and without a lever."""
+    _, _, found = diagnose_json(prometheus)
+    slow, bert = "job slow rank 0 on node-b:9435", "job bert rank 0 on node-a:9435"
+    good = found[(slow, "goodput")]
+    assert good["value"] == pytest.approx(h.SLOW.goodput, abs=0.005)
+    assert (good["verdict"], good["alert"], good["bounds"]) == ("warning", "NPUJobGoodputLow", "healthy > 90%, abnormal < 50%")
+    bad = found[(slow, "badput")]
+    assert bad["title"] == "Largest badput: checkpoint_save" and bad["value"] == pytest.approx(0.15, abs=0.005)
+    assert bad["verdict"] == "abnormal" and bad["indicator"] == "badput_share"
+    assert bad["detail"] == "saving checkpoints; lever: checkpoint less often, or asynchronously"
+    assert found[(bert, "goodput")]["value"] == pytest.approx(h.BERT.goodput, abs=0.005)
+    assert found[(bert, "goodput")]["verdict"] == "healthy"
+    assert found[(bert, "badput")]["title"] == "Largest badput: data_wait" and found[(bert, "badput")]["verdict"] == "healthy"
+    assert "lever" not in found[(bert, "badput")]["detail"]
+    text = run_diagnose("--prometheus", prometheus.url, "--end", str(prometheus.now), "--job", "slow").out
+    assert "Largest badput: checkpoint_save" in text and "checkpoint less often, or asynchronously" in text
