@@ -61,7 +61,9 @@ def test_repeated_hangs_leak_nothing(start):
     end = time.monotonic() + 15
     while (fds := quiet_fds(proc)) > fds_before:  # bounded: the last killed call may still be reaped
         assert time.monotonic() < end, f"fds {fds_before} -> {fds}: a hang leaked file descriptors"
-    assert proc.num_threads() <= threads_before
+    # asyncio's default executor may add a worker when two to_thread calls overlap (a scrape's render,
+    # the owners' procfs walk); a thread per hang would be 4 or more.
+    assert proc.num_threads() <= threads_before + 2
     assert lingering_zombies(exporter.proc.pid) == []
     assert strays(exporter) == []
     log = exporter.log_path.read_text()

@@ -181,7 +181,16 @@ async def test_end_to_end_on_the_simulator(kubelet: FakeKubelet, sock_dir: Path)
     def labels_of(fams):
         return {n: sorted(tuple(sorted(s.labels.items())) for s in v) for n, v in chip_series(fams).items()}
 
-    assert labels_of(dead_fams) == labels_of(fams)
+    def owners(fams):
+        return {s.labels["npu"]: s.labels["owner"] for s in fams["npu_chip_owner_info"]}
+
+    # Only the pod's owner changes: its name comes from the kubelet; without one, its UID (cgroup).
+    alive_owners, dead_owners = owners(fams), owners(dead_fams)
+    assert alive_owners["0"] == "train/llama-0"
+    assert dead_owners["0"].startswith("pod ") and len(dead_owners["0"]) > len("pod ")
+    assert {k: v for k, v in dead_owners.items() if k != "0"} == {k: v for k, v in alive_owners.items() if k != "0"}
+    unowned = {n: v for n, v in labels_of(dead_fams).items() if n != "npu_chip_owner_info"}
+    assert unowned == {n: v for n, v in labels_of(fams).items() if n != "npu_chip_owner_info"}
     assert dead.publisher.current.ready
 
     # Last, so a machine without promtool still ran everything above before the skip.
