@@ -86,7 +86,7 @@ class Budget:
             raise ProfileParseError(
                 "memory_budget",
                 f"{self.file}: holds more than the export's memory allowance of {self.memory >> 20} MiB "
-                "(profiles.max_export_memory); the file is not used",
+                "(a fixed bound, docs/formats/profiler-exports.md); the file is not used",
             )
 
     def work(self, units: int) -> None:
@@ -96,7 +96,7 @@ class Budget:
             raise ProfileParseError(
                 "cpu_budget",
                 f"{self.file}: parsing the export took more than {self.work_limit:,} work units "
-                "(profiles.max_export_work); the export is not used",
+                "(a fixed bound, docs/formats/profiler-exports.md); the export is not used",
             )
 
     @contextmanager
