@@ -175,7 +175,7 @@ def _chip_hours(interval: str) -> list[Record]:
 
 
 def _report_hours(interval: str, states: tuple[str, ...]) -> list[Record]:
-    """Per chip and hour: in use, seconds observed, health paging, pod namespace; per node and
+    """Per chip and hour: in use, seconds observed, health paging, pod namespace, owner; per node and
     hour: HBM used and total. The observed seconds add up the hour's evaluations (half an
     interval short, as the daily chip-hours: exactly one hour of them on Prometheus 2 and 3)."""
     seconds = duration_seconds(interval)
@@ -206,6 +206,11 @@ def _report_hours(interval: str, states: tuple[str, ...]) -> list[Record]:
             records.REPORT_NAMESPACE,
             f"max by ({CHIP}, namespace) (max_over_time(npu_pod_info[1h]))",
             "1 per namespace a pod of which had the chip allocated in the last hour (kubelet)",
+        ),
+        Record(
+            records.REPORT_OWNER,
+            f"max by ({CHIP}, runtime, owner) (max_over_time(npu_chip_owner_info[1h]))",
+            "1 per owner (runtime and owner) that held the chip in the last hour (npu_chip_owner_info)",
         ),
         Record(records.REPORT_HBM_USED, f"sum by ({NODE}) (avg_over_time(npu_hbm_used_bytes[1h]))", "HBM used on a node, 1h average"),
         Record(

@@ -10,6 +10,7 @@ REPORT_IN_USE = "chip:npu_in_use:max1h"
 REPORT_OBSERVED = "chip:npu_observed_seconds:sum1h"
 REPORT_UNHEALTHY = "chip:npu_unhealthy:max1h"
 REPORT_NAMESPACE = "chip:npu_pod_info:max1h"
+REPORT_OWNER = "chip:npu_chip_owner_info:max1h"
 REPORT_HBM_USED = "instance:npu_hbm_used_bytes:avg1h"
 REPORT_HBM_TOTAL = "instance:npu_hbm_total_bytes:avg1h"
 
