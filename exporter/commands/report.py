@@ -2,7 +2,8 @@
 Prometheus history, as DIR/index.html with PNG charts beside it and DIR/capacity.json.
 
 It shows utilization over time per node and per namespace (namespaces from npu_pod_info),
-the distribution of chip utilization, idle chip-hours, the share of time below the
+chip-hours and allocated-but-idle chip-hours per owner on any runtime (npu_chip_owner_info: a
+pod, a container, a Slurm job, a unit), the distribution of chip utilization, idle chip-hours, the share of time below the
 low-utilization bound, every chip below it, HBM headroom, allocation vs use, linear forecasts,
 energy (kWh per node, namespace and training job, idle energy, cost with --price-per-kwh),
 goodput (the training jobs' NPU-hours per job and namespace split into goodput and each kind

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from exporter.core.values import format_duration
+from exporter.diagnostics.capacity_owners import OwnerSummary, owner_findings, owner_summaries
 from exporter.diagnostics.capacity_text import count_text, forecast_text, hours_text, pct_text
 from exporter.diagnostics.forecast import (
     DAY,
@@ -58,6 +59,7 @@ class ChipHistory:
     namespace: tuple[tuple[float, str], ...] = ()  # (step end, namespace the chip was allocated to)
     observed: tuple[Point, ...] = ()  # (step end, seconds observed); none given: whole steps
     unhealthy: frozenset[float] = frozenset()  # step ends where the chip's health paged (NPUUnhealthy's states)
+    owners: tuple[tuple[float, str, str], ...] = ()  # (step end, runtime, owner) of each owner holding the chip
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,7 @@ class CapacityInput:
     notes: tuple[str, ...] = ()
     requested: float | None = None  # seconds asked for, when the data covers less (the window is what exists)
     inventory: Mapping[str, NodeInventory] = field(default_factory=dict)  # node -> its chips at the window's end
+    owners_known: bool = False  # npu_chip_owner_info (or its hourly record) existed
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,7 @@ class CapacityReport:
     chips_below: tuple[ChipSummary, ...] = ()  # in-use chips averaging below the low bound, lowest first
     empty: Mapping[str, str] = field(default_factory=dict)  # section -> why it has nothing to show
     requested: float | None = None  # seconds asked for, when the data covers less
+    owners: tuple[OwnerSummary, ...] = ()  # most chip-hours first
 
     @property
     def covered(self) -> float:
@@ -239,6 +243,7 @@ def analyse_capacity(data: CapacityInput, table: Thresholds, horizon_days: float
         _chips_below(data, grid, bounds),
         {},
         data.requested,
+        _owners(grid, bounds, table),
     )
     report = replace(report, empty=empty_sections(report, data))
     return replace(report, findings=tuple(findings(report)))
@@ -271,6 +276,13 @@ def empty_sections(r: CapacityReport, data: CapacityInput) -> dict[str, str]:
             "exporter reads them from the kubelet pod-resources API, on Kubernetes only)."
             if not data.namespaces_known
             else "No chip was allocated to a namespace at the steps with utilization data."
+        )
+    if not r.owners:
+        out["owners"] = (
+            "No chip had a known owner: Prometheus has no npu_chip_owner_info series for these chips (the exporter's "
+            "owner source, collector.owners, reads who holds each chip from its processes' cgroups, on any runtime)."
+            if not data.owners_known
+            else "No owner held a chip at the steps with utilization data."
         )
     if not r.hbm_headroom:
         out["hbm_headroom"] = (
@@ -340,6 +352,13 @@ def _namespaces(spaces: Sequence[NamespaceFigures], bounds: Bounds, table: Thres
             )
         )
     return tuple(out)
+
+
+def _owners(grid: Grid, bounds: Bounds, table: Thresholds) -> tuple[OwnerSummary, ...]:
+    from exporter.diagnostics.capacity_grid import owner_figures
+
+    f = owner_figures(grid, bounds.low)
+    return owner_summaries(f.names, (f.most_chips, f.chip_hours, f.idle_hours, f.unused_hours, f.mean, f.below_share), table)
 
 
 # --- forecasts -----------------------------------------------------------------------------------------
@@ -418,6 +437,7 @@ def findings(r: CapacityReport) -> list[str]:
     idle_nodes = sorted((n for n in r.nodes if n.idle_chip_hours > 0), key=lambda n: -n.idle_chip_hours)[:3]
     if idle_nodes:
         out.append("Most idle chip-hours: " + ", ".join(f"{n.instance} ({hours_text(n.idle_chip_hours)} h)" for n in idle_nodes) + ".")
+    out += owner_findings(r.owners)
     full = [n for n in r.nodes if n.hbm_peak_ratio is not None and n.hbm_peak_ratio > b.hbm_full]
     if full:
         out.append(

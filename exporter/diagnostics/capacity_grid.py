@@ -6,8 +6,9 @@ Sums the report shows are added in the order the points come (chip by chip, then
 Python loop over the points adds them, and means are exactly rounded (``math.fsum``, as
 ``statistics.fmean``): the figures are those of the per-point definitions, bit for bit. Only
 the charts' per-step means (a node's, a namespace's, the cluster's) add across chips in numpy
-and may differ from an exactly rounded mean in the last bit. A chip's points have distinct step
-ends (Prometheus range answers do).
+and may differ from an exactly rounded mean in the last bit, as may the owners' figures, added
+per owner in numpy (there may be thousands of owners: Slurm jobs come and go). A chip's points
+have distinct step ends (Prometheus range answers do).
 
 numpy comes with the report's extra (matplotlib needs it); the exporter never imports this."""
 
@@ -17,10 +18,12 @@ import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from itertools import chain
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
+
+from exporter.diagnostics.capacity_owners import IDLE_UTILIZATION
 
 Floats = npt.NDArray[np.float64]
 Bools = npt.NDArray[np.bool_]
@@ -42,6 +45,8 @@ class ChipPoints(Protocol):
     def observed(self) -> tuple[Point, ...]: ...
     @property
     def unhealthy(self) -> frozenset[float]: ...
+    @property
+    def owners(self) -> tuple[tuple[float, str, str], ...]: ...
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,11 @@ class Grid:
     ns_row: Ints  # (E,) namespace entries at points: chip row
     ns_col: Ints  # step column
     ns_index: Ints  # index into namespaces
+    idle: Bools  # (C, T) a point below IDLE_UTILIZATION, its health not paging
+    owners: tuple[tuple[str, ...], ...]  # (runtime, owner), sorted
+    own_row: Ints  # (O,) owner entries at points: chip row
+    own_col: Ints  # step column
+    own_index: Ints  # index into owners
 
 
 def _pairs(points: Sequence[Point]) -> Floats:
@@ -104,30 +114,60 @@ def build(chips: Sequence[ChipPoints], step: float, in_use_known: bool) -> Grid:
         seconds[seen_rows[found], seen_cols[found]] = at[found, 1]
         hours[timed] = np.where(present[timed], np.minimum(step, seconds[timed]) / 3600.0, 0.0)
     unhealthy = _cells(times, *_stack([c.unhealthy for c in chips]), shape)
-    allocated = _cells(times, *_stack([c.in_use for c in chips]), shape) if in_use_known else util >= 0.01
-    names: list[str] = []
-    ns_times: list[float] = []
-    for c in chips:  # per chip: (t, namespace) pairs split in C
-        if c.namespace:
-            when, name = zip(*c.namespace, strict=True)
-            ns_times.extend(when)
-            names.extend(name)
-    ns_rows = np.repeat(np.arange(len(chips), dtype=np.int64), [len(c.namespace) for c in chips])
-    namespaces, index = np.unique(np.array(names, dtype=str), return_inverse=True) if names else (np.zeros(0, dtype=str), np.zeros(0))
-    ns_cols, found = _columns(times, np.array(ns_times, dtype=np.float64))
-    keep = found.copy()
-    keep[found] = present[ns_rows[found], ns_cols[found]]
+    allocated = _cells(times, *_stack([c.in_use for c in chips]), shape) if in_use_known else util >= IDLE_UTILIZATION
+    space_names, ns_row, ns_col, ns_index = _entries(times, present, [c.namespace for c in chips])
+    owner_names, own_row, own_col, own_index = _entries(times, present, [c.owners for c in chips])
     return Grid(
         times,
         present,
         util,
         hours,
         present & ~unhealthy & allocated,
-        tuple(str(n) for n in namespaces.tolist()),
-        ns_rows[keep],
-        ns_cols[keep],
-        np.asarray(index, dtype=np.int64).reshape(-1)[keep],
+        tuple(name for (name,) in space_names),
+        ns_row,
+        ns_col,
+        ns_index,
+        present & ~unhealthy & (util < IDLE_UTILIZATION),
+        tuple(owner_names),
+        own_row,
+        own_col,
+        own_index,
     )
+
+
+def _entries(
+    times: Floats, present: Bools, per_chip: Sequence[Sequence[tuple[Any, ...]]]
+) -> tuple[list[tuple[str, ...]], Ints, Ints, Ints]:
+    """(sorted names, row, column, name index) of each chip's (step end, label, ...) tuples at its
+    points, a name being the tuple of its labels; Python loops over chips, label columns and
+    names, never over points (the tuples flattened and sliced into columns in C)."""
+    width = next((len(p[0]) for p in per_chip if p), 1)
+    flat = list(chain.from_iterable(chain.from_iterable(per_chip)))
+    rows = np.repeat(np.arange(len(per_chip), dtype=np.int64), [len(p) for p in per_chip])
+    at = np.array(flat[0::width], dtype=np.float64)
+    names: list[tuple[str, ...]] = []
+    index: Ints = np.zeros(0, dtype=np.int64)
+    if len(at) and width > 1:
+        labels = [_codes(flat[j::width]) for j in range(1, width)]
+        sizes = tuple(len(unique) for unique, _ in labels)
+        codes = np.ravel_multi_index(tuple(code for _, code in labels), sizes)
+        keys, inverse = np.unique(codes, return_inverse=True)  # in the order of the labels' tuples
+        index = np.asarray(inverse, dtype=np.int64).reshape(-1)
+        parts = [
+            np.array(unique, dtype=object)[code].tolist() for (unique, _), code in zip(labels, np.unravel_index(keys, sizes), strict=True)
+        ]
+        names = list(zip(*parts, strict=True))
+    cols, found = _columns(times, at)
+    keep = found.copy()
+    keep[found] = present[rows[found], cols[found]]
+    return names, rows[keep], cols[keep], index[keep]
+
+
+def _codes(values: Sequence[str]) -> tuple[list[str], Ints]:
+    """(the distinct values, sorted; each value's index among them): hashed, not sorted, in C."""
+    unique = sorted(dict.fromkeys(values))
+    code = dict(zip(unique, range(len(unique)), strict=True))
+    return unique, np.fromiter(map(code.__getitem__, values), np.int64, len(values))
 
 
 # --- reductions ------------------------------------------------------------------------------------
@@ -239,6 +279,51 @@ def namespace_figures(grid: Grid) -> list[NamespaceFigures]:
         series = tuple(zip(grid.times[at].tolist(), (sums[at] / count[at]).tolist(), strict=True))
         out.append(NamespaceFigures(name, int(count.max()), total(hours[mine]), values[mine], series))
     return out
+
+
+@dataclass(frozen=True)
+class OwnerFigures:
+    """Per owner, most chip-hours first (then by runtime and owner), one list per figure."""
+
+    names: list[tuple[str, ...]]  # (runtime, owner)
+    most_chips: list[int]
+    chip_hours: list[float]
+    idle_hours: list[float]  # allocated but idle: held, not paging, below IDLE_UTILIZATION
+    unused_hours: list[float]
+    mean: list[float]
+    below_share: list[float]
+
+
+def owner_figures(grid: Grid, bound: float) -> OwnerFigures:
+    """Each owner's figures over the chip-steps it held, every owner at once: entries grouped by
+    owner (a stable sort, so chip by chip, then time), each figure one reduction per group."""
+    if not len(grid.own_index):
+        return OwnerFigures([], [], [], [], [], [], [])
+    order = np.argsort(grid.own_index, kind="stable")
+    index, rows, cols = grid.own_index[order], grid.own_row[order], grid.own_col[order]
+    starts = np.flatnonzero(np.concatenate(([True], index[1:] != index[:-1])))
+    points = np.diff(np.append(starts, len(index)))
+    values, hours = grid.util[rows, cols], grid.hours[rows, cols]
+    sums = [
+        np.add.reduceat(a, starts)
+        for a in (hours, np.where(grid.idle[rows, cols], hours, 0.0), (1.0 - busy(values)) * hours, values, (values < bound) * 1.0)
+    ]
+    # most chips at once: entries per (owner, step), the largest per owner (one entry per chip and step)
+    width = max(len(grid.times), 1)
+    per_step, count = np.unique(index * width + cols, return_counts=True)
+    owner_of = per_step // width
+    most = np.maximum.reduceat(count, np.flatnonzero(np.concatenate(([True], owner_of[1:] != owner_of[:-1]))))
+    rank = np.argsort(-sums[0], kind="stable")  # owners are sorted by runtime and owner: ties keep that order
+    names = [grid.owners[i] for i in index[starts][rank].tolist()]
+    return OwnerFigures(
+        names,
+        most[rank].tolist(),
+        sums[0][rank].tolist(),
+        sums[1][rank].tolist(),
+        sums[2][rank].tolist(),
+        (sums[3] / points)[rank].tolist(),
+        (sums[4] / points)[rank].tolist(),
+    )
 
 
 # --- HBM ------------------------------------------------------------------------------------------------

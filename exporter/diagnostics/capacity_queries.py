@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from exporter.diagnostics.promapi import promql_duration, selector
 from exporter.jobs.metrics import JOB_INFO
 from exporter.npusmi.metrics import AICORE, HBM_TOTAL, HBM_USED, HEALTH, PROCESS_MEMORY
+from exporter.owners.metrics import OWNER_INFO
 from exporter.pods.metrics import POD_INFO
 from exporter.thresholds.records import (
     REPORT_HBM_TOTAL,
@@ -23,6 +24,7 @@ from exporter.thresholds.records import (
     REPORT_IN_USE,
     REPORT_NAMESPACE,
     REPORT_OBSERVED,
+    REPORT_OWNER,
     REPORT_UNHEALTHY,
     REPORT_UTIL,
 )
@@ -39,6 +41,7 @@ class ReportQueries:
     util: str  # per chip: mean AI Core utilization over each step
     in_use: tuple[tuple[str, str], ...]  # (source, query) per chip (instance, device): present where in use
     namespaces: str  # per chip and namespace: present where a pod of the namespace had the chip
+    owners: str  # per chip, runtime and owner: present where the owner held the chip
     unhealthy: str  # per chip (instance, device): present where its health paged
     hbm_used: str  # per node: bytes used, mean over each step
     hbm_total: str  # per node: bytes installed
@@ -56,6 +59,7 @@ def raw_queries(matchers: str, step: float, states: tuple[str, ...]) -> ReportQu
             for metric, what in ((PROCESS_MEMORY.name, "processes"), (POD_INFO.name, "pods"), (JOB_INFO.name, "jobs"))
         ),
         namespaces=f"group by (instance, npu, chip, device, namespace) (last_over_time({selector(POD_INFO.name, matchers)}[{s}]))",
+        owners=f"group by (instance, npu, chip, device, runtime, owner) (last_over_time({selector(OWNER_INFO.name, matchers)}[{s}]))",
         unhealthy=f"max by (instance, device) (max_over_time({paging}[{s}])) == 1",
         hbm_used=f"sum by (instance) (avg_over_time({selector(HBM_USED.name, matchers)}[{s}]))",
         hbm_total=f"sum by (instance) (avg_over_time({selector(HBM_TOTAL.name, matchers)}[{s}]))",
@@ -79,6 +83,7 @@ def recorded_queries(matchers: str, step: float, extra: str = "") -> ReportQueri
         util=f"{over('avg', REPORT_UTIL)}\n  and on ({CHIP_LABELS}) {observed} > 0",
         in_use=(("in use", f"{over('max', REPORT_IN_USE)} == 1"),),
         namespaces=over("max", REPORT_NAMESPACE),  # already per chip and namespace: no grouping (a third of its cost)
+        owners=over("max", REPORT_OWNER),  # likewise per chip, runtime and owner
         unhealthy=f"{over('max', REPORT_UNHEALTHY)} == 1",
         hbm_used=over("avg", REPORT_HBM_USED),
         hbm_total=over("avg", REPORT_HBM_TOTAL),

@@ -54,15 +54,18 @@ from exporter.npusmi.metrics import (
     PROCESS_MEMORY,
     UP,
 )
+from exporter.owners.metrics import OWNER_INFO
 from exporter.pods.metrics import POD_INFO
-from exporter.thresholds.records import REPORT_UTIL
+from exporter.thresholds.records import REPORT_OWNER, REPORT_UTIL
 from exporter.thresholds.table import Thresholds
 
 ChipKey = tuple[str, str, str, str]
 RESOLUTION = 60.0  # seconds between the evaluations that find a step's first and last sample
 MAX_EDGE_STEPS = 48  # steps where some chip's samples begin or stop, read one by one; more: one coarser range query
 Point = tuple[float, float]
-QUERIES = 11  # for the progress line: history held, utilization, edges (2), 3 in-use sources, namespaces, health, HBM used and total
+QUERIES = (
+    12  # for the progress line: history held, utilization, edges (2), 3 in-use sources, namespaces, owners, health, HBM used and total
+)
 MAX_FITS = 4  # finer steps tried when the data covers less than the range asked for
 MIN_RECORDED_SPAN = 86400.0  # records held for less (rules loaded lately): the raw series are read
 NODE_SPAN = 86400.0  # seconds: the step of the query for the nodes with records (see _recorded_nodes)
@@ -190,7 +193,7 @@ def read_capacity(
         if recorded:
             figures.append(lambda q: q.observed or "")
         figures += [_in_use_source(index) for index in range(len(queries[0].in_use))]
-        figures += [lambda q: q.namespaces, lambda q: q.unhealthy]
+        figures += [lambda q: q.namespaces, lambda q: q.owners, lambda q: q.unhealthy]
         plan = [pick(q) for pick in figures for q in queries] + [per_node.hbm_used, per_node.hbm_total]
         with client.ranges(plan, start, end, step) as answers:
 
@@ -222,6 +225,11 @@ def read_capacity(
             pods = each("namespaces")
             for series in pods:
                 namespaces.setdefault(_key(series.labels), set()).update((t, series.labels.get("namespace", "")) for t, _ in series.points)
+            owners: dict[ChipKey, set[tuple[float, str, str]]] = {}  # likewise: one owner per chip and step
+            held = each("owners")
+            for series in held:
+                runtime, owner = series.labels.get("runtime", ""), series.labels.get("owner", "")
+                owners.setdefault(_key(series.labels), set()).update((t, runtime, owner) for t, _ in series.points)
             unhealthy: dict[tuple[str, str], set[float]] = {}
             for series in each("health"):
                 unhealthy.setdefault((series.labels.get("instance", ""), series.labels.get("device", "")), set()).update(
@@ -238,7 +246,7 @@ def read_capacity(
         sorted(
             (
                 replace(
-                    _chip(series, in_use, namespaces, edges),
+                    _chip(series, in_use, namespaces, owners, edges),
                     instance=name(series.labels.get("instance", "")),
                     unhealthy=frozenset(unhealthy.get((series.labels.get("instance", ""), series.labels.get("device", "")), ())),
                 )
@@ -256,6 +264,11 @@ def read_capacity(
         )
     if not pods:
         notes.append(f"no {POD_INFO.name} series (kubelet pod-resources): utilization per namespace not shown")
+    if not held:
+        notes.append(
+            f"no {REPORT_OWNER if recorded else OWNER_INFO.name} series (the exporter's owner source, collector.owners): "
+            "chip-hours per owner not shown"
+        )
     if not hbm:
         notes.append(f"no {HBM_USED.name} / {HBM_TOTAL.name} series: HBM headroom not shown")
     else:
@@ -272,7 +285,18 @@ def read_capacity(
             f"{format_duration(end - start + step)} that exist"
         )
     return CapacityInput(
-        source, start, end, step, chips, hbm, found_in_use, bool(pods), tuple(notes), requested, {name(i): v for i, v in inventory.items()}
+        source,
+        start,
+        end,
+        step,
+        chips,
+        hbm,
+        found_in_use,
+        bool(pods),
+        tuple(notes),
+        requested,
+        {name(i): v for i, v in inventory.items()},
+        bool(held),
     )
 
 
@@ -413,6 +437,7 @@ def _chip(
     series: Series,
     in_use: dict[tuple[str, str], set[float]],
     namespaces: dict[ChipKey, set[tuple[float, str]]],
+    owners: dict[ChipKey, set[tuple[float, str, str]]],
     edges: dict[ChipKey, tuple[Point, ...]],
 ) -> ChipHistory:
     key = _key(series.labels)
@@ -426,6 +451,7 @@ def _chip(
         frozenset(in_use.get((key[0], key[3]), ())),
         tuple(sorted(namespaces.get(key, ()))),
         observed,
+        owners=tuple(sorted(owners.get(key, ()))),
     )
 
 

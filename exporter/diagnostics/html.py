@@ -13,6 +13,7 @@ from typing import Any
 
 from exporter.core.values import format_duration
 from exporter.diagnostics.capacity import CapacityReport
+from exporter.diagnostics.capacity_owners import IDLE_UTILIZATION
 from exporter.diagnostics.capacity_text import cost_text, hours_text, kwh_text, pct_text
 from exporter.diagnostics.energy import EnergyReport, EnergyRow, energy_findings
 from exporter.diagnostics.goodput import NO_NAMESPACE, GoodputReport, goodput_cells, goodput_findings, goodput_json
@@ -33,6 +34,7 @@ SECTIONS = (
     ("utilization_namespaces", "Utilization over time per namespace"),
     ("distribution", "Distribution of chip utilization"),
     ("idle_chip_hours", "Idle chip-hours"),
+    ("owners", "Chip-hours per owner"),
     ("below_threshold", "Time below the low-utilization bound"),
     ("chips_below", "Chips below the low-utilization bound"),
     ("hbm_headroom", "HBM headroom"),
@@ -172,6 +174,8 @@ def _section_table(name: str, r: CapacityReport) -> str:
                 for n in r.nodes
             ],
         )
+    if name == "owners" and r.owners:
+        return _owner_table(r)
     if name == "chips_below":
         if not r.chips_below:
             return (
@@ -201,6 +205,41 @@ def _section_table(name: str, r: CapacityReport) -> str:
             ],
         )
     return ""
+
+
+def _owner_table(r: CapacityReport) -> str:
+    note = (
+        '<p class="note">Who held each chip (npu_chip_owner_info, on any runtime), as runtime · owner: a chip-step counts '
+        "for every owner holding the chip in it, none without an owner series. Allocated but idle: held, health not "
+        f"paging, AI Cores below {IDLE_UTILIZATION * 100:g}% over the step.</p>"
+    )
+    return note + _table(
+        [
+            "owner",
+            "chips (max)",
+            "chip-hours",
+            "allocated but idle",
+            "idle share",
+            "unused",
+            "mean",
+            "verdict",
+            f"< {r.bounds.low * 100:g}%",
+        ],
+        [
+            [
+                escape(o.name),
+                str(o.chips),
+                hours_text(o.chip_hours),
+                hours_text(o.idle_chip_hours),
+                _pct(o.idle_share),
+                hours_text(o.unused_chip_hours),
+                _pct(o.mean_utilization),
+                _verdict(o.verdict),
+                _pct(o.below_share),
+            ]
+            for o in r.owners
+        ],
+    )
 
 
 NO_ENERGY = (
@@ -313,6 +352,7 @@ def report_json(
         "totals": dict(report.totals),
         "nodes": [asdict(n) for n in report.nodes],
         "namespaces": [asdict(n) for n in report.namespaces],
+        "owners": [{**asdict(o), "name": o.name, "idle_share": o.idle_share} for o in report.owners],
         "chips_below": [{**asdict(c), "subject": c.subject} for c in report.chips_below],
         "empty": dict(report.empty),
         "forecasts": [{k: v for k, v in asdict(f).items() if k != "daily"} for f in report.forecasts],

@@ -61,6 +61,38 @@ def test_nodes_namespaces_and_hbm(capacity_report: Path) -> None:
     assert spaces["team-c"]["mean_utilization"] == pytest.approx((sum(h.SAW) / 2 + 2 * h.NODE_C_BUSY) / 3, abs=1e-3)
 
 
+def test_chip_hours_and_allocated_but_idle_hours_per_owner_on_every_runtime(capacity_report: Path) -> None:
+    """A Kubernetes pod, a Docker container and a Slurm job on three chips (h.OWNERS), each its
+    own row: chip-hours over the time it held the chip, allocated-but-idle the part at 0%."""
+    doc = numbers(capacity_report)
+    owners = {(o["runtime"], o["owner"]): o for o in doc["owners"]}
+    pod, container, job = h.OWNERS
+    assert set(owners) == {(o.runtime, o.owner) for o in h.OWNERS}  # chips without an owner series: no row
+    slurm_hours = h.SLURM_SINCE / 3600
+    idle_until_growth = HOURS - h.NODE_B_GROWTH_AGO / 3600  # node-b chip 3 at 0% until its growth
+    expected = {
+        pod: (HOURS, 0.0, h.NODE_A_UTIL[pod.npu]),
+        container: (HOURS, idle_until_growth, h.NODE_B_UTIL * (HOURS - idle_until_growth) / HOURS),
+        job: (slurm_hours, slurm_hours, 0.0),  # node-c chip 0: nothing runs on it
+    }
+    for o, (hours, idle, mean) in expected.items():
+        row = owners[(o.runtime, o.owner)]
+        assert (row["chips"], row["chip_hours"], row["idle_chip_hours"]) == (1, hours, idle), o.owner
+        assert row["mean_utilization"] == pytest.approx(mean, abs=1e-6), o.owner
+        assert row["name"] == f"{o.runtime} · {o.owner}"
+    assert [o["runtime"] for o in doc["owners"]] == ["docker", "kubernetes", "slurm"]  # most chip-hours first, then by name
+    assert owners[("slurm", job.owner)]["idle_share"] == 1.0 and owners[("docker", container.owner)]["idle_share"] == 0.5
+    summary = [f for f in doc["findings"] if f.startswith(("Chip-hours per owner: ", "Allocated but idle"))]
+    assert summary == [
+        f"Chip-hours per owner: docker · llm-serve (720), kubernetes · team-a/team-a-trainer (720), slurm · {job.owner} (240).",
+        f"Allocated but idle (held, AI Cores below 1%), chip-hours: docker · llm-serve (360 of 720, 50.0%), slurm · {job.owner} "
+        "(240 of 240, 100.0%).",
+    ]
+    html = (capacity_report / "index.html").read_text()
+    assert "<h2>Chip-hours per owner</h2>" in html and "<th>allocated but idle</th>" in html
+    assert f"<td>slurm · {job.owner}</td><td>1</td><td>240</td><td>240</td><td>100.0%</td>" in html
+
+
 def test_energy_per_node_namespace_and_job_with_cost(capacity_report: Path) -> None:
     """Watts x hours of the history: idle energy is node-b's (in use at 40%, and idle chips 2 and
     3 for the first 15 days) and node-c chip 0's (nothing on it); the saw-tooth chip's 65% is not."""
@@ -341,8 +373,8 @@ def test_progress_shows_on_a_terminal_only(prometheus: Prometheus, tmp_path: Pat
     err = Tty()
     assert report.run(args, out=io.StringIO(), err=err) == 0
     text = err.getvalue()
-    assert "\rquerying Prometheus: 1/20 history held" in text and "2/20 chip utilization" in text and "11/20 HBM total" in text
-    assert "15/20 energy per job" in text and "16/20 goodput" in text and "20/20 chips' pods" in text
+    assert "\rquerying Prometheus: 1/21 history held" in text and "2/21 chip utilization" in text and "9/21 owners" in text
+    assert "12/21 HBM total" in text and "16/21 energy per job" in text and "17/21 goodput" in text and "21/21 chips' pods" in text
     assert text.endswith("\r") and text.rstrip("\r ").count("\r") >= 7  # the line is cleared at the end
     quiet = io.StringIO()
     assert report.run(args, out=io.StringIO(), err=quiet) == 0 and quiet.getvalue() == ""

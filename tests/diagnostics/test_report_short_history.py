@@ -105,11 +105,12 @@ def test_every_chip_below_the_bound_is_named_with_its_average(report_30d: Path) 
 
 def test_empty_sections_say_why(report_30d: Path) -> None:
     d = doc(report_30d)
-    assert set(d["empty"]) == {"utilization_namespaces", "hbm_headroom", "forecast"}
+    assert set(d["empty"]) == {"utilization_namespaces", "owners", "hbm_headroom", "forecast"}
     assert set(d["charts"]) == {"utilization_nodes", "distribution", "idle_chip_hours", "below_threshold", "allocation"}
     html = (report_30d / "index.html").read_text()
     assert "need at least 3 days with data; this window has 7m" in html or "need at least 3 days with data; this window has 6m" in html
     assert "Prometheus has no npu_pod_info series" in html
+    assert "Prometheus has no npu_chip_owner_info series" in html and d["owners"] == []
     assert "Prometheus has no npu_hbm_used_bytes / npu_hbm_total_bytes series" in html
     assert "see the notes below" not in html
 

@@ -303,6 +303,79 @@ def test_a_chip_scraped_by_two_jobs_has_its_namespace_once() -> None:
     assert [c.namespace for c in data.chips] == [tuple((t, "train") for t in hours)]
 
 
+def test_owners_are_read_from_the_records_once_per_chip_and_hour() -> None:
+    """The hourly owner records likewise: a chip under two scrape jobs counts its owner once per hour."""
+    from exporter.diagnostics.capacity_reader import read_capacity
+    from exporter.diagnostics.promapi import PrometheusClient, Series
+    from exporter.thresholds.records import REPORT_OBSERVED, REPORT_OWNER, REPORT_UTIL
+
+    chip = {"instance": "a:9435", "npu": "0", "chip": "0", "device": "0"}
+    hours = tuple(3600.0 * i for i in range(1, 4))
+    owner = {"runtime": "slurm", "owner": "slurm job 4242 (alice)"}
+
+    class Client(PrometheusClient):
+        def range(self, query: str, start: float, end: float, step: float) -> list[Series]:
+            if query.startswith(REPORT_UTIL) and REPORT_OBSERVED in query:
+                return [Series({**chip, "job": "cann-exporter"}, tuple((t, 0.5) for t in hours))]
+            if query.startswith(REPORT_OWNER):
+                return [Series({**chip, "job": job, **owner}, tuple((t, 1.0) for t in hours[1:])) for job in ("a", "b")]
+            return []
+
+        def instant(self, query: str, at: float) -> list:
+            return []
+
+    data = read_capacity(Client("http://127.0.0.1:1"), hours[0], hours[-1], 3600.0, "", recorded=True, nodes={"a:9435": 1})
+    assert [c.owners for c in data.chips] == [tuple((t, "slurm", "slurm job 4242 (alice)") for t in hours[1:])]
+    assert data.owners_known and not any("npu_chip_owner_info" in n for n in data.notes)
+
+
+def test_owner_chip_hours_shared_chips_and_allocated_but_idle() -> None:
+    """Per owner: its chip-steps' hours (observed seconds only), a chip held by two owners counting
+    for both, allocated but idle where held below 1% and not paging; chips without an owner series
+    count for none; most chip-hours first."""
+    t = tuple(3600.0 * i for i in range(1, 5))
+    pod, box = ("kubernetes", "train/bert-0"), ("docker", "llm-serve")
+    chips = (
+        # held by the pod throughout, 0% in the first two hours; its first hour observed half
+        ChipHistory(
+            "n:9435",
+            "0",
+            "0",
+            "0",
+            tuple(zip(t, (0.0, 0.0, 0.9, 0.9), strict=True)),
+            frozenset(t),
+            observed=((t[0], 1800.0), *((x, 3600.0) for x in t[1:])),
+            owners=tuple((x, *pod) for x in t),
+        ),
+        # the pod and the container share it in hours 3 and 4 (0.5%: idle), paging in hour 4
+        ChipHistory(
+            "n:9435",
+            "1",
+            "0",
+            "1",
+            tuple((x, 0.005) for x in t),
+            frozenset(t),
+            unhealthy=frozenset(t[3:]),
+            owners=tuple(sorted([(x, *pod) for x in t[2:]] + [(x, *box) for x in t[2:]])),
+        ),
+        ChipHistory("n:9435", "2", "0", "2", tuple((x, 0.0) for x in t)),  # no owner series: no row
+    )
+    report = analyse_capacity(CapacityInput("t", t[0], t[-1], 3600.0, chips, owners_known=True), TABLE)
+    rows = {(o.runtime, o.owner): o for o in report.owners}
+    assert list(rows) == [pod, box]
+    held = rows[pod]
+    assert (held.chips, held.chip_hours, held.idle_chip_hours) == (2, 3.5 + 2, 1.5 + 1)  # hour 4 of chip 1 paged: not idle
+    assert held.mean_utilization == pytest.approx((0.9 * 2 + 0.005 * 2) / 6) and held.below_share == pytest.approx(4 / 6)
+    assert (rows[box].chips, rows[box].chip_hours, rows[box].idle_chip_hours, rows[box].idle_share) == (1, 2.0, 1.0, 0.5)
+    assert rows[box].verdict == "abnormal" and rows[box].name == "docker · llm-serve"
+    assert "owners" not in report.empty
+    assert "Chip-hours per owner: kubernetes · train/bert-0 (5.50), docker · llm-serve (2.00)." in report.findings
+    assert (
+        "Allocated but idle (held, AI Cores below 1%), chip-hours: kubernetes · train/bert-0 (2.50 of 5.50, 45.5%), "
+        "docker · llm-serve (1.00 of 2.00, 50.0%)."
+    ) in report.findings
+
+
 # --- the report's numbers and chart styles ---------------------------------------------------------------
 
 
@@ -355,7 +428,7 @@ def test_chips_below_the_bound_are_named_with_their_average() -> None:
     assert [(c.subject, c.mean_utilization) for c in report.chips_below] == [("device 1 (NPU 1, chip 0) on n:9435", 0.3)]
     assert "Chips in use averaging below 60%: device 1 (NPU 1, chip 0) on n:9435 (30.0%)." in report.findings
     assert report.findings[0].startswith("3 chips on 1 node;")
-    assert set(report.empty) == {"utilization_namespaces", "hbm_headroom", "forecast"}
+    assert set(report.empty) == {"utilization_namespaces", "owners", "hbm_headroom", "forecast"}
 
 
 def test_chart_lines_break_at_missing_steps() -> None:

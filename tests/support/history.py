@@ -32,6 +32,11 @@ Energy (`npu_energy_joules_total`, a counter from the history's start): a chip d
 with nothing on it, else its WATTS (node-a 300 W, node-b 200 W, node-c chip 1 250 W and chips 2
 and 3 350 W), so every kWh a test checks is watts x hours.
 
+Owners (npu_chip_owner_info, labelled as the owner source serves them, on three chips): a
+Kubernetes pod holds node-a chip 0 the whole time (88%); a Docker container node-b chip 3 the
+whole time, idle (0%) until node-b's growth 15 days ago; a Slurm job node-c chip 0 (idle, 0%)
+for the last 10 days (SLURM_SINCE). Every other chip has no owner series.
+
 ECC isolated pages (HBM; node-c reports none): node-a chip 3 has had 2 single-bit pages the
 whole time (old, nothing new); node-b chip 0 one double-bit page since ten days ago; node-b
 chip 1 one single-bit page, and a second since half an hour ago; every other chip 0.
@@ -41,6 +46,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+
+from exporter.owners.part import slurm_owner
 
 DAY, HOUR = 86400, 3600
 HISTORY_DAYS = 31
@@ -179,6 +186,33 @@ PROFILE_METRICS = {
 }
 
 
+SLURM_SINCE = 10 * DAY  # the Slurm job holds node-c chip 0 from then on
+
+
+@dataclass(frozen=True)
+class Owner:
+    instance: str
+    npu: int
+    runtime: str
+    owner: str
+    labels: tuple[tuple[str, str], ...]  # the runtime's own labels (the others are empty: absent)
+    since_ago: int | None = None  # holds the chip from this long before now; None: the whole history
+
+
+CONTAINER_ID = "4f3c2a1b9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a"
+OWNERS = (
+    Owner(
+        "node-a:9435",
+        0,
+        "kubernetes",
+        "team-a/team-a-trainer",
+        (("namespace", "team-a"), ("pod", "team-a-trainer"), ("container", "9d0c" * 16)),
+    ),
+    Owner("node-b:9435", 3, "docker", "llm-serve", (("container", CONTAINER_ID),)),
+    Owner("node-c:9435", 0, "slurm", slurm_owner("4242", "alice"), (("job_id", "4242"), ("user", "alice")), SLURM_SINCE),
+)
+
+
 @dataclass(frozen=True)
 class Chip:
     instance: str
@@ -277,6 +311,23 @@ def _chip_families(now: int, times: list[int]) -> Iterator[str]:
             container=lambda c: "main",
         ),
     )
+
+    def owners() -> Iterator[str]:
+        for o in OWNERS:
+            labels = _labels(
+                instance=o.instance,
+                job="cann-exporter",
+                npu=o.npu,
+                chip=0,
+                device=o.npu,
+                runtime=o.runtime,
+                owner=o.owner,
+                **dict(o.labels),
+            )
+            since = now - o.since_ago if o.since_ago is not None else times[0]
+            yield from (f"npu_chip_owner_info{labels} 1.0 {t}" for t in times if t >= since)
+
+    yield from _family("npu_chip_owner_info", "gauge", owners())
 
     def energy() -> Iterator[str]:
         for chip in nodes:
