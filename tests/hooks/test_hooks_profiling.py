@@ -49,8 +49,8 @@ while time.monotonic() < deadline:
     s = mon.stats()
     if s["profile_windows"] >= 1 and not s["profile_in_window"]:
         break
-mon.close()
-print(json.dumps({{"kind": mon.kind, **{{k: v for k, v in mon.stats().items() if k.startswith("profil")}}}}))
+mon.close(timeout=30)  # the last batch carries the window's overhead: a loaded machine's exporter may be slow
+print(json.dumps({{"kind": mon.kind, **{{k: v for k, v in mon.stats().items() if k.startswith(("profil", "sent", "dropped", "send_errors", "last_failure"))}}}}))
 """
 
 
@@ -95,7 +95,7 @@ def test_a_cpu_window_shows_the_hot_operator(start_exporter, tmp_path):
     # What the windows cost the training thread (profiler.stop() alone is milliseconds) is served per job.
     assert stats["profiling_overhead_seconds"] > 0
     overhead = value(found, "npu_job_profiling_overhead_seconds_total", job_name="matmul", rank="0")
-    assert overhead == pytest.approx(stats["profiling_overhead_seconds"], abs=1e-5)
+    assert overhead == pytest.approx(stats["profiling_overhead_seconds"], abs=1e-5), stats
     hot_operator_fires_on(found, "matmul", tmp_path)
 
 
