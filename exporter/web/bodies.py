@@ -78,6 +78,7 @@ class BodyBudget:
 
     def _refuse(self, reason: str, status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
         self.count(reason)
-        response = web.Response(status=status, text=message + "\n", headers=headers)
+        # The ingest API's error document (exporter/jobs/openapi.yaml, Error): every route with a body is JSON.
+        response = web.json_response({"error": message, "reason": reason}, status=status, headers=headers)
         response.force_close()  # the body stays unread: never drained into memory
         return response

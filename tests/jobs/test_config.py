@@ -18,6 +18,7 @@ from exporter.jobs.phases import STAGES, VOCABULARY
 from exporter.jobs.store import IngestStore
 from exporter.jobs.validate import IngestError, IngestLimits, parse_batch
 from exporter.node.assembly import assemble
+from exporter.web.bodies import ERROR_REASONS as BODY_REFUSALS
 from tests.support.paths import ROOT
 
 
@@ -103,7 +104,9 @@ def test_openapi_document_matches_the_validator():
     assert phases["additionalProperties"] == {"$ref": "#/components/schemas/Seconds"}
     assert all(stage in phases["description"] for stage in STAGES)
     assert {"forward", "backward", "optimizer", "all_reduce", "dataloader", "checkpoint"} <= set(VOCABULARY)
-    assert set(schemas["Error"]["properties"]["reason"]["enum"]) == set(INGEST_REJECT_REASONS)
+    # The ingest's refusals and the web front's refusals of a body (bad_request is HTTP-level: no JSON)
+    body_reasons = {reason for reason in BODY_REFUSALS if reason != "bad_request"}
+    assert set(schemas["Error"]["properties"]["reason"]["enum"]) == set(INGEST_REJECT_REASONS) | body_reasons
     assert schemas["Batch"]["properties"]["steps"]["maxItems"] == IngestLimits().max_steps
     post = doc["paths"]["/api/v1/steps"]["post"]
     assert {"200", "400", "401", "409", "413", "415", "429"} <= set(post["responses"])
