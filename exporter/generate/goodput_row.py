@@ -5,7 +5,7 @@ NPU-hours of each kind over the dashboard's range (docs/training-hooks.md, "Good
 from __future__ import annotations
 
 from exporter.generate.common import indent, pct
-from exporter.generate.goodput_rules import BADPUT, GOODPUT, MFU_WALL, badput_ratio, goodput_ratio
+from exporter.generate.goodput_rules import BADPUT, GOODPUT, MFU_WALL, badput_ratio, goodput_ratio, grown
 from exporter.generate.panels import ANY_RED, JOB_SEL, RATIO, Panel, graph, grid, indicator_steps, q
 from exporter.thresholds.table import Thresholds
 
@@ -59,8 +59,8 @@ def goodput_row(table: Thresholds) -> list[Panel]:
         grid(
             "NPU-hours over the range",
             q(
-                f'sum by (job_name, kind) (label_replace(increase({GOODPUT}{{{JOB_SEL}}}[$__range]), "kind", "goodput", "", "")) / 3600\n'
-                f"or\nsum by (job_name, kind) (increase({BADPUT}{{{JOB_SEL}}}[$__range])) / 3600",
+                f'sum by (job_name, kind) (label_replace({grown(GOODPUT, "$__range", JOB_SEL)}, "kind", "goodput", "", "")) / 3600\n'
+                f"or\nsum by (job_name, kind) {grown(BADPUT, '$__range', JOB_SEL)} / 3600",
                 table_format=True,
             ),
             unit="h",

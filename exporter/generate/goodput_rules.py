@@ -19,10 +19,30 @@ BADPUT_RATE5M = "job_name_kind:npu_job_badput_seconds:rate5m"
 MFU_WALL = "job_name:npu_job_model_flops_utilization_wall:ratio1h"
 
 
+# A series with no sample in the BIRTH_LOOKBACK before a range was born inside the range: the
+# exporter serves a rank's counters from its first batch, when `startup` already holds its first
+# process's start-up (and goodput its first steps). increase() starts from a series' first sample
+# and would miss that, so a series born inside the range counts its whole value (growth from 0).
+# Looking for any sample in 10 minutes, not only the one an instant `offset` would find, keeps a
+# failed scrape (its staleness marker) or a gap under 10 minutes from passing an old series off as
+# a new one, which would count everything it ever grew by.
+BIRTH_LOOKBACK = "10m"
+
+
+def grown(metric: str, range_: str, sel: str = "") -> str:
+    """What each series of ``metric`` grew by over ``range_``, counting a series born inside the
+    range from 0: its current value if it had no sample in the BIRTH_LOOKBACK before the range,
+    else its increase() (which handles counter resets). The growth of every goodput and badput
+    series in the rules, NPUJobGoodputLow and the dashboard goes through here. A series that was
+    born and went away inside the range still counts from its first sample only."""
+    series = f"{metric}{{{sel}}}" if sel else metric
+    born = f"{series} unless present_over_time({series}[{BIRTH_LOOKBACK}] offset {range_})"
+    return f"(\n  {born}\n  or increase({series}[{range_}])\n)"
+
+
 def total(by: str, range_: str, sel: str = "") -> str:
-    """Seconds per second of the ranks' wall time (goodput and every badput kind), summed by ``by``."""
-    matchers = f"{{{sel}}}" if sel else ""
-    return f"sum by ({by}) (rate({GOODPUT}{matchers}[{range_}]))\n+ sum by ({by}) (rate({BADPUT}{matchers}[{range_}]))"
+    """The ranks' wall time over ``range_`` in seconds (goodput and every badput kind), summed by ``by``."""
+    return f"sum by ({by}) {grown(GOODPUT, range_, sel)}\n+ sum by ({by}) {grown(BADPUT, range_, sel)}"
 
 
 def _whole(by: str, range_: str, sel: str) -> str:
@@ -32,14 +52,12 @@ def _whole(by: str, range_: str, sel: str) -> str:
 
 def goodput_ratio(by: str, range_: str, sel: str = "") -> str:
     """Goodput over the wall time, summed by ``by``."""
-    matchers = f"{{{sel}}}" if sel else ""
-    return f"sum by ({by}) (rate({GOODPUT}{matchers}[{range_}]))\n/ {_whole(by, range_, sel)}"
+    return f"sum by ({by}) {grown(GOODPUT, range_, sel)}\n/ {_whole(by, range_, sel)}"
 
 
 def badput_ratio(by: str, range_: str, sel: str = "") -> str:
     """Each badput kind's share of the wall time, summed by ``by`` and kind."""
-    matchers = f"{{{sel}}}" if sel else ""
-    return f"sum by ({by}, kind) (rate({BADPUT}{matchers}[{range_}]))\n/ on ({by}) group_left ()\n{_whole(by, range_, sel)}"
+    return f"sum by ({by}, kind) {grown(BADPUT, range_, sel)}\n/ on ({by}) group_left ()\n{_whole(by, range_, sel)}"
 
 
 def goodput_records() -> list[tuple[str, str, str]]:
@@ -57,7 +75,7 @@ def goodput_records() -> list[tuple[str, str, str]]:
         ),
         (
             BADPUT_RATE5M,
-            f"sum by (job_name, kind) (rate({BADPUT}[5m]))",
+            f"sum by (job_name, kind) {grown(BADPUT, '5m')}\n/ 300",
             "NPU-seconds per second a training job loses, by badput kind (5m)",
         ),
         (BADPUT_RATIO1H, badput_ratio("job_name", "1h"), "share of a training job's wall time in each kind of badput, 1h"),
@@ -72,9 +90,10 @@ def goodput_records() -> list[tuple[str, str, str]]:
 
 def goodput_low(spec: AlertSpec) -> str:
     """A running rank whose goodput over the alert's range is below its bound, once the exporter
-    has held the rank for ``warmup`` (its start-up alone never pages)."""
-    ratio = f"rate({GOODPUT}[{spec.span}])\n/ " + positive(
-        f"(\n  rate({GOODPUT}[{spec.span}])\n  + sum without (kind) (rate({BADPUT}[{spec.span}]))\n)"
-    )
+    has held the rank for ``warmup``. A rank's first hour counts its first start-up (served with
+    its first batch): one longer than warmup + window (45 minutes) pages, as a restart's can."""
+    goodput = grown(GOODPUT, spec.span)
+    whole = f"{goodput}\n+ sum without (kind) {grown(BADPUT, spec.span)}"
+    ratio = f"{goodput}\n/ " + positive(f"(\n{indent(whole)}\n)")
     warmup = spec.param("warmup", "15m")
     return f"(\n{indent(ratio)}\n) < {num(spec.bound)}\nand on ({JOB}) {GOODPUT} offset {warmup}\nand on ({JOB}) {RUNNING}"
