@@ -318,7 +318,7 @@ class Front:
     def _admit(self, sock: socket.socket, address: str | None, talking: bool) -> None:
         conn = Connection(self, sock, address)
         conn.heard = talking
-        pool = self.table.admit(conn, talking)
+        pool = self.table.admit(conn, talking, probe=talking and self.ssl_context is None and _is_probe(sock))
         if pool is None:
             sock.close()
             return
@@ -383,6 +383,20 @@ class Front:
             return response
 
         return follow
+
+
+# The start of a plain-HTTP health probe's request, as a kubelet or a load balancer sends it.
+_PROBE_STARTS = tuple(f"{method} {path}{end}".encode() for method in ("GET", "HEAD") for path in HEALTH_PATHS for end in (" ", "?"))
+_PROBE_PEEK = max(len(start) for start in _PROBE_STARTS)
+
+
+def _is_probe(sock: socket.socket) -> bool:
+    """Whether the bytes waiting in the socket begin a /healthz or /readyz request (looked at,
+    not read). A TLS client's first bytes are a ClientHello: never a probe here."""
+    try:
+        return sock.recv(_PROBE_PEEK, socket.MSG_PEEK).startswith(_PROBE_STARTS)
+    except OSError:
+        return False
 
 
 def _has_bytes(sock: socket.socket) -> bool:

@@ -29,7 +29,11 @@ no slot; one that has spoken takes the place of:
 4. else a *health slot* (``web.health_connections`` more), which answers /healthz and /readyz
    and nothing else (503 and close); a health slot silent for ``HEALTH_EVICT_AFTER`` goes to
    the next newcomer;
-5. else the new connection is closed at once.
+5. else, for a probe (a plain-HTTP /healthz or /readyz request already in its socket), the
+   health slot held longest by a connection that is not a probe, however young: it would only
+   be answered 503, while hostile newcomers taking every health slot as it frees would
+   otherwise turn the probes away;
+6. else the new connection is closed at once.
 
 A connection waits on its client while it reads a request and while it is kept alive between
 requests, except once a request on it has passed basic auth: a scraper between its scrapes is not
@@ -106,6 +110,7 @@ class ConnectionTable:
         self.per_address = per_address or sys.maxsize  # None: no cap of its own
         self._pools: dict[Pool, dict[Slot, None]] = {Pool.REGULAR: {}, Pool.HEALTH: {}}  # insertion-ordered: oldest first
         self._by_address: dict[str | None, dict[Slot, None]] = {}
+        self._probes: dict[Slot, None] = {}  # admitted with a health request in their socket
         self.rejected = dict.fromkeys(REJECT_REASONS, 0)
         self.timeouts = dict.fromkeys(TIMEOUT_KINDS, 0)
 
@@ -126,9 +131,16 @@ class ConnectionTable:
         """Whether ``address`` holds its share already (a newcomer of it must make room)."""
         return len(self._by_address.get(address, ())) >= self.per_address
 
-    def admit(self, slot: Slot, talking: bool = False) -> Pool | None:
+    def admit(self, slot: Slot, talking: bool = False, probe: bool = False) -> Pool | None:
         """The pool ``slot`` joins, or None: refused (the caller closes it). ``talking``: its
-        client has sent bytes already (else it may only take the place of a silent one)."""
+        client has sent bytes already (else it may only take the place of a silent one);
+        ``probe``: they begin a health request (it may take a health slot from a non-probe)."""
+        pool = self._admit(slot, talking, probe)
+        if pool is not None and probe:
+            self._probes[slot] = None
+        return pool
+
+    def _admit(self, slot: Slot, talking: bool, probe: bool) -> Pool | None:
         own = self._by_address.get(slot.address, {})
         if len(own) >= self.per_address:
             return self._replace(self._victim(own, HEALTH_EVICT_AFTER, talking), slot)
@@ -141,7 +153,10 @@ class ConnectionTable:
             victim = self._longest_silent(self._pools[Pool.REGULAR]) or self._longest_silent(self._pools[Pool.HEALTH])
         if victim is None and len(self._pools[Pool.HEALTH]) < self.health_connections:
             return self._join(Pool.HEALTH, slot)
-        return self._replace(victim or self._longest_waiting(self._pools[Pool.HEALTH], HEALTH_EVICT_AFTER), slot)
+        victim = victim or self._longest_waiting(self._pools[Pool.HEALTH], HEALTH_EVICT_AFTER)
+        if victim is None and probe:
+            victim = next((held for held in self._pools[Pool.HEALTH] if held not in self._probes), None)
+        return self._replace(victim, slot)
 
     def _replace(self, victim: Slot | None, slot: Slot) -> Pool | None:
         if victim is None:
@@ -192,6 +207,7 @@ class ConnectionTable:
         """Forget ``slot``; closing paths may call it more than once."""
         for pool in self._pools.values():
             pool.pop(slot, None)
+        self._probes.pop(slot, None)
         own = self._by_address.get(slot.address)
         if own is not None:
             own.pop(slot, None)

@@ -6,15 +6,19 @@ full, such a connection costs no slot: its bare socket waits here, watched for r
 is admitted (as a client that has spoken) once its first byte arrives. A flood of silent
 connections then only passes through here and never pushes out a request.
 
-Bounded: at most ``LOBBY_SIZE`` sockets wait, each at most ``LOBBY_WAIT`` seconds; past either,
-the one waiting longest is closed (counted as ``full``). No TLS state and no aiohttp protocol
-exist for a waiting socket: it costs a descriptor.
+Bounded: at most ``LOBBY_SIZE`` sockets wait, each at most ``LOBBY_WAIT`` seconds; past the
+wait a socket is closed, and when the lobby is full the one waiting longest of the address that
+holds the most waiting sockets (counted as ``full`` both ways). A flood of silent connections
+from a few addresses, hundreds a second, so turns over its own sockets only: a probe from another
+address whose request follows its connection by a moment is not pushed out first. No TLS state
+and no aiohttp protocol exist for a waiting socket: it costs a descriptor.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+from collections import Counter
 from collections.abc import Callable
 
 LOBBY_SIZE = 64  # sockets waiting at once; beyond it the oldest is closed
@@ -42,7 +46,7 @@ class Lobby:
 
     def hold(self, sock: socket.socket, address: str | None) -> None:
         if len(self._waiting) >= self.size:
-            self._close(next(iter(self._waiting)))
+            self._close(self._victim())
         timer = self.loop.call_later(self.wait, self._close, sock)
         self._waiting[sock] = (address, timer)
         self.loop.add_reader(sock.fileno(), self._spoke, sock)
@@ -51,6 +55,12 @@ class Lobby:
         for sock in list(self._waiting):
             self._release(sock)
             sock.close()
+
+    def _victim(self) -> socket.socket:
+        """The socket waiting longest of the address holding the most waiting sockets."""
+        held = Counter(address for address, _ in self._waiting.values())
+        heaviest = max(held, key=held.__getitem__)  # the first to reach the most: ties go by age
+        return next(sock for sock, (address, _) in self._waiting.items() if address == heaviest)
 
     def _spoke(self, sock: socket.socket) -> None:
         address = self._release(sock)

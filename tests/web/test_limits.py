@@ -19,8 +19,9 @@ import pytest
 from aiohttp import web
 
 from exporter.app.settings import ConfigError, build_settings
-from exporter.web import limits
+from exporter.web import guard, limits
 from exporter.web.limits import ConnectionTable, Pool
+from exporter.web.lobby import Lobby
 from exporter.web.middleware import install
 from exporter.web.options import WebOptions
 from exporter.web.security import WebSecurity
@@ -335,6 +336,29 @@ async def test_while_every_regular_slot_is_taken_a_silent_connection_waits_in_th
             writer.close()
 
 
+async def test_a_full_lobby_turns_over_the_sockets_of_the_address_holding_most():
+    """A silent flood from one address pushes out its own oldest socket, never the one of a probe
+    from another address that waits longer; the probe is admitted once it speaks."""
+    admitted: list[str | None] = []
+    refused: list[int] = []
+    lobby = Lobby(asyncio.get_running_loop(), lambda sock, address: admitted.append(address), lambda: refused.append(1), size=3, wait=30)
+    pairs = [socket.socketpair() for _ in range(5)]
+    try:
+        lobby.hold(pairs[0][0], "192.0.2.9")  # the probe, waiting longest
+        for ours, _ in pairs[1:]:
+            lobby.hold(ours, "192.0.2.1")  # the flood: its 1st, then its 2nd, make room
+        assert pairs[1][0].fileno() == -1 and pairs[2][0].fileno() == -1
+        assert pairs[0][0].fileno() != -1 and len(lobby) == 3 and len(refused) == 2
+        pairs[0][1].send(b"G")
+        await until(lambda: admitted == ["192.0.2.9"])
+        assert len(lobby) == 2  # the probe left it
+    finally:
+        lobby.close()
+        for ours, theirs in pairs:
+            ours.close()
+            theirs.close()
+
+
 # --- the table, on its own ------------------------------------------------------------------------
 
 
@@ -357,6 +381,55 @@ class FakeSlot:
 
     def evict(self) -> None:
         self.evicted = True
+
+
+@pytest.mark.parametrize(
+    ("first_bytes", "probe"),
+    [
+        (b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", True),
+        (b"HEAD /readyz?verbose HTTP/1.1\r\n", True),
+        (b"GET /healthzz HTTP/1.1\r\n", False),
+        (b"GET /metrics HTTP/1.1\r\n", False),
+        (b"POST /healthz HTTP/1.1\r\n", False),
+        (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", False),  # a TLS ClientHello
+        (b"", False),
+    ],
+)
+def test_a_probe_is_told_by_the_request_waiting_in_its_socket(first_bytes: bytes, probe: bool) -> None:
+    ours, theirs = socket.socketpair()
+    try:
+        ours.setblocking(False)
+        if first_bytes:
+            theirs.sendall(first_bytes)
+        assert guard._is_probe(ours) is probe
+        if first_bytes:
+            assert ours.recv(64, socket.MSG_PEEK) == first_bytes[:64]  # looked at, not read
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_a_probe_takes_a_health_slot_from_a_connection_that_is_not_one():
+    """Every slot young and taken, the health slots by newcomers that are not probes (they will
+    be answered 503): a probe takes the place of the one held longest; a second probe, with
+    only probes and young connections left, is refused."""
+    now = [10.0]
+    table = ConnectionTable(max_connections=1, health_connections=2, clock=lambda: now[0])
+    regular, first, second = FakeSlot(since=10.0), FakeSlot(since=10.0), FakeSlot(since=10.0)
+    assert [table.admit(regular, talking=True), table.admit(first, talking=True), table.admit(second, talking=True)] == [
+        Pool.REGULAR,
+        Pool.HEALTH,
+        Pool.HEALTH,
+    ]
+    assert table.admit(FakeSlot(since=10.0), talking=True) is None  # not a probe: nothing to take
+    probe = FakeSlot(since=10.0)
+    assert table.admit(probe, talking=True, probe=True) is Pool.HEALTH
+    assert first.evicted and not second.evicted and not regular.evicted
+    other = FakeSlot(since=10.0)
+    assert table.admit(other, talking=True, probe=True) is Pool.HEALTH and second.evicted
+    assert table.admit(FakeSlot(since=10.0), talking=True, probe=True) is None  # probes keep theirs
+    assert not probe.evicted and not other.evicted
+    assert table.rejected == {"full": 2, "health_only": 0, "evicted": 2, "rate_limited": 0}
 
 
 def test_the_table_admits_regular_then_evicts_the_longest_waiting_then_health_then_refuses():
