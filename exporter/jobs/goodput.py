@@ -102,20 +102,11 @@ class Ledger:
         """One step. Its data and checkpoint phases are badput; the rest is goodput, or lost
         progress when its ``index`` is at or below one an earlier process completed. False when
         ``index`` is below one this process sent before (ignored: counted by the caller)."""
-        # _lay inlined: this runs for every step the ingest takes (benchmarks/ingest_throughput.py).
-        badput = self.badput
-        start, cursor = end - duration, self.cursor
-        if cursor is None:
-            cursor = start
-        elif start > cursor:
-            badput[self.gap] += start - cursor
-            cursor = start
-        self.cursor = cursor + duration
-        self.gap = IDLE
+        self._lay(end, duration)
         productive = duration
-        kinds = _KIND_OF_WORD
+        badput = self.badput
         for word, seconds in phases:
-            kind = kinds.get(word)
+            kind = _KIND_OF_WORD.get(word)
             if kind is not None:
                 badput[kind] += seconds
                 productive -= seconds

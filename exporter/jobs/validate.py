@@ -293,7 +293,7 @@ def _step(raw: Any, where: str, limits: IngestLimits, now: float, unknown: _Unkn
         if not _is_number(flops) or not math.isfinite(flops := _as_float(flops)) or not 0 < flops <= limits.max_flops:
             raise _out_of_range(f"{where}.flops: expected model FLOPs above 0 and at most {limits.max_flops:g}")
     index = raw.get("index")
-    if index is not None and not (type(index) is int and 0 <= index <= MAX_INDEX):  # noqa: E721 (bool is refused)
+    if index is not None:
         index = _int(index, f"{where}.index", 0, MAX_INDEX)
     return Step(duration, end, samples, phases, flops, index)
 
