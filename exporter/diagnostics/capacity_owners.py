@@ -6,8 +6,8 @@ A chip-step counts for every owner whose series had the chip in that step (a chi
 containers counts for both, as a chip counts for every namespace a pod of which held it); a
 chip-step with no owner series counts for no owner: the owner table covers what the owner
 source saw, the node tables every chip. *Allocated but idle*: the owner held the chip, its health
-did not page, and its AI Cores averaged below 1% over the step (capacity_grid.IDLE_UTILIZATION,
-the bound the report calls a chip in use by when no in-use series exist). Owners are many where
+did not page, and its AI Cores averaged below 1% over the step (IDLE_UTILIZATION below, the
+bound the report calls a chip in use by when no in-use series exist). Owners are many where
 Slurm jobs come and go: Python runs a line or two per owner, never per chip-step."""
 
 from __future__ import annotations

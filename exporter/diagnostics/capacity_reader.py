@@ -18,6 +18,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from exporter.core.values import format_duration
 from exporter.diagnostics.capacity import (
@@ -167,6 +168,16 @@ def _key(labels: dict[str, str]) -> ChipKey:
     return (labels.get("instance", ""), labels.get("npu", ""), labels.get("chip", ""), labels.get("device", ""))
 
 
+def _held_by(found: list[Series], *labels: str) -> dict[ChipKey, set[tuple[Any, ...]]]:
+    """Per chip, (step end, *label values) of each series holding it (a namespace's pod, an
+    owner): a set, so the same chip's series from two scrape jobs count once."""
+    out: dict[ChipKey, set[tuple[Any, ...]]] = {}
+    for series in found:
+        values = tuple(series.labels.get(label, "") for label in labels)
+        out.setdefault(_key(series.labels), set()).update((t, *values) for t, _ in series.points)
+    return out
+
+
 def read_capacity(
     client: PrometheusClient,
     start: float,
@@ -221,15 +232,8 @@ def read_capacity(
                     found_in_use = True
                     slot = in_use.setdefault((series.labels.get("instance", ""), series.labels.get("device", "")), set())
                     slot.update(t for t, _ in series.points)
-            namespaces: dict[ChipKey, set[tuple[float, str]]] = {}  # a set: the same chip's series from two scrape jobs count once
-            pods = each("namespaces")
-            for series in pods:
-                namespaces.setdefault(_key(series.labels), set()).update((t, series.labels.get("namespace", "")) for t, _ in series.points)
-            owners: dict[ChipKey, set[tuple[float, str, str]]] = {}  # likewise: one owner per chip and step
-            held = each("owners")
-            for series in held:
-                runtime, owner = series.labels.get("runtime", ""), series.labels.get("owner", "")
-                owners.setdefault(_key(series.labels), set()).update((t, runtime, owner) for t, _ in series.points)
+            pods, held = each("namespaces"), each("owners")
+            namespaces, owners = _held_by(pods, "namespace"), _held_by(held, "runtime", "owner")
             unhealthy: dict[tuple[str, str], set[float]] = {}
             for series in each("health"):
                 unhealthy.setdefault((series.labels.get("instance", ""), series.labels.get("device", "")), set()).update(
@@ -436,8 +440,8 @@ def observed_seconds(
 def _chip(
     series: Series,
     in_use: dict[tuple[str, str], set[float]],
-    namespaces: dict[ChipKey, set[tuple[float, str]]],
-    owners: dict[ChipKey, set[tuple[float, str, str]]],
+    namespaces: dict[ChipKey, set[tuple[Any, ...]]],
+    owners: dict[ChipKey, set[tuple[Any, ...]]],
     edges: dict[ChipKey, tuple[Point, ...]],
 ) -> ChipHistory:
     key = _key(series.labels)
