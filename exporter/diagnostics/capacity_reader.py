@@ -64,9 +64,8 @@ ChipKey = tuple[str, str, str, str]
 RESOLUTION = 60.0  # seconds between the evaluations that find a step's first and last sample
 MAX_EDGE_STEPS = 48  # steps where some chip's samples begin or stop, read one by one; more: one coarser range query
 Point = tuple[float, float]
-QUERIES = (
-    12  # for the progress line: history held, utilization, edges (2), 3 in-use sources, namespaces, owners, health, HBM used and total
-)
+# For the progress line: history held, utilization, edges (2), 3 in-use sources, namespaces, owners, health, HBM used and total.
+QUERIES = 12
 MAX_FITS = 4  # finer steps tried when the data covers less than the range asked for
 MIN_RECORDED_SPAN = 86400.0  # records held for less (rules loaded lately): the raw series are read
 NODE_SPAN = 86400.0  # seconds: the step of the query for the nodes with records (see _recorded_nodes)
